@@ -1,0 +1,169 @@
+//===- Kernels.h - fp32 CPU kernels of the moe runtime ----------*- C++ -*-===//
+//
+// One function per forward op and per VJP rule of docs/semantics.md. All
+// tensors are dense, row-major fp32 (ids are int32). Outputs are overwritten,
+// never accumulated into, unless the name says `Accumulate`. Activations of
+// shape [B, S, X] are passed as [T, X] with T = B * S where the sequence
+// structure does not matter. The kernels are deterministic: same inputs give
+// bitwise the same outputs on every run (no threading-order dependent sums).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_CPU_KERNELS_H
+#define MOE_RUNTIME_CPU_KERNELS_H
+
+#include <cstdint>
+
+namespace moe::rt::cpu {
+
+//===----------------------------------------------------------------------===//
+// Linear algebra (OpenBLAS sgemm)
+//===----------------------------------------------------------------------===//
+
+/// y[T, N] = x[T, K] * w[N, K]^T.
+void linearForward(const float *x, const float *w, float *y, int64_t T,
+                   int64_t K, int64_t N);
+/// dx[T, K] = dy[T, N] * w[N, K].
+void linearBackwardInput(const float *dy, const float *w, float *dx, int64_t T,
+                         int64_t K, int64_t N);
+/// dw[N, K] = dy[T, N]^T * x[T, K].
+void linearBackwardWeight(const float *dy, const float *x, float *dw, int64_t T,
+                          int64_t K, int64_t N);
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+/// y = a + b over n elements (y may alias a or b).
+void add(const float *a, const float *b, float *y, int64_t n);
+/// y = silu(gate) * up.
+void swigluForward(const float *gate, const float *up, float *y, int64_t n);
+/// dgate = dy * up * silu'(gate), dup = dy * silu(gate).
+void swigluBackward(const float *dy, const float *gate, const float *up,
+                    float *dgate, float *dup, int64_t n);
+
+//===----------------------------------------------------------------------===//
+// Embedding
+//===----------------------------------------------------------------------===//
+
+/// y[t, :] = table[tokens[t], :]. Returns the index t of the first token id
+/// outside [0, V), or -1 when all are valid (then y is fully written).
+int64_t embeddingForward(const int32_t *tokens, const float *table, float *y,
+                         int64_t T, int64_t V, int64_t H);
+/// dtable[V, H] = sum over t with tokens[t] = v of dy[t, :]. Ids outside
+/// [0, V) are skipped (the forward already reported them).
+void embeddingBackward(const float *dy, const int32_t *tokens, float *dtable,
+                       int64_t T, int64_t V, int64_t H);
+
+//===----------------------------------------------------------------------===//
+// RMSNorm
+//===----------------------------------------------------------------------===//
+
+void rmsNormForward(const float *x, const float *w, float *y, int64_t T,
+                    int64_t H, float eps);
+void rmsNormBackward(const float *dy, const float *x, const float *w,
+                     float *dx, float *dw, int64_t T, int64_t H, float eps);
+
+//===----------------------------------------------------------------------===//
+// RoPE (rotate-half), x viewed as [B, S, heads, headDim]
+//===----------------------------------------------------------------------===//
+
+void ropeForward(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
+                 int64_t headDim, float theta);
+/// dx = R^T dy (y may alias x in both directions).
+void ropeBackward(const float *dy, float *dx, int64_t B, int64_t S,
+                  int64_t heads, int64_t headDim, float theta);
+
+//===----------------------------------------------------------------------===//
+// Causal attention with grouped-query heads
+//===----------------------------------------------------------------------===//
+
+/// q: [B, S, heads*d], k, v: [B, S, kvHeads*d], out: [B, S, heads*d],
+/// lse: [B, heads, S]. Scale 1/sqrt(d); causal. heads % kvHeads == 0.
+void attentionForward(const float *q, const float *k, const float *v,
+                      float *out, float *lse, int64_t B, int64_t S,
+                      int64_t heads, int64_t kvHeads, int64_t headDim);
+/// Gradients w.r.t. q, k and v from dout; recomputes probabilities from lse.
+void attentionBackward(const float *dout, const float *q, const float *k,
+                       const float *v, const float *out, const float *lse,
+                       float *dq, float *dk, float *dv, int64_t B, int64_t S,
+                       int64_t heads, int64_t kvHeads, int64_t headDim);
+
+//===----------------------------------------------------------------------===//
+// Router and experts
+//===----------------------------------------------------------------------===//
+
+/// logits: [T, E] -> probs: [T, E] (softmax), weights: [T, topK] (top-k
+/// renormalised), indices: [T, topK] (descending probability, ties to the
+/// lower id; -1 where dropped by capacity). capacityFactor <= 0: no dropping.
+void routerForward(const float *logits, float *probs, float *weights,
+                   int32_t *indices, int64_t T, int64_t E, int64_t topK,
+                   float capacityFactor);
+/// dlogits from the gradient of the renormalised weights (dweights, [T, topK])
+/// and, when non-null, of the probabilities (dprobs, [T, E]; from the
+/// load-balancing loss). The top-k selection is recomputed from probs with
+/// the forward's rule, so slots dropped by capacity still name their expert.
+void routerBackward(const float *dweights, const float *dprobs,
+                    const float *probs, float *dlogits, int64_t T, int64_t E,
+                    int64_t topK);
+
+/// x: [T, H], weights/indices: [T, topK], w1, w3: [E, F, H], w2: [E, H, F],
+/// y: [T, H]. Tokens are grouped by expert so each expert runs as one GEMM.
+void expertsForward(const float *x, const float *weights,
+                    const int32_t *indices, const float *w1, const float *w3,
+                    const float *w2, float *y, int64_t T, int64_t H, int64_t F,
+                    int64_t E, int64_t topK);
+void expertsBackward(const float *dy, const float *x, const float *weights,
+                     const int32_t *indices, const float *w1, const float *w3,
+                     const float *w2, float *dx, float *dweights, float *dw1,
+                     float *dw3, float *dw2, int64_t T, int64_t H, int64_t F,
+                     int64_t E, int64_t topK);
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+/// Mean cross-entropy over targets >= 0 (0 when there are none).
+float crossEntropyForward(const float *logits, const int32_t *targets,
+                          int64_t T, int64_t V);
+void crossEntropyBackward(float dloss, const float *logits,
+                          const int32_t *targets, float *dlogits, int64_t T,
+                          int64_t V);
+
+/// Switch/HF load-balancing loss of one layer from its router probabilities;
+/// the top-k selection is recomputed from probs (before any capacity drop).
+float auxLossForward(const float *probs, int64_t T, int64_t E, int64_t topK);
+void auxLossBackward(float dloss, const float *probs, float *dprobs, int64_t T,
+                     int64_t E, int64_t topK);
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+/// Sum of squares of n values, accumulated in double for reproducibility.
+double sumOfSquares(const float *g, int64_t n);
+/// x *= scale.
+void scale(float *x, float scale, int64_t n);
+/// Warmup + cosine learning rate for 0-based step (docs/semantics.md).
+float learningRate(int64_t step, float peak, float min, int64_t warmup,
+                   int64_t decay);
+/// One AdamW update of n elements at 0-based step (bias correction uses
+/// step + 1). weightDecay is applied as p -= lr * weightDecay * p.
+void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq,
+           int64_t n, float lr, float beta1, float beta2, float eps,
+           float weightDecay, int64_t step);
+
+//===----------------------------------------------------------------------===//
+// Initialisation
+//===----------------------------------------------------------------------===//
+
+/// 64-bit FNV-1a of a parameter name; the stream id of its random numbers.
+uint64_t nameHash(const char *name);
+/// Fills n values of a parameter with normal(0, std) draws where element i
+/// (global index, so shards agree) depends only on (seed, stream, i).
+void initNormal(float *x, int64_t n, float std, uint64_t seed, uint64_t stream,
+                int64_t firstIndex = 0);
+void fill(float *x, float value, int64_t n);
+
+} // namespace moe::rt::cpu
+
+#endif // MOE_RUNTIME_CPU_KERNELS_H

@@ -1,0 +1,1 @@
+#include "moe/Runtime/Artifact/Reader.h"

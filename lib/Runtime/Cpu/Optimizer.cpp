@@ -1,0 +1,1 @@
+#include "moe/Runtime/Cpu/Kernels.h"

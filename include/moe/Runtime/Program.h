@@ -92,6 +92,8 @@ struct ModelInfo {
   int64_t experts = 0, topK = 0, ffn = 0, batch = 0, seq = 0;
   int64_t totalParams = 0, activeParams = 0;
   double flopsPerStep = 0;
+  /// Model and optimizer settings as JSON, as moec wrote them.
+  std::string configJson;
 };
 
 struct Program {

@@ -1,0 +1,83 @@
+//===- MoEBase.td - the moe dialect ------------------------*- tablegen -*-===//
+#ifndef MOE_DIALECT_MOE_IR_MOEBASE_TD
+#define MOE_DIALECT_MOE_IR_MOEBASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def MoE_Dialect : Dialect {
+  let name = "moe";
+  let cppNamespace = "::mlir::moe";
+  let summary = "Mixture-of-Experts transformer training";
+  let description = [{
+    The `moe` dialect describes the training step of a decoder-only
+    Mixture-of-Experts transformer with HF Mixtral semantics
+    (docs/semantics.md). It has three levels:
+
+    * `moe.transformer`, a config-level description (vocab, hidden, layers,
+      heads, experts, ...) that `moe-expand-transformer` expands;
+    * model ops on static-shaped fp32 tensors (`moe.embedding`,
+      `moe.rms_norm`, `moe.linear`, `moe.rope`, `moe.attention`,
+      `moe.router`, `moe.experts`, `moe.cross_entropy`, ...) over parameters
+      declared as module-level symbols (`moe.param`);
+    * gradient and optimizer ops (`moe.linear_grad_input`, `moe.adamw_update`,
+      ...) that `moe-autodiff` and `moe-optimizer` derive.
+
+    Example (one RMSNorm of a parameter-backed model):
+
+    ```mlir
+    moe.param @"model.norm.weight" : tensor<64xf32> {init = #moe.init<ones>}
+    func.func @forward(%x: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
+      %w = moe.get_param @"model.norm.weight" : tensor<64xf32>
+      %y = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32}
+          : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+      return %y : tensor<2x8x64xf32>
+    }
+    ```
+  }];
+  let useDefaultAttributePrinterParser = 1;
+}
+
+def MoE_InitKind : I32EnumAttr<"InitKind", "how a parameter is initialised", [
+  I32EnumAttrCase<"none", 0>,
+  I32EnumAttrCase<"zeros", 1>,
+  I32EnumAttrCase<"ones", 2>,
+  I32EnumAttrCase<"normal", 3>
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::moe";
+}
+
+def MoE_InitKindAttr : EnumAttr<MoE_Dialect, MoE_InitKind, "init"> {
+  let summary = "initialisation of a parameter";
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def MoE_ParamKind : I32EnumAttr<"ParamKind", "what a parameter symbol holds", [
+  I32EnumAttrCase<"weight", 0>,
+  I32EnumAttrCase<"optimizer_state", 1>
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::moe";
+}
+
+def MoE_ParamKindAttr : EnumAttr<MoE_Dialect, MoE_ParamKind, "param_kind"> {
+  let summary = "role of a parameter symbol";
+  let assemblyFormat = "`<` $value `>`";
+}
+
+class MoE_Op<string mnemonic, list<Trait> traits = []>
+    : Op<MoE_Dialect, mnemonic, traits>;
+
+// Tensors of the model: static shapes, fp32 values and int32 ids.
+def MoE_F32Tensor : StaticShapeTensorOf<[F32]>;
+def MoE_I32Tensor : StaticShapeTensorOf<[I32]>;
+def MoE_F32Scalar : 0DTensorOf<[F32]> {
+  let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getF32Type())";
+}
+def MoE_I32Scalar : 0DTensorOf<[I32]> {
+  let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getI32Type())";
+}
+
+#endif // MOE_DIALECT_MOE_IR_MOEBASE_TD

@@ -1,0 +1,26 @@
+//===- MoEOps.h - ops, attributes and interfaces of moe ---------*- C++ -*-===//
+#ifndef MOE_DIALECT_MOE_IR_MOEOPS_H
+#define MOE_DIALECT_MOE_IR_MOEOPS_H
+
+#include "moe/Dialect/MoE/IR/MoEDialect.h"
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "moe/Dialect/MoE/IR/MoEEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "moe/Dialect/MoE/IR/MoEAttrs.h.inc"
+
+#include "moe/Dialect/MoE/IR/MoEInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "moe/Dialect/MoE/IR/MoEOps.h.inc"
+
+#endif // MOE_DIALECT_MOE_IR_MOEOPS_H

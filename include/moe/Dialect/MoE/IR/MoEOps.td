@@ -1,0 +1,820 @@
+//===- MoEOps.td - ops of the moe dialect ------------------*- tablegen -*-===//
+//
+// The math of every op is in docs/semantics.md; the descriptions here say
+// what the op is for, its shapes and its invariants.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_DIALECT_MOE_IR_MOEOPS_TD
+#define MOE_DIALECT_MOE_IR_MOEOPS_TD
+
+include "moe/Dialect/MoE/IR/MoEBase.td"
+include "moe/Dialect/MoE/IR/MoEInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Module-level configuration and parameters
+//===----------------------------------------------------------------------===//
+
+def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
+  let summary = "config-level decoder-only MoE transformer";
+  let description = [{
+    The compact form of a model: `moe-expand-transformer` replaces it with
+    the parameters (`moe.param`, HF Mixtral names) and a `func.func
+    @forward(%tokens, %targets) -> tensor<f32>` computing the training loss
+    for one batch of `batch` sequences of `seq` tokens.
+
+    Layers listed in `dense_layers` use a dense SwiGLU MLP of width
+    `dense_ffn` (default: `ffn`); the others are MoE layers with `experts`
+    SwiGLU experts of width `ffn`, `top_k` of which each token uses.
+
+    Constraints:
+    * all sizes are positive; `hidden` is divisible by `heads`, `heads` by
+      `kv_heads`, and the head dimension `hidden / heads` is even (RoPE);
+    * `1 <= top_k <= experts`;
+    * every entry of `dense_layers` is in `[0, layers)` and unique;
+    * `rms_eps > 0`, `rope_theta > 0`, `init_std > 0`, `aux_coef >= 0`,
+      `capacity_factor >= 0` (0: no token dropping).
+
+    Example:
+
+    ```mlir
+    moe.transformer @tiny {vocab = 256, hidden = 64, layers = 2, heads = 4,
+                           kv_heads = 2, experts = 4, top_k = 2, ffn = 128,
+                           seq = 64, batch = 8, dense_layers = array<i64: 0>}
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    I64Attr:$vocab,
+    I64Attr:$hidden,
+    I64Attr:$layers,
+    I64Attr:$heads,
+    I64Attr:$kv_heads,
+    I64Attr:$experts,
+    I64Attr:$top_k,
+    I64Attr:$ffn,
+    I64Attr:$seq,
+    I64Attr:$batch,
+    DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$dense_layers,
+    OptionalAttr<I64Attr>:$dense_ffn,
+    DefaultValuedAttr<F32Attr, "1.0e-5">:$rms_eps,
+    DefaultValuedAttr<F32Attr, "10000.0">:$rope_theta,
+    DefaultValuedAttr<F32Attr, "0.01">:$aux_coef,
+    DefaultValuedAttr<F32Attr, "0.0">:$capacity_factor,
+    DefaultValuedAttr<F32Attr, "0.02">:$init_std
+  );
+  let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
+}
+
+def MoE_AdamWConfigOp : MoE_Op<"adamw_config"> {
+  let summary = "AdamW, gradient clipping and learning-rate schedule settings";
+  let description = [{
+    Module-level settings read by `moe-optimizer`: AdamW (decoupled weight
+    decay) with `beta1`, `beta2`, `eps`, `weight_decay`; global-norm gradient
+    clipping at `max_grad_norm` (0 disables it); a learning rate warming up
+    linearly to `lr` over `warmup` steps and decaying by a cosine to `min_lr`
+    at step `decay_steps`. Absent, the defaults below apply.
+
+    Constraints: `0 <= beta1, beta2 < 1`, `eps > 0`, `lr >= min_lr >= 0`,
+    `weight_decay >= 0`, `max_grad_norm >= 0`, `0 <= warmup <= decay_steps`.
+
+    Example:
+
+    ```mlir
+    moe.adamw_config {lr = 3.0e-3 : f32, warmup = 20, decay_steps = 300}
+    ```
+  }];
+  let arguments = (ins
+    DefaultValuedAttr<F32Attr, "3.0e-4">:$lr,
+    DefaultValuedAttr<F32Attr, "0.0">:$min_lr,
+    DefaultValuedAttr<I64Attr, "100">:$warmup,
+    DefaultValuedAttr<I64Attr, "10000">:$decay_steps,
+    DefaultValuedAttr<F32Attr, "0.9">:$beta1,
+    DefaultValuedAttr<F32Attr, "0.95">:$beta2,
+    DefaultValuedAttr<F32Attr, "1.0e-8">:$eps,
+    DefaultValuedAttr<F32Attr, "0.1">:$weight_decay,
+    DefaultValuedAttr<F32Attr, "1.0">:$max_grad_norm
+  );
+  let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
+}
+
+def MoE_ParamOp : MoE_Op<"param", [Symbol]> {
+  let summary = "a named, persistent tensor: a weight or optimizer state";
+  let description = [{
+    Declares a persistent fp32 tensor by name. Weights use HF Mixtral tensor
+    names; stacked expert weights carry `{e}` in their name where the expert
+    index goes (`...experts.{e}.w1.weight`, shape `[E, F, H]`), and exporting
+    splits them along dimension 0. Optimizer state is named
+    `<param>.exp_avg` / `<param>.exp_avg_sq`.
+
+    Constraints:
+    * the type is a statically shaped f32 tensor;
+    * `init = normal` needs `init_std > 0`; optimizer state is initialised
+      with zeros;
+    * `{e}` appears at most once, and only in a tensor of rank >= 2.
+
+    Example:
+
+    ```mlir
+    moe.param @"model.layers.0.self_attn.q_proj.weight" : tensor<64x64xf32>
+        {init = #moe.init<normal>, init_std = 2.0e-2 : f32}
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    TypeAttrOf<MoE_F32Tensor>:$type,
+    DefaultValuedAttr<MoE_InitKindAttr, "InitKind::none">:$init,
+    OptionalAttr<F32Attr>:$init_std,
+    DefaultValuedAttr<MoE_ParamKindAttr, "ParamKind::weight">:$kind,
+    UnitAttr:$no_weight_decay
+  );
+  let assemblyFormat = "$sym_name `:` $type attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def MoE_GetParamOp : MoE_Op<"get_param", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads the current value of a parameter";
+  let description = [{
+    The value of a `moe.param` at this point of the step. Its gradient is the
+    gradient of the loss with respect to that parameter.
+
+    Constraints: `param` names a `moe.param` whose type is the result type.
+
+    Example:
+
+    ```mlir
+    %w = moe.get_param @"lm_head.weight" : tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "$param attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Model ops
+//===----------------------------------------------------------------------===//
+
+def MoE_EmbeddingOp : MoE_Op<"embedding", [Pure,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "token embedding lookup";
+  let description = [{
+    `result[b, s] = table[tokens[b, s]]`. A token id outside `[0, V)` is a
+    runtime error naming its position.
+
+    Constraints: `tokens` is `[B, S]` i32, `table` is `[V, H]`, the result is
+    `[B, S, H]`.
+
+    Example:
+
+    ```mlir
+    %h = moe.embedding %tokens, %table
+        : (tensor<8x64xi32>, tensor<256x64xf32>) -> tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_I32Tensor:$tokens, MoE_F32Tensor:$table);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_RMSNormOp : MoE_Op<"rms_norm", [Pure,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "RMSNorm over the last dimension";
+  let description = [{
+    `y = w * x / sqrt(mean(x^2) + epsilon)` over the last dimension (HF
+    `MixtralRMSNorm`).
+
+    Constraints: `weight` is 1-D of the size of the input's last dimension;
+    the result has the input's type; `epsilon > 0`.
+
+    Example:
+
+    ```mlir
+    %y = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32}
+        : (tensor<8x64x64xf32>, tensor<64xf32>) -> tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$input, MoE_F32Tensor:$weight,
+                       F32Attr:$epsilon);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_LinearOp : MoE_Op<"linear", [Pure,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "matrix product with a weight in [out, in] layout";
+  let description = [{
+    `y[..., n] = sum_k x[..., k] * w[n, k]`, i.e. `y = x w^T` as PyTorch's
+    `nn.Linear` without bias. Used for the attention projections, dense MLP
+    projections, the router gate and the LM head.
+
+    Constraints: `weight` is `[N, K]`, the input is `[..., K]` (rank >= 2),
+    the result is `[..., N]` with the input's leading dimensions.
+
+    Example:
+
+    ```mlir
+    %q = moe.linear %x, %wq
+        : (tensor<8x64x64xf32>, tensor<64x64xf32>) -> tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$input, MoE_F32Tensor:$weight);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_RoPEOp : MoE_Op<"rope", [Pure,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "rotary position embedding, rotate-half convention";
+  let description = [{
+    Rotates each head of a `[B, S, num_heads * d]` tensor by the position
+    `s`, with frequencies `theta^(-2i/d)` (HF `apply_rotary_pos_emb`).
+
+    Constraints: the input is `[B, S, X]` with `X` divisible by `num_heads`
+    and `X / num_heads` even; the result has the input's type; `theta > 0`.
+
+    Example:
+
+    ```mlir
+    %qr = moe.rope %q {num_heads = 4, theta = 1.0e4 : f32}
+        : (tensor<8x64x64xf32>) -> tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$input, I64Attr:$num_heads,
+                       F32Attr:$theta);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_AttentionOp : MoE_Op<"attention", [Pure,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "causal scaled-dot-product attention with grouped-query heads";
+  let description = [{
+    Causal softmax attention, scale `1/sqrt(d)`, where query head `h` reads
+    key/value head `h / (num_heads / num_kv_heads)`. Also returns the
+    log-sum-exp of each score row (`[B, num_heads, S]`), which the backward
+    pass uses instead of storing the probabilities.
+
+    Constraints: `query` is `[B, S, num_heads * d]`, `key` and `value` are
+    `[B, S, num_kv_heads * d]`; `num_heads` is a positive multiple of
+    `num_kv_heads`; `output` has the query's type and `lse` is
+    `[B, num_heads, S]`.
+
+    Example:
+
+    ```mlir
+    %o, %lse = moe.attention %q, %k, %v {num_heads = 4, num_kv_heads = 2}
+        : (tensor<8x64x64xf32>, tensor<8x64x32xf32>, tensor<8x64x32xf32>)
+        -> (tensor<8x64x64xf32>, tensor<8x4x64xf32>)
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$query, MoE_F32Tensor:$key,
+                       MoE_F32Tensor:$value, I64Attr:$num_heads,
+                       I64Attr:$num_kv_heads);
+  let results = (outs MoE_F32Tensor:$output, MoE_F32Tensor:$lse);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_RouterOp : MoE_Op<"router", [Pure,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "softmax over experts, top-k selection, renormalised weights";
+  let description = [{
+    From gate logits `[..., E]`: the softmax probabilities over all experts,
+    the `top_k` largest (descending, ties to the lower id) as expert indices,
+    and their probabilities renormalised to sum to one (HF Mixtral). With
+    `capacity_factor > 0`, each expert admits at most
+    `ceil(capacity_factor * T * top_k / E)` assignments, first choices first;
+    the index of a dropped assignment is -1.
+
+    Constraints: `logits` is `[..., E]`; `probs` has its type; `weights`
+    (f32) and `indices` (i32) are `[..., top_k]`; `1 <= top_k <= E`;
+    `capacity_factor >= 0`.
+
+    Example:
+
+    ```mlir
+    %p, %w, %i = moe.router %logits {top_k = 2, capacity_factor = 0.0 : f32}
+        : (tensor<8x64x4xf32>)
+        -> (tensor<8x64x4xf32>, tensor<8x64x2xf32>, tensor<8x64x2xi32>)
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$logits, I64Attr:$top_k,
+                       DefaultValuedAttr<F32Attr, "0.0">:$capacity_factor);
+  let results = (outs MoE_F32Tensor:$probs, MoE_F32Tensor:$weights,
+                      MoE_I32Tensor:$indices);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_ExpertsOp : MoE_Op<"experts", [Pure,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "grouped SwiGLU experts combined with router weights";
+  let description = [{
+    `y[t] = sum_j weights[t,j] * w2[e] (silu(w1[e] x[t]) * (w3[e] x[t]))`
+    over the assignments `e = indices[t,j] >= 0`. Expert weights are stacked
+    along dimension 0. Tokens are grouped per expert so that each expert is
+    one GEMM (the runtime's grouped kernel).
+
+    Constraints: `input` is `[..., H]`; `weights` (f32) and `indices` (i32)
+    are `[..., k]` with the input's leading dimensions; `w1` and `w3` are
+    `[E, F, H]`, `w2` is `[E, H, F]`; the result has the input's type.
+
+    Example:
+
+    ```mlir
+    %y = moe.experts %x, %w, %i, %w1, %w3, %w2
+        : (tensor<8x64x64xf32>, tensor<8x64x2xf32>, tensor<8x64x2xi32>,
+           tensor<4x128x64xf32>, tensor<4x128x64xf32>, tensor<4x64x128xf32>)
+        -> tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$input, MoE_F32Tensor:$weights,
+                       MoE_I32Tensor:$indices, MoE_F32Tensor:$w1,
+                       MoE_F32Tensor:$w3, MoE_F32Tensor:$w2);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_SwiGLUOp : MoE_Op<"swiglu", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "silu(gate) * up, elementwise";
+  let description = [{
+    The gated activation of a SwiGLU MLP: `silu(gate) * up` with
+    `silu(a) = a * sigmoid(a)`.
+
+    Example:
+
+    ```mlir
+    %a = moe.swiglu %gate, %up : tensor<8x64x128xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$gate, MoE_F32Tensor:$up);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` type($result)";
+}
+
+def MoE_AddOp : MoE_Op<"add", [Pure, Commutative, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "elementwise sum (residual connections, gradient fan-in)";
+  let description = [{
+    Example:
+
+    ```mlir
+    %y = moe.add %x, %r : tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$lhs, MoE_F32Tensor:$rhs);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` type($result)";
+}
+
+def MoE_CrossEntropyOp : MoE_Op<"cross_entropy", [Pure,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "mean next-token cross-entropy, ignoring negative targets";
+  let description = [{
+    The mean over tokens with `targets >= 0` of
+    `logsumexp(logits[t]) - logits[t, targets[t]]` (0 when there are none).
+
+    Constraints: `logits` is `[..., V]`, `targets` is i32 with the logits'
+    leading dimensions; the result is a 0-d f32 tensor.
+
+    Example:
+
+    ```mlir
+    %ce = moe.cross_entropy %logits, %targets
+        : (tensor<8x64x256xf32>, tensor<8x64xi32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$logits, MoE_I32Tensor:$targets);
+  let results = (outs MoE_F32Scalar:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_AuxLossOp : MoE_Op<"aux_loss", [Pure,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "load-balancing loss of one MoE layer";
+  let description = [{
+    `E * sum_e (count[e] / T) * mean_t probs[t, e]`, with `count[e]` the
+    number of top-`top_k` selections of expert `e` (recomputed from `probs`,
+    before capacity dropping). Only `probs` carries gradient.
+
+    Constraints: `probs` is `[..., E]` with `1 <= top_k <= E`; the result is
+    a 0-d f32 tensor.
+
+    Example:
+
+    ```mlir
+    %aux = moe.aux_loss %p {top_k = 2} : (tensor<8x64x4xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$probs, I64Attr:$top_k);
+  let results = (outs MoE_F32Scalar:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_WeightedSumOp : MoE_Op<"weighted_sum", [Pure,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "sum of scalars with constant coefficients";
+  let description = [{
+    `sum_i coefficients[i] * inputs[i]`: combines the cross-entropy and the
+    load-balancing losses into the training loss.
+
+    Constraints: at least one input; one coefficient per input.
+
+    Example:
+
+    ```mlir
+    %loss = moe.weighted_sum %ce, %aux0 {coefficients = array<f32: 1.0, 0.01>}
+        : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<MoE_F32Scalar>:$inputs,
+                       DenseF32ArrayAttr:$coefficients);
+  let results = (outs MoE_F32Scalar:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_ConstantOp : MoE_Op<"constant", [Pure, ConstantLike]> {
+  let summary = "a tensor filled with one value";
+  let description = [{
+    The seed of backpropagation (`1.0` for the loss) and zero gradients.
+
+    Example:
+
+    ```mlir
+    %one = moe.constant 1.0 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins F32Attr:$value);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient ops (derived by moe-autodiff; see docs/semantics.md "Backward")
+//===----------------------------------------------------------------------===//
+
+def MoE_EmbeddingGradOp : MoE_Op<"embedding_grad", [Pure]> {
+  let summary = "gradient of the embedding table";
+  let description = [{
+    Scatter-adds the rows of `grad` into a zero `[V, H]` table at the token
+    ids.
+
+    Constraints: `grad` is `[B, S, H]`, `tokens` `[B, S]`, the result `[V, H]`.
+
+    Example:
+
+    ```mlir
+    %dtable = moe.embedding_grad %dy, %tokens
+        : (tensor<8x64x64xf32>, tensor<8x64xi32>) -> tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$grad, MoE_I32Tensor:$tokens);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_RMSNormGradOp : MoE_Op<"rms_norm_grad", [Pure]> {
+  let summary = "gradients of RMSNorm's input and weight";
+  let description = [{
+    Constraints: `grad` and `input` have one type, which is that of
+    `input_grad`; `weight` and `weight_grad` are 1-D of the last dimension;
+    `epsilon > 0`.
+
+    Example:
+
+    ```mlir
+    %dx, %dw = moe.rms_norm_grad %dy, %x, %w {epsilon = 1.0e-5 : f32}
+        : (tensor<8x64x64xf32>, tensor<8x64x64xf32>, tensor<64xf32>)
+        -> (tensor<8x64x64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$grad, MoE_F32Tensor:$input,
+                       MoE_F32Tensor:$weight, F32Attr:$epsilon);
+  let results = (outs MoE_F32Tensor:$input_grad, MoE_F32Tensor:$weight_grad);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_LinearGradInputOp : MoE_Op<"linear_grad_input", [Pure]> {
+  let summary = "gradient of a linear layer's input: dy w";
+  let description = [{
+    Kept apart from the weight gradient so that schedules may run the two at
+    different times (zero-bubble pipelines).
+
+    Constraints: `grad` is `[..., N]`, `weight` `[N, K]`, the result
+    `[..., K]` with `grad`'s leading dimensions.
+
+    Example:
+
+    ```mlir
+    %dx = moe.linear_grad_input %dy, %w
+        : (tensor<8x64x32xf32>, tensor<32x64xf32>) -> tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$grad, MoE_F32Tensor:$weight);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_LinearGradWeightOp : MoE_Op<"linear_grad_weight", [Pure]> {
+  let summary = "gradient of a linear layer's weight: dy^T x";
+  let description = [{
+    Constraints: `grad` is `[..., N]`, `input` `[..., K]` with the same
+    leading dimensions, the result `[N, K]`.
+
+    Example:
+
+    ```mlir
+    %dw = moe.linear_grad_weight %dy, %x
+        : (tensor<8x64x32xf32>, tensor<8x64x64xf32>) -> tensor<32x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$grad, MoE_F32Tensor:$input);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_RoPEGradOp : MoE_Op<"rope_grad", [Pure]> {
+  let summary = "gradient of RoPE: the inverse rotation";
+  let description = [{
+    Constraints: as `moe.rope`.
+
+    Example:
+
+    ```mlir
+    %dx = moe.rope_grad %dy {num_heads = 4, theta = 1.0e4 : f32}
+        : (tensor<8x64x64xf32>) -> tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$grad, I64Attr:$num_heads,
+                       F32Attr:$theta);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_AttentionGradOp : MoE_Op<"attention_grad", [Pure]> {
+  let summary = "gradients of attention's query, key and value";
+  let description = [{
+    Recomputes the probabilities from the forward's `lse`
+    (FlashAttention's backward).
+
+    Constraints: `grad` and `output` have the query's type; `lse` is
+    `[B, num_heads, S]`; the results have the types of query, key and value;
+    shapes as `moe.attention`.
+
+    Example:
+
+    ```mlir
+    %dq, %dk, %dv = moe.attention_grad %do, %q, %k, %v, %o, %lse
+        {num_heads = 4, num_kv_heads = 2}
+        : (tensor<8x64x64xf32>, tensor<8x64x64xf32>, tensor<8x64x32xf32>,
+           tensor<8x64x32xf32>, tensor<8x64x64xf32>, tensor<8x4x64xf32>)
+        -> (tensor<8x64x64xf32>, tensor<8x64x32xf32>, tensor<8x64x32xf32>)
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$grad, MoE_F32Tensor:$query,
+                       MoE_F32Tensor:$key, MoE_F32Tensor:$value,
+                       MoE_F32Tensor:$output, MoE_F32Tensor:$lse,
+                       I64Attr:$num_heads, I64Attr:$num_kv_heads);
+  let results = (outs MoE_F32Tensor:$query_grad, MoE_F32Tensor:$key_grad,
+                      MoE_F32Tensor:$value_grad);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_RouterGradOp : MoE_Op<"router_grad", [Pure]> {
+  let summary = "gradient of the gate logits";
+  let description = [{
+    From the gradient of the renormalised weights and, optionally, of the
+    probabilities (the load-balancing loss), through the top-k
+    renormalisation and the softmax. The top-k selection is recomputed from
+    `probs`.
+
+    Constraints: `weights_grad` is `[..., top_k]`, `probs` and `probs_grad`
+    and the result are `[..., E]`; `1 <= top_k <= E`.
+
+    Example:
+
+    ```mlir
+    %dlogits = moe.router_grad %dw, %p, %dp {top_k = 2}
+        : (tensor<8x64x2xf32>, tensor<8x64x4xf32>, tensor<8x64x4xf32>)
+        -> tensor<8x64x4xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$weights_grad, MoE_F32Tensor:$probs,
+                       Optional<MoE_F32Tensor>:$probs_grad, I64Attr:$top_k);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_ExpertsGradOp : MoE_Op<"experts_grad", [Pure]> {
+  let summary = "gradients of the experts' input, weights and parameters";
+  let description = [{
+    Recomputes each expert's `w1 x` and `w3 x` instead of keeping them.
+
+    Constraints: `grad` has the input's type; operands as `moe.experts`; the
+    results have the types of `input`, `weights`, `w1`, `w3`, `w2`.
+
+    Example:
+
+    ```mlir
+    %dx, %dw, %dw1, %dw3, %dw2 = moe.experts_grad %dy, %x, %w, %i, %w1, %w3, %w2
+        : (tensor<8x64x64xf32>, tensor<8x64x64xf32>, tensor<8x64x2xf32>,
+           tensor<8x64x2xi32>, tensor<4x128x64xf32>, tensor<4x128x64xf32>,
+           tensor<4x64x128xf32>)
+        -> (tensor<8x64x64xf32>, tensor<8x64x2xf32>, tensor<4x128x64xf32>,
+            tensor<4x128x64xf32>, tensor<4x64x128xf32>)
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$grad, MoE_F32Tensor:$input,
+                       MoE_F32Tensor:$weights, MoE_I32Tensor:$indices,
+                       MoE_F32Tensor:$w1, MoE_F32Tensor:$w3,
+                       MoE_F32Tensor:$w2);
+  let results = (outs MoE_F32Tensor:$input_grad, MoE_F32Tensor:$weights_grad,
+                      MoE_F32Tensor:$w1_grad, MoE_F32Tensor:$w3_grad,
+                      MoE_F32Tensor:$w2_grad);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_SwiGLUGradOp : MoE_Op<"swiglu_grad", [Pure, AllTypesMatch<["grad",
+    "gate", "up", "gate_grad", "up_grad"]>]> {
+  let summary = "gradients of silu(gate) * up";
+  let description = [{
+    Example:
+
+    ```mlir
+    %dg, %du = moe.swiglu_grad %dy, %g, %u : tensor<8x64x128xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$grad, MoE_F32Tensor:$gate,
+                       MoE_F32Tensor:$up);
+  let results = (outs MoE_F32Tensor:$gate_grad, MoE_F32Tensor:$up_grad);
+  let assemblyFormat = "operands attr-dict `:` type($grad)";
+}
+
+def MoE_CrossEntropyGradOp : MoE_Op<"cross_entropy_grad", [Pure]> {
+  let summary = "gradient of the logits of the mean cross-entropy";
+  let description = [{
+    Constraints: `grad` is a 0-d f32 tensor; `logits` and `targets` as in
+    `moe.cross_entropy`; the result has the logits' type.
+
+    Example:
+
+    ```mlir
+    %dlogits = moe.cross_entropy_grad %dl, %logits, %targets
+        : (tensor<f32>, tensor<8x64x256xf32>, tensor<8x64xi32>)
+        -> tensor<8x64x256xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Scalar:$grad, MoE_F32Tensor:$logits,
+                       MoE_I32Tensor:$targets);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_AuxLossGradOp : MoE_Op<"aux_loss_grad", [Pure]> {
+  let summary = "gradient of the router probabilities of the load-balancing loss";
+  let description = [{
+    Constraints: `grad` is a 0-d f32 tensor; the result has the type of
+    `probs`, which is `[..., E]` with `1 <= top_k <= E`.
+
+    Example:
+
+    ```mlir
+    %dp = moe.aux_loss_grad %dl, %p {top_k = 2}
+        : (tensor<f32>, tensor<8x64x4xf32>) -> tensor<8x64x4xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Scalar:$grad, MoE_F32Tensor:$probs,
+                       I64Attr:$top_k);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer ops (derived by moe-optimizer)
+//===----------------------------------------------------------------------===//
+
+def MoE_GlobalNormOp : MoE_Op<"global_norm", [Pure]> {
+  let summary = "L2 norm of all gradients together";
+  let description = [{
+    `sqrt(sum over every input of sum(x^2))`.
+
+    Example:
+
+    ```mlir
+    %n = moe.global_norm %g0, %g1 : (tensor<64xf32>, tensor<64x64xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<MoE_F32Tensor>:$inputs);
+  let results = (outs MoE_F32Scalar:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_ClipCoefficientOp : MoE_Op<"clip_coefficient", [Pure]> {
+  let summary = "gradient scale of global-norm clipping";
+  let description = [{
+    `min(1, max_norm / (norm + 1e-6))`, or 1 when `max_norm` is 0
+    (PyTorch `clip_grad_norm_`).
+
+    Constraints: `max_norm >= 0`.
+
+    Example:
+
+    ```mlir
+    %c = moe.clip_coefficient %n {max_norm = 1.0 : f32} : tensor<f32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Scalar:$norm, F32Attr:$max_norm);
+  let results = (outs MoE_F32Scalar:$result);
+  let assemblyFormat = "operands attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def MoE_LearningRateOp : MoE_Op<"learning_rate", [Pure]> {
+  let summary = "warmup + cosine learning-rate schedule";
+  let description = [{
+    The learning rate at a 0-based step: linear warmup to `peak` over
+    `warmup` steps, then a cosine decay to `min` at `decay_steps`.
+
+    Constraints: `peak >= min >= 0`, `0 <= warmup <= decay_steps`.
+
+    Example:
+
+    ```mlir
+    %lr = moe.learning_rate %step {peak = 3.0e-3 : f32, min = 3.0e-4 : f32,
+                                   warmup = 20, decay_steps = 300}
+        : (tensor<i32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins MoE_I32Scalar:$step, F32Attr:$peak, F32Attr:$min,
+                       I64Attr:$warmup, I64Attr:$decay_steps);
+  let results = (outs MoE_F32Scalar:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_AdamWUpdateOp : MoE_Op<"adamw_update", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "one AdamW update of a parameter and its moments, in place";
+  let description = [{
+    Updates `param` and its moments `exp_avg`, `exp_avg_sq` (all
+    `moe.param` symbols) with the gradient times `grad_scale` (the clipping
+    coefficient), at learning rate `lr` and 0-based `step`. Decoupled weight
+    decay `lr * weight_decay * p` is applied first.
+
+    Constraints: the three symbols name `moe.param` ops of the gradient's
+    type, `param` a weight and the others optimizer state;
+    `0 <= beta1, beta2 < 1`, `eps > 0`, `weight_decay >= 0`.
+
+    Example:
+
+    ```mlir
+    moe.adamw_update @w, @w.exp_avg, @w.exp_avg_sq, %g, %lr, %c, %step
+        {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32,
+         weight_decay = 0.1 : f32} : tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$exp_avg,
+                       FlatSymbolRefAttr:$exp_avg_sq, MoE_F32Tensor:$grad,
+                       MoE_F32Scalar:$lr, MoE_F32Scalar:$grad_scale,
+                       MoE_I32Scalar:$step, F32Attr:$beta1, F32Attr:$beta2,
+                       F32Attr:$eps, F32Attr:$weight_decay);
+  let assemblyFormat = [{
+    $param `,` $exp_avg `,` $exp_avg_sq `,` $grad `,` $lr `,` $grad_scale `,`
+    $step attr-dict `:` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // MOE_DIALECT_MOE_IR_MOEOPS_TD

@@ -1,0 +1,39 @@
+//===- ModelStatistics.h - sizes, FLOPs and memory of a step ----*- C++ -*-===//
+#ifndef MOE_TARGET_MODELSTATISTICS_H
+#define MOE_TARGET_MODELSTATISTICS_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace mlir::moe {
+
+struct ModelStatistics {
+  std::string name;
+  int64_t vocab = 0, hidden = 0, layers = 0, heads = 0, kvHeads = 0;
+  int64_t experts = 0, topK = 0, ffn = 0, batch = 0, seq = 0;
+  /// Elements of all weights, and of those one token uses (its top-k
+  /// experts instead of all of them).
+  int64_t totalParams = 0, activeParams = 0;
+  /// Model FLOPs of one step: 3x the forward's matmul FLOPs (forward plus
+  /// backward, not counting recomputation), causal attention counted half.
+  double flopsPerStep = 0;
+  uint64_t paramBytes = 0, optimizerStateBytes = 0, inputBytes = 0;
+  uint64_t arenaBytes = 0, peakLiveBytes = 0;
+};
+
+/// Statistics of `step` from the module's moe.model attribute, its
+/// parameters and the forward ops of the step.
+ModelStatistics computeModelStatistics(ModuleOp module, func::FuncOp step);
+
+/// The model and optimizer settings as a JSON object (for the artifact).
+std::string configJson(ModuleOp module, func::FuncOp step);
+
+/// Prints the per-rank memory report of `moec --report=memory`.
+void printMemoryReport(const ModelStatistics &stats, llvm::raw_ostream &os);
+
+} // namespace mlir::moe
+
+#endif // MOE_TARGET_MODELSTATISTICS_H

@@ -1,0 +1,26 @@
+//===- Passes.h - moec passes -----------------------------------*- C++ -*-===//
+#ifndef MOE_TRANSFORMS_PASSES_H
+#define MOE_TRANSFORMS_PASSES_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::moe {
+
+#define GEN_PASS_DECL
+#include "moe/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "moe/Transforms/Passes.h.inc"
+
+/// Adds the default compilation pipeline of moec: expand, autodiff,
+/// optimizer, memory planning.
+void buildTrainingPipeline(OpPassManager &pm);
+
+/// Registers the default pipeline as `moe-training-pipeline`.
+void registerTrainingPipeline();
+
+} // namespace mlir::moe
+
+#endif // MOE_TRANSFORMS_PASSES_H

@@ -1,0 +1,93 @@
+//===- Passes.td - moec passes -----------------------------*- tablegen -*-===//
+#ifndef MOE_TRANSFORMS_PASSES_TD
+#define MOE_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ExpandTransformer : Pass<"moe-expand-transformer", "ModuleOp"> {
+  let summary = "expand moe.transformer into parameters and a forward function";
+  let description = [{
+    Replaces the config-level `moe.transformer` op by the op-level model: one
+    `moe.param` per HF Mixtral tensor and `func.func @forward(%tokens,
+    %targets) -> tensor<f32>` computing the training loss (cross-entropy plus
+    `aux_coef` times the mean load-balancing loss of the MoE layers). Model
+    sizes are kept in the module attribute `moe.model` for reports and the
+    artifact.
+
+    Example:
+
+    ```mlir
+    moe.transformer @tiny {vocab = 256, hidden = 64, layers = 2, heads = 4,
+                           kv_heads = 2, experts = 4, top_k = 2, ffn = 128,
+                           seq = 64, batch = 8}
+    ```
+    becomes `moe.param @"model.embed_tokens.weight" : tensor<256x64xf32>`,
+    ... and `func.func @forward(%arg0: tensor<8x64xi32>, %arg1:
+    tensor<8x64xi32>) -> tensor<f32>`.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
+def Autodiff : Pass<"moe-autodiff", "ModuleOp"> {
+  let summary = "derive the backward pass of a loss function";
+  let description = [{
+    Reverse-mode differentiation of a single-block function returning a
+    scalar loss: walks it backwards, asks every op for its vector-Jacobian
+    product (`DifferentiableOpInterface`), sums the contributions to values
+    used more than once, and returns the loss followed by the gradient of
+    every weight parameter in declaration order, each result tagged
+    `moe.grad_of = @param`. The function is renamed to `output`.
+
+    Example: `func.func @forward(...) -> tensor<f32>` becomes
+    `func.func @forward_backward(...) -> (tensor<f32>, tensor<256x64xf32>
+    {moe.grad_of = @"model.embed_tokens.weight"}, ...)`.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"forward\"",
+           "the loss function to differentiate">,
+    Option<"output", "output", "std::string", "\"forward_backward\"",
+           "the name of the function with the backward pass">,
+  ];
+}
+
+def Optimizer : Pass<"moe-optimizer", "ModuleOp"> {
+  let summary = "append global-norm clipping, the LR schedule and AdamW";
+  let description = [{
+    Turns a forward/backward function (loss and gradients tagged
+    `moe.grad_of`) into one training step, `train_step(%tokens, %targets,
+    %step) -> (loss, grad_norm, lr)`: declares the AdamW moments of every
+    weight as `moe.param`s of kind `optimizer_state`, computes the global
+    gradient norm, the clipping coefficient and the learning rate, and
+    updates every weight with `moe.adamw_update`. Settings come from the
+    module's `moe.adamw_config` (defaults when absent); norm weights are not
+    weight-decayed (`no_weight_decay`).
+
+    Example: see test/Transforms/optimizer.mlir.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"forward_backward\"",
+           "the forward/backward function">,
+    Option<"output", "output", "std::string", "\"train_step\"",
+           "the name of the training-step function">,
+  ];
+}
+
+def PlanMemory : Pass<"moe-plan-memory", "ModuleOp"> {
+  let summary = "assign arena offsets to the step's temporaries by liveness";
+  let description = [{
+    Computes the live range of every tensor the training step creates and
+    packs them into one arena, reusing the bytes of dead tensors (greedy by
+    size, 64-byte aligned). Each op gets `moe.offsets` (one byte offset per
+    result) and the function `moe.arena_bytes` and `moe.peak_live_bytes`
+    (the largest total of simultaneously live tensors, a lower bound of the
+    arena).
+
+    Example: `%y = moe.add %a, %b {moe.offsets = array<i64: 4096>}`.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"train_step\"",
+           "the function to plan">,
+  ];
+}
+
+#endif // MOE_TRANSFORMS_PASSES_TD

@@ -1,0 +1,75 @@
+//===- Transforms.h - the transformations behind moec's passes --*- C++ -*-===//
+//
+// Each pass is a thin driver over one of these functions, so that tools and
+// later passes (sharding, pipelining, rematerialisation) can call them on
+// the IR they build.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_TRANSFORMS_TRANSFORMS_H
+#define MOE_TRANSFORMS_TRANSFORMS_H
+
+#include "moe/Dialect/MoE/IR/MoEOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace mlir::moe {
+
+/// Name of the module attribute holding the model's sizes (a dictionary).
+inline constexpr llvm::StringLiteral kModelAttrName = "moe.model";
+/// Name of the result attribute naming the parameter a gradient belongs to.
+inline constexpr llvm::StringLiteral kGradOfAttrName = "moe.grad_of";
+inline constexpr llvm::StringLiteral kOffsetsAttrName = "moe.offsets";
+inline constexpr llvm::StringLiteral kArenaBytesAttrName = "moe.arena_bytes";
+inline constexpr llvm::StringLiteral kPeakLiveBytesAttrName =
+    "moe.peak_live_bytes";
+
+/// Replaces `transformer` by its parameters and a `forward` function (placed
+/// in the transformer's parent module) and returns that function.
+FailureOr<func::FuncOp> expandTransformer(TransformerOp transformer);
+
+/// Appends the backward pass to `forward` (single block, one scalar result):
+/// afterwards it returns the loss followed by the gradients of all weight
+/// parameters of the module, in declaration order, tagged with
+/// `moe.grad_of`.
+LogicalResult differentiate(func::FuncOp forward);
+
+/// AdamW, clipping and schedule settings (moe.adamw_config's attributes).
+struct AdamWSettings {
+  float lr = 3.0e-4f, minLr = 0.0f;
+  int64_t warmup = 100, decaySteps = 10000;
+  float beta1 = 0.9f, beta2 = 0.95f, eps = 1.0e-8f, weightDecay = 0.1f;
+  float maxGradNorm = 1.0f;
+
+  /// The settings of the module's moe.adamw_config, or the defaults.
+  static AdamWSettings fromModule(ModuleOp module);
+};
+
+/// Turns a differentiated function into one training step (see the
+/// moe-optimizer pass) and creates the optimizer-state parameters.
+LogicalResult appendOptimizerStep(func::FuncOp forwardBackward,
+                                  const AdamWSettings &settings);
+
+/// Arena layout of a function's temporaries.
+struct MemoryPlan {
+  /// Byte offset of every value that lives in the arena (op results other
+  /// than moe.get_param, which aliases its parameter).
+  llvm::DenseMap<Value, uint64_t> offsets;
+  uint64_t arenaBytes = 0;
+  /// Largest total size of simultaneously live temporaries.
+  uint64_t peakLiveBytes = 0;
+};
+
+/// Size in bytes of a statically shaped 4-byte tensor.
+uint64_t tensorBytes(Type type);
+
+/// Plans the arena of a single-block function by liveness.
+FailureOr<MemoryPlan> planMemory(func::FuncOp function);
+
+/// Writes a plan as moe.offsets / moe.arena_bytes / moe.peak_live_bytes.
+void annotateMemoryPlan(func::FuncOp function, const MemoryPlan &plan);
+
+} // namespace mlir::moe
+
+#endif // MOE_TRANSFORMS_TRANSFORMS_H

@@ -1,0 +1,548 @@
+//===- MoEOps.cpp - verifiers of the moe ops ------------------------------===//
+//
+// Every invariant stated in an op's "Constraints:" list is checked here, and
+// each message has an expected-error case in test/Dialect/MoE/invalid.mlir.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Dialect/MoE/IR/MoEOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+//===----------------------------------------------------------------------===//
+// Shape helpers
+//===----------------------------------------------------------------------===//
+
+/// A shape as `[8, 64, 64]` for diagnostics.
+static std::string fmt(ArrayRef<int64_t> shape) {
+  std::string out = "[";
+  llvm::raw_string_ostream os(out);
+  llvm::interleave(shape, os, ", ");
+  return out + "]";
+}
+
+static ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<ShapedType>(v.getType()).getShape();
+}
+static ArrayRef<int64_t> shapeOf(Type t) {
+  return cast<ShapedType>(t).getShape();
+}
+
+/// Checks that `value` has exactly the shape `expected`.
+static LogicalResult expectShape(Operation *op, StringRef what, Value value,
+                                 ArrayRef<int64_t> expected) {
+  if (shapeOf(value) == expected)
+    return success();
+  return op->emitOpError() << "expected " << what << " of shape "
+                           << fmt(expected) << ", got "
+                           << fmt(shapeOf(value));
+}
+
+/// Checks that `value` has rank at least `rank`.
+static LogicalResult expectMinRank(Operation *op, StringRef what, Value value,
+                                   int64_t rank) {
+  if (static_cast<int64_t>(shapeOf(value).size()) >= rank)
+    return success();
+  return op->emitOpError() << "expected " << what << " of rank >= " << rank
+                           << ", got " << fmt(shapeOf(value));
+}
+
+static LogicalResult expectRank(Operation *op, StringRef what, Value value,
+                                int64_t rank) {
+  if (static_cast<int64_t>(shapeOf(value).size()) == rank)
+    return success();
+  return op->emitOpError() << "expected " << what << " of rank " << rank
+                           << ", got " << fmt(shapeOf(value));
+}
+
+static SmallVector<int64_t> concat(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  SmallVector<int64_t> out(a);
+  out.append(b.begin(), b.end());
+  return out;
+}
+
+static LogicalResult expectTopK(Operation *op, int64_t topK, int64_t experts) {
+  if (topK >= 1 && topK <= experts)
+    return success();
+  return op->emitOpError() << "expected 1 <= top_k <= " << experts
+                           << " (experts), got " << topK;
+}
+
+//===----------------------------------------------------------------------===//
+// TransformerOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult TransformerOp::verify() {
+  std::pair<StringRef, int64_t> sizes[] = {
+      {"vocab", getVocab()},     {"hidden", getHidden()},
+      {"layers", getLayers()},   {"heads", getHeads()},
+      {"kv_heads", getKvHeads()}, {"experts", getExperts()},
+      {"ffn", getFfn()},         {"seq", getSeq()},
+      {"batch", getBatch()}};
+  for (auto [name, value] : sizes)
+    if (value <= 0)
+      return emitOpError() << "expected " << name << " > 0, got " << value;
+  if (getDenseFfn() && *getDenseFfn() <= 0)
+    return emitOpError() << "expected dense_ffn > 0, got " << *getDenseFfn();
+  if (getHidden() % getHeads() != 0)
+    return emitOpError() << "expected hidden (" << getHidden()
+                         << ") to be divisible by heads (" << getHeads() << ")";
+  if (getHeads() % getKvHeads() != 0)
+    return emitOpError() << "expected heads (" << getHeads()
+                         << ") to be divisible by kv_heads (" << getKvHeads()
+                         << ")";
+  if ((getHidden() / getHeads()) % 2 != 0)
+    return emitOpError() << "expected an even head dimension for rope, got "
+                         << getHidden() / getHeads();
+  if (failed(expectTopK(*this, getTopK(), getExperts())))
+    return failure();
+  llvm::SmallSet<int64_t, 8> seen;
+  for (int64_t layer : getDenseLayers()) {
+    if (layer < 0 || layer >= static_cast<int64_t>(getLayers()))
+      return emitOpError() << "dense layer " << layer << " is outside [0, "
+                           << getLayers() << ")";
+    if (!seen.insert(layer).second)
+      return emitOpError() << "dense layer " << layer << " is listed twice";
+  }
+  std::pair<StringRef, float> positives[] = {{"rms_eps", getRmsEps().convertToFloat()},
+                                             {"rope_theta", getRopeTheta().convertToFloat()},
+                                             {"init_std", getInitStd().convertToFloat()}};
+  for (auto [name, value] : positives)
+    if (!(value > 0))
+      return emitOpError() << "expected " << name << " > 0, got " << value;
+  if (!(getAuxCoef().convertToFloat() >= 0))
+    return emitOpError() << "expected aux_coef >= 0, got "
+                         << getAuxCoef().convertToFloat();
+  if (!(getCapacityFactor().convertToFloat() >= 0))
+    return emitOpError() << "expected capacity_factor >= 0, got "
+                         << getCapacityFactor().convertToFloat();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer configuration and ops
+//===----------------------------------------------------------------------===//
+
+/// The AdamW hyper-parameter constraints shared by the config and the update.
+static LogicalResult verifyAdamWHyperParams(Operation *op, float beta1,
+                                            float beta2, float eps,
+                                            float weightDecay) {
+  if (!(beta1 >= 0 && beta1 < 1))
+    return op->emitOpError() << "expected 0 <= beta1 < 1, got " << beta1;
+  if (!(beta2 >= 0 && beta2 < 1))
+    return op->emitOpError() << "expected 0 <= beta2 < 1, got " << beta2;
+  if (!(eps > 0))
+    return op->emitOpError() << "expected eps > 0, got " << eps;
+  if (!(weightDecay >= 0))
+    return op->emitOpError() << "expected weight_decay >= 0, got "
+                             << weightDecay;
+  return success();
+}
+
+static LogicalResult verifySchedule(Operation *op, float peak, float min,
+                                    int64_t warmup, int64_t decay) {
+  if (!(min >= 0 && peak >= min))
+    return op->emitOpError() << "expected peak learning rate >= min >= 0, got "
+                             << peak << " and " << min;
+  if (warmup < 0 || warmup > decay)
+    return op->emitOpError() << "expected 0 <= warmup <= decay_steps, got "
+                             << warmup << " and " << decay;
+  return success();
+}
+
+LogicalResult AdamWConfigOp::verify() {
+  if (failed(verifyAdamWHyperParams(
+          *this, getBeta1().convertToFloat(), getBeta2().convertToFloat(),
+          getEps().convertToFloat(), getWeightDecay().convertToFloat())))
+    return failure();
+  if (failed(verifySchedule(*this, getLr().convertToFloat(),
+                            getMinLr().convertToFloat(), getWarmup(),
+                            getDecaySteps())))
+    return failure();
+  if (!(getMaxGradNorm().convertToFloat() >= 0))
+    return emitOpError() << "expected max_grad_norm >= 0, got "
+                         << getMaxGradNorm().convertToFloat();
+  return success();
+}
+
+LogicalResult GlobalNormOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "expected at least one input";
+  return success();
+}
+
+LogicalResult ClipCoefficientOp::verify() {
+  if (!(getMaxNorm().convertToFloat() >= 0))
+    return emitOpError() << "expected max_norm >= 0, got "
+                         << getMaxNorm().convertToFloat();
+  return success();
+}
+
+LogicalResult LearningRateOp::verify() {
+  return verifySchedule(*this, getPeak().convertToFloat(),
+                        getMin().convertToFloat(), getWarmup(),
+                        getDecaySteps());
+}
+
+LogicalResult AdamWUpdateOp::verify() {
+  return verifyAdamWHyperParams(*this, getBeta1().convertToFloat(),
+                                getBeta2().convertToFloat(),
+                                getEps().convertToFloat(),
+                                getWeightDecay().convertToFloat());
+}
+
+LogicalResult
+AdamWUpdateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  std::tuple<StringRef, FlatSymbolRefAttr, ParamKind> refs[] = {
+      {"param", getParamAttr(), ParamKind::weight},
+      {"exp_avg", getExpAvgAttr(), ParamKind::optimizer_state},
+      {"exp_avg_sq", getExpAvgSqAttr(), ParamKind::optimizer_state}};
+  for (auto [role, ref, kind] : refs) {
+    auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, ref);
+    if (!param)
+      return emitOpError() << role << " " << ref
+                           << " does not name a moe.param";
+    if (param.getType() != getGrad().getType())
+      return emitOpError() << role << " " << ref << " has type "
+                           << param.getType() << ", but the gradient has type "
+                           << getGrad().getType();
+    if (param.getKind() != kind)
+      return emitOpError() << role << " " << ref << " must be "
+                           << (kind == ParamKind::weight ? "a weight"
+                                                         : "optimizer state");
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Parameters
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verify() {
+  if (getInit() == InitKind::normal &&
+      !(getInitStd() && getInitStd()->convertToFloat() > 0))
+    return emitOpError() << "expected init_std > 0 for normal initialisation";
+  if (getKind() == ParamKind::optimizer_state &&
+      getInit() != InitKind::zeros)
+    return emitOpError() << "expected optimizer state to be initialised "
+                            "with zeros";
+  StringRef name = getSymName();
+  size_t first = name.find("{e}");
+  if (first != StringRef::npos) {
+    if (name.find("{e}", first + 1) != StringRef::npos)
+      return emitOpError() << "expected at most one '{e}' in the name";
+    if (getTensorType().getRank() < 2)
+      return emitOpError() << "expected stacked expert tensor '" << name
+                           << "' to have rank >= 2";
+  }
+  return success();
+}
+
+LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getParamAttr());
+  if (!param)
+    return emitOpError() << getParamAttr() << " does not name a moe.param";
+  if (param.getType() != getType())
+    return emitOpError() << "result type " << getType()
+                         << " differs from the type of " << getParamAttr()
+                         << ", " << param.getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Model ops
+//===----------------------------------------------------------------------===//
+
+/// tokens [B, S], table or its gradient [V, H], activation [B, S, H].
+static LogicalResult verifyEmbeddingShapes(Operation *op, Value tokens,
+                                           Value table, Value activation) {
+  if (failed(expectRank(op, "tokens", tokens, 2)) ||
+      failed(expectRank(op, "table", table, 2)))
+    return failure();
+  return expectShape(op, "embeddings", activation,
+                     concat(shapeOf(tokens), shapeOf(table).back()));
+}
+
+LogicalResult EmbeddingOp::verify() {
+  return verifyEmbeddingShapes(*this, getTokens(), getTable(), getResult());
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  return verifyEmbeddingShapes(*this, getTokens(), getResult(), getGrad());
+}
+
+/// input [..., H], weight [H].
+static LogicalResult verifyNormShapes(Operation *op, Value input, Value weight,
+                                      float epsilon) {
+  if (failed(expectMinRank(op, "input", input, 1)))
+    return failure();
+  if (failed(expectShape(op, "weight", weight, shapeOf(input).back())))
+    return failure();
+  if (!(epsilon > 0))
+    return op->emitOpError() << "expected epsilon > 0, got " << epsilon;
+  return success();
+}
+
+LogicalResult RMSNormOp::verify() {
+  if (getResult().getType() != getInput().getType())
+    return emitOpError() << "expected the result to have the input's type";
+  return verifyNormShapes(*this, getInput(), getWeight(),
+                          getEpsilon().convertToFloat());
+}
+
+LogicalResult RMSNormGradOp::verify() {
+  if (getGrad().getType() != getInput().getType() ||
+      getInputGrad().getType() != getInput().getType())
+    return emitOpError()
+           << "expected grad and input_grad to have the input's type";
+  if (getWeightGrad().getType() != getWeight().getType())
+    return emitOpError() << "expected weight_grad to have the weight's type";
+  return verifyNormShapes(*this, getInput(), getWeight(),
+                          getEpsilon().convertToFloat());
+}
+
+/// x [..., K], weight [N, K], y [..., N].
+static LogicalResult verifyLinearShapes(Operation *op, Value x, Value weight,
+                                        Value y) {
+  if (failed(expectMinRank(op, "input", x, 2)) ||
+      failed(expectRank(op, "weight", weight, 2)))
+    return failure();
+  ArrayRef<int64_t> w = shapeOf(weight);
+  if (shapeOf(x).back() != w[1])
+    return op->emitOpError() << "expected the input's last dimension ("
+                             << shapeOf(x).back()
+                             << ") to match the weight's in-features ("
+                             << w[1] << ")";
+  return expectShape(op, "output", y,
+                     concat(shapeOf(x).drop_back(), w[0]));
+}
+
+LogicalResult LinearOp::verify() {
+  return verifyLinearShapes(*this, getInput(), getWeight(), getResult());
+}
+
+LogicalResult LinearGradInputOp::verify() {
+  return verifyLinearShapes(*this, getResult(), getWeight(), getGrad());
+}
+
+LogicalResult LinearGradWeightOp::verify() {
+  if (failed(expectMinRank(*this, "grad", getGrad(), 2)) ||
+      failed(expectMinRank(*this, "input", getInput(), 2)))
+    return failure();
+  if (shapeOf(getGrad()).drop_back() != shapeOf(getInput()).drop_back())
+    return emitOpError() << "expected grad and input to have the same leading "
+                            "dimensions, got "
+                         << fmt(shapeOf(getGrad())) << " and "
+                         << fmt(shapeOf(getInput()));
+  return expectShape(*this, "weight gradient", getResult(),
+                     {shapeOf(getGrad()).back(), shapeOf(getInput()).back()});
+}
+
+/// input [B, S, heads * d] with d even.
+static LogicalResult verifyRoPEShapes(Operation *op, Value input, Value result,
+                                      int64_t numHeads, float theta) {
+  if (result.getType() != input.getType())
+    return op->emitOpError() << "expected the result to have the input's type";
+  if (failed(expectRank(op, "input", input, 3)))
+    return failure();
+  int64_t width = shapeOf(input).back();
+  if (numHeads <= 0 || width % numHeads != 0)
+    return op->emitOpError() << "expected the last dimension (" << width
+                             << ") to be divisible by num_heads (" << numHeads
+                             << ")";
+  if ((width / numHeads) % 2 != 0)
+    return op->emitOpError() << "expected an even head dimension, got "
+                             << width / numHeads;
+  if (!(theta > 0))
+    return op->emitOpError() << "expected theta > 0, got " << theta;
+  return success();
+}
+
+LogicalResult RoPEOp::verify() {
+  return verifyRoPEShapes(*this, getInput(), getResult(), getNumHeads(),
+                          getTheta().convertToFloat());
+}
+
+LogicalResult RoPEGradOp::verify() {
+  return verifyRoPEShapes(*this, getGrad(), getResult(), getNumHeads(),
+                          getTheta().convertToFloat());
+}
+
+/// q [B, S, heads*d], k/v [B, S, kv*d], out like q, lse [B, heads, S].
+static LogicalResult verifyAttentionShapes(Operation *op, Value q, Value k,
+                                           Value v, Value out, Value lse,
+                                           int64_t heads, int64_t kvHeads) {
+  if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0)
+    return op->emitOpError() << "expected num_heads (" << heads
+                             << ") to be a positive multiple of num_kv_heads ("
+                             << kvHeads << ")";
+  if (failed(expectRank(op, "query", q, 3)))
+    return failure();
+  ArrayRef<int64_t> qs = shapeOf(q);
+  if (qs[2] % heads != 0)
+    return op->emitOpError() << "expected the query width (" << qs[2]
+                             << ") to be divisible by num_heads (" << heads
+                             << ")";
+  int64_t headDim = qs[2] / heads;
+  SmallVector<int64_t> kvShape = {qs[0], qs[1], kvHeads * headDim};
+  if (failed(expectShape(op, "key", k, kvShape)) ||
+      failed(expectShape(op, "value", v, kvShape)) ||
+      failed(expectShape(op, "output", out, qs)))
+    return failure();
+  return expectShape(op, "lse", lse, {qs[0], heads, qs[1]});
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttentionShapes(*this, getQuery(), getKey(), getValue(),
+                               getOutput(), getLse(), getNumHeads(),
+                               getNumKvHeads());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttentionShapes(*this, getQuery(), getKey(), getValue(),
+                                   getOutput(), getLse(), getNumHeads(),
+                                   getNumKvHeads())))
+    return failure();
+  if (getGrad().getType() != getQuery().getType())
+    return emitOpError() << "expected grad to have the query's type";
+  if (getQueryGrad().getType() != getQuery().getType() ||
+      getKeyGrad().getType() != getKey().getType() ||
+      getValueGrad().getType() != getValue().getType())
+    return emitOpError()
+           << "expected the gradients to have the types of query, key, value";
+  return success();
+}
+
+/// probs [..., E], weights [..., k] (f32), indices [..., k] (i32).
+static LogicalResult verifyRoutingShapes(Operation *op, Value probs,
+                                         Value weights, int64_t topK) {
+  if (failed(expectMinRank(op, "probs", probs, 2)))
+    return failure();
+  ArrayRef<int64_t> p = shapeOf(probs);
+  if (failed(expectTopK(op, topK, p.back())))
+    return failure();
+  return expectShape(op, "routing weights", weights,
+                     concat(p.drop_back(), topK));
+}
+
+LogicalResult RouterOp::verify() {
+  if (getProbs().getType() != getLogits().getType())
+    return emitOpError() << "expected probs to have the logits' type";
+  if (failed(verifyRoutingShapes(*this, getLogits(), getWeights(), getTopK())))
+    return failure();
+  if (failed(expectShape(*this, "indices", getIndices(),
+                         shapeOf(getWeights()))))
+    return failure();
+  if (!(getCapacityFactor().convertToFloat() >= 0))
+    return emitOpError() << "expected capacity_factor >= 0, got "
+                         << getCapacityFactor().convertToFloat();
+  return success();
+}
+
+LogicalResult RouterGradOp::verify() {
+  if (getResult().getType() != getProbs().getType() ||
+      (getProbsGrad() && getProbsGrad().getType() != getProbs().getType()))
+    return emitOpError()
+           << "expected probs_grad and the result to have the probs' type";
+  return verifyRoutingShapes(*this, getProbs(), getWeightsGrad(), getTopK());
+}
+
+/// x [..., H], weights/indices [..., k], w1/w3 [E, F, H], w2 [E, H, F].
+static LogicalResult verifyExpertsShapes(Operation *op, Value x, Value weights,
+                                         Value indices, Value w1, Value w3,
+                                         Value w2) {
+  if (failed(expectMinRank(op, "input", x, 2)) ||
+      failed(expectMinRank(op, "routing weights", weights, 2)) ||
+      failed(expectRank(op, "w1", w1, 3)))
+    return failure();
+  ArrayRef<int64_t> xs = shapeOf(x), ws = shapeOf(weights), w1s = shapeOf(w1);
+  if (xs.drop_back() != ws.drop_back())
+    return op->emitOpError()
+           << "expected routing weights with the input's leading dimensions, "
+              "got "
+           << fmt(ws) << " for input " << fmt(xs);
+  if (failed(expectShape(op, "indices", indices, ws)))
+    return failure();
+  int64_t experts = w1s[0], ffn = w1s[1], hidden = xs.back();
+  if (failed(expectShape(op, "w1", w1, {experts, ffn, hidden})) ||
+      failed(expectShape(op, "w3", w3, {experts, ffn, hidden})) ||
+      failed(expectShape(op, "w2", w2, {experts, hidden, ffn})))
+    return failure();
+  return expectTopK(op, ws.back(), experts);
+}
+
+LogicalResult ExpertsOp::verify() {
+  if (getResult().getType() != getInput().getType())
+    return emitOpError() << "expected the result to have the input's type";
+  return verifyExpertsShapes(*this, getInput(), getWeights(), getIndices(),
+                             getW1(), getW3(), getW2());
+}
+
+LogicalResult ExpertsGradOp::verify() {
+  if (failed(verifyExpertsShapes(*this, getInput(), getWeights(), getIndices(),
+                                 getW1(), getW3(), getW2())))
+    return failure();
+  if (getGrad().getType() != getInput().getType())
+    return emitOpError() << "expected grad to have the input's type";
+  if (getInputGrad().getType() != getInput().getType() ||
+      getWeightsGrad().getType() != getWeights().getType() ||
+      getW1Grad().getType() != getW1().getType() ||
+      getW3Grad().getType() != getW3().getType() ||
+      getW2Grad().getType() != getW2().getType())
+    return emitOpError() << "expected the gradients to have the types of "
+                            "input, weights, w1, w3, w2";
+  return success();
+}
+
+/// logits [..., V], targets [...].
+static LogicalResult verifyCrossEntropyShapes(Operation *op, Value logits,
+                                              Value targets) {
+  if (failed(expectMinRank(op, "logits", logits, 2)))
+    return failure();
+  return expectShape(op, "targets", targets, shapeOf(logits).drop_back());
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  return verifyCrossEntropyShapes(*this, getLogits(), getTargets());
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (getResult().getType() != getLogits().getType())
+    return emitOpError() << "expected the result to have the logits' type";
+  return verifyCrossEntropyShapes(*this, getLogits(), getTargets());
+}
+
+static LogicalResult verifyAuxLossShapes(Operation *op, Value probs,
+                                         int64_t topK) {
+  if (failed(expectMinRank(op, "probs", probs, 2)))
+    return failure();
+  return expectTopK(op, topK, shapeOf(probs).back());
+}
+
+LogicalResult AuxLossOp::verify() {
+  return verifyAuxLossShapes(*this, getProbs(), getTopK());
+}
+
+LogicalResult AuxLossGradOp::verify() {
+  if (getResult().getType() != getProbs().getType())
+    return emitOpError() << "expected the result to have the probs' type";
+  return verifyAuxLossShapes(*this, getProbs(), getTopK());
+}
+
+LogicalResult WeightedSumOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "expected at least one input";
+  if (getCoefficients().size() != getInputs().size())
+    return emitOpError() << "expected one coefficient per input, got "
+                         << getCoefficients().size() << " for "
+                         << getInputs().size() << " inputs";
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "moe/Dialect/MoE/IR/MoEOps.cpp.inc"

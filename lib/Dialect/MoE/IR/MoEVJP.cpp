@@ -1,0 +1,130 @@
+//===- MoEVJP.cpp - vector-Jacobian products of the moe ops ---------------===//
+//
+// One rule per differentiable op (docs/semantics.md, "Backward"). Each rule
+// only builds the gradient ops; accumulating the contributions of a value
+// used several times is the job of the autodiff driver.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Dialect/MoE/IR/MoEOps.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+/// A zero tensor standing in for a missing result gradient of an op whose
+/// rule needs all of them.
+static Value zerosLike(OpBuilder &builder, Location loc, Value like) {
+  return builder.create<ConstantOp>(loc, like.getType(),
+                                    builder.getF32FloatAttr(0.0f));
+}
+
+SmallVector<Value> EmbeddingOp::buildVJP(OpBuilder &builder,
+                                         ValueRange resultGrads) {
+  Value dtable = builder.create<EmbeddingGradOp>(
+      getLoc(), getTable().getType(), resultGrads[0], getTokens());
+  return {Value(), dtable};
+}
+
+SmallVector<Value> RMSNormOp::buildVJP(OpBuilder &builder,
+                                       ValueRange resultGrads) {
+  auto grad = builder.create<RMSNormGradOp>(
+      getLoc(), getInput().getType(), getWeight().getType(), resultGrads[0],
+      getInput(), getWeight(), getEpsilonAttr());
+  return {grad.getInputGrad(), grad.getWeightGrad()};
+}
+
+SmallVector<Value> LinearOp::buildVJP(OpBuilder &builder,
+                                      ValueRange resultGrads) {
+  Value dx = builder.create<LinearGradInputOp>(
+      getLoc(), getInput().getType(), resultGrads[0], getWeight());
+  Value dw = builder.create<LinearGradWeightOp>(
+      getLoc(), getWeight().getType(), resultGrads[0], getInput());
+  return {dx, dw};
+}
+
+SmallVector<Value> RoPEOp::buildVJP(OpBuilder &builder,
+                                    ValueRange resultGrads) {
+  Value dx = builder.create<RoPEGradOp>(getLoc(), getInput().getType(),
+                                        resultGrads[0], getNumHeadsAttr(),
+                                        getThetaAttr());
+  return {dx};
+}
+
+SmallVector<Value> AttentionOp::buildVJP(OpBuilder &builder,
+                                         ValueRange resultGrads) {
+  // The log-sum-exp only feeds attention_grad, so no gradient reaches it
+  // from the loss; the output's gradient is all there is.
+  if (!resultGrads[0])
+    return {Value(), Value(), Value()};
+  auto grad = builder.create<AttentionGradOp>(
+      getLoc(), getQuery().getType(), getKey().getType(),
+      getValue().getType(), resultGrads[0], getQuery(), getKey(), getValue(),
+      getOutput(), getLse(), getNumHeadsAttr(), getNumKvHeadsAttr());
+  return {grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()};
+}
+
+SmallVector<Value> RouterOp::buildVJP(OpBuilder &builder,
+                                      ValueRange resultGrads) {
+  Value dprobs = resultGrads[0];
+  Value dweights = resultGrads[1];
+  if (!dweights)
+    dweights = zerosLike(builder, getLoc(), getWeights());
+  Value dlogits = builder.create<RouterGradOp>(getLoc(), getLogits().getType(),
+                                               dweights, getProbs(), dprobs,
+                                               getTopKAttr());
+  return {dlogits};
+}
+
+SmallVector<Value> ExpertsOp::buildVJP(OpBuilder &builder,
+                                       ValueRange resultGrads) {
+  auto grad = builder.create<ExpertsGradOp>(
+      getLoc(),
+      TypeRange{getInput().getType(), getWeights().getType(),
+                getW1().getType(), getW3().getType(), getW2().getType()},
+      resultGrads[0], getInput(), getWeights(), getIndices(), getW1(),
+      getW3(), getW2());
+  return {grad.getInputGrad(), grad.getWeightsGrad(), Value(),
+          grad.getW1Grad(),    grad.getW3Grad(),      grad.getW2Grad()};
+}
+
+SmallVector<Value> SwiGLUOp::buildVJP(OpBuilder &builder,
+                                      ValueRange resultGrads) {
+  auto grad = builder.create<SwiGLUGradOp>(getLoc(), getGate().getType(),
+                                           getUp().getType(), resultGrads[0],
+                                           getGate(), getUp());
+  return {grad.getGateGrad(), grad.getUpGrad()};
+}
+
+SmallVector<Value> AddOp::buildVJP(OpBuilder &builder,
+                                   ValueRange resultGrads) {
+  return {resultGrads[0], resultGrads[0]};
+}
+
+SmallVector<Value> CrossEntropyOp::buildVJP(OpBuilder &builder,
+                                            ValueRange resultGrads) {
+  Value dlogits = builder.create<CrossEntropyGradOp>(
+      getLoc(), getLogits().getType(), resultGrads[0], getLogits(),
+      getTargets());
+  return {dlogits, Value()};
+}
+
+SmallVector<Value> AuxLossOp::buildVJP(OpBuilder &builder,
+                                       ValueRange resultGrads) {
+  Value dprobs = builder.create<AuxLossGradOp>(
+      getLoc(), getProbs().getType(), resultGrads[0], getProbs(),
+      getTopKAttr());
+  return {dprobs};
+}
+
+SmallVector<Value> WeightedSumOp::buildVJP(OpBuilder &builder,
+                                           ValueRange resultGrads) {
+  SmallVector<Value> grads;
+  for (float coefficient : getCoefficients()) {
+    // d(sum_i c_i x_i)/dx_i = c_i: a one-term weighted sum scales the seed.
+    grads.push_back(builder.create<WeightedSumOp>(
+        getLoc(), resultGrads[0].getType(), ValueRange{resultGrads[0]},
+        builder.getDenseF32ArrayAttr({coefficient})));
+  }
+  return grads;
+}

@@ -1,0 +1,323 @@
+//===- ArtifactWriter.cpp - a planned training step to a .moebin ----------===//
+//
+// Serialises the `train_step` function (after moe-plan-memory) into the
+// runtime's schema (include/moe/Runtime/Artifact/Program.fbs): parameters and
+// optimizer state become persistent buffers, function arguments the step's
+// inputs, every other op result an arena temporary at its planned offset,
+// and every op one instruction.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Target/ArtifactWriter.h"
+#include "moe/Target/ModelStatistics.h"
+#include "moe/Transforms/Transforms.h"
+
+#include "moe/Runtime/Artifact/Program_generated.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+namespace fb = ::moe::artifact;
+
+namespace {
+/// An instruction before it is written: opcode, buffers and attributes.
+struct PendingInstruction {
+  fb::Opcode opcode;
+  SmallVector<uint32_t> operands, results;
+  SmallVector<int64_t> ints;
+  SmallVector<float> floats;
+  std::string location;
+};
+
+class ArtifactBuilder {
+public:
+  ArtifactBuilder(ModuleOp module, func::FuncOp step)
+      : module(module), step(step) {}
+
+  LogicalResult build(uint64_t seed, llvm::raw_ostream &os);
+
+private:
+  uint32_t addBuffer(StringRef name, fb::BufferKind kind, fb::DType dtype,
+                     ArrayRef<int64_t> shape, uint64_t offset = 0,
+                     fb::Init init = fb::Init::None, float initStd = 0,
+                     bool weightDecay = false);
+  uint32_t paramBuffer(FlatSymbolRefAttr ref) {
+    return paramBuffers.lookup(ref.getAttr());
+  }
+  LogicalResult addParams();
+  LogicalResult addInstruction(Operation *op);
+  FailureOr<PendingInstruction> describe(Operation *op);
+
+  ModuleOp module;
+  func::FuncOp step;
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
+  std::vector<PendingInstruction> instructions;
+  llvm::DenseMap<Value, uint32_t> valueBuffers;
+  llvm::DenseMap<StringAttr, uint32_t> paramBuffers;
+};
+} // namespace
+
+uint32_t ArtifactBuilder::addBuffer(StringRef name, fb::BufferKind kind,
+                                    fb::DType dtype, ArrayRef<int64_t> shape,
+                                    uint64_t offset, fb::Init init,
+                                    float initStd, bool weightDecay) {
+  auto nameOffset = fbb.CreateString(name.str());
+  auto shapeOffset =
+      fbb.CreateVector(std::vector<int64_t>(shape.begin(), shape.end()));
+  buffers.push_back(fb::CreateBuffer(fbb, nameOffset, kind, dtype, shapeOffset,
+                                     offset, init, initStd, weightDecay));
+  return buffers.size() - 1;
+}
+
+static fb::Init toSchema(InitKind kind) {
+  switch (kind) {
+  case InitKind::none:
+    return fb::Init::None;
+  case InitKind::zeros:
+    return fb::Init::Zeros;
+  case InitKind::ones:
+    return fb::Init::Ones;
+  case InitKind::normal:
+    return fb::Init::Normal;
+  }
+  llvm_unreachable("unknown init kind");
+}
+
+static fb::DType dtypeOf(Type type) {
+  return cast<ShapedType>(type).getElementType().isInteger(32) ? fb::DType::I32
+                                                               : fb::DType::F32;
+}
+
+LogicalResult ArtifactBuilder::addParams() {
+  for (ParamOp param : module.getOps<ParamOp>()) {
+    bool weight = param.getKind() == ParamKind::weight;
+    float std = param.getInitStd() ? param.getInitStd()->convertToFloat() : 0;
+    paramBuffers[param.getSymNameAttr()] = addBuffer(
+        param.getSymName(),
+        weight ? fb::BufferKind::Parameter : fb::BufferKind::OptimizerState,
+        fb::DType::F32, param.getTensorType().getShape(), 0,
+        toSchema(param.getInit()), std, weight && !param.getNoWeightDecay());
+  }
+  return success();
+}
+
+static std::string locationString(Location loc) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  loc.print(os);
+  return text;
+}
+
+FailureOr<PendingInstruction> ArtifactBuilder::describe(Operation *op) {
+  PendingInstruction inst;
+  auto f = [](FloatAttr attr) { return attr.getValue().convertToFloat(); };
+  auto set = [&](fb::Opcode opcode, ArrayRef<int64_t> ints = {},
+                 ArrayRef<float> floats = {}) {
+    inst.opcode = opcode;
+    inst.ints.assign(ints.begin(), ints.end());
+    inst.floats.assign(floats.begin(), floats.end());
+    return success();
+  };
+  LogicalResult known =
+      llvm::TypeSwitch<Operation *, LogicalResult>(op)
+          .Case([&](EmbeddingOp) { return set(fb::Opcode::Embedding); })
+          .Case([&](EmbeddingGradOp) { return set(fb::Opcode::EmbeddingGrad); })
+          .Case([&](RMSNormOp o) {
+            return set(fb::Opcode::RmsNorm, {}, {f(o.getEpsilonAttr())});
+          })
+          .Case([&](RMSNormGradOp o) {
+            return set(fb::Opcode::RmsNormGrad, {}, {f(o.getEpsilonAttr())});
+          })
+          .Case([&](LinearOp) { return set(fb::Opcode::Linear); })
+          .Case([&](LinearGradInputOp) {
+            return set(fb::Opcode::LinearGradInput);
+          })
+          .Case([&](LinearGradWeightOp) {
+            return set(fb::Opcode::LinearGradWeight);
+          })
+          .Case([&](RoPEOp o) {
+            return set(fb::Opcode::Rope, {int64_t(o.getNumHeads())},
+                       {f(o.getThetaAttr())});
+          })
+          .Case([&](RoPEGradOp o) {
+            return set(fb::Opcode::RopeGrad, {int64_t(o.getNumHeads())},
+                       {f(o.getThetaAttr())});
+          })
+          .Case([&](AttentionOp o) {
+            return set(fb::Opcode::Attention,
+                       {int64_t(o.getNumHeads()), int64_t(o.getNumKvHeads())});
+          })
+          .Case([&](AttentionGradOp o) {
+            return set(fb::Opcode::AttentionGrad,
+                       {int64_t(o.getNumHeads()), int64_t(o.getNumKvHeads())});
+          })
+          .Case([&](RouterOp o) {
+            return set(fb::Opcode::Router, {int64_t(o.getTopK())},
+                       {f(o.getCapacityFactorAttr())});
+          })
+          .Case([&](RouterGradOp o) {
+            return set(fb::Opcode::RouterGrad, {int64_t(o.getTopK())});
+          })
+          .Case([&](ExpertsOp) { return set(fb::Opcode::Experts); })
+          .Case([&](ExpertsGradOp) { return set(fb::Opcode::ExpertsGrad); })
+          .Case([&](SwiGLUOp) { return set(fb::Opcode::Swiglu); })
+          .Case([&](SwiGLUGradOp) { return set(fb::Opcode::SwigluGrad); })
+          .Case([&](AddOp) { return set(fb::Opcode::Add); })
+          .Case([&](CrossEntropyOp) { return set(fb::Opcode::CrossEntropy); })
+          .Case([&](CrossEntropyGradOp) {
+            return set(fb::Opcode::CrossEntropyGrad);
+          })
+          .Case([&](AuxLossOp o) {
+            return set(fb::Opcode::AuxLoss, {int64_t(o.getTopK())});
+          })
+          .Case([&](AuxLossGradOp o) {
+            return set(fb::Opcode::AuxLossGrad, {int64_t(o.getTopK())});
+          })
+          .Case([&](WeightedSumOp o) {
+            return set(fb::Opcode::WeightedSum, {},
+                       SmallVector<float>(o.getCoefficients()));
+          })
+          .Case([&](ConstantOp o) {
+            return set(fb::Opcode::Constant, {}, {f(o.getValueAttr())});
+          })
+          .Case([&](GlobalNormOp) { return set(fb::Opcode::GlobalNorm); })
+          .Case([&](ClipCoefficientOp o) {
+            return set(fb::Opcode::ClipCoefficient, {},
+                       {f(o.getMaxNormAttr())});
+          })
+          .Case([&](LearningRateOp o) {
+            return set(fb::Opcode::LearningRate,
+                       {int64_t(o.getWarmup()), int64_t(o.getDecaySteps())},
+                       {f(o.getPeakAttr()), f(o.getMinAttr())});
+          })
+          .Case([&](AdamWUpdateOp o) {
+            return set(fb::Opcode::AdamW, {},
+                       {f(o.getBeta1Attr()), f(o.getBeta2Attr()),
+                        f(o.getEpsAttr()), f(o.getWeightDecayAttr())});
+          })
+          .Default([&](Operation *other) {
+            return other->emitOpError()
+                   << "has no runtime kernel (lower it before writing the "
+                      "artifact)";
+          });
+  if (failed(known))
+    return failure();
+
+  if (auto update = dyn_cast<AdamWUpdateOp>(op)) {
+    // The schema's AdamW operand order: param, grad, moments, scalars.
+    inst.operands = {paramBuffer(update.getParamAttr()),
+                     valueBuffers.lookup(update.getGrad()),
+                     paramBuffer(update.getExpAvgAttr()),
+                     paramBuffer(update.getExpAvgSqAttr()),
+                     valueBuffers.lookup(update.getLr()),
+                     valueBuffers.lookup(update.getGradScale()),
+                     valueBuffers.lookup(update.getStep())};
+  } else {
+    for (Value operand : op->getOperands())
+      inst.operands.push_back(valueBuffers.lookup(operand));
+  }
+  inst.location = locationString(op->getLoc());
+  return inst;
+}
+
+LogicalResult ArtifactBuilder::addInstruction(Operation *op) {
+  if (auto read = dyn_cast<GetParamOp>(op)) {
+    valueBuffers[read.getResult()] = paramBuffer(read.getParamAttr());
+    return success();
+  }
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kOffsetsAttrName);
+  if (op->getNumResults() > 0 &&
+      (!offsets || offsets.size() != static_cast<int64_t>(op->getNumResults())))
+    return op->emitOpError() << "has no memory plan (run moe-plan-memory)";
+  FailureOr<PendingInstruction> inst = describe(op);
+  if (failed(inst))
+    return failure();
+  for (auto [i, result] : llvm::enumerate(op->getResults())) {
+    std::string name = (op->getName().stripDialect() + "." +
+                        Twine(instructions.size()) + "." + Twine(i))
+                           .str();
+    uint32_t index = addBuffer(name, fb::BufferKind::Temporary,
+                               dtypeOf(result.getType()),
+                               cast<ShapedType>(result.getType()).getShape(),
+                               offsets[i]);
+    valueBuffers[result] = index;
+    inst->results.push_back(index);
+  }
+  instructions.push_back(std::move(*inst));
+  return success();
+}
+
+LogicalResult ArtifactBuilder::build(uint64_t seed, llvm::raw_ostream &os) {
+  Block &body = step.getBody().front();
+  if (body.getNumArguments() != 3 || step.getNumResults() != 3)
+    return step.emitOpError()
+           << "expected train_step(tokens, targets, step) -> (loss, "
+              "grad_norm, lr)";
+  auto arena = step->getAttrOfType<IntegerAttr>(kArenaBytesAttrName);
+  if (!arena)
+    return step.emitOpError() << "has no memory plan (run moe-plan-memory)";
+  if (failed(addParams()))
+    return failure();
+  const char *inputNames[] = {"tokens", "targets", "step"};
+  uint32_t inputs[3];
+  for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
+    inputs[i] = addBuffer(inputNames[i], fb::BufferKind::Input,
+                          dtypeOf(arg.getType()),
+                          cast<ShapedType>(arg.getType()).getShape());
+    valueBuffers[arg] = inputs[i];
+  }
+  for (Operation &op : body.without_terminator())
+    if (failed(addInstruction(&op)))
+      return failure();
+  Operation *terminator = body.getTerminator();
+  uint32_t outputs[3];
+  for (auto [i, value] : llvm::enumerate(terminator->getOperands()))
+    outputs[i] = valueBuffers.lookup(value);
+
+  std::vector<flatbuffers::Offset<fb::Instruction>> instOffsets;
+  for (const PendingInstruction &inst : instructions) {
+    auto ops = fbb.CreateVector(std::vector<uint32_t>(inst.operands.begin(),
+                                                      inst.operands.end()));
+    auto res = fbb.CreateVector(std::vector<uint32_t>(inst.results.begin(),
+                                                      inst.results.end()));
+    auto ints = fbb.CreateVector(
+        std::vector<int64_t>(inst.ints.begin(), inst.ints.end()));
+    auto floats = fbb.CreateVector(
+        std::vector<float>(inst.floats.begin(), inst.floats.end()));
+    auto loc = fbb.CreateString(inst.location);
+    instOffsets.push_back(fb::CreateInstruction(fbb, inst.opcode, ops, res,
+                                                ints, floats, loc));
+  }
+
+  ModelStatistics stats = computeModelStatistics(module, step);
+  auto model = fb::CreateModelInfo(
+      fbb, fbb.CreateString(stats.name), stats.vocab, stats.hidden,
+      stats.layers, stats.heads, stats.kvHeads, stats.experts, stats.topK,
+      stats.ffn, stats.batch, stats.seq, stats.totalParams,
+      stats.activeParams, stats.flopsPerStep,
+      fbb.CreateString(configJson(module, step)));
+  auto bufferVec = fbb.CreateVector(buffers);
+  auto instVec = fbb.CreateVector(instOffsets);
+  auto producer = fbb.CreateString("moec");
+  auto program = fb::CreateProgram(
+      fbb, /*version_major=*/1, /*version_minor=*/0, producer, model,
+      bufferVec, instVec, arena.getInt(), inputs[0], inputs[1], inputs[2],
+      outputs[0], outputs[1], outputs[2], seed);
+  fb::FinishProgramBuffer(fbb, program);
+  os.write(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
+           fbb.GetSize());
+  return success();
+}
+
+LogicalResult mlir::moe::writeArtifact(ModuleOp module, StringRef function,
+                                       uint64_t seed, llvm::raw_ostream &os) {
+  auto step = module.lookupSymbol<func::FuncOp>(function);
+  if (!step)
+    return module.emitError() << "no function named '" << function
+                              << "' to write as the training step";
+  return ArtifactBuilder(module, step).build(seed, os);
+}

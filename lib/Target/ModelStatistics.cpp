@@ -1,0 +1,158 @@
+//===- ModelStatistics.cpp - sizes, FLOPs and memory of a step ------------===//
+#include "moe/Target/ModelStatistics.h"
+#include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Transforms/Transforms.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+static int64_t intEntry(DictionaryAttr dict, StringRef key) {
+  if (!dict)
+    return 0;
+  auto attr = dict.getAs<IntegerAttr>(key);
+  return attr ? attr.getInt() : 0;
+}
+
+/// Matmul FLOPs of the forward ops (multiply-add = 2 FLOPs).
+static double forwardFlops(func::FuncOp step) {
+  double flops = 0;
+  step.walk([&](Operation *op) {
+    if (auto linear = dyn_cast<LinearOp>(op)) {
+      auto w = linear.getWeight().getType().getShape();
+      double rows = linear.getInput().getType().getNumElements() / w[1];
+      flops += 2.0 * rows * w[0] * w[1];
+    } else if (auto attention = dyn_cast<AttentionOp>(op)) {
+      auto q = attention.getQuery().getType().getShape();
+      double b = q[0], s = q[1], width = q[2];
+      // QK^T and PV over the causal triangle (s(s+1)/2 score entries).
+      flops += 2.0 * 2.0 * b * width * s * (s + 1) / 2.0;
+    } else if (auto experts = dyn_cast<ExpertsOp>(op)) {
+      auto w1 = experts.getW1().getType().getShape();
+      double assignments = experts.getWeights().getType().getNumElements();
+      flops += 2.0 * assignments * 3.0 * w1[1] * w1[2];
+    }
+  });
+  return flops;
+}
+
+ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
+                                                  func::FuncOp step) {
+  ModelStatistics stats;
+  auto model = module->getAttrOfType<DictionaryAttr>(kModelAttrName);
+  if (model)
+    if (auto name = model.getAs<StringAttr>("name"))
+      stats.name = name.str();
+  stats.vocab = intEntry(model, "vocab");
+  stats.hidden = intEntry(model, "hidden");
+  stats.layers = intEntry(model, "layers");
+  stats.heads = intEntry(model, "heads");
+  stats.kvHeads = intEntry(model, "kv_heads");
+  stats.experts = intEntry(model, "experts");
+  stats.topK = intEntry(model, "top_k");
+  stats.ffn = intEntry(model, "ffn");
+  if (step.getNumArguments() > 0) {
+    auto tokens = cast<ShapedType>(step.getArgumentTypes()[0]);
+    if (tokens.getRank() == 2) {
+      stats.batch = tokens.getDimSize(0);
+      stats.seq = tokens.getDimSize(1);
+    }
+    for (Type type : step.getArgumentTypes())
+      stats.inputBytes += tensorBytes(type);
+  }
+
+  for (ParamOp param : module.getOps<ParamOp>()) {
+    RankedTensorType type = param.getTensorType();
+    int64_t elements = type.getNumElements();
+    if (param.getKind() == ParamKind::optimizer_state) {
+      stats.optimizerStateBytes += elements * 4;
+      continue;
+    }
+    stats.paramBytes += elements * 4;
+    stats.totalParams += elements;
+    // A token uses top_k of the experts stacked along dimension 0.
+    bool stacked = param.getSymName().contains("{e}");
+    stats.activeParams +=
+        stacked && stats.topK > 0
+            ? elements / type.getDimSize(0) *
+                  std::min<int64_t>(stats.topK, type.getDimSize(0))
+            : elements;
+  }
+  stats.flopsPerStep = 3.0 * forwardFlops(step);
+  if (auto arena = step->getAttrOfType<IntegerAttr>(kArenaBytesAttrName))
+    stats.arenaBytes = arena.getInt();
+  if (auto peak = step->getAttrOfType<IntegerAttr>(kPeakLiveBytesAttrName))
+    stats.peakLiveBytes = peak.getInt();
+  return stats;
+}
+
+std::string mlir::moe::configJson(ModuleOp module, func::FuncOp step) {
+  llvm::json::Object config;
+  if (auto model = module->getAttrOfType<DictionaryAttr>(kModelAttrName)) {
+    for (NamedAttribute entry : model) {
+      Attribute value = entry.getValue();
+      if (auto i = dyn_cast<IntegerAttr>(value))
+        config[entry.getName().strref()] = i.getInt();
+      else if (auto f = dyn_cast<FloatAttr>(value))
+        config[entry.getName().strref()] = f.getValueAsDouble();
+      else if (auto s = dyn_cast<StringAttr>(value))
+        config[entry.getName().strref()] = s.str();
+      else if (auto a = dyn_cast<DenseI64ArrayAttr>(value))
+        config[entry.getName().strref()] =
+            llvm::json::Array(a.asArrayRef());
+    }
+  }
+  llvm::json::Object optimizer;
+  step.walk([&](Operation *op) {
+    if (auto lr = dyn_cast<LearningRateOp>(op)) {
+      optimizer["lr_peak"] = lr.getPeak().convertToDouble();
+      optimizer["lr_min"] = lr.getMin().convertToDouble();
+      optimizer["warmup"] = static_cast<int64_t>(lr.getWarmup());
+      optimizer["decay"] = static_cast<int64_t>(lr.getDecaySteps());
+    } else if (auto clip = dyn_cast<ClipCoefficientOp>(op)) {
+      optimizer["max_grad_norm"] = clip.getMaxNorm().convertToDouble();
+    } else if (auto update = dyn_cast<AdamWUpdateOp>(op)) {
+      optimizer["beta1"] = update.getBeta1().convertToDouble();
+      optimizer["beta2"] = update.getBeta2().convertToDouble();
+      optimizer["eps"] = update.getEps().convertToDouble();
+      // Norms are not decayed; report the rate of the decayed weights.
+      double decay = update.getWeightDecay().convertToDouble();
+      if (decay > 0 || !optimizer.get("weight_decay"))
+        optimizer["weight_decay"] = decay;
+    }
+  });
+  config["optimizer"] = std::move(optimizer);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::json::Value(std::move(config));
+  return text;
+}
+
+static void printBytesRow(llvm::raw_ostream &os, StringRef what,
+                          uint64_t bytes) {
+  os << llvm::format("  %-34s %14.2f MiB\n", what.str().c_str(),
+                     bytes / (1024.0 * 1024.0));
+}
+
+void mlir::moe::printMemoryReport(const ModelStatistics &stats,
+                                  llvm::raw_ostream &os) {
+  os << "memory per rank (1 rank, fp32)\n";
+  os << llvm::format("  parameters: %lld total, %lld active per token\n",
+                     static_cast<long long>(stats.totalParams),
+                     static_cast<long long>(stats.activeParams));
+  printBytesRow(os, "parameters", stats.paramBytes);
+  printBytesRow(os, "optimizer state (AdamW m, v)",
+                stats.optimizerStateBytes);
+  printBytesRow(os, "step inputs (tokens, targets, step)", stats.inputBytes);
+  printBytesRow(os, "arena: activations and gradients", stats.arenaBytes);
+  printBytesRow(os, "  of which live at the peak", stats.peakLiveBytes);
+  printBytesRow(os, "total", stats.paramBytes + stats.optimizerStateBytes +
+                                 stats.inputBytes + stats.arenaBytes);
+  os << llvm::format("  model FLOPs per step: %.4g (%.4g per token)\n",
+                     stats.flopsPerStep,
+                     stats.batch * stats.seq
+                         ? stats.flopsPerStep / (stats.batch * stats.seq)
+                         : 0.0);
+}

@@ -1,0 +1,265 @@
+//===- ExpandTransformer.cpp - moe.transformer to the op-level graph ------===//
+//
+// Builds the HF Mixtral decoder (docs/semantics.md, "Decoder layer") from the
+// config-level op. Parameter names are HF's, so checkpoints map one to one.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Transforms/Passes.h"
+#include "moe/Transforms/Transforms.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_EXPANDTRANSFORMER
+#include "moe/Transforms/Passes.h.inc"
+} // namespace mlir::moe
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+/// Emits parameters at module level and ops into the forward function.
+class ModelBuilder {
+public:
+  ModelBuilder(TransformerOp config, func::FuncOp forward)
+      : config(config), moduleBuilder(config), body(config.getContext()) {
+    body.setInsertionPointToStart(&forward.getBody().front());
+  }
+
+  /// Declares a parameter and reads it in the forward function.
+  Value param(const Twine &name, ArrayRef<int64_t> shape, InitKind init,
+              Location loc) {
+    auto type = RankedTensorType::get(shape, Float32Type::get(config.getContext()));
+    std::string symbol = name.str();
+    // Norm weights (initialised to one) are not decayed, as in Megatron's
+    // and HF's training recipes.
+    moduleBuilder.create<ParamOp>(
+        config.getLoc(), symbol, type, init,
+        init == InitKind::normal ? config.getInitStdAttr() : FloatAttr(),
+        ParamKind::weight, /*no_weight_decay=*/init == InitKind::ones);
+    return body.create<GetParamOp>(loc, type, symbol);
+  }
+
+  Value linear(Value x, Value w, Location loc) {
+    auto xType = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> shape(xType.getShape());
+    shape.back() = cast<RankedTensorType>(w.getType()).getDimSize(0);
+    return body.create<LinearOp>(loc, xType.clone(shape), x, w);
+  }
+
+  Value rmsNorm(Value x, const Twine &weightName, Location loc) {
+    Value w = param(weightName, {static_cast<int64_t>(config.getHidden())},
+                    InitKind::ones, loc);
+    return body.create<RMSNormOp>(loc, x.getType(), x, w,
+                                  config.getRmsEpsAttr());
+  }
+
+  Value add(Value a, Value b, Location loc) {
+    return body.create<AddOp>(loc, a, b);
+  }
+
+  /// Pre-norm attention block: returns x + o_proj(attention(...)).
+  Value attentionBlock(Value x, int64_t layer) {
+    std::string prefix = "model.layers." + std::to_string(layer) + ".";
+    Location loc = named(prefix + "self_attn");
+    int64_t hidden = config.getHidden(), heads = config.getHeads();
+    int64_t kvHeads = config.getKvHeads(), headDim = hidden / heads;
+    Value n = rmsNorm(x, prefix + "input_layernorm.weight",
+                      named(prefix + "input_layernorm"));
+    auto proj = [&](StringRef name, int64_t out, int64_t in, Value input) {
+      Value w = param(prefix + "self_attn." + name + ".weight", {out, in},
+                      InitKind::normal, loc);
+      return linear(input, w, loc);
+    };
+    Value q = proj("q_proj", heads * headDim, hidden, n);
+    Value k = proj("k_proj", kvHeads * headDim, hidden, n);
+    Value v = proj("v_proj", kvHeads * headDim, hidden, n);
+    auto i64 = [&](int64_t value) { return body.getI64IntegerAttr(value); };
+    q = body.create<RoPEOp>(loc, q.getType(), q, i64(heads),
+                            config.getRopeThetaAttr());
+    k = body.create<RoPEOp>(loc, k.getType(), k, i64(kvHeads),
+                            config.getRopeThetaAttr());
+    auto qType = cast<RankedTensorType>(q.getType());
+    auto lseType = qType.clone(
+        {qType.getDimSize(0), heads, qType.getDimSize(1)});
+    auto attention = body.create<AttentionOp>(loc, qType, lseType, q, k, v,
+                                              i64(heads), i64(kvHeads));
+    Value o = proj("o_proj", hidden, heads * headDim, attention.getOutput());
+    return add(x, o, loc);
+  }
+
+  /// Pre-norm feed-forward block; MoE layers also return their aux loss.
+  std::pair<Value, Value> ffnBlock(Value x, int64_t layer, bool dense) {
+    std::string prefix = "model.layers." + std::to_string(layer) + ".";
+    Value n = rmsNorm(x, prefix + "post_attention_layernorm.weight",
+                      named(prefix + "post_attention_layernorm"));
+    int64_t hidden = config.getHidden();
+    if (dense) {
+      Location loc = named(prefix + "mlp");
+      int64_t ffn = config.getDenseFfn().value_or(config.getFfn());
+      auto w = [&](StringRef name, int64_t out, int64_t in) {
+        return param(prefix + "mlp." + name + ".weight", {out, in},
+                     InitKind::normal, loc);
+      };
+      Value gate = linear(n, w("gate_proj", ffn, hidden), loc);
+      Value up = linear(n, w("up_proj", ffn, hidden), loc);
+      Value act = body.create<SwiGLUOp>(loc, gate, up);
+      return {add(x, linear(act, w("down_proj", hidden, ffn), loc), loc),
+              Value()};
+    }
+    Location loc = named(prefix + "block_sparse_moe");
+    int64_t experts = config.getExperts(), ffn = config.getFfn();
+    int64_t topK = config.getTopK();
+    std::string moe = prefix + "block_sparse_moe.";
+    Value gate = param(moe + "gate.weight", {experts, hidden},
+                       InitKind::normal, loc);
+    Value logits = linear(n, gate, loc);
+    auto logitsType = cast<RankedTensorType>(logits.getType());
+    SmallVector<int64_t> routedShape(logitsType.getShape());
+    routedShape.back() = topK;
+    auto router = body.create<RouterOp>(
+        loc, logitsType, logitsType.clone(routedShape),
+        RankedTensorType::get(routedShape, body.getI32Type()), logits,
+        body.getI64IntegerAttr(topK), config.getCapacityFactorAttr());
+    Value w1 = param(moe + "experts.{e}.w1.weight", {experts, ffn, hidden},
+                     InitKind::normal, loc);
+    Value w3 = param(moe + "experts.{e}.w3.weight", {experts, ffn, hidden},
+                     InitKind::normal, loc);
+    Value w2 = param(moe + "experts.{e}.w2.weight", {experts, hidden, ffn},
+                     InitKind::normal, loc);
+    Value y = body.create<ExpertsOp>(loc, n.getType(), n, router.getWeights(),
+                                     router.getIndices(), w1, w3, w2);
+    Value aux = body.create<AuxLossOp>(
+        loc, RankedTensorType::get({}, body.getF32Type()), router.getProbs(),
+        body.getI64IntegerAttr(topK));
+    return {add(x, y, loc), aux};
+  }
+
+  /// The whole model: returns the training loss.
+  Value build(Value tokens, Value targets) {
+    int64_t vocab = config.getVocab(), hidden = config.getHidden();
+    Location embedLoc = named("model.embed_tokens");
+    Value table = param("model.embed_tokens.weight", {vocab, hidden},
+                        InitKind::normal, embedLoc);
+    auto tokensType = cast<RankedTensorType>(tokens.getType());
+    auto hiddenType = RankedTensorType::get(
+        {tokensType.getDimSize(0), tokensType.getDimSize(1), hidden},
+        body.getF32Type());
+    Value h = body.create<EmbeddingOp>(embedLoc, hiddenType, tokens, table);
+
+    llvm::SmallSet<int64_t, 8> dense;
+    for (int64_t layer : config.getDenseLayers())
+      dense.insert(layer);
+    SmallVector<Value> auxLosses;
+    for (int64_t layer = 0; layer < config.getLayers(); ++layer) {
+      h = attentionBlock(h, layer);
+      auto [next, aux] = ffnBlock(h, layer, dense.contains(layer));
+      h = next;
+      if (aux)
+        auxLosses.push_back(aux);
+    }
+    h = rmsNorm(h, "model.norm.weight", named("model.norm"));
+    Location headLoc = named("lm_head");
+    Value lmHead = param("lm_head.weight", {vocab, hidden}, InitKind::normal,
+                         headLoc);
+    Value logits = linear(h, lmHead, headLoc);
+    auto scalar = RankedTensorType::get({}, body.getF32Type());
+    Location lossLoc = named("loss");
+    Value ce = body.create<CrossEntropyOp>(lossLoc, scalar, logits, targets);
+
+    // loss = ce + aux_coef * mean over MoE layers of aux_l.
+    SmallVector<Value> terms = {ce};
+    SmallVector<float> coefficients = {1.0f};
+    float auxCoef = config.getAuxCoef().convertToFloat();
+    for (Value aux : auxLosses) {
+      terms.push_back(aux);
+      coefficients.push_back(auxCoef / static_cast<float>(auxLosses.size()));
+    }
+    return body.create<WeightedSumOp>(lossLoc, scalar, terms,
+                                      body.getDenseF32ArrayAttr(coefficients));
+  }
+
+  OpBuilder &bodyBuilder() { return body; }
+
+private:
+  /// A location naming the model component, inside the transformer's.
+  Location named(const Twine &name) {
+    return NameLoc::get(StringAttr::get(config.getContext(), name),
+                        config.getLoc());
+  }
+
+  TransformerOp config;
+  OpBuilder moduleBuilder;
+  OpBuilder body;
+};
+} // namespace
+
+/// The model sizes kept on the module for reports and the artifact.
+static DictionaryAttr modelAttr(TransformerOp config) {
+  Builder b(config.getContext());
+  SmallVector<NamedAttribute> entries = {
+      b.getNamedAttr("name", config.getSymNameAttr()),
+      b.getNamedAttr("vocab", config.getVocabAttr()),
+      b.getNamedAttr("hidden", config.getHiddenAttr()),
+      b.getNamedAttr("layers", config.getLayersAttr()),
+      b.getNamedAttr("heads", config.getHeadsAttr()),
+      b.getNamedAttr("kv_heads", config.getKvHeadsAttr()),
+      b.getNamedAttr("experts", config.getExpertsAttr()),
+      b.getNamedAttr("top_k", config.getTopKAttr()),
+      b.getNamedAttr("ffn", config.getFfnAttr()),
+      b.getNamedAttr("dense_ffn",
+                     b.getI64IntegerAttr(
+                         config.getDenseFfn().value_or(config.getFfn()))),
+      b.getNamedAttr("seq", config.getSeqAttr()),
+      b.getNamedAttr("batch", config.getBatchAttr()),
+      b.getNamedAttr("dense_layers", config.getDenseLayersAttr()),
+      b.getNamedAttr("rms_eps", config.getRmsEpsAttr()),
+      b.getNamedAttr("rope_theta", config.getRopeThetaAttr()),
+      b.getNamedAttr("aux_coef", config.getAuxCoefAttr()),
+      b.getNamedAttr("capacity_factor", config.getCapacityFactorAttr()),
+      b.getNamedAttr("init_std", config.getInitStdAttr())};
+  return b.getDictionaryAttr(entries);
+}
+
+FailureOr<func::FuncOp> mlir::moe::expandTransformer(TransformerOp config) {
+  auto module = config->getParentOfType<ModuleOp>();
+  if (!module)
+    return config.emitOpError() << "expected to be inside a module";
+  if (module.lookupSymbol("forward"))
+    return config.emitOpError()
+           << "cannot expand: the module already has a symbol named 'forward'";
+
+  OpBuilder builder(config);
+  auto ids = RankedTensorType::get({config.getBatch(), config.getSeq()},
+                                   builder.getI32Type());
+  auto scalar = RankedTensorType::get({}, builder.getF32Type());
+  auto forward = builder.create<func::FuncOp>(
+      config.getLoc(), "forward", builder.getFunctionType({ids, ids}, scalar));
+  Block *entry = forward.addEntryBlock();
+
+  ModelBuilder model(config, forward);
+  Value loss = model.build(entry->getArgument(0), entry->getArgument(1));
+  model.bodyBuilder().create<func::ReturnOp>(config.getLoc(), loss);
+
+  module->setAttr(kModelAttrName, modelAttr(config));
+  config.erase();
+  return forward;
+}
+
+namespace {
+struct ExpandTransformerPass
+    : public mlir::moe::impl::ExpandTransformerBase<ExpandTransformerPass> {
+  void runOnOperation() override {
+    SmallVector<TransformerOp> configs(getOperation().getOps<TransformerOp>());
+    if (configs.size() > 1) {
+      configs[1].emitOpError() << "expected one moe.transformer per module";
+      return signalPassFailure();
+    }
+    for (TransformerOp config : configs)
+      if (failed(expandTransformer(config)))
+        return signalPassFailure();
+  }
+};
+} // namespace

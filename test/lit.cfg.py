@@ -1,0 +1,30 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "MOE"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.moe_obj_root, "test")
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "reference", "Inputs"]
+
+config.substitutions.append(("%models", os.path.join(config.moe_src_root, "models")))
+config.substitutions.append(("%reference", os.path.join(config.moe_src_root, "test", "reference")))
+config.substitutions.append(("%inputs", os.path.join(config.moe_src_root, "test", "Inputs")))
+# Debian's python3 has torch and numpy; a pyenv python on PATH may not.
+config.substitutions.append(("%python", "/usr/bin/python3"))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.moe_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+# OpenBLAS picks its thread count from the machine; tests pin it so that
+# results are reproducible across machines.
+llvm_config.with_environment("OPENBLAS_NUM_THREADS", "1")
+for var in ["OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"]:
+    llvm_config.with_environment(var, "1")
+
+llvm_config.add_tool_substitutions(["moe-opt", "moec", "moe-run", "moe-data"],
+                                   [config.moe_tools_dir])

@@ -1,0 +1,19 @@
+//===- moe-opt.cpp - run any moe pass alone (lit tests) -------------------===//
+#include "moe/Dialect/MoE/IR/MoEDialect.h"
+#include "moe/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::moe::MoEDialect, mlir::func::FuncDialect>();
+  mlir::moe::registerMoEPasses();
+  mlir::moe::registerTrainingPipeline();
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "moe optimizer driver\n", registry));
+}

@@ -1,0 +1,143 @@
+//===- moec.cpp - compile a moe model into a training-step artifact -------===//
+//
+//   moec model.mlir -o model.moebin [--report=memory] [--emit=mlir]
+//
+// Runs the default pipeline (expand, autodiff, optimizer, memory plan) or the
+// one given with --pass-pipeline, with MLIR's usual instrumentation flags
+// (--mlir-print-ir-after-all, --mlir-timing, ...), then writes the artifact.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Dialect/MoE/IR/MoEDialect.h"
+#include "moe/Target/ArtifactWriter.h"
+#include "moe/Target/ModelStatistics.h"
+#include "moe/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+namespace {
+enum class Emit { Artifact, MLIR };
+enum class Report { Memory };
+} // namespace
+
+static cl::opt<std::string> inputFilename(cl::Positional,
+                                          cl::desc("<model.mlir>"),
+                                          cl::init("-"));
+static cl::opt<std::string> outputFilename("o", cl::desc("output file"),
+                                           cl::value_desc("file"),
+                                           cl::init(""));
+static cl::opt<Emit> emitKind(
+    "emit", cl::desc("what to write"), cl::init(Emit::Artifact),
+    cl::values(clEnumValN(Emit::Artifact, "artifact",
+                          "the .moebin training-step artifact (default)"),
+               clEnumValN(Emit::MLIR, "mlir", "the compiled IR")));
+static cl::list<Report> reports(
+    "report", cl::desc("print a report to stdout"), cl::CommaSeparated,
+    cl::values(clEnumValN(Report::Memory, "memory",
+                          "parameters, optimizer state and arena per rank")));
+static cl::opt<std::string> stepFunction(
+    "step-function", cl::desc("the training-step function to write"),
+    cl::init("train_step"));
+static cl::opt<uint64_t> seed("seed",
+                              cl::desc("parameter initialisation seed"),
+                              cl::init(1234));
+
+/// The output path: -o, else the input with a .moebin/.out.mlir extension.
+static std::string outputPath() {
+  if (!outputFilename.empty())
+    return outputFilename;
+  if (inputFilename == "-")
+    return "-";
+  StringRef stem = StringRef(inputFilename).rsplit('.').first;
+  return (stem + (emitKind == Emit::MLIR ? ".out.mlir" : ".moebin")).str();
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
+  moe::registerMoEPasses();
+  moe::registerTrainingPipeline();
+  PassPipelineCLParser passPipeline("", "compiler passes to run (default: "
+                                        "moe-training-pipeline)");
+  cl::ParseCommandLineOptions(argc, argv, "moec: the MoE training compiler\n");
+
+  DialectRegistry registry;
+  registry.insert<moe::MoEDialect, func::FuncDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  std::string error;
+  auto input = openInputFile(inputFilename, &error);
+  if (!input) {
+    llvm::errs() << "moec: error: " << error << "\n";
+    return 1;
+  }
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+
+  PassManager pm(&context);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return 1;
+  DefaultTimingManager timing;
+  applyDefaultTimingManagerCLOptions(timing);
+  TimingScope timingScope = timing.getRootScope();
+  pm.enableTiming(timingScope);
+  if (passPipeline.hasAnyOccurrences()) {
+    auto errorHandler = [&](const Twine &message) {
+      return emitError(UnknownLoc::get(&context)) << message;
+    };
+    if (failed(passPipeline.addToPipeline(pm, errorHandler)))
+      return 1;
+  } else {
+    moe::buildTrainingPipeline(pm);
+  }
+  if (failed(pm.run(*module)))
+    return 1;
+
+  auto step = module->lookupSymbol<func::FuncOp>(stepFunction);
+  for (Report report : reports) {
+    if (!step) {
+      llvm::errs() << "moec: error: no function '" << stepFunction
+                   << "' to report on\n";
+      return 1;
+    }
+    if (report == Report::Memory)
+      moe::printMemoryReport(moe::computeModelStatistics(*module, step),
+                             llvm::outs());
+  }
+
+  std::string path = outputPath();
+  auto output = openOutputFile(path, &error);
+  if (!output) {
+    llvm::errs() << "moec: error: " << error << "\n";
+    return 1;
+  }
+  if (emitKind == Emit::MLIR) {
+    module->print(output->os());
+  } else if (failed(moe::writeArtifact(*module, stepFunction, seed,
+                                       output->os()))) {
+    return 1;
+  }
+  output->keep();
+  return 0;
+}

@@ -231,7 +231,9 @@ FailureOr<func::FuncOp> mlir::moe::expandTransformer(TransformerOp config) {
     return config.emitOpError()
            << "cannot expand: the module already has a symbol named 'forward'";
 
-  OpBuilder builder(config);
+  // The function goes after the config op, the parameters before it, so
+  // the module reads declarations first.
+  OpBuilder builder(config->getBlock(), std::next(config->getIterator()));
   auto ids = RankedTensorType::get({config.getBatch(), config.getSeq()},
                                    builder.getI32Type());
   auto scalar = RankedTensorType::get({}, builder.getF32Type());

@@ -81,6 +81,8 @@ int main(int argc, char **argv) {
   registry.insert<moe::MoEDialect, func::FuncDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // Users read errors about their model, not the generic form of the op.
+  context.printOpOnDiagnostic(false);
 
   std::string error;
   auto input = openInputFile(inputFilename, &error);

@@ -2,6 +2,8 @@
 #ifndef MOE_TRANSFORMS_PASSES_H
 #define MOE_TRANSFORMS_PASSES_H
 
+#include "moe/Dialect/MoE/IR/MoEDialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"

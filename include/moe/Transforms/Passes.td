@@ -25,7 +25,8 @@ def ExpandTransformer : Pass<"moe-expand-transformer", "ModuleOp"> {
     ... and `func.func @forward(%arg0: tensor<8x64xi32>, %arg1:
     tensor<8x64xi32>) -> tensor<f32>`.
   }];
-  let dependentDialects = ["::mlir::func::FuncDialect"];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::moe::MoEDialect"];
 }
 
 def Autodiff : Pass<"moe-autodiff", "ModuleOp"> {
@@ -48,6 +49,7 @@ def Autodiff : Pass<"moe-autodiff", "ModuleOp"> {
     Option<"output", "output", "std::string", "\"forward_backward\"",
            "the name of the function with the backward pass">,
   ];
+  let dependentDialects = ["::mlir::moe::MoEDialect"];
 }
 
 def Optimizer : Pass<"moe-optimizer", "ModuleOp"> {
@@ -70,6 +72,7 @@ def Optimizer : Pass<"moe-optimizer", "ModuleOp"> {
     Option<"output", "output", "std::string", "\"train_step\"",
            "the name of the training-step function">,
   ];
+  let dependentDialects = ["::mlir::moe::MoEDialect"];
 }
 
 def PlanMemory : Pass<"moe-plan-memory", "ModuleOp"> {

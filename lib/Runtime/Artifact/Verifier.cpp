@@ -1,1 +1,282 @@
+//===- Verifier.cpp - semantic checks of a decoded program ----------------===//
+//
+// verifyProgram runs the checks from the outside in: each buffer on its own,
+// then the program's input/output fields, then each instruction on its own
+// (InstructionRules.cpp), then the dataflow between instructions
+// (Dataflow.cpp). Each stage may rely on the earlier ones, e.g. instruction
+// rules multiply dims without overflow checks because buffers were checked.
+// This file also holds the message helpers shared by all stages.
+//
+//===----------------------------------------------------------------------===//
+
 #include "moe/Runtime/Artifact/Reader.h"
+
+#include "VerifierSupport.h"
+
+#include "absl/strings/str_join.h"
+
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+namespace moe::rt {
+namespace verifier {
+
+std::string formatShape(const std::vector<int64_t> &shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+std::string dtypeName(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return "f32";
+  case DType::I32:
+    return "i32";
+  }
+  return absl::StrCat("dtype ", static_cast<int>(dtype));
+}
+
+std::string kindName(BufferKind kind) {
+  switch (kind) {
+  case BufferKind::Parameter:
+    return "parameter";
+  case BufferKind::OptimizerState:
+    return "optimizer state";
+  case BufferKind::Input:
+    return "input";
+  case BufferKind::Temporary:
+    return "temporary";
+  }
+  return absl::StrCat("kind ", static_cast<int>(kind));
+}
+
+std::string withArticle(BufferKind kind) {
+  bool vowel = kind == BufferKind::OptimizerState || kind == BufferKind::Input;
+  return absl::StrCat(vowel ? "an " : "a ", kindName(kind));
+}
+
+std::string describeBuffer(const Program &program, uint32_t index) {
+  const std::string &name = program.buffers[index].name;
+  if (name.empty())
+    return absl::StrCat("buffer ", index);
+  return absl::StrCat("buffer ", index, " '", name, "'");
+}
+
+absl::Status bufferError(const Program &program, uint32_t index,
+                         absl::string_view message) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(describeBuffer(program, index), ": ", message));
+}
+
+absl::Status instructionError(const Program &program, size_t index,
+                              absl::string_view message) {
+  const Instruction &instruction = program.instructions[index];
+  std::string text =
+      absl::StrCat("instruction ", index, " (", opcodeName(instruction.opcode),
+                   "): ", message);
+  if (!instruction.location.empty())
+    absl::StrAppend(&text, " (at ", instruction.location, ")");
+  return absl::InvalidArgumentError(text);
+}
+
+} // namespace verifier
+
+namespace {
+
+using namespace verifier;
+
+constexpr uint64_t kArenaAlignment = 64;
+
+/// Kind, dtype, shape and init of one buffer, and its place in the arena.
+absl::Status verifyBuffer(const Program &program, uint32_t index) {
+  const Buffer &buffer = program.buffers[index];
+  if (static_cast<uint8_t>(buffer.kind) >
+      static_cast<uint8_t>(BufferKind::Temporary))
+    return bufferError(
+        program, index,
+        absl::StrCat("unknown buffer kind ", static_cast<int>(buffer.kind)));
+  if (static_cast<uint8_t>(buffer.dtype) > static_cast<uint8_t>(DType::I32))
+    return bufferError(
+        program, index,
+        absl::StrCat("unknown dtype ", static_cast<int>(buffer.dtype)));
+  if (static_cast<uint8_t>(buffer.init) > static_cast<uint8_t>(Init::Normal))
+    return bufferError(
+        program, index,
+        absl::StrCat("unknown init ", static_cast<int>(buffer.init)));
+
+  // Sizes are later computed as plain products (Buffer::sizeInBytes), so
+  // the element count times 4 bytes must fit in int64.
+  int64_t count = 1;
+  for (size_t d = 0; d < buffer.shape.size(); ++d) {
+    int64_t dim = buffer.shape[d];
+    if (dim < 0)
+      return bufferError(program, index,
+                         absl::StrCat("dimension ", d, " of shape ",
+                                      formatShape(buffer.shape),
+                                      " is negative"));
+    if (__builtin_mul_overflow(count, dim, &count) ||
+        count > std::numeric_limits<int64_t>::max() / 4)
+      return bufferError(program, index,
+                         absl::StrCat("element count of shape ",
+                                      formatShape(buffer.shape), " overflows"));
+  }
+
+  bool persistent = buffer.kind == BufferKind::Parameter ||
+                    buffer.kind == BufferKind::OptimizerState;
+  if (persistent && buffer.dtype != DType::F32)
+    return bufferError(program, index,
+                       absl::StrCat(withArticle(buffer.kind),
+                                    " must be f32, found ",
+                                    dtypeName(buffer.dtype)));
+
+  if (buffer.kind == BufferKind::Temporary) {
+    if (buffer.offset % kArenaAlignment != 0)
+      return bufferError(program, index,
+                         absl::StrCat("arena offset ", buffer.offset,
+                                      " is not ", kArenaAlignment,
+                                      "-byte aligned"));
+    uint64_t size = buffer.sizeInBytes();
+    if (size > program.arenaBytes || buffer.offset > program.arenaBytes - size)
+      return bufferError(program, index,
+                         absl::StrCat("arena range [", buffer.offset, ", ",
+                                      buffer.offset, " + ", size,
+                                      ") exceeds the arena of ",
+                                      program.arenaBytes, " bytes"));
+  }
+
+  // Which initialisations make sense: parameters must be given values,
+  // optimizer state starts at zero, inputs and temporaries are written by
+  // the runtime and the instructions respectively.
+  bool initValid = false;
+  switch (buffer.kind) {
+  case BufferKind::Parameter:
+    initValid = buffer.init != Init::None;
+    break;
+  case BufferKind::OptimizerState:
+    initValid = buffer.init == Init::None || buffer.init == Init::Zeros;
+    break;
+  case BufferKind::Input:
+  case BufferKind::Temporary:
+    initValid = buffer.init == Init::None;
+    break;
+  }
+  if (!initValid) {
+    static constexpr const char *kInitNames[] = {"none", "zeros", "ones",
+                                                 "normal"};
+    return bufferError(
+        program, index,
+        absl::StrCat("init '", kInitNames[static_cast<int>(buffer.init)],
+                     "' is not valid for ", withArticle(buffer.kind)));
+  }
+  if (buffer.init == Init::Normal &&
+      !(std::isfinite(buffer.initStd) && buffer.initStd > 0))
+    return bufferError(
+        program, index,
+        absl::StrCat("normal init needs init_std > 0, found ", buffer.initStd));
+  return absl::OkStatus();
+}
+
+/// Names of persistent and input buffers are how checkpoints and the
+/// runtime find them, so they must exist and be unique among themselves.
+absl::Status verifyBufferNames(const Program &program) {
+  std::unordered_map<std::string, uint32_t> seen;
+  for (uint32_t index = 0; index < program.buffers.size(); ++index) {
+    const Buffer &buffer = program.buffers[index];
+    if (buffer.kind == BufferKind::Temporary)
+      continue;
+    if (buffer.name.empty())
+      return bufferError(
+          program, index,
+          absl::StrCat(withArticle(buffer.kind), " needs a name"));
+    auto [it, inserted] = seen.emplace(buffer.name, index);
+    if (!inserted)
+      return bufferError(
+          program, index,
+          absl::StrCat("name is already used by buffer ", it->second));
+  }
+  return absl::OkStatus();
+}
+
+/// The step's inputs and reported outputs named by the Program table.
+absl::Status verifyProgramFields(const Program &program) {
+  const ModelInfo &model = program.model;
+  if (model.batch <= 0 || model.seq <= 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("model info: batch (", model.batch, ") and seq (",
+                     model.seq, ") must be positive"));
+
+  struct Field {
+    const char *name;
+    uint32_t index;
+    BufferKind kind;
+    DType dtype;
+    std::vector<int64_t> shape;
+  };
+  const Field fields[] = {
+      {"tokens",
+       program.tokens,
+       BufferKind::Input,
+       DType::I32,
+       {model.batch, model.seq}},
+      {"targets",
+       program.targets,
+       BufferKind::Input,
+       DType::I32,
+       {model.batch, model.seq}},
+      {"step", program.step, BufferKind::Input, DType::I32, {}},
+      // Outputs are produced by instructions, so they live in the arena.
+      {"loss", program.loss, BufferKind::Temporary, DType::F32, {}},
+      {"grad_norm", program.gradNorm, BufferKind::Temporary, DType::F32, {}},
+      {"lr", program.lr, BufferKind::Temporary, DType::F32, {}},
+  };
+  for (const Field &field : fields) {
+    if (field.index >= program.buffers.size())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "program field '", field.name, "': buffer index ", field.index,
+          " is out of range (", program.buffers.size(), " buffers)"));
+    const Buffer &buffer = program.buffers[field.index];
+    if (buffer.kind != field.kind || buffer.dtype != field.dtype ||
+        buffer.shape != field.shape)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "program field '", field.name, "' (",
+          describeBuffer(program, field.index), "): expected ",
+          kindName(field.kind), " ", dtypeName(field.dtype), " ",
+          formatShape(field.shape), ", found ", kindName(buffer.kind), " ",
+          dtypeName(buffer.dtype), " ", formatShape(buffer.shape)));
+  }
+  if (program.tokens == program.targets || program.tokens == program.step ||
+      program.targets == program.step)
+    return absl::InvalidArgumentError(
+        absl::StrCat("program fields 'tokens' (", program.tokens,
+                     "), 'targets' (", program.targets, ") and 'step' (",
+                     program.step, ") must be distinct buffers"));
+
+  // The runtime fills exactly these three inputs each step; any other input
+  // buffer would be read without ever being written.
+  for (uint32_t index = 0; index < program.buffers.size(); ++index) {
+    if (program.buffers[index].kind == BufferKind::Input &&
+        index != program.tokens && index != program.targets &&
+        index != program.step)
+      return bufferError(program, index,
+                         "an input that is not the program's tokens, "
+                         "targets or step is never fed by the runtime");
+  }
+  return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status verifyProgram(const Program &program) {
+  if (program.buffers.size() > std::numeric_limits<uint32_t>::max())
+    return absl::InvalidArgumentError(
+        absl::StrCat("too many buffers (", program.buffers.size(), ")"));
+  for (uint32_t index = 0; index < program.buffers.size(); ++index)
+    MOE_VERIFY_OK(verifyBuffer(program, index));
+  MOE_VERIFY_OK(verifyBufferNames(program));
+  MOE_VERIFY_OK(verifyProgramFields(program));
+  for (size_t index = 0; index < program.instructions.size(); ++index)
+    MOE_VERIFY_OK(verifyInstruction(program, index));
+  return verifyDataflow(program);
+}
+
+} // namespace moe::rt

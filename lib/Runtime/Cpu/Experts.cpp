@@ -1,1 +1,177 @@
+//===- Experts.cpp - SwiGLU experts over routed tokens --------------------===//
+//
+// Token-to-expert assignments are grouped by expert with a stable counting
+// sort over the flat slots t * topK + j, so each expert's rows are in token
+// order. Each expert then runs as dense sgemms over its gathered rows, and the
+// results are scattered back expert by expert (HF's index_add_ order). Every
+// step has a fixed order, so the outputs are bitwise reproducible.
+//
+// The backward recomputes u = W1 x and g = W3 x per expert instead of saving
+// them, and gets dw_j = dy . (W2 a) as a . (W2^T dy), reusing the GEMM that
+// da needs anyway.
+//
+//===----------------------------------------------------------------------===//
+
 #include "moe/Runtime/Cpu/Kernels.h"
+
+#include "KernelUtils.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace moe::rt::cpu {
+
+namespace {
+/// Assignments grouped by expert: slots[offsets[e] .. offsets[e+1]) are the
+/// flat slot ids t * topK + j routed to expert e, ascending.
+struct ExpertGroups {
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> slots;
+  int64_t maxRows = 0;
+
+  ExpertGroups(const int32_t *indices, int64_t T, int64_t E, int64_t topK)
+      : offsets(E + 1, 0) {
+    int64_t numSlots = T * topK;
+    // Ids outside [0, E) (capacity drops are -1) take part in nothing.
+    auto valid = [&](int32_t e) { return e >= 0 && e < E; };
+    for (int64_t s = 0; s < numSlots; ++s)
+      if (valid(indices[s]))
+        ++offsets[indices[s] + 1];
+    for (int64_t e = 0; e < E; ++e) {
+      maxRows = std::max(maxRows, offsets[e + 1]);
+      offsets[e + 1] += offsets[e];
+    }
+    slots.resize(offsets[E]);
+    std::vector<int64_t> cursor(offsets.begin(), offsets.end() - 1);
+    for (int64_t s = 0; s < numSlots; ++s)
+      if (valid(indices[s]))
+        slots[cursor[indices[s]]++] = s;
+  }
+
+  int64_t begin(int64_t e) const { return offsets[e]; }
+  int64_t rows(int64_t e) const { return offsets[e + 1] - offsets[e]; }
+};
+
+/// dst[r, :] = src[slot_r / topK, :] for the n slots starting at slots.
+void gatherRows(const float *src, const int64_t *slots, int64_t n,
+                int64_t topK, int64_t width, float *dst) {
+  for (int64_t r = 0; r < n; ++r) {
+    const float *row = src + (slots[r] / topK) * width;
+    std::copy(row, row + width, dst + r * width);
+  }
+}
+
+/// u = x W1[e]^T and g = x W3[e]^T for n gathered rows.
+void upProjections(const float *xe, const float *w1e, const float *w3e,
+                   float *u, float *g, int64_t n, int64_t H, int64_t F) {
+  detail::gemm(/*transA=*/false, /*transB=*/true, n, F, H, 1.0f, xe, H, w1e, H,
+               0.0f, u, F);
+  detail::gemm(/*transA=*/false, /*transB=*/true, n, F, H, 1.0f, xe, H, w3e, H,
+               0.0f, g, F);
+}
+} // namespace
+
+void expertsForward(const float *x, const float *weights,
+                    const int32_t *indices, const float *w1, const float *w3,
+                    const float *w2, float *y, int64_t T, int64_t H, int64_t F,
+                    int64_t E, int64_t topK) {
+  std::fill(y, y + T * H, 0.0f);
+  ExpertGroups groups(indices, T, E, topK);
+  int64_t cap = groups.maxRows;
+  std::vector<float> xe(cap * H), u(cap * F), g(cap * F), ze(cap * H);
+  for (int64_t e = 0; e < E; ++e) {
+    int64_t n = groups.rows(e);
+    if (n == 0)
+      continue;
+    const int64_t *slots = groups.slots.data() + groups.begin(e);
+    gatherRows(x, slots, n, topK, H, xe.data());
+    upProjections(xe.data(), w1 + e * F * H, w3 + e * F * H, u.data(),
+                  g.data(), n, H, F);
+    // a = silu(u) * g, in place of u.
+    swigluForward(u.data(), g.data(), u.data(), n * F);
+    detail::gemm(/*transA=*/false, /*transB=*/true, n, H, F, 1.0f, u.data(), F,
+                 w2 + e * H * F, F, 0.0f, ze.data(), H);
+    for (int64_t r = 0; r < n; ++r) {
+      float w = weights[slots[r]];
+      float *yr = y + (slots[r] / topK) * H;
+      const float *zr = ze.data() + r * H;
+      for (int64_t i = 0; i < H; ++i)
+        yr[i] += w * zr[i];
+    }
+  }
+}
+
+void expertsBackward(const float *dy, const float *x, const float *weights,
+                     const int32_t *indices, const float *w1, const float *w3,
+                     const float *w2, float *dx, float *dweights, float *dw1,
+                     float *dw3, float *dw2, int64_t T, int64_t H, int64_t F,
+                     int64_t E, int64_t topK) {
+  std::fill(dx, dx + T * H, 0.0f);
+  // Dropped slots keep dweights = 0 (docs/semantics.md, Router backward).
+  std::fill(dweights, dweights + T * topK, 0.0f);
+  ExpertGroups groups(indices, T, E, topK);
+  int64_t cap = groups.maxRows;
+  std::vector<float> xe(cap * H), dye(cap * H), dxe(cap * H);
+  std::vector<float> u(cap * F), g(cap * F), a(cap * F), da(cap * F);
+  for (int64_t e = 0; e < E; ++e) {
+    float *dw1e = dw1 + e * F * H, *dw3e = dw3 + e * F * H;
+    float *dw2e = dw2 + e * H * F;
+    const float *w1e = w1 + e * F * H, *w3e = w3 + e * F * H;
+    const float *w2e = w2 + e * H * F;
+    int64_t n = groups.rows(e);
+    if (n == 0) {
+      std::fill(dw1e, dw1e + F * H, 0.0f);
+      std::fill(dw3e, dw3e + F * H, 0.0f);
+      std::fill(dw2e, dw2e + H * F, 0.0f);
+      continue;
+    }
+    const int64_t *slots = groups.slots.data() + groups.begin(e);
+    gatherRows(x, slots, n, topK, H, xe.data());
+    gatherRows(dy, slots, n, topK, H, dye.data());
+    upProjections(xe.data(), w1e, w3e, u.data(), g.data(), n, H, F);
+    swigluForward(u.data(), g.data(), a.data(), n * F);
+
+    // da' = dy W2[e] (unweighted); dw_j = a . da'; da = w_j da'.
+    detail::gemm(/*transA=*/false, /*transB=*/false, n, F, H, 1.0f, dye.data(),
+                 H, w2e, F, 0.0f, da.data(), F);
+    for (int64_t r = 0; r < n; ++r) {
+      const float *ar = a.data() + r * F;
+      float *dar = da.data() + r * F;
+      double dot = 0.0;
+      for (int64_t f = 0; f < F; ++f)
+        dot += static_cast<double>(ar[f]) * dar[f];
+      float w = weights[slots[r]];
+      dweights[slots[r]] = static_cast<float>(dot);
+      for (int64_t f = 0; f < F; ++f)
+        dar[f] *= w;
+      // dW2 needs w_j dy; scale the gathered copy now that da' is done.
+      float *dyr = dye.data() + r * H;
+      for (int64_t i = 0; i < H; ++i)
+        dyr[i] *= w;
+    }
+    // dW2[e] = (w dy)^T a.
+    detail::gemm(/*transA=*/true, /*transB=*/false, H, F, n, 1.0f, dye.data(),
+                 H, a.data(), F, 0.0f, dw2e, F);
+
+    // du = da g silu'(u), dg = da silu(u), written over u and g.
+    swigluBackward(da.data(), u.data(), g.data(), u.data(), g.data(), n * F);
+
+    // dx_e = du W1[e] + dg W3[e]; dW1[e] = du^T x; dW3[e] = dg^T x.
+    detail::gemm(/*transA=*/false, /*transB=*/false, n, H, F, 1.0f, u.data(), F,
+                 w1e, H, 0.0f, dxe.data(), H);
+    detail::gemm(/*transA=*/false, /*transB=*/false, n, H, F, 1.0f, g.data(), F,
+                 w3e, H, 1.0f, dxe.data(), H);
+    detail::gemm(/*transA=*/true, /*transB=*/false, F, H, n, 1.0f, u.data(), F,
+                 xe.data(), H, 0.0f, dw1e, H);
+    detail::gemm(/*transA=*/true, /*transB=*/false, F, H, n, 1.0f, g.data(), F,
+                 xe.data(), H, 0.0f, dw3e, H);
+    for (int64_t r = 0; r < n; ++r) {
+      float *dxr = dx + (slots[r] / topK) * H;
+      const float *src = dxe.data() + r * H;
+      for (int64_t i = 0; i < H; ++i)
+        dxr[i] += src[i];
+    }
+  }
+}
+
+} // namespace moe::rt::cpu

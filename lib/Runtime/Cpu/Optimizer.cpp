@@ -1,1 +1,69 @@
+//===- Optimizer.cpp - Gradient norm, LR schedule and AdamW ---------------===//
+
 #include "moe/Runtime/Cpu/Kernels.h"
+
+#include <cmath>
+
+namespace moe::rt::cpu {
+
+static constexpr double kPi = 3.14159265358979323846;
+
+double sumOfSquares(const float *g, int64_t n) {
+  // One sequential double accumulator: the grad norm (and so the clipping
+  // factor) is reproducible and exact enough for billions of elements.
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += static_cast<double>(g[i]) * g[i];
+  return sum;
+}
+
+void scale(float *x, float scale, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    x[i] *= scale;
+}
+
+float learningRate(int64_t step, float peak, float min, int64_t warmup,
+                   int64_t decay) {
+  if (step < warmup)
+    return static_cast<float>(static_cast<double>(peak) *
+                              static_cast<double>(step + 1) /
+                              static_cast<double>(warmup));
+  if (step >= decay)
+    return min;
+  // warmup <= step < decay, so decay - warmup > 0.
+  double progress = static_cast<double>(step - warmup) /
+                    static_cast<double>(decay - warmup);
+  double cosine = 0.5 * (1.0 + std::cos(kPi * progress));
+  return static_cast<float>(static_cast<double>(min) +
+                            (static_cast<double>(peak) - min) * cosine);
+}
+
+void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq,
+           int64_t n, float lr, float beta1, float beta2, float eps,
+           float weightDecay, int64_t step) {
+  // Scalars in double as PyTorch computes them (Python floats); the
+  // per-element arithmetic in fp32 in torch.optim.AdamW's order.
+  double t = static_cast<double>(step + 1);
+  double bias1 = 1.0 - std::pow(static_cast<double>(beta1), t);
+  double bias2 = 1.0 - std::pow(static_cast<double>(beta2), t);
+  float stepSize = static_cast<float>(static_cast<double>(lr) / bias1);
+  float bias2Sqrt = static_cast<float>(std::sqrt(bias2));
+  float decayFactor = static_cast<float>(
+      1.0 - static_cast<double>(lr) * static_cast<double>(weightDecay));
+  float oneMinusBeta1 = 1.0f - beta1, oneMinusBeta2 = 1.0f - beta2;
+  for (int64_t i = 0; i < n; ++i) {
+    float g = grad[i];
+    float p = param[i];
+    if (weightDecay != 0.0f)
+      p *= decayFactor;
+    float m = beta1 * expAvg[i] + oneMinusBeta1 * g;
+    float v = beta2 * expAvgSq[i] + oneMinusBeta2 * g * g;
+    float denom = std::sqrt(v) / bias2Sqrt + eps;
+    p -= stepSize * (m / denom);
+    expAvg[i] = m;
+    expAvgSq[i] = v;
+    param[i] = p;
+  }
+}
+
+} // namespace moe::rt::cpu

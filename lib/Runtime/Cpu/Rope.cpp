@@ -1,1 +1,78 @@
+//===- Rope.cpp - Rotary position embedding (rotate-half) -----------------===//
+//
+// The angles are computed in double and rounded once, so cos/sin are the
+// correctly rounded fp32 values even at positions in the thousands (HF forms
+// p * inv_freq in fp32, which loses ~1e-4 rad there).
+//
+//===----------------------------------------------------------------------===//
+
 #include "moe/Runtime/Cpu/Kernels.h"
+
+#include <cmath>
+#include <vector>
+
+namespace moe::rt::cpu {
+
+namespace {
+/// cos and sin of angle[p, i] for p < S, i < headDim / 2, row-major [S, half].
+struct RopeTable {
+  std::vector<float> cos, sin;
+  RopeTable(int64_t S, int64_t headDim, float theta) {
+    int64_t half = headDim / 2;
+    cos.resize(S * half);
+    sin.resize(S * half);
+    std::vector<double> invFreq(half);
+    for (int64_t i = 0; i < half; ++i)
+      invFreq[i] = std::pow(static_cast<double>(theta),
+                            -2.0 * static_cast<double>(i) /
+                                static_cast<double>(headDim));
+    for (int64_t p = 0; p < S; ++p)
+      for (int64_t i = 0; i < half; ++i) {
+        double angle = static_cast<double>(p) * invFreq[i];
+        cos[p * half + i] = static_cast<float>(std::cos(angle));
+        sin[p * half + i] = static_cast<float>(std::sin(angle));
+      }
+  }
+};
+
+/// Rotates every (i, i + half) pair of x by +angle (sign = 1) or by -angle
+/// (sign = -1, the transpose). Each pair is read before it is written, so y
+/// may alias x.
+void rotate(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
+            int64_t headDim, float theta, float sign) {
+  RopeTable table(S, headDim, theta);
+  int64_t half = headDim / 2;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s) {
+      const float *c = table.cos.data() + s * half;
+      const float *sn = table.sin.data() + s * half;
+      for (int64_t h = 0; h < heads; ++h) {
+        int64_t base = ((b * S + s) * heads + h) * headDim;
+        const float *xr = x + base;
+        float *yr = y + base;
+        for (int64_t i = 0; i < half; ++i) {
+          float lo = xr[i], hi = xr[i + half];
+          float si = sign * sn[i];
+          yr[i] = lo * c[i] - hi * si;
+          yr[i + half] = hi * c[i] + lo * si;
+        }
+        // An odd head dimension (never used by real models) leaves its last
+        // element unrotated rather than unwritten.
+        if (headDim % 2 != 0)
+          yr[headDim - 1] = xr[headDim - 1];
+      }
+    }
+}
+} // namespace
+
+void ropeForward(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
+                 int64_t headDim, float theta) {
+  rotate(x, y, B, S, heads, headDim, theta, 1.0f);
+}
+
+void ropeBackward(const float *dy, float *dx, int64_t B, int64_t S,
+                  int64_t heads, int64_t headDim, float theta) {
+  rotate(dy, dx, B, S, heads, headDim, theta, -1.0f);
+}
+
+} // namespace moe::rt::cpu

@@ -37,7 +37,8 @@ void linearBackwardWeight(const float *dy, const float *x, float *dw, int64_t T,
 void add(const float *a, const float *b, float *y, int64_t n);
 /// y = silu(gate) * up.
 void swigluForward(const float *gate, const float *up, float *y, int64_t n);
-/// dgate = dy * up * silu'(gate), dup = dy * silu(gate).
+/// dgate = dy * up * silu'(gate), dup = dy * silu(gate). Element i is read
+/// before it is written, so dgate/dup may alias any of the inputs.
 void swigluBackward(const float *dy, const float *gate, const float *up,
                     float *dgate, float *dup, int64_t n);
 
@@ -58,8 +59,11 @@ void embeddingBackward(const float *dy, const int32_t *tokens, float *dtable,
 // RMSNorm
 //===----------------------------------------------------------------------===//
 
+/// y[t, i] = w[i] * (x[t, i] * r[t]), r[t] = 1 / sqrt(mean_i x[t, i]^2 + eps)
+/// (row sums in double).
 void rmsNormForward(const float *x, const float *w, float *y, int64_t T,
                     int64_t H, float eps);
+/// dx[T, H] and dw[H] (summed over all T rows), both overwritten.
 void rmsNormBackward(const float *dy, const float *x, const float *w,
                      float *dx, float *dw, int64_t T, int64_t H, float eps);
 
@@ -67,6 +71,8 @@ void rmsNormBackward(const float *dy, const float *x, const float *w,
 // RoPE (rotate-half), x viewed as [B, S, heads, headDim]
 //===----------------------------------------------------------------------===//
 
+/// Rotates pairs (i, i + headDim/2) by p * theta^(-2i/headDim) at position
+/// p = s; angles and their cos/sin are evaluated in double. y may alias x.
 void ropeForward(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
                  int64_t headDim, float theta);
 /// dx = R^T dy (y may alias x in both directions).
@@ -79,10 +85,13 @@ void ropeBackward(const float *dy, float *dx, int64_t B, int64_t S,
 
 /// q: [B, S, heads*d], k, v: [B, S, kvHeads*d], out: [B, S, heads*d],
 /// lse: [B, heads, S]. Scale 1/sqrt(d); causal. heads % kvHeads == 0.
+/// Works on blocks of query rows; scratch is O(64 * S) floats, never S x S.
 void attentionForward(const float *q, const float *k, const float *v,
                       float *out, float *lse, int64_t B, int64_t S,
                       int64_t heads, int64_t kvHeads, int64_t headDim);
 /// Gradients w.r.t. q, k and v from dout; recomputes probabilities from lse.
+/// dq, dk and dv are overwritten (query heads of a group sum into their
+/// shared dk/dv in head order).
 void attentionBackward(const float *dout, const float *q, const float *k,
                        const float *v, const float *out, const float *lse,
                        float *dq, float *dk, float *dv, int64_t B, int64_t S,
@@ -94,7 +103,10 @@ void attentionBackward(const float *dout, const float *q, const float *k,
 
 /// logits: [T, E] -> probs: [T, E] (softmax), weights: [T, topK] (top-k
 /// renormalised), indices: [T, topK] (descending probability, ties to the
-/// lower id; -1 where dropped by capacity). capacityFactor <= 0: no dropping.
+/// lower id; -1 where dropped by capacity). capacityFactor <= 0: no dropping;
+/// otherwise capacity C = ceil(cf * T * topK / E) (evaluated in double) and
+/// assignments are admitted slot-major. A dropped slot keeps its weight.
+/// Requires 1 <= topK <= E.
 void routerForward(const float *logits, float *probs, float *weights,
                    int32_t *indices, int64_t T, int64_t E, int64_t topK,
                    float capacityFactor);
@@ -102,16 +114,23 @@ void routerForward(const float *logits, float *probs, float *weights,
 /// and, when non-null, of the probabilities (dprobs, [T, E]; from the
 /// load-balancing loss). The top-k selection is recomputed from probs with
 /// the forward's rule, so slots dropped by capacity still name their expert.
+/// dlogits is overwritten.
 void routerBackward(const float *dweights, const float *dprobs,
                     const float *probs, float *dlogits, int64_t T, int64_t E,
                     int64_t topK);
 
 /// x: [T, H], weights/indices: [T, topK], w1, w3: [E, F, H], w2: [E, H, F],
 /// y: [T, H]. Tokens are grouped by expert so each expert runs as one GEMM.
+/// Slots whose index is outside [0, E) (capacity drops are -1) contribute
+/// nothing. Expert outputs are added into y in expert order, token order
+/// within an expert (HF's index_add_ order).
 void expertsForward(const float *x, const float *weights,
                     const int32_t *indices, const float *w1, const float *w3,
                     const float *w2, float *y, int64_t T, int64_t H, int64_t F,
                     int64_t E, int64_t topK);
+/// Overwrites dx [T, H], dweights [T, topK] (0 for skipped slots) and dw1,
+/// dw3 [E, F, H], dw2 [E, H, F] (0 for experts that received no token).
+/// Recomputes W1 x and W3 x per expert instead of taking them as inputs.
 void expertsBackward(const float *dy, const float *x, const float *weights,
                      const int32_t *indices, const float *w1, const float *w3,
                      const float *w2, float *dx, float *dweights, float *dw1,
@@ -122,9 +141,12 @@ void expertsBackward(const float *dy, const float *x, const float *weights,
 // Losses
 //===----------------------------------------------------------------------===//
 
-/// Mean cross-entropy over targets >= 0 (0 when there are none).
+/// Mean cross-entropy over targets >= 0 (0 when there are none). Targets
+/// >= V have no logit and are skipped like negative ones; the runtime is
+/// expected to have rejected them (embeddingForward reports bad ids).
 float crossEntropyForward(const float *logits, const int32_t *targets,
                           int64_t T, int64_t V);
+/// dlogits = (dloss / N) (softmax - onehot) on counted rows, 0 elsewhere.
 void crossEntropyBackward(float dloss, const float *logits,
                           const int32_t *targets, float *dlogits, int64_t T,
                           int64_t V);
@@ -132,6 +154,8 @@ void crossEntropyBackward(float dloss, const float *logits,
 /// Switch/HF load-balancing loss of one layer from its router probabilities;
 /// the top-k selection is recomputed from probs (before any capacity drop).
 float auxLossForward(const float *probs, int64_t T, int64_t E, int64_t topK);
+/// dprobs[t, e] = dloss * E * count[e] / T^2 (overwritten; count is treated
+/// as a constant).
 void auxLossBackward(float dloss, const float *probs, float *dprobs, int64_t T,
                      int64_t E, int64_t topK);
 
@@ -147,7 +171,8 @@ void scale(float *x, float scale, int64_t n);
 float learningRate(int64_t step, float peak, float min, int64_t warmup,
                    int64_t decay);
 /// One AdamW update of n elements at 0-based step (bias correction uses
-/// step + 1). weightDecay is applied as p -= lr * weightDecay * p.
+/// step + 1). weightDecay is applied as p -= lr * weightDecay * p (pass 0 for
+/// norm weights). Element arithmetic is fp32, bias corrections double.
 void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq,
            int64_t n, float lr, float beta1, float beta2, float eps,
            float weightDecay, int64_t step);
@@ -159,7 +184,9 @@ void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq,
 /// 64-bit FNV-1a of a parameter name; the stream id of its random numbers.
 uint64_t nameHash(const char *name);
 /// Fills n values of a parameter with normal(0, std) draws where element i
-/// (global index, so shards agree) depends only on (seed, stream, i).
+/// (global index, so shards agree) depends only on (seed, stream, i): a
+/// SplitMix64 hash of the counter gives two uniforms and one Box-Muller draw
+/// (the exact recipe is spelled out in lib/Runtime/Cpu/Init.cpp).
 void initNormal(float *x, int64_t n, float std, uint64_t seed, uint64_t stream,
                 int64_t firstIndex = 0);
 void fill(float *x, float value, int64_t n);

@@ -10,6 +10,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/Support/Format.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -24,6 +25,14 @@ static std::string fmt(ArrayRef<int64_t> shape) {
   llvm::raw_string_ostream os(out);
   llvm::interleave(shape, os, ", ");
   return out + "]";
+}
+
+/// A float as `0.001` (not `1.000000e-03`) for diagnostics.
+static std::string fmt(double value) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << llvm::format("%g", value);
+  return out;
 }
 
 static ArrayRef<int64_t> shapeOf(Value v) {
@@ -87,8 +96,9 @@ LogicalResult TransformerOp::verify() {
   for (auto [name, value] : sizes)
     if (value <= 0)
       return emitOpError() << "expected " << name << " > 0, got " << value;
-  if (getDenseFfn() && *getDenseFfn() <= 0)
-    return emitOpError() << "expected dense_ffn > 0, got " << *getDenseFfn();
+  if (getDenseFfn() && static_cast<int64_t>(*getDenseFfn()) <= 0)
+    return emitOpError() << "expected dense_ffn > 0, got "
+                         << static_cast<int64_t>(*getDenseFfn());
   if (getHidden() % getHeads() != 0)
     return emitOpError() << "expected hidden (" << getHidden()
                          << ") to be divisible by heads (" << getHeads() << ")";
@@ -114,13 +124,13 @@ LogicalResult TransformerOp::verify() {
                                              {"init_std", getInitStd().convertToFloat()}};
   for (auto [name, value] : positives)
     if (!(value > 0))
-      return emitOpError() << "expected " << name << " > 0, got " << value;
+      return emitOpError() << "expected " << name << " > 0, got " << fmt(value);
   if (!(getAuxCoef().convertToFloat() >= 0))
     return emitOpError() << "expected aux_coef >= 0, got "
-                         << getAuxCoef().convertToFloat();
+                         << fmt(getAuxCoef().convertToFloat());
   if (!(getCapacityFactor().convertToFloat() >= 0))
     return emitOpError() << "expected capacity_factor >= 0, got "
-                         << getCapacityFactor().convertToFloat();
+                         << fmt(getCapacityFactor().convertToFloat());
   return success();
 }
 
@@ -133,14 +143,14 @@ static LogicalResult verifyAdamWHyperParams(Operation *op, float beta1,
                                             float beta2, float eps,
                                             float weightDecay) {
   if (!(beta1 >= 0 && beta1 < 1))
-    return op->emitOpError() << "expected 0 <= beta1 < 1, got " << beta1;
+    return op->emitOpError() << "expected 0 <= beta1 < 1, got " << fmt(beta1);
   if (!(beta2 >= 0 && beta2 < 1))
-    return op->emitOpError() << "expected 0 <= beta2 < 1, got " << beta2;
+    return op->emitOpError() << "expected 0 <= beta2 < 1, got " << fmt(beta2);
   if (!(eps > 0))
-    return op->emitOpError() << "expected eps > 0, got " << eps;
+    return op->emitOpError() << "expected eps > 0, got " << fmt(eps);
   if (!(weightDecay >= 0))
     return op->emitOpError() << "expected weight_decay >= 0, got "
-                             << weightDecay;
+                             << fmt(weightDecay);
   return success();
 }
 
@@ -148,7 +158,7 @@ static LogicalResult verifySchedule(Operation *op, float peak, float min,
                                     int64_t warmup, int64_t decay) {
   if (!(min >= 0 && peak >= min))
     return op->emitOpError() << "expected peak learning rate >= min >= 0, got "
-                             << peak << " and " << min;
+                             << fmt(peak) << " and " << fmt(min);
   if (warmup < 0 || warmup > decay)
     return op->emitOpError() << "expected 0 <= warmup <= decay_steps, got "
                              << warmup << " and " << decay;
@@ -166,7 +176,7 @@ LogicalResult AdamWConfigOp::verify() {
     return failure();
   if (!(getMaxGradNorm().convertToFloat() >= 0))
     return emitOpError() << "expected max_grad_norm >= 0, got "
-                         << getMaxGradNorm().convertToFloat();
+                         << fmt(getMaxGradNorm().convertToFloat());
   return success();
 }
 
@@ -179,7 +189,7 @@ LogicalResult GlobalNormOp::verify() {
 LogicalResult ClipCoefficientOp::verify() {
   if (!(getMaxNorm().convertToFloat() >= 0))
     return emitOpError() << "expected max_norm >= 0, got "
-                         << getMaxNorm().convertToFloat();
+                         << fmt(getMaxNorm().convertToFloat());
   return success();
 }
 
@@ -284,7 +294,7 @@ static LogicalResult verifyNormShapes(Operation *op, Value input, Value weight,
   if (failed(expectShape(op, "weight", weight, shapeOf(input).back())))
     return failure();
   if (!(epsilon > 0))
-    return op->emitOpError() << "expected epsilon > 0, got " << epsilon;
+    return op->emitOpError() << "expected epsilon > 0, got " << fmt(epsilon);
   return success();
 }
 
@@ -327,7 +337,17 @@ LogicalResult LinearOp::verify() {
 }
 
 LogicalResult LinearGradInputOp::verify() {
-  return verifyLinearShapes(*this, getResult(), getWeight(), getGrad());
+  if (failed(expectMinRank(*this, "grad", getGrad(), 2)) ||
+      failed(expectRank(*this, "weight", getWeight(), 2)))
+    return failure();
+  ArrayRef<int64_t> w = shapeOf(getWeight());
+  if (shapeOf(getGrad()).back() != w[0])
+    return emitOpError() << "expected the grad's last dimension ("
+                         << shapeOf(getGrad()).back()
+                         << ") to match the weight's out-features (" << w[0]
+                         << ")";
+  return expectShape(*this, "input gradient", getResult(),
+                     concat(shapeOf(getGrad()).drop_back(), w[1]));
 }
 
 LogicalResult LinearGradWeightOp::verify() {
@@ -359,7 +379,7 @@ static LogicalResult verifyRoPEShapes(Operation *op, Value input, Value result,
     return op->emitOpError() << "expected an even head dimension, got "
                              << width / numHeads;
   if (!(theta > 0))
-    return op->emitOpError() << "expected theta > 0, got " << theta;
+    return op->emitOpError() << "expected theta > 0, got " << fmt(theta);
   return success();
 }
 
@@ -440,7 +460,7 @@ LogicalResult RouterOp::verify() {
     return failure();
   if (!(getCapacityFactor().convertToFloat() >= 0))
     return emitOpError() << "expected capacity_factor >= 0, got "
-                         << getCapacityFactor().convertToFloat();
+                         << fmt(getCapacityFactor().convertToFloat());
   return success();
 }
 

@@ -1,0 +1,90 @@
+//===- Safetensors.h - read and write .safetensors files --------*- C++ -*-===//
+//
+// The format (https://github.com/huggingface/safetensors): an 8-byte
+// little-endian header length N, N bytes of JSON
+//   {"__metadata__": {str: str}, "name": {"dtype": "F32", "shape": [..],
+//    "data_offsets": [begin, end]}, ...}
+// padded with spaces to a multiple of 8 bytes, then the data section. The
+// offsets are relative to the data section; the tensors must tile it exactly
+// (no gaps, no overlap, nothing after the last one).
+//
+// The writer writes F32 and I32 atomically (temporary file + rename). The
+// reader trusts nothing: every error names the file and, where there is one,
+// the tensor. It decodes F32 and I32 as they are and BF16/F16 to fp32.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_IO_SAFETENSORS_H
+#define MOE_RUNTIME_IO_SAFETENSORS_H
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace moe::rt::io {
+
+/// The largest header the reader accepts (the reference's limit).
+inline constexpr uint64_t kSafetensorsMaxHeaderSize = 100000000;
+
+/// A tensor to write; `data` points at caller memory holding
+/// product(shape) elements of `dtype` ("F32" or "I32").
+struct TensorView {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  const void *data = nullptr;
+};
+
+/// A tensor read back. `dtype` is the dtype stored in the file. F32, BF16
+/// and F16 tensors are decoded into `f32`; I32 tensors into `i32`.
+struct TensorData {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::vector<float> f32;
+  std::vector<int32_t> i32;
+
+  int64_t numElements() const;
+  bool isInteger() const { return dtype == "I32"; }
+};
+
+struct SafetensorsFile {
+  /// In the order of their data offsets.
+  std::vector<TensorData> tensors;
+  std::map<std::string, std::string> metadata;
+
+  /// The tensor called `name`, or null.
+  const TensorData *find(const std::string &name) const;
+};
+
+/// Writes `tensors` (in the given order) and `metadata` to `path`
+/// atomically. Names must be unique, non-empty and not "__metadata__".
+absl::Status
+writeSafetensors(const std::string &path,
+                 const std::vector<TensorView> &tensors,
+                 const std::map<std::string, std::string> &metadata = {});
+
+/// The bytes writeSafetensors() would write.
+absl::StatusOr<std::string>
+encodeSafetensors(const std::vector<TensorView> &tensors,
+                  const std::map<std::string, std::string> &metadata = {});
+
+/// Reads and fully verifies the file at `path`.
+absl::StatusOr<SafetensorsFile> readSafetensors(const std::string &path);
+
+/// Verifies and decodes `size` bytes held in memory; `origin` names them in
+/// error messages (a path, or "<memory>").
+absl::StatusOr<SafetensorsFile>
+parseSafetensors(const uint8_t *data, size_t size, const std::string &origin);
+
+/// Bytes per element of a safetensors dtype name ("F32" -> 4), or 0 if the
+/// name is not a safetensors dtype.
+size_t safetensorsDtypeSize(const std::string &dtype);
+
+} // namespace moe::rt::io
+
+#endif // MOE_RUNTIME_IO_SAFETENSORS_H

@@ -1,0 +1,70 @@
+//===- StepDump.h - record one training step for the reference -*- C++ -*-===//
+//
+// A step dump is a directory with everything an independent implementation
+// needs to recompute one step and compare (test/reference/
+// mixtral_reference.py): config.json, batch.safetensors, params and
+// optimizer state before and after, the gradients before clipping and
+// metrics.json.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_TRAIN_STEPDUMP_H
+#define MOE_RUNTIME_TRAIN_STEPDUMP_H
+
+#include "moe/Runtime/Engine/Executor.h"
+
+#include "absl/status/status.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace moe::rt::train {
+
+/// The losses a step reports besides the total.
+struct LossParts {
+  float ce = 0, aux = 0;
+  bool known = false;
+};
+
+/// Captures the parts of the loss (cross-entropy and mean load-balancing
+/// loss) while a step runs, from the operands of the instruction that
+/// writes the loss.
+class LossPartsProbe {
+public:
+  explicit LossPartsProbe(const Executor &executor);
+  /// To be called from StepHooks::afterInstruction.
+  void after(size_t index);
+  const LossParts &parts() const { return result; }
+
+private:
+  const Executor &executor;
+  std::optional<size_t> lossInstruction;
+  LossParts result;
+};
+
+class StepDump {
+public:
+  /// Prepares `dir` (created if needed) and writes the state before the step.
+  static absl::StatusOr<StepDump> begin(const std::string &dir,
+                                        const Executor &executor, int64_t step,
+                                        const int32_t *tokens,
+                                        const int32_t *targets);
+  /// To be called from StepHooks::beforeInstruction: keeps each gradient
+  /// as AdamW is about to consume it.
+  void before(size_t index, const Instruction &inst);
+  /// Writes the state after the step and its metrics.
+  absl::Status finish(const Executor &executor, float loss, float gradNorm,
+                      float lr, const LossParts &parts);
+
+private:
+  StepDump(std::string dir, const Executor &executor)
+      : dir(std::move(dir)), executor(&executor) {}
+  std::string dir;
+  const Executor *executor;
+  /// (parameter buffer, copy of its gradient), in update order.
+  std::vector<std::pair<uint32_t, std::vector<float>>> grads;
+};
+
+} // namespace moe::rt::train
+
+#endif // MOE_RUNTIME_TRAIN_STEPDUMP_H

@@ -1,0 +1,68 @@
+//===- Trainer.h - the training loop of moe-run -----------------*- C++ -*-===//
+//
+// Loads a verified artifact, initialises or loads the weights, samples
+// batches from a token dataset, runs the compiled step, and reports every
+// step (progress line, JSONL metrics) and the loss curve at the end.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_TRAIN_TRAINER_H
+#define MOE_RUNTIME_TRAIN_TRAINER_H
+
+#include "moe/Runtime/Data/TokenDataset.h"
+
+#include "absl/status/status.h"
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace moe::rt::train {
+
+struct TrainOptions {
+  std::string artifactPath;
+  std::string dataPath;
+  data::DatasetOptions dataOptions;
+  /// Steps to run, starting at `startStep` (0-based; sets the LR schedule
+  /// position and the batches drawn).
+  int64_t steps = 0;
+  int64_t startStep = 0;
+  /// Parameter initialisation seed; the artifact's when absent.
+  std::optional<uint64_t> initSeed;
+  /// Seed of the batch sampler.
+  uint64_t dataSeed = 0;
+  /// Safetensors to start from / to write at the end (HF names).
+  std::string loadPath, savePath;
+  /// JSONL file with one record per step.
+  std::string metricsPath;
+  /// Directory receiving a full record of one step (inputs, parameters
+  /// before and after, gradients, metrics) for test/reference/.
+  std::string dumpStepDir;
+  /// The step to dump; the first step run when absent.
+  std::optional<int64_t> dumpStepAt;
+  /// Print a progress line every `logEvery` steps (and the last one).
+  int64_t logEvery = 1;
+  bool quiet = false;
+  bool plot = true;
+};
+
+/// What a finished run reports.
+struct TrainSummary {
+  std::vector<double> losses;
+  double seconds = 0;
+};
+
+/// Runs the training loop; progress goes to `out`. Errors name the file,
+/// the step or the instruction concerned.
+absl::StatusOr<TrainSummary> train(const TrainOptions &options,
+                                   std::ostream &out);
+
+/// A text chart of a loss curve, `height` rows by at most `width` columns
+/// (steps are averaged per column).
+std::string plotLossCurve(const std::vector<double> &losses, int width = 60,
+                          int height = 10);
+
+} // namespace moe::rt::train
+
+#endif // MOE_RUNTIME_TRAIN_TRAINER_H

@@ -1,0 +1,49 @@
+//===- Weights.h - parameters and optimizer state as safetensors -*- C++ -*-===//
+//
+// Weights are saved under their HF Mixtral names, so the file loads into
+// transformers' MixtralForCausalLM. A parameter whose name holds "{e}" is a
+// stack of per-expert tensors along dimension 0; it is written as one tensor
+// per expert ("...experts.0.w1.weight", ...) and read back from either form.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_TRAIN_WEIGHTS_H
+#define MOE_RUNTIME_TRAIN_WEIGHTS_H
+
+#include "moe/Runtime/Engine/Executor.h"
+#include "moe/Runtime/IO/Safetensors.h"
+
+#include "absl/status/status.h"
+
+#include <string>
+#include <vector>
+
+namespace moe::rt::train {
+
+/// Which persistent buffers to export.
+enum class WeightSet { Parameters, OptimizerState, Both };
+
+/// Views of the executor's buffers under their export names; `source` are
+/// the buffers to read (e.g. gradients), by default the buffers themselves.
+std::vector<io::TensorView> exportViews(const Executor &executor,
+                                        WeightSet set);
+
+/// Splits one stacked tensor named with "{e}" into per-expert views; any
+/// other name gives one view of the whole tensor.
+void appendExportViews(const std::string &name,
+                       const std::vector<int64_t> &shape, const float *data,
+                       std::vector<io::TensorView> &out);
+
+/// Writes the chosen buffers to `path` (atomically), with `metadata`.
+absl::Status saveWeights(const Executor &executor, const std::string &path,
+                         WeightSet set,
+                         const std::map<std::string, std::string> &metadata = {});
+
+/// Loads every parameter (and optimizer state, if present in the file and
+/// `set` asks for it) from `path`. Missing tensors, shape mismatches and
+/// unknown tensors are errors naming the tensor and the file.
+absl::Status loadWeights(Executor &executor, const std::string &path,
+                         WeightSet set);
+
+} // namespace moe::rt::train
+
+#endif // MOE_RUNTIME_TRAIN_WEIGHTS_H

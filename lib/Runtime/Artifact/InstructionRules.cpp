@@ -1,0 +1,498 @@
+//===- InstructionRules.cpp - per-opcode checks of one instruction --------===//
+//
+// The reference for each opcode's layout (Program.fbs only sketches it): how
+// many operands, results and attributes it takes, which of them are int32,
+// what the attribute values may be, and how the shapes relate. Everything
+// the executor derives from a buffer's shape (T, K, N, heads, ...) is
+// checked here, so the kernels can index without bounds checks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ShapePattern.h"
+#include "VerifierSupport.h"
+
+#include "absl/strings/str_join.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace moe::rt::verifier {
+namespace {
+
+/// The fixed part of an opcode's layout.
+struct Signature {
+  size_t minOperands;
+  size_t maxOperands; // kUnbounded: any number >= minOperands
+  size_t results;
+  std::vector<const char *> intAttrs;
+  // Names of the float attributes; WeightedSum instead takes one
+  // coefficient per operand.
+  std::vector<const char *> floatAttrs;
+  std::vector<size_t> i32Operands;
+  std::vector<size_t> i32Results;
+};
+
+constexpr size_t kUnbounded = SIZE_MAX;
+
+const Signature &signatureOf(Opcode opcode) {
+  // Indexed by opcode value, in schema order. Columns: min and max operand
+  // count, result count, int attribute names, float attribute names, int32
+  // operand positions, int32 result positions.
+  static const Signature kSignatures[] = {
+      /*Embedding*/ {2, 2, 1, {}, {}, {0}, {}},
+      /*EmbeddingGrad*/ {2, 2, 1, {}, {}, {1}, {}},
+      /*RmsNorm*/ {2, 2, 1, {}, {"eps"}, {}, {}},
+      /*RmsNormGrad*/ {3, 3, 2, {}, {"eps"}, {}, {}},
+      /*Linear*/ {2, 2, 1, {}, {}, {}, {}},
+      /*LinearGradInput*/ {2, 2, 1, {}, {}, {}, {}},
+      /*LinearGradWeight*/ {2, 2, 1, {}, {}, {}, {}},
+      /*Rope*/ {1, 1, 1, {"heads"}, {"theta"}, {}, {}},
+      /*RopeGrad*/ {1, 1, 1, {"heads"}, {"theta"}, {}, {}},
+      /*Attention*/ {3, 3, 2, {"heads", "kv_heads"}, {}, {}, {}},
+      /*AttentionGrad*/ {6, 6, 3, {"heads", "kv_heads"}, {}, {}, {}},
+      /*Router*/ {1, 1, 3, {"top_k"}, {"capacity_factor"}, {}, {2}},
+      /*RouterGrad*/ {2, 3, 1, {"top_k"}, {}, {}, {}},
+      /*Experts*/ {6, 6, 1, {}, {}, {2}, {}},
+      /*ExpertsGrad*/ {7, 7, 5, {}, {}, {3}, {}},
+      /*Swiglu*/ {2, 2, 1, {}, {}, {}, {}},
+      /*SwigluGrad*/ {3, 3, 2, {}, {}, {}, {}},
+      /*Add*/ {2, 2, 1, {}, {}, {}, {}},
+      /*CrossEntropy*/ {2, 2, 1, {}, {}, {1}, {}},
+      /*CrossEntropyGrad*/ {3, 3, 1, {}, {}, {2}, {}},
+      /*AuxLoss*/ {1, 1, 1, {"top_k"}, {}, {}, {}},
+      /*AuxLossGrad*/ {2, 2, 1, {"top_k"}, {}, {}, {}},
+      /*WeightedSum*/ {1, kUnbounded, 1, {}, {}, {}, {}},
+      /*Constant*/ {0, 0, 1, {}, {"value"}, {}, {}},
+      /*GlobalNorm*/ {1, kUnbounded, 1, {}, {}, {}, {}},
+      /*ClipCoefficient*/ {1, 1, 1, {}, {"max_norm"}, {}, {}},
+      /*LearningRate*/ {1, 1, 1, {"warmup", "decay"}, {"peak", "min"}, {0}, {}},
+      /*AdamW*/
+      {7, 7, 0, {}, {"beta1", "beta2", "eps", "weight_decay"}, {6}, {}},
+  };
+  static_assert(sizeof(kSignatures) / sizeof(kSignatures[0]) == kNumOpcodes,
+                "every opcode needs a signature");
+  return kSignatures[static_cast<size_t>(opcode)];
+}
+
+std::string plural(size_t count, const char *noun) {
+  return absl::StrCat(count, " ", noun, count == 1 ? "" : "s");
+}
+
+std::string attrList(const std::vector<const char *> &names) {
+  return absl::StrCat("[", absl::StrJoin(names, ", "), "]");
+}
+
+enum class Role { Operand, Result };
+
+class InstructionChecker {
+public:
+  InstructionChecker(const Program &program, size_t index)
+      : program(program), index(index),
+        instruction(program.instructions[index]) {}
+
+  absl::Status check() {
+    if (static_cast<size_t>(instruction.opcode) >=
+        static_cast<size_t>(kNumOpcodes))
+      return error(absl::StrCat("unknown opcode ",
+                                static_cast<int>(instruction.opcode)));
+    MOE_VERIFY_OK(checkSignature());
+    MOE_VERIFY_OK(checkFloatsFinite());
+    return checkOpcode();
+  }
+
+private:
+  absl::Status error(absl::string_view message) const {
+    return instructionError(program, index, message);
+  }
+
+  const std::vector<uint32_t> &indices(Role role) const {
+    return role == Role::Operand ? instruction.operands : instruction.results;
+  }
+  static const char *roleName(Role role) {
+    return role == Role::Operand ? "operand" : "result";
+  }
+  const Buffer &buffer(Role role, size_t i) const {
+    return program.buffers[indices(role)[i]];
+  }
+  const Buffer &operand(size_t i) const { return buffer(Role::Operand, i); }
+
+  /// Counts, index ranges, dtypes and attribute counts.
+  absl::Status checkSignature() {
+    const Signature &signature = signatureOf(instruction.opcode);
+    size_t operands = instruction.operands.size();
+    if (operands < signature.minOperands || operands > signature.maxOperands) {
+      std::string expected =
+          signature.maxOperands == kUnbounded
+              ? absl::StrCat("at least ", signature.minOperands)
+          : signature.minOperands == signature.maxOperands
+              ? absl::StrCat(signature.minOperands)
+              : absl::StrCat(signature.minOperands, " or ",
+                             signature.maxOperands);
+      return error(
+          absl::StrCat("expected ", expected, " operands, found ", operands));
+    }
+    if (instruction.results.size() != signature.results)
+      return error(absl::StrCat("expected ",
+                                plural(signature.results, "result"), ", found ",
+                                instruction.results.size()));
+    for (Role role : {Role::Operand, Role::Result}) {
+      const std::vector<size_t> &i32 =
+          role == Role::Operand ? signature.i32Operands : signature.i32Results;
+      for (size_t i = 0; i < indices(role).size(); ++i) {
+        uint32_t index = indices(role)[i];
+        if (index >= program.buffers.size())
+          return error(absl::StrCat(roleName(role), " ", i, ": buffer index ",
+                                    index, " is out of range (",
+                                    program.buffers.size(), " buffers)"));
+        DType expected =
+            std::count(i32.begin(), i32.end(), i) ? DType::I32 : DType::F32;
+        DType actual = program.buffers[index].dtype;
+        if (actual != expected)
+          return error(absl::StrCat(roleName(role), " ", i, " (",
+                                    describeBuffer(program, index),
+                                    ") has dtype ", dtypeName(actual),
+                                    ", expected ", dtypeName(expected)));
+      }
+    }
+    if (instruction.intAttrs.size() != signature.intAttrs.size())
+      return error(absl::StrCat(
+          "expected ", plural(signature.intAttrs.size(), "int attribute"), " ",
+          attrList(signature.intAttrs), ", found ",
+          instruction.intAttrs.size()));
+    if (instruction.opcode == Opcode::WeightedSum) {
+      if (instruction.floatAttrs.size() != operands)
+        return error(absl::StrCat(
+            "expected one float attribute (coefficient) per operand: ",
+            plural(operands, "operand"), ", ",
+            plural(instruction.floatAttrs.size(), "float attribute")));
+    } else if (instruction.floatAttrs.size() != signature.floatAttrs.size()) {
+      return error(absl::StrCat(
+          "expected ", plural(signature.floatAttrs.size(), "float attribute"),
+          " ", attrList(signature.floatAttrs), ", found ",
+          instruction.floatAttrs.size()));
+    }
+    return absl::OkStatus();
+  }
+
+  /// No attribute of any opcode has a meaningful NaN or infinite value.
+  absl::Status checkFloatsFinite() {
+    for (size_t i = 0; i < instruction.floatAttrs.size(); ++i)
+      if (!std::isfinite(instruction.floatAttrs[i]))
+        return error(absl::StrCat("float attribute ", i, " ", floatAttrName(i),
+                                  "is not finite (", instruction.floatAttrs[i],
+                                  ")"));
+    return absl::OkStatus();
+  }
+
+  std::string floatAttrName(size_t i) const {
+    const auto &names = signatureOf(instruction.opcode).floatAttrs;
+    return i < names.size() ? absl::StrCat("(", names[i], ") ") : "";
+  }
+  std::string intAttrName(size_t i) const {
+    const auto &names = signatureOf(instruction.opcode).intAttrs;
+    return i < names.size() ? absl::StrCat("(", names[i], ") ") : "";
+  }
+
+  /// Checks an attribute value; `requirement` reads "must be >= 1".
+  absl::Status requireInt(size_t i, bool ok, absl::string_view requirement) {
+    if (ok)
+      return absl::OkStatus();
+    return error(absl::StrCat("int attribute ", i, " ", intAttrName(i),
+                              requirement, ", found ",
+                              instruction.intAttrs[i]));
+  }
+  absl::Status requireFloat(size_t i, bool ok, absl::string_view requirement) {
+    if (ok)
+      return absl::OkStatus();
+    return error(absl::StrCat("float attribute ", i, " ", floatAttrName(i),
+                              requirement, ", found ",
+                              instruction.floatAttrs[i]));
+  }
+
+  absl::Status shape(Role role, size_t i, const ShapePattern &pattern) {
+    std::string expected;
+    const Buffer &actual = buffer(role, i);
+    if (shapes.match(actual.shape, pattern, expected))
+      return absl::OkStatus();
+    return error(absl::StrCat(roleName(role), " ", i, " has shape ",
+                              formatShape(actual.shape), ", expected ",
+                              expected, " (",
+                              describeBuffer(program, indices(role)[i]), ")"));
+  }
+  absl::Status operandShape(size_t i, const ShapePattern &pattern) {
+    return shape(Role::Operand, i, pattern);
+  }
+  absl::Status resultShape(size_t i, const ShapePattern &pattern) {
+    return shape(Role::Result, i, pattern);
+  }
+  int64_t bound(const char *symbol) const { return *shapes.lookup(symbol); }
+
+  absl::Status requireKind(size_t operandIndex, BufferKind kind) {
+    const Buffer &actual = operand(operandIndex);
+    if (actual.kind == kind)
+      return absl::OkStatus();
+    return error(absl::StrCat(
+        "operand ", operandIndex, " (",
+        describeBuffer(program, instruction.operands[operandIndex]),
+        ") must be ", withArticle(kind), ", found ", withArticle(actual.kind)));
+  }
+
+  /// top_k (int attribute 0) against the expert count E already bound.
+  absl::Status checkTopK(int64_t experts) {
+    int64_t topK = instruction.intAttrs[0];
+    return requireInt(0, topK >= 1 && topK <= experts,
+                      absl::StrCat("must be in [1, E] with E = ", experts));
+  }
+
+  absl::Status checkRope() {
+    int64_t heads = instruction.intAttrs[0];
+    MOE_VERIFY_OK(requireInt(0, heads >= 1, "must be >= 1"));
+    MOE_VERIFY_OK(
+        requireFloat(0, instruction.floatAttrs[0] > 0, "must be > 0"));
+    // Rotary positions are the sequence index, so the sequence axis must be
+    // explicit: [B, S, heads * d].
+    MOE_VERIFY_OK(operandShape(0, {"B", "S", "X"}));
+    int64_t width = bound("X");
+    if (width % heads != 0 || (width / heads) % 2 != 0 || width == 0)
+      return error(absl::StrCat("operand 0 has last dim ", width,
+                                ", expected heads (", heads,
+                                ") * an even, positive head dim"));
+    return resultShape(0, {"B", "S", "X"});
+  }
+
+  absl::Status checkAttentionHeads(int64_t queryWidth, int64_t &headDim) {
+    int64_t heads = instruction.intAttrs[0], kvHeads = instruction.intAttrs[1];
+    MOE_VERIFY_OK(requireInt(0, heads >= 1, "must be >= 1"));
+    MOE_VERIFY_OK(requireInt(
+        1, kvHeads >= 1 && heads % kvHeads == 0,
+        absl::StrCat("must be >= 1 and divide heads (", heads, ")")));
+    if (queryWidth % heads != 0 || queryWidth == 0)
+      return error(absl::StrCat("query width ", queryWidth, " is not heads (",
+                                heads, ") * a positive head dim"));
+    headDim = queryWidth / heads;
+    return absl::OkStatus();
+  }
+
+  absl::Status checkOpcode() {
+    switch (instruction.opcode) {
+    case Opcode::Embedding:
+      MOE_VERIFY_OK(operandShape(0, {"..."}));
+      MOE_VERIFY_OK(operandShape(1, {"V", "H"}));
+      return resultShape(0, {"...", "H"});
+    case Opcode::EmbeddingGrad:
+      MOE_VERIFY_OK(operandShape(0, {"...", "H"}));
+      MOE_VERIFY_OK(operandShape(1, {"..."}));
+      return resultShape(0, {"V", "H"});
+    case Opcode::RmsNorm:
+      MOE_VERIFY_OK(
+          requireFloat(0, instruction.floatAttrs[0] > 0, "must be > 0"));
+      MOE_VERIFY_OK(operandShape(0, {"...", "H"}));
+      MOE_VERIFY_OK(operandShape(1, {"H"}));
+      return resultShape(0, {"...", "H"});
+    case Opcode::RmsNormGrad:
+      MOE_VERIFY_OK(
+          requireFloat(0, instruction.floatAttrs[0] > 0, "must be > 0"));
+      MOE_VERIFY_OK(operandShape(0, {"...", "H"}));
+      MOE_VERIFY_OK(operandShape(1, {"...", "H"}));
+      MOE_VERIFY_OK(operandShape(2, {"H"}));
+      MOE_VERIFY_OK(resultShape(0, {"...", "H"}));
+      return resultShape(1, {"H"});
+    case Opcode::Linear:
+      MOE_VERIFY_OK(operandShape(0, {"...", "K"}));
+      MOE_VERIFY_OK(operandShape(1, {"N", "K"}));
+      return resultShape(0, {"...", "N"});
+    case Opcode::LinearGradInput:
+      MOE_VERIFY_OK(operandShape(0, {"...", "N"}));
+      MOE_VERIFY_OK(operandShape(1, {"N", "K"}));
+      return resultShape(0, {"...", "K"});
+    case Opcode::LinearGradWeight:
+      MOE_VERIFY_OK(operandShape(0, {"...", "N"}));
+      MOE_VERIFY_OK(operandShape(1, {"...", "K"}));
+      return resultShape(0, {"N", "K"});
+    case Opcode::Rope:
+    case Opcode::RopeGrad:
+      return checkRope();
+    case Opcode::Attention: {
+      MOE_VERIFY_OK(operandShape(0, {"B", "S", "Q"}));
+      int64_t headDim;
+      MOE_VERIFY_OK(checkAttentionHeads(bound("Q"), headDim));
+      int64_t kvWidth = instruction.intAttrs[1] * headDim;
+      MOE_VERIFY_OK(operandShape(1, {"B", "S", kvWidth}));
+      MOE_VERIFY_OK(operandShape(2, {"B", "S", kvWidth}));
+      MOE_VERIFY_OK(resultShape(0, {"B", "S", "Q"}));
+      return resultShape(1, {"B", instruction.intAttrs[0], "S"});
+    }
+    case Opcode::AttentionGrad: {
+      MOE_VERIFY_OK(operandShape(0, {"B", "S", "Q"}));
+      int64_t headDim;
+      MOE_VERIFY_OK(checkAttentionHeads(bound("Q"), headDim));
+      int64_t kvWidth = instruction.intAttrs[1] * headDim;
+      MOE_VERIFY_OK(operandShape(1, {"B", "S", "Q"}));
+      MOE_VERIFY_OK(operandShape(2, {"B", "S", kvWidth}));
+      MOE_VERIFY_OK(operandShape(3, {"B", "S", kvWidth}));
+      MOE_VERIFY_OK(operandShape(4, {"B", "S", "Q"}));
+      MOE_VERIFY_OK(operandShape(5, {"B", instruction.intAttrs[0], "S"}));
+      MOE_VERIFY_OK(resultShape(0, {"B", "S", "Q"}));
+      MOE_VERIFY_OK(resultShape(1, {"B", "S", kvWidth}));
+      return resultShape(2, {"B", "S", kvWidth});
+    }
+    case Opcode::Router: {
+      MOE_VERIFY_OK(operandShape(0, {"...", "E"}));
+      MOE_VERIFY_OK(checkTopK(bound("E")));
+      MOE_VERIFY_OK(
+          requireFloat(0, instruction.floatAttrs[0] >= 0, "must be >= 0"));
+      int64_t topK = instruction.intAttrs[0];
+      MOE_VERIFY_OK(resultShape(0, {"...", "E"}));
+      MOE_VERIFY_OK(resultShape(1, {"...", topK}));
+      return resultShape(2, {"...", topK});
+    }
+    case Opcode::RouterGrad: {
+      MOE_VERIFY_OK(operandShape(1, {"...", "E"}));
+      MOE_VERIFY_OK(checkTopK(bound("E")));
+      MOE_VERIFY_OK(operandShape(0, {"...", instruction.intAttrs[0]}));
+      if (instruction.operands.size() == 3)
+        MOE_VERIFY_OK(operandShape(2, {"...", "E"}));
+      return resultShape(0, {"...", "E"});
+    }
+    case Opcode::Experts:
+      MOE_VERIFY_OK(operandShape(0, {"...", "H"}));
+      MOE_VERIFY_OK(operandShape(1, {"...", "k"}));
+      MOE_VERIFY_OK(operandShape(2, {"...", "k"}));
+      MOE_VERIFY_OK(operandShape(3, {"E", "F", "H"}));
+      MOE_VERIFY_OK(operandShape(4, {"E", "F", "H"}));
+      MOE_VERIFY_OK(operandShape(5, {"E", "H", "F"}));
+      MOE_VERIFY_OK(checkExpertsTopK());
+      return resultShape(0, {"...", "H"});
+    case Opcode::ExpertsGrad:
+      MOE_VERIFY_OK(operandShape(0, {"...", "H"}));
+      MOE_VERIFY_OK(operandShape(1, {"...", "H"}));
+      MOE_VERIFY_OK(operandShape(2, {"...", "k"}));
+      MOE_VERIFY_OK(operandShape(3, {"...", "k"}));
+      MOE_VERIFY_OK(operandShape(4, {"E", "F", "H"}));
+      MOE_VERIFY_OK(operandShape(5, {"E", "F", "H"}));
+      MOE_VERIFY_OK(operandShape(6, {"E", "H", "F"}));
+      MOE_VERIFY_OK(checkExpertsTopK());
+      MOE_VERIFY_OK(resultShape(0, {"...", "H"}));
+      MOE_VERIFY_OK(resultShape(1, {"...", "k"}));
+      MOE_VERIFY_OK(resultShape(2, {"E", "F", "H"}));
+      MOE_VERIFY_OK(resultShape(3, {"E", "F", "H"}));
+      return resultShape(4, {"E", "H", "F"});
+    case Opcode::Swiglu:
+    case Opcode::Add: {
+      ShapePattern same = exactly(operand(0).shape);
+      MOE_VERIFY_OK(operandShape(1, same));
+      return resultShape(0, same);
+    }
+    case Opcode::SwigluGrad: {
+      ShapePattern same = exactly(operand(0).shape);
+      MOE_VERIFY_OK(operandShape(1, same));
+      MOE_VERIFY_OK(operandShape(2, same));
+      MOE_VERIFY_OK(resultShape(0, same));
+      return resultShape(1, same);
+    }
+    case Opcode::CrossEntropy:
+      MOE_VERIFY_OK(operandShape(0, {"...", "V"}));
+      MOE_VERIFY_OK(operandShape(1, {"..."}));
+      return resultShape(0, {});
+    case Opcode::CrossEntropyGrad:
+      MOE_VERIFY_OK(operandShape(0, {}));
+      MOE_VERIFY_OK(operandShape(1, {"...", "V"}));
+      MOE_VERIFY_OK(operandShape(2, {"..."}));
+      return resultShape(0, {"...", "V"});
+    case Opcode::AuxLoss:
+      MOE_VERIFY_OK(operandShape(0, {"...", "E"}));
+      MOE_VERIFY_OK(checkTopK(bound("E")));
+      return resultShape(0, {});
+    case Opcode::AuxLossGrad:
+      MOE_VERIFY_OK(operandShape(0, {}));
+      MOE_VERIFY_OK(operandShape(1, {"...", "E"}));
+      MOE_VERIFY_OK(checkTopK(bound("E")));
+      return resultShape(0, {"...", "E"});
+    case Opcode::WeightedSum:
+      for (size_t i = 0; i < instruction.operands.size(); ++i)
+        MOE_VERIFY_OK(operandShape(i, {}));
+      return resultShape(0, {});
+    case Opcode::Constant:
+      return absl::OkStatus();
+    case Opcode::GlobalNorm:
+      return resultShape(0, {});
+    case Opcode::ClipCoefficient:
+      MOE_VERIFY_OK(operandShape(0, {}));
+      return resultShape(0, {});
+    case Opcode::LearningRate:
+      MOE_VERIFY_OK(
+          requireInt(0, instruction.intAttrs[0] >= 0, "must be >= 0"));
+      MOE_VERIFY_OK(
+          requireInt(1, instruction.intAttrs[1] >= instruction.intAttrs[0],
+                     "must be >= warmup"));
+      MOE_VERIFY_OK(
+          requireFloat(1, instruction.floatAttrs[1] >= 0, "must be >= 0"));
+      MOE_VERIFY_OK(requireFloat(
+          0, instruction.floatAttrs[0] >= instruction.floatAttrs[1],
+          "must be >= min"));
+      MOE_VERIFY_OK(operandShape(0, {}));
+      return resultShape(0, {});
+    case Opcode::AdamW:
+      return checkAdamW();
+    }
+    return error("unknown opcode");
+  }
+
+  absl::Status checkExpertsTopK() {
+    int64_t topK = bound("k"), experts = bound("E");
+    if (topK < 1 || topK > experts)
+      return error(absl::StrCat("top-k (last dim of the weights) is ", topK,
+                                ", expected 1 <= k <= E = ", experts));
+    return absl::OkStatus();
+  }
+
+  absl::Status checkAdamW() {
+    const std::vector<float> &f = instruction.floatAttrs;
+    MOE_VERIFY_OK(requireFloat(0, f[0] >= 0 && f[0] < 1, "must be in [0, 1)"));
+    MOE_VERIFY_OK(requireFloat(1, f[1] >= 0 && f[1] < 1, "must be in [0, 1)"));
+    MOE_VERIFY_OK(requireFloat(2, f[2] > 0, "must be > 0"));
+    MOE_VERIFY_OK(requireFloat(3, f[3] >= 0, "must be >= 0"));
+    MOE_VERIFY_OK(requireKind(0, BufferKind::Parameter));
+    MOE_VERIFY_OK(requireKind(2, BufferKind::OptimizerState));
+    MOE_VERIFY_OK(requireKind(3, BufferKind::OptimizerState));
+    if (instruction.operands[2] == instruction.operands[3])
+      return error("exp_avg and exp_avg_sq (operands 2 and 3) must be "
+                   "distinct buffers");
+    ShapePattern same = exactly(operand(0).shape);
+    for (size_t i : {1, 2, 3})
+      MOE_VERIFY_OK(operandShape(i, same));
+    for (size_t i : {4, 5, 6})
+      MOE_VERIFY_OK(operandShape(i, {}));
+    return absl::OkStatus();
+  }
+
+  const Program &program;
+  size_t index;
+  const Instruction &instruction;
+  ShapeMatcher shapes;
+};
+
+} // namespace
+
+absl::Status verifyInstruction(const Program &program, size_t index) {
+  return InstructionChecker(program, index).check();
+}
+
+bool allowsInPlace(Opcode opcode) {
+  switch (opcode) {
+  // Kernels documented as alias-safe (Kernels.h).
+  case Opcode::Add:
+  case Opcode::Rope:
+  case Opcode::RopeGrad:
+  case Opcode::SwigluGrad:
+  // Scalar ops the executor computes before writing the result.
+  case Opcode::WeightedSum:
+  case Opcode::GlobalNorm:
+  case Opcode::ClipCoefficient:
+    return true;
+  default:
+    return false;
+  }
+}
+
+} // namespace moe::rt::verifier

@@ -1,0 +1,67 @@
+//===- VerifierSupport.h - shared pieces of the program verifier -*- C++
+//-*-===//
+//
+// Private to lib/Runtime/Artifact: the message formatting every check uses
+// (so that all errors name their buffer or instruction the same way) and the
+// entry points of the verifier's passes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_LIB_RUNTIME_ARTIFACT_VERIFIERSUPPORT_H
+#define MOE_LIB_RUNTIME_ARTIFACT_VERIFIERSUPPORT_H
+
+#include "moe/Runtime/Program.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+/// Propagates a non-OK absl::Status out of the enclosing function.
+#define MOE_VERIFY_OK(expr)                                                    \
+  do {                                                                         \
+    if (absl::Status moeVerifyStatus = (expr); !moeVerifyStatus.ok())          \
+      return moeVerifyStatus;                                                  \
+  } while (false)
+
+namespace moe::rt::verifier {
+
+/// "[64, 32]", or "[]" for a scalar.
+std::string formatShape(const std::vector<int64_t> &shape);
+/// "f32" / "i32", or "dtype 7" for a value the schema does not define.
+std::string dtypeName(DType dtype);
+/// "parameter", "optimizer state", "input", "temporary".
+std::string kindName(BufferKind kind);
+/// "a parameter", "an optimizer state", "an input", "a temporary".
+std::string withArticle(BufferKind kind);
+/// "buffer 5 'lm_head.weight'" (the name is left out when empty).
+std::string describeBuffer(const Program &program, uint32_t index);
+
+/// An error about buffer `index`: "buffer 5 'x': <message>".
+absl::Status bufferError(const Program &program, uint32_t index,
+                         absl::string_view message);
+/// An error about instruction `index`: "instruction 12 (Linear): <message>",
+/// followed by the instruction's source location when it has one.
+absl::Status instructionError(const Program &program, size_t index,
+                              absl::string_view message);
+
+/// Operand/result counts, indices, dtypes, attributes and shapes of one
+/// instruction. Assumes every buffer already passed its own checks.
+absl::Status verifyInstruction(const Program &program, size_t index);
+
+/// Cross-instruction checks: reads of unwritten temporaries, results that
+/// would overwrite persistent state, provenance of expert ids, optimizer
+/// state shared between updates, and arena overlap of live temporaries.
+/// Assumes every instruction passed verifyInstruction.
+absl::Status verifyDataflow(const Program &program);
+
+/// Whether the kernel behind `opcode` may write a result over one of its
+/// operands (same memory). Only such instructions may reuse, for a result,
+/// the arena range of an operand they read for the last time.
+bool allowsInPlace(Opcode opcode);
+
+} // namespace moe::rt::verifier
+
+#endif // MOE_LIB_RUNTIME_ARTIFACT_VERIFIERSUPPORT_H

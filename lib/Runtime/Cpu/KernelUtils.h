@@ -1,0 +1,43 @@
+//===- KernelUtils.h - Helpers shared by the CPU kernels --------*- C++ -*-===//
+//
+// Private to lib/Runtime/Cpu: the sgemm wrapper, SiLU and the top-k selection
+// rule that the router, its backward and the load-balancing loss must all
+// apply identically.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_LIB_RUNTIME_CPU_KERNELUTILS_H
+#define MOE_LIB_RUNTIME_CPU_KERNELUTILS_H
+
+#include <cmath>
+#include <cstdint>
+
+namespace moe::rt::cpu::detail {
+
+/// Row-major C[M, N] = alpha * op(A) op(B) + beta * C through cblas_sgemm,
+/// where op(X) is X or X^T as transA/transB say. Unlike some BLAS builds it
+/// always honours beta when the reduction length K is 0 (C = beta * C), and
+/// it does nothing when M or N is 0.
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+          float alpha, const float *A, int64_t lda, const float *B,
+          int64_t ldb, float beta, float *C, int64_t ldc);
+
+/// The logistic function 1 / (1 + exp(-a)).
+inline float sigmoid(float a) { return 1.0f / (1.0f + std::exp(-a)); }
+
+/// silu(a) = a / (1 + exp(-a)) (HF's form; exact -0 for very negative a).
+inline float silu(float a) { return a / (1.0f + std::exp(-a)); }
+
+/// Writes the ids of the topK largest of p[0, E) into idx in descending order
+/// of p; equal values go to the lower id first. This is the one selection
+/// rule of docs/semantics.md, recomputed by every kernel that needs it so that
+/// they can never disagree. Requires topK <= E.
+void selectTopK(const float *p, int64_t E, int64_t topK, int32_t *idx);
+
+/// The per-expert capacity C = ceil(cf * T * topK / E) of docs/semantics.md,
+/// or -1 (unbounded) when capacityFactor <= 0.
+int64_t expertCapacity(float capacityFactor, int64_t T, int64_t E,
+                       int64_t topK);
+
+} // namespace moe::rt::cpu::detail
+
+#endif // MOE_LIB_RUNTIME_CPU_KERNELUTILS_H

@@ -1,0 +1,39 @@
+//===- Dispatch.h - run one instruction with the CPU kernels ----*- C++ -*-===//
+//
+// Private to the executor: maps an instruction onto its kernel call, with
+// sizes taken from the (verified) buffer shapes and attributes taken from
+// the instruction.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_LIB_RUNTIME_ENGINE_DISPATCH_H
+#define MOE_LIB_RUNTIME_ENGINE_DISPATCH_H
+
+#include "moe/Runtime/Program.h"
+
+#include "absl/status/status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moe::rt::engine {
+
+/// What an instruction needs from the executor.
+struct StepContext {
+  const Program &program;
+  /// The address of every buffer, by index.
+  const std::vector<uint8_t *> &pointers;
+  /// Reusable scratch for AdamW's scaled gradient chunks.
+  std::vector<float> &scratch;
+};
+
+/// "instruction 3 (Embedding) at loc", for runtime errors.
+std::string describeInstruction(const Program &program, size_t index);
+
+/// Runs instruction `index`. Fails only on data the verifier cannot see:
+/// token ids outside the embedding table, targets outside the vocabulary.
+absl::Status runInstruction(const StepContext &context, size_t index);
+
+} // namespace moe::rt::engine
+
+#endif // MOE_LIB_RUNTIME_ENGINE_DISPATCH_H

@@ -1,0 +1,231 @@
+//===- Executor.cpp - run a verified training step on the CPU -------------===//
+//
+// Storage layout: parameters, optimizer state and inputs are packed, each at
+// a 64-byte aligned offset, into one persistent allocation; temporaries live
+// at their planned offsets in one arena. A step is a straight walk over the
+// instructions; see Dispatch.cpp for the kernel calls.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moe/Runtime/Engine/Executor.h"
+
+#include "AlignedBuffer.h"
+#include "Dispatch.h"
+
+#include "moe/Runtime/Artifact/Reader.h"
+#include "moe/Runtime/Cpu/Kernels.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace moe::rt {
+
+using engine::AlignedBuffer;
+using engine::kBufferAlignment;
+
+struct Executor::Storage {
+  AlignedBuffer persistent;
+  AlignedBuffer arena;
+  std::vector<uint8_t *> pointers;
+  // AdamW scales gradients chunk by chunk through this (256 KiB).
+  std::vector<float> scratch = std::vector<float>(1 << 16);
+};
+
+namespace {
+
+/// The last instruction whose results include `buffer` (the verifier
+/// guarantees there is one for the program's outputs).
+size_t lastWriterOf(const Program &program, uint32_t buffer) {
+  size_t writer = 0;
+  for (size_t i = 0; i < program.instructions.size(); ++i)
+    for (uint32_t result : program.instructions[i].results)
+      if (result == buffer)
+        writer = i;
+  return writer;
+}
+
+absl::Status nonFinite(int64_t step, const char *what, float value) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("step ", step, ": ", what, " is not finite (", value, ")"));
+}
+
+} // namespace
+
+Executor::Executor(std::shared_ptr<const Program> program)
+    : prog(std::move(program)), storage(std::make_unique<Storage>()) {}
+
+Executor::~Executor() = default;
+
+absl::StatusOr<std::unique_ptr<Executor>> Executor::create(Program program) {
+  return create(std::make_shared<const Program>(std::move(program)));
+}
+
+absl::StatusOr<std::unique_ptr<Executor>>
+Executor::create(std::shared_ptr<const Program> program) {
+  if (!program)
+    return absl::InvalidArgumentError("executor: no program");
+  // The dispatch trusts every index and shape; a Program built in memory
+  // has not necessarily been through readArtifact.
+  if (absl::Status status = verifyProgram(*program); !status.ok())
+    return absl::Status(
+        status.code(),
+        absl::StrCat("executor: invalid program: ", status.message()));
+  std::unique_ptr<Executor> executor(new Executor(std::move(program)));
+  if (absl::Status status = executor->allocate(); !status.ok())
+    return status;
+  return executor;
+}
+
+absl::Status Executor::allocate() {
+  const std::vector<Buffer> &buffers = prog->buffers;
+  std::vector<uint64_t> offsets(buffers.size(), 0);
+  uint64_t persistentBytes = 0;
+  for (uint32_t b = 0; b < buffers.size(); ++b) {
+    const Buffer &buffer = buffers[b];
+    uint64_t size = buffer.sizeInBytes();
+    if (buffer.kind == BufferKind::Parameter) {
+      params.push_back(b);
+      parameterBytes += size;
+    } else if (buffer.kind == BufferKind::OptimizerState) {
+      states.push_back(b);
+      stateBytes += size;
+    }
+    if (buffer.kind == BufferKind::Temporary)
+      continue;
+    // Sizes are < 2^63 each (verified); only the sum can overflow.
+    uint64_t padded =
+        (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+    offsets[b] = persistentBytes;
+    if (__builtin_add_overflow(persistentBytes, padded, &persistentBytes))
+      return absl::ResourceExhaustedError(
+          "executor: persistent buffers exceed the address space");
+  }
+
+  absl::StatusOr<AlignedBuffer> persistent = AlignedBuffer::allocate(
+      persistentBytes, "parameters, optimizer state and inputs");
+  if (!persistent.ok())
+    return persistent.status();
+  absl::StatusOr<AlignedBuffer> arena =
+      AlignedBuffer::allocate(prog->arenaBytes, "temporary arena");
+  if (!arena.ok())
+    return arena.status();
+  storage->persistent = std::move(*persistent);
+  storage->arena = std::move(*arena);
+
+  storage->pointers.resize(buffers.size());
+  for (uint32_t b = 0; b < buffers.size(); ++b) {
+    bool temporary = buffers[b].kind == BufferKind::Temporary;
+    storage->pointers[b] = temporary ? storage->arena.data() + buffers[b].offset
+                                     : storage->persistent.data() + offsets[b];
+  }
+  lossReadyAt = lastWriterOf(*prog, prog->loss);
+  gradNormReadyAt = lastWriterOf(*prog, prog->gradNorm);
+  return absl::OkStatus();
+}
+
+void Executor::initialize(uint64_t seed) {
+  for (uint32_t b : params) {
+    const Buffer &buffer = prog->buffers[b];
+    float *values = data(b);
+    int64_t count = buffer.numElements();
+    switch (buffer.init) {
+    case Init::Normal:
+      cpu::initNormal(values, count, buffer.initStd, seed,
+                      cpu::nameHash(buffer.name.c_str()), /*firstIndex=*/0);
+      break;
+    case Init::Ones:
+      cpu::fill(values, 1.0f, count);
+      break;
+    case Init::Zeros:
+    case Init::None: // rejected for parameters by the verifier
+      cpu::fill(values, 0.0f, count);
+      break;
+    }
+  }
+  for (uint32_t b : states)
+    cpu::fill(data(b), 0.0f, prog->buffers[b].numElements());
+}
+
+float *Executor::data(uint32_t buffer) {
+  if (buffer >= prog->buffers.size() ||
+      prog->buffers[buffer].dtype != DType::F32)
+    return nullptr;
+  return reinterpret_cast<float *>(storage->pointers[buffer]);
+}
+
+const float *Executor::data(uint32_t buffer) const {
+  return const_cast<Executor *>(this)->data(buffer);
+}
+
+int32_t *Executor::ids(uint32_t buffer) {
+  if (buffer >= prog->buffers.size() ||
+      prog->buffers[buffer].dtype != DType::I32)
+    return nullptr;
+  return reinterpret_cast<int32_t *>(storage->pointers[buffer]);
+}
+
+const int32_t *Executor::ids(uint32_t buffer) const {
+  return const_cast<Executor *>(this)->ids(buffer);
+}
+
+std::optional<uint32_t> Executor::findBuffer(std::string_view name) const {
+  for (uint32_t b = 0; b < prog->buffers.size(); ++b) {
+    const Buffer &buffer = prog->buffers[b];
+    if (buffer.kind != BufferKind::Temporary && buffer.name == name)
+      return b;
+  }
+  return std::nullopt;
+}
+
+int64_t Executor::tokensPerStep() const {
+  return prog->buffers[prog->tokens].numElements();
+}
+
+absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
+                                             const int32_t *targets,
+                                             int64_t step,
+                                             const StepHooks &hooks) {
+  if (!tokens || !targets)
+    return absl::InvalidArgumentError(
+        absl::StrCat("step ", step, ": missing tokens or targets"));
+  if (step < 0 || step > std::numeric_limits<int32_t>::max())
+    return absl::InvalidArgumentError(
+        absl::StrCat("step ", step, " is outside [0, ",
+                     std::numeric_limits<int32_t>::max(), "]"));
+  size_t count = static_cast<size_t>(tokensPerStep());
+  std::memcpy(ids(prog->tokens), tokens, count * sizeof(int32_t));
+  std::memcpy(ids(prog->targets), targets, count * sizeof(int32_t));
+  *ids(prog->step) = static_cast<int32_t>(step);
+
+  engine::StepContext context{*prog, storage->pointers, storage->scratch};
+  for (size_t index = 0; index < prog->instructions.size(); ++index) {
+    const Instruction &instruction = prog->instructions[index];
+    if (hooks.beforeInstruction)
+      hooks.beforeInstruction(index, instruction);
+    if (absl::Status status = engine::runInstruction(context, index);
+        !status.ok())
+      return absl::Status(status.code(),
+                          absl::StrCat("step ", step, ": ", status.message()));
+    if (hooks.afterInstruction)
+      hooks.afterInstruction(index, instruction);
+    // Checked where they are produced, so that a diverged step stops before
+    // the optimizer writes non-finite values into the weights.
+    if (index == lossReadyAt && !std::isfinite(*data(prog->loss)))
+      return nonFinite(step, "loss", *data(prog->loss));
+    if (index == gradNormReadyAt && !std::isfinite(*data(prog->gradNorm)))
+      return nonFinite(step, "gradient norm", *data(prog->gradNorm));
+  }
+
+  StepResult result;
+  result.loss = *data(prog->loss);
+  result.gradNorm = *data(prog->gradNorm);
+  result.lr = *data(prog->lr);
+  if (!std::isfinite(result.loss))
+    return nonFinite(step, "loss", result.loss);
+  return result;
+}
+
+} // namespace moe::rt

@@ -1,0 +1,258 @@
+//===- Trainer.cpp - the training loop of moe-run -------------------------===//
+#include "moe/Runtime/Train/Trainer.h"
+#include "moe/Runtime/Artifact/Reader.h"
+#include "moe/Runtime/Engine/Executor.h"
+#include "moe/Runtime/IO/Metrics.h"
+#include "moe/Runtime/Train/StepDump.h"
+#include "moe/Runtime/Train/Weights.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+#include <chrono>
+#include <cmath>
+
+namespace moe::rt::train {
+
+namespace {
+/// The state of one run: program, weights, data and outputs.
+class Run {
+public:
+  Run(const TrainOptions &options, std::ostream &out)
+      : options(options), out(out) {}
+
+  absl::Status setUp();
+  absl::StatusOr<TrainSummary> loop();
+
+private:
+  absl::Status runOne(int64_t step, TrainSummary &summary);
+  void printHeader() const;
+
+  const TrainOptions &options;
+  std::ostream &out;
+  std::unique_ptr<Executor> executor;
+  std::optional<data::TokenDataset> dataset;
+  std::optional<data::BatchSampler> sampler;
+  std::optional<io::MetricsWriter> metrics;
+  std::vector<int32_t> tokens, targets;
+};
+} // namespace
+
+absl::Status Run::setUp() {
+  absl::StatusOr<Program> program = readArtifact(options.artifactPath);
+  if (!program.ok())
+    return program.status();
+  absl::StatusOr<std::unique_ptr<Executor>> created =
+      Executor::create(std::move(*program));
+  if (!created.ok())
+    return created.status();
+  executor = std::move(*created);
+  if (options.initSeed)
+    executor->initialize(*options.initSeed);
+  else
+    executor->initialize();
+  if (!options.loadPath.empty())
+    if (absl::Status s = loadWeights(*executor, options.loadPath,
+                                     WeightSet::Parameters);
+        !s.ok())
+      return s;
+
+  const ModelInfo &model = executor->program().model;
+  absl::StatusOr<data::TokenDataset> opened =
+      data::TokenDataset::open(options.dataPath, options.dataOptions);
+  if (!opened.ok())
+    return opened.status();
+  dataset.emplace(std::move(*opened));
+  absl::StatusOr<data::BatchSampler> created2 = data::BatchSampler::create(
+      *dataset, options.dataSeed, model.batch, model.seq, model.vocab);
+  if (!created2.ok())
+    return created2.status();
+  sampler.emplace(std::move(*created2));
+  tokens.resize(executor->tokensPerStep());
+  targets.resize(executor->tokensPerStep());
+
+  if (!options.metricsPath.empty()) {
+    absl::StatusOr<io::MetricsWriter> writer =
+        io::MetricsWriter::open(options.metricsPath);
+    if (!writer.ok())
+      return writer.status();
+    metrics.emplace(std::move(*writer));
+  }
+  return absl::OkStatus();
+}
+
+void Run::printHeader() const {
+  const ModelInfo &model = executor->program().model;
+  out << absl::StrFormat(
+      "model %s: %s parameters (%s active), %d layers, %d experts top-%d\n",
+      model.name.empty() ? "<unnamed>" : model.name,
+      io::formatSiValue(model.totalParams),
+      io::formatSiValue(model.activeParams), model.layers, model.experts,
+      model.topK);
+  out << absl::StrFormat(
+      "step: batch %d x seq %d = %d tokens, %s FLOP; memory %s B params, %s B "
+      "optimizer, %s B arena\n",
+      model.batch, model.seq, model.batch * model.seq,
+      io::formatSiValue(model.flopsPerStep),
+      io::formatSiValue(executor->totalParameterBytes()),
+      io::formatSiValue(executor->optimizerStateBytes()),
+      io::formatSiValue(executor->arenaBytes()));
+  out << absl::StrFormat("data: %s (%s, %s, %s tokens)\n", dataset->path(),
+                         data::datasetFormatName(dataset->format()),
+                         data::tokenDtypeName(dataset->dtype()),
+                         io::formatSiValue(dataset->numTokens()));
+}
+
+absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
+  if (absl::Status s = sampler->fill(step, tokens.data(), targets.data());
+      !s.ok())
+    return s;
+
+  LossPartsProbe probe(*executor);
+  std::optional<StepDump> dump;
+  bool dumpThis = !options.dumpStepDir.empty() &&
+                  step == options.dumpStepAt.value_or(options.startStep);
+  if (dumpThis) {
+    absl::StatusOr<StepDump> begun = StepDump::begin(
+        options.dumpStepDir, *executor, step, tokens.data(), targets.data());
+    if (!begun.ok())
+      return begun.status();
+    dump.emplace(std::move(*begun));
+  }
+  StepHooks hooks;
+  hooks.afterInstruction = [&](size_t index, const Instruction &) {
+    probe.after(index);
+  };
+  if (dump)
+    hooks.beforeInstruction = [&](size_t index, const Instruction &inst) {
+      dump->before(index, inst);
+    };
+
+  auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<StepResult> result =
+      executor->runStep(tokens.data(), targets.data(), step, hooks);
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+  if (!result.ok())
+    return result.status();
+  summary.seconds += seconds;
+  summary.losses.push_back(result->loss);
+  if (dump)
+    if (absl::Status s = dump->finish(*executor, result->loss,
+                                      result->gradNorm, result->lr,
+                                      probe.parts());
+        !s.ok())
+      return s;
+
+  const ModelInfo &model = executor->program().model;
+  io::MetricsRecord record;
+  record.step = step;
+  record.loss = result->loss;
+  record.gradNorm = result->gradNorm;
+  record.lr = result->lr;
+  record.tokensPerS = model.batch * model.seq / seconds;
+  record.flopsPerS = model.flopsPerStep / seconds;
+  record.elapsedS = summary.seconds;
+  if (probe.parts().known) {
+    record.extra.emplace_back("ce_loss", probe.parts().ce);
+    record.extra.emplace_back("aux_loss", probe.parts().aux);
+  }
+  if (metrics)
+    if (absl::Status s = metrics->write(record); !s.ok())
+      return s;
+  int64_t done = step - options.startStep + 1;
+  if (!options.quiet &&
+      (done % std::max<int64_t>(options.logEvery, 1) == 0 ||
+       done == options.steps))
+    out << io::formatProgressLine(record, options.startStep + options.steps)
+        << "\n";
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainSummary> Run::loop() {
+  if (!options.quiet)
+    printHeader();
+  TrainSummary summary;
+  for (int64_t step = options.startStep;
+       step < options.startStep + options.steps; ++step)
+    if (absl::Status s = runOne(step, summary); !s.ok())
+      return absl::Status(s.code(), absl::StrCat("step ", step, ": ",
+                                                 s.message()));
+  if (!options.savePath.empty())
+    if (absl::Status s = saveWeights(*executor, options.savePath,
+                                     WeightSet::Parameters);
+        !s.ok())
+      return s;
+  if (metrics)
+    if (absl::Status s = metrics->close(); !s.ok())
+      return s;
+  if (!options.quiet && !summary.losses.empty()) {
+    double first = summary.losses.front(), last = summary.losses.back();
+    if (options.plot && summary.losses.size() > 1)
+      out << plotLossCurve(summary.losses);
+    out << absl::StrFormat(
+        "loss %.4f -> %.4f (%+.1f%%) over %d steps in %.2f s (%s tokens/s)\n",
+        first, last, 100.0 * (last - first) / first, summary.losses.size(),
+        summary.seconds,
+        io::formatSiValue(executor->tokensPerStep() * summary.losses.size() /
+                          summary.seconds));
+  }
+  return summary;
+}
+
+absl::StatusOr<TrainSummary> train(const TrainOptions &options,
+                                   std::ostream &out) {
+  if (options.steps < 0 || options.startStep < 0)
+    return absl::InvalidArgumentError("steps and start step must be >= 0");
+  Run run(options, out);
+  if (absl::Status s = run.setUp(); !s.ok())
+    return s;
+  return run.loop();
+}
+
+std::string plotLossCurve(const std::vector<double> &losses, int width,
+                          int height) {
+  if (losses.empty() || width < 2 || height < 2)
+    return "";
+  // Average the steps falling into each column.
+  int columns = std::min<int>(width, losses.size());
+  std::vector<double> values(columns, 0.0);
+  std::vector<int> counts(columns, 0);
+  for (size_t i = 0; i < losses.size(); ++i) {
+    int c = static_cast<int>(i * columns / losses.size());
+    values[c] += losses[i];
+    ++counts[c];
+  }
+  double lo = INFINITY, hi = -INFINITY;
+  for (int c = 0; c < columns; ++c) {
+    values[c] /= counts[c];
+    lo = std::min(lo, values[c]);
+    hi = std::max(hi, values[c]);
+  }
+  if (hi - lo < 1e-12)
+    hi = lo + 1e-12;
+  std::vector<std::string> rows(height, std::string(columns, ' '));
+  for (int c = 0; c < columns; ++c) {
+    int r = static_cast<int>(std::lround((hi - values[c]) / (hi - lo) *
+                                         (height - 1)));
+    rows[r][c] = '*';
+  }
+  std::string chart = absl::StrFormat("loss curve (%d steps)\n", losses.size());
+  for (int r = 0; r < height; ++r) {
+    std::string label =
+        r == 0 ? absl::StrFormat("%8.3f", hi)
+               : r == height - 1 ? absl::StrFormat("%8.3f", lo)
+                                 : std::string(8, ' ');
+    absl::StrAppend(&chart, label, " |", rows[r], "\n");
+  }
+  absl::StrAppend(&chart, std::string(9, ' '), "+", std::string(columns, '-'),
+                  "\n");
+  std::string last = absl::StrFormat("%d", losses.size() - 1);
+  absl::StrAppend(&chart, std::string(10, ' '), "0",
+                  std::string(std::max<int>(1, columns - 1 - last.size()), ' '),
+                  last, "\n");
+  return chart;
+}
+
+} // namespace moe::rt::train

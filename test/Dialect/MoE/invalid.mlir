@@ -1,0 +1,558 @@
+// RUN: moe-opt %s -split-input-file -verify-diagnostics
+
+// expected-error @+1 {{expected vocab > 0, got 0}}
+moe.transformer @m {vocab = 0, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+
+// -----
+
+// expected-error @+1 {{expected dense_ffn > 0, got -4}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, dense_ffn = -4}
+
+// -----
+
+// expected-error @+1 {{expected hidden (60) to be divisible by heads (8)}}
+moe.transformer @m {vocab = 8, hidden = 60, layers = 1, heads = 8, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+
+// -----
+
+// expected-error @+1 {{expected heads (4) to be divisible by kv_heads (3)}}
+moe.transformer @m {vocab = 8, hidden = 16, layers = 1, heads = 4, kv_heads = 3, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+
+// -----
+
+// expected-error @+1 {{expected an even head dimension for rope, got 3}}
+moe.transformer @m {vocab = 8, hidden = 12, layers = 1, heads = 4, kv_heads = 2, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+
+// -----
+
+// expected-error @+1 {{expected 1 <= top_k <= 4 (experts), got 5}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 4, top_k = 5, ffn = 4, seq = 4, batch = 1}
+
+// -----
+
+// expected-error @+1 {{dense layer 2 is outside [0, 2)}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 2, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, dense_layers = array<i64: 2>}
+
+// -----
+
+// expected-error @+1 {{dense layer 0 is listed twice}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 2, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, dense_layers = array<i64: 0, 0>}
+
+// -----
+
+// expected-error @+1 {{expected rms_eps > 0, got 0}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, rms_eps = 0.0 : f32}
+
+// -----
+
+// expected-error @+1 {{expected aux_coef >= 0, got -1}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, aux_coef = -1.0 : f32}
+
+// -----
+
+// expected-error @+1 {{expected capacity_factor >= 0, got -1}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, capacity_factor = -1.0 : f32}
+
+// -----
+
+// expected-error @+1 {{expected 0 <= beta1 < 1, got 1}}
+moe.adamw_config {beta1 = 1.0 : f32}
+
+// -----
+
+// expected-error @+1 {{expected 0 <= beta2 < 1, got -0.5}}
+moe.adamw_config {beta2 = -0.5 : f32}
+
+// -----
+
+// expected-error @+1 {{expected eps > 0, got 0}}
+moe.adamw_config {eps = 0.0 : f32}
+
+// -----
+
+// expected-error @+1 {{expected weight_decay >= 0, got -0.1}}
+moe.adamw_config {weight_decay = -0.1 : f32}
+
+// -----
+
+// expected-error @+1 {{expected peak learning rate >= min >= 0, got 0.001 and 0.01}}
+moe.adamw_config {lr = 1.0e-3 : f32, min_lr = 1.0e-2 : f32}
+
+// -----
+
+// expected-error @+1 {{expected 0 <= warmup <= decay_steps, got 20 and 10}}
+moe.adamw_config {warmup = 20, decay_steps = 10}
+
+// -----
+
+// expected-error @+1 {{expected max_grad_norm >= 0, got -1}}
+moe.adamw_config {max_grad_norm = -1.0 : f32}
+
+// -----
+
+// expected-error @+1 {{expected init_std > 0 for normal initialisation}}
+moe.param @w : tensor<4xf32> {init = #moe.init<normal>}
+
+// -----
+
+// expected-error @+1 {{expected optimizer state to be initialised with zeros}}
+moe.param @w.exp_avg : tensor<4xf32> {init = #moe.init<ones>, kind = #moe.param_kind<optimizer_state>}
+
+// -----
+
+// expected-error @+1 {{expected at most one '{e}' in the name}}
+moe.param @"experts.{e}.w1.{e}" : tensor<2x4xf32>
+
+// -----
+
+// expected-error @+1 {{expected stacked expert tensor 'experts.{e}.w1' to have rank >= 2}}
+moe.param @"experts.{e}.w1" : tensor<4xf32>
+
+// -----
+
+func.func @get_missing() {
+  // expected-error @+1 {{@nothing does not name a moe.param}}
+  %w = moe.get_param @nothing : tensor<4xf32>
+  return
+}
+
+// -----
+
+moe.param @w : tensor<4xf32>
+func.func @get_wrong_type() {
+  // expected-error @+1 {{result type 'tensor<8xf32>' differs from the type of @w, 'tensor<4xf32>'}}
+  %w = moe.get_param @w : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_tokens_rank(%t: tensor<8xi32>, %table: tensor<16x4xf32>) {
+  // expected-error @+1 {{expected tokens of rank 2, got [8]}}
+  %h = moe.embedding %t, %table : (tensor<8xi32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_result(%t: tensor<2x4xi32>, %table: tensor<16x4xf32>) {
+  // expected-error @+1 {{expected embeddings of shape [2, 4, 4], got [2, 4, 8]}}
+  %h = moe.embedding %t, %table : (tensor<2x4xi32>, tensor<16x4xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_grad_result(%dy: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{expected embeddings of shape [2, 4, 4], got [2, 4, 8]}}
+  %d = moe.embedding_grad %dy, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<16x4xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_result(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{expected the result to have the input's type}}
+  %y = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<8x2xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_weight(%x: tensor<2x8xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{expected weight of shape [8], got [4]}}
+  %y = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32} : (tensor<2x8xf32>, tensor<4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_epsilon(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{expected epsilon > 0, got 0}}
+  %y = moe.rms_norm %x, %w {epsilon = 0.0 : f32} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_types(%dy: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{expected grad and input_grad to have the input's type}}
+  %dx, %dw = moe.rms_norm_grad %dy, %x, %w {epsilon = 1.0e-5 : f32} : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<8x2xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_weight(%dy: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{expected weight_grad to have the weight's type}}
+  %dx, %dw = moe.rms_norm_grad %dy, %x, %w {epsilon = 1.0e-5 : f32} : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_input_rank(%x: tensor<8xf32>, %w: tensor<4x8xf32>) {
+  // expected-error @+1 {{expected input of rank >= 2, got [8]}}
+  %y = moe.linear %x, %w : (tensor<8xf32>, tensor<4x8xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_weight_rank(%x: tensor<2x8xf32>, %w: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{expected weight of rank 2, got [2, 4, 8]}}
+  %y = moe.linear %x, %w : (tensor<2x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_in_features(%x: tensor<2x32xf32>, %w: tensor<4x64xf32>) {
+  // expected-error @+1 {{expected the input's last dimension (32) to match the weight's in-features (64)}}
+  %y = moe.linear %x, %w : (tensor<2x32xf32>, tensor<4x64xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_output(%x: tensor<2x8xf32>, %w: tensor<4x8xf32>) {
+  // expected-error @+1 {{expected output of shape [2, 4], got [2, 8]}}
+  %y = moe.linear %x, %w : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @linear_grad_input_out_features(%dy: tensor<2x8xf32>, %w: tensor<4x8xf32>) {
+  // expected-error @+1 {{expected the grad's last dimension (8) to match the weight's out-features (4)}}
+  %dx = moe.linear_grad_input %dy, %w : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @linear_grad_input_shape(%dy: tensor<2x4xf32>, %w: tensor<4x8xf32>) {
+  // expected-error @+1 {{expected input gradient of shape [2, 8], got [2, 4]}}
+  %dx = moe.linear_grad_input %dy, %w : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_grad_weight_leading(%dy: tensor<2x4xf32>, %x: tensor<3x8xf32>) {
+  // expected-error @+1 {{expected grad and input to have the same leading dimensions, got [2, 4] and [3, 8]}}
+  %dw = moe.linear_grad_weight %dy, %x : (tensor<2x4xf32>, tensor<3x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @linear_grad_weight_shape(%dy: tensor<2x4xf32>, %x: tensor<2x8xf32>) {
+  // expected-error @+1 {{expected weight gradient of shape [4, 8], got [8, 4]}}
+  %dw = moe.linear_grad_weight %dy, %x : (tensor<2x4xf32>, tensor<2x8xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @rope_result(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{expected the result to have the input's type}}
+  %y = moe.rope %x {num_heads = 2, theta = 1.0e4 : f32} : (tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @rope_rank(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{expected input of rank 3, got [4, 8]}}
+  %y = moe.rope %x {num_heads = 2, theta = 1.0e4 : f32} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @rope_heads(%x: tensor<2x4x64xf32>) {
+  // expected-error @+1 {{expected the last dimension (64) to be divisible by num_heads (3)}}
+  %y = moe.rope %x {num_heads = 3, theta = 1.0e4 : f32} : (tensor<2x4x64xf32>) -> tensor<2x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @rope_odd_head(%x: tensor<2x4x12xf32>) {
+  // expected-error @+1 {{expected an even head dimension, got 3}}
+  %y = moe.rope %x {num_heads = 4, theta = 1.0e4 : f32} : (tensor<2x4x12xf32>) -> tensor<2x4x12xf32>
+  return
+}
+
+// -----
+
+func.func @rope_grad_theta(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{expected theta > 0, got 0}}
+  %y = moe.rope_grad %x {num_heads = 2, theta = 0.0 : f32} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_groups(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{expected num_heads (4) to be a positive multiple of num_kv_heads (3)}}
+  %o, %lse = moe.attention %q, %k, %k {num_heads = 4, num_kv_heads = 3} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_width(%q: tensor<2x4x10xf32>, %k: tensor<2x4x10xf32>) {
+  // expected-error @+1 {{expected the query width (10) to be divisible by num_heads (4)}}
+  %o, %lse = moe.attention %q, %k, %k {num_heads = 4, num_kv_heads = 4} : (tensor<2x4x10xf32>, tensor<2x4x10xf32>, tensor<2x4x10xf32>) -> (tensor<2x4x10xf32>, tensor<2x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_key(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{expected key of shape [2, 4, 4], got [2, 4, 8]}}
+  %o, %lse = moe.attention %q, %k, %k {num_heads = 2, num_kv_heads = 1} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_lse(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>) {
+  // expected-error @+1 {{expected lse of shape [2, 2, 4], got [2, 4, 2]}}
+  %o, %lse = moe.attention %q, %k, %k {num_heads = 2, num_kv_heads = 1} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x2xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_grad(%dy: tensor<2x4x4xf32>, %q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>, %lse: tensor<2x2x4xf32>) {
+  // expected-error @+1 {{expected grad to have the query's type}}
+  %dq, %dk, %dv = moe.attention_grad %dy, %q, %k, %k, %q, %lse {num_heads = 2, num_kv_heads = 1}
+      : (tensor<2x4x4xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>, tensor<2x2x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_results(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>, %lse: tensor<2x2x4xf32>) {
+  // expected-error @+1 {{expected the gradients to have the types of query, key, value}}
+  %dq, %dk, %dv = moe.attention_grad %q, %q, %k, %k, %q, %lse {num_heads = 2, num_kv_heads = 1}
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>, tensor<2x2x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @router_probs(%l: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected probs to have the logits' type}}
+  %p, %w, %i = moe.router %l {top_k = 2} : (tensor<8x4xf32>) -> (tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xi32>)
+  return
+}
+
+// -----
+
+func.func @router_top_k(%l: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected 1 <= top_k <= 4 (experts), got 0}}
+  %p, %w, %i = moe.router %l {top_k = 0} : (tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x0xf32>, tensor<8x0xi32>)
+  return
+}
+
+// -----
+
+func.func @router_weights(%l: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected routing weights of shape [8, 2], got [8, 3]}}
+  %p, %w, %i = moe.router %l {top_k = 2} : (tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x3xf32>, tensor<8x2xi32>)
+  return
+}
+
+// -----
+
+func.func @router_indices(%l: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected indices of shape [8, 2], got [8, 3]}}
+  %p, %w, %i = moe.router %l {top_k = 2} : (tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x2xf32>, tensor<8x3xi32>)
+  return
+}
+
+// -----
+
+func.func @router_capacity(%l: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected capacity_factor >= 0, got -2}}
+  %p, %w, %i = moe.router %l {top_k = 2, capacity_factor = -2.0 : f32} : (tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x2xf32>, tensor<8x2xi32>)
+  return
+}
+
+// -----
+
+func.func @router_grad_types(%dw: tensor<8x2xf32>, %p: tensor<8x4xf32>, %dp: tensor<8x2xf32>) {
+  // expected-error @+1 {{expected probs_grad and the result to have the probs' type}}
+  %d = moe.router_grad %dw, %p, %dp {top_k = 2} : (tensor<8x2xf32>, tensor<8x4xf32>, tensor<8x2xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @experts_result(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
+  // expected-error @+1 {{expected the result to have the input's type}}
+  %y = moe.experts %x, %w, %i, %w1, %w1, %w2 : (tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<8x32xf32>
+  return
+}
+
+// -----
+
+func.func @experts_leading(%x: tensor<8x16xf32>, %w: tensor<4x2xf32>, %i: tensor<4x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
+  // expected-error @+1 {{expected routing weights with the input's leading dimensions, got [4, 2] for input [8, 16]}}
+  %y = moe.experts %x, %w, %i, %w1, %w1, %w2 : (tensor<8x16xf32>, tensor<4x2xf32>, tensor<4x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @experts_w1_rank(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<32x16xf32>, %w2: tensor<4x16x32xf32>) {
+  // expected-error @+1 {{expected w1 of rank 3, got [32, 16]}}
+  %y = moe.experts %x, %w, %i, %w1, %w1, %w2 : (tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<32x16xf32>, tensor<32x16xf32>, tensor<4x16x32xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @experts_w2(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x32x16xf32>) {
+  // expected-error @+1 {{expected w2 of shape [4, 16, 32], got [4, 32, 16]}}
+  %y = moe.experts %x, %w, %i, %w1, %w1, %w2 : (tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @experts_grad_grad(%dy: tensor<8x32xf32>, %x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
+  // expected-error @+1 {{expected grad to have the input's type}}
+  %g:5 = moe.experts_grad %dy, %x, %w, %i, %w1, %w1, %w2 : (tensor<8x32xf32>, tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> (tensor<8x16xf32>, tensor<8x2xf32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>)
+  return
+}
+
+// -----
+
+func.func @experts_grad_results(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
+  // expected-error @+1 {{expected the gradients to have the types of input, weights, w1, w3, w2}}
+  %g:5 = moe.experts_grad %x, %x, %w, %i, %w1, %w1, %w2 : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> (tensor<8x16xf32>, tensor<8x2xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>, tensor<4x16x32xf32>)
+  return
+}
+
+// -----
+
+func.func @cross_entropy_targets(%l: tensor<2x4x16xf32>, %t: tensor<2x3xi32>) {
+  // expected-error @+1 {{expected targets of shape [2, 4], got [2, 3]}}
+  %ce = moe.cross_entropy %l, %t : (tensor<2x4x16xf32>, tensor<2x3xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_result(%d: tensor<f32>, %l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{expected the result to have the logits' type}}
+  %g = moe.cross_entropy_grad %d, %l, %t : (tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @aux_loss_top_k(%p: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected 1 <= top_k <= 4 (experts), got 6}}
+  %a = moe.aux_loss %p {top_k = 6} : (tensor<8x4xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @aux_loss_grad_result(%d: tensor<f32>, %p: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected the result to have the probs' type}}
+  %g = moe.aux_loss_grad %d, %p {top_k = 2} : (tensor<f32>, tensor<8x4xf32>) -> tensor<8x2xf32>
+  return
+}
+
+// -----
+
+func.func @weighted_sum_empty() {
+  // expected-error @+1 {{expected at least one input}}
+  %s = moe.weighted_sum {coefficients = array<f32>} : () -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @weighted_sum_coefficients(%a: tensor<f32>) {
+  // expected-error @+1 {{expected one coefficient per input, got 2 for 1 inputs}}
+  %s = moe.weighted_sum %a {coefficients = array<f32: 1.0, 2.0>} : (tensor<f32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @global_norm_empty() {
+  // expected-error @+1 {{expected at least one input}}
+  %n = moe.global_norm : () -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @clip_negative(%n: tensor<f32>) {
+  // expected-error @+1 {{expected max_norm >= 0, got -1}}
+  %c = moe.clip_coefficient %n {max_norm = -1.0 : f32} : tensor<f32>
+  return
+}
+
+// -----
+
+func.func @learning_rate_schedule(%s: tensor<i32>) {
+  // expected-error @+1 {{expected 0 <= warmup <= decay_steps, got 5 and 2}}
+  %lr = moe.learning_rate %s {peak = 1.0e-3 : f32, min = 0.0 : f32, warmup = 5, decay_steps = 2} : (tensor<i32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+moe.param @w : tensor<4xf32>
+moe.param @m : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+func.func @adamw_missing(%g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
+  // expected-error @+1 {{exp_avg_sq @v does not name a moe.param}}
+  moe.adamw_update @w, @m, @v, %g, %lr, %lr, %s {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<4xf32>
+  return
+}
+
+// -----
+
+moe.param @w : tensor<4xf32>
+moe.param @m : tensor<8xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+func.func @adamw_type(%g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
+  // expected-error @+1 {{exp_avg @m has type 'tensor<8xf32>', but the gradient has type 'tensor<4xf32>'}}
+  moe.adamw_update @w, @m, @m, %g, %lr, %lr, %s {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<4xf32>
+  return
+}
+
+// -----
+
+moe.param @w : tensor<4xf32>
+func.func @adamw_kind(%g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
+  // expected-error @+1 {{exp_avg @w must be optimizer state}}
+  moe.adamw_update @w, @w, @w, %g, %lr, %lr, %s {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<4xf32>
+  return
+}
+
+// -----
+
+moe.param @m : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+func.func @adamw_param_kind(%g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
+  // expected-error @+1 {{param @m must be a weight}}
+  moe.adamw_update @m, @m, @m, %g, %lr, %lr, %s {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @adamw_hyper(%g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
+  // expected-error @+1 {{expected eps > 0, got -1}}
+  moe.adamw_update @w, @m, @v, %g, %lr, %lr, %s {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = -1.0 : f32, weight_decay = 0.0 : f32} : tensor<4xf32>
+  return
+}

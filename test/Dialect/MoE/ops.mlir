@@ -1,0 +1,110 @@
+// RUN: moe-opt %s | moe-opt | FileCheck %s
+// RUN: moe-opt %s --mlir-print-op-generic | moe-opt | FileCheck %s
+
+// CHECK: moe.transformer @tiny {batch = 2 : i64, dense_layers = array<i64: 0>
+moe.transformer @tiny {vocab = 16, hidden = 8, layers = 2, heads = 2,
+                       kv_heads = 1, experts = 4, top_k = 2, ffn = 4, seq = 4,
+                       batch = 2, dense_layers = array<i64: 0>}
+// CHECK: moe.adamw_config {lr = 3.000000e-03 : f32, warmup = 5 : i64}
+moe.adamw_config {lr = 3.0e-3 : f32, warmup = 5}
+
+// CHECK: moe.param @w : tensor<8x8xf32> {init = #moe.init<normal>, init_std = 2.000000e-02 : f32}
+moe.param @w : tensor<8x8xf32> {init = #moe.init<normal>, init_std = 0.02 : f32}
+// CHECK: moe.param @w.exp_avg : tensor<8x8xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+moe.param @w.exp_avg : tensor<8x8xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+moe.param @w.exp_avg_sq : tensor<8x8xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+// CHECK: moe.param @"experts.{e}.w1.weight" : tensor<4x4x8xf32> {init = #moe.init<normal>, init_std = 2.000000e-02 : f32}
+moe.param @"experts.{e}.w1.weight" : tensor<4x4x8xf32> {init = #moe.init<normal>, init_std = 0.02 : f32}
+
+// CHECK-LABEL: func.func @model_ops
+func.func @model_ops(%tokens: tensor<2x4xi32>, %table: tensor<16x8xf32>,
+                     %norm: tensor<8xf32>, %wq: tensor<8x8xf32>,
+                     %wk: tensor<4x8xf32>, %gate: tensor<4x8xf32>,
+                     %w1: tensor<4x4x8xf32>, %w2: tensor<4x8x4xf32>)
+    -> tensor<f32> {
+  // CHECK: moe.get_param @w : tensor<8x8xf32>
+  %p = moe.get_param @w : tensor<8x8xf32>
+  // CHECK: moe.embedding %{{.*}}, %{{.*}} : (tensor<2x4xi32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %h = moe.embedding %tokens, %table : (tensor<2x4xi32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: moe.rms_norm {{.*}} {epsilon = 9.99999974E-6 : f32}
+  %n = moe.rms_norm %h, %norm {epsilon = 1.0e-5 : f32} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: moe.linear
+  %q = moe.linear %n, %wq : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %k = moe.linear %n, %wk : (tensor<2x4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x4xf32>
+  // CHECK: moe.rope {{.*}} {num_heads = 2 : i64, theta = 1.000000e+04 : f32}
+  %qr = moe.rope %q {num_heads = 2, theta = 1.0e4 : f32} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %kr = moe.rope %k {num_heads = 1, theta = 1.0e4 : f32} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  // CHECK: moe.attention {{.*}} {num_heads = 2 : i64, num_kv_heads = 1 : i64}
+  %o, %lse = moe.attention %qr, %kr, %kr {num_heads = 2, num_kv_heads = 1}
+      : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+  %a = moe.add %h, %o : tensor<2x4x8xf32>
+  %logits = moe.linear %a, %gate : (tensor<2x4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x4xf32>
+  // CHECK: moe.router {{.*}} {capacity_factor = 1.250000e+00 : f32, top_k = 2 : i64}
+  %probs, %weights, %indices = moe.router %logits {top_k = 2, capacity_factor = 1.25 : f32}
+      : (tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>)
+  // CHECK: moe.experts
+  %y = moe.experts %a, %weights, %indices, %w1, %w1, %w2
+      : (tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>, tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<4x8x4xf32>) -> tensor<2x4x8xf32>
+  // CHECK: moe.swiglu %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
+  %s = moe.swiglu %y, %a : tensor<2x4x8xf32>
+  %vocab = moe.linear %s, %table : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  // CHECK: moe.cross_entropy
+  %ce = moe.cross_entropy %vocab, %tokens : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  // CHECK: moe.aux_loss {{.*}} {top_k = 2 : i64}
+  %aux = moe.aux_loss %probs {top_k = 2} : (tensor<2x4x4xf32>) -> tensor<f32>
+  // CHECK: moe.weighted_sum {{.*}} {coefficients = array<f32: 1.000000e+00, 0.00999999977>}
+  %loss = moe.weighted_sum %ce, %aux {coefficients = array<f32: 1.0, 0.01>} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @grad_ops
+func.func @grad_ops(%dy: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>,
+                    %tokens: tensor<2x4xi32>, %norm: tensor<8xf32>,
+                    %w: tensor<8x8xf32>, %k: tensor<2x4x4xf32>,
+                    %lse: tensor<2x2x4xf32>, %dw: tensor<2x4x2xf32>,
+                    %probs: tensor<2x4x4xf32>, %weights: tensor<2x4x2xf32>,
+                    %indices: tensor<2x4x2xi32>, %w1: tensor<4x4x8xf32>,
+                    %w2: tensor<4x8x4xf32>, %logits: tensor<2x4x16xf32>,
+                    %step: tensor<i32>) {
+  // CHECK: moe.constant 1.000000e+00 : tensor<f32>
+  %one = moe.constant 1.0 : tensor<f32>
+  // CHECK: moe.embedding_grad
+  %dt = moe.embedding_grad %dy, %tokens : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<16x8xf32>
+  // CHECK: moe.rms_norm_grad
+  %dx, %dn = moe.rms_norm_grad %dy, %x, %norm {epsilon = 1.0e-5 : f32}
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
+  // CHECK: moe.linear_grad_input
+  %di = moe.linear_grad_input %dy, %w : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: moe.linear_grad_weight
+  %dwt = moe.linear_grad_weight %dy, %x : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<8x8xf32>
+  // CHECK: moe.rope_grad
+  %dr = moe.rope_grad %dy {num_heads = 2, theta = 1.0e4 : f32} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: moe.attention_grad
+  %dq, %dk, %dv = moe.attention_grad %dy, %x, %k, %k, %x, %lse {num_heads = 2, num_kv_heads = 1}
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+      -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
+  // CHECK: moe.router_grad {{.*}} : (tensor<2x4x2xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %dl0 = moe.router_grad %dw, %probs {top_k = 2} : (tensor<2x4x2xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  // CHECK: moe.router_grad {{.*}} : (tensor<2x4x2xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %dl1 = moe.router_grad %dw, %probs, %probs {top_k = 2} : (tensor<2x4x2xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  // CHECK: moe.experts_grad
+  %ex:5 = moe.experts_grad %dy, %x, %weights, %indices, %w1, %w1, %w2
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>, tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<4x8x4xf32>)
+      -> (tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<4x8x4xf32>)
+  // CHECK: moe.swiglu_grad
+  %dg, %du = moe.swiglu_grad %dy, %x, %x : tensor<2x4x8xf32>
+  // CHECK: moe.cross_entropy_grad
+  %dlogits = moe.cross_entropy_grad %one, %logits, %tokens : (tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<2x4x16xf32>
+  // CHECK: moe.aux_loss_grad
+  %dp = moe.aux_loss_grad %one, %probs {top_k = 2} : (tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  // CHECK: moe.global_norm
+  %n = moe.global_norm %dwt, %dn : (tensor<8x8xf32>, tensor<8xf32>) -> tensor<f32>
+  // CHECK: moe.clip_coefficient {{.*}} {max_norm = 1.000000e+00 : f32} : tensor<f32>
+  %c = moe.clip_coefficient %n {max_norm = 1.0 : f32} : tensor<f32>
+  // CHECK: moe.learning_rate
+  %lr = moe.learning_rate %step {peak = 1.0e-3 : f32, min = 1.0e-4 : f32, warmup = 2, decay_steps = 10} : (tensor<i32>) -> tensor<f32>
+  // CHECK: moe.adamw_update @w, @w.exp_avg, @w.exp_avg_sq, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {beta1
+  moe.adamw_update @w, @w.exp_avg, @w.exp_avg_sq, %dwt, %lr, %c, %step
+      {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.1 : f32} : tensor<8x8xf32>
+  return
+}

@@ -1,0 +1,56 @@
+// RUN: moe-opt %s --split-input-file --moe-expand-transformer --verify-diagnostics | FileCheck %s
+
+// A dense first layer and a MoE second layer, HF Mixtral names.
+// CHECK: module attributes {moe.model = {{{.*}}dense_ffn = 6 : i64, dense_layers = array<i64: 0>, experts = 4 : i64{{.*}}name = "small"
+// CHECK: moe.param @model.embed_tokens.weight : tensor<16x8xf32> {init = #moe.init<normal>, init_std = 2.000000e-02 : f32}
+// CHECK: moe.param @model.layers.0.input_layernorm.weight : tensor<8xf32> {init = #moe.init<ones>, no_weight_decay}
+// CHECK: moe.param @model.layers.0.self_attn.q_proj.weight : tensor<8x8xf32>
+// CHECK: moe.param @model.layers.0.self_attn.k_proj.weight : tensor<4x8xf32>
+// CHECK: moe.param @model.layers.0.mlp.gate_proj.weight : tensor<6x8xf32>
+// CHECK: moe.param @model.layers.0.mlp.down_proj.weight : tensor<8x6xf32>
+// CHECK: moe.param @model.layers.1.block_sparse_moe.gate.weight : tensor<4x8xf32>
+// CHECK: moe.param @"model.layers.1.block_sparse_moe.experts.{e}.w1.weight" : tensor<4x4x8xf32>
+// CHECK: moe.param @"model.layers.1.block_sparse_moe.experts.{e}.w2.weight" : tensor<4x8x4xf32>
+// CHECK: moe.param @model.norm.weight : tensor<8xf32>
+// CHECK: moe.param @lm_head.weight : tensor<16x8xf32>
+// CHECK-NOT: moe.transformer
+// CHECK-LABEL: func.func @forward(%{{.*}}: tensor<2x4xi32>, %{{.*}}: tensor<2x4xi32>) -> tensor<f32>
+// CHECK: moe.embedding
+// CHECK: moe.rms_norm
+// CHECK-COUNT-3: moe.linear
+// CHECK: moe.rope %{{.*}} {num_heads = 2 : i64
+// CHECK: moe.rope %{{.*}} {num_heads = 1 : i64
+// CHECK: moe.attention {{.*}} {num_heads = 2 : i64, num_kv_heads = 1 : i64}
+// CHECK: moe.swiglu
+// CHECK: moe.router %{{.*}} {capacity_factor = 1.250000e+00 : f32, top_k = 2 : i64}
+// CHECK: moe.experts
+// CHECK: moe.aux_loss %{{.*}} {top_k = 2 : i64}
+// CHECK: %[[CE:.*]] = moe.cross_entropy
+// CHECK: %[[LOSS:.*]] = moe.weighted_sum %[[CE]], %{{.*}} {coefficients = array<f32: 1.000000e+00, 0.00999999977>}
+// CHECK: return %[[LOSS]] : tensor<f32>
+moe.transformer @small {vocab = 16, hidden = 8, layers = 2, heads = 2,
+                        kv_heads = 1, experts = 4, top_k = 2, ffn = 4, seq = 4,
+                        batch = 2, dense_layers = array<i64: 0>, dense_ffn = 6,
+                        capacity_factor = 1.25 : f32}
+
+// -----
+
+// Three MoE layers share the aux coefficient: each term gets coef / 3.
+// CHECK-LABEL: func.func @forward
+// CHECK-COUNT-3: moe.aux_loss
+// CHECK: moe.weighted_sum {{.*}} {coefficients = array<f32: 1.000000e+00, 0.0333333351, 0.0333333351, 0.0333333351>}
+moe.transformer @moe3 {vocab = 16, hidden = 8, layers = 3, heads = 2,
+                       kv_heads = 2, experts = 2, top_k = 1, ffn = 4, seq = 4,
+                       batch = 1, aux_coef = 0.1 : f32}
+
+// -----
+
+moe.transformer @a {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 2, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+// expected-error @+1 {{expected one moe.transformer per module}}
+moe.transformer @b {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 2, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+
+// -----
+
+func.func private @forward()
+// expected-error @+1 {{cannot expand: the module already has a symbol named 'forward'}}
+moe.transformer @c {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 2, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}

@@ -1,0 +1,33 @@
+// Malformed IR, invalid models, missing files and an unwritable step are
+// reported with their location and a non-zero exit.
+
+// RUN: not moec %s.missing -o %t 2>&1 | FileCheck %s --check-prefix=MISSING
+// MISSING: moec: error: cannot open input file {{.*}}errors.mlir.missing{{.*}}: No such file or directory
+
+// RUN: split-file %s %t.dir
+// RUN: not moec %t.dir/syntax.mlir -o %t.moebin 2>&1 | FileCheck %s --check-prefix=SYNTAX
+// SYNTAX: syntax.mlir:2:{{[0-9]+}}: error: expected
+// RUN: not moec %t.dir/shape.mlir -o %t.moebin 2>&1 | FileCheck %s --check-prefix=SHAPE
+// SHAPE: shape.mlir:4:{{[0-9]+}}: error: 'moe.linear' op expected the input's last dimension (8) to match the weight's in-features (16)
+// RUN: not moec %t.dir/config.mlir -o %t.moebin 2>&1 | FileCheck %s --check-prefix=CONFIG
+// CONFIG: config.mlir:1:1: error: 'moe.transformer' op expected hidden (30) to be divisible by heads (4)
+// RUN: not moec %t.dir/noplan.mlir -o %t.moebin --pass-pipeline="builtin.module(moe-no-such-pass)" 2>&1 | FileCheck %s --check-prefix=PIPELINE
+// PIPELINE: error: 'moe-no-such-pass' does not refer to a registered pass or pass pipeline
+// RUN: not moec %t.dir/noplan.mlir -o %t.moebin --pass-pipeline="builtin.module(moe-expand-transformer)" 2>&1 | FileCheck %s --check-prefix=NOSTEP
+// NOSTEP: error: no function named 'train_step' to write as the training step
+
+//--- syntax.mlir
+module {
+  moe.transformer @broken {vocab = 16 hidden = 8}
+}
+//--- shape.mlir
+moe.param @w : tensor<4x16xf32>
+func.func @forward(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
+  %w = moe.get_param @w : tensor<4x16xf32>
+  %y = moe.linear %x, %w : (tensor<2x8xf32>, tensor<4x16xf32>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+//--- config.mlir
+moe.transformer @bad {vocab = 16, hidden = 30, layers = 1, heads = 4, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+//--- noplan.mlir
+moe.transformer @ok {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}

@@ -1,0 +1,1076 @@
+#!/usr/bin/env python3
+"""Independent PyTorch reference for a moec training step (docs/semantics.md).
+
+This file is written from docs/semantics.md alone, not from the C++ sources, so
+that it is an independent check of the compiler, kernels and runtime.
+
+Usage (always with Debian's interpreter, which has torch):
+
+  /usr/bin/python3 test/reference/mixtral_reference.py DUMP_DIR [--dtype float64] [--rtol 1e-4] [--failures-only]
+      Check a step dump written by `moe-run ... --dump-step DUMP_DIR`.
+      Exit status 0 if every check passes, 1 if any fails or the dump cannot be read.
+
+  /usr/bin/python3 test/reference/mixtral_reference.py --self-test [--keep DIR]
+      Hand-checkable semantic unit checks, then for several tiny random configs:
+      write a dump whose gradients/update are computed in float64 by this
+      script, check it with the float32 path (must PASS), and check a dump with
+      perturbed gradients (must FAIL).  Exit 0 iff all of that holds.
+
+  /usr/bin/python3 test/reference/mixtral_reference.py --write-self-test-dump DIR [--case NAME] [--seed N] [--perturb-grads]
+      Only write such a dump (e.g. to test other tooling); with --perturb-grads
+      one gradient tensor is perturbed so that checking DIR must fail.
+
+Step dump layout (see the brief in the repository docs):
+  config.json, params.safetensors, batch.safetensors (tokens, targets: I32 [B,S]),
+  grads.safetensors, params_after.safetensors, metrics.json
+  optional: optim_state.safetensors with "<param>.exp_avg"/"<param>.exp_avg_sq"
+  (optimizer state before the step; such keys may also live inside
+  params.safetensors).  Without it the state is taken as zero.  State keys found
+  in params_after.safetensors / optim_state_after.safetensors are compared too.
+"""
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_io  # noqa: E402
+
+STATE_SUFFIXES = (".exp_avg_sq", ".exp_avg")  # longest first for suffix matching
+TINY = 1e-30  # denominator floor of the relative-norm metric
+
+
+# ----------------------------------------------------------------------------
+# Configuration
+# ----------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class OptimConfig:
+    lr_peak: float = 3e-4
+    lr_min: float = 3e-5
+    warmup: int = 100
+    decay: int = 1000
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+    max_grad_norm: float = 1.0
+
+
+@dataclasses.dataclass
+class Config:
+    vocab: int
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    experts: int
+    top_k: int
+    ffn: int
+    seq: int
+    batch: int
+    dense_layers: List[int] = dataclasses.field(default_factory=list)
+    dense_ffn: Optional[int] = None  # width of the dense layers' MLP (default: ffn)
+    rms_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    aux_coef: float = 0.01
+    capacity_factor: float = 0.0
+    optimizer: OptimConfig = dataclasses.field(default_factory=OptimConfig)
+    step: int = 0
+
+    @property
+    def head_dim(self):
+        return self.hidden // self.heads
+
+    @property
+    def moe_layers(self):
+        return [i for i in range(self.layers) if i not in set(self.dense_layers)]
+
+    @staticmethod
+    def from_dict(d):
+        d = dict(d)
+        opt = d.pop("optimizer", {}) or {}
+        fields = {f.name for f in dataclasses.fields(Config)}
+        unknown = sorted(set(d) - fields)
+        if unknown:
+            print(f"note: ignoring unknown config keys {unknown}", file=sys.stderr)
+        ofields = {f.name for f in dataclasses.fields(OptimConfig)}
+        ounknown = sorted(set(opt) - ofields)
+        if ounknown:
+            print(f"note: ignoring unknown optimizer keys {ounknown}", file=sys.stderr)
+        cfg = Config(**{k: v for k, v in d.items() if k in fields},
+                     optimizer=OptimConfig(**{k: v for k, v in opt.items() if k in ofields}))
+        cfg.dense_layers = sorted(int(i) for i in cfg.dense_layers)
+        cfg.validate()
+        return cfg
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    def validate(self):
+        def need(cond, msg):
+            if not cond:
+                raise ValueError(f"bad config: {msg}")
+        need(self.hidden % self.heads == 0, "hidden must be a multiple of heads")
+        need(self.head_dim % 2 == 0, "head dimension must be even (RoPE rotates halves)")
+        need(self.heads % self.kv_heads == 0, "heads must be a multiple of kv_heads")
+        need(1 <= self.top_k <= self.experts, "need 1 <= top_k <= experts")
+        need(all(0 <= i < self.layers for i in self.dense_layers), "dense_layers out of range")
+        need(self.capacity_factor >= 0, "capacity_factor must be >= 0")
+
+
+# ----------------------------------------------------------------------------
+# Model (module names mirror HF MixtralForCausalLM so that named_parameters()
+# yields exactly the HF tensor names used in the dumps)
+# ----------------------------------------------------------------------------
+
+class RMSNorm(nn.Module):
+    """HF MixtralRMSNorm: y = w * x / sqrt(mean(x^2) + eps)."""
+
+    def __init__(self, n, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+        self.eps = eps
+
+    def forward(self, x):
+        r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * (x * r)
+
+
+def rope_tables(seq, d, theta, dtype):
+    """cos/sin of angle[p, i] = p * theta^(-2i/d), i < d/2, shape [seq, d/2].
+
+    Computed in float64 and then rounded, so the reference's tables are as
+    accurate as the working precision allows."""
+    half = d // 2
+    inv_freq = float(theta) ** (-2.0 * torch.arange(half, dtype=torch.float64) / d)
+    angle = torch.arange(seq, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    return torch.cos(angle).to(dtype), torch.sin(angle).to(dtype)
+
+
+def apply_rope(x, cos, sin):
+    """Rotate-half RoPE on x [..., S, d] with cos/sin [S, d/2] (semantics.md):
+        y[i]      = x[i] cos - x[i+half] sin
+        y[i+half] = x[i+half] cos + x[i] sin
+    The pair (i, i+half) is rotated, not the adjacent pair (2i, 2i+1)."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: Config):
+        super().__init__()
+        H, nh, nkv, d = cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim
+        self.nh, self.nkv, self.d = nh, nkv, d
+        self.q_proj = nn.Linear(H, nh * d, bias=False)
+        self.k_proj = nn.Linear(H, nkv * d, bias=False)
+        self.v_proj = nn.Linear(H, nkv * d, bias=False)
+        self.o_proj = nn.Linear(nh * d, H, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, S, _ = x.shape
+        q = self.q_proj(x).view(B, S, self.nh, self.d).transpose(1, 2)   # [B, nh, S, d]
+        k = self.k_proj(x).view(B, S, self.nkv, self.d).transpose(1, 2)  # [B, nkv, S, d]
+        v = self.v_proj(x).view(B, S, self.nkv, self.d).transpose(1, 2)
+        q, k = apply_rope(q, cos[:S], sin[:S]), apply_rope(k, cos[:S], sin[:S])  # positions p = s
+        # GQA (HF repeat_kv): query head h reads kv head h // (nh/nkv);
+        # repeat_interleave gives kv heads [0,0,..,1,1,..], i.e. exactly that map.
+        rep = self.nh // self.nkv
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(self.d))
+        future = torch.ones(S, S, dtype=torch.bool, device=x.device).triu(1)  # j > i
+        s = s.masked_fill(future, float("-inf"))
+        o = torch.softmax(s, dim=-1) @ v                                      # [B, nh, S, d]
+        return self.o_proj(o.transpose(1, 2).reshape(B, S, self.nh * self.d))
+
+
+def moe_capacity(cf, T, k, E):
+    """C = ceil(cf * T * k / E) (evaluated in double precision)."""
+    return int(math.ceil(cf * T * k / E))
+
+
+def apply_capacity(idx, E, C):
+    """Drop assignments beyond an expert's capacity C, slot-major: all tokens'
+    first choices in token order, then all second choices, ...  Dropped
+    entries of idx become -1.  idx: [T, k] long."""
+    T, k = idx.shape
+    slot_major = idx.t().reshape(-1)                       # [k*T]: (j=0,t=0..T-1), (j=1,...)
+    onehot = F.one_hot(slot_major, E)                      # [k*T, E]
+    # Position of each assignment in its expert's queue (0-based).
+    rank = (onehot.cumsum(0) * onehot).sum(-1) - 1
+    keep = (rank < C).view(k, T).t()
+    return torch.where(keep, idx, torch.full_like(idx, -1))
+
+
+def route(logits, top_k, capacity_factor=0.0):
+    """Router of semantics.md.  logits: [T, E].
+
+    Returns p [T,E] (softmax), idx [T,k] (long; -1 = dropped by capacity),
+    w [T,k] (top-k renormalised; a dropped slot keeps its weight), and
+    count [E] (top-k selections per expert *before* dropping)."""
+    T, E = logits.shape
+    p = torch.softmax(logits, dim=-1)
+    # Top-k with a deterministic tie rule: descending p, equal p -> lower expert
+    # id first.  A *stable* ascending sort of -p keeps equal keys in id order;
+    # torch.topk gives no such guarantee.
+    idx = torch.sort(-p.detach(), dim=-1, stable=True).indices[:, :top_k]
+    top_p = p.gather(1, idx)
+    w = top_p / top_p.sum(-1, keepdim=True)
+    count = torch.bincount(idx.reshape(-1), minlength=E)
+    if capacity_factor > 0:
+        idx = apply_capacity(idx, E, moe_capacity(capacity_factor, T, top_k, E))
+    return p, idx, w, count
+
+
+def load_balancing_loss(p, count, T):
+    """aux = E * sum_e (count[e]/T) * P[e], P[e] = mean_t p[t,e]; count has no gradient."""
+    E = p.shape[-1]
+    return E * ((count.to(p.dtype) / T) * p.mean(0)).sum()
+
+
+class ExpertMLP(nn.Module):
+    """HF MixtralBlockSparseTop2MLP: w2(silu(w1 x) * w3 x)."""
+
+    def __init__(self, H, Fdim):
+        super().__init__()
+        self.w1 = nn.Linear(H, Fdim, bias=False)
+        self.w2 = nn.Linear(Fdim, H, bias=False)
+        self.w3 = nn.Linear(H, Fdim, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class SparseMoeBlock(nn.Module):
+    """HF MixtralSparseMoeBlock (+ optional capacity factor).
+
+    Eager implementation as in HF: group the (token, slot) assignments by
+    expert, run each expert on its gathered tokens, scale by the routing
+    weight and index_add_ back.  Used both by the reference and the benchmark."""
+
+    def __init__(self, cfg: Config):
+        super().__init__()
+        self.E, self.k, self.cf = cfg.experts, cfg.top_k, cfg.capacity_factor
+        self.gate = nn.Linear(cfg.hidden, cfg.experts, bias=False)
+        self.experts = nn.ModuleList(ExpertMLP(cfg.hidden, cfg.ffn) for _ in range(cfg.experts))
+
+    def forward(self, x, stats=None):
+        shape = x.shape
+        xt = x.reshape(-1, shape[-1])
+        T = xt.shape[0]
+        p, idx, w, count = route(self.gate(xt), self.k, self.cf)
+        aux = load_balancing_loss(p, count, T)
+        if stats is not None:
+            stats.append(router_stats(p, idx, count, self.k))
+
+        flat_e = idx.reshape(-1)                           # assignment a = t*k + j
+        live = (flat_e >= 0).nonzero().squeeze(1)          # dropped slots contribute nothing
+        order = live[torch.sort(flat_e[live], stable=True).indices]  # grouped by expert
+        sizes = torch.bincount(flat_e[live], minlength=self.E).tolist()
+        tok = torch.div(order, self.k, rounding_mode="floor")
+        wt = w.reshape(-1)[order]
+        y = torch.zeros_like(xt)
+        start = 0
+        for e, n in enumerate(sizes):
+            if n == 0:
+                continue
+            sl = slice(start, start + n)
+            start += n
+            t_e = tok[sl]
+            y.index_add_(0, t_e, self.experts[e](xt[t_e]) * wt[sl, None])
+        return y.view(shape), aux
+
+
+def router_stats(p, idx, count, k):
+    """Diagnostics: min gap between the k-th and (k+1)-th probability (a tiny gap
+    means float rounding may legitimately flip a routing decision)."""
+    s = torch.sort(p.detach(), dim=-1, descending=True).values
+    gap = float((s[:, k - 1] - s[:, k]).min()) if k < p.shape[-1] else float("inf")
+    return {"min_topk_gap": gap, "dropped": int((idx < 0).sum()), "count": count.tolist()}
+
+
+class DenseMLP(nn.Module):
+    """Dense SwiGLU (Llama naming): down(silu(gate x) * up x)."""
+
+    def __init__(self, H, Fdim):
+        super().__init__()
+        self.gate_proj = nn.Linear(H, Fdim, bias=False)
+        self.up_proj = nn.Linear(H, Fdim, bias=False)
+        self.down_proj = nn.Linear(Fdim, H, bias=False)
+
+    def forward(self, x, stats=None):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x)), None
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: Config, dense: bool):
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden, cfg.rms_eps)
+        self.self_attn = Attention(cfg)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden, cfg.rms_eps)
+        if dense:
+            self.mlp = DenseMLP(cfg.hidden, cfg.dense_ffn or cfg.ffn)
+        else:
+            self.block_sparse_moe = SparseMoeBlock(cfg)
+        self.dense = dense
+
+    def forward(self, x, cos, sin, stats=None):
+        a = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        ffn = self.mlp if self.dense else self.block_sparse_moe
+        y, aux = ffn(self.post_attention_layernorm(a), stats)
+        return a + y, aux
+
+
+class MixtralModel(nn.Module):
+    def __init__(self, cfg: Config):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg.vocab, cfg.hidden)
+        dense = set(cfg.dense_layers)
+        self.layers = nn.ModuleList(DecoderLayer(cfg, i in dense) for i in range(cfg.layers))
+        self.norm = RMSNorm(cfg.hidden, cfg.rms_eps)
+
+
+def cross_entropy(logits, targets):
+    """Mean over targets >= 0 of logsumexp(logits) - logits[target]; 0 if none."""
+    V = logits.shape[-1]
+    valid = targets >= 0
+    n = int(valid.sum())
+    if n == 0:
+        return logits.sum() * 0.0  # keeps the graph: all-zero gradients
+    lv, tv = logits[valid], targets[valid]
+    if int(tv.max()) >= V:
+        raise ValueError(f"target id {int(tv.max())} >= vocab {V}")
+    return (torch.logsumexp(lv, dim=-1) - lv.gather(1, tv[:, None]).squeeze(1)).sum() / n
+
+
+class MixtralForCausalLM(nn.Module):
+    def __init__(self, cfg: Config):
+        super().__init__()
+        self.cfg = cfg
+        self.model = MixtralModel(cfg)
+        self.lm_head = nn.Linear(cfg.hidden, cfg.vocab, bias=False)  # untied, as in Mixtral
+        self._rope = {}
+
+    def rope(self):
+        """(cos, sin) tables [seq, d/2] in the working dtype, cached."""
+        w = self.lm_head.weight
+        key = (w.dtype, w.device)
+        if key not in self._rope:
+            cos, sin = rope_tables(self.cfg.seq, self.cfg.head_dim, self.cfg.rope_theta, w.dtype)
+            self._rope[key] = (cos.to(w.device), sin.to(w.device))
+        return self._rope[key]
+
+    def forward(self, tokens, targets, stats=None):
+        """tokens, targets: long [B, S].  Returns dict(loss, ce, aux, aux_layers)."""
+        cfg = self.cfg
+        bad = ((tokens < 0) | (tokens >= cfg.vocab)).nonzero()
+        if bad.numel():
+            b, s = bad[0].tolist()
+            raise ValueError(f"token id {int(tokens[b, s])} at position (batch {b}, seq {s}) "
+                             f"outside [0, {cfg.vocab})")
+        if tokens.shape[1] > cfg.seq:
+            raise ValueError(f"sequence length {tokens.shape[1]} > configured seq {cfg.seq}")
+        cos, sin = self.rope()
+        h = self.model.embed_tokens(tokens)
+        auxes = []
+        for layer in self.model.layers:
+            h, aux = layer(h, cos, sin, stats)
+            if aux is not None:
+                auxes.append(aux)
+        logits = self.lm_head(self.model.norm(h))
+        ce = cross_entropy(logits.reshape(-1, cfg.vocab), targets.reshape(-1))
+        # Per-layer load-balancing losses averaged over MoE layers (Megatron-style).
+        aux = torch.stack(auxes).mean() if auxes else ce.new_zeros(())
+        return {"loss": ce + cfg.aux_coef * aux, "ce": ce, "aux": aux, "aux_layers": auxes}
+
+
+def init_params(model: MixtralForCausalLM, seed: int, std=0.02, norm_jitter=0.0):
+    """normal(0, std) for linear/embedding weights, 1 (+ optional jitter) for norms.
+    Values are drawn in float32 then cast, so float32/float64 copies agree."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if is_norm(name):
+                v = 1.0 + norm_jitter * torch.randn(p.shape, generator=g)
+            else:
+                v = std * torch.randn(p.shape, generator=g)
+            p.copy_(v.float().to(p.dtype))
+
+
+# ----------------------------------------------------------------------------
+# Optimizer step: clipping, LR schedule, AdamW (semantics.md "Optimizer step")
+# ----------------------------------------------------------------------------
+
+def is_norm(name):
+    return "layernorm" in name or "model.norm" in name
+
+
+def is_decayed(name):
+    return not is_norm(name)
+
+
+def lr_at(step, o: OptimConfig):
+    """Megatron warmup + cosine, 0-based step."""
+    if step < o.warmup:
+        return o.lr_peak * (step + 1) / o.warmup
+    if step < o.decay:
+        frac = (step - o.warmup) / (o.decay - o.warmup)
+        return o.lr_min + (o.lr_peak - o.lr_min) * 0.5 * (1.0 + math.cos(math.pi * frac))
+    return o.lr_min
+
+
+def global_grad_norm(grads: Dict[str, torch.Tensor]):
+    return math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads.values()))
+
+
+def clip_coefficient(norm, max_norm):
+    """torch.nn.utils.clip_grad_norm_: min(1, max_norm / (norm + 1e-6)); max_norm <= 0 disables."""
+    if max_norm <= 0:
+        return 1.0
+    return min(1.0, max_norm / (norm + 1e-6))
+
+
+def adamw_step(params, grads, state, o: OptimConfig, step):
+    """One step of clip + schedule + AdamW, computed in float64.
+
+    params, grads: name -> tensor; state: name -> (exp_avg, exp_avg_sq) or
+    missing (zero).  Returns (new_params, new_state, info)."""
+    norm = global_grad_norm(grads)
+    c = clip_coefficient(norm, o.max_grad_norm)
+    lr = lr_at(step, o)
+    t = step + 1
+    bc1, bc2 = 1.0 - o.beta1 ** t, 1.0 - o.beta2 ** t
+    new_p, new_s = {}, {}
+    for name, p in params.items():
+        p = p.double()
+        g = grads[name].double() * c
+        m0, v0 = state.get(name, (None, None))
+        m0 = torch.zeros_like(p) if m0 is None else m0.double()
+        v0 = torch.zeros_like(p) if v0 is None else v0.double()
+        if is_decayed(name):
+            p = p - lr * o.weight_decay * p          # decoupled weight decay, before the Adam update
+        m = o.beta1 * m0 + (1.0 - o.beta1) * g
+        v = o.beta2 * v0 + (1.0 - o.beta2) * g * g
+        p = p - lr * (m / bc1) / (torch.sqrt(v / bc2) + o.eps)
+        new_p[name], new_s[name] = p, (m, v)
+    return new_p, new_s, {"lr": lr, "grad_norm": norm, "clip_coef": c}
+
+
+# ----------------------------------------------------------------------------
+# Forward/backward on named tensors
+# ----------------------------------------------------------------------------
+
+def build_model(cfg, params: Dict[str, np.ndarray], dtype):
+    model = MixtralForCausalLM(cfg).to(dtype)
+    expected = dict(model.named_parameters())
+    missing = sorted(set(expected) - set(params))
+    extra = sorted(set(params) - set(expected))
+    if missing or extra:
+        raise ValueError(f"parameter names differ from the model: missing {missing[:8]}"
+                         f"{'...' if len(missing) > 8 else ''}, unexpected {extra[:8]}"
+                         f"{'...' if len(extra) > 8 else ''}")
+    with torch.no_grad():
+        for name, p in expected.items():
+            a = params[name]
+            if tuple(a.shape) != tuple(p.shape):
+                raise ValueError(f"{name}: shape {tuple(a.shape)}, expected {tuple(p.shape)}")
+            p.copy_(torch.from_numpy(np.asarray(a)).to(dtype))
+    return model
+
+
+def forward_backward(model, tokens, targets, collect_stats=True):
+    """Returns (metrics dict of floats, grads name -> tensor, router stats)."""
+    model.zero_grad(set_to_none=True)
+    stats = [] if collect_stats else None
+    out = model(tokens, targets, stats)
+    out["loss"].backward()
+    grads = {n: (p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p))
+             for n, p in model.named_parameters()}
+    m = {k: float(out[k]) for k in ("loss", "ce", "aux")}
+    m["aux_layers"] = [float(a) for a in out["aux_layers"]]
+    return m, grads, stats
+
+
+# ----------------------------------------------------------------------------
+# Dump checker
+# ----------------------------------------------------------------------------
+
+def split_state(tensors):
+    """Separate "<param>.exp_avg(_sq)" optimizer-state keys from parameters."""
+    params, state = {}, {}
+    for k, v in tensors.items():
+        for suf in STATE_SUFFIXES:
+            if k.endswith(suf):
+                state.setdefault(k[: -len(suf)], {})[suf] = v
+                break
+        else:
+            params[k] = v
+    return params, state
+
+
+def rel_norm(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm((a - b).ravel()) / max(np.linalg.norm(b.ravel()), TINY))
+
+
+def max_abs(a, b):
+    d = np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))
+    return float(d.max()) if d.size else 0.0
+
+
+class Report:
+    def __init__(self, failures_only=False):
+        self.rows, self.failures_only = [], failures_only
+
+    def add(self, kind, name, got, ref, rtol, shape="", ok=None, extra=""):
+        """One row: relative(-norm) error of got vs ref; `ok` overrides the rtol test."""
+        if np.ndim(ref) == 0 and np.ndim(got) == 0:
+            g, r = float(got), float(ref)
+            err = abs(g - r) / max(abs(r), TINY) if g != r else 0.0
+            mabs = abs(g - r)
+        else:
+            err, mabs = rel_norm(got, ref), max_abs(got, ref)
+        ok = (err <= rtol) if ok is None else ok
+        self.rows.append((kind, name, shape, err, mabs, ok, extra))
+        return ok
+
+    def fail_row(self, kind, name, msg):
+        self.rows.append((kind, name, "", float("nan"), float("nan"), False, msg))
+
+    def print(self):
+        w = max([len(r[1]) for r in self.rows] + [20])
+        print(f"{'check':<10} {'tensor / value':<{w}} {'shape':<16} {'rel_err':>10} {'max_abs':>10}  status")
+        print("-" * (w + 58))
+        for kind, name, shape, err, mabs, ok, extra in self.rows:
+            if self.failures_only and ok:
+                continue
+            print(f"{kind:<10} {name:<{w}} {shape:<16} {err:>10.3e} {mabs:>10.3e}  "
+                  f"{'ok' if ok else 'FAIL'}{'  ' + extra if extra else ''}")
+
+    def failures(self):
+        return [f"{r[0]}:{r[1]}" for r in self.rows if not r[5]]
+
+
+def shape_str(a):
+    return "x".join(map(str, np.shape(a))) or "scalar"
+
+
+def load_dump(d):
+    def js(name):
+        with open(os.path.join(d, name)) as f:
+            return json.load(f)
+
+    def stf(name, required=True):
+        path = os.path.join(d, name)
+        if not os.path.exists(path):
+            if required:
+                raise FileNotFoundError(f"{path} missing")
+            return {}
+        return safetensors_io.load(path)
+
+    cfg = Config.from_dict(js("config.json"))
+    params, state0 = split_state(stf("params.safetensors"))
+    for k, v in split_state(stf("optim_state.safetensors", required=False))[1].items():
+        state0.setdefault(k, {}).update(v)
+    after, state1 = split_state(stf("params_after.safetensors"))
+    for k, v in split_state(stf("optim_state_after.safetensors", required=False))[1].items():
+        state1.setdefault(k, {}).update(v)
+    grads, _ = split_state(stf("grads.safetensors"))
+    batch = stf("batch.safetensors")
+    return dict(cfg=cfg, params=params, state0=state0, after=after, state1=state1,
+                grads=grads, batch=batch, metrics=js("metrics.json"))
+
+
+def f32_ulp(x):
+    return np.spacing(np.abs(np.asarray(x, np.float32))).astype(np.float64)
+
+
+def check_dump(d, dtype=torch.float32, rtol=1e-4, ulp_tol=4.0, failures_only=False):
+    """Check a step dump; prints a report and returns True iff everything passes."""
+    dump = load_dump(d)
+    cfg, params, grads, after = dump["cfg"], dump["params"], dump["grads"], dump["after"]
+    o = cfg.optimizer
+    rep = Report(failures_only)
+    print(f"dump: {d}")
+    print(f"config: V={cfg.vocab} H={cfg.hidden} L={cfg.layers} nh={cfg.heads} nkv={cfg.kv_heads} "
+          f"E={cfg.experts} k={cfg.top_k} F={cfg.ffn} dense={cfg.dense_layers} B={cfg.batch} "
+          f"S={cfg.seq} cf={cfg.capacity_factor} step={cfg.step}; reference dtype {str(dtype)[6:]}")
+
+    # Structural checks: every parameter has a gradient and an updated value.
+    names = list(params)
+    for label, other in (("grads", grads), ("params_after", after)):
+        for n in sorted(set(names) - set(other)):
+            rep.fail_row("missing", n, f"not in {label}.safetensors")
+        for n in sorted(set(other) - set(names)):
+            rep.fail_row("extra", n, f"in {label}.safetensors but not a parameter")
+        for n in sorted(set(names) & set(other)):
+            if np.shape(other[n]) != np.shape(params[n]):
+                rep.fail_row("shape", n, f"{label} has {np.shape(other[n])}, param {np.shape(params[n])}")
+
+    tokens = torch.from_numpy(np.asarray(dump["batch"]["tokens"])).long()
+    targets = torch.from_numpy(np.asarray(dump["batch"]["targets"])).long()
+    if tuple(tokens.shape) != (cfg.batch, cfg.seq) or tokens.shape != targets.shape:
+        raise ValueError(f"batch tokens {tuple(tokens.shape)} / targets {tuple(targets.shape)} "
+                         f"!= [batch, seq] = [{cfg.batch}, {cfg.seq}]")
+
+    # 1) Reference forward/backward.
+    model = build_model(cfg, params, dtype)
+    ref_m, ref_g, stats = forward_backward(model, tokens, targets)
+    ref_g = {n: g.double().numpy() for n, g in ref_g.items()}
+
+    # 2) End-to-end reference optimizer step from the reference gradients.
+    t = lambda a: torch.from_numpy(np.asarray(a, np.float64))  # noqa: E731
+    state0 = {n: (t(s[".exp_avg"]) if ".exp_avg" in s else None,
+                  t(s[".exp_avg_sq"]) if ".exp_avg_sq" in s else None)
+              for n, s in dump["state0"].items()}
+    if cfg.step > 0 and not state0:
+        print(f"note: step {cfg.step} > 0 but no optimizer state in the dump; assuming zero state")
+    p64 = {n: t(params[n]) for n in names}
+    ref_after, _, ref_info = adamw_step(p64, {n: t(ref_g[n]) for n in names}, state0, o, cfg.step)
+
+    # 3) The optimizer in isolation: the same step from the dump's own gradients,
+    #    so an optimizer bug is separated from a gradient bug.
+    have_all = all(n in grads for n in names)
+    if have_all:
+        iso_after, iso_state, iso_info = adamw_step(p64, {n: t(grads[n]) for n in names}, state0, o, cfg.step)
+
+    # ---- scalars
+    met = dump["metrics"]
+    for key, ref in (("loss", ref_m["loss"]), ("ce", ref_m["ce"]), ("aux", ref_m["aux"]),
+                     ("grad_norm", ref_info["grad_norm"]), ("lr", ref_info["lr"])):
+        if key not in met:
+            rep.fail_row("metric", key, "missing from metrics.json")
+            continue
+        ok = rep.add("metric", key, met[key], ref, rtol)
+        if not ok and key == "aux" and cfg.aux_coef and \
+                abs(met[key] - cfg.aux_coef * ref) <= rtol * abs(cfg.aux_coef * ref):
+            rep.rows[-1] = rep.rows[-1][:6] + ("(matches aux_coef * aux: dump reports the scaled term?)",)
+    if have_all and "grad_norm" in met:
+        rep.add("metric", "grad_norm(dump grads)", met["grad_norm"], iso_info["grad_norm"], rtol,
+                extra="consistency of metrics.json with grads.safetensors")
+
+    # ---- gradients
+    for n in names:
+        if n in grads and np.shape(grads[n]) == np.shape(params[n]):
+            rep.add("grad", n, grads[n], ref_g[n], rtol, shape_str(params[n]))
+
+    # ---- updated parameters, end to end (reference grads -> reference step)
+    for n in names:
+        if n in after and np.shape(after[n]) == np.shape(params[n]):
+            rep.add("param", n, after[n], ref_after[n].numpy(), rtol, shape_str(params[n]))
+
+    # ---- the update alone, from the dump's grads: relative-norm error of the
+    # step (after - before).  The step can be smaller than float32's resolution
+    # of the parameter (tiny warmup lr), so an element also passes when it is
+    # within `ulp_tol` float32 ulps of the reference (+ rtol of its step).
+    if have_all:
+        for n in names:
+            if n not in after or np.shape(after[n]) != np.shape(params[n]):
+                continue
+            before = np.asarray(params[n], np.float64)
+            ref_new = iso_after[n].numpy()
+            got_new = np.asarray(after[n], np.float64)
+            err = rel_norm(got_new - before, ref_new - before)
+            diff = np.abs(got_new - ref_new)
+            bound = ulp_tol * f32_ulp(ref_new) + rtol * np.abs(ref_new - before)
+            ok = err <= rtol or bool(np.all(diff <= bound))
+            ulps = float((diff / np.maximum(f32_ulp(ref_new), TINY)).max()) if diff.size else 0.0
+            rep.add("update", n, got_new - before, ref_new - before, rtol, shape_str(params[n]),
+                    ok=ok, extra=f"max {ulps:.1f} ulp" if not ok or err > rtol else "")
+        # Optimizer state after the step, if the dump has it.
+        for n, s in sorted(dump["state1"].items()):
+            if n not in iso_state:
+                rep.fail_row("state", n, "state for an unknown parameter")
+                continue
+            for suf, ref in ((".exp_avg", iso_state[n][0]), (".exp_avg_sq", iso_state[n][1])):
+                if suf in s:
+                    rep.add("state", n + suf, s[suf], ref.numpy(), rtol, shape_str(s[suf]))
+
+    rep.print()
+    for i, st in zip(cfg.moe_layers, stats):
+        warn = "  <-- near tie: routing may legitimately differ" if st["min_topk_gap"] < 1e-5 else ""
+        print(f"router layer {i}: tokens/expert {st['count']}, dropped {st['dropped']}, "
+              f"min top-k prob gap {st['min_topk_gap']:.2e}{warn}")
+    print(f"reference: loss {ref_m['loss']:.8g} ce {ref_m['ce']:.8g} aux {ref_m['aux']:.8g} "
+          f"grad_norm {ref_info['grad_norm']:.8g} lr {ref_info['lr']:.8g} clip_coef {ref_info['clip_coef']:.8g}")
+    fails = rep.failures()
+    if fails:
+        shown = ", ".join(fails[:20]) + (f", ... ({len(fails) - 20} more)" if len(fails) > 20 else "")
+        print(f"FAIL: {len(fails)} of {len(rep.rows)} checks failed: {shown}")
+        return False
+    print(f"PASS: all {len(rep.rows)} checks within rtol {rtol:g}")
+    return True
+
+
+# ----------------------------------------------------------------------------
+# Self-test: dumps written by this script in float64
+# ----------------------------------------------------------------------------
+
+def _cfg(**kw):
+    opt = kw.pop("optimizer", {})
+    return Config(**kw, optimizer=OptimConfig(**opt))
+
+
+SELF_TEST_CASES = {
+    # GQA (2 query heads per kv head), a dense first layer, top-2 of 4, warmup lr, clipping active.
+    "gqa_dense": dict(cfg=_cfg(vocab=64, hidden=32, layers=3, heads=4, kv_heads=2, experts=4, top_k=2,
+                               ffn=24, dense_layers=[0], seq=12, batch=2, aux_coef=0.02, step=1,
+                               optimizer=dict(lr_peak=1e-3, lr_min=1e-4, warmup=4, decay=20)),
+                      std=0.1, clip_ratio=0.5, state=False),
+    # MQA, top-2 of 8 with capacity factor 1.0 (tokens get dropped), cosine lr, non-zero Adam state.
+    "capacity": dict(cfg=_cfg(vocab=48, hidden=32, layers=2, heads=4, kv_heads=1, experts=8, top_k=2,
+                              ffn=16, seq=10, batch=3, aux_coef=0.05, capacity_factor=1.0, step=7,
+                              optimizer=dict(lr_peak=2e-3, lr_min=1e-4, warmup=3, decay=12)),
+                     std=0.3, clip_ratio=2.0, state=True),
+    # MHA, top-1 of 3, past the decay (lr = min), clipping disabled, a wide RoPE theta.
+    "top1": dict(cfg=_cfg(vocab=40, hidden=24, layers=2, heads=2, kv_heads=2, experts=3, top_k=1,
+                          ffn=20, seq=9, batch=2, aux_coef=0.01, step=50, rope_theta=500000.0,
+                          optimizer=dict(lr_peak=1e-3, lr_min=5e-4, warmup=2, decay=10,
+                                         max_grad_norm=0.0, weight_decay=0.05)),
+                 std=0.2, clip_ratio=None, state=False),
+}
+
+
+def write_self_test_dump(out_dir, case="gqa_dense", seed=0, perturb_grads=False, verbose=True):
+    """Write a dump computed in float64 by this script.  Returns the name of the
+    perturbed gradient tensor (or None)."""
+    spec = SELF_TEST_CASES[case]
+    cfg = Config.from_dict(spec["cfg"].to_dict())
+    model = MixtralForCausalLM(cfg).double()
+    init_params(model, seed, std=spec["std"], norm_jitter=0.1)
+    g = torch.Generator().manual_seed(seed + 1)
+    tokens = torch.randint(0, cfg.vocab, (cfg.batch, cfg.seq), generator=g)
+    targets = torch.roll(tokens, -1, dims=1)
+    targets[:, -1] = -100                                    # no next token: ignored
+    targets[torch.rand(targets.shape, generator=g) < 0.15] = -100  # some more ignored targets
+
+    met, grads, stats = forward_backward(model, tokens, targets)
+    gap = min(s["min_topk_gap"] for s in stats) if stats else float("inf")
+    if gap < 1e-6:
+        raise RuntimeError(f"self-test case {case} seed {seed}: router near-tie ({gap:.1e}); pick another seed")
+    params = {n: p.detach().clone() for n, p in model.named_parameters()}
+    norm = global_grad_norm(grads)
+    if spec["clip_ratio"] is not None:
+        cfg.optimizer.max_grad_norm = spec["clip_ratio"] * norm  # < 1: clipping is active
+    state0 = {}
+    if spec["state"]:
+        for n, gr in grads.items():
+            m = 0.5 * gr + 0.01 * torch.randn(gr.shape, generator=g, dtype=torch.float64) * gr.std()
+            state0[n] = (m, m * m + (0.1 * gr.std()) ** 2)
+    after, _, info = adamw_step(params, grads, state0, cfg.optimizer, cfg.step)
+
+    perturbed = None
+    if perturb_grads:
+        # Perturb one expert's w1 gradient by 1e-3 of its norm: far above the
+        # tolerance, far below anything visible in the loss.
+        cands = [n for n in grads if "experts" in n and ".w1." in n and float(grads[n].norm()) > 0]
+        perturbed = cands[len(cands) // 2]
+        noise = torch.randn(grads[perturbed].shape, generator=g, dtype=torch.float64)
+        grads[perturbed] = grads[perturbed] + 1e-3 * grads[perturbed].norm() * noise / noise.norm()
+
+    os.makedirs(out_dir, exist_ok=True)
+    f32 = lambda d: {n: v.float().numpy() for n, v in d.items()}  # noqa: E731
+    safetensors_io.save(f32(params), os.path.join(out_dir, "params.safetensors"))
+    safetensors_io.save(f32(grads), os.path.join(out_dir, "grads.safetensors"))
+    safetensors_io.save(f32(after), os.path.join(out_dir, "params_after.safetensors"),
+                        metadata={"writer": "mixtral_reference.py self-test (float64)"})
+    if state0:
+        st = {}
+        for n, (m, v) in state0.items():
+            st[n + ".exp_avg"], st[n + ".exp_avg_sq"] = m, v
+        safetensors_io.save(f32(st), os.path.join(out_dir, "optim_state.safetensors"))
+    safetensors_io.save({"tokens": tokens.int().numpy(), "targets": targets.int().numpy()},
+                        os.path.join(out_dir, "batch.safetensors"))
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg.to_dict(), f, indent=1)
+    with open(os.path.join(out_dir, "metrics.json"), "w") as f:
+        json.dump({"loss": met["loss"], "ce": met["ce"], "aux": met["aux"],
+                   "grad_norm": info["grad_norm"], "lr": info["lr"]}, f, indent=1)
+    if verbose:
+        print(f"wrote self-test dump {out_dir} (case {case}, seed {seed}"
+              f"{', perturbed ' + perturbed if perturbed else ''})")
+    return perturbed
+
+
+def semantic_checks():
+    """Small hand-checkable properties of the semantics.  Returns list of failures."""
+    fails = []
+
+    def check(name, cond, detail=""):
+        print(f"  [{'ok' if cond else 'FAIL'}] {name}{(': ' + detail) if detail else ''}")
+        if not cond:
+            fails.append(name)
+
+    torch.manual_seed(0)
+    dt = torch.float64
+
+    # RoPE at position 0 is the identity (cos 0 = 1, sin 0 = 0 exactly).
+    cos, sin = rope_tables(16, 8, 10000.0, dt)
+    x = torch.randn(2, 3, 16, 8, dtype=dt)
+    y = apply_rope(x, cos, sin)
+    check("rope: position 0 is the identity", torch.equal(y[:, :, 0], x[:, :, 0]))
+    # Against the formula written out by hand at p = 3, d = 8: pairs (i, i+4), angle 3*10000^(-2i/8).
+    p, xv = 3, x[0, 0, 3]
+    hand = torch.empty(8, dtype=dt)
+    for i in range(4):
+        a = p * 10000.0 ** (-2 * i / 8)
+        hand[i] = xv[i] * math.cos(a) - xv[i + 4] * math.sin(a)
+        hand[i + 4] = xv[i + 4] * math.cos(a) + xv[i] * math.sin(a)
+    check("rope: matches the rotate-half formula at p=3", torch.allclose(y[0, 0, 3], hand, atol=1e-14))
+    check("rope: preserves norms", torch.allclose(y.norm(dim=-1), x.norm(dim=-1), atol=1e-12))
+    q, k = torch.randn(8, dtype=dt), torch.randn(8, dtype=dt)
+    qs, ks = apply_rope(q.expand(16, 8), cos, sin), apply_rope(k.expand(16, 8), cos, sin)
+    check("rope: q.k depends only on the position difference",
+          abs(float(qs[7] @ ks[4]) - float(qs[10] @ ks[7])) < 1e-12)
+
+    # Router ties: equal probabilities -> lower expert id first.
+    _, idx, w, _ = route(torch.zeros(1, 4, dtype=dt), 2)
+    check("router: all-equal logits pick experts [0, 1] with weights 1/2",
+          idx.tolist() == [[0, 1]] and torch.allclose(w, torch.full_like(w, 0.5)), f"idx {idx.tolist()}")
+    _, idx, _, _ = route(torch.tensor([[2.0, 1.0, 2.0, 2.0]], dtype=dt), 2)
+    check("router: tie among experts 0,2,3 at the top keeps [0, 2]", idx.tolist() == [[0, 2]], f"{idx.tolist()}")
+    _, idx, _, _ = route(torch.tensor([[1.0, 3.0, 0.5, 3.0, 3.0]], dtype=dt), 3)
+    check("router: descending order, ties by id: [1, 3, 4]", idx.tolist() == [[1, 3, 4]], f"{idx.tolist()}")
+    lg = torch.tensor([[0.3, -1.0, 2.0, 0.1]], dtype=dt)
+    pp, idx, w, cnt = route(lg, 2)
+    pr = torch.softmax(lg, -1)[0]
+    check("router: renormalised top-k weights",
+          idx.tolist() == [[2, 0]] and torch.allclose(w[0], pr[[2, 0]] / (pr[2] + pr[0])))
+
+    # Capacity: hand example, T=4, k=2, E=2, cf=0.5 -> C = ceil(0.5*4*2/2) = 2.
+    idx = torch.tensor([[0, 1], [0, 1], [0, 1], [1, 0]])
+    dropped = apply_capacity(idx, 2, moe_capacity(0.5, 4, 2, 2))
+    # Slot 0 in token order: e0,e0,e0,e1 -> third e0 (token 2) dropped; slot 1: e1 (t0) admitted,
+    # e1 (t1) dropped (e1 full: t3's first choice + t0), e1 (t2) dropped, e0 (t3) dropped (e0 full).
+    check("capacity: slot-major hand example",
+          dropped.tolist() == [[0, 1], [0, -1], [-1, -1], [1, -1]], f"{dropped.tolist()}")
+    idx = torch.stack([torch.randperm(6)[:3] for _ in range(20)])
+    C = moe_capacity(1.1, 20, 3, 6)
+    loop, load = idx.clone(), [0] * 6
+    for j in range(3):               # the admission loop as semantics.md words it
+        for tt in range(20):
+            e = int(idx[tt, j])
+            if load[e] < C:
+                load[e] += 1
+            else:
+                loop[tt, j] = -1
+    check("capacity: vectorised admission == literal loop", torch.equal(apply_capacity(idx, 6, C), loop),
+          f"C={C}, dropped {int((loop < 0).sum())}")
+
+    # Load balancing: uniform router with perfectly balanced counts gives aux = k;
+    # and it equals HF's load_balancing_loss_func for one layer.
+    T, E, kk = 8, 4, 2
+    aux = load_balancing_loss(torch.full((T, E), 1.0 / E, dtype=dt), torch.full((E,), T * kk // E), T)
+    check("aux: uniform & balanced router gives aux = k", abs(float(aux) - kk) < 1e-12, f"{float(aux)}")
+    lg = torch.randn(T, E, dtype=dt)
+    pr, idx, _, cnt = route(lg, kk)
+    mask = F.one_hot(idx, E).to(dt)                                  # HF: [T, k, E]
+    hf = (mask.mean(0) * pr.mean(0)[None]).sum() * E
+    check("aux: equals HF load_balancing_loss_func (one layer)",
+          abs(float(load_balancing_loss(pr, cnt, T)) - float(hf)) < 1e-12)
+
+    # Cross-entropy: ignored targets; all ignored -> 0 with zero gradient.
+    lg = torch.randn(6, 10, dtype=dt, requires_grad=True)
+    tg = torch.tensor([3, -100, 0, 9, -100, 2])
+    check("ce: equals F.cross_entropy(ignore_index=-100)",
+          abs(float(cross_entropy(lg, tg)) - float(F.cross_entropy(lg, tg, ignore_index=-100))) < 1e-12)
+    tg2 = torch.tensor([3, -1, 0, 9, -7, 2])
+    check("ce: any negative target is ignored", float(cross_entropy(lg, tg2)) == float(cross_entropy(lg, tg)))
+    ce0 = cross_entropy(lg, torch.full((6,), -100))
+    ce0.backward()
+    check("ce: no valid target -> 0, zero gradient", float(ce0) == 0.0 and float(lg.grad.abs().max()) == 0.0)
+
+    # GQA mapping: query head h reads kv head h // (nh/nkv).
+    cfg = _cfg(vocab=8, hidden=16, layers=1, heads=4, kv_heads=2, experts=2, top_k=1, ffn=8, seq=3, batch=1)
+    att = Attention(cfg).double()
+    with torch.no_grad():
+        att.q_proj.weight.zero_(); att.k_proj.weight.zero_()  # uniform attention
+        att.v_proj.weight.zero_()
+        att.v_proj.weight[0:4, 0] = 1.0          # kv head 0 carries x[...,0]
+        att.v_proj.weight[4:8, 1] = 1.0          # kv head 1 carries x[...,1]
+        att.o_proj.weight.copy_(torch.eye(16, dtype=dt))
+    xx = torch.zeros(1, 3, 16, dtype=dt)
+    xx[..., 0], xx[..., 1] = 1.0, 2.0
+    c3, s3 = rope_tables(3, 4, 10000.0, dt)
+    out = att(xx, c3, s3)[0, 0].view(4, 4)[:, 0]  # first element of each query head
+    check("gqa: heads 0,1 read kv head 0; heads 2,3 read kv head 1", out.tolist() == [1.0, 1.0, 2.0, 2.0],
+          f"{out.tolist()}")
+
+    # Causality and the MoE grouping vs a dense, obviously-correct evaluation.
+    cfg = _cfg(vocab=32, hidden=16, layers=2, heads=2, kv_heads=1, experts=4, top_k=2, ffn=12, seq=8,
+               batch=2, dense_layers=[1])
+    m = MixtralForCausalLM(cfg).double()
+    init_params(m, 3, std=0.3)
+    tok = torch.randint(0, 32, (2, 8))
+    tok2 = tok.clone()
+    tok2[:, 5] = (tok2[:, 5] + 1) % 32
+    h1 = m.model.layers[0](m.model.embed_tokens(tok), *m.rope())[0]
+    h2 = m.model.layers[0](m.model.embed_tokens(tok2), *m.rope())[0]
+    check("attention: causal (changing token 5 leaves positions 0..4 unchanged)",
+          torch.equal(h1[:, :5], h2[:, :5]) and not torch.equal(h1[:, 5:], h2[:, 5:]))
+    blk = m.model.layers[0].block_sparse_moe
+    xt = torch.randn(10, 16, dtype=dt)
+    y, _ = blk(xt)
+    pr, idx, w, _ = route(blk.gate(xt), 2)
+    allout = torch.stack([blk.experts[e](xt) for e in range(4)], 1)   # [T, E, H]
+    dense = (allout.gather(1, idx[..., None].expand(-1, -1, 16)) * w[..., None]).sum(1)
+    check("moe: grouped index_add_ == dense evaluation of all experts", torch.allclose(y, dense, atol=1e-13))
+    blk.cf = 0.5
+    y, _ = blk(xt)
+    pr, idx, w, _ = route(blk.gate(xt), 2, 0.5)
+    keep = (idx >= 0).to(dt)[..., None]
+    dense = (allout.gather(1, idx.clamp(min=0)[..., None].expand(-1, -1, 16)) * w[..., None] * keep).sum(1)
+    check("moe: dropped slots contribute nothing (cf=0.5)",
+          torch.allclose(y, dense, atol=1e-13) and bool((idx < 0).any()), f"{int((idx < 0).sum())} dropped")
+
+    # LR schedule at its boundaries.
+    o = OptimConfig(lr_peak=1.0, lr_min=0.1, warmup=4, decay=14)
+    lrs = [lr_at(s, o) for s in (0, 3, 4, 9, 14, 99)]
+    check("lr: warmup (s+1)/w, peak at s=w-1 and s=w, midpoint, min after decay",
+          np.allclose(lrs, [0.25, 1.0, 1.0, 0.55, 0.1, 0.1], atol=1e-15), f"{lrs}")
+
+    # The float64 AdamW step equals torch.optim.AdamW + clip_grad_norm_ with per-group decay.
+    ps = {"model.layers.0.input_layernorm.weight": torch.randn(5, dtype=dt),
+          "model.norm.weight": torch.randn(3, dtype=dt), "lm_head.weight": torch.randn(4, 3, dtype=dt)}
+    gs = {n: torch.randn_like(v) for n, v in ps.items()}
+    o = OptimConfig(lr_peak=1e-2, lr_min=1e-3, warmup=0, decay=10, beta1=0.8, beta2=0.9, eps=1e-6,
+                    weight_decay=0.3, max_grad_norm=1.0)
+    st = {n: (torch.randn_like(v), torch.rand_like(v)) for n, v in ps.items()}
+    step = 2
+    mine, _, info = adamw_step(ps, gs, st, o, step)
+    tp = {n: nn.Parameter(v.clone()) for n, v in ps.items()}
+    opt = torch.optim.AdamW(
+        [{"params": [tp[n] for n in tp if is_decayed(n)], "weight_decay": o.weight_decay},
+         {"params": [tp[n] for n in tp if not is_decayed(n)], "weight_decay": 0.0}],
+        lr=lr_at(step, o), betas=(o.beta1, o.beta2), eps=o.eps)
+    for n, prm in tp.items():
+        prm.grad = gs[n].clone()
+        opt.state[prm] = {"step": torch.tensor(float(step)), "exp_avg": st[n][0].clone(),
+                          "exp_avg_sq": st[n][1].clone()}
+    nrm = torch.nn.utils.clip_grad_norm_(list(tp.values()), o.max_grad_norm)
+    opt.step()
+    err = max(float((tp[n].detach() - mine[n]).abs().max()) for n in ps)
+    check("adamw: equals torch.optim.AdamW + clip_grad_norm_ (t = step+1, norms not decayed)",
+          err < 1e-14 and abs(float(nrm) - info["grad_norm"]) < 1e-12 and info["clip_coef"] < 1, f"max diff {err:.1e}")
+
+    # safetensors round trip, including a hand-made BF16 tensor.
+    with tempfile.TemporaryDirectory() as td:
+        path = os.path.join(td, "t.safetensors")
+        a = {"x": np.random.randn(3, 4).astype(np.float32), "i": np.arange(6, dtype=np.int32).reshape(2, 3),
+             "s": np.array(2.5, np.float32)}
+        safetensors_io.save(a, path, metadata={"k": "v"})
+        b, meta = safetensors_io.load(path, with_metadata=True)
+        ok = all(np.array_equal(a[n], b[n]) and a[n].dtype == b[n].dtype and a[n].shape == b[n].shape for n in a)
+        hdr = json.dumps({"h": {"dtype": "BF16", "shape": [3], "data_offsets": [0, 6]}}).encode()
+        with open(path, "wb") as f:  # bf16 of 1.0, -2.0, 0.15625 is 0x3F80, 0xC000, 0x3E20
+            f.write(len(hdr).to_bytes(8, "little") + hdr + np.array([0x3F80, 0xC000, 0x3E20], "<u2").tobytes())
+        bf = safetensors_io.load(path)["h"]
+        check("safetensors: F32/I32/scalar round trip, metadata, BF16 read",
+              ok and meta == {"k": "v"} and bf.tolist() == [1.0, -2.0, 0.15625] and bf.dtype == np.float32)
+    return fails
+
+
+def self_test(keep=None, seed=0):
+    root = keep or tempfile.mkdtemp(prefix="moec_ref_selftest_")
+    os.makedirs(root, exist_ok=True)
+    problems = []
+    try:
+        print("== semantic checks")
+        problems += [f"semantic check: {f}" for f in semantic_checks()]
+        for case in SELF_TEST_CASES:
+            d = os.path.join(root, case)
+            print(f"\n== {case}: float64-written dump, checked in float32 (must PASS)")
+            write_self_test_dump(d, case, seed)
+            if not check_dump(d, torch.float32, failures_only=False):
+                problems.append(f"{case}: float32 check of a correct dump failed")
+            print(f"\n== {case}: same dump, checked in float64 (must PASS)")
+            if not check_dump(d, torch.float64, failures_only=True):
+                problems.append(f"{case}: float64 check of a correct dump failed")
+        d = os.path.join(root, "perturbed")
+        print("\n== gqa_dense with one perturbed gradient (must FAIL, naming that tensor)")
+        bad = write_self_test_dump(d, "gqa_dense", seed, perturb_grads=True)
+        ok = check_dump(d, torch.float32, failures_only=True)
+        print(f"(expected failure on grad:{bad})")
+        if ok:
+            problems.append("perturbed dump passed the checker")
+        # Corrupt metrics and a parameter update too: both must be caught.
+        d2 = os.path.join(root, "perturbed_update")
+        print("\n== gqa_dense with a wrong lr in metrics and one corrupted updated parameter (must FAIL)")
+        write_self_test_dump(d2, "gqa_dense", seed)
+        mp = os.path.join(d2, "metrics.json")
+        with open(mp) as f:
+            m = json.load(f)
+        m["lr"] *= 1.001
+        with open(mp, "w") as f:
+            json.dump(m, f)
+        ap = os.path.join(d2, "params_after.safetensors")
+        after = safetensors_io.load(ap)
+        after["model.norm.weight"] = after["model.norm.weight"] + np.float32(1e-3)
+        safetensors_io.save(after, ap)
+        ok2 = check_dump(d2, torch.float32, failures_only=True)
+        if ok2:
+            problems.append("dump with a corrupted update passed the checker")
+    finally:
+        if keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    print()
+    if problems:
+        print("SELF-TEST FAILED:\n  " + "\n  ".join(problems))
+        return False
+    print("SELF-TEST PASSED: semantic checks ok; correct dumps pass in float32 and float64; "
+          "perturbed dumps fail.")
+    return True
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dump_dir", nargs="?", help="step dump directory to check")
+    ap.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                    help="reference precision (float64 to diagnose whether a mismatch is rounding)")
+    ap.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance (default 1e-4)")
+    ap.add_argument("--ulp-tol", type=float, default=4.0,
+                    help="float32 ulps an updated parameter may differ by when its step is below "
+                         "float32 resolution (default 4)")
+    ap.add_argument("--failures-only", action="store_true", help="print only failing rows")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+    ap.add_argument("--self-test", action="store_true", help="run the self-test")
+    ap.add_argument("--keep", metavar="DIR", help="self-test: keep the dumps under DIR")
+    ap.add_argument("--write-self-test-dump", metavar="DIR", help="write a float64 self-test dump to DIR")
+    ap.add_argument("--case", choices=list(SELF_TEST_CASES), default="gqa_dense")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--perturb-grads", action="store_true",
+                    help="with --write-self-test-dump: perturb one gradient so the check must fail")
+    args = ap.parse_args(argv)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+
+    if args.self_test:
+        return 0 if self_test(args.keep, args.seed) else 1
+    if args.write_self_test_dump:
+        write_self_test_dump(args.write_self_test_dump, args.case, args.seed, args.perturb_grads)
+        return 0
+    if not args.dump_dir:
+        ap.error("give a dump directory, --self-test or --write-self-test-dump DIR")
+    dtype = torch.float64 if args.dtype == "float64" else torch.float32
+    try:
+        ok = check_dump(args.dump_dir, dtype, args.rtol, args.ulp_tol, args.failures_only)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"FAIL: cannot check {args.dump_dir}: {e}")
+        return 1
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+//===- moe-data.cpp - make and inspect token datasets ---------------------===//
+//
+//   moe-data synth --out PATH [--tokens N] [--seed S] [--format F] [--dtype D]
+//   moe-data tokenize --in TEXTFILE --out PATH [--format F] [--dtype D]
+//   moe-data info PATH [--format F] [--dtype D]
+//
+// Errors print "moe-data: error: ..." and exit 1; usage errors also print
+// the usage and exit 2.
+//
+//===----------------------------------------------------------------------===//
+#include "Args.h"
+#include "Commands.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+#include <functional>
+#include <iostream>
+
+using namespace moe::tools;
+using moe::rt::data::DatasetFormat;
+using moe::rt::data::TokenDtype;
+
+namespace {
+
+constexpr const char *kUsage = R"(usage: moe-data <command> [options]
+
+commands:
+  synth --out PATH [--tokens N] [--seed S] [--format flat|megatron]
+        [--dtype DTYPE]
+      Write a synthetic English-like corpus of N byte-level tokens
+      (vocabulary 256; N defaults to 200000, S to 0). Megatron output has
+      one document per paragraph.
+  tokenize --in TEXTFILE --out PATH [--format flat|megatron] [--dtype DTYPE]
+      Write the bytes of a text file as tokens. Megatron output has one
+      document per paragraph (text up to a blank line).
+  info PATH [--format auto|flat|megatron] [--dtype DTYPE]
+      Print a dataset's format, dtype, token and document counts and id
+      range. DTYPE is the dtype of a flat file.
+
+PATH of a Megatron dataset is its prefix or its .bin; both prefix.bin and
+prefix.idx are written. DTYPE is uint16 (default), uint32 (flat only),
+uint8, int8, int16, int32 or int64. Formats default to flat (auto for info).
+)";
+
+int reportUsage(const std::string &message) {
+  std::cerr << "moe-data: error: " << message << "\n\n" << kUsage;
+  return 2;
+}
+
+absl::StatusOr<DatasetFormat>
+formatOption(const Args &args, DatasetFormat fallback, bool allowAuto) {
+  if (!args.has("--format"))
+    return fallback;
+  std::string name = args.get("--format", "");
+  std::optional<DatasetFormat> format = moe::rt::data::parseDatasetFormat(name);
+  if (!format || (*format == DatasetFormat::Auto && !allowAuto))
+    return absl::InvalidArgumentError(
+        absl::StrCat("--format must be ", allowAuto ? "auto, " : "",
+                     "flat or megatron, got '", name, "'"));
+  return *format;
+}
+
+absl::StatusOr<TokenDtype> dtypeOption(const Args &args) {
+  std::string name = args.get("--dtype", "uint16");
+  std::optional<TokenDtype> dtype = moe::rt::data::parseTokenDtype(name);
+  if (!dtype)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dtype must be uint8, int8, int16, uint16, int32, uint32 or int64, "
+        "got '",
+        name, "'"));
+  return *dtype;
+}
+
+absl::StatusOr<OutputOptions> outputOptions(const Args &args) {
+  OutputOptions output;
+  if (!args.has("--out"))
+    return absl::InvalidArgumentError("missing --out PATH");
+  output.path = args.get("--out", "");
+  if (output.path.empty())
+    return absl::InvalidArgumentError("--out needs a non-empty path");
+  absl::StatusOr<DatasetFormat> format =
+      formatOption(args, DatasetFormat::Flat, /*allowAuto=*/false);
+  if (!format.ok())
+    return format.status();
+  absl::StatusOr<TokenDtype> dtype = dtypeOption(args);
+  if (!dtype.ok())
+    return dtype.status();
+  output.format = *format;
+  output.dtype = *dtype;
+  return output;
+}
+
+absl::Status noPositional(const Args &args) {
+  if (!args.positional.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", args.positional[0], "'"));
+  return absl::OkStatus();
+}
+
+/// Parses the options of `command`; fills `run` with the command to run.
+absl::Status parseCommand(const std::string &command,
+                          const std::vector<std::string> &argv,
+                          std::function<absl::Status()> &run) {
+  if (command == "synth") {
+    absl::StatusOr<Args> args =
+        parseArgs(argv, {"--out", "--tokens", "--seed", "--format", "--dtype"});
+    if (!args.ok())
+      return args.status();
+    if (absl::Status status = noPositional(*args); !status.ok())
+      return status;
+    SynthOptions options;
+    absl::StatusOr<OutputOptions> output = outputOptions(*args);
+    if (!output.ok())
+      return output.status();
+    options.output = *output;
+    std::string tokens = args->get("--tokens", "200000");
+    if (!absl::SimpleAtoi(tokens, &options.tokens) || options.tokens <= 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tokens must be a positive integer, got '", tokens, "'"));
+    std::string seed = args->get("--seed", "0");
+    if (!absl::SimpleAtoi(seed, &options.seed))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--seed must be a non-negative integer, got '", seed, "'"));
+    run = [options] { return runSynth(options, std::cout); };
+    return absl::OkStatus();
+  }
+  if (command == "tokenize") {
+    absl::StatusOr<Args> args =
+        parseArgs(argv, {"--in", "--out", "--format", "--dtype"});
+    if (!args.ok())
+      return args.status();
+    if (absl::Status status = noPositional(*args); !status.ok())
+      return status;
+    TokenizeOptions options;
+    if (!args->has("--in"))
+      return absl::InvalidArgumentError("missing --in TEXTFILE");
+    options.input = args->get("--in", "");
+    absl::StatusOr<OutputOptions> output = outputOptions(*args);
+    if (!output.ok())
+      return output.status();
+    options.output = *output;
+    run = [options] { return runTokenize(options, std::cout); };
+    return absl::OkStatus();
+  }
+  if (command == "info") {
+    absl::StatusOr<Args> args = parseArgs(argv, {"--format", "--dtype"});
+    if (!args.ok())
+      return args.status();
+    if (args->positional.size() != 1)
+      return absl::InvalidArgumentError(args->positional.empty()
+                                            ? "info needs a dataset PATH"
+                                            : "info takes exactly one PATH");
+    InfoOptions options;
+    options.path = args->positional[0];
+    absl::StatusOr<DatasetFormat> format =
+        formatOption(*args, DatasetFormat::Auto, /*allowAuto=*/true);
+    if (!format.ok())
+      return format.status();
+    absl::StatusOr<TokenDtype> dtype = dtypeOption(*args);
+    if (!dtype.ok())
+      return dtype.status();
+    options.format = *format;
+    options.dtype = *dtype;
+    run = [options] { return runInfo(options, std::cout); };
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown command '", command, "'"));
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty())
+    return reportUsage("missing command");
+  if (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  for (const std::string &arg : args)
+    if (arg == "-h" || arg == "--help") {
+      std::cout << kUsage;
+      return 0;
+    }
+  std::function<absl::Status()> run;
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (absl::Status status = parseCommand(args[0], rest, run); !status.ok())
+    return reportUsage(std::string(status.message()));
+  if (absl::Status status = run(); !status.ok()) {
+    std::cerr << "moe-data: error: " << status.message() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,152 @@
+//===- moe-run.cpp - train a compiled moe artifact ------------------------===//
+//
+//   moe-run model.moebin --data tokens.bin --steps 300 [options]
+//
+// Exit codes: 0 success, 1 a runtime error (message on stderr), 2 bad usage.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Runtime/Train/Trainer.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <string>
+
+using namespace moe::rt;
+
+static const char *kUsage = R"(usage: moe-run MODEL.moebin --data PATH [options]
+
+Trains a model compiled by moec on a token dataset and prints its loss curve.
+
+data:
+  --data PATH            flat token file (nanoGPT .bin) or Megatron prefix/.bin+.idx
+  --data-format F        auto (default), flat or megatron
+  --data-dtype T         token type of flat files: uint16 (default) or uint32
+  --data-seed N          seed of the batch sampler (default 0)
+training:
+  --steps N              steps to run (required)
+  --start-step N         first step (LR schedule position; default 0)
+  --seed N               parameter initialisation seed (default: the artifact's)
+  --device D             cpu (default); cuda needs the CUDA backend
+weights and outputs:
+  --load FILE            start from these weights (safetensors, HF names)
+  --save FILE            write the trained weights (safetensors, HF names)
+  --metrics FILE         one JSON line of metrics per step
+  --dump-step DIR        record one step for test/reference/ (see --dump-step-at)
+  --dump-step-at N       the step to record (default: the first)
+  --log-every N          print every N steps (default 1)
+  --quiet                print nothing but errors
+  --no-plot              do not print the loss curve
+)";
+
+namespace {
+/// A command-line error: bad usage, exit code 2.
+struct UsageError {
+  std::string message;
+};
+} // namespace
+
+static int64_t parseInt(const std::string &flag, const std::string &text) {
+  int64_t value = 0;
+  auto [end, error] =
+      std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size())
+    throw UsageError{flag + " expects an integer, got '" + text + "'"};
+  return value;
+}
+
+static train::TrainOptions parseArgs(int argc, char **argv) {
+  train::TrainOptions options;
+  bool haveSteps = false;
+  std::string device = "cpu";
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc)
+        throw UsageError{arg + " expects a value"};
+      return argv[++i];
+    };
+    if (arg == "-h" || arg == "--help") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (arg == "--data") {
+      options.dataPath = value();
+    } else if (arg == "--data-format") {
+      std::string name = value();
+      auto format = data::parseDatasetFormat(name);
+      if (!format)
+        throw UsageError{"unknown data format '" + name + "'"};
+      options.dataOptions.format = *format;
+    } else if (arg == "--data-dtype") {
+      std::string name = value();
+      auto dtype = data::parseTokenDtype(name);
+      if (!dtype)
+        throw UsageError{"unknown token dtype '" + name + "'"};
+      options.dataOptions.flatDtype = *dtype;
+    } else if (arg == "--data-seed") {
+      options.dataSeed = parseInt(arg, value());
+    } else if (arg == "--steps") {
+      options.steps = parseInt(arg, value());
+      haveSteps = true;
+    } else if (arg == "--start-step") {
+      options.startStep = parseInt(arg, value());
+    } else if (arg == "--seed") {
+      options.initSeed = parseInt(arg, value());
+    } else if (arg == "--device") {
+      device = value();
+    } else if (arg == "--load") {
+      options.loadPath = value();
+    } else if (arg == "--save") {
+      options.savePath = value();
+    } else if (arg == "--metrics") {
+      options.metricsPath = value();
+    } else if (arg == "--dump-step") {
+      options.dumpStepDir = value();
+    } else if (arg == "--dump-step-at") {
+      options.dumpStepAt = parseInt(arg, value());
+    } else if (arg == "--log-every") {
+      options.logEvery = parseInt(arg, value());
+    } else if (arg == "--quiet") {
+      options.quiet = true;
+    } else if (arg == "--no-plot") {
+      options.plot = false;
+    } else if (!arg.empty() && arg[0] == '-') {
+      throw UsageError{"unknown option '" + arg + "'"};
+    } else if (options.artifactPath.empty()) {
+      options.artifactPath = arg;
+    } else {
+      throw UsageError{"unexpected argument '" + arg + "'"};
+    }
+  }
+  if (options.artifactPath.empty())
+    throw UsageError{"no artifact given"};
+  if (options.dataPath.empty())
+    throw UsageError{"--data is required"};
+  if (!haveSteps || options.steps <= 0)
+    throw UsageError{"--steps must be given and positive"};
+  if (options.startStep < 0 || options.logEvery <= 0)
+    throw UsageError{"--start-step must be >= 0 and --log-every > 0"};
+  if (device != "cpu")
+    throw UsageError{"device '" + device +
+                     "' is not available: this moe-run has the cpu backend "
+                     "only"};
+  return options;
+}
+
+int main(int argc, char **argv) {
+  train::TrainOptions options;
+  try {
+    options = parseArgs(argc, argv);
+  } catch (const UsageError &error) {
+    std::cerr << "moe-run: error: " << error.message << "\n\n" << kUsage;
+    return 2;
+  }
+  absl::StatusOr<train::TrainSummary> summary = train::train(options, std::cout);
+  if (!summary.ok()) {
+    std::cerr << "moe-run: error: " << summary.status().message() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,247 @@
+//===- ReaderTest.cpp - reading .moebin files -----------------------------===//
+//
+// The file-level layers of trust: I/O errors, size, identifier, FlatBuffers
+// verification and version, plus robustness against damaged files.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestProgram.h"
+
+#include "moe/Runtime/Artifact/Reader.h"
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+namespace moe::rt {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::makeMoeProgram;
+using testing::makeTinyProgram;
+using testing::serialize;
+
+std::string writeFile(const std::string &name,
+                      const std::vector<uint8_t> &bytes) {
+  std::string path = ::testing::TempDir() + name;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  return path;
+}
+
+absl::StatusOr<Program> parse(const std::vector<uint8_t> &bytes) {
+  return parseArtifact(bytes.data(), bytes.size(), "test.moebin");
+}
+
+void expectSamePrograms(const Program &a, const Program &b) {
+  EXPECT_EQ(a.versionMajor, b.versionMajor);
+  EXPECT_EQ(a.versionMinor, b.versionMinor);
+  EXPECT_EQ(a.producer, b.producer);
+  EXPECT_EQ(a.model.name, b.model.name);
+  EXPECT_EQ(a.model.vocab, b.model.vocab);
+  EXPECT_EQ(a.model.batch, b.model.batch);
+  EXPECT_EQ(a.model.seq, b.model.seq);
+  EXPECT_EQ(a.model.totalParams, b.model.totalParams);
+  EXPECT_EQ(a.arenaBytes, b.arenaBytes);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.targets, b.targets);
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.gradNorm, b.gradNorm);
+  EXPECT_EQ(a.lr, b.lr);
+  EXPECT_EQ(a.seed, b.seed);
+  ASSERT_EQ(a.buffers.size(), b.buffers.size());
+  for (size_t i = 0; i < a.buffers.size(); ++i) {
+    SCOPED_TRACE(a.buffers[i].name);
+    EXPECT_EQ(a.buffers[i].name, b.buffers[i].name);
+    EXPECT_EQ(a.buffers[i].kind, b.buffers[i].kind);
+    EXPECT_EQ(a.buffers[i].dtype, b.buffers[i].dtype);
+    EXPECT_EQ(a.buffers[i].shape, b.buffers[i].shape);
+    EXPECT_EQ(a.buffers[i].offset, b.buffers[i].offset);
+    EXPECT_EQ(a.buffers[i].init, b.buffers[i].init);
+    EXPECT_EQ(a.buffers[i].initStd, b.buffers[i].initStd);
+    EXPECT_EQ(a.buffers[i].weightDecay, b.buffers[i].weightDecay);
+  }
+  ASSERT_EQ(a.instructions.size(), b.instructions.size());
+  for (size_t i = 0; i < a.instructions.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(a.instructions[i].opcode, b.instructions[i].opcode);
+    EXPECT_EQ(a.instructions[i].operands, b.instructions[i].operands);
+    EXPECT_EQ(a.instructions[i].results, b.instructions[i].results);
+    EXPECT_EQ(a.instructions[i].intAttrs, b.instructions[i].intAttrs);
+    EXPECT_EQ(a.instructions[i].floatAttrs, b.instructions[i].floatAttrs);
+    EXPECT_EQ(a.instructions[i].location, b.instructions[i].location);
+  }
+}
+
+TEST(ReaderTest, RoundTripsTinyProgram) {
+  Program original = makeTinyProgram();
+  ASSERT_TRUE(verifyProgram(original).ok()) << verifyProgram(original);
+  std::string path = writeFile("tiny.moebin", serialize(original));
+  absl::StatusOr<Program> read = readArtifact(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  expectSamePrograms(original, *read);
+}
+
+TEST(ReaderTest, RoundTripsMoeProgram) {
+  Program original = makeMoeProgram();
+  ASSERT_TRUE(verifyProgram(original).ok()) << verifyProgram(original);
+  absl::StatusOr<Program> read = parse(serialize(original));
+  ASSERT_TRUE(read.ok()) << read.status();
+  expectSamePrograms(original, *read);
+}
+
+TEST(ReaderTest, AcceptsMisalignedInput) {
+  std::vector<uint8_t> bytes = serialize(makeTinyProgram());
+  std::vector<uint8_t> shifted(bytes.size() + 1);
+  std::copy(bytes.begin(), bytes.end(), shifted.begin() + 1);
+  absl::StatusOr<Program> read =
+      parseArtifact(shifted.data() + 1, bytes.size(), "shifted");
+  EXPECT_TRUE(read.ok()) << read.status();
+}
+
+TEST(ReaderTest, MissingFile) {
+  std::string path = ::testing::TempDir() + "does-not-exist.moebin";
+  absl::StatusOr<Program> read = readArtifact(path);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(read.status().message()),
+              HasSubstr("cannot open artifact"));
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr(path));
+}
+
+TEST(ReaderTest, DirectoryIsNotReadable) {
+  absl::StatusOr<Program> read = readArtifact(::testing::TempDir());
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(std::string(read.status().message()),
+              HasSubstr(::testing::TempDir()));
+}
+
+TEST(ReaderTest, EmptyFile) {
+  std::string path = writeFile("empty.moebin", {});
+  absl::StatusOr<Program> read = readArtifact(path);
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr("is empty"));
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr(path));
+}
+
+TEST(ReaderTest, TooSmall) {
+  absl::StatusOr<Program> read = parse({1, 2, 3});
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(std::string(read.status().message()),
+              HasSubstr("too small (3 bytes)"));
+}
+
+TEST(ReaderTest, EveryTruncationIsAnError) {
+  std::vector<uint8_t> bytes = serialize(makeTinyProgram());
+  for (size_t length = 0; length < bytes.size(); ++length) {
+    // A fresh copy of exactly `length` bytes, so that tools like ASan see
+    // any read past the end.
+    std::vector<uint8_t> prefix(bytes.begin(), bytes.begin() + length);
+    absl::StatusOr<Program> read =
+        parseArtifact(prefix.data(), prefix.size(), "truncated");
+    EXPECT_FALSE(read.ok()) << "prefix of " << length << " bytes verified";
+    if (length >= 8 && !read.ok())
+      EXPECT_THAT(std::string(read.status().message()), HasSubstr("truncated"))
+          << length;
+  }
+}
+
+TEST(ReaderTest, WrongIdentifier) {
+  std::vector<uint8_t> bytes = serialize(makeTinyProgram());
+  std::copy_n("GGUF", 4, bytes.begin() + 4);
+  absl::StatusOr<Program> read = parse(bytes);
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(std::string(read.status().message()),
+              HasSubstr("'test.moebin' is not a moe artifact"));
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr("'GGUF'"));
+}
+
+TEST(ReaderTest, CorruptRootOffset) {
+  std::vector<uint8_t> bytes = serialize(makeTinyProgram());
+  bytes[0] = 0xff;
+  bytes[1] = 0xff;
+  absl::StatusOr<Program> read = parse(bytes);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(read.status().message()),
+              HasSubstr("corrupt artifact 'test.moebin'"));
+}
+
+TEST(ReaderTest, WrongMajorVersion) {
+  Program program = makeTinyProgram();
+  program.versionMajor = kArtifactVersionMajor + 1;
+  absl::StatusOr<Program> read = parse(serialize(program));
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(
+      std::string(read.status().message()),
+      HasSubstr(absl::StrCat("has version ", kArtifactVersionMajor + 1, ".0")));
+  EXPECT_THAT(std::string(read.status().message()),
+              HasSubstr(absl::StrCat("supports version ", kArtifactVersionMajor,
+                                     ".0 to ", kArtifactVersionMajor, ".",
+                                     kArtifactVersionMinor)));
+}
+
+TEST(ReaderTest, VersionIsCheckedBeforeTheRestOfTheFile) {
+  // A future major version may lay the file out differently; it must be
+  // reported as a version mismatch, not as a corrupt file.
+  Program program = makeTinyProgram();
+  program.versionMajor = kArtifactVersionMajor + 1;
+  std::vector<uint8_t> bytes = serialize(program);
+  bytes.resize(bytes.size() - 64);
+  absl::StatusOr<Program> read = parse(bytes);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr("has version"));
+}
+
+TEST(ReaderTest, NewerMinorVersion) {
+  Program program = makeTinyProgram();
+  program.versionMinor = kArtifactVersionMinor + 1;
+  absl::StatusOr<Program> read = parse(serialize(program));
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(std::string(read.status().message()),
+              HasSubstr(absl::StrCat("has version ", kArtifactVersionMajor, ".",
+                                     kArtifactVersionMinor + 1)));
+}
+
+TEST(ReaderTest, SemanticErrorsNameTheFile) {
+  Program program = makeTinyProgram();
+  program.instructions[0].operands[1] = 999;
+  absl::StatusOr<Program> read = parse(serialize(program));
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(std::string(read.status().message()),
+              HasSubstr("artifact 'test.moebin': instruction 0 (Embedding): "
+                        "operand 1: buffer index 999 is out of range"));
+}
+
+/// Damaged files must be rejected or, when the damage happens to leave a
+/// consistent program, accepted; never crash or read out of bounds.
+TEST(ReaderTest, RandomByteFlipsNeverCrash) {
+  std::vector<uint8_t> bytes = serialize(makeMoeProgram());
+  int rejected = 0, accepted = 0;
+  for (uint32_t seed = 0; seed < 500; ++seed) {
+    std::mt19937 rng(seed);
+    std::vector<uint8_t> damaged = bytes;
+    int flips = 1 + static_cast<int>(rng() % 4);
+    for (int i = 0; i < flips; ++i)
+      damaged[rng() % damaged.size()] ^= static_cast<uint8_t>(1 + rng() % 255);
+    absl::StatusOr<Program> read = parse(damaged);
+    if (read.ok()) {
+      ++accepted;
+      EXPECT_TRUE(verifyProgram(*read).ok());
+    } else {
+      ++rejected;
+      EXPECT_FALSE(read.status().message().empty());
+    }
+  }
+  EXPECT_GT(rejected, 0);
+  std::printf("byte flips: %d rejected, %d accepted\n", rejected, accepted);
+}
+
+} // namespace
+} // namespace moe::rt

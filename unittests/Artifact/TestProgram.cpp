@@ -1,0 +1,388 @@
+//===- TestProgram.cpp - small hand-built artifacts for tests -------------===//
+
+#include "TestProgram.h"
+
+#include "moe/Runtime/Artifact/Program_generated.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace moe::rt::testing {
+
+namespace fb = moe::artifact;
+
+uint32_t ProgramBuilder::add(Buffer buffer) {
+  program.buffers.push_back(std::move(buffer));
+  return static_cast<uint32_t>(program.buffers.size() - 1);
+}
+
+uint32_t ProgramBuilder::parameter(const std::string &name,
+                                   std::vector<int64_t> shape, Init init,
+                                   float initStd, bool weightDecay) {
+  Buffer buffer;
+  buffer.name = name;
+  buffer.kind = BufferKind::Parameter;
+  buffer.shape = std::move(shape);
+  buffer.init = init;
+  buffer.initStd = initStd;
+  buffer.weightDecay = weightDecay;
+  return add(std::move(buffer));
+}
+
+std::pair<uint32_t, uint32_t> ProgramBuilder::moments(uint32_t param) {
+  auto state = [&](const char *suffix) {
+    Buffer buffer;
+    buffer.name = program.buffers[param].name + suffix;
+    buffer.kind = BufferKind::OptimizerState;
+    buffer.shape = program.buffers[param].shape;
+    buffer.init = Init::Zeros;
+    return add(std::move(buffer));
+  };
+  uint32_t expAvg = state(".exp_avg");
+  return {expAvg, state(".exp_avg_sq")};
+}
+
+uint32_t ProgramBuilder::input(const std::string &name, DType dtype,
+                               std::vector<int64_t> shape) {
+  Buffer buffer;
+  buffer.name = name;
+  buffer.kind = BufferKind::Input;
+  buffer.dtype = dtype;
+  buffer.shape = std::move(shape);
+  return add(std::move(buffer));
+}
+
+uint32_t ProgramBuilder::temporary(const std::string &name,
+                                   std::vector<int64_t> shape, DType dtype) {
+  Buffer buffer;
+  buffer.name = name;
+  buffer.kind = BufferKind::Temporary;
+  buffer.dtype = dtype;
+  buffer.shape = std::move(shape);
+  buffer.offset = program.arenaBytes;
+  program.arenaBytes += (buffer.sizeInBytes() + 63) / 64 * 64;
+  return add(std::move(buffer));
+}
+
+size_t ProgramBuilder::emit(Opcode opcode, std::vector<uint32_t> operands,
+                            std::vector<uint32_t> results,
+                            std::vector<int64_t> intAttrs,
+                            std::vector<float> floatAttrs) {
+  Instruction instruction;
+  instruction.opcode = opcode;
+  instruction.operands = std::move(operands);
+  instruction.results = std::move(results);
+  instruction.intAttrs = std::move(intAttrs);
+  instruction.floatAttrs = std::move(floatAttrs);
+  instruction.location =
+      "tiny.mlir:" + std::to_string(program.instructions.size() + 1);
+  program.instructions.push_back(std::move(instruction));
+  return program.instructions.size() - 1;
+}
+
+Program makeTinyProgram(const TinyConfig &c) {
+  Program program;
+  program.versionMajor = kArtifactVersionMajor;
+  program.versionMinor = kArtifactVersionMinor;
+  program.producer = "unittests";
+  program.seed = 1234;
+  ModelInfo &model = program.model;
+  model.name = "tiny";
+  model.vocab = c.vocab;
+  model.hidden = c.hidden;
+  model.layers = 0;
+  model.heads = 1;
+  model.kvHeads = 1;
+  model.batch = c.batch;
+  model.seq = c.seq;
+  model.totalParams = 2 * c.vocab * c.hidden + c.hidden;
+  model.activeParams = model.totalParams;
+
+  ProgramBuilder b(program);
+  int64_t B = c.batch, S = c.seq, V = c.vocab, H = c.hidden;
+  program.tokens = b.input("tokens", DType::I32, {B, S});
+  program.targets = b.input("targets", DType::I32, {B, S});
+  program.step = b.input("step", DType::I32, {});
+  uint32_t embed =
+      b.parameter("model.embed_tokens.weight", {V, H}, Init::Normal, 0.02f);
+  uint32_t norm = b.parameter("model.norm.weight", {H}, Init::Ones, 0.0f,
+                              /*weightDecay=*/false);
+  uint32_t head = b.parameter("lm_head.weight", {V, H}, Init::Normal, 0.02f);
+  auto [embedM, embedV] = b.moments(embed);
+  auto [normM, normV] = b.moments(norm);
+  auto [headM, headV] = b.moments(head);
+
+  // Forward.
+  uint32_t h = b.temporary("h", {B, S, H});
+  uint32_t n = b.temporary("n", {B, S, H});
+  uint32_t logits = b.temporary("logits", {B, S, V});
+  uint32_t loss = b.temporary("loss", {});
+  b.emit(Opcode::Embedding, {program.tokens, embed}, {h});
+  b.emit(Opcode::RmsNorm, {h, norm}, {n}, {}, {1e-5f});
+  b.emit(Opcode::Linear, {n, head}, {logits});
+  b.emit(Opcode::CrossEntropy, {logits, program.targets}, {loss});
+
+  // Backward.
+  uint32_t one = b.temporary("dloss", {});
+  uint32_t dlogits = b.temporary("dlogits", {B, S, V});
+  uint32_t dn = b.temporary("dn", {B, S, H});
+  uint32_t dhead = b.temporary("dhead", {V, H});
+  uint32_t dh = b.temporary("dh", {B, S, H});
+  uint32_t dnorm = b.temporary("dnorm", {H});
+  uint32_t dembed = b.temporary("dembed", {V, H});
+  b.emit(Opcode::Constant, {}, {one}, {}, {1.0f});
+  b.emit(Opcode::CrossEntropyGrad, {one, logits, program.targets}, {dlogits});
+  b.emit(Opcode::LinearGradInput, {dlogits, head}, {dn});
+  b.emit(Opcode::LinearGradWeight, {dlogits, n}, {dhead});
+  b.emit(Opcode::RmsNormGrad, {dn, h, norm}, {dh, dnorm}, {}, {1e-5f});
+  b.emit(Opcode::EmbeddingGrad, {dh, program.tokens}, {dembed});
+
+  // Optimizer.
+  uint32_t gradNorm = b.temporary("grad_norm", {});
+  uint32_t coef = b.temporary("clip_coef", {});
+  uint32_t lr = b.temporary("lr", {});
+  b.emit(Opcode::GlobalNorm, {dembed, dnorm, dhead}, {gradNorm});
+  b.emit(Opcode::ClipCoefficient, {gradNorm}, {coef}, {}, {c.maxNorm});
+  b.emit(Opcode::LearningRate, {program.step}, {lr}, {c.warmup, c.decay},
+         {c.peakLr, c.minLr});
+  auto adamw = [&](uint32_t param, uint32_t grad, uint32_t m, uint32_t v,
+                   float decay) {
+    b.emit(Opcode::AdamW, {param, grad, m, v, lr, coef, program.step}, {}, {},
+           {c.beta1, c.beta2, c.eps, decay});
+  };
+  adamw(embed, dembed, embedM, embedV, c.weightDecay);
+  adamw(norm, dnorm, normM, normV, 0.0f);
+  adamw(head, dhead, headM, headV, c.weightDecay);
+
+  program.loss = loss;
+  program.gradNorm = gradNorm;
+  program.lr = lr;
+  return program;
+}
+
+Program makeMoeProgram(const MoeConfig &c) {
+  Program program;
+  program.versionMajor = kArtifactVersionMajor;
+  program.versionMinor = kArtifactVersionMinor;
+  program.producer = "unittests";
+  program.seed = 7;
+  int64_t B = c.batch, S = c.seq, V = c.vocab, H = c.hidden;
+  int64_t d = H / c.heads, Q = c.heads * d, KV = c.kvHeads * d;
+  int64_t E = c.experts, F = c.ffn, K = c.topK;
+  ModelInfo &model = program.model;
+  model.name = "tiny-moe";
+  model.vocab = V;
+  model.hidden = H;
+  model.layers = 1;
+  model.heads = c.heads;
+  model.kvHeads = c.kvHeads;
+  model.experts = E;
+  model.topK = K;
+  model.ffn = F;
+  model.batch = B;
+  model.seq = S;
+
+  ProgramBuilder b(program);
+  program.tokens = b.input("tokens", DType::I32, {B, S});
+  program.targets = b.input("targets", DType::I32, {B, S});
+  program.step = b.input("step", DType::I32, {});
+  std::vector<std::pair<uint32_t, float>> params; // (param, weight decay)
+  auto param = [&](const std::string &name, std::vector<int64_t> shape,
+                   bool isNorm = false) {
+    uint32_t index =
+        isNorm ? b.parameter(name, std::move(shape), Init::Ones, 0.0f, false)
+               : b.parameter(name, std::move(shape), Init::Normal, 0.2f);
+    params.push_back({index, isNorm ? 0.0f : 0.1f});
+    return index;
+  };
+  const std::string layer = "model.layers.0.";
+  uint32_t embed = param("model.embed_tokens.weight", {V, H});
+  uint32_t ln1 = param(layer + "input_layernorm.weight", {H}, true);
+  uint32_t wq = param(layer + "self_attn.q_proj.weight", {Q, H});
+  uint32_t wk = param(layer + "self_attn.k_proj.weight", {KV, H});
+  uint32_t wv = param(layer + "self_attn.v_proj.weight", {KV, H});
+  uint32_t wo = param(layer + "self_attn.o_proj.weight", {H, Q});
+  uint32_t ln2 = param(layer + "post_attention_layernorm.weight", {H}, true);
+  uint32_t wg = param(layer + "block_sparse_moe.gate.weight", {E, H});
+  uint32_t w1 =
+      param(layer + "block_sparse_moe.experts.{e}.w1.weight", {E, F, H});
+  uint32_t w3 =
+      param(layer + "block_sparse_moe.experts.{e}.w3.weight", {E, F, H});
+  uint32_t w2 =
+      param(layer + "block_sparse_moe.experts.{e}.w2.weight", {E, H, F});
+  uint32_t lnf = param("model.norm.weight", {H}, true);
+  uint32_t head = param("lm_head.weight", {V, H});
+
+  auto t = [&](const char *name, std::vector<int64_t> shape,
+               DType dtype = DType::F32) {
+    return b.temporary(name, std::move(shape), dtype);
+  };
+  auto emit = [&](Opcode op, std::vector<uint32_t> operands,
+                  std::vector<uint32_t> results,
+                  std::vector<int64_t> intAttrs = {},
+                  std::vector<float> floatAttrs = {}) {
+    b.emit(op, std::move(operands), std::move(results), std::move(intAttrs),
+           std::move(floatAttrs));
+  };
+  const float eps = 1e-5f, theta = 10000.0f;
+
+  // Forward.
+  uint32_t x0 = t("x0", {B, S, H}), n1 = t("n1", {B, S, H});
+  uint32_t q = t("q", {B, S, Q}), k = t("k", {B, S, KV}),
+           v = t("v", {B, S, KV});
+  uint32_t qr = t("qr", {B, S, Q}), kr = t("kr", {B, S, KV});
+  uint32_t att = t("att", {B, S, Q}), lse = t("lse", {B, c.heads, S});
+  uint32_t o = t("o", {B, S, H}), x1 = t("x1", {B, S, H});
+  uint32_t n2 = t("n2", {B, S, H}), rl = t("router_logits", {B, S, E});
+  uint32_t probs = t("probs", {B, S, E}), rw = t("route_weights", {B, S, K});
+  uint32_t ridx = t("route_ids", {B, S, K}, DType::I32);
+  uint32_t ffn = t("ffn", {B, S, H}), x2 = t("x2", {B, S, H});
+  uint32_t nf = t("nf", {B, S, H}), logits = t("logits", {B, S, V});
+  uint32_t ce = t("ce", {}), aux = t("aux", {}), loss = t("loss", {});
+  emit(Opcode::Embedding, {program.tokens, embed}, {x0});
+  emit(Opcode::RmsNorm, {x0, ln1}, {n1}, {}, {eps});
+  emit(Opcode::Linear, {n1, wq}, {q});
+  emit(Opcode::Linear, {n1, wk}, {k});
+  emit(Opcode::Linear, {n1, wv}, {v});
+  emit(Opcode::Rope, {q}, {qr}, {c.heads}, {theta});
+  emit(Opcode::Rope, {k}, {kr}, {c.kvHeads}, {theta});
+  emit(Opcode::Attention, {qr, kr, v}, {att, lse}, {c.heads, c.kvHeads});
+  emit(Opcode::Linear, {att, wo}, {o});
+  emit(Opcode::Add, {x0, o}, {x1});
+  emit(Opcode::RmsNorm, {x1, ln2}, {n2}, {}, {eps});
+  emit(Opcode::Linear, {n2, wg}, {rl});
+  emit(Opcode::Router, {rl}, {probs, rw, ridx}, {K}, {c.capacityFactor});
+  emit(Opcode::Experts, {n2, rw, ridx, w1, w3, w2}, {ffn});
+  emit(Opcode::Add, {x1, ffn}, {x2});
+  emit(Opcode::RmsNorm, {x2, lnf}, {nf}, {}, {eps});
+  emit(Opcode::Linear, {nf, head}, {logits});
+  emit(Opcode::CrossEntropy, {logits, program.targets}, {ce});
+  emit(Opcode::AuxLoss, {probs}, {aux}, {K});
+  emit(Opcode::WeightedSum, {ce, aux}, {loss}, {}, {1.0f, c.auxCoef});
+
+  // Backward, in reverse.
+  uint32_t dloss = t("dloss", {}), dce = t("dce", {}), daux = t("daux", {});
+  emit(Opcode::Constant, {}, {dloss}, {}, {1.0f});
+  emit(Opcode::WeightedSum, {dloss}, {dce}, {}, {1.0f});
+  emit(Opcode::WeightedSum, {dloss}, {daux}, {}, {c.auxCoef});
+  uint32_t dlogits = t("dlogits", {B, S, V}), dnf = t("dnf", {B, S, H});
+  uint32_t dhead = t("dhead", {V, H});
+  uint32_t dx2 = t("dx2", {B, S, H}), dlnf = t("dlnf", {H});
+  emit(Opcode::CrossEntropyGrad, {dce, logits, program.targets}, {dlogits});
+  emit(Opcode::LinearGradInput, {dlogits, head}, {dnf});
+  emit(Opcode::LinearGradWeight, {dlogits, nf}, {dhead});
+  emit(Opcode::RmsNormGrad, {dnf, x2, lnf}, {dx2, dlnf}, {}, {eps});
+  uint32_t dn2e = t("dn2_experts", {B, S, H}),
+           drw = t("droute_weights", {B, S, K});
+  uint32_t dw1 = t("dw1", {E, F, H}), dw3 = t("dw3", {E, F, H});
+  uint32_t dw2 = t("dw2", {E, H, F});
+  emit(Opcode::ExpertsGrad, {dx2, n2, rw, ridx, w1, w3, w2},
+       {dn2e, drw, dw1, dw3, dw2});
+  uint32_t dprobs = t("dprobs", {B, S, E}),
+           drl = t("drouter_logits", {B, S, E});
+  emit(Opcode::AuxLossGrad, {daux, probs}, {dprobs}, {K});
+  emit(Opcode::RouterGrad, {drw, probs, dprobs}, {drl}, {K});
+  uint32_t dn2r = t("dn2_router", {B, S, H}), dwg = t("dwg", {E, H});
+  emit(Opcode::LinearGradInput, {drl, wg}, {dn2r});
+  emit(Opcode::LinearGradWeight, {drl, n2}, {dwg});
+  uint32_t dn2 = t("dn2", {B, S, H}), dx1n = t("dx1_norm", {B, S, H});
+  uint32_t dln2 = t("dln2", {H}), dx1 = t("dx1", {B, S, H});
+  emit(Opcode::Add, {dn2e, dn2r}, {dn2});
+  emit(Opcode::RmsNormGrad, {dn2, x1, ln2}, {dx1n, dln2}, {}, {eps});
+  emit(Opcode::Add, {dx2, dx1n}, {dx1});
+  uint32_t datt = t("datt", {B, S, Q}), dwo = t("dwo", {H, Q});
+  emit(Opcode::LinearGradInput, {dx1, wo}, {datt});
+  emit(Opcode::LinearGradWeight, {dx1, att}, {dwo});
+  uint32_t dqr = t("dqr", {B, S, Q}), dkr = t("dkr", {B, S, KV});
+  uint32_t dv = t("dv", {B, S, KV});
+  emit(Opcode::AttentionGrad, {datt, qr, kr, v, att, lse}, {dqr, dkr, dv},
+       {c.heads, c.kvHeads});
+  uint32_t dq = t("dq", {B, S, Q}), dk = t("dk", {B, S, KV});
+  emit(Opcode::RopeGrad, {dqr}, {dq}, {c.heads}, {theta});
+  emit(Opcode::RopeGrad, {dkr}, {dk}, {c.kvHeads}, {theta});
+  uint32_t dn1 = t("dn1", {B, S, H}), dn1k = t("dn1_k", {B, S, H});
+  uint32_t dn1v = t("dn1_v", {B, S, H});
+  uint32_t dwq = t("dwq", {Q, H}), dwk = t("dwk", {KV, H}),
+           dwv = t("dwv", {KV, H});
+  emit(Opcode::LinearGradInput, {dq, wq}, {dn1});
+  emit(Opcode::LinearGradWeight, {dq, n1}, {dwq});
+  emit(Opcode::LinearGradInput, {dk, wk}, {dn1k});
+  emit(Opcode::LinearGradWeight, {dk, n1}, {dwk});
+  emit(Opcode::LinearGradInput, {dv, wv}, {dn1v});
+  emit(Opcode::LinearGradWeight, {dv, n1}, {dwv});
+  // Gradient accumulation in place, as a memory planner would emit it.
+  emit(Opcode::Add, {dn1, dn1k}, {dn1});
+  emit(Opcode::Add, {dn1, dn1v}, {dn1});
+  uint32_t dx0n = t("dx0_norm", {B, S, H}), dln1 = t("dln1", {H});
+  uint32_t dx0 = t("dx0", {B, S, H}), dembed = t("dembed", {V, H});
+  emit(Opcode::RmsNormGrad, {dn1, x0, ln1}, {dx0n, dln1}, {}, {eps});
+  emit(Opcode::Add, {dx1, dx0n}, {dx0});
+  emit(Opcode::EmbeddingGrad, {dx0, program.tokens}, {dembed});
+
+  // Optimizer: grads in the order of `params`.
+  std::vector<uint32_t> grads = {dembed, dln1, dwq, dwk, dwv,  dwo,  dln2,
+                                 dwg,    dw1,  dw3, dw2, dlnf, dhead};
+  uint32_t gradNorm = t("grad_norm", {}), coef = t("clip_coef", {});
+  uint32_t lr = t("lr", {});
+  emit(Opcode::GlobalNorm, grads, {gradNorm});
+  emit(Opcode::ClipCoefficient, {gradNorm}, {coef}, {}, {1.0f});
+  emit(Opcode::LearningRate, {program.step}, {lr}, {1, 20}, {3e-2f, 3e-3f});
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto [m, s] = b.moments(params[i].first);
+    emit(Opcode::AdamW,
+         {params[i].first, grads[i], m, s, lr, coef, program.step}, {}, {},
+         {0.9f, 0.95f, 1e-8f, params[i].second});
+  }
+  program.loss = loss;
+  program.gradNorm = gradNorm;
+  program.lr = lr;
+  return program;
+}
+
+uint32_t bufferNamed(const Program &program, const std::string &name) {
+  for (uint32_t i = 0; i < program.buffers.size(); ++i)
+    if (program.buffers[i].name == name)
+      return i;
+  std::fprintf(stderr, "no buffer named '%s'\n", name.c_str());
+  std::abort();
+}
+
+size_t instructionWith(const Program &program, Opcode opcode, size_t nth) {
+  for (size_t i = 0; i < program.instructions.size(); ++i)
+    if (program.instructions[i].opcode == opcode && nth-- == 0)
+      return i;
+  std::fprintf(stderr, "no instruction %s #%zu\n", opcodeName(opcode), nth);
+  std::abort();
+}
+
+std::vector<uint8_t> serialize(const Program &program) {
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
+  for (const Buffer &buffer : program.buffers)
+    buffers.push_back(fb::CreateBufferDirect(
+        fbb, buffer.name.c_str(), static_cast<fb::BufferKind>(buffer.kind),
+        static_cast<fb::DType>(buffer.dtype), &buffer.shape, buffer.offset,
+        static_cast<fb::Init>(buffer.init), buffer.initStd,
+        buffer.weightDecay));
+  std::vector<flatbuffers::Offset<fb::Instruction>> instructions;
+  for (const Instruction &instruction : program.instructions)
+    instructions.push_back(fb::CreateInstructionDirect(
+        fbb, static_cast<fb::Opcode>(instruction.opcode), &instruction.operands,
+        &instruction.results, &instruction.intAttrs, &instruction.floatAttrs,
+        instruction.location.c_str()));
+  const ModelInfo &m = program.model;
+  auto model = fb::CreateModelInfoDirect(
+      fbb, m.name.c_str(), m.vocab, m.hidden, m.layers, m.heads, m.kvHeads,
+      m.experts, m.topK, m.ffn, m.batch, m.seq, m.totalParams, m.activeParams,
+      m.flopsPerStep);
+  auto root = fb::CreateProgramDirect(
+      fbb, program.versionMajor, program.versionMinor, program.producer.c_str(),
+      model, &buffers, &instructions, program.arenaBytes, program.tokens,
+      program.targets, program.step, program.loss, program.gradNorm, program.lr,
+      program.seed);
+  fb::FinishProgramBuffer(fbb, root);
+  return std::vector<uint8_t>(fbb.GetBufferPointer(),
+                              fbb.GetBufferPointer() + fbb.GetSize());
+}
+
+} // namespace moe::rt::testing

@@ -1,0 +1,86 @@
+//===- TestProgram.h - small hand-built artifacts for tests -----*- C++ -*-===//
+//
+// What moec would emit for a toy model, built without the compiler so that
+// the runtime's tests do not depend on it: a ProgramBuilder that assigns
+// arena offsets, a tiny but complete training step, and a FlatBuffers
+// writer producing the bytes of a .moebin file.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_UNITTESTS_ARTIFACT_TESTPROGRAM_H
+#define MOE_UNITTESTS_ARTIFACT_TESTPROGRAM_H
+
+#include "moe/Runtime/Program.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moe::rt::testing {
+
+/// Appends buffers and instructions to a Program. Temporaries get their own,
+/// never reused, 64-byte aligned arena range, which is always a valid plan.
+class ProgramBuilder {
+public:
+  explicit ProgramBuilder(Program &program) : program(program) {}
+
+  uint32_t parameter(const std::string &name, std::vector<int64_t> shape,
+                     Init init, float initStd = 0.0f, bool weightDecay = true);
+  /// The two AdamW moments of `param`, named as in PyTorch's state dict.
+  std::pair<uint32_t, uint32_t> moments(uint32_t param);
+  uint32_t input(const std::string &name, DType dtype,
+                 std::vector<int64_t> shape);
+  uint32_t temporary(const std::string &name, std::vector<int64_t> shape,
+                     DType dtype = DType::F32);
+
+  size_t emit(Opcode opcode, std::vector<uint32_t> operands,
+              std::vector<uint32_t> results, std::vector<int64_t> intAttrs = {},
+              std::vector<float> floatAttrs = {});
+
+private:
+  uint32_t add(Buffer buffer);
+
+  Program &program;
+};
+
+/// Sizes of the tiny model.
+struct TinyConfig {
+  int64_t batch = 2, seq = 4, vocab = 8, hidden = 4;
+  float maxNorm = 1.0f;
+  int64_t warmup = 2, decay = 10;
+  float peakLr = 1e-2f, minLr = 1e-3f;
+  float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weightDecay = 0.1f;
+};
+
+/// One training step of a one-layer language model:
+///   h = embed(tokens); n = rmsnorm(h); logits = n W^T; loss = ce(logits)
+/// then the backward pass, the global grad norm with clipping, the learning
+/// rate schedule and one AdamW update per parameter. Parameters:
+/// "model.embed_tokens.weight" [V, H] (normal), "model.norm.weight" [H]
+/// (ones, not decayed), "lm_head.weight" [V, H] (normal).
+Program makeTinyProgram(const TinyConfig &config = {});
+
+/// Sizes of the one-layer MoE model.
+struct MoeConfig {
+  int64_t batch = 2, seq = 5, vocab = 11, hidden = 8, heads = 2, kvHeads = 1;
+  int64_t experts = 4, topK = 2, ffn = 6;
+  float capacityFactor = 0.0f, auxCoef = 0.01f;
+};
+
+/// One training step of a Mixtral-style decoder with a single layer, using
+/// every opcode: pre-norm GQA attention with RoPE, a top-k router with the
+/// load-balancing loss, SwiGLU experts, final norm and LM head, the full
+/// backward pass (one in-place Add included), clipping and AdamW.
+Program makeMoeProgram(const MoeConfig &config = {});
+
+/// The index of the buffer called `name`; aborts the test binary if none.
+uint32_t bufferNamed(const Program &program, const std::string &name);
+/// The index of the `nth` instruction with `opcode`; aborts if none.
+size_t instructionWith(const Program &program, Opcode opcode, size_t nth = 0);
+
+/// The .moebin bytes of `program`, written with the FlatBuffers builder and
+/// the "MOEB" identifier, exactly as the compiler's writer does.
+std::vector<uint8_t> serialize(const Program &program);
+
+} // namespace moe::rt::testing
+
+#endif // MOE_UNITTESTS_ARTIFACT_TESTPROGRAM_H

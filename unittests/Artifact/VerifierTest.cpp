@@ -1,0 +1,505 @@
+//===- VerifierTest.cpp - semantic checks of a decoded program ------------===//
+//
+// Each test breaks one rule of a valid hand-built program and checks that
+// verifyProgram names the offending buffer or instruction.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestProgram.h"
+
+#include "moe/Runtime/Artifact/Program_generated.h"
+#include "moe/Runtime/Artifact/Reader.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include <cmath>
+
+namespace moe::rt {
+namespace {
+
+using testing::bufferNamed;
+using ::testing::HasSubstr;
+using testing::instructionWith;
+using testing::makeMoeProgram;
+using testing::makeTinyProgram;
+
+/// Expects `program` to fail verification with all of `parts` in the error.
+void expectError(const Program &program,
+                 std::initializer_list<const char *> parts) {
+  absl::Status status = verifyProgram(program);
+  ASSERT_FALSE(status.ok())
+      << "expected an error containing " << *parts.begin();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  for (const char *part : parts)
+    EXPECT_THAT(std::string(status.message()), HasSubstr(part));
+  // Messages are lowercase fragments, composable into longer ones.
+  EXPECT_NE(status.message().back(), '.') << status.message();
+}
+
+void expectValid(const Program &program) {
+  absl::Status status = verifyProgram(program);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+Buffer &buffer(Program &program, const char *name) {
+  return program.buffers[bufferNamed(program, name)];
+}
+
+Instruction &instruction(Program &program, Opcode opcode, size_t nth = 0) {
+  return program.instructions[instructionWith(program, opcode, nth)];
+}
+
+TEST(VerifierTest, OpcodeNamesAreTheSchemas) {
+  for (int i = 0; i < kNumOpcodes; ++i)
+    EXPECT_STREQ(opcodeName(static_cast<Opcode>(i)),
+                 artifact::EnumNameOpcode(static_cast<artifact::Opcode>(i)));
+  EXPECT_STREQ(opcodeName(static_cast<Opcode>(kNumOpcodes)),
+               "<invalid opcode>");
+}
+
+TEST(VerifierTest, NumElements) {
+  Buffer buffer;
+  EXPECT_EQ(buffer.numElements(), 1); // a scalar
+  buffer.shape = {2, 3, 4};
+  EXPECT_EQ(buffer.numElements(), 24);
+  EXPECT_EQ(buffer.sizeInBytes(), 96u);
+  buffer.shape = {5, 0};
+  EXPECT_EQ(buffer.numElements(), 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Valid programs
+//===----------------------------------------------------------------------===//
+
+TEST(VerifierTest, TinyProgramIsValid) { expectValid(makeTinyProgram()); }
+TEST(VerifierTest, MoeProgramIsValid) { expectValid(makeMoeProgram()); }
+
+TEST(VerifierTest, MoeProgramWithCapacityAndRank2ActivationsIsValid) {
+  testing::MoeConfig config;
+  config.capacityFactor = 1.25f;
+  config.kvHeads = 2;
+  expectValid(makeMoeProgram(config));
+}
+
+TEST(VerifierTest, ReusingTheArenaOfADeadTemporaryIsValid) {
+  Program program = makeTinyProgram();
+  // dlogits is last read by LinearGradWeight; dembed is written later.
+  buffer(program, "dembed").offset = buffer(program, "dlogits").offset;
+  expectValid(program);
+}
+
+TEST(VerifierTest, InPlaceHandoverIsValidForAdd) {
+  Program program = makeMoeProgram();
+  // The Add reads dn2_experts for the last time and may overwrite it.
+  buffer(program, "dn2").offset = buffer(program, "dn2_experts").offset;
+  expectValid(program);
+}
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+TEST(VerifierTest, NegativeDimension) {
+  Program program = makeTinyProgram();
+  buffer(program, "lm_head.weight").shape = {8, -4};
+  expectError(program, {"buffer 5 'lm_head.weight': dimension 1 of shape "
+                        "[8, -4] is negative"});
+}
+
+TEST(VerifierTest, ElementCountOverflow) {
+  Program program = makeTinyProgram();
+  buffer(program, "lm_head.weight").shape = {int64_t(1) << 40, int64_t(1)
+                                                                   << 40};
+  expectError(program,
+              {"buffer 5 'lm_head.weight': element count", "overflows"});
+}
+
+TEST(VerifierTest, TemporaryOutsideTheArena) {
+  Program program = makeTinyProgram();
+  buffer(program, "logits").offset = program.arenaBytes;
+  expectError(program, {"'logits': arena range", "exceeds the arena of"});
+}
+
+TEST(VerifierTest, HugeOffsetDoesNotWrapAround) {
+  Program program = makeTinyProgram();
+  buffer(program, "logits").offset = ~uint64_t(63);
+  expectError(program, {"'logits': arena range", "exceeds the arena"});
+}
+
+TEST(VerifierTest, MisalignedTemporary) {
+  Program program = makeTinyProgram();
+  buffer(program, "logits").offset += 4;
+  expectError(program, {"'logits': arena offset", "is not 64-byte aligned"});
+}
+
+TEST(VerifierTest, UnknownEnumValues) {
+  Program program = makeTinyProgram();
+  buffer(program, "h").kind = static_cast<BufferKind>(9);
+  expectError(program, {"'h': unknown buffer kind 9"});
+  program = makeTinyProgram();
+  buffer(program, "h").dtype = static_cast<DType>(5);
+  expectError(program, {"'h': unknown dtype 5"});
+  program = makeTinyProgram();
+  buffer(program, "h").init = static_cast<Init>(200);
+  expectError(program, {"'h': unknown init 200"});
+}
+
+TEST(VerifierTest, DuplicateParameterName) {
+  Program program = makeTinyProgram();
+  buffer(program, "lm_head.weight").name = "model.embed_tokens.weight";
+  expectError(program, {"buffer 5 'model.embed_tokens.weight': name is "
+                        "already used by buffer 3"});
+}
+
+TEST(VerifierTest, UnnamedOptimizerState) {
+  Program program = makeTinyProgram();
+  buffer(program, "lm_head.weight.exp_avg").name.clear();
+  expectError(program, {"an optimizer state needs a name"});
+}
+
+TEST(VerifierTest, InitKinds) {
+  Program program = makeTinyProgram();
+  buffer(program, "lm_head.weight").init = Init::None;
+  expectError(program, {"'lm_head.weight': init 'none' is not valid for a "
+                        "parameter"});
+  program = makeTinyProgram();
+  buffer(program, "lm_head.weight.exp_avg").init = Init::Ones;
+  expectError(program, {"init 'ones' is not valid for an optimizer state"});
+  program = makeTinyProgram();
+  buffer(program, "logits").init = Init::Zeros;
+  expectError(program, {"'logits': init 'zeros' is not valid for a temporary"});
+  program = makeTinyProgram();
+  buffer(program, "lm_head.weight").initStd = 0;
+  expectError(program, {"'lm_head.weight': normal init needs init_std > 0"});
+}
+
+TEST(VerifierTest, IntegerParameter) {
+  Program program = makeTinyProgram();
+  buffer(program, "model.norm.weight").dtype = DType::I32;
+  expectError(program, {"'model.norm.weight': a parameter must be f32"});
+}
+
+//===----------------------------------------------------------------------===//
+// Program fields
+//===----------------------------------------------------------------------===//
+
+TEST(VerifierTest, ProgramFieldOutOfRange) {
+  Program program = makeTinyProgram();
+  program.loss = 1000;
+  expectError(program, {"program field 'loss': buffer index 1000 is out of "
+                        "range"});
+}
+
+TEST(VerifierTest, TokensMustMatchBatchAndSeq) {
+  Program program = makeTinyProgram();
+  program.model.seq = 5;
+  expectError(program, {"program field 'tokens' (buffer 0 'tokens'): "
+                        "expected input i32 [2, 5], found input i32 [2, 4]"});
+}
+
+TEST(VerifierTest, StepMustBeAnInt32Scalar) {
+  Program program = makeTinyProgram();
+  buffer(program, "step").shape = {1};
+  expectError(program, {"program field 'step'",
+                        "expected input i32 [], found input i32 [1]"});
+}
+
+TEST(VerifierTest, LossMustBeAScalar) {
+  Program program = makeTinyProgram();
+  program.loss = bufferNamed(program, "logits");
+  expectError(program,
+              {"program field 'loss' (buffer", "'logits'",
+               "expected temporary f32 [], found temporary f32 [2, 4, 8]"});
+}
+
+TEST(VerifierTest, UnfedInput) {
+  Program program = makeTinyProgram();
+  buffer(program, "h").kind = BufferKind::Input;
+  buffer(program, "h").offset = 0;
+  expectError(program, {"'h': an input that is not the program's tokens"});
+}
+
+TEST(VerifierTest, OutputNeverWritten) {
+  Program program = makeTinyProgram();
+  program.instructions.erase(program.instructions.begin() +
+                             instructionWith(program, Opcode::LearningRate));
+  // The AdamWs now read lr before anything writes it.
+  expectError(program, {"(AdamW): operand 4", "'lr') is a temporary that no "
+                                              "earlier instruction writes"});
+}
+
+//===----------------------------------------------------------------------===//
+// Instructions
+//===----------------------------------------------------------------------===//
+
+TEST(VerifierTest, UnknownOpcode) {
+  Program program = makeTinyProgram();
+  program.instructions[1].opcode = static_cast<Opcode>(200);
+  expectError(program,
+              {"instruction 1 (<invalid opcode>): unknown opcode 200"});
+}
+
+TEST(VerifierTest, OperandIndexOutOfRange) {
+  Program program = makeTinyProgram();
+  instruction(program, Opcode::Linear).operands[1] = 77;
+  expectError(program, {"instruction 2 (Linear): operand 1: buffer index 77 "
+                        "is out of range"});
+}
+
+TEST(VerifierTest, ResultIndexOutOfRange) {
+  Program program = makeTinyProgram();
+  instruction(program, Opcode::Linear).results[0] = 77;
+  expectError(program, {"instruction 2 (Linear): result 0: buffer index 77 "
+                        "is out of range"});
+}
+
+TEST(VerifierTest, OperandCount) {
+  Program program = makeTinyProgram();
+  instruction(program, Opcode::Linear).operands.pop_back();
+  expectError(program,
+              {"instruction 2 (Linear): expected 2 operands, found 1"});
+  program = makeTinyProgram();
+  instruction(program, Opcode::GlobalNorm).operands.clear();
+  expectError(program, {"(GlobalNorm): expected at least 1 operands, found 0"});
+}
+
+TEST(VerifierTest, ResultCount) {
+  Program program = makeTinyProgram();
+  instruction(program, Opcode::RmsNormGrad).results.pop_back();
+  expectError(program, {"(RmsNormGrad): expected 2 results, found 1"});
+}
+
+TEST(VerifierTest, MessageCarriesTheLocation) {
+  Program program = makeTinyProgram();
+  instruction(program, Opcode::Linear).operands.pop_back();
+  expectError(program, {"(at tiny.mlir:3)"});
+}
+
+TEST(VerifierTest, DType) {
+  Program program = makeTinyProgram();
+  instruction(program, Opcode::Embedding).operands[0] =
+      bufferNamed(program, "h");
+  expectError(program, {"instruction 0 (Embedding): operand 0 (buffer",
+                        "'h') has dtype f32, expected i32"});
+}
+
+TEST(VerifierTest, ShapeMismatch) {
+  testing::TinyConfig config;
+  config.hidden = 64;
+  config.vocab = 64;
+  Program program = makeTinyProgram(config);
+  buffer(program, "lm_head.weight").shape = {64, 32};
+  expectError(program, {"instruction 2 (Linear): operand 1 has shape [64, 32], "
+                        "expected [N, 64]"});
+}
+
+TEST(VerifierTest, LeadingDimsMustAgree) {
+  Program program = makeTinyProgram();
+  buffer(program, "logits").shape = {8, 8};
+  expectError(program, {"instruction 2 (Linear): result 0 has shape [8, 8], "
+                        "expected [2, 4, 8]"});
+}
+
+TEST(VerifierTest, MissingAttribute) {
+  Program program = makeTinyProgram();
+  instruction(program, Opcode::RmsNorm).floatAttrs.clear();
+  expectError(program, {"instruction 1 (RmsNorm): expected 1 float attribute "
+                        "[eps], found 0"});
+  program = makeTinyProgram();
+  instruction(program, Opcode::LearningRate).intAttrs.pop_back();
+  expectError(program, {"(LearningRate): expected 2 int attributes [warmup, "
+                        "decay], found 1"});
+}
+
+TEST(VerifierTest, NonFiniteAttribute) {
+  Program program = makeTinyProgram();
+  instruction(program, Opcode::ClipCoefficient).floatAttrs[0] = NAN;
+  expectError(program, {"(ClipCoefficient): float attribute 0 (max_norm) is "
+                        "not finite (nan)"});
+}
+
+TEST(VerifierTest, WeightedSumCoefficients) {
+  Program program = makeMoeProgram();
+  instruction(program, Opcode::WeightedSum).floatAttrs.pop_back();
+  expectError(program, {"(WeightedSum): expected one float attribute "
+                        "(coefficient) per operand: 2 operands, 1 float "
+                        "attribute"});
+}
+
+TEST(VerifierTest, LearningRateSchedule) {
+  Program program = makeTinyProgram();
+  instruction(program, Opcode::LearningRate).intAttrs = {10, 5};
+  expectError(program, {"(LearningRate): int attribute 1 (decay) must be >= "
+                        "warmup, found 5"});
+  program = makeTinyProgram();
+  instruction(program, Opcode::LearningRate).floatAttrs = {1e-4f, 1e-3f};
+  expectError(program, {"(LearningRate): float attribute 0 (peak) must be >= "
+                        "min, found 0.0001"});
+}
+
+TEST(VerifierTest, AdamWOperands) {
+  Program program = makeTinyProgram();
+  instruction(program, Opcode::AdamW).floatAttrs[0] = 1.0f;
+  expectError(program,
+              {"(AdamW): float attribute 0 (beta1) must be in [0, 1)"});
+  program = makeTinyProgram();
+  instruction(program, Opcode::AdamW).floatAttrs[2] = 0.0f;
+  expectError(program, {"(AdamW): float attribute 2 (eps) must be > 0"});
+  program = makeTinyProgram();
+  std::swap(instruction(program, Opcode::AdamW).operands[0],
+            instruction(program, Opcode::AdamW).operands[2]);
+  expectError(program, {"(AdamW): operand 0", "must be a parameter, found an "
+                                              "optimizer state"});
+  program = makeTinyProgram();
+  instruction(program, Opcode::AdamW).operands[3] =
+      instruction(program, Opcode::AdamW).operands[2];
+  expectError(program, {"(AdamW): exp_avg and exp_avg_sq"});
+  program = makeTinyProgram();
+  instruction(program, Opcode::AdamW, 1).operands[1] =
+      bufferNamed(program, "dhead");
+  expectError(program, {"(AdamW): operand 1 has shape [8, 4], expected [4]"});
+}
+
+TEST(VerifierTest, OptimizerStateSharedBetweenUpdates) {
+  Program program = makeTinyProgram();
+  Instruction &first = instruction(program, Opcode::AdamW, 0);
+  instruction(program, Opcode::AdamW, 2).operands[2] = first.operands[2];
+  expectError(program, {"(AdamW): operand 2", "is already updated by "
+                                              "instruction"});
+}
+
+TEST(VerifierTest, TopKOutOfRange) {
+  Program program = makeMoeProgram();
+  instruction(program, Opcode::Router).intAttrs[0] = 5;
+  expectError(program, {"(Router): int attribute 0 (top_k) must be in [1, E] "
+                        "with E = 4, found 5"});
+  program = makeMoeProgram();
+  instruction(program, Opcode::AuxLoss).intAttrs[0] = 0;
+  expectError(program,
+              {"(AuxLoss): int attribute 0 (top_k) must be in [1, E]"});
+}
+
+TEST(VerifierTest, NegativeCapacityFactor) {
+  Program program = makeMoeProgram();
+  instruction(program, Opcode::Router).floatAttrs[0] = -1.0f;
+  expectError(program, {"(Router): float attribute 0 (capacity_factor) must "
+                        "be >= 0"});
+}
+
+TEST(VerifierTest, AttentionHeads) {
+  Program program = makeMoeProgram();
+  instruction(program, Opcode::Attention).intAttrs = {2, 3};
+  expectError(program, {"(Attention): int attribute 1 (kv_heads) must be >= 1 "
+                        "and divide heads (2)"});
+  program = makeMoeProgram();
+  instruction(program, Opcode::Attention).intAttrs = {3, 1};
+  expectError(program, {"(Attention): query width 8 is not heads (3)"});
+  program = makeMoeProgram();
+  buffer(program, "lse").shape = {2, 5, 2};
+  expectError(program, {"(Attention): result 1 has shape [2, 5, 2], expected "
+                        "[2, 2, 5]"});
+}
+
+TEST(VerifierTest, RopeNeedsEvenHeadDim) {
+  Program program = makeMoeProgram();
+  instruction(program, Opcode::Rope).intAttrs[0] = 8; // head dim 1
+  expectError(program, {"(Rope): operand 0 has last dim 8, expected heads (8) "
+                        "* an even, positive head dim"});
+  program = makeMoeProgram();
+  instruction(program, Opcode::RopeGrad).intAttrs[0] = 3;
+  expectError(program, {"(RopeGrad): operand 0 has last dim 8, expected heads "
+                        "(3)"});
+}
+
+TEST(VerifierTest, ExpertIdsMustComeFromAMatchingRouter) {
+  Program program = makeMoeProgram();
+  // A second router over the two route weights: ids in [0, 2), not [0, 4).
+  testing::ProgramBuilder b(program);
+  uint32_t probs = b.temporary("probs2", {2, 5, 2});
+  uint32_t weights = b.temporary("weights2", {2, 5, 2});
+  uint32_t ids = b.temporary("ids2", {2, 5, 2}, DType::I32);
+  size_t router = instructionWith(program, Opcode::Router);
+  Instruction second = program.instructions[router];
+  second.operands = {bufferNamed(program, "route_weights")};
+  second.results = {probs, weights, ids};
+  program.instructions.insert(program.instructions.begin() + router + 1,
+                              second);
+  instruction(program, Opcode::Experts).operands[2] = ids;
+  expectError(program, {"(Experts): operand 2 (buffer",
+                        "'ids2') must hold the "
+                        "expert ids of a Router over 4 experts"});
+}
+
+//===----------------------------------------------------------------------===//
+// Dataflow
+//===----------------------------------------------------------------------===//
+
+TEST(VerifierTest, UninitialisedTemporaryRead) {
+  Program program = makeTinyProgram();
+  std::swap(program.instructions[2], program.instructions[3]);
+  expectError(program, {"instruction 2 (CrossEntropy): operand 0 (buffer",
+                        "'logits') is a temporary that no earlier instruction "
+                        "writes"});
+}
+
+TEST(VerifierTest, ResultMustNotBePersistent) {
+  Program program = makeTinyProgram();
+  instruction(program, Opcode::LinearGradWeight).results[0] =
+      bufferNamed(program, "lm_head.weight");
+  expectError(program, {"(LinearGradWeight): result 0 (buffer 5 "
+                        "'lm_head.weight') is a parameter"});
+}
+
+TEST(VerifierTest, OverlappingLiveTemporaries) {
+  Program program = makeTinyProgram();
+  // logits is still read by CrossEntropyGrad, which writes dlogits.
+  buffer(program, "dlogits").offset = buffer(program, "logits").offset;
+  expectError(program,
+              {"instruction 5 (CrossEntropyGrad): result 0 (buffer",
+               "'dlogits', arena [", "overlaps buffer", "'logits' (arena [",
+               "which is live from instruction 2 to instruction 5"});
+}
+
+TEST(VerifierTest, PartialOverlap) {
+  Program program = makeTinyProgram();
+  buffer(program, "dn").offset = buffer(program, "dlogits").offset + 64;
+  expectError(program, {"(LinearGradInput): result 0", "'dn'",
+                        "overlaps buffer", "'dlogits'"});
+}
+
+TEST(VerifierTest, OverlapWithAnOutput) {
+  Program program = makeTinyProgram();
+  buffer(program, "clip_coef").offset = buffer(program, "loss").offset;
+  expectError(program, {"'clip_coef'", "overlaps buffer", "'loss'",
+                        "live from instruction 3 to the end of the step"});
+}
+
+TEST(VerifierTest, HandoverNeedsAnInPlaceKernel) {
+  Program program = makeTinyProgram();
+  // RmsNormGrad reads dn for the last time but cannot write over it.
+  buffer(program, "dh").offset = buffer(program, "dn").offset;
+  expectError(program,
+              {"(RmsNormGrad): result 0", "'dh'", "overlaps buffer", "'dn'"});
+}
+
+TEST(VerifierTest, AliasingNeedsAnInPlaceKernel) {
+  Program program = makeTinyProgram();
+  Instruction &norm = instruction(program, Opcode::RmsNorm);
+  norm.results[0] = norm.operands[0];
+  expectError(program,
+              {"instruction 1 (RmsNorm): result 0 (buffer",
+               "'h') is "
+               "also operand 0, but this kernel cannot work in place"});
+}
+
+TEST(VerifierTest, DuplicateResults) {
+  Program program = makeMoeProgram();
+  Instruction &grad = instruction(program, Opcode::ExpertsGrad);
+  grad.results[3] = grad.results[2]; // dw3 := dw1, same shape
+  expectError(program,
+              {"(ExpertsGrad): results 2 and 3 are the same buffer", "'dw1'"});
+}
+
+} // namespace
+} // namespace moe::rt

@@ -1,0 +1,161 @@
+//===- ExpertsTest.cpp - Tests of the grouped SwiGLU experts --------------===//
+
+#include "moe/Runtime/Cpu/Kernels.h"
+
+#include "TestUtils.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+using namespace moe::rt::cpu;
+using namespace moe::rt::cpu::test;
+
+namespace {
+
+struct ExpertsCase {
+  int64_t T, H, F, E, K;
+  std::vector<float> x, weights, w1, w3, w2, dy;
+  std::vector<int32_t> indices;
+
+  /// Routing from real router outputs with capacity factor cf.
+  ExpertsCase(int64_t T, int64_t H, int64_t F, int64_t E, int64_t K, float cf,
+              uint32_t seed)
+      : T(T), H(H), F(F), E(E), K(K), x(randomVector(T * H, seed)),
+        weights(T * K), w1(randomVector(E * F * H, seed + 1, -0.5f, 0.5f)),
+        w3(randomVector(E * F * H, seed + 2, -0.5f, 0.5f)),
+        w2(randomVector(E * H * F, seed + 3, -0.5f, 0.5f)),
+        dy(randomVector(T * H, seed + 4)), indices(T * K) {
+    auto logits = randomVector(T * E, seed + 5, -2.0f, 2.0f);
+    std::vector<float> probs(T * E);
+    routerForward(logits.data(), probs.data(), weights.data(), indices.data(),
+                  T, E, K, cf);
+  }
+
+  std::vector<float> forward() const {
+    std::vector<float> y(T * H);
+    expertsForward(x.data(), weights.data(), indices.data(), w1.data(),
+                   w3.data(), w2.data(), y.data(), T, H, F, E, K);
+    return y;
+  }
+
+  /// Per-token, per-slot loop in double, straight from docs/semantics.md.
+  std::vector<double> naiveForward() const {
+    std::vector<double> y(T * H, 0.0);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < K; ++j) {
+        int64_t e = indices[t * K + j];
+        if (e < 0)
+          continue;
+        std::vector<double> a(F);
+        for (int64_t f = 0; f < F; ++f) {
+          double u = 0.0, g = 0.0;
+          for (int64_t i = 0; i < H; ++i) {
+            u += w1[(e * F + f) * H + i] * static_cast<double>(x[t * H + i]);
+            g += w3[(e * F + f) * H + i] * static_cast<double>(x[t * H + i]);
+          }
+          a[f] = u / (1.0 + std::exp(-u)) * g;
+        }
+        for (int64_t i = 0; i < H; ++i) {
+          double z = 0.0;
+          for (int64_t f = 0; f < F; ++f)
+            z += w2[(e * H + i) * F + f] * a[f];
+          y[t * H + i] += weights[t * K + j] * z;
+        }
+      }
+    return y;
+  }
+
+  struct Grads {
+    std::vector<float> dx, dweights, dw1, dw3, dw2;
+  };
+  Grads backward() const {
+    Grads g{std::vector<float>(T * H), std::vector<float>(T * K, 5.0f),
+            std::vector<float>(E * F * H, 5.0f),
+            std::vector<float>(E * F * H, 5.0f),
+            std::vector<float>(E * H * F, 5.0f)};
+    expertsBackward(dy.data(), x.data(), weights.data(), indices.data(),
+                    w1.data(), w3.data(), w2.data(), g.dx.data(),
+                    g.dweights.data(), g.dw1.data(), g.dw3.data(),
+                    g.dw2.data(), T, H, F, E, K);
+    return g;
+  }
+
+  double loss() const {
+    auto y = forward();
+    return dotDouble(dy.data(), y.data(), T * H);
+  }
+
+  int64_t dropped() const {
+    return std::count(indices.begin(), indices.end(), -1);
+  }
+};
+
+TEST(ExpertsTest, ForwardMatchesNaive) {
+  ExpertsCase c(12, 6, 10, 4, 2, /*cf=*/0.0f, 91);
+  auto y = c.forward();
+  auto ref = c.naiveForward();
+  for (int64_t i = 0; i < c.T * c.H; ++i)
+    EXPECT_NEAR(y[i], ref[i], 1e-5 * (1.0 + std::fabs(ref[i]))) << i;
+}
+
+TEST(ExpertsTest, ForwardSkipsDroppedSlots) {
+  ExpertsCase c(12, 6, 10, 4, 2, /*cf=*/0.6f, 92);
+  ASSERT_GT(c.dropped(), 0);
+  auto y = c.forward();
+  auto ref = c.naiveForward();
+  for (int64_t i = 0; i < c.T * c.H; ++i)
+    EXPECT_NEAR(y[i], ref[i], 1e-5 * (1.0 + std::fabs(ref[i]))) << i;
+}
+
+TEST(ExpertsTest, TokenWithAllSlotsDroppedGetsZero) {
+  ExpertsCase c(3, 4, 5, 2, 2, 0.0f, 93);
+  c.indices = {0, 1, -1, -1, 1, 0};
+  auto y = c.forward();
+  for (int64_t i = 0; i < c.H; ++i)
+    EXPECT_EQ(y[1 * c.H + i], 0.0f);
+}
+
+TEST(ExpertsTest, BackwardMatchesFiniteDifferencesWithDrops) {
+  // topK = 2, capacity factor 0.6: C = ceil(0.6 * 8 * 2 / 3) = 4 of the 16
+  // assignments per expert, so some are dropped.
+  ExpertsCase c(8, 5, 7, 3, 2, 0.6f, 94);
+  ASSERT_GT(c.dropped(), 0);
+  auto g = c.backward();
+  for (int64_t s = 0; s < c.T * c.K; ++s)
+    if (c.indices[s] < 0)
+      EXPECT_EQ(g.dweights[s], 0.0f) << "dropped slot " << s;
+  auto loss = [&] { return c.loss(); };
+  GradCheckOptions options;
+  EXPECT_GRADIENT("dx", c.x, g.dx, loss, options);
+  EXPECT_GRADIENT("dweights", c.weights, g.dweights, loss, options);
+  EXPECT_GRADIENT("dw1", c.w1, g.dw1, loss, options);
+  EXPECT_GRADIENT("dw3", c.w3, g.dw3, loss, options);
+  EXPECT_GRADIENT("dw2", c.w2, g.dw2, loss, options);
+}
+
+TEST(ExpertsTest, UnusedExpertGetsZeroGradient) {
+  ExpertsCase c(4, 3, 4, 3, 1, 0.0f, 95);
+  c.indices = {0, 2, 0, 2}; // expert 1 receives nothing
+  auto g = c.backward();
+  int64_t fh = c.F * c.H;
+  for (int64_t i = 0; i < fh; ++i) {
+    EXPECT_EQ(g.dw1[fh + i], 0.0f);
+    EXPECT_EQ(g.dw3[fh + i], 0.0f);
+    EXPECT_EQ(g.dw2[fh + i], 0.0f);
+  }
+}
+
+TEST(ExpertsTest, Deterministic) {
+  ExpertsCase c(64, 16, 24, 8, 2, 1.0f, 96);
+  EXPECT_TRUE(bitwiseEqual(c.forward(), c.forward()));
+  auto a = c.backward(), b = c.backward();
+  EXPECT_TRUE(bitwiseEqual(a.dx, b.dx));
+  EXPECT_TRUE(bitwiseEqual(a.dweights, b.dweights));
+  EXPECT_TRUE(bitwiseEqual(a.dw1, b.dw1));
+  EXPECT_TRUE(bitwiseEqual(a.dw3, b.dw3));
+  EXPECT_TRUE(bitwiseEqual(a.dw2, b.dw2));
+}
+
+} // namespace

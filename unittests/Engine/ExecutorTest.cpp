@@ -1,0 +1,307 @@
+//===- ExecutorTest.cpp - storage, initialisation, errors and hooks -------===//
+
+#include "TestProgram.h"
+
+#include "moe/Runtime/Artifact/Reader.h"
+#include "moe/Runtime/Cpu/Kernels.h"
+#include "moe/Runtime/Engine/Executor.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <random>
+
+namespace moe::rt {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::makeMoeProgram;
+using testing::makeTinyProgram;
+using testing::TinyConfig;
+
+std::unique_ptr<Executor> makeExecutor(Program program) {
+  absl::StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::create(std::move(program));
+  EXPECT_TRUE(executor.ok()) << executor.status();
+  return executor.ok() ? std::move(*executor) : nullptr;
+}
+
+/// A batch of in-vocabulary tokens with next-token targets.
+struct Batch {
+  std::vector<int32_t> tokens, targets;
+};
+
+Batch makeBatch(int64_t count, int64_t vocab, uint32_t seed = 0) {
+  Batch batch;
+  for (int64_t i = 0; i < count; ++i) {
+    batch.tokens.push_back(static_cast<int32_t>((i * 5 + 3 + seed) % vocab));
+    batch.targets.push_back(static_cast<int32_t>((i * 5 + 8 + seed) % vocab));
+  }
+  return batch;
+}
+
+TEST(ExecutorTest, RejectsAnInvalidProgram) {
+  Program program = makeTinyProgram();
+  program.instructions[2].operands[1] = 999;
+  absl::StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::create(std::move(program));
+  ASSERT_FALSE(executor.ok());
+  EXPECT_THAT(std::string(executor.status().message()),
+              HasSubstr("executor: invalid program: instruction 2 (Linear)"));
+}
+
+TEST(ExecutorTest, ReportsAnArenaThatCannotBeAllocated) {
+  Program program = makeTinyProgram();
+  program.arenaBytes = uint64_t(1) << 62;
+  absl::StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::create(std::move(program));
+  ASSERT_FALSE(executor.ok());
+  EXPECT_EQ(executor.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(executor.status().message()),
+              HasSubstr("for the temporary arena"));
+}
+
+TEST(ExecutorTest, StorageSizesAndAlignment) {
+  TinyConfig config;
+  std::unique_ptr<Executor> executor = makeExecutor(makeTinyProgram(config));
+  ASSERT_TRUE(executor);
+  uint64_t params = (2 * config.vocab * config.hidden + config.hidden) * 4;
+  EXPECT_EQ(executor->totalParameterBytes(), params);
+  EXPECT_EQ(executor->optimizerStateBytes(), 2 * params);
+  EXPECT_EQ(executor->arenaBytes(), executor->program().arenaBytes);
+  EXPECT_EQ(executor->tokensPerStep(), config.batch * config.seq);
+  for (uint32_t b = 0; b < executor->program().buffers.size(); ++b) {
+    const void *address = executor->program().buffers[b].dtype == DType::F32
+                              ? static_cast<const void *>(executor->data(b))
+                              : static_cast<const void *>(executor->ids(b));
+    ASSERT_NE(address, nullptr) << b;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(address) % 64, 0u) << b;
+  }
+}
+
+TEST(ExecutorTest, AccessByIndexAndName) {
+  std::unique_ptr<Executor> executor = makeExecutor(makeTinyProgram());
+  ASSERT_TRUE(executor);
+  const Program &program = executor->program();
+  std::optional<uint32_t> head = executor->findBuffer("lm_head.weight");
+  ASSERT_TRUE(head.has_value());
+  EXPECT_EQ(program.buffers[*head].name, "lm_head.weight");
+  EXPECT_TRUE(executor->findBuffer("lm_head.weight.exp_avg_sq").has_value());
+  EXPECT_EQ(executor->findBuffer("tokens"), program.tokens);
+  // Temporaries are not addressable by name: their names are debug labels.
+  EXPECT_FALSE(executor->findBuffer("logits").has_value());
+  EXPECT_FALSE(executor->findBuffer("nope").has_value());
+
+  std::vector<std::string> names;
+  for (uint32_t b : executor->parameters())
+    names.push_back(program.buffers[b].name);
+  EXPECT_THAT(names,
+              ::testing::ElementsAre("model.embed_tokens.weight",
+                                     "model.norm.weight", "lm_head.weight"));
+  EXPECT_EQ(executor->optimizerStates().size(), 6u);
+
+  EXPECT_EQ(executor->data(program.tokens), nullptr); // i32
+  EXPECT_EQ(executor->ids(*head), nullptr);           // f32
+  EXPECT_EQ(executor->data(100000), nullptr);
+}
+
+TEST(ExecutorTest, InitializesFromTheInitKinds) {
+  std::unique_ptr<Executor> executor = makeExecutor(makeTinyProgram());
+  ASSERT_TRUE(executor);
+  // Make the optimizer state dirty, so that zeroing is observable.
+  for (uint32_t b : executor->optimizerStates())
+    executor->data(b)[0] = 5.0f;
+  executor->initialize(42);
+
+  uint32_t head = *executor->findBuffer("lm_head.weight");
+  int64_t count = executor->program().buffers[head].numElements();
+  std::vector<float> expected(count);
+  cpu::initNormal(expected.data(), count, 0.02f, 42,
+                  cpu::nameHash("lm_head.weight"), 0);
+  EXPECT_EQ(
+      std::vector<float>(executor->data(head), executor->data(head) + count),
+      expected);
+
+  uint32_t norm = *executor->findBuffer("model.norm.weight");
+  for (int64_t i = 0; i < executor->program().buffers[norm].numElements(); ++i)
+    EXPECT_EQ(executor->data(norm)[i], 1.0f);
+  for (uint32_t b : executor->optimizerStates())
+    for (int64_t i = 0; i < executor->program().buffers[b].numElements(); ++i)
+      ASSERT_EQ(executor->data(b)[i], 0.0f);
+
+  // Different parameters draw different streams; the seed changes them.
+  uint32_t embed = *executor->findBuffer("model.embed_tokens.weight");
+  EXPECT_NE(executor->data(embed)[0], executor->data(head)[0]);
+  executor->initialize(43);
+  EXPECT_NE(executor->data(head)[0], expected[0]);
+  // initialize() uses the artifact's seed.
+  executor->initialize();
+  std::vector<float> fromProgram(count);
+  cpu::initNormal(fromProgram.data(), count, 0.02f, executor->program().seed,
+                  cpu::nameHash("lm_head.weight"));
+  EXPECT_EQ(executor->data(head)[3], fromProgram[3]);
+}
+
+TEST(ExecutorTest, BadTokenIdNamesTheInstructionAndPosition) {
+  TinyConfig config;
+  std::unique_ptr<Executor> executor = makeExecutor(makeTinyProgram(config));
+  ASSERT_TRUE(executor);
+  executor->initialize();
+  Batch batch = makeBatch(executor->tokensPerStep(), config.vocab);
+  batch.tokens[5] = 99;
+  absl::StatusOr<StepResult> result =
+      executor->runStep(batch.tokens.data(), batch.targets.data(), 3);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr("step 3: instruction 0 (Embedding) at tiny.mlir:1: "
+                        "token id 99 at position 5 (batch 1, seq 1) is "
+                        "outside the embedding table [0, 8)"));
+  batch.tokens[5] = -1;
+  result = executor->runStep(batch.tokens.data(), batch.targets.data(), 3);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("token id -1"));
+}
+
+TEST(ExecutorTest, BadTargetIsAnErrorNegativeIsIgnored) {
+  TinyConfig config;
+  std::unique_ptr<Executor> executor = makeExecutor(makeTinyProgram(config));
+  ASSERT_TRUE(executor);
+  executor->initialize();
+  Batch batch = makeBatch(executor->tokensPerStep(), config.vocab);
+  batch.targets[2] = -100;
+  absl::StatusOr<StepResult> result =
+      executor->runStep(batch.tokens.data(), batch.targets.data(), 0);
+  EXPECT_TRUE(result.ok()) << result.status();
+  batch.targets[6] = 8;
+  result = executor->runStep(batch.tokens.data(), batch.targets.data(), 1);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr("step 1: instruction 3 (CrossEntropy) at tiny.mlir:4: "
+                        "target id 8 at position 6 (batch 1, seq 2) is "
+                        "outside the vocabulary [0, 8)"));
+}
+
+TEST(ExecutorTest, StepOutOfRange) {
+  std::unique_ptr<Executor> executor = makeExecutor(makeTinyProgram());
+  ASSERT_TRUE(executor);
+  Batch batch = makeBatch(executor->tokensPerStep(), 8);
+  absl::StatusOr<StepResult> result =
+      executor->runStep(batch.tokens.data(), batch.targets.data(), -1);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr("step -1 is outside [0, 2147483647]"));
+  result = executor->runStep(nullptr, batch.targets.data(), 0);
+  EXPECT_FALSE(result.ok());
+}
+
+TEST(ExecutorTest, NonFiniteLossStopsBeforeTheOptimizer) {
+  std::unique_ptr<Executor> executor = makeExecutor(makeTinyProgram());
+  ASSERT_TRUE(executor);
+  executor->initialize();
+  uint32_t head = *executor->findBuffer("lm_head.weight");
+  uint32_t embed = *executor->findBuffer("model.embed_tokens.weight");
+  executor->data(head)[0] = NAN;
+  float embedBefore = executor->data(embed)[0];
+  std::vector<size_t> ran;
+  StepHooks hooks;
+  hooks.afterInstruction = [&](size_t index, const Instruction &) {
+    ran.push_back(index);
+  };
+  Batch batch = makeBatch(executor->tokensPerStep(), 8);
+  absl::StatusOr<StepResult> result =
+      executor->runStep(batch.tokens.data(), batch.targets.data(), 4, hooks);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr("step 4: loss is not finite (nan)"));
+  // Stopped right after CrossEntropy: no AdamW touched the weights.
+  EXPECT_EQ(ran.back(), testing::instructionWith(executor->program(),
+                                                 Opcode::CrossEntropy));
+  EXPECT_EQ(executor->data(embed)[0], embedBefore);
+}
+
+TEST(ExecutorTest, NonFiniteGradientNormIsAnError) {
+  std::unique_ptr<Executor> executor = makeExecutor(makeTinyProgram());
+  ASSERT_TRUE(executor);
+  executor->initialize();
+  // The embedding row of an unused token does not affect the loss, but a
+  // huge norm weight overflows the gradients.
+  uint32_t norm = *executor->findBuffer("model.norm.weight");
+  for (int i = 0; i < 4; ++i)
+    executor->data(norm)[i] = 3e38f;
+  Batch batch = makeBatch(executor->tokensPerStep(), 8);
+  absl::StatusOr<StepResult> result =
+      executor->runStep(batch.tokens.data(), batch.targets.data(), 0);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(
+      std::string(result.status().message()),
+      ::testing::AnyOf(HasSubstr("step 0: loss is not finite"),
+                       HasSubstr("step 0: gradient norm is not finite")));
+}
+
+TEST(ExecutorTest, HooksAreCalledInOrder) {
+  std::unique_ptr<Executor> executor = makeExecutor(makeTinyProgram());
+  ASSERT_TRUE(executor);
+  executor->initialize();
+  const Program &program = executor->program();
+  std::vector<std::pair<char, size_t>> calls;
+  // Gradients as AdamW is about to consume them.
+  double sumOfSquares = 0;
+  StepHooks hooks;
+  hooks.beforeInstruction = [&](size_t index, const Instruction &instruction) {
+    EXPECT_EQ(&instruction, &program.instructions[index]);
+    calls.push_back({'b', index});
+    if (instruction.opcode == Opcode::AdamW) {
+      uint32_t grad = instruction.operands[1];
+      sumOfSquares += cpu::sumOfSquares(executor->data(grad),
+                                        program.buffers[grad].numElements());
+    }
+  };
+  hooks.afterInstruction = [&](size_t index, const Instruction &) {
+    calls.push_back({'a', index});
+  };
+  Batch batch = makeBatch(executor->tokensPerStep(), 8);
+  absl::StatusOr<StepResult> result =
+      executor->runStep(batch.tokens.data(), batch.targets.data(), 0, hooks);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(calls.size(), 2 * program.instructions.size());
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    EXPECT_EQ(calls[2 * i], std::make_pair('b', i));
+    EXPECT_EQ(calls[2 * i + 1], std::make_pair('a', i));
+  }
+  // The gradients seen by the hooks are the ones the norm was taken of.
+  EXPECT_NEAR(std::sqrt(sumOfSquares), result->gradNorm,
+              1e-5 * result->gradNorm);
+  EXPECT_GT(result->gradNorm, 0.0f);
+}
+
+/// Damaged artifacts that still verify must run (or fail with a status)
+/// without reading or writing outside their buffers.
+TEST(ExecutorTest, VerifiedByteFlippedArtifactsRunSafely) {
+  std::vector<uint8_t> bytes = testing::serialize(makeMoeProgram());
+  int ran = 0;
+  for (uint32_t seed = 0; seed < 300; ++seed) {
+    std::mt19937 rng(seed);
+    std::vector<uint8_t> damaged = bytes;
+    damaged[rng() % damaged.size()] ^= static_cast<uint8_t>(1 + rng() % 255);
+    absl::StatusOr<Program> program =
+        parseArtifact(damaged.data(), damaged.size(), "damaged");
+    // A flipped high byte of arena_bytes can still verify; do not let the
+    // test allocate gigabytes for it.
+    if (!program.ok() || program->arenaBytes > (uint64_t(64) << 20))
+      continue;
+    absl::StatusOr<std::unique_ptr<Executor>> executor =
+        Executor::create(std::move(*program));
+    if (!executor.ok())
+      continue;
+    (*executor)->initialize();
+    Batch batch = makeBatch((*executor)->tokensPerStep(), 11, seed);
+    (void)(*executor)->runStep(batch.tokens.data(), batch.targets.data(), 0);
+    ++ran;
+  }
+  EXPECT_GT(ran, 0);
+}
+
+} // namespace
+} // namespace moe::rt

@@ -16,6 +16,9 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <string>
+
+#include <unistd.h>
 
 namespace moe::rt {
 namespace {
@@ -25,13 +28,21 @@ using testing::makeMoeProgram;
 using testing::makeTinyProgram;
 using testing::serialize;
 
-std::string writeFile(const std::string &name,
-                      const std::vector<uint8_t> &bytes) {
-  std::string path = ::testing::TempDir() + name;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-  return path;
-}
+/// A file under the test's temporary directory, removed when it goes out of
+/// scope. The name carries the process id so that concurrent runs of the
+/// suite (ctest -j) do not share it.
+class TempFile {
+public:
+  TempFile(const std::string &name, const std::vector<uint8_t> &bytes)
+      : path(::testing::TempDir() + "moe-reader-" + std::to_string(::getpid()) +
+             "-" + name) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  }
+  ~TempFile() { std::remove(path.c_str()); }
+
+  const std::string path;
+};
 
 absl::StatusOr<Program> parse(const std::vector<uint8_t> &bytes) {
   return parseArtifact(bytes.data(), bytes.size(), "test.moebin");
@@ -46,6 +57,7 @@ void expectSamePrograms(const Program &a, const Program &b) {
   EXPECT_EQ(a.model.batch, b.model.batch);
   EXPECT_EQ(a.model.seq, b.model.seq);
   EXPECT_EQ(a.model.totalParams, b.model.totalParams);
+  EXPECT_EQ(a.model.configJson, b.model.configJson);
   EXPECT_EQ(a.arenaBytes, b.arenaBytes);
   EXPECT_EQ(a.tokens, b.tokens);
   EXPECT_EQ(a.targets, b.targets);
@@ -81,8 +93,8 @@ void expectSamePrograms(const Program &a, const Program &b) {
 TEST(ReaderTest, RoundTripsTinyProgram) {
   Program original = makeTinyProgram();
   ASSERT_TRUE(verifyProgram(original).ok()) << verifyProgram(original);
-  std::string path = writeFile("tiny.moebin", serialize(original));
-  absl::StatusOr<Program> read = readArtifact(path);
+  TempFile file("tiny.moebin", serialize(original));
+  absl::StatusOr<Program> read = readArtifact(file.path);
   ASSERT_TRUE(read.ok()) << read.status();
   expectSamePrograms(original, *read);
 }
@@ -122,11 +134,11 @@ TEST(ReaderTest, DirectoryIsNotReadable) {
 }
 
 TEST(ReaderTest, EmptyFile) {
-  std::string path = writeFile("empty.moebin", {});
-  absl::StatusOr<Program> read = readArtifact(path);
+  TempFile file("empty.moebin", {});
+  absl::StatusOr<Program> read = readArtifact(file.path);
   ASSERT_FALSE(read.ok());
   EXPECT_THAT(std::string(read.status().message()), HasSubstr("is empty"));
-  EXPECT_THAT(std::string(read.status().message()), HasSubstr(path));
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr(file.path));
 }
 
 TEST(ReaderTest, TooSmall) {

@@ -88,6 +88,7 @@ Program makeTinyProgram(const TinyConfig &c) {
   program.seed = 1234;
   ModelInfo &model = program.model;
   model.name = "tiny";
+  model.configJson = R"({"model": "tiny"})";
   model.vocab = c.vocab;
   model.hidden = c.hidden;
   model.layers = 0;
@@ -374,7 +375,7 @@ std::vector<uint8_t> serialize(const Program &program) {
   auto model = fb::CreateModelInfoDirect(
       fbb, m.name.c_str(), m.vocab, m.hidden, m.layers, m.heads, m.kvHeads,
       m.experts, m.topK, m.ffn, m.batch, m.seq, m.totalParams, m.activeParams,
-      m.flopsPerStep);
+      m.flopsPerStep, m.configJson.c_str());
   auto root = fb::CreateProgramDirect(
       fbb, program.versionMajor, program.versionMinor, program.producer.c_str(),
       model, &buffers, &instructions, program.arenaBytes, program.tokens,

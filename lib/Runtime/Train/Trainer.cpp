@@ -106,7 +106,8 @@ void Run::printHeader() const {
 absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   if (absl::Status s = sampler->fill(step, tokens.data(), targets.data());
       !s.ok())
-    return s;
+    return absl::Status(s.code(), absl::StrCat("step ", step, ": ",
+                                               s.message()));
 
   LossPartsProbe probe(*executor);
   std::optional<StepDump> dump;
@@ -165,8 +166,14 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   if (!options.quiet &&
       (done % std::max<int64_t>(options.logEvery, 1) == 0 ||
        done == options.steps))
-    out << io::formatProgressLine(record, options.startStep + options.steps)
+  {
+    // Steps are 0-based in the schedule and the metrics file; people count
+    // the first step as step 1.
+    io::MetricsRecord shown = record;
+    shown.step = step + 1;
+    out << io::formatProgressLine(shown, options.startStep + options.steps)
         << "\n";
+  }
   return absl::OkStatus();
 }
 
@@ -177,8 +184,7 @@ absl::StatusOr<TrainSummary> Run::loop() {
   for (int64_t step = options.startStep;
        step < options.startStep + options.steps; ++step)
     if (absl::Status s = runOne(step, summary); !s.ok())
-      return absl::Status(s.code(), absl::StrCat("step ", step, ": ",
-                                                 s.message()));
+      return s;
   if (!options.savePath.empty())
     if (absl::Status s = saveWeights(*executor, options.savePath,
                                      WeightSet::Parameters);

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The whole test suite: the lit tests (dialect, passes, moec, moe-run end to
+# end, the PyTorch reference check) and the GoogleTest unit tests.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh || exit 1
+
+lit_out=$(mktemp)
+/usr/lib/llvm-19/build/utils/lit/lit.py -sv build/test 2>&1 | tee "$lit_out"
+lit_status=${PIPESTATUS[0]}
+(cd build && ctest -j2 --output-on-failure --timeout 600) 2>&1 | tee "$lit_out.ctest"
+ctest_status=${PIPESTATUS[0]}
+
+count() { grep -Eo "$1" "$2" | grep -Eo '[0-9]+' | tail -n 1; }
+lit_passed=$(count '^ *Passed *: *[0-9]+' "$lit_out"); lit_passed=${lit_passed:-0}
+lit_failed=$(count '^ *Failed *: *[0-9]+' "$lit_out"); lit_failed=${lit_failed:-0}
+ctest_total=$(count 'tests failed out of [0-9]+' "$lit_out.ctest"); ctest_total=${ctest_total:-0}
+ctest_failed=$(count '[0-9]+ tests failed out of' "$lit_out.ctest"); ctest_failed=${ctest_failed:-0}
+rm -f "$lit_out" "$lit_out.ctest"
+passed=$((lit_passed + ctest_total - ctest_failed))
+failed=$((lit_failed + ctest_failed))
+if [ "$lit_status" -ne 0 ] || [ "$ctest_status" -ne 0 ]; then
+  [ "$failed" -gt 0 ] || failed=1
+fi
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

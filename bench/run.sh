@@ -25,7 +25,7 @@ rm -rf "$out/dump"
 build/bin/moe-run "$out/cpu-step.moebin" --data "$out/corpus.bin" --steps 1 \
   --dump-step "$out/dump" --quiet
 warmup=3
-OPENBLAS_NUM_THREADS=$threads build/bin/moe-run "$out/cpu-step.moebin" \
+build/bin/moe-run "$out/cpu-step.moebin" --threads "$threads" \
   --data "$out/corpus.bin" --steps $((warmup + steps)) --quiet \
   --metrics "$out/moe-run.jsonl"
 /usr/bin/python3 bench/torch_baseline.py --config "$out/dump/config.json" \

@@ -152,7 +152,7 @@ void mlir::moe::printMemoryReport(const ModelStatistics &stats,
                                  stats.inputBytes + stats.arenaBytes);
   os << llvm::format("  model FLOPs per step: %.4g (%.4g per token)\n",
                      stats.flopsPerStep,
-                     stats.batch * stats.seq
+                     stats.batch * stats.seq > 0
                          ? stats.flopsPerStep / (stats.batch * stats.seq)
                          : 0.0);
 }

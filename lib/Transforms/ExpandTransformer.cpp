@@ -153,7 +153,7 @@ public:
     for (int64_t layer : config.getDenseLayers())
       dense.insert(layer);
     SmallVector<Value> auxLosses;
-    for (int64_t layer = 0; layer < config.getLayers(); ++layer) {
+    for (int64_t layer = 0, e = config.getLayers(); layer < e; ++layer) {
       h = attentionBlock(h, layer);
       auto [next, aux] = ffnBlock(h, layer, dense.contains(layer));
       h = next;
@@ -234,7 +234,8 @@ FailureOr<func::FuncOp> mlir::moe::expandTransformer(TransformerOp config) {
   // The function goes after the config op, the parameters before it, so
   // the module reads declarations first.
   OpBuilder builder(config->getBlock(), std::next(config->getIterator()));
-  auto ids = RankedTensorType::get({config.getBatch(), config.getSeq()},
+  int64_t batch = config.getBatch(), seq = config.getSeq();
+  auto ids = RankedTensorType::get({batch, seq},
                                    builder.getI32Type());
   auto scalar = RankedTensorType::get({}, builder.getF32Type());
   auto forward = builder.create<func::FuncOp>(

@@ -30,6 +30,7 @@ training:
   --start-step N         first step (LR schedule position; default 0)
   --seed N               parameter initialisation seed (default: the artifact's)
   --device D             cpu (default); cuda needs the CUDA backend
+  --threads N            GEMM threads (default: OPENBLAS_NUM_THREADS or all cores)
 weights and outputs:
   --load FILE            start from these weights (safetensors, HF names)
   --save FILE            write the trained weights (safetensors, HF names)
@@ -37,6 +38,7 @@ weights and outputs:
   --dump-step DIR        record one step for test/reference/ (see --dump-step-at)
   --dump-step-at N       the step to record (default: the first)
   --log-every N          print every N steps (default 1)
+  --profile              print the time spent per kernel at the end
   --quiet                print nothing but errors
   --no-plot              do not print the loss curve
 )";
@@ -94,6 +96,11 @@ static train::TrainOptions parseArgs(int argc, char **argv) {
       options.startStep = parseInt(arg, value());
     } else if (arg == "--seed") {
       options.initSeed = parseInt(arg, value());
+    } else if (arg == "--threads") {
+      int64_t threads = parseInt(arg, value());
+      if (threads <= 0 || threads > 1024)
+        throw UsageError{"--threads must be in [1, 1024]"};
+      options.threads = static_cast<int>(threads);
     } else if (arg == "--device") {
       device = value();
     } else if (arg == "--load") {
@@ -108,6 +115,8 @@ static train::TrainOptions parseArgs(int argc, char **argv) {
       options.dumpStepAt = parseInt(arg, value());
     } else if (arg == "--log-every") {
       options.logEvery = parseInt(arg, value());
+    } else if (arg == "--profile") {
+      options.profile = true;
     } else if (arg == "--quiet") {
       options.quiet = true;
     } else if (arg == "--no-plot") {

@@ -157,9 +157,10 @@ TEST(ReaderTest, EveryTruncationIsAnError) {
     absl::StatusOr<Program> read =
         parseArtifact(prefix.data(), prefix.size(), "truncated");
     EXPECT_FALSE(read.ok()) << "prefix of " << length << " bytes verified";
-    if (length >= 8 && !read.ok())
+    if (length >= 8 && !read.ok()) {
       EXPECT_THAT(std::string(read.status().message()), HasSubstr("truncated"))
           << length;
+    }
   }
 }
 

@@ -123,9 +123,11 @@ TEST(ExpertsTest, BackwardMatchesFiniteDifferencesWithDrops) {
   ExpertsCase c(8, 5, 7, 3, 2, 0.6f, 94);
   ASSERT_GT(c.dropped(), 0);
   auto g = c.backward();
-  for (int64_t s = 0; s < c.T * c.K; ++s)
-    if (c.indices[s] < 0)
+  for (int64_t s = 0; s < c.T * c.K; ++s) {
+    if (c.indices[s] < 0) {
       EXPECT_EQ(g.dweights[s], 0.0f) << "dropped slot " << s;
+    }
+  }
   auto loss = [&] { return c.loss(); };
   GradCheckOptions options;
   EXPECT_GRADIENT("dx", c.x, g.dx, loss, options);

@@ -137,8 +137,9 @@ TEST_P(RouterBackwardTest, MatchesFiniteDifferences) {
   auto dw = randomVector(T * K, 84);
   auto dp = randomVector(T * E, 85);
   RouterOut r = route(logits, T, E, K, cf);
-  if (cf > 0.0f)
+  if (cf > 0.0f) {
     ASSERT_GT(std::count(r.indices.begin(), r.indices.end(), -1), 0);
+  }
   std::vector<float> dlogits(T * E);
   routerBackward(dw.data(), withAux ? dp.data() : nullptr, r.probs.data(),
                  dlogits.data(), T, E, K);

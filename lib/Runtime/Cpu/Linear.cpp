@@ -40,6 +40,10 @@ void detail::gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
               static_cast<blasint>(ldc));
 }
 
+void setNumThreads(int threads) { openblas_set_num_threads(threads); }
+
+int numThreads() { return openblas_get_num_threads(); }
+
 void linearForward(const float *x, const float *w, float *y, int64_t T,
                    int64_t K, int64_t N) {
   detail::gemm(/*transA=*/false, /*transB=*/true, T, N, K, 1.0f, x, K, w, K,

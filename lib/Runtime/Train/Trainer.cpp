@@ -1,6 +1,7 @@
 //===- Trainer.cpp - the training loop of moe-run -------------------------===//
 #include "moe/Runtime/Train/Trainer.h"
 #include "moe/Runtime/Artifact/Reader.h"
+#include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Engine/Executor.h"
 #include "moe/Runtime/IO/Metrics.h"
 #include "moe/Runtime/Train/StepDump.h"
@@ -8,6 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -27,6 +30,7 @@ public:
 private:
   absl::Status runOne(int64_t step, TrainSummary &summary);
   void printHeader() const;
+  void printProfile(double totalSeconds) const;
 
   const TrainOptions &options;
   std::ostream &out;
@@ -35,13 +39,42 @@ private:
   std::optional<data::BatchSampler> sampler;
   std::optional<io::MetricsWriter> metrics;
   std::vector<int32_t> tokens, targets;
+  /// Seconds and calls per opcode when profiling.
+  std::vector<std::pair<double, int64_t>> opcodeTime =
+      std::vector<std::pair<double, int64_t>>(kNumOpcodes);
 };
 } // namespace
 
+/// Refuses a program whose memory exceeds the machine's physical memory,
+/// instead of letting the kernel kill the process half-way through
+/// initialisation.
+static absl::Status checkFitsInMemory(const Program &program,
+                                      const std::string &path) {
+  uint64_t bytes = program.arenaBytes;
+  for (const Buffer &buffer : program.buffers)
+    if (buffer.kind != BufferKind::Temporary)
+      bytes += buffer.sizeInBytes();
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || pageSize <= 0)
+    return absl::OkStatus();
+  uint64_t physical = static_cast<uint64_t>(pages) * pageSize;
+  if (bytes <= physical)
+    return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s needs %.1f GiB per rank (parameters, optimizer state and arena), "
+      "this machine has %.1f GiB: shard it over more ranks",
+      path, bytes / 1073741824.0, physical / 1073741824.0));
+}
+
 absl::Status Run::setUp() {
+  if (options.threads)
+    cpu::setNumThreads(*options.threads);
   absl::StatusOr<Program> program = readArtifact(options.artifactPath);
   if (!program.ok())
     return program.status();
+  if (absl::Status s = checkFitsInMemory(*program, options.artifactPath);
+      !s.ok())
+    return s;
   absl::StatusOr<std::unique_ptr<Executor>> created =
       Executor::create(std::move(*program));
   if (!created.ok())
@@ -97,10 +130,28 @@ void Run::printHeader() const {
       io::formatSiValue(executor->totalParameterBytes()),
       io::formatSiValue(executor->optimizerStateBytes()),
       io::formatSiValue(executor->arenaBytes()));
+  out << absl::StrFormat("cpu: %d GEMM thread(s)\n", cpu::numThreads());
   out << absl::StrFormat("data: %s (%s, %s, %s tokens)\n", dataset->path(),
                          data::datasetFormatName(dataset->format()),
                          data::tokenDtypeName(dataset->dtype()),
                          io::formatSiValue(dataset->numTokens()));
+}
+
+void Run::printProfile(double totalSeconds) const {
+  std::vector<int> order;
+  for (int op = 0; op < kNumOpcodes; ++op)
+    if (opcodeTime[op].second > 0)
+      order.push_back(op);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return opcodeTime[a].first > opcodeTime[b].first;
+  });
+  out << "time per kernel (all steps):\n";
+  for (int op : order)
+    out << absl::StrFormat("  %-18s %9.3f s %6.1f%% %8d calls\n",
+                           opcodeName(static_cast<Opcode>(op)),
+                           opcodeTime[op].first,
+                           100.0 * opcodeTime[op].first / totalSeconds,
+                           opcodeTime[op].second);
 }
 
 absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
@@ -121,13 +172,23 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
     dump.emplace(std::move(*begun));
   }
   StepHooks hooks;
-  hooks.afterInstruction = [&](size_t index, const Instruction &) {
+  std::chrono::steady_clock::time_point kernelStart;
+  hooks.afterInstruction = [&](size_t index, const Instruction &inst) {
     probe.after(index);
+    if (options.profile) {
+      auto &slot = opcodeTime[static_cast<int>(inst.opcode)];
+      slot.first += std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - kernelStart)
+                        .count();
+      ++slot.second;
+    }
   };
-  if (dump)
-    hooks.beforeInstruction = [&](size_t index, const Instruction &inst) {
+  hooks.beforeInstruction = [&](size_t index, const Instruction &inst) {
+    if (dump)
       dump->before(index, inst);
-    };
+    if (options.profile)
+      kernelStart = std::chrono::steady_clock::now();
+  };
 
   auto start = std::chrono::steady_clock::now();
   absl::StatusOr<StepResult> result =
@@ -193,6 +254,8 @@ absl::StatusOr<TrainSummary> Run::loop() {
   if (metrics)
     if (absl::Status s = metrics->close(); !s.ok())
       return s;
+  if (options.profile)
+    printProfile(summary.seconds);
   if (!options.quiet && !summary.losses.empty()) {
     double first = summary.losses.front(), last = summary.losses.back();
     if (options.plot && summary.losses.size() > 1)

@@ -19,6 +19,10 @@ namespace moe::rt::cpu {
 // Linear algebra (OpenBLAS sgemm)
 //===----------------------------------------------------------------------===//
 
+/// Threads the GEMMs may use (OpenBLAS's pool); results do not depend on it.
+void setNumThreads(int threads);
+int numThreads();
+
 /// y[T, N] = x[T, K] * w[N, K]^T.
 void linearForward(const float *x, const float *w, float *y, int64_t T,
                    int64_t K, int64_t N);

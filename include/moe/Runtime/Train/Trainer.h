@@ -43,6 +43,11 @@ struct TrainOptions {
   std::optional<int64_t> dumpStepAt;
   /// Print a progress line every `logEvery` steps (and the last one).
   int64_t logEvery = 1;
+  /// GEMM threads; OpenBLAS's default (OPENBLAS_NUM_THREADS or the
+  /// cores) when absent.
+  std::optional<int> threads;
+  /// Print the time spent per kernel (opcode) at the end.
+  bool profile = false;
   bool quiet = false;
   bool plot = true;
 };

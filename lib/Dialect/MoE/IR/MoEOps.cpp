@@ -38,9 +38,6 @@ static std::string fmt(double value) {
 static ArrayRef<int64_t> shapeOf(Value v) {
   return cast<ShapedType>(v.getType()).getShape();
 }
-static ArrayRef<int64_t> shapeOf(Type t) {
-  return cast<ShapedType>(t).getShape();
-}
 
 /// Checks that `value` has exactly the shape `expected`.
 static LogicalResult expectShape(Operation *op, StringRef what, Value value,

@@ -42,6 +42,13 @@ func.func @forward_backward(%loss: tensor<f32>, %g: tensor<4xf32>) -> (tensor<f3
 
 // -----
 
+// expected-error @+1 {{expected the loss as first result}}
+func.func @forward_backward() {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{has no parameter gradients to apply}}
 func.func @forward_backward(%loss: tensor<f32>) -> tensor<f32> {
   return %loss : tensor<f32>

@@ -16,6 +16,13 @@
 // RUN: not moec %t.dir/noplan.mlir -o %t.moebin --pass-pipeline="builtin.module(moe-expand-transformer)" 2>&1 | FileCheck %s --check-prefix=NOSTEP
 // NOSTEP: error: no function named 'train_step' to write as the training step
 
+// RUN: not moec %t.dir/noplan.mlir -o %t.moebin --pass-pipeline="builtin.module(moe-expand-transformer,moe-autodiff,moe-optimizer)" 2>&1 | FileCheck %s --check-prefix=NOPLAN
+// NOPLAN: noplan.mlir:1:1: error: 'func.func' op has no memory plan (run moe-plan-memory)
+// RUN: not moec %t.dir/nokernel.mlir -o %t.moebin --pass-pipeline="builtin.module(moe-plan-memory)" 2>&1 | FileCheck %s --check-prefix=NOKERNEL
+// NOKERNEL: nokernel.mlir:4:8: error: 'func.call' op has no runtime kernel (lower it before writing the artifact)
+// RUN: not moec %t.dir/signature.mlir -o %t.moebin --pass-pipeline="builtin.module(moe-plan-memory)" 2>&1 | FileCheck %s --check-prefix=SIGNATURE
+// SIGNATURE: signature.mlir:1:1: error: 'func.func' op expected train_step(tokens, targets, step) -> (loss, grad_norm, lr)
+
 //--- syntax.mlir
 module {
   moe.transformer @broken {vocab = 16 hidden = 8}
@@ -31,3 +38,15 @@ func.func @forward(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
 moe.transformer @bad {vocab = 16, hidden = 30, layers = 1, heads = 4, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
 //--- noplan.mlir
 moe.transformer @ok {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+//--- nokernel.mlir
+func.func private @opaque(tensor<f32>) -> tensor<f32>
+func.func @train_step(%t: tensor<1x2xi32>, %y: tensor<1x2xi32>, %s: tensor<i32>) -> (tensor<f32>, tensor<f32>, tensor<f32>) {
+  %c = moe.constant 1.0 : tensor<f32>
+  %d = func.call @opaque(%c) : (tensor<f32>) -> tensor<f32>
+  return %c, %d, %d : tensor<f32>, tensor<f32>, tensor<f32>
+}
+//--- signature.mlir
+func.func @train_step(%t: tensor<1x2xi32>) -> tensor<f32> {
+  %c = moe.constant 1.0 : tensor<f32>
+  return %c : tensor<f32>
+}

@@ -19,7 +19,9 @@ namespace moe::rt::cpu {
 // Linear algebra (OpenBLAS sgemm)
 //===----------------------------------------------------------------------===//
 
-/// Threads the GEMMs may use (OpenBLAS's pool); results do not depend on it.
+/// Threads the GEMMs may use (OpenBLAS's pool). Results are bitwise
+/// reproducible for a given thread count; another count may change the last
+/// bits, because OpenBLAS partitions the GEMMs differently.
 void setNumThreads(int threads);
 int numThreads();
 

@@ -315,9 +315,9 @@ LogicalResult ArtifactBuilder::build(uint64_t seed, llvm::raw_ostream &os) {
 
 LogicalResult mlir::moe::writeArtifact(ModuleOp module, StringRef function,
                                        uint64_t seed, llvm::raw_ostream &os) {
-  auto step = module.lookupSymbol<func::FuncOp>(function);
-  if (!step)
-    return module.emitError() << "no function named '" << function
-                              << "' to write as the training step";
-  return ArtifactBuilder(module, step).build(seed, os);
+  FailureOr<func::FuncOp> step =
+      lookupFunction(module, function, "to write as the training step");
+  if (failed(step))
+    return failure();
+  return ArtifactBuilder(module, *step).build(seed, os);
 }

@@ -133,16 +133,12 @@ struct AutodiffPass : public mlir::moe::impl::AutodiffBase<AutodiffPass> {
   using AutodiffBase::AutodiffBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto forward = module.lookupSymbol<func::FuncOp>(function);
-    if (!forward) {
-      module.emitError() << "no function named '" << function
-                         << "' to differentiate";
-      return signalPassFailure();
-    }
-    if (failed(differentiate(forward)))
+    FailureOr<func::FuncOp> forward =
+        lookupFunction(module, function, "to differentiate");
+    if (failed(forward) || failed(differentiate(*forward)))
       return signalPassFailure();
     if (output != function)
-      forward.setSymName(output);
+      forward->setSymName(output);
   }
 };
 } // namespace

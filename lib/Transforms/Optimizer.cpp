@@ -110,16 +110,13 @@ struct OptimizerPass : public mlir::moe::impl::OptimizerBase<OptimizerPass> {
   using OptimizerBase::OptimizerBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto step = module.lookupSymbol<func::FuncOp>(function);
-    if (!step) {
-      module.emitError() << "no function named '" << function
-                         << "' to add the optimizer step to";
-      return signalPassFailure();
-    }
-    if (failed(appendOptimizerStep(step, AdamWSettings::fromModule(module))))
+    FailureOr<func::FuncOp> step =
+        lookupFunction(module, function, "to add the optimizer step to");
+    if (failed(step) ||
+        failed(appendOptimizerStep(*step, AdamWSettings::fromModule(module))))
       return signalPassFailure();
     if (output != function)
-      step.setSymName(output);
+      step->setSymName(output);
   }
 };
 } // namespace

@@ -130,15 +130,13 @@ struct PlanMemoryPass : public mlir::moe::impl::PlanMemoryBase<PlanMemoryPass> {
   using PlanMemoryBase::PlanMemoryBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto step = module.lookupSymbol<func::FuncOp>(function);
-    if (!step) {
-      module.emitError() << "no function named '" << function << "' to plan";
+    FailureOr<func::FuncOp> step = lookupFunction(module, function, "to plan");
+    if (failed(step))
       return signalPassFailure();
-    }
-    FailureOr<MemoryPlan> plan = planMemory(step);
+    FailureOr<MemoryPlan> plan = planMemory(*step);
     if (failed(plan))
       return signalPassFailure();
-    annotateMemoryPlan(step, *plan);
+    annotateMemoryPlan(*step, *plan);
   }
 };
 } // namespace

@@ -25,6 +25,11 @@ inline constexpr llvm::StringLiteral kArenaBytesAttrName = "moe.arena_bytes";
 inline constexpr llvm::StringLiteral kPeakLiveBytesAttrName =
     "moe.peak_live_bytes";
 
+/// The function `name` of `module`; otherwise emits "no function named
+/// 'name' <purpose>" on the module and fails.
+FailureOr<func::FuncOp> lookupFunction(ModuleOp module, StringRef name,
+                                       StringRef purpose);
+
 /// Replaces `transformer` by its parameters and a `forward` function (placed
 /// in the transformer's parent module) and returns that function.
 FailureOr<func::FuncOp> expandTransformer(TransformerOp transformer);

@@ -11,7 +11,7 @@ packages=(
   libabsl-dev libopenblas-dev libflatbuffers-dev flatbuffers-compiler
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin libopenmpi-dev
-  python3-numpy python3-torch
+  python3-numpy python3-torch python3-venv
 )
 missing=()
 for p in "${packages[@]}"; do

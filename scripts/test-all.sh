@@ -5,6 +5,15 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh || exit 1
 
+# Test-only: HF transformers (from PyPI, beside Debian's torch) for the test
+# that loads our weights into MixtralForCausalLM.
+if ! build/hf-venv/bin/python -c "import transformers" 2>/dev/null; then
+  rm -rf build/hf-venv
+  /usr/bin/python3 -m venv --system-site-packages build/hf-venv &&
+    build/hf-venv/bin/pip install -q --disable-pip-version-check "transformers==4.40.2" ||
+    { echo "test-all: cannot install transformers into build/hf-venv" >&2; exit 1; }
+fi
+
 lit_out=$(mktemp)
 /usr/lib/llvm-19/build/utils/lit/lit.py -sv build/test 2>&1 | tee "$lit_out"
 lit_status=${PIPESTATUS[0]}

@@ -16,6 +16,14 @@ config.substitutions.append(("%reference", os.path.join(config.moe_src_root, "te
 config.substitutions.append(("%inputs", os.path.join(config.moe_src_root, "test", "Inputs")))
 # Debian's python3 has torch and numpy; a pyenv python on PATH may not.
 config.substitutions.append(("%python", "/usr/bin/python3"))
+config.substitutions.append(("%moe_tools_dir", config.moe_tools_dir))
+
+# A Python with HF transformers (scripts/test-all.sh makes build/hf-venv),
+# for the test that loads our weights into MixtralForCausalLM.
+hf_python = os.path.join(config.moe_obj_root, "hf-venv", "bin", "python")
+if os.path.exists(hf_python):
+    config.available_features.add("hf-transformers")
+    config.substitutions.append(("%hf_python", hf_python))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.moe_tools_dir, append_path=True)

@@ -2,6 +2,7 @@
 #include "moe/Runtime/Train/Weights.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 
 #include <set>
@@ -110,8 +111,8 @@ absl::Status loadWeights(Executor &executor, const std::string &path,
         return s;
   }
   for (const io::TensorData &tensor : file->tensors) {
-    bool isState = tensor.name.size() > 8 &&
-                   (tensor.name.find(".exp_avg") != std::string::npos);
+    bool isState = absl::EndsWith(tensor.name, ".exp_avg") ||
+                   absl::EndsWith(tensor.name, ".exp_avg_sq");
     // Optimizer state in a parameters-only load is ignored on purpose: a
     // checkpoint can be loaded to restart training with fresh moments.
     if (!used.count(tensor.name) && !(isState && set == WeightSet::Parameters))

@@ -31,8 +31,6 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 # OpenBLAS picks its thread count from the machine; tests pin it so that
 # results are reproducible across machines.
 llvm_config.with_environment("OPENBLAS_NUM_THREADS", "1")
-for var in ["OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"]:
-    llvm_config.with_environment(var, "1")
 
 llvm_config.add_tool_substitutions(["moe-opt", "moec", "moe-run", "moe-data"],
                                    [config.moe_tools_dir])

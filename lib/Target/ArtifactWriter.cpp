@@ -14,6 +14,7 @@
 #include "moe/Runtime/Artifact/Program_generated.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -47,6 +48,7 @@ private:
   uint32_t paramBuffer(FlatSymbolRefAttr ref) {
     return paramBuffers.lookup(ref.getAttr());
   }
+  LogicalResult verifyStepSignature();
   LogicalResult addParams();
   LogicalResult addInstruction(Operation *op);
   FailureOr<PendingInstruction> describe(Operation *op);
@@ -58,6 +60,8 @@ private:
   std::vector<PendingInstruction> instructions;
   llvm::DenseMap<Value, uint32_t> valueBuffers;
   llvm::DenseMap<StringAttr, uint32_t> paramBuffers;
+  /// Parameters already given their AdamW update.
+  llvm::DenseSet<Attribute> updated;
 };
 } // namespace
 
@@ -90,6 +94,37 @@ static fb::Init toSchema(InitKind kind) {
 static fb::DType dtypeOf(Type type) {
   return cast<ShapedType>(type).getElementType().isInteger(32) ? fb::DType::I32
                                                                : fb::DType::F32;
+}
+
+/// The runtime feeds tokens, targets (i32 [B, S]) and the step (i32 scalar)
+/// and reads back three f32 scalars computed in the step.
+LogicalResult ArtifactBuilder::verifyStepSignature() {
+  auto signatureError = [&]() {
+    return step.emitOpError()
+           << "expected train_step(tokens: tensor<BxSxi32>, targets: "
+              "tensor<BxSxi32>, step: tensor<i32>) -> (loss, grad_norm, lr: "
+              "tensor<f32>)";
+  };
+  Block &body = step.getBody().front();
+  if (body.getNumArguments() != 3 || step.getNumResults() != 3)
+    return signatureError();
+  auto tokens = dyn_cast<RankedTensorType>(body.getArgument(0).getType());
+  auto i32Scalar = RankedTensorType::get({}, IntegerType::get(step.getContext(), 32));
+  auto f32Scalar = RankedTensorType::get({}, Float32Type::get(step.getContext()));
+  if (!tokens || tokens.getRank() != 2 || !tokens.getElementType().isInteger(32) ||
+      body.getArgument(1).getType() != tokens ||
+      body.getArgument(2).getType() != i32Scalar)
+    return signatureError();
+  for (Value result : body.getTerminator()->getOperands()) {
+    if (result.getType() != f32Scalar)
+      return signatureError();
+    // The runtime reads outputs from the arena: they must be op results.
+    Operation *def = result.getDefiningOp();
+    if (!def || isa<GetParamOp>(def))
+      return step.emitOpError()
+             << "expected loss, grad_norm and lr to be computed by the step";
+  }
+  return success();
 }
 
 LogicalResult ArtifactBuilder::addParams() {
@@ -208,6 +243,9 @@ FailureOr<PendingInstruction> ArtifactBuilder::describe(Operation *op) {
     return failure();
 
   if (auto update = dyn_cast<AdamWUpdateOp>(op)) {
+    if (!updated.insert(update.getParamAttr()).second)
+      return update.emitOpError() << "updates " << update.getParamAttr()
+                                  << " a second time in one step";
     // The schema's AdamW operand order: param, grad, moments, scalars.
     inst.operands = {paramBuffer(update.getParamAttr()),
                      valueBuffers.lookup(update.getGrad()),
@@ -253,10 +291,8 @@ LogicalResult ArtifactBuilder::addInstruction(Operation *op) {
 
 LogicalResult ArtifactBuilder::build(uint64_t seed, llvm::raw_ostream &os) {
   Block &body = step.getBody().front();
-  if (body.getNumArguments() != 3 || step.getNumResults() != 3)
-    return step.emitOpError()
-           << "expected train_step(tokens, targets, step) -> (loss, "
-              "grad_norm, lr)";
+  if (failed(verifyStepSignature()))
+    return failure();
   auto arena = step->getAttrOfType<IntegerAttr>(kArenaBytesAttrName);
   if (!arena)
     return step.emitOpError() << "has no memory plan (run moe-plan-memory)";

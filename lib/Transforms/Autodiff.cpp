@@ -67,8 +67,10 @@ static LogicalResult backpropagate(Operation *op, GradientMap &grads,
            << "is on the path to the loss but has no gradient rule";
   SmallVector<Value> operandGrads =
       differentiable.buildVJP(builder, resultGrads);
-  assert(operandGrads.size() == op->getNumOperands() &&
-         "a VJP rule must return one gradient per operand");
+  if (operandGrads.size() != op->getNumOperands())
+    return op->emitOpError() << "has a gradient rule returning "
+                             << operandGrads.size() << " gradients for "
+                             << op->getNumOperands() << " operands";
   for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
     if (grad)
       grads.accumulate(operand, grad, op->getLoc());

@@ -18,6 +18,8 @@ AdamWSettings AdamWSettings::fromModule(ModuleOp module) {
   if (configs.empty())
     return settings;
   AdamWConfigOp config = *configs.begin();
+  assert(std::next(configs.begin()) == configs.end() &&
+         "the optimizer pass refuses several moe.adamw_config ops");
   settings.lr = config.getLr().convertToFloat();
   settings.minLr = config.getMinLr().convertToFloat();
   settings.warmup = config.getWarmup();
@@ -110,6 +112,11 @@ struct OptimizerPass : public mlir::moe::impl::OptimizerBase<OptimizerPass> {
   using OptimizerBase::OptimizerBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    SmallVector<AdamWConfigOp> configs(module.getOps<AdamWConfigOp>());
+    if (configs.size() > 1) {
+      configs[1].emitOpError() << "expected one moe.adamw_config per module";
+      return signalPassFailure();
+    }
     FailureOr<func::FuncOp> step =
         lookupFunction(module, function, "to add the optimizer step to");
     if (failed(step) ||

@@ -21,7 +21,7 @@ func.func @chain(%x: tensor<16xf32>) -> tensor<16xf32> {
 // Parameters live outside the arena; the largest tensors are placed first;
 // a tensor only reuses bytes of tensors dead when it is born; offsets are
 // 64-byte aligned.
-moe.param @up : tensor<8x4xf32>
+moe.param @up : tensor<8x4xf32> {init = #moe.init<zeros>}
 // CHECK-LABEL: func.func @chain
 // CHECK-SAME: moe.arena_bytes = 256 : i64, moe.peak_live_bytes = 196 : i64
 func.func @chain(%x: tensor<4x4xf32>) -> tensor<f32> {

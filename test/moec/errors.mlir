@@ -21,14 +21,14 @@
 // RUN: not moec %t.dir/nokernel.mlir -o %t.moebin --pass-pipeline="builtin.module(moe-plan-memory)" 2>&1 | FileCheck %s --check-prefix=NOKERNEL
 // NOKERNEL: nokernel.mlir:4:8: error: 'func.call' op has no runtime kernel (lower it before writing the artifact)
 // RUN: not moec %t.dir/signature.mlir -o %t.moebin --pass-pipeline="builtin.module(moe-plan-memory)" 2>&1 | FileCheck %s --check-prefix=SIGNATURE
-// SIGNATURE: signature.mlir:1:1: error: 'func.func' op expected train_step(tokens, targets, step) -> (loss, grad_norm, lr)
+// SIGNATURE: signature.mlir:1:1: error: 'func.func' op expected train_step(tokens: tensor<BxSxi32>, targets: tensor<BxSxi32>, step: tensor<i32>) -> (loss, grad_norm, lr: tensor<f32>)
 
 //--- syntax.mlir
 module {
   moe.transformer @broken {vocab = 16 hidden = 8}
 }
 //--- shape.mlir
-moe.param @w : tensor<4x16xf32>
+moe.param @w : tensor<4x16xf32> {init = #moe.init<zeros>}
 func.func @forward(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
   %w = moe.get_param @w : tensor<4x16xf32>
   %y = moe.linear %x, %w : (tensor<2x8xf32>, tensor<4x16xf32>) -> tensor<2x4xf32>

@@ -64,7 +64,30 @@ def Optimizer : Pass<"moe-optimizer", "ModuleOp"> {
     module's `moe.adamw_config` (defaults when absent); norm weights are not
     weight-decayed (`no_weight_decay`).
 
-    Example: see test/Transforms/optimizer.mlir.
+    Example:
+
+    ```mlir
+    func.func @forward_backward(%tokens: tensor<8x64xi32>,
+                                %targets: tensor<8x64xi32>)
+        -> (tensor<f32>, tensor<64xf32> {moe.grad_of = @"model.norm.weight"})
+    ```
+    becomes
+
+    ```mlir
+    moe.param @"model.norm.weight.exp_avg" : tensor<64xf32>
+        {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+    func.func @train_step(%tokens: tensor<8x64xi32>, %targets: tensor<8x64xi32>,
+                          %step: tensor<i32>)
+        -> (tensor<f32>, tensor<f32>, tensor<f32>) {
+      ...
+      %norm = moe.global_norm %g : (tensor<64xf32>) -> tensor<f32>
+      %clip = moe.clip_coefficient %norm {max_norm = 1.0 : f32} : tensor<f32>
+      %lr = moe.learning_rate %step {...} : (tensor<i32>) -> tensor<f32>
+      moe.adamw_update @"model.norm.weight", ..., %g, %lr, %clip, %step {...}
+          : tensor<64xf32>
+      return %loss, %norm, %lr : tensor<f32>, tensor<f32>, tensor<f32>
+    }
+    ```
   }];
   let options = [
     Option<"function", "function", "std::string", "\"forward_backward\"",
@@ -85,7 +108,16 @@ def PlanMemory : Pass<"moe-plan-memory", "ModuleOp"> {
     (the largest total of simultaneously live tensors, a lower bound of the
     arena).
 
-    Example: `%y = moe.add %a, %b {moe.offsets = array<i64: 4096>}`.
+    Example:
+
+    ```mlir
+    func.func @train_step(...) -> (...)
+        attributes {moe.arena_bytes = 4030592 : i64,
+                    moe.peak_live_bytes = 3964940 : i64} {
+      %y = moe.add %a, %b {moe.offsets = array<i64: 4096>} : tensor<8x64x64xf32>
+      ...
+    }
+    ```
   }];
   let options = [
     Option<"function", "function", "std::string", "\"train_step\"",

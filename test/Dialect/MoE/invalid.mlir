@@ -101,12 +101,30 @@ moe.param @w.exp_avg : tensor<4xf32> {init = #moe.init<ones>, kind = #moe.param_
 // -----
 
 // expected-error @+1 {{expected at most one '{e}' in the name}}
-moe.param @"experts.{e}.w1.{e}" : tensor<2x4xf32>
+moe.param @"experts.{e}.w1.{e}" : tensor<2x4xf32> {init = #moe.init<zeros>}
 
 // -----
 
 // expected-error @+1 {{expected stacked expert tensor 'experts.{e}.w1' to have rank >= 2}}
-moe.param @"experts.{e}.w1" : tensor<4xf32>
+moe.param @"experts.{e}.w1" : tensor<4xf32> {init = #moe.init<zeros>}
+
+// -----
+
+// expected-error @+1 {{expected an initialisation for a weight (zeros, ones or normal)}}
+moe.param @w : tensor<4xf32>
+
+// -----
+
+// expected-error @+1 {{expected attribute 'weight_decay' to be finite, got inf}}
+moe.adamw_config {weight_decay = 0x7F800000 : f32}
+
+// -----
+
+func.func @weighted_sum_nan(%a: tensor<f32>) {
+  // expected-error @+1 {{expected attribute 'coefficients' to be finite, got nan at index 1}}
+  %s = moe.weighted_sum %a, %a {coefficients = array<f32: 1.0, 0x7FC00000>} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return
+}
 
 // -----
 
@@ -118,7 +136,7 @@ func.func @get_missing() {
 
 // -----
 
-moe.param @w : tensor<4xf32>
+moe.param @w : tensor<4xf32> {init = #moe.init<zeros>}
 func.func @get_wrong_type() {
   // expected-error @+1 {{result type 'tensor<8xf32>' differs from the type of @w, 'tensor<4xf32>'}}
   %w = moe.get_param @w : tensor<8xf32>
@@ -154,6 +172,14 @@ func.func @embedding_grad_result(%dy: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) {
 func.func @rms_norm_result(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
   // expected-error @+1 {{expected the result to have the input's type}}
   %y = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<8x2xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_rank(%x: tensor<8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{expected input of rank >= 2, got [8]}}
+  %y = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
   return
 }
 
@@ -271,6 +297,22 @@ func.func @rope_rank(%x: tensor<4x8xf32>) {
 
 // -----
 
+func.func @rope_no_heads(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{expected num_heads > 0, got 0}}
+  %y = moe.rope %x {num_heads = 0, theta = 1.0e4 : f32} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @rope_empty(%x: tensor<2x4x0xf32>) {
+  // expected-error @+1 {{expected a non-empty last dimension}}
+  %y = moe.rope %x {num_heads = 2, theta = 1.0e4 : f32} : (tensor<2x4x0xf32>) -> tensor<2x4x0xf32>
+  return
+}
+
+// -----
+
 func.func @rope_heads(%x: tensor<2x4x64xf32>) {
   // expected-error @+1 {{expected the last dimension (64) to be divisible by num_heads (3)}}
   %y = moe.rope %x {num_heads = 3, theta = 1.0e4 : f32} : (tensor<2x4x64xf32>) -> tensor<2x4x64xf32>
@@ -306,6 +348,14 @@ func.func @attention_groups(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>) {
 func.func @attention_width(%q: tensor<2x4x10xf32>, %k: tensor<2x4x10xf32>) {
   // expected-error @+1 {{expected the query width (10) to be divisible by num_heads (4)}}
   %o, %lse = moe.attention %q, %k, %k {num_heads = 4, num_kv_heads = 4} : (tensor<2x4x10xf32>, tensor<2x4x10xf32>, tensor<2x4x10xf32>) -> (tensor<2x4x10xf32>, tensor<2x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_empty_heads(%q: tensor<2x4x0xf32>) {
+  // expected-error @+1 {{expected a non-empty head dimension}}
+  %o, %lse = moe.attention %q, %q, %q {num_heads = 2, num_kv_heads = 2} : (tensor<2x4x0xf32>, tensor<2x4x0xf32>, tensor<2x4x0xf32>) -> (tensor<2x4x0xf32>, tensor<2x2x4xf32>)
   return
 }
 
@@ -513,7 +563,7 @@ func.func @learning_rate_schedule(%s: tensor<i32>) {
 
 // -----
 
-moe.param @w : tensor<4xf32>
+moe.param @w : tensor<4xf32> {init = #moe.init<zeros>}
 moe.param @m : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
 func.func @adamw_missing(%g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
   // expected-error @+1 {{exp_avg_sq @v does not name a moe.param}}
@@ -523,29 +573,42 @@ func.func @adamw_missing(%g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
 
 // -----
 
-moe.param @w : tensor<4xf32>
+moe.param @w : tensor<4xf32> {init = #moe.init<zeros>}
 moe.param @m : tensor<8xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+moe.param @v : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
 func.func @adamw_type(%g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
   // expected-error @+1 {{exp_avg @m has type 'tensor<8xf32>', but the gradient has type 'tensor<4xf32>'}}
+  moe.adamw_update @w, @m, @v, %g, %lr, %lr, %s {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<4xf32>
+  return
+}
+
+// -----
+
+moe.param @w : tensor<4xf32> {init = #moe.init<zeros>}
+moe.param @m : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+func.func @adamw_same_moments(%g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
+  // expected-error @+1 {{expected exp_avg and exp_avg_sq to be different parameters, got @m twice}}
   moe.adamw_update @w, @m, @m, %g, %lr, %lr, %s {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<4xf32>
   return
 }
 
 // -----
 
-moe.param @w : tensor<4xf32>
+moe.param @w : tensor<4xf32> {init = #moe.init<zeros>}
+moe.param @w2 : tensor<4xf32> {init = #moe.init<zeros>}
 func.func @adamw_kind(%g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
   // expected-error @+1 {{exp_avg @w must be optimizer state}}
-  moe.adamw_update @w, @w, @w, %g, %lr, %lr, %s {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<4xf32>
+  moe.adamw_update @w, @w, @w2, %g, %lr, %lr, %s {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<4xf32>
   return
 }
 
 // -----
 
 moe.param @m : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+moe.param @v : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
 func.func @adamw_param_kind(%g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
   // expected-error @+1 {{param @m must be a weight}}
-  moe.adamw_update @m, @m, @m, %g, %lr, %lr, %s {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<4xf32>
+  moe.adamw_update @m, @m, @v, %g, %lr, %lr, %s {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<4xf32>
   return
 }
 

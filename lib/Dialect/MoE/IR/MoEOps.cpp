@@ -12,6 +12,8 @@
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/Support/Format.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::moe;
 
@@ -77,6 +79,24 @@ static LogicalResult expectTopK(Operation *op, int64_t topK, int64_t experts) {
     return success();
   return op->emitOpError() << "expected 1 <= top_k <= " << experts
                            << " (experts), got " << topK;
+}
+
+LogicalResult mlir::moe::verifyFiniteFloatAttributes(Operation *op) {
+  for (NamedAttribute attr : op->getAttrs()) {
+    if (auto f = dyn_cast<FloatAttr>(attr.getValue())) {
+      if (!f.getValue().isFinite())
+        return op->emitOpError()
+               << "expected attribute '" << attr.getName().strref()
+               << "' to be finite, got " << fmt(f.getValueAsDouble());
+    } else if (auto array = dyn_cast<DenseF32ArrayAttr>(attr.getValue())) {
+      for (auto [i, value] : llvm::enumerate(array.asArrayRef()))
+        if (!std::isfinite(value))
+          return op->emitOpError()
+                 << "expected attribute '" << attr.getName().strref()
+                 << "' to be finite, got " << fmt(value) << " at index " << i;
+    }
+  }
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -205,6 +225,9 @@ LogicalResult AdamWUpdateOp::verify() {
 
 LogicalResult
 AdamWUpdateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (getExpAvgAttr() == getExpAvgSqAttr())
+    return emitOpError() << "expected exp_avg and exp_avg_sq to be different "
+                            "parameters, got " << getExpAvgAttr() << " twice";
   std::tuple<StringRef, FlatSymbolRefAttr, ParamKind> refs[] = {
       {"param", getParamAttr(), ParamKind::weight},
       {"exp_avg", getExpAvgAttr(), ParamKind::optimizer_state},
@@ -231,6 +254,9 @@ AdamWUpdateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ParamOp::verify() {
+  if (getKind() == ParamKind::weight && getInit() == InitKind::none)
+    return emitOpError() << "expected an initialisation for a weight "
+                            "(zeros, ones or normal)";
   if (getInit() == InitKind::normal &&
       !(getInitStd() && getInitStd()->convertToFloat() > 0))
     return emitOpError() << "expected init_std > 0 for normal initialisation";
@@ -286,7 +312,7 @@ LogicalResult EmbeddingGradOp::verify() {
 /// input [..., H], weight [H].
 static LogicalResult verifyNormShapes(Operation *op, Value input, Value weight,
                                       float epsilon) {
-  if (failed(expectMinRank(op, "input", input, 1)))
+  if (failed(expectMinRank(op, "input", input, 2)))
     return failure();
   if (failed(expectShape(op, "weight", weight, shapeOf(input).back())))
     return failure();
@@ -368,7 +394,11 @@ static LogicalResult verifyRoPEShapes(Operation *op, Value input, Value result,
   if (failed(expectRank(op, "input", input, 3)))
     return failure();
   int64_t width = shapeOf(input).back();
-  if (numHeads <= 0 || width % numHeads != 0)
+  if (numHeads <= 0)
+    return op->emitOpError() << "expected num_heads > 0, got " << numHeads;
+  if (width == 0)
+    return op->emitOpError() << "expected a non-empty last dimension";
+  if (width % numHeads != 0)
     return op->emitOpError() << "expected the last dimension (" << width
                              << ") to be divisible by num_heads (" << numHeads
                              << ")";
@@ -406,6 +436,8 @@ static LogicalResult verifyAttentionShapes(Operation *op, Value q, Value k,
                              << ") to be divisible by num_heads (" << heads
                              << ")";
   int64_t headDim = qs[2] / heads;
+  if (headDim == 0)
+    return op->emitOpError() << "expected a non-empty head dimension";
   SmallVector<int64_t> kvShape = {qs[0], qs[1], kvHeads * headDim};
   if (failed(expectShape(op, "key", k, kvShape)) ||
       failed(expectShape(op, "value", v, kvShape)) ||
@@ -559,6 +591,21 @@ LogicalResult WeightedSumOp::verify() {
                          << getCoefficients().size() << " for "
                          << getInputs().size() << " inputs";
   return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) {
+  return DenseElementsAttr::get(cast<ShapedType>(getType()),
+                                ArrayRef<Attribute>(getValueAttr()));
+}
+
+Operation *MoEDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                           Type type, Location loc) {
+  auto splat = dyn_cast<SplatElementsAttr>(value);
+  if (!splat || !splat.getElementType().isF32() ||
+      !isa<RankedTensorType>(type) || !cast<RankedTensorType>(type).hasStaticShape())
+    return nullptr;
+  return builder.create<ConstantOp>(loc, type,
+                                    splat.getSplatValue<FloatAttr>());
 }
 
 #define GET_OP_CLASSES

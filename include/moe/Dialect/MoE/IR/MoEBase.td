@@ -37,6 +37,7 @@ def MoE_Dialect : Dialect {
     ```
   }];
   let useDefaultAttributePrinterParser = 1;
+  let hasConstantMaterializer = 1;
 }
 
 def MoE_InitKind : I32EnumAttr<"InitKind", "how a parameter is initialised", [
@@ -67,8 +68,14 @@ def MoE_ParamKindAttr : EnumAttr<MoE_Dialect, MoE_ParamKind, "param_kind"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
+// Every float attribute of a moe op (hyper-parameters, coefficients, fill
+// values) must be finite: the runtime would otherwise compute garbage.
+def MoE_FiniteFloatAttributes : NativeOpTrait<"FiniteFloatAttributes"> {
+  let cppNamespace = "::mlir::moe";
+}
+
 class MoE_Op<string mnemonic, list<Trait> traits = []>
-    : Op<MoE_Dialect, mnemonic, traits>;
+    : Op<MoE_Dialect, mnemonic, !listconcat(traits, [MoE_FiniteFloatAttributes])>;
 
 // Tensors of the model: static shapes, fp32 values and int32 ids.
 def MoE_F32Tensor : StaticShapeTensorOf<[F32]>;

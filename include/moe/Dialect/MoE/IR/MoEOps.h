@@ -3,6 +3,7 @@
 #define MOE_DIALECT_MOE_IR_MOEOPS_H
 
 #include "moe/Dialect/MoE/IR/MoEDialect.h"
+#include "moe/Dialect/MoE/IR/MoETraits.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Attributes.h"

@@ -20,7 +20,8 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
   let summary = "config-level decoder-only MoE transformer";
   let description = [{
-    The compact form of a model: `moe-expand-transformer` replaces it with
+    The compact form of a model (one per module): `moe-expand-transformer`
+    replaces it with
     the parameters (`moe.param`, HF Mixtral names) and a `func.func
     @forward(%tokens, %targets) -> tensor<f32>` computing the training loss
     for one batch of `batch` sequences of `seq` tokens.
@@ -76,7 +77,8 @@ def MoE_AdamWConfigOp : MoE_Op<"adamw_config"> {
     decay) with `beta1`, `beta2`, `eps`, `weight_decay`; global-norm gradient
     clipping at `max_grad_norm` (0 disables it); a learning rate warming up
     linearly to `lr` over `warmup` steps and decaying by a cosine to `min_lr`
-    at step `decay_steps`. Absent, the defaults below apply.
+    at step `decay_steps`. Absent, the defaults below apply; a module has at
+    most one (`moe-optimizer` refuses several).
 
     Constraints: `0 <= beta1, beta2 < 1`, `eps > 0`, `lr >= min_lr >= 0`,
     `weight_decay >= 0`, `max_grad_norm >= 0`, `0 <= warmup <= decay_steps`.
@@ -113,7 +115,8 @@ def MoE_ParamOp : MoE_Op<"param", [Symbol]> {
 
     Constraints:
     * the type is a statically shaped f32 tensor;
-    * `init = normal` needs `init_std > 0`; optimizer state is initialised
+    * a weight has an initialisation (`zeros`, `ones` or `normal`), and
+      `init = normal` needs `init_std > 0`; optimizer state is initialised
       with zeros;
     * `{e}` appears at most once, and only in a tensor of rank >= 2.
 
@@ -195,7 +198,8 @@ def MoE_RMSNormOp : MoE_Op<"rms_norm", [Pure,
     `y = w * x / sqrt(mean(x^2) + epsilon)` over the last dimension (HF
     `MixtralRMSNorm`).
 
-    Constraints: `weight` is 1-D of the size of the input's last dimension;
+    Constraints: the input has rank >= 2 (tokens by features); `weight` is
+    1-D of the size of the input's last dimension;
     the result has the input's type; `epsilon > 0`.
 
     Example:
@@ -243,8 +247,9 @@ def MoE_RoPEOp : MoE_Op<"rope", [Pure,
     Rotates each head of a `[B, S, num_heads * d]` tensor by the position
     `s`, with frequencies `theta^(-2i/d)` (HF `apply_rotary_pos_emb`).
 
-    Constraints: the input is `[B, S, X]` with `X` divisible by `num_heads`
-    and `X / num_heads` even; the result has the input's type; `theta > 0`.
+    Constraints: the input is `[B, S, X]` with `X > 0` divisible by
+    `num_heads > 0` and `X / num_heads` even; the result has the input's
+    type; `theta > 0`.
 
     Example:
 
@@ -270,8 +275,8 @@ def MoE_AttentionOp : MoE_Op<"attention", [Pure,
     pass uses instead of storing the probabilities.
 
     Constraints: `query` is `[B, S, num_heads * d]`, `key` and `value` are
-    `[B, S, num_kv_heads * d]`; `num_heads` is a positive multiple of
-    `num_kv_heads`; `output` has the query's type and `lse` is
+    `[B, S, num_kv_heads * d]` with `d > 0`; `num_heads` is a positive
+    multiple of `num_kv_heads`; `output` has the query's type and `lse` is
     `[B, num_heads, S]`.
 
     Example:
@@ -358,6 +363,8 @@ def MoE_SwiGLUOp : MoE_Op<"swiglu", [Pure, SameOperandsAndResultType,
     The gated activation of a SwiGLU MLP: `silu(gate) * up` with
     `silu(a) = a * sigmoid(a)`.
 
+    Constraints: `gate`, `up` and the result have one type.
+
     Example:
 
     ```mlir
@@ -373,6 +380,8 @@ def MoE_AddOp : MoE_Op<"add", [Pure, Commutative, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
   let summary = "elementwise sum (residual connections, gradient fan-in)";
   let description = [{
+    Constraints: both operands and the result have one type.
+
     Example:
 
     ```mlir
@@ -458,6 +467,9 @@ def MoE_ConstantOp : MoE_Op<"constant", [Pure, ConstantLike]> {
   let description = [{
     The seed of backpropagation (`1.0` for the loss) and zero gradients.
 
+    Constraints: the value is finite (as every float attribute of the
+    dialect).
+
     Example:
 
     ```mlir
@@ -467,6 +479,9 @@ def MoE_ConstantOp : MoE_Op<"constant", [Pure, ConstantLike]> {
   let arguments = (ins F32Attr:$value);
   let results = (outs MoE_F32Tensor:$result);
   let assemblyFormat = "$value attr-dict `:` type($result)";
+  // Folds to its splat value, as ConstantLike ops must, so that MLIR's
+  // canonicalizer and CSE can deduplicate constants.
+  let hasFolder = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -666,6 +681,8 @@ def MoE_SwiGLUGradOp : MoE_Op<"swiglu_grad", [Pure, AllTypesMatch<["grad",
     "gate", "up", "gate_grad", "up_grad"]>]> {
   let summary = "gradients of silu(gate) * up";
   let description = [{
+    Constraints: the gradient, both inputs and both results have one type.
+
     Example:
 
     ```mlir
@@ -727,6 +744,8 @@ def MoE_GlobalNormOp : MoE_Op<"global_norm", [Pure]> {
   let summary = "L2 norm of all gradients together";
   let description = [{
     `sqrt(sum over every input of sum(x^2))`.
+
+    Constraints: at least one input.
 
     Example:
 
@@ -794,7 +813,7 @@ def MoE_AdamWUpdateOp : MoE_Op<"adamw_update", [
     decay `lr * weight_decay * p` is applied first.
 
     Constraints: the three symbols name `moe.param` ops of the gradient's
-    type, `param` a weight and the others optimizer state;
+    type, `param` a weight and the others two different optimizer states;
     `0 <= beta1, beta2 < 1`, `eps > 0`, `weight_decay >= 0`.
 
     Example:

@@ -12,6 +12,7 @@
 #include "moe/Transforms/Transforms.h"
 
 #include "moe/Runtime/Artifact/Program_generated.h"
+#include "moe/Runtime/Program.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseSet.h"
@@ -340,7 +341,8 @@ LogicalResult ArtifactBuilder::build(uint64_t seed, llvm::raw_ostream &os) {
   auto instVec = fbb.CreateVector(instOffsets);
   auto producer = fbb.CreateString("moec");
   auto program = fb::CreateProgram(
-      fbb, /*version_major=*/1, /*version_minor=*/0, producer, model,
+      fbb, ::moe::rt::kArtifactVersionMajor, ::moe::rt::kArtifactVersionMinor,
+      producer, model,
       bufferVec, instVec, arena.getInt(), inputs[0], inputs[1], inputs[2],
       outputs[0], outputs[1], outputs[2], seed);
   fb::FinishProgramBuffer(fbb, program);

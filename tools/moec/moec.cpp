@@ -33,27 +33,32 @@ enum class Emit { Artifact, MLIR };
 enum class Report { Memory };
 } // namespace
 
+static cl::OptionCategory moecCategory("moec options");
+
 static cl::opt<std::string> inputFilename(cl::Positional,
                                           cl::desc("<model.mlir>"),
-                                          cl::init("-"));
+                                          cl::init("-"),
+                                          cl::cat(moecCategory));
 static cl::opt<std::string> outputFilename("o", cl::desc("output file"),
                                            cl::value_desc("file"),
-                                           cl::init(""));
+                                           cl::init(""), cl::cat(moecCategory));
 static cl::opt<Emit> emitKind(
     "emit", cl::desc("what to write"), cl::init(Emit::Artifact),
     cl::values(clEnumValN(Emit::Artifact, "artifact",
                           "the .moebin training-step artifact (default)"),
-               clEnumValN(Emit::MLIR, "mlir", "the compiled IR")));
+               clEnumValN(Emit::MLIR, "mlir", "the compiled IR")),
+    cl::cat(moecCategory));
 static cl::list<Report> reports(
     "report", cl::desc("print a report to stdout"), cl::CommaSeparated,
     cl::values(clEnumValN(Report::Memory, "memory",
-                          "parameters, optimizer state and arena per rank")));
+                          "parameters, optimizer state and arena per rank")),
+    cl::cat(moecCategory));
 static cl::opt<std::string> stepFunction(
     "step-function", cl::desc("the training-step function to write"),
-    cl::init("train_step"));
+    cl::init("train_step"), cl::cat(moecCategory));
 static cl::opt<uint64_t> seed("seed",
                               cl::desc("parameter initialisation seed"),
-                              cl::init(1234));
+                              cl::init(1234), cl::cat(moecCategory));
 
 /// The output path: -o, else the input with a .moebin/.out.mlir extension.
 static std::string outputPath() {
@@ -75,7 +80,16 @@ int main(int argc, char **argv) {
   moe::registerTrainingPipeline();
   PassPipelineCLParser passPipeline("", "compiler passes to run (default: "
                                         "moe-training-pipeline)");
-  cl::ParseCommandLineOptions(argc, argv, "moec: the MoE training compiler\n");
+  // libLLVM registers hundreds of codegen options; --help shows moec's, and
+  // --help-hidden everything, MLIR's --pass-pipeline and
+  // --mlir-print-ir-after-all among them.
+  cl::HideUnrelatedOptions(moecCategory);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "moec: the MoE training compiler\n\n"
+      "Compiles a moe model (models/*.mlir) into a training-step artifact for\n"
+      "moe-run. MLIR's options also apply: --pass-pipeline=...,\n"
+      "--mlir-print-ir-after-all, --mlir-timing (see --help-hidden).\n");
 
   DialectRegistry registry;
   registry.insert<moe::MoEDialect, func::FuncDialect>();

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Transforms/Passes.h"
 #include "moe/Transforms/Transforms.h"
+#include "moe/Runtime/Program.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
@@ -23,7 +24,8 @@ namespace mlir::moe {
 using namespace mlir;
 using namespace mlir::moe;
 
-static constexpr uint64_t kAlignment = 64;
+// The runtime verifies every arena offset against the same alignment.
+static constexpr uint64_t kAlignment = ::moe::rt::kArenaAlignment;
 
 uint64_t mlir::moe::tensorBytes(Type type) {
   auto shaped = cast<ShapedType>(type);

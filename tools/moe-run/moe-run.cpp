@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
-#include <map>
+#include <limits>
 #include <string>
 
 using namespace moe::rt;
@@ -34,7 +34,8 @@ training:
 weights and outputs:
   --load FILE            start from these weights (safetensors, HF names)
   --save FILE            write the trained weights (safetensors, HF names)
-  --metrics FILE         one JSON line of metrics per step
+  --metrics FILE         one JSON line of metrics per step (appended to
+                         when --start-step > 0, else overwritten)
   --dump-step DIR        record one step for test/reference/ (see --dump-step-at)
   --dump-step-at N       the step to record (default: the first)
   --log-every N          print every N steps (default 1)
@@ -57,6 +58,14 @@ static int64_t parseInt(const std::string &flag, const std::string &text) {
   if (error != std::errc() || end != text.data() + text.size())
     throw UsageError{flag + " expects an integer, got '" + text + "'"};
   return value;
+}
+
+/// A seed: an integer >= 0.
+static uint64_t parseSeed(const std::string &flag, const std::string &text) {
+  int64_t value = parseInt(flag, text);
+  if (value < 0)
+    throw UsageError{flag + " must be >= 0, got " + text};
+  return static_cast<uint64_t>(value);
 }
 
 static train::TrainOptions parseArgs(int argc, char **argv) {
@@ -88,14 +97,14 @@ static train::TrainOptions parseArgs(int argc, char **argv) {
         throw UsageError{"unknown token dtype '" + name + "'"};
       options.dataOptions.flatDtype = *dtype;
     } else if (arg == "--data-seed") {
-      options.dataSeed = parseInt(arg, value());
+      options.dataSeed = parseSeed(arg, value());
     } else if (arg == "--steps") {
       options.steps = parseInt(arg, value());
       haveSteps = true;
     } else if (arg == "--start-step") {
       options.startStep = parseInt(arg, value());
     } else if (arg == "--seed") {
-      options.initSeed = parseInt(arg, value());
+      options.initSeed = parseSeed(arg, value());
     } else if (arg == "--threads") {
       int64_t threads = parseInt(arg, value());
       if (threads <= 0 || threads > 1024)
@@ -137,6 +146,23 @@ static train::TrainOptions parseArgs(int argc, char **argv) {
     throw UsageError{"--steps must be given and positive"};
   if (options.startStep < 0 || options.logEvery <= 0)
     throw UsageError{"--start-step must be >= 0 and --log-every > 0"};
+  // The artifact takes the step as an i32 input; refuse a run that would
+  // outgrow it before loading anything, not when it gets there.
+  constexpr int64_t kMaxStep = std::numeric_limits<int32_t>::max();
+  if (options.steps > kMaxStep - options.startStep)
+    throw UsageError{
+        "--start-step + --steps must be <= " + std::to_string(kMaxStep) +
+        " (the step is an i32 input of the artifact)"};
+  if (options.dumpStepAt) {
+    if (options.dumpStepDir.empty())
+      throw UsageError{"--dump-step-at needs --dump-step"};
+    int64_t end = options.startStep + options.steps;
+    if (*options.dumpStepAt < options.startStep || *options.dumpStepAt >= end)
+      throw UsageError{"--dump-step-at " + std::to_string(*options.dumpStepAt) +
+                       " is not a step of this run [" +
+                       std::to_string(options.startStep) + ", " +
+                       std::to_string(end) + ")"};
+  }
   if (device != "cpu")
     throw UsageError{"device '" + device +
                      "' is not available: this moe-run has the cpu backend "

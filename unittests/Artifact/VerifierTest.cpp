@@ -180,6 +180,86 @@ TEST(VerifierTest, IntegerParameter) {
   expectError(program, {"'model.norm.weight': a parameter must be f32"});
 }
 
+TEST(VerifierTest, GemmDimensionsMustFitInt32) {
+  // Fine for the element count, but a GEMM's sizes are 32-bit.
+  Program program = makeTinyProgram();
+  buffer(program, "lm_head.weight").shape = {int64_t(1) << 31, 4};
+  expectError(program, {"buffer 5 'lm_head.weight': shape [2147483648, 4] has "
+                        "more rows (all but the last dimension) than the "
+                        "2147483647 a GEMM can address"});
+  program = makeTinyProgram();
+  buffer(program, "h").shape = {int64_t(1) << 16, int64_t(1) << 16, 4};
+  expectError(program, {"'h': shape [65536, 65536, 4] has more rows"});
+  program = makeTinyProgram();
+  buffer(program, "lm_head.weight").shape = {4, int64_t(1) << 31};
+  expectError(program, {"'lm_head.weight': last dimension of shape [4, "
+                        "2147483648] exceeds the 2147483647 a GEMM can "
+                        "address"});
+  // A zero dimension makes zero rows however large the others are: the
+  // buffer passes, and the Linear then rejects its shape.
+  program = makeTinyProgram();
+  buffer(program, "lm_head.weight").shape = {int64_t(1) << 20, int64_t(1) << 20,
+                                             0, 4};
+  expectError(program, {"(Linear): operand 1 has shape"});
+}
+
+//===----------------------------------------------------------------------===//
+// Stacked-expert names
+//===----------------------------------------------------------------------===//
+
+constexpr const char *kStackedW1 =
+    "model.layers.0.block_sparse_moe.experts.{e}.w1.weight";
+
+TEST(VerifierTest, StackedNameHoldsOnePlaceholder) {
+  Program program = makeMoeProgram();
+  buffer(program, kStackedW1).name =
+      "model.layers.0.block_sparse_moe.experts.{e}.w1.{e}";
+  expectError(program, {"'model.layers.0.block_sparse_moe.experts.{e}.w1.{e}'"
+                        ": a stacked-expert name must hold \"{e}\" only once"});
+}
+
+TEST(VerifierTest, StackedBufferNeedsAnExpertDimension) {
+  Program program = makeMoeProgram();
+  buffer(program, kStackedW1).shape = {0, 6, 8};
+  expectError(program, {"w1.weight': a stacked-expert buffer needs rank >= 2 "
+                        "and experts along a non-empty dimension 0, found "
+                        "shape [0, 6, 8]"});
+  program = makeMoeProgram();
+  buffer(program, "model.norm.weight.exp_avg").name = "model.norm.{e}.exp_avg";
+  expectError(program, {"'model.norm.{e}.exp_avg': a stacked-expert buffer "
+                        "needs rank >= 2",
+                        "found shape [8]"});
+}
+
+TEST(VerifierTest, PerExpertNamesMustBeFree) {
+  const std::string gate = "model.layers.0.block_sparse_moe.gate.weight";
+  Program program = makeMoeProgram();
+  // Expert 3's slice of w1 would be saved under the gate's name.
+  buffer(program, gate.c_str()).name =
+      "model.layers.0.block_sparse_moe.experts.3.w1.weight";
+  expectError(program,
+              {"'model.layers.0.block_sparse_moe.experts.{e}.w1.weight': the "
+               "name of expert 3 ('model.layers.0.block_sparse_moe.experts.3."
+               "w1.weight') is already used by buffer"});
+  // The moments are stacked too.
+  program = makeMoeProgram();
+  buffer(program, gate.c_str()).name =
+      "model.layers.0.block_sparse_moe.experts.0.w2.weight.exp_avg_sq";
+  expectError(program, {"'model.layers.0.block_sparse_moe.experts.{e}.w2."
+                        "weight.exp_avg_sq': the name of expert 0"});
+  // Names outside the expert range, or not as std::to_string writes an
+  // index, never collide.
+  for (const char *name :
+       {"model.layers.0.block_sparse_moe.experts.4.w1.weight",
+        "model.layers.0.block_sparse_moe.experts.03.w1.weight",
+        "model.layers.0.block_sparse_moe.experts.-1.w1.weight",
+        "model.layers.0.block_sparse_moe.experts..w1.weight"}) {
+    program = makeMoeProgram();
+    buffer(program, gate.c_str()).name = name;
+    expectValid(program);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Program fields
 //===----------------------------------------------------------------------===//
@@ -361,6 +441,19 @@ TEST(VerifierTest, AdamWOperands) {
   expectError(program, {"(AdamW): operand 1 has shape [8, 4], expected [4]"});
 }
 
+TEST(VerifierTest, AdamWMustNotDecayAnUndecayedParameter) {
+  Program program = makeTinyProgram();
+  // The second update is model.norm.weight's, marked weight_decay = false.
+  instruction(program, Opcode::AdamW, 1).floatAttrs[3] = 0.1f;
+  expectError(program, {"(AdamW): float attribute 3 (weight_decay) must be 0 "
+                        "for operand 0 (buffer 4 'model.norm.weight'), whose "
+                        "weight_decay flag is false, found 0.1"});
+  // A decayed parameter may still be updated without decay.
+  program = makeTinyProgram();
+  instruction(program, Opcode::AdamW, 0).floatAttrs[3] = 0.0f;
+  expectValid(program);
+}
+
 TEST(VerifierTest, OptimizerStateSharedBetweenUpdates) {
   Program program = makeTinyProgram();
   Instruction &first = instruction(program, Opcode::AdamW, 0);
@@ -429,6 +522,38 @@ TEST(VerifierTest, ExpertIdsMustComeFromAMatchingRouter) {
   expectError(program, {"(Experts): operand 2 (buffer",
                         "'ids2') must hold the "
                         "expert ids of a Router over 4 experts"});
+}
+
+TEST(VerifierTest, ExpertAssignmentsMustFitAGemm) {
+  // 2^30 tokens, each routed to k = 2 experts: one expert's gathered rows
+  // could reach 2^31, one more than a 32-bit GEMM dimension holds.
+  const int64_t tokens = int64_t(1) << 30;
+  for (Opcode opcode : {Opcode::Experts, Opcode::ExpertsGrad}) {
+    Program program = makeMoeProgram();
+    testing::ProgramBuilder b(program);
+    Instruction big = instruction(program, opcode);
+    // Activations ([batch, seq, X]) get the large token count; the expert
+    // weights and their gradients keep their shapes.
+    auto enlarge = [&](uint32_t &index, const std::string &name) {
+      Buffer old = program.buffers[index];
+      if (old.shape.size() == 3 && old.shape[0] == program.model.batch &&
+          old.shape[1] == program.model.seq)
+        index = b.temporary(name, {tokens, old.shape.back()}, old.dtype);
+    };
+    for (size_t i = 0; i < big.operands.size(); ++i)
+      enlarge(big.operands[i], "big_operand" + std::to_string(i));
+    for (size_t i = 0; i < big.results.size(); ++i)
+      enlarge(big.results[i], "big_result" + std::to_string(i));
+    // Checked first, before the rest of the program.
+    program.instructions.insert(program.instructions.begin(), big);
+    std::string expected =
+        opcode == Opcode::Experts
+            ? "instruction 0 (Experts): operand 1 routes 2147483648 "
+              "token-expert assignments (rows times k), more than the "
+              "2147483647 a GEMM can address"
+            : "instruction 0 (ExpertsGrad): operand 2 routes 2147483648";
+    expectError(program, {expected.c_str()});
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -24,12 +24,6 @@ TEST(OptimizerTest, SumOfSquares) {
   EXPECT_NEAR(sumOfSquares(many.data(), many.size()), want, want * 1e-10);
 }
 
-TEST(OptimizerTest, Scale) {
-  std::vector<float> x = {1.0f, -4.0f};
-  scale(x.data(), 0.25f, 2);
-  EXPECT_EQ(x, (std::vector<float>{0.25f, -1.0f}));
-}
-
 TEST(OptimizerTest, LearningRateBoundaries) {
   const float peak = 1e-3f, min = 1e-4f;
   const int64_t warmup = 10, decay = 110;

@@ -91,7 +91,8 @@ struct TinyReference {
     auto update = [&](std::vector<float> &p, std::vector<float> &g,
                       std::vector<float> &m, std::vector<float> &v,
                       float decay) {
-      cpu::scale(g.data(), coef, static_cast<int64_t>(g.size()));
+      for (float &x : g)
+        x *= coef;
       cpu::adamw(p.data(), g.data(), m.data(), v.data(),
                  static_cast<int64_t>(p.size()), result.lr, c.beta1, c.beta2,
                  c.eps, decay, step);

@@ -4,6 +4,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+#include <cmath>
 #include <sstream>
 
 using namespace moe::rt::train;
@@ -45,6 +46,27 @@ TEST(LossCurveTest, FlatOrEmptyCurvesDoNotDivideByZero) {
   std::vector<std::string> chart = lines(plotLossCurve({3.0, 3.0, 3.0}, 60, 3));
   ASSERT_EQ(chart.size(), 1u + 3u + 2u);
   EXPECT_THAT(chart[3], HasSubstr("***"));
+}
+
+TEST(LossCurveTest, NonFiniteLossesAreLeftOut) {
+  // The NaN and infinity neither move the scale nor get a mark; the
+  // column of the NaN alone stays empty.
+  std::vector<double> losses = {4.0, NAN, INFINITY, 1.0};
+  std::vector<std::string> chart = lines(plotLossCurve(losses, 60, 4));
+  ASSERT_EQ(chart.size(), 1u + 4u + 2u);
+  EXPECT_EQ(chart[0], "loss curve (4 steps)");
+  EXPECT_EQ(chart[1], "   4.000 |*   ");
+  EXPECT_EQ(chart[2], "         |    ");
+  EXPECT_EQ(chart[3], "         |    ");
+  EXPECT_EQ(chart[4], "   1.000 |   *");
+  // Averaged columns use the finite steps only: (2 + 4) / 2 and 1.
+  chart = lines(plotLossCurve({2.0, -INFINITY, 4.0, 1.0, NAN, 1.0}, 2, 2));
+  EXPECT_EQ(chart[1], "   3.000 |* ");
+  EXPECT_EQ(chart[2], "   1.000 | *");
+}
+
+TEST(LossCurveTest, NoFiniteLossGivesNoChart) {
+  EXPECT_EQ(plotLossCurve({NAN, INFINITY, -INFINITY}), "");
 }
 
 } // namespace

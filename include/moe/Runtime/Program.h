@@ -18,6 +18,11 @@ namespace moe::rt {
 inline constexpr uint16_t kArtifactVersionMajor = 1;
 inline constexpr uint16_t kArtifactVersionMinor = 0;
 
+/// The alignment of every arena offset and of all runtime storage. The
+/// compiler's memory planner uses the same constant, so that an offset it
+/// plans is aligned in the runtime's arena too.
+inline constexpr uint64_t kArenaAlignment = 64;
+
 enum class DType : uint8_t { F32 = 0, I32 = 1 };
 enum class BufferKind : uint8_t {
   Parameter = 0,

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace moe::rt::verifier {
 namespace {
@@ -361,7 +362,7 @@ private:
       MOE_VERIFY_OK(operandShape(3, {"E", "F", "H"}));
       MOE_VERIFY_OK(operandShape(4, {"E", "F", "H"}));
       MOE_VERIFY_OK(operandShape(5, {"E", "H", "F"}));
-      MOE_VERIFY_OK(checkExpertsTopK());
+      MOE_VERIFY_OK(checkExpertRouting(1));
       return resultShape(0, {"...", "H"});
     case Opcode::ExpertsGrad:
       MOE_VERIFY_OK(operandShape(0, {"...", "H"}));
@@ -371,7 +372,7 @@ private:
       MOE_VERIFY_OK(operandShape(4, {"E", "F", "H"}));
       MOE_VERIFY_OK(operandShape(5, {"E", "F", "H"}));
       MOE_VERIFY_OK(operandShape(6, {"E", "H", "F"}));
-      MOE_VERIFY_OK(checkExpertsTopK());
+      MOE_VERIFY_OK(checkExpertRouting(2));
       MOE_VERIFY_OK(resultShape(0, {"...", "H"}));
       MOE_VERIFY_OK(resultShape(1, {"...", "k"}));
       MOE_VERIFY_OK(resultShape(2, {"E", "F", "H"}));
@@ -438,11 +439,21 @@ private:
     return error("unknown opcode");
   }
 
-  absl::Status checkExpertsTopK() {
+  /// `weights` is the operand holding the routing weights [..., k].
+  absl::Status checkExpertRouting(size_t weights) {
     int64_t topK = bound("k"), experts = bound("E");
     if (topK < 1 || topK > experts)
       return error(absl::StrCat("top-k (last dim of the weights) is ", topK,
                                 ", expected 1 <= k <= E = ", experts));
+    // An expert's gathered rows are a GEMM dimension, which the kernel
+    // hands to 32-bit BLAS (lib/Runtime/Cpu/Linear.cpp), and one expert may
+    // receive every assignment.
+    int64_t assignments = operand(weights).numElements();
+    if (assignments > std::numeric_limits<int32_t>::max())
+      return error(absl::StrCat(
+          "operand ", weights, " routes ", assignments,
+          " token-expert assignments (rows times k), more than the ",
+          std::numeric_limits<int32_t>::max(), " a GEMM can address"));
     return absl::OkStatus();
   }
 
@@ -453,6 +464,14 @@ private:
     MOE_VERIFY_OK(requireFloat(2, f[2] > 0, "must be > 0"));
     MOE_VERIFY_OK(requireFloat(3, f[3] >= 0, "must be >= 0"));
     MOE_VERIFY_OK(requireKind(0, BufferKind::Parameter));
+    // The flag says how the parameter is trained (moec clears it for norm
+    // weights); an update that decays it anyway contradicts the artifact.
+    if (!operand(0).weightDecay)
+      MOE_VERIFY_OK(requireFloat(
+          3, f[3] == 0,
+          absl::StrCat("must be 0 for operand 0 (",
+                       describeBuffer(program, instruction.operands[0]),
+                       "), whose weight_decay flag is false")));
     MOE_VERIFY_OK(requireKind(2, BufferKind::OptimizerState));
     MOE_VERIFY_OK(requireKind(3, BufferKind::OptimizerState));
     if (instruction.operands[2] == instruction.operands[3])

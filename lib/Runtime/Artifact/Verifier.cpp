@@ -13,6 +13,8 @@
 
 #include "VerifierSupport.h"
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 
 #include <cmath>
@@ -85,8 +87,6 @@ namespace {
 
 using namespace verifier;
 
-constexpr uint64_t kArenaAlignment = 64;
-
 /// Kind, dtype, shape and init of one buffer, and its place in the arena.
 absl::Status verifyBuffer(const Program &program, uint32_t index) {
   const Buffer &buffer = program.buffers[index];
@@ -119,6 +119,31 @@ absl::Status verifyBuffer(const Program &program, uint32_t index) {
       return bufferError(program, index,
                          absl::StrCat("element count of shape ",
                                       formatShape(buffer.shape), " overflows"));
+  }
+
+  // The kernels see a buffer as a matrix of rows (all dimensions but the
+  // last) by its last dimension, and hand those sizes to 32-bit BLAS
+  // (lib/Runtime/Cpu/Linear.cpp). Rows saturate just above the limit, so a
+  // zero dimension still gives 0 rows however large the others are.
+  constexpr int64_t kMaxGemmDim = std::numeric_limits<int32_t>::max();
+  if (!buffer.shape.empty()) {
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < buffer.shape.size(); ++d) {
+      int64_t dim = buffer.shape[d];
+      rows =
+          dim != 0 && rows > kMaxGemmDim / dim ? kMaxGemmDim + 1 : rows * dim;
+    }
+    if (rows > kMaxGemmDim)
+      return bufferError(
+          program, index,
+          absl::StrCat("shape ", formatShape(buffer.shape),
+                       " has more rows (all but the last dimension) than the ",
+                       kMaxGemmDim, " a GEMM can address"));
+    if (buffer.shape.back() > kMaxGemmDim)
+      return bufferError(
+          program, index,
+          absl::StrCat("last dimension of shape ", formatShape(buffer.shape),
+                       " exceeds the ", kMaxGemmDim, " a GEMM can address"));
   }
 
   bool persistent = buffer.kind == BufferKind::Parameter ||
@@ -176,6 +201,66 @@ absl::Status verifyBuffer(const Program &program, uint32_t index) {
   return absl::OkStatus();
 }
 
+constexpr absl::string_view kExpertPlaceholder = "{e}";
+
+/// The expert whose name `name` is when "{e}" in `stacked` is replaced by
+/// the index in decimal, or -1. Matching instead of expanding keeps the check
+/// cheap however many experts a (possibly malformed) shape claims.
+int64_t expertIndexOf(absl::string_view name, absl::string_view stacked) {
+  size_t at = stacked.find(kExpertPlaceholder);
+  absl::string_view prefix = stacked.substr(0, at);
+  absl::string_view suffix = stacked.substr(at + kExpertPlaceholder.size());
+  if (name.size() <= prefix.size() + suffix.size() ||
+      !absl::StartsWith(name, prefix) || !absl::EndsWith(name, suffix))
+    return -1;
+  absl::string_view digits =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  // Weights.cpp writes indices with std::to_string (no leading zeros); 18
+  // digits fit in int64.
+  if (digits.size() > 18 || (digits.size() > 1 && digits[0] == '0'))
+    return -1;
+  int64_t value = 0;
+  for (char c : digits) {
+    if (!absl::ascii_isdigit(c))
+      return -1;
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
+
+/// A parameter or optimizer state named with "{e}" is a stack of experts
+/// along dimension 0, saved as one tensor per expert with "{e}" replaced by
+/// its index (lib/Runtime/Train/Weights.cpp). That needs exactly one "{e}",
+/// a dimension 0 to split, and per-expert names no other buffer has.
+absl::Status verifyStackedName(const Program &program, uint32_t index) {
+  const Buffer &buffer = program.buffers[index];
+  absl::string_view name = buffer.name;
+  size_t first = name.find(kExpertPlaceholder);
+  if (first == absl::string_view::npos)
+    return absl::OkStatus();
+  if (name.find(kExpertPlaceholder, first + 1) != absl::string_view::npos)
+    return bufferError(program, index,
+                       "a stacked-expert name must hold \"{e}\" only once");
+  if (buffer.shape.size() < 2 || buffer.shape[0] == 0)
+    return bufferError(
+        program, index,
+        absl::StrCat("a stacked-expert buffer needs rank >= 2 and experts "
+                     "along a non-empty dimension 0, found shape ",
+                     formatShape(buffer.shape)));
+  for (uint32_t other = 0; other < program.buffers.size(); ++other) {
+    const Buffer &named = program.buffers[other];
+    if (named.kind == BufferKind::Temporary)
+      continue;
+    int64_t expert = expertIndexOf(named.name, buffer.name);
+    if (expert >= 0 && expert < buffer.shape[0])
+      return bufferError(program, index,
+                         absl::StrCat("the name of expert ", expert, " ('",
+                                      named.name,
+                                      "') is already used by buffer ", other));
+  }
+  return absl::OkStatus();
+}
+
 /// Names of persistent and input buffers are how checkpoints and the
 /// runtime find them, so they must exist and be unique among themselves.
 absl::Status verifyBufferNames(const Program &program) {
@@ -193,6 +278,11 @@ absl::Status verifyBufferNames(const Program &program) {
       return bufferError(
           program, index,
           absl::StrCat("name is already used by buffer ", it->second));
+  }
+  for (uint32_t index = 0; index < program.buffers.size(); ++index) {
+    BufferKind kind = program.buffers[index].kind;
+    if (kind == BufferKind::Parameter || kind == BufferKind::OptimizerState)
+      MOE_VERIFY_OK(verifyStackedName(program, index));
   }
   return absl::OkStatus();
 }

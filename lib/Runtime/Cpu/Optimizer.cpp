@@ -24,11 +24,6 @@ double sumOfSquares(const float *g, int64_t n) {
          ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
 
-void scale(float *x, float scale, int64_t n) {
-  for (int64_t i = 0; i < n; ++i)
-    x[i] *= scale;
-}
-
 float learningRate(int64_t step, float peak, float min, int64_t warmup,
                    int64_t decay) {
   if (step < warmup)

@@ -25,18 +25,18 @@ AlignedBuffer &AlignedBuffer::operator=(AlignedBuffer &&other) noexcept {
 
 AlignedBuffer::~AlignedBuffer() {
   if (bytes)
-    ::operator delete(bytes, std::align_val_t(kBufferAlignment));
+    ::operator delete(bytes, std::align_val_t(kArenaAlignment));
 }
 
 absl::StatusOr<AlignedBuffer> AlignedBuffer::allocate(uint64_t size,
                                                       const std::string &what) {
   // Zero-byte storage still gets a real, aligned pointer so that buffers
   // with a zero dimension have a valid (never dereferenced) address.
-  uint64_t rounded = size == 0 ? kBufferAlignment : size;
+  uint64_t rounded = size == 0 ? kArenaAlignment : size;
   void *memory = nullptr;
   if (rounded <= static_cast<uint64_t>(PTRDIFF_MAX))
     memory = ::operator new(static_cast<size_t>(rounded),
-                            std::align_val_t(kBufferAlignment), std::nothrow);
+                            std::align_val_t(kArenaAlignment), std::nothrow);
   if (!memory)
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot allocate ", size, " bytes for the ", what));

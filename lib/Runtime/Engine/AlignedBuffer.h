@@ -1,13 +1,16 @@
 //===- AlignedBuffer.h - owned, 64-byte aligned bytes -----------*- C++ -*-===//
 //
-// Storage for the executor's buffers. 64-byte alignment matches the arena
-// offsets the compiler plans (and a cache line / AVX-512 vector), and the
-// allocation reports failure as a status: an artifact may ask for more
-// memory than the machine has, which is a user error, not a crash.
+// Storage for the executor's buffers. It is kArenaAlignment (64-byte)
+// aligned, like the arena offsets the compiler plans (and a cache line /
+// AVX-512 vector), and the allocation reports failure as a status: an
+// artifact may ask for more memory than the machine has, which is a user
+// error, not a crash.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_LIB_RUNTIME_ENGINE_ALIGNEDBUFFER_H
 #define MOE_LIB_RUNTIME_ENGINE_ALIGNEDBUFFER_H
+
+#include "moe/Runtime/Program.h"
 
 #include "absl/status/statusor.h"
 
@@ -15,8 +18,6 @@
 #include <string>
 
 namespace moe::rt::engine {
-
-inline constexpr uint64_t kBufferAlignment = 64;
 
 class AlignedBuffer {
 public:

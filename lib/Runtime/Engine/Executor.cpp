@@ -24,7 +24,6 @@
 namespace moe::rt {
 
 using engine::AlignedBuffer;
-using engine::kBufferAlignment;
 
 struct Executor::Storage {
   AlignedBuffer persistent;
@@ -97,7 +96,7 @@ absl::Status Executor::allocate() {
       continue;
     // Sizes are < 2^63 each (verified); only the sum can overflow.
     uint64_t padded =
-        (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+        (size + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
     offsets[b] = persistentBytes;
     if (__builtin_add_overflow(persistentBytes, padded, &persistentBytes))
       return absl::ResourceExhaustedError(

@@ -1,30 +1,50 @@
 //===- StepDump.cpp - record one training step for the reference ----------===//
 #include "moe/Runtime/Train/StepDump.h"
+#include "moe/Runtime/IO/File.h"
 #include "moe/Runtime/Train/Weights.h"
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
+#include <algorithm>
 #include <filesystem>
-#include <fstream>
 
 namespace moe::rt::train {
+
+/// The opcode of the last instruction before `end` that writes `buffer`.
+static std::optional<Opcode> producerOf(const Program &program, uint32_t buffer,
+                                        size_t end) {
+  for (size_t i = end; i-- > 0;) {
+    const Instruction &inst = program.instructions[i];
+    if (std::find(inst.results.begin(), inst.results.end(), buffer) !=
+        inst.results.end())
+      return inst.opcode;
+  }
+  return std::nullopt;
+}
 
 LossPartsProbe::LossPartsProbe(const Executor &executor) : executor(executor) {
   const Program &program = executor.program();
   for (size_t i = program.instructions.size(); i-- > 0;) {
     const Instruction &inst = program.instructions[i];
-    if (std::find(inst.results.begin(), inst.results.end(), program.loss) !=
-        inst.results.end()) {
-      // moec writes loss = weighted_sum(ce, aux_0, ..., aux_n).
-      if (inst.opcode == Opcode::WeightedSum)
-        lossInstruction = i;
-      break;
+    if (std::find(inst.results.begin(), inst.results.end(), program.loss) ==
+        inst.results.end())
+      continue;
+    // moec writes loss = weighted_sum(ce, aux_0, ..., aux_n); anything else
+    // has no parts we could name.
+    if (inst.opcode != Opcode::WeightedSum)
+      return;
+    for (size_t o = 0; o < inst.operands.size(); ++o) {
+      Opcode expected = o == 0 ? Opcode::CrossEntropy : Opcode::AuxLoss;
+      if (producerOf(program, inst.operands[o], i) != expected)
+        return;
     }
+    lossInstruction = i;
+    return;
   }
 }
 
-void LossPartsProbe::after(size_t index) {
+void LossPartsProbe::before(size_t index) {
   if (!lossInstruction || index != *lossInstruction)
     return;
   const Instruction &inst = executor.program().instructions[index];
@@ -36,13 +56,17 @@ void LossPartsProbe::after(size_t index) {
   result.known = true;
 }
 
+/// Writes `text` and a newline atomically, like the safetensors files next
+/// to it, so that an interrupted dump never leaves a truncated JSON file.
+/// commit() reports errors of the final flush and close too.
 static absl::Status writeText(const std::string &path,
                               const std::string &text) {
-  std::ofstream out(path);
-  out << text << "\n";
-  if (!out)
-    return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
+  absl::StatusOr<io::AtomicFile> file = io::AtomicFile::create(path);
+  if (!file.ok())
+    return file.status();
+  if (absl::Status s = file->write(text + "\n"); !s.ok())
+    return s;
+  return file->commit();
 }
 
 static absl::Status writeState(const std::string &dir, const Executor &executor,
@@ -97,14 +121,13 @@ void StepDump::before(size_t index, const Instruction &inst) {
                      std::vector<float>(data, data + grad.numElements()));
 }
 
-absl::Status StepDump::finish(const Executor &executor, float loss,
-                              float gradNorm, float lr,
+absl::Status StepDump::finish(float loss, float gradNorm, float lr,
                               const LossParts &parts) {
-  if (absl::Status s = writeState(dir, executor, "_after"); !s.ok())
+  if (absl::Status s = writeState(dir, *executor, "_after"); !s.ok())
     return s;
   std::vector<io::TensorView> views;
   for (const auto &[param, values] : grads) {
-    const Buffer &buffer = executor.program().buffers[param];
+    const Buffer &buffer = executor->program().buffers[param];
     appendExportViews(buffer.name, buffer.shape, values.data(), views);
   }
   if (absl::Status s = io::writeSafetensors(dir + "/grads.safetensors", views);

@@ -105,8 +105,9 @@ absl::Status Run::setUp() {
   targets.resize(executor->tokensPerStep());
 
   if (!options.metricsPath.empty()) {
-    absl::StatusOr<io::MetricsWriter> writer =
-        io::MetricsWriter::open(options.metricsPath);
+    // A resumed run continues the metrics of the run it resumes.
+    absl::StatusOr<io::MetricsWriter> writer = io::MetricsWriter::open(
+        options.metricsPath, /*append=*/options.startStep > 0);
     if (!writer.ok())
       return writer.status();
     metrics.emplace(std::move(*writer));
@@ -146,12 +147,15 @@ void Run::printProfile(double totalSeconds) const {
     return opcodeTime[a].first > opcodeTime[b].first;
   });
   out << "time per kernel (all steps):\n";
-  for (int op : order)
+  for (int op : order) {
+    // A run too short for the clock to tick has no meaningful shares.
+    double percent =
+        totalSeconds > 0 ? 100.0 * opcodeTime[op].first / totalSeconds : 0.0;
     out << absl::StrFormat("  %-18s %9.3f s %6.1f%% %8d calls\n",
                            opcodeName(static_cast<Opcode>(op)),
-                           opcodeTime[op].first,
-                           100.0 * opcodeTime[op].first / totalSeconds,
+                           opcodeTime[op].first, percent,
                            opcodeTime[op].second);
+  }
 }
 
 absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
@@ -173,8 +177,7 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   }
   StepHooks hooks;
   std::chrono::steady_clock::time_point kernelStart;
-  hooks.afterInstruction = [&](size_t index, const Instruction &inst) {
-    probe.after(index);
+  hooks.afterInstruction = [&](size_t, const Instruction &inst) {
     if (options.profile) {
       auto &slot = opcodeTime[static_cast<int>(inst.opcode)];
       slot.first += std::chrono::duration<double>(
@@ -184,6 +187,7 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
     }
   };
   hooks.beforeInstruction = [&](size_t index, const Instruction &inst) {
+    probe.before(index);
     if (dump)
       dump->before(index, inst);
     if (options.profile)
@@ -201,9 +205,8 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   summary.seconds += seconds;
   summary.losses.push_back(result->loss);
   if (dump)
-    if (absl::Status s = dump->finish(*executor, result->loss,
-                                      result->gradNorm, result->lr,
-                                      probe.parts());
+    if (absl::Status s = dump->finish(result->loss, result->gradNorm,
+                                      result->lr, probe.parts());
         !s.ok())
       return s;
 
@@ -260,10 +263,14 @@ absl::StatusOr<TrainSummary> Run::loop() {
     double first = summary.losses.front(), last = summary.losses.back();
     if (options.plot && summary.losses.size() > 1)
       out << plotLossCurve(summary.losses);
+    // A relative change from a zero loss is meaningless; leave it out.
+    std::string change =
+        first != 0
+            ? absl::StrFormat(" (%+.1f%%)", 100.0 * (last - first) / first)
+            : "";
     out << absl::StrFormat(
-        "loss %.4f -> %.4f (%+.1f%%) over %d steps in %.2f s (%s tokens/s)\n",
-        first, last, 100.0 * (last - first) / first, summary.losses.size(),
-        summary.seconds,
+        "loss %.4f -> %.4f%s over %d steps in %.2f s (%s tokens/s)\n", first,
+        last, change, summary.losses.size(), summary.seconds,
         io::formatSiValue(executor->tokensPerStep() * summary.losses.size() /
                           summary.seconds));
   }
@@ -284,25 +291,35 @@ std::string plotLossCurve(const std::vector<double> &losses, int width,
                           int height) {
   if (losses.empty() || width < 2 || height < 2)
     return "";
-  // Average the steps falling into each column.
+  // Average the steps falling into each column. Non-finite losses are left
+  // out: one NaN or infinity would otherwise make the whole scale useless.
+  // A column with no finite loss stays empty.
   int columns = std::min<int>(width, losses.size());
   std::vector<double> values(columns, 0.0);
   std::vector<int> counts(columns, 0);
   for (size_t i = 0; i < losses.size(); ++i) {
+    if (!std::isfinite(losses[i]))
+      continue;
     int c = static_cast<int>(i * columns / losses.size());
     values[c] += losses[i];
     ++counts[c];
   }
   double lo = INFINITY, hi = -INFINITY;
   for (int c = 0; c < columns; ++c) {
+    if (counts[c] == 0)
+      continue;
     values[c] /= counts[c];
     lo = std::min(lo, values[c]);
     hi = std::max(hi, values[c]);
   }
+  if (lo > hi)
+    return "";
   if (hi - lo < 1e-12)
     hi = lo + 1e-12;
   std::vector<std::string> rows(height, std::string(columns, ' '));
   for (int c = 0; c < columns; ++c) {
+    if (counts[c] == 0)
+      continue;
     int r = static_cast<int>(std::lround((hi - values[c]) / (hi - lo) *
                                          (height - 1)));
     rows[r][c] = '*';

@@ -148,8 +148,9 @@ void expertsBackward(const float *dy, const float *x, const float *weights,
 //===----------------------------------------------------------------------===//
 
 /// Mean cross-entropy over targets >= 0 (0 when there are none). Targets
-/// >= V have no logit and are skipped like negative ones; the runtime is
-/// expected to have rejected them (embeddingForward reports bad ids).
+/// >= V have no logit and are skipped like negative ones; the executor
+/// rejects them before the call (checkTargets in
+/// lib/Runtime/Engine/Dispatch.cpp).
 float crossEntropyForward(const float *logits, const int32_t *targets,
                           int64_t T, int64_t V);
 /// dlogits = (dloss / N) (softmax - onehot) on counted rows, 0 elsewhere.
@@ -171,8 +172,6 @@ void auxLossBackward(float dloss, const float *probs, float *dprobs, int64_t T,
 
 /// Sum of squares of n values, accumulated in double for reproducibility.
 double sumOfSquares(const float *g, int64_t n);
-/// x *= scale.
-void scale(float *x, float scale, int64_t n);
 /// Warmup + cosine learning rate for 0-based step (docs/semantics.md).
 float learningRate(int64_t step, float peak, float min, int64_t warmup,
                    int64_t decay);

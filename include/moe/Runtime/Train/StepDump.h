@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,12 +29,16 @@ struct LossParts {
 
 /// Captures the parts of the loss (cross-entropy and mean load-balancing
 /// loss) while a step runs, from the operands of the instruction that
-/// writes the loss.
+/// writes the loss. This assumes the layout moec writes, loss =
+/// WeightedSum(ce, aux_0, ..., aux_n); the parts stay unknown unless the
+/// loss is such a WeightedSum whose operand 0 comes from a CrossEntropy and
+/// every other operand from an AuxLoss.
 class LossPartsProbe {
 public:
   explicit LossPartsProbe(const Executor &executor);
-  /// To be called from StepHooks::afterInstruction.
-  void after(size_t index);
+  /// To be called from StepHooks::beforeInstruction: the runtime may run
+  /// WeightedSum in place, so its operands are only intact before it runs.
+  void before(size_t index);
   const LossParts &parts() const { return result; }
 
 private:
@@ -53,8 +58,8 @@ public:
   /// as AdamW is about to consume it.
   void before(size_t index, const Instruction &inst);
   /// Writes the state after the step and its metrics.
-  absl::Status finish(const Executor &executor, float loss, float gradNorm,
-                      float lr, const LossParts &parts);
+  absl::Status finish(float loss, float gradNorm, float lr,
+                      const LossParts &parts);
 
 private:
   StepDump(std::string dir, const Executor &executor)

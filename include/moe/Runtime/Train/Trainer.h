@@ -34,7 +34,8 @@ struct TrainOptions {
   uint64_t dataSeed = 0;
   /// Safetensors to start from / to write at the end (HF names).
   std::string loadPath, savePath;
-  /// JSONL file with one record per step.
+  /// JSONL file with one record per step; appended to when resuming
+  /// (startStep > 0), truncated otherwise.
   std::string metricsPath;
   /// Directory receiving a full record of one step (inputs, parameters
   /// before and after, gradients, metrics) for test/reference/.
@@ -64,7 +65,8 @@ absl::StatusOr<TrainSummary> train(const TrainOptions &options,
                                    std::ostream &out);
 
 /// A text chart of a loss curve, `height` rows by at most `width` columns
-/// (steps are averaged per column).
+/// (steps are averaged per column). Non-finite losses are left out; with
+/// no finite loss at all the chart is empty ("").
 std::string plotLossCurve(const std::vector<double> &losses, int width = 60,
                           int height = 10);
 

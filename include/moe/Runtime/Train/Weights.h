@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,9 @@ namespace moe::rt::train {
 /// Which persistent buffers to export.
 enum class WeightSet { Parameters, OptimizerState, Both };
 
-/// Views of the executor's buffers under their export names; `source` are
-/// the buffers to read (e.g. gradients), by default the buffers themselves.
+/// Views of the executor's buffers of `set` under their export names,
+/// stacked experts split (appendExportViews). The views point into the
+/// executor's storage.
 std::vector<io::TensorView> exportViews(const Executor &executor,
                                         WeightSet set);
 

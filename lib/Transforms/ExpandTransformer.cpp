@@ -38,7 +38,8 @@ public:
     moduleBuilder.create<ParamOp>(
         config.getLoc(), symbol, type, init,
         init == InitKind::normal ? config.getInitStdAttr() : FloatAttr(),
-        ParamKind::weight, /*no_weight_decay=*/init == InitKind::ones);
+        ParamKind::weight, /*no_weight_decay=*/init == InitKind::ones,
+        /*sharding=*/ShardingAttr());
     return body.create<GetParamOp>(loc, type, symbol);
   }
 

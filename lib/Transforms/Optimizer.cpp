@@ -36,9 +36,12 @@ AdamWSettings AdamWSettings::fromModule(ModuleOp module) {
 static ParamOp declareState(ParamOp param, StringRef suffix) {
   OpBuilder builder(param->getBlock(), std::next(param->getIterator()));
   std::string name = (param.getSymName() + suffix).str();
+  // The moments live where their parameter lives (FSDP shards all three).
   return builder.create<ParamOp>(param.getLoc(), name, param.getTensorType(),
                                  InitKind::zeros, FloatAttr(),
-                                 ParamKind::optimizer_state);
+                                 ParamKind::optimizer_state,
+                                 /*no_weight_decay=*/false,
+                                 param.getShardingAttr());
 }
 
 LogicalResult mlir::moe::appendOptimizerStep(func::FuncOp step,

@@ -619,3 +619,76 @@ func.func @adamw_hyper(%g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
   moe.adamw_update @w, @m, @v, %g, %lr, %lr, %s {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = -1.0 : f32, weight_decay = 0.0 : f32} : tensor<4xf32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{expected at least one axis}}
+moe.mesh @m()
+
+// -----
+
+// expected-error @+1 {{expected one size per axis}}
+"moe.mesh"() {sym_name = "m", axes = ["dp"], shape = array<i64: 2, 2>} : () -> ()
+
+// -----
+
+// expected-error @+1 {{expected non-empty axis names}}
+moe.mesh @m("" = 2)
+
+// -----
+
+// expected-error @+1 {{axis 'dp' is listed twice}}
+moe.mesh @m(dp = 2, dp = 4)
+
+// -----
+
+// expected-error @+1 {{expected axis 'tp' to have a positive size, got 0}}
+moe.mesh @m(dp = 2, tp = 0)
+
+// -----
+
+func.func @sharding_twice(%x: tensor<8x8xf32>) {
+  // expected-error @+1 {{axis 'dp' splits more than one dimension}}
+  %y = moe.shard %x {sharding = #moe.sharding<@m, [{dp}, {dp}]>} : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @sharding_empty_axis(%x: tensor<8x8xf32>) {
+  // expected-error @+1 {{expected non-empty axis names}}
+  %y = moe.shard %x {sharding = #moe.sharding<@m, [{""}, {}]>} : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @sharding_no_mesh(%x: tensor<8x8xf32>) {
+  // expected-error @+1 {{sharding names @m, which is not a moe.mesh}}
+  %y = moe.shard %x {sharding = #moe.sharding<@m, [{dp}, {}]>} : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+moe.mesh @m(dp = 2)
+func.func @sharding_rank(%x: tensor<8x8xf32>) {
+  // expected-error @+1 {{sharding has 1 dimensions, the tensor 2}}
+  %y = moe.shard %x {sharding = #moe.sharding<@m, [{dp}]>} : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+moe.mesh @m(dp = 2)
+func.func @sharding_axis(%x: tensor<8x8xf32>) {
+  // expected-error @+1 {{sharding uses axis 'tp', which mesh @m does not have}}
+  %y = moe.shard %x {sharding = #moe.sharding<@m, [{dp}, {tp}]>} : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+moe.mesh @m(dp = 2, tp = 3)
+// expected-error @+1 {{dimension 1 of size 8 cannot be split 3 ways}}
+moe.param @w : tensor<8x8xf32> {init = #moe.init<zeros>, sharding = #moe.sharding<@m, [{dp}, {tp}]>}

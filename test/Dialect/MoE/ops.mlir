@@ -108,3 +108,17 @@ func.func @grad_ops(%dy: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>,
       {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.1 : f32} : tensor<8x8xf32>
   return
 }
+
+// CHECK: moe.mesh @mesh(dp = 2, ep = 2, tp = 2)
+moe.mesh @mesh(dp = 2, ep = 2, tp = 2)
+// CHECK: moe.param @sharded : tensor<8x4xf32> {init = #moe.init<zeros>, sharding = #moe.sharding<@mesh, [{dp, ep}, {tp}]>}
+moe.param @sharded : tensor<8x4xf32> {init = #moe.init<zeros>, sharding = #moe.sharding<@mesh, [{dp, ep}, {tp}]>}
+
+// CHECK-LABEL: func.func @pins
+func.func @pins(%x: tensor<8x4x6xf32>, %t: tensor<8x4xi32>) -> tensor<8x4x6xf32> {
+  // CHECK: moe.shard %{{.*}} {sharding = #moe.sharding<@mesh, [{dp}, {}, {}]>} : tensor<8x4x6xf32>
+  %y = moe.shard %x {sharding = #moe.sharding<@mesh, [{dp}, {}, {}]>} : tensor<8x4x6xf32>
+  // CHECK: moe.shard %{{.*}} {sharding = #moe.sharding<@mesh, [{dp, ep}, {tp}]>} : tensor<8x4xi32>
+  %u = moe.shard %t {sharding = #moe.sharding<@mesh, [{dp, ep}, {tp}]>} : tensor<8x4xi32>
+  return %y : tensor<8x4x6xf32>
+}

@@ -24,4 +24,11 @@
 #define GET_OP_CLASSES
 #include "moe/Dialect/MoE/IR/MoEOps.h.inc"
 
+namespace mlir::moe {
+/// Checks `sharding` against a value of `type` used by `op`: the mesh
+/// exists, one entry per dimension, known axes, divisible dimensions.
+LogicalResult verifySharding(Operation *op, ShardingAttr sharding, Type type,
+                             SymbolTableCollection &symbols);
+} // namespace mlir::moe
+
 #endif // MOE_DIALECT_MOE_IR_MOEOPS_H

@@ -8,6 +8,7 @@
 #define MOE_DIALECT_MOE_IR_MOEOPS_TD
 
 include "moe/Dialect/MoE/IR/MoEBase.td"
+include "moe/Dialect/MoE/IR/MoEAttrs.td"
 include "moe/Dialect/MoE/IR/MoEInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -104,7 +105,64 @@ def MoE_AdamWConfigOp : MoE_Op<"adamw_config"> {
   let hasVerifier = 1;
 }
 
-def MoE_ParamOp : MoE_Op<"param", [Symbol]> {
+def MoE_MeshOp : MoE_Op<"mesh", [Symbol]> {
+  let summary = "a logical mesh of ranks with named axes";
+  let description = [{
+    The ranks a training step runs on, as an N-D grid whose axes carry the
+    parallelism they are used for: `dp` (data), `fsdp` (data, with sharded
+    parameters and optimizer state), `ep` (experts; tokens are data-parallel
+    over it too, so experts fold onto data-parallel ranks), `tp` (tensor).
+    Rank `r` has row-major coordinates over the axes in the order listed.
+    `moec --mesh dp=2,tp=2` sets it.
+
+    Constraints: at least one axis; axis names are non-empty and unique;
+    every size is positive.
+
+    Example:
+
+    ```mlir
+    moe.mesh @mesh(dp = 2, ep = 2, tp = 2)
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$axes,
+                       DenseI64ArrayAttr:$shape);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The number of ranks.
+    int64_t getNumRanks();
+    /// The size of axis `name`, if the mesh has it.
+    std::optional<int64_t> getAxisSize(::llvm::StringRef name);
+  }];
+}
+
+def MoE_ShardOp : MoE_Op<"shard", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "pins the sharding of a value";
+  let description = [{
+    The identity on values that fixes how `input` is split over the mesh at
+    this point; sharding propagation starts from these pins and never
+    overrides them. Its gradient carries the same pin.
+
+    Constraints: as `#moe.sharding` on the operand's type (mesh exists, one
+    entry per dimension, known axes, divisible dimensions).
+
+    Example:
+
+    ```mlir
+    %y = moe.shard %x {sharding = #moe.sharding<@mesh, [{dp}, {}, {tp} ]>}
+        : tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyTypeOf<[MoE_F32Tensor, MoE_I32Tensor]>:$input,
+                       MoE_ShardingAttr:$sharding);
+  let results = (outs AnyTypeOf<[MoE_F32Tensor, MoE_I32Tensor]>:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def MoE_ParamOp : MoE_Op<"param", [Symbol,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "a named, persistent tensor: a weight or optimizer state";
   let description = [{
     Declares a persistent fp32 tensor by name. Weights use HF Mixtral tensor
@@ -118,7 +176,9 @@ def MoE_ParamOp : MoE_Op<"param", [Symbol]> {
     * a weight has an initialisation (`zeros`, `ones` or `normal`), and
       `init = normal` needs `init_std > 0`; optimizer state is initialised
       with zeros;
-    * `{e}` appears at most once, and only in a tensor of rank >= 2.
+    * `{e}` appears at most once, and only in a tensor of rank >= 2;
+    * a `sharding` (how the parameter is stored across ranks; FSDP splits it
+      over `fsdp`) is valid for its type.
 
     Example:
 
@@ -133,7 +193,8 @@ def MoE_ParamOp : MoE_Op<"param", [Symbol]> {
     DefaultValuedAttr<MoE_InitKindAttr, "InitKind::none">:$init,
     OptionalAttr<F32Attr>:$init_std,
     DefaultValuedAttr<MoE_ParamKindAttr, "ParamKind::weight">:$kind,
-    UnitAttr:$no_weight_decay
+    UnitAttr:$no_weight_decay,
+    OptionalAttr<MoE_ShardingAttr>:$sharding
   );
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;

@@ -125,4 +125,17 @@ def PlanMemory : Pass<"moe-plan-memory", "ModuleOp"> {
   ];
 }
 
+def PrintShardingRules : Pass<"moe-print-sharding-rules", "ModuleOp"> {
+  let summary = "print the factor rule of every op (a remark per op)";
+  let description = [{
+    Inspection: emits a remark on every op with its einsum-like sharding
+    rule (ShardingRule.h), with pinned factors marked `!`, and an error on
+    any op of the moe dialect whose rule does not fit its shapes.
+
+    Example: `moe.linear %x, %w : (tensor<2x4x8xf32>, tensor<16x8xf32>) ->
+    tensor<2x4x16xf32>` gets the remark
+    `sharding rule: (*0, *1, k), (n, k) -> (*0, *1, n)`.
+  }];
+}
+
 #endif // MOE_TRANSFORMS_PASSES_TD

@@ -29,4 +29,20 @@ def MoE_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
   ];
 }
 
+def MoE_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::mlir::moe";
+  let description = [{
+    An op that states how its operand and result dimensions are made of
+    einsum-like factors (ShardingRule.h). Sharding propagation and
+    partitioning reason about factors only, so they need no per-op code.
+  }];
+  let methods = [
+    InterfaceMethod<
+      /*desc=*/"The factor rule of this op.",
+      /*retTy=*/"::mlir::FailureOr<::mlir::moe::ShardingRule>",
+      /*methodName=*/"getShardingRule"
+    >
+  ];
+}
+
 #endif // MOE_DIALECT_MOE_IR_MOEINTERFACES_TD

@@ -136,7 +136,8 @@ def MoE_MeshOp : MoE_Op<"mesh", [Symbol]> {
   }];
 }
 
-def MoE_ShardOp : MoE_Op<"shard", [Pure, SameOperandsAndResultType,
+def MoE_ShardOp : MoE_Op<"shard", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
   let summary = "pins the sharding of a value";
@@ -206,6 +207,7 @@ def MoE_ParamOp : MoE_Op<"param", [Symbol,
 }
 
 def MoE_GetParamOp : MoE_Op<"get_param", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "reads the current value of a parameter";
   let description = [{
@@ -229,7 +231,8 @@ def MoE_GetParamOp : MoE_Op<"get_param", [
 // Model ops
 //===----------------------------------------------------------------------===//
 
-def MoE_EmbeddingOp : MoE_Op<"embedding", [Pure,
+def MoE_EmbeddingOp : MoE_Op<"embedding", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
   let summary = "token embedding lookup";
   let description = [{
@@ -252,7 +255,8 @@ def MoE_EmbeddingOp : MoE_Op<"embedding", [Pure,
   let hasVerifier = 1;
 }
 
-def MoE_RMSNormOp : MoE_Op<"rms_norm", [Pure,
+def MoE_RMSNormOp : MoE_Op<"rms_norm", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
   let summary = "RMSNorm over the last dimension";
   let description = [{
@@ -277,7 +281,8 @@ def MoE_RMSNormOp : MoE_Op<"rms_norm", [Pure,
   let hasVerifier = 1;
 }
 
-def MoE_LinearOp : MoE_Op<"linear", [Pure,
+def MoE_LinearOp : MoE_Op<"linear", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
   let summary = "matrix product with a weight in [out, in] layout";
   let description = [{
@@ -301,7 +306,8 @@ def MoE_LinearOp : MoE_Op<"linear", [Pure,
   let hasVerifier = 1;
 }
 
-def MoE_RoPEOp : MoE_Op<"rope", [Pure,
+def MoE_RoPEOp : MoE_Op<"rope", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
   let summary = "rotary position embedding, rotate-half convention";
   let description = [{
@@ -326,7 +332,8 @@ def MoE_RoPEOp : MoE_Op<"rope", [Pure,
   let hasVerifier = 1;
 }
 
-def MoE_AttentionOp : MoE_Op<"attention", [Pure,
+def MoE_AttentionOp : MoE_Op<"attention", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
   let summary = "causal scaled-dot-product attention with grouped-query heads";
   let description = [{
@@ -356,7 +363,8 @@ def MoE_AttentionOp : MoE_Op<"attention", [Pure,
   let hasVerifier = 1;
 }
 
-def MoE_RouterOp : MoE_Op<"router", [Pure,
+def MoE_RouterOp : MoE_Op<"router", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
   let summary = "softmax over experts, top-k selection, renormalised weights";
   let description = [{
@@ -387,7 +395,8 @@ def MoE_RouterOp : MoE_Op<"router", [Pure,
   let hasVerifier = 1;
 }
 
-def MoE_ExpertsOp : MoE_Op<"experts", [Pure,
+def MoE_ExpertsOp : MoE_Op<"experts", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
   let summary = "grouped SwiGLU experts combined with router weights";
   let description = [{
@@ -417,7 +426,8 @@ def MoE_ExpertsOp : MoE_Op<"experts", [Pure,
   let hasVerifier = 1;
 }
 
-def MoE_SwiGLUOp : MoE_Op<"swiglu", [Pure, SameOperandsAndResultType,
+def MoE_SwiGLUOp : MoE_Op<"swiglu", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
   let summary = "silu(gate) * up, elementwise";
   let description = [{
@@ -437,7 +447,8 @@ def MoE_SwiGLUOp : MoE_Op<"swiglu", [Pure, SameOperandsAndResultType,
   let assemblyFormat = "operands attr-dict `:` type($result)";
 }
 
-def MoE_AddOp : MoE_Op<"add", [Pure, Commutative, SameOperandsAndResultType,
+def MoE_AddOp : MoE_Op<"add", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure, Commutative, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
   let summary = "elementwise sum (residual connections, gradient fan-in)";
   let description = [{
@@ -454,7 +465,8 @@ def MoE_AddOp : MoE_Op<"add", [Pure, Commutative, SameOperandsAndResultType,
   let assemblyFormat = "operands attr-dict `:` type($result)";
 }
 
-def MoE_CrossEntropyOp : MoE_Op<"cross_entropy", [Pure,
+def MoE_CrossEntropyOp : MoE_Op<"cross_entropy", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
   let summary = "mean next-token cross-entropy, ignoring negative targets";
   let description = [{
@@ -477,7 +489,8 @@ def MoE_CrossEntropyOp : MoE_Op<"cross_entropy", [Pure,
   let hasVerifier = 1;
 }
 
-def MoE_AuxLossOp : MoE_Op<"aux_loss", [Pure,
+def MoE_AuxLossOp : MoE_Op<"aux_loss", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
   let summary = "load-balancing loss of one MoE layer";
   let description = [{
@@ -500,7 +513,8 @@ def MoE_AuxLossOp : MoE_Op<"aux_loss", [Pure,
   let hasVerifier = 1;
 }
 
-def MoE_WeightedSumOp : MoE_Op<"weighted_sum", [Pure,
+def MoE_WeightedSumOp : MoE_Op<"weighted_sum", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
   let summary = "sum of scalars with constant coefficients";
   let description = [{
@@ -523,7 +537,8 @@ def MoE_WeightedSumOp : MoE_Op<"weighted_sum", [Pure,
   let hasVerifier = 1;
 }
 
-def MoE_ConstantOp : MoE_Op<"constant", [Pure, ConstantLike]> {
+def MoE_ConstantOp : MoE_Op<"constant", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure, ConstantLike]> {
   let summary = "a tensor filled with one value";
   let description = [{
     The seed of backpropagation (`1.0` for the loss) and zero gradients.
@@ -549,7 +564,8 @@ def MoE_ConstantOp : MoE_Op<"constant", [Pure, ConstantLike]> {
 // Gradient ops (derived by moe-autodiff; see docs/semantics.md "Backward")
 //===----------------------------------------------------------------------===//
 
-def MoE_EmbeddingGradOp : MoE_Op<"embedding_grad", [Pure]> {
+def MoE_EmbeddingGradOp : MoE_Op<"embedding_grad", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
   let summary = "gradient of the embedding table";
   let description = [{
     Scatter-adds the rows of `grad` into a zero `[V, H]` table at the token
@@ -570,7 +586,8 @@ def MoE_EmbeddingGradOp : MoE_Op<"embedding_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MoE_RMSNormGradOp : MoE_Op<"rms_norm_grad", [Pure]> {
+def MoE_RMSNormGradOp : MoE_Op<"rms_norm_grad", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
   let summary = "gradients of RMSNorm's input and weight";
   let description = [{
     Constraints: `grad` and `input` have one type, which is that of
@@ -592,7 +609,8 @@ def MoE_RMSNormGradOp : MoE_Op<"rms_norm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MoE_LinearGradInputOp : MoE_Op<"linear_grad_input", [Pure]> {
+def MoE_LinearGradInputOp : MoE_Op<"linear_grad_input", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
   let summary = "gradient of a linear layer's input: dy w";
   let description = [{
     Kept apart from the weight gradient so that schedules may run the two at
@@ -614,7 +632,8 @@ def MoE_LinearGradInputOp : MoE_Op<"linear_grad_input", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MoE_LinearGradWeightOp : MoE_Op<"linear_grad_weight", [Pure]> {
+def MoE_LinearGradWeightOp : MoE_Op<"linear_grad_weight", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
   let summary = "gradient of a linear layer's weight: dy^T x";
   let description = [{
     Constraints: `grad` is `[..., N]`, `input` `[..., K]` with the same
@@ -633,7 +652,8 @@ def MoE_LinearGradWeightOp : MoE_Op<"linear_grad_weight", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MoE_RoPEGradOp : MoE_Op<"rope_grad", [Pure]> {
+def MoE_RoPEGradOp : MoE_Op<"rope_grad", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
   let summary = "gradient of RoPE: the inverse rotation";
   let description = [{
     Constraints: as `moe.rope`.
@@ -652,7 +672,8 @@ def MoE_RoPEGradOp : MoE_Op<"rope_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MoE_AttentionGradOp : MoE_Op<"attention_grad", [Pure]> {
+def MoE_AttentionGradOp : MoE_Op<"attention_grad", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
   let summary = "gradients of attention's query, key and value";
   let description = [{
     Recomputes the probabilities from the forward's `lse`
@@ -682,7 +703,8 @@ def MoE_AttentionGradOp : MoE_Op<"attention_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MoE_RouterGradOp : MoE_Op<"router_grad", [Pure]> {
+def MoE_RouterGradOp : MoE_Op<"router_grad", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
   let summary = "gradient of the gate logits";
   let description = [{
     From the gradient of the renormalised weights and, optionally, of the
@@ -708,7 +730,8 @@ def MoE_RouterGradOp : MoE_Op<"router_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MoE_ExpertsGradOp : MoE_Op<"experts_grad", [Pure]> {
+def MoE_ExpertsGradOp : MoE_Op<"experts_grad", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
   let summary = "gradients of the experts' input, weights and parameters";
   let description = [{
     Recomputes each expert's `w1 x` and `w3 x` instead of keeping them.
@@ -738,7 +761,8 @@ def MoE_ExpertsGradOp : MoE_Op<"experts_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MoE_SwiGLUGradOp : MoE_Op<"swiglu_grad", [Pure, AllTypesMatch<["grad",
+def MoE_SwiGLUGradOp : MoE_Op<"swiglu_grad", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure, AllTypesMatch<["grad",
     "gate", "up", "gate_grad", "up_grad"]>]> {
   let summary = "gradients of silu(gate) * up";
   let description = [{
@@ -756,7 +780,8 @@ def MoE_SwiGLUGradOp : MoE_Op<"swiglu_grad", [Pure, AllTypesMatch<["grad",
   let assemblyFormat = "operands attr-dict `:` type($grad)";
 }
 
-def MoE_CrossEntropyGradOp : MoE_Op<"cross_entropy_grad", [Pure]> {
+def MoE_CrossEntropyGradOp : MoE_Op<"cross_entropy_grad", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
   let summary = "gradient of the logits of the mean cross-entropy";
   let description = [{
     Constraints: `grad` is a 0-d f32 tensor; `logits` and `targets` as in
@@ -777,7 +802,8 @@ def MoE_CrossEntropyGradOp : MoE_Op<"cross_entropy_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MoE_AuxLossGradOp : MoE_Op<"aux_loss_grad", [Pure]> {
+def MoE_AuxLossGradOp : MoE_Op<"aux_loss_grad", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
   let summary = "gradient of the router probabilities of the load-balancing loss";
   let description = [{
     Constraints: `grad` is a 0-d f32 tensor; the result has the type of
@@ -801,7 +827,8 @@ def MoE_AuxLossGradOp : MoE_Op<"aux_loss_grad", [Pure]> {
 // Optimizer ops (derived by moe-optimizer)
 //===----------------------------------------------------------------------===//
 
-def MoE_GlobalNormOp : MoE_Op<"global_norm", [Pure]> {
+def MoE_GlobalNormOp : MoE_Op<"global_norm", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
   let summary = "L2 norm of all gradients together";
   let description = [{
     `sqrt(sum over every input of sum(x^2))`.
@@ -820,7 +847,8 @@ def MoE_GlobalNormOp : MoE_Op<"global_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MoE_ClipCoefficientOp : MoE_Op<"clip_coefficient", [Pure]> {
+def MoE_ClipCoefficientOp : MoE_Op<"clip_coefficient", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
   let summary = "gradient scale of global-norm clipping";
   let description = [{
     `min(1, max_norm / (norm + 1e-6))`, or 1 when `max_norm` is 0
@@ -840,7 +868,8 @@ def MoE_ClipCoefficientOp : MoE_Op<"clip_coefficient", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MoE_LearningRateOp : MoE_Op<"learning_rate", [Pure]> {
+def MoE_LearningRateOp : MoE_Op<"learning_rate", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
   let summary = "warmup + cosine learning-rate schedule";
   let description = [{
     The learning rate at a 0-based step: linear warmup to `peak` over
@@ -864,6 +893,7 @@ def MoE_LearningRateOp : MoE_Op<"learning_rate", [Pure]> {
 }
 
 def MoE_AdamWUpdateOp : MoE_Op<"adamw_update", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "one AdamW update of a parameter and its moments, in place";

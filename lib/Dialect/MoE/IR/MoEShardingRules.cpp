@@ -1,0 +1,103 @@
+//===- MoEShardingRules.cpp - the factor rule of every moe op -------------===//
+//
+// Letters: b batch, s sequence, h hidden, k contracted or top-k, n output
+// features, v vocabulary, e experts, f expert width, g key/value head groups,
+// r query heads per group, d head dimension, * leading (token) dimensions.
+// Pinned factors are those whose math needs the whole dimension on one rank
+// (a norm's features, a softmax's classes, RoPE's positions).
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Dialect/MoE/IR/MoEOps.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+#define SIMPLE_RULE(OP, SPEC, PINNED)                                         \
+  FailureOr<ShardingRule> OP::getShardingRule() {                            \
+    return ShardingRule::fromSpec(*this, SPEC, PINNED);                      \
+  }
+
+SIMPLE_RULE(GetParamOp, "->*", "")
+SIMPLE_RULE(ShardOp, "*->*", "")
+SIMPLE_RULE(ConstantOp, "->*", "")
+SIMPLE_RULE(EmbeddingOp, "bs,vh->bsh", "v")
+SIMPLE_RULE(EmbeddingGradOp, "bsh,bs->vh", "v")
+SIMPLE_RULE(RMSNormOp, "*h,h->*h", "h")
+SIMPLE_RULE(RMSNormGradOp, "*h,*h,h->*h,h", "h")
+SIMPLE_RULE(LinearOp, "*k,nk->*n", "")
+SIMPLE_RULE(LinearGradInputOp, "*n,nk->*k", "")
+SIMPLE_RULE(LinearGradWeightOp, "*n,*k->nk", "")
+SIMPLE_RULE(SwiGLUOp, "*,*->*", "")
+SIMPLE_RULE(SwiGLUGradOp, "*,*,*->*,*", "")
+SIMPLE_RULE(AddOp, "*,*->*", "")
+SIMPLE_RULE(RouterOp, "*e->*e,*k,*k", "ek")
+// Experts: a token's output sums over the experts it was routed to, so the
+// expert factor e is contracted; splitting tokens and experts over one axis
+// is expert parallelism, which the partitioner lowers to all-to-alls.
+SIMPLE_RULE(ExpertsOp, "*h,*k,*k,efh,efh,ehf->*h", "hk")
+SIMPLE_RULE(ExpertsGradOp, "*h,*h,*k,*k,efh,efh,ehf->*h,*k,efh,efh,ehf", "hk")
+
+FailureOr<ShardingRule> RoPEOp::getShardingRule() {
+  return ShardingRule::fromSpec(*this, "bs(hd)->bs(hd)", "sd",
+                                {{'h', static_cast<int64_t>(getNumHeads())}});
+}
+
+FailureOr<ShardingRule> RoPEGradOp::getShardingRule() {
+  return ShardingRule::fromSpec(*this, "bs(hd)->bs(hd)", "sd",
+                                {{'h', static_cast<int64_t>(getNumHeads())}});
+}
+
+// Query heads come in groups (g) that share one key/value head, r queries
+// per group: splitting the groups splits queries, keys, values and the
+// log-sum-exp consistently.
+FailureOr<ShardingRule> AttentionOp::getShardingRule() {
+  int64_t groups = getNumKvHeads(), perGroup = getNumHeads() / groups;
+  return ShardingRule::fromSpec(*this, "bs(grd),bs(gd),bs(gd)->bs(grd),b(gr)s",
+                                "srd", {{'g', groups}, {'r', perGroup}});
+}
+
+FailureOr<ShardingRule> AttentionGradOp::getShardingRule() {
+  int64_t groups = getNumKvHeads(), perGroup = getNumHeads() / groups;
+  return ShardingRule::fromSpec(
+      *this,
+      "bs(grd),bs(grd),bs(gd),bs(gd),bs(grd),b(gr)s->bs(grd),bs(gd),bs(gd)",
+      "srd", {{'g', groups}, {'r', perGroup}});
+}
+
+FailureOr<ShardingRule> RouterGradOp::getShardingRule() {
+  return ShardingRule::fromSpec(
+      *this, getProbsGrad() ? "*k,*e,*e->*e" : "*k,*e->*e", "ek");
+}
+
+// Means over tokens: partial values are not sums (the partitioner combines
+// counts and sums explicitly).
+FailureOr<ShardingRule> CrossEntropyOp::getShardingRule() {
+  return ShardingRule::fromSpec(*this, "*v,*->", "v", {}, false);
+}
+FailureOr<ShardingRule> CrossEntropyGradOp::getShardingRule() {
+  return ShardingRule::fromSpec(*this, ",*v,*->*v", "v", {}, false);
+}
+FailureOr<ShardingRule> AuxLossOp::getShardingRule() {
+  return ShardingRule::fromSpec(*this, "*e->", "e", {}, false);
+}
+FailureOr<ShardingRule> AuxLossGradOp::getShardingRule() {
+  return ShardingRule::fromSpec(*this, ",*e->*e", "e", {}, false);
+}
+
+FailureOr<ShardingRule> WeightedSumOp::getShardingRule() {
+  return ShardingRule::fromTensorsWithOwnFactors(*this);
+}
+FailureOr<ShardingRule> GlobalNormOp::getShardingRule() {
+  return ShardingRule::fromTensorsWithOwnFactors(*this);
+}
+FailureOr<ShardingRule> ClipCoefficientOp::getShardingRule() {
+  return ShardingRule::fromSpec(*this, "->", "", {}, false);
+}
+FailureOr<ShardingRule> LearningRateOp::getShardingRule() {
+  return ShardingRule::fromSpec(*this, "->", "", {}, false);
+}
+// The gradient is updated where its parameter is stored: propagation ties it
+// to the parameter's sharding.
+FailureOr<ShardingRule> AdamWUpdateOp::getShardingRule() {
+  return ShardingRule::fromSpec(*this, "*,,,->", "", {}, true);
+}

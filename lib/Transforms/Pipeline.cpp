@@ -6,10 +6,12 @@
 
 using namespace mlir;
 
-void mlir::moe::buildTrainingPipeline(OpPassManager &pm) {
+void mlir::moe::buildTrainingPipeline(OpPassManager &pm, bool sharded) {
   pm.addPass(createExpandTransformer());
   pm.addPass(createAutodiff());
   pm.addPass(createOptimizer());
+  if (sharded)
+    pm.addPass(createPropagateSharding());
   pm.addPass(createPlanMemory());
 }
 
@@ -17,5 +19,5 @@ void mlir::moe::registerTrainingPipeline() {
   PassPipelineRegistration<>(
       "moe-training-pipeline",
       "expand the model, derive backward and optimizer, plan memory",
-      buildTrainingPipeline);
+      [](OpPassManager &pm) { buildTrainingPipeline(pm); });
 }

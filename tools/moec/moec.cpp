@@ -10,6 +10,8 @@
 #include "moe/Dialect/MoE/IR/MoEDialect.h"
 #include "moe/Target/ArtifactWriter.h"
 #include "moe/Target/ModelStatistics.h"
+#include "moe/Target/ShardingReport.h"
+#include "moe/Transforms/Sharding.h"
 #include "moe/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -30,7 +32,7 @@ namespace cl = llvm::cl;
 
 namespace {
 enum class Emit { Artifact, MLIR };
-enum class Report { Memory };
+enum class Report { Memory, Sharding };
 } // namespace
 
 static cl::OptionCategory moecCategory("moec options");
@@ -51,8 +53,16 @@ static cl::opt<Emit> emitKind(
 static cl::list<Report> reports(
     "report", cl::desc("print a report to stdout"), cl::CommaSeparated,
     cl::values(clEnumValN(Report::Memory, "memory",
-                          "parameters, optimizer state and arena per rank")),
+                          "parameters, optimizer state and arena per rank"),
+               clEnumValN(Report::Sharding, "sharding",
+                          "how every parameter and tensor is split over "
+                          "the mesh, and why")),
     cl::cat(moecCategory));
+static cl::opt<std::string> meshSpec(
+    "mesh",
+    cl::desc("the device mesh, e.g. dp=2,tp=2 (axes dp, fsdp, ep, tp; ep "
+             "folds onto the data-parallel ranks)"),
+    cl::value_desc("axis=size,..."), cl::init(""), cl::cat(moecCategory));
 static cl::opt<std::string> stepFunction(
     "step-function", cl::desc("the training-step function to write"),
     cl::init("train_step"), cl::cat(moecCategory));
@@ -111,6 +121,17 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
+  if (!meshSpec.empty()) {
+    std::string error;
+    auto axes = moe::parseMeshSpec(meshSpec, error);
+    if (failed(axes)) {
+      llvm::errs() << "moec: error: --mesh: " << error << "\n";
+      return 1;
+    }
+    moe::setMesh(*module, *axes);
+  }
+  moe::MeshOp mesh = moe::getMesh(*module);
+
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
@@ -125,7 +146,7 @@ int main(int argc, char **argv) {
     if (failed(passPipeline.addToPipeline(pm, errorHandler)))
       return 1;
   } else {
-    moe::buildTrainingPipeline(pm);
+    moe::buildTrainingPipeline(pm, /*sharded=*/static_cast<bool>(mesh));
   }
   if (failed(pm.run(*module)))
     return 1;
@@ -140,6 +161,9 @@ int main(int argc, char **argv) {
     if (report == Report::Memory)
       moe::printMemoryReport(moe::computeModelStatistics(*module, step),
                              llvm::outs());
+    if (report == Report::Sharding &&
+        failed(moe::printShardingReport(*module, step, llvm::outs())))
+      return 1;
   }
 
   std::string path = outputPath();
@@ -150,6 +174,14 @@ int main(int argc, char **argv) {
   }
   if (emitKind == Emit::MLIR) {
     module->print(output->os());
+  } else if (mesh && mesh.getNumRanks() > 1) {
+    // Until the partitioner exists, a multi-rank artifact would silently
+    // train something else than asked: refuse it.
+    llvm::errs() << "moec: error: the mesh has " << mesh.getNumRanks()
+                 << " ranks, and partitioning the step into per-rank "
+                    "programs is not implemented yet; inspect the sharding "
+                    "with --report=sharding or --emit=mlir\n";
+    return 1;
   } else if (failed(moe::writeArtifact(*module, stepFunction, seed,
                                        output->os()))) {
     return 1;

@@ -17,8 +17,8 @@ namespace mlir::moe {
 #include "moe/Transforms/Passes.h.inc"
 
 /// Adds the default compilation pipeline of moec: expand, autodiff,
-/// optimizer, memory planning.
-void buildTrainingPipeline(OpPassManager &pm);
+/// optimizer, (with `sharded`: sharding propagation,) memory planning.
+void buildTrainingPipeline(OpPassManager &pm, bool sharded = false);
 
 /// Registers the default pipeline as `moe-training-pipeline`.
 void registerTrainingPipeline();

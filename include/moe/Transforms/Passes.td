@@ -125,6 +125,31 @@ def PlanMemory : Pass<"moe-plan-memory", "ModuleOp"> {
   ];
 }
 
+def PropagateSharding : Pass<"moe-propagate-sharding", "ModuleOp"> {
+  let summary = "choose how every tensor of the step is split over the mesh";
+  let description = [{
+    Seeds the parallelism policy (include/moe/Transforms/Sharding.h: data
+    parallelism over dp/fsdp/ep, Megatron tensor parallelism over tp, expert
+    parallelism over ep, FSDP storage over fsdp) and propagates it through
+    the factor rule of every op. Records on the IR, for every value, its
+    `moe.sharding` and `moe.sharding_origin` (why), and on every weight and
+    moment its storage `sharding`. Impossible meshes (heads not divisible by
+    tp, experts by ep, the batch by the data-parallel ranks) are errors.
+
+    Example, with `moe.mesh @mesh(dp = 2, tp = 2)`:
+
+    ```mlir
+    %q = moe.linear %n, %wq {moe.sharding = [#moe.sharding<@mesh, [{dp}, {}, {tp} ]>],
+        moe.sharding_origin = ["column-parallel linear (Megatron): output
+        features split over tp, via moe.linear"]}
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"train_step\"",
+           "the training step to shard">,
+  ];
+}
+
 def PrintShardingRules : Pass<"moe-print-sharding-rules", "ModuleOp"> {
   let summary = "print the factor rule of every op (a remark per op)";
   let description = [{

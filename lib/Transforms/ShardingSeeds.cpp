@@ -1,0 +1,216 @@
+//===- ShardingSeeds.cpp - the parallelism policy as sharding seeds -------===//
+//
+// What an experienced Megatron/TorchTitan user would choose, stated once:
+//   * data parallelism: the batch is split over every data-like axis
+//     (dp, fsdp, and ep, onto which experts fold);
+//   * Megatron tensor parallelism over tp: q/k/v and the MLP's gate/up are
+//     column-parallel (output features split), o_proj and down_proj
+//     row-parallel (input features split), experts split their width;
+//   * expert parallelism over ep: the stacked experts split along experts;
+//   * FSDP over fsdp: every weight and its AdamW moments are stored split
+//     along their first splittable dimension and gathered before use.
+// Everything else (embeddings, LM head, norms, router) stays whole.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Transforms/Sharding.h"
+#include "moe/Transforms/Transforms.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+/// Per-dimension axes of one tensor, and why each dimension is split.
+struct Seed {
+  SmallVector<SmallVector<StringRef>> dims;
+  SmallVector<std::string> why;
+};
+
+/// The parts of the mesh the policy uses.
+struct Axes {
+  SmallVector<StringRef> data;
+  std::optional<int64_t> tp, ep, fsdp;
+  int64_t dataRanks = 1;
+};
+} // namespace
+
+static Axes axesOf(MeshOp mesh) {
+  Axes axes;
+  for (auto [attr, size] : llvm::zip(mesh.getAxes(), mesh.getShape())) {
+    StringRef name = cast<StringAttr>(attr).getValue();
+    if (name == kDataAxis || name == kFsdpAxis || name == kExpertAxis) {
+      axes.data.push_back(name);
+      axes.dataRanks *= size;
+    }
+    if (name == kTensorAxis)
+      axes.tp = size;
+    if (name == kExpertAxis)
+      axes.ep = size;
+    if (name == kFsdpAxis)
+      axes.fsdp = size;
+  }
+  return axes;
+}
+
+static int64_t modelSize(ModuleOp module, StringRef key) {
+  auto model = module->getAttrOfType<DictionaryAttr>(kModelAttrName);
+  auto value = model ? model.getAs<IntegerAttr>(key) : IntegerAttr();
+  return value ? value.getInt() : 0;
+}
+
+/// Megatron's split of a weight over tp, by its HF name; none for weights
+/// that stay whole.
+static std::optional<std::pair<unsigned, const char *>>
+tensorParallelDim(StringRef name) {
+  if (name.ends_with("q_proj.weight") || name.ends_with("k_proj.weight") ||
+      name.ends_with("v_proj.weight") || name.ends_with("gate_proj.weight") ||
+      name.ends_with("up_proj.weight"))
+    return std::make_pair(0u, "column-parallel linear (Megatron): output "
+                              "features split over tp");
+  if (name.ends_with("o_proj.weight") || name.ends_with("down_proj.weight"))
+    return std::make_pair(1u, "row-parallel linear (Megatron): input "
+                              "features split over tp");
+  if (name.ends_with("w1.weight") || name.ends_with("w3.weight"))
+    return std::make_pair(1u, "expert width split over tp");
+  if (name.ends_with("w2.weight") && name.contains("{e}"))
+    return std::make_pair(2u, "expert width split over tp");
+  return std::nullopt;
+}
+
+/// Checks that `count` of something splits `ways` ways, naming both.
+static LogicalResult expectDivisible(Operation *op, StringRef what,
+                                     int64_t count, StringRef axis,
+                                     int64_t ways, StringRef because) {
+  if (ways <= 1 || count % ways == 0)
+    return success();
+  return op->emitError() << what << " (" << count << ") is not divisible by "
+                         << axis << " (" << ways << "): " << because;
+}
+
+/// The storage seed of one weight.
+static FailureOr<Seed> seedWeight(ParamOp param, const Axes &axes,
+                                  MeshOp mesh) {
+  RankedTensorType type = param.getTensorType();
+  Seed seed;
+  seed.dims.resize(type.getRank());
+  seed.why.resize(type.getRank());
+  auto add = [&](unsigned dim, StringRef axis, StringRef why) {
+    seed.dims[dim].push_back(axis);
+    seed.why[dim] += (seed.why[dim].empty() ? "" : "; ") + why.str();
+  };
+  auto partsOf = [&](unsigned dim) {
+    int64_t parts = 1;
+    for (StringRef axis : seed.dims[dim])
+      parts *= *mesh.getAxisSize(axis);
+    return parts;
+  };
+  StringRef name = param.getSymName();
+  bool stacked = name.contains("{e}");
+  if (stacked && axes.ep)
+    add(0, kExpertAxis, "expert parallel: experts split over ep");
+  if (axes.tp)
+    if (auto split = tensorParallelDim(name))
+      add(split->first, kTensorAxis, split->second);
+  if (axes.fsdp) {
+    // FSDP stores the first dimension that still splits evenly; a weight
+    // too small for that is stored whole (its reason is the missing split).
+    for (unsigned dim = 0; dim < seed.dims.size(); ++dim) {
+      if ((type.getDimSize(dim) / partsOf(dim)) % *axes.fsdp != 0)
+        continue;
+      add(dim, kFsdpAxis, "FSDP: stored split over fsdp, gathered before use");
+      break;
+    }
+  }
+  for (unsigned dim = 0; dim < seed.dims.size(); ++dim)
+    if (type.getDimSize(dim) % partsOf(dim) != 0)
+      return param.emitError()
+             << "dimension " << dim << " of " << name << " (size "
+             << type.getDimSize(dim) << ") cannot be split " << partsOf(dim)
+             << " ways";
+  return seed;
+}
+
+LogicalResult mlir::moe::seedShardings(ModuleOp module, func::FuncOp step,
+                                       MeshOp mesh) {
+  Axes axes = axesOf(mesh);
+  MLIRContext *ctx = module.getContext();
+  auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+
+  // Whole-model constraints, stated in the model's own terms.
+  if (axes.tp) {
+    const char *why = "tensor parallelism splits attention by key/value head "
+                      "groups and the MLPs by width";
+    if (failed(expectDivisible(mesh, "heads", modelSize(module, "heads"),
+                               kTensorAxis, *axes.tp, why)) ||
+        failed(expectDivisible(mesh, "kv_heads", modelSize(module, "kv_heads"),
+                               kTensorAxis, *axes.tp, why)) ||
+        failed(expectDivisible(mesh, "ffn", modelSize(module, "ffn"),
+                               kTensorAxis, *axes.tp, why)))
+      return failure();
+  }
+  if (axes.ep &&
+      failed(expectDivisible(mesh, "experts", modelSize(module, "experts"),
+                             kExpertAxis, *axes.ep,
+                             "expert parallelism gives each rank of ep an "
+                             "equal share of the experts")))
+    return failure();
+
+  // The batch: tokens and targets split over all data-like axes.
+  for (unsigned arg = 0; arg < 2 && arg < step.getNumArguments(); ++arg) {
+    auto type = cast<ShapedType>(step.getArgumentTypes()[arg]);
+    if (type.getRank() < 1 || axes.data.empty())
+      continue;
+    if (type.getDimSize(0) % axes.dataRanks != 0)
+      return step.emitError()
+             << "the batch (" << type.getDimSize(0)
+             << ") is not divisible by the data-parallel ranks ("
+             << axes.dataRanks << " over " << llvm::join(axes.data, " x ")
+             << ")";
+    SmallVector<SmallVector<StringRef>> dims(type.getRank());
+    dims[0] = axes.data;
+    step.setArgAttr(arg, kShardingAttrName, ShardingAttr::get(meshRef, dims));
+    step.setArgAttr(arg, kShardingOriginAttrName,
+                    StringAttr::get(ctx, "data parallel: batch split over " +
+                                             llvm::join(axes.data, ", ")));
+  }
+
+  // Weights, then their moments, which live where their weight lives.
+  llvm::StringMap<std::pair<ShardingAttr, ArrayAttr>> weightSeeds;
+  for (ParamOp param : module.getOps<ParamOp>()) {
+    if (param.getKind() != ParamKind::weight)
+      continue;
+    SmallVector<Attribute> whys;
+    if (param.getSharding()) {
+      whys.assign(param.getTensorType().getRank(),
+                  StringAttr::get(ctx, "user pin"));
+    } else {
+      FailureOr<Seed> seed = seedWeight(param, axes, mesh);
+      if (failed(seed))
+        return failure();
+      param.setShardingAttr(ShardingAttr::get(meshRef, seed->dims));
+      for (const std::string &why : seed->why)
+        whys.push_back(StringAttr::get(ctx, why));
+    }
+    auto origin = ArrayAttr::get(ctx, whys);
+    param->setAttr(kParamShardingOriginAttrName, origin);
+    weightSeeds[param.getSymName()] = {*param.getSharding(), origin};
+  }
+  for (ParamOp param : module.getOps<ParamOp>()) {
+    if (param.getKind() == ParamKind::weight)
+      continue;
+    StringRef weight = param.getSymName();
+    weight = weight.drop_back(weight.ends_with(".exp_avg_sq")
+                                  ? StringRef(".exp_avg_sq").size()
+                                  : StringRef(".exp_avg").size());
+    auto it = weightSeeds.find(weight);
+    if (it == weightSeeds.end())
+      continue;
+    // Moments live where their weight lives, for the same reasons.
+    param.setShardingAttr(it->second.first);
+    param->setAttr(kParamShardingOriginAttrName, it->second.second);
+  }
+  return success();
+}

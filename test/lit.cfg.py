@@ -17,6 +17,11 @@ config.substitutions.append(("%inputs", os.path.join(config.moe_src_root, "test"
 # Debian's python3 has torch and numpy; a pyenv python on PATH may not.
 config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%moe_tools_dir", config.moe_tools_dir))
+# Multi-rank tests (test/comm) on this one machine: Open MPI refuses root
+# without --allow-run-as-root, the tests start more ranks than there are cores,
+# and shared memory is the only transport they need.
+config.substitutions.append(
+    ("%mpirun", "mpirun --allow-run-as-root --oversubscribe --mca btl self,vader"))
 
 # A Python with HF transformers (scripts/test-all.sh makes build/hf-venv),
 # for the test that loads our weights into MixtralForCausalLM.

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Target/ArtifactWriter.h"
 #include "moe/Target/ModelStatistics.h"
+#include "moe/Transforms/Sharding.h"
 #include "moe/Transforms/Transforms.h"
 
 #include "moe/Runtime/Artifact/Program_generated.h"
@@ -45,7 +46,10 @@ private:
   uint32_t addBuffer(StringRef name, fb::BufferKind kind, fb::DType dtype,
                      ArrayRef<int64_t> shape, uint64_t offset = 0,
                      fb::Init init = fb::Init::None, float initStd = 0,
-                     bool weightDecay = false);
+                     bool weightDecay = false, ShardingAttr split = {});
+  /// The index of the group over `axes`, added on first use.
+  int64_t groupOf(ArrayRef<StringRef> axes);
+  flatbuffers::Offset<fb::Axes> axesOffset(ArrayRef<StringRef> axes);
   uint32_t paramBuffer(FlatSymbolRefAttr ref) {
     return paramBuffers.lookup(ref.getAttr());
   }
@@ -63,18 +67,46 @@ private:
   llvm::DenseMap<StringAttr, uint32_t> paramBuffers;
   /// Parameters already given their AdamW update.
   llvm::DenseSet<Attribute> updated;
+  /// The collectives' groups, in order of first use.
+  std::vector<SmallVector<StringRef>> groups;
 };
 } // namespace
+
+flatbuffers::Offset<fb::Axes>
+ArtifactBuilder::axesOffset(ArrayRef<StringRef> axes) {
+  std::vector<flatbuffers::Offset<flatbuffers::String>> names;
+  for (StringRef axis : axes)
+    names.push_back(fbb.CreateString(axis.str()));
+  return fb::CreateAxes(fbb, fbb.CreateVector(names));
+}
+
+int64_t ArtifactBuilder::groupOf(ArrayRef<StringRef> axes) {
+  for (auto [i, group] : llvm::enumerate(groups))
+    if (llvm::equal(group, axes))
+      return i;
+  groups.emplace_back(axes.begin(), axes.end());
+  return groups.size() - 1;
+}
 
 uint32_t ArtifactBuilder::addBuffer(StringRef name, fb::BufferKind kind,
                                     fb::DType dtype, ArrayRef<int64_t> shape,
                                     uint64_t offset, fb::Init init,
-                                    float initStd, bool weightDecay) {
+                                    float initStd, bool weightDecay,
+                                    ShardingAttr split) {
   auto nameOffset = fbb.CreateString(name.str());
   auto shapeOffset =
       fbb.CreateVector(std::vector<int64_t>(shape.begin(), shape.end()));
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Axes>>>
+      splitOffset;
+  if (split && !split.isReplicated()) {
+    std::vector<flatbuffers::Offset<fb::Axes>> dims;
+    for (unsigned d = 0; d < split.getDims().size(); ++d)
+      dims.push_back(axesOffset(split.axesOf(d)));
+    splitOffset = fbb.CreateVector(dims);
+  }
   buffers.push_back(fb::CreateBuffer(fbb, nameOffset, kind, dtype, shapeOffset,
-                                     offset, init, initStd, weightDecay));
+                                     offset, init, initStd, weightDecay,
+                                     splitOffset));
   return buffers.size() - 1;
 }
 
@@ -136,7 +168,8 @@ LogicalResult ArtifactBuilder::addParams() {
         param.getSymName(),
         weight ? fb::BufferKind::Parameter : fb::BufferKind::OptimizerState,
         fb::DType::F32, param.getTensorType().getShape(), 0,
-        toSchema(param.getInit()), std, weight && !param.getNoWeightDecay());
+        toSchema(param.getInit()), std, weight && !param.getNoWeightDecay(),
+        param.getSharding() ? *param.getSharding() : ShardingAttr());
   }
   return success();
 }
@@ -148,8 +181,22 @@ static std::string locationString(Location loc) {
   return text;
 }
 
+static SmallVector<StringRef> names(ArrayAttr axes) {
+  return llvm::to_vector(axes.getAsValueRange<StringAttr>());
+}
+
 FailureOr<PendingInstruction> ArtifactBuilder::describe(Operation *op) {
   PendingInstruction inst;
+  // The group over the axes the tokens are split over, after `leading`.
+  auto tokenGroup = [&](std::optional<ArrayAttr> axes,
+                        std::optional<int64_t> leading = std::nullopt) {
+    SmallVector<int64_t> ints;
+    if (leading)
+      ints.push_back(*leading);
+    if (axes && !axes->empty())
+      ints.push_back(groupOf(names(*axes)));
+    return ints;
+  };
   auto f = [](FloatAttr attr) { return attr.getValue().convertToFloat(); };
   auto set = [&](fb::Opcode opcode, ArrayRef<int64_t> ints = {},
                  ArrayRef<float> floats = {}) {
@@ -203,15 +250,35 @@ FailureOr<PendingInstruction> ArtifactBuilder::describe(Operation *op) {
           .Case([&](SwiGLUOp) { return set(fb::Opcode::Swiglu); })
           .Case([&](SwiGLUGradOp) { return set(fb::Opcode::SwigluGrad); })
           .Case([&](AddOp) { return set(fb::Opcode::Add); })
-          .Case([&](CrossEntropyOp) { return set(fb::Opcode::CrossEntropy); })
-          .Case([&](CrossEntropyGradOp) {
-            return set(fb::Opcode::CrossEntropyGrad);
+          .Case([&](CrossEntropyOp o) {
+            return set(fb::Opcode::CrossEntropy, tokenGroup(o.getTokenAxes()));
+          })
+          .Case([&](CrossEntropyGradOp o) {
+            return set(fb::Opcode::CrossEntropyGrad,
+                       tokenGroup(o.getTokenAxes()));
           })
           .Case([&](AuxLossOp o) {
-            return set(fb::Opcode::AuxLoss, {int64_t(o.getTopK())});
+            return set(fb::Opcode::AuxLoss,
+                       tokenGroup(o.getTokenAxes(), int64_t(o.getTopK())));
           })
           .Case([&](AuxLossGradOp o) {
-            return set(fb::Opcode::AuxLossGrad, {int64_t(o.getTopK())});
+            return set(fb::Opcode::AuxLossGrad,
+                       tokenGroup(o.getTokenAxes(), int64_t(o.getTopK())));
+          })
+          .Case([&](AllReduceOp o) {
+            return set(fb::Opcode::AllReduce, {groupOf(names(o.getAxes()))});
+          })
+          .Case([&](AllGatherOp o) {
+            return set(fb::Opcode::AllGather,
+                       {groupOf(names(o.getAxes())), int64_t(o.getDim())});
+          })
+          .Case([&](ReduceScatterOp o) {
+            return set(fb::Opcode::ReduceScatter,
+                       {groupOf(names(o.getAxes())), int64_t(o.getDim())});
+          })
+          .Case([&](SliceOp o) {
+            return set(fb::Opcode::Slice,
+                       {groupOf(names(o.getAxes())), int64_t(o.getDim())});
           })
           .Case([&](WeightedSumOp o) {
             return set(fb::Opcode::WeightedSum, {},
@@ -220,7 +287,20 @@ FailureOr<PendingInstruction> ArtifactBuilder::describe(Operation *op) {
           .Case([&](ConstantOp o) {
             return set(fb::Opcode::Constant, {}, {f(o.getValueAttr())});
           })
-          .Case([&](GlobalNormOp) { return set(fb::Opcode::GlobalNorm); })
+          .Case([&](GlobalNormOp o) {
+            // One group per input that is split (-1: whole on every rank).
+            SmallVector<int64_t> perInput;
+            if (std::optional<ArrayAttr> axes = o.getInputAxes())
+              for (Attribute input : *axes) {
+                SmallVector<StringRef> inputAxes =
+                    names(cast<ArrayAttr>(input));
+                perInput.push_back(inputAxes.empty() ? -1
+                                                     : groupOf(inputAxes));
+              }
+            if (llvm::all_of(perInput, [](int64_t g) { return g < 0; }))
+              perInput.clear();
+            return set(fb::Opcode::GlobalNorm, perInput);
+          })
           .Case([&](ClipCoefficientOp o) {
             return set(fb::Opcode::ClipCoefficient, {},
                        {f(o.getMaxNormAttr())});
@@ -337,6 +417,29 @@ LogicalResult ArtifactBuilder::build(uint64_t seed, llvm::raw_ostream &os) {
       stats.ffn, stats.batch, stats.seq, stats.totalParams,
       stats.activeParams, stats.flopsPerStep,
       fbb.CreateString(configJson(module, step)));
+  // The mesh, the collectives' groups and the batch split (version 1.1).
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>
+      meshAxes, batchAxes;
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>> meshShape;
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Axes>>>
+      groupVec;
+  if (MeshOp mesh = getMesh(module)) {
+    std::vector<flatbuffers::Offset<flatbuffers::String>> axisNames;
+    for (StringRef axis : mesh.getAxes().getAsValueRange<StringAttr>())
+      axisNames.push_back(fbb.CreateString(axis.str()));
+    meshAxes = fbb.CreateVector(axisNames);
+    meshShape = fbb.CreateVector(std::vector<int64_t>(
+        mesh.getShape().begin(), mesh.getShape().end()));
+    std::vector<flatbuffers::Offset<fb::Axes>> groupOffsets;
+    for (const SmallVector<StringRef> &group : groups)
+      groupOffsets.push_back(axesOffset(group));
+    groupVec = fbb.CreateVector(groupOffsets);
+    std::vector<flatbuffers::Offset<flatbuffers::String>> batch;
+    if (ShardingAttr tokens = getRecordedSharding(body.getArgument(0)))
+      for (StringRef axis : tokens.axesOf(0))
+        batch.push_back(fbb.CreateString(axis.str()));
+    batchAxes = fbb.CreateVector(batch);
+  }
   auto bufferVec = fbb.CreateVector(buffers);
   auto instVec = fbb.CreateVector(instOffsets);
   auto producer = fbb.CreateString("moec");
@@ -344,7 +447,8 @@ LogicalResult ArtifactBuilder::build(uint64_t seed, llvm::raw_ostream &os) {
       fbb, ::moe::rt::kArtifactVersionMajor, ::moe::rt::kArtifactVersionMinor,
       producer, model,
       bufferVec, instVec, arena.getInt(), inputs[0], inputs[1], inputs[2],
-      outputs[0], outputs[1], outputs[2], seed);
+      outputs[0], outputs[1], outputs[2], seed, meshAxes, meshShape, groupVec,
+      batchAxes);
   fb::FinishProgramBuffer(fbb, program);
   os.write(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
            fbb.GetSize());

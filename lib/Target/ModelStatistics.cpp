@@ -1,6 +1,7 @@
 //===- ModelStatistics.cpp - sizes, FLOPs and memory of a step ------------===//
 #include "moe/Target/ModelStatistics.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Transforms/Sharding.h"
 #include "moe/Transforms/Transforms.h"
 
 #include "llvm/Support/Format.h"
@@ -63,21 +64,34 @@ ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
       stats.inputBytes += tensorBytes(type);
   }
 
+  // After partitioning, parameter types are this rank's blocks: counts of
+  // the model scale them back up, bytes stay per rank.
+  MeshOp mesh = getMesh(module);
+  bool partitioned = module->hasAttr(kPartitionedAttrName);
+  if (mesh)
+    stats.ranks = mesh.getNumRanks();
   for (ParamOp param : module.getOps<ParamOp>()) {
     RankedTensorType type = param.getTensorType();
-    int64_t elements = type.getNumElements();
+    int64_t localElements = type.getNumElements();
+    SmallVector<int64_t> global(type.getShape());
+    if (partitioned && param.getSharding())
+      for (unsigned d = 0; d < global.size(); ++d)
+        for (StringRef axis : param.getSharding()->axesOf(d))
+          global[d] *= mesh.getAxisSize(axis).value_or(1);
+    int64_t elements = 1;
+    for (int64_t size : global)
+      elements *= size;
     if (param.getKind() == ParamKind::optimizer_state) {
-      stats.optimizerStateBytes += elements * 4;
+      stats.optimizerStateBytes += localElements * 4;
       continue;
     }
-    stats.paramBytes += elements * 4;
+    stats.paramBytes += localElements * 4;
     stats.totalParams += elements;
     // A token uses top_k of the experts stacked along dimension 0.
     bool stacked = param.getSymName().contains("{e}");
     stats.activeParams +=
         stacked && stats.topK > 0
-            ? elements / type.getDimSize(0) *
-                  std::min<int64_t>(stats.topK, type.getDimSize(0))
+            ? elements / global[0] * std::min<int64_t>(stats.topK, global[0])
             : elements;
   }
   stats.flopsPerStep = 3.0 * forwardFlops(step);
@@ -138,7 +152,8 @@ static void printBytesRow(llvm::raw_ostream &os, StringRef what,
 
 void mlir::moe::printMemoryReport(const ModelStatistics &stats,
                                   llvm::raw_ostream &os) {
-  os << "memory per rank (1 rank, fp32)\n";
+  os << "memory per rank (" << stats.ranks
+     << (stats.ranks == 1 ? " rank" : " ranks") << ", fp32)\n";
   os << llvm::format("  parameters: %lld total, %lld active per token\n",
                      static_cast<long long>(stats.totalParams),
                      static_cast<long long>(stats.activeParams));

@@ -3,7 +3,10 @@
 #include "moe/Transforms/Sharding.h"
 #include "moe/Transforms/Transforms.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
+
+#include <map>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -118,7 +121,64 @@ LogicalResult mlir::moe::printShardingReport(ModuleOp module,
       printValue(result, what);
     }
   }
-  os << "\ncollectives: chosen by partitioning, which is not implemented yet; "
-        "the tensors above are the propagated shardings\n";
   return success();
+}
+
+void mlir::moe::printCollectivesReport(func::FuncOp step,
+                                       llvm::raw_ostream &os) {
+  auto module = step->getParentOfType<ModuleOp>();
+  MeshOp mesh = getMesh(module);
+  auto groupSize = [&](ArrayAttr axes) {
+    int64_t n = 1;
+    for (StringRef axis : axes.getAsValueRange<StringAttr>())
+      n *= mesh.getAxisSize(axis).value_or(1);
+    return n;
+  };
+  auto axesText = [](ArrayAttr axes) {
+    return llvm::join(axes.getAsValueRange<StringAttr>(), ",");
+  };
+  os << "\ncollectives per rank and step (bytes sent by a ring algorithm)\n";
+  // Totals per kind and group.
+  std::map<std::string, std::pair<int64_t, double>> totals;
+  step.walk([&](Operation *op) {
+    StringRef kind;
+    ArrayAttr axes;
+    uint64_t bytes = 0;
+    double factor = 0;
+    if (auto ar = dyn_cast<AllReduceOp>(op)) {
+      kind = "all_reduce";
+      axes = ar.getAxes();
+      bytes = tensorBytes(ar.getType());
+      factor = 2.0 * (groupSize(axes) - 1) / groupSize(axes);
+    } else if (auto ag = dyn_cast<AllGatherOp>(op)) {
+      kind = "all_gather";
+      axes = ag.getAxes();
+      bytes = tensorBytes(ag.getType());
+      factor = double(groupSize(axes) - 1) / groupSize(axes);
+    } else if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
+      kind = "reduce_scatter";
+      axes = rs.getAxes();
+      bytes = tensorBytes(rs.getInput().getType());
+      factor = double(groupSize(axes) - 1) / groupSize(axes);
+    } else if (auto slice = dyn_cast<SliceOp>(op)) {
+      kind = "slice";
+      axes = slice.getAxes();
+      bytes = tensorBytes(slice.getInput().getType());
+    } else {
+      return;
+    }
+    double sent = bytes * factor;
+    os << llvm::format("  %-14s over {%s}: ", kind.str().c_str(),
+                       axesText(axes).c_str())
+       << shapeText(cast<ShapedType>(op->getResult(0).getType()).getShape())
+       << llvm::format(", %.0f bytes sent", sent) << "  at " << op->getLoc()
+       << "\n";
+    auto &total = totals[(kind + " {" + axesText(axes) + "}").str()];
+    ++total.first;
+    total.second += sent;
+  });
+  os << "  totals:\n";
+  for (const auto &[what, total] : totals)
+    os << llvm::format("    %-30s %4lld ops, %12.0f bytes\n", what.c_str(),
+                       static_cast<long long>(total.first), total.second);
 }

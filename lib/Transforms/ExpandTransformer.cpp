@@ -134,7 +134,7 @@ public:
                                      router.getIndices(), w1, w3, w2);
     Value aux = body.create<AuxLossOp>(
         loc, RankedTensorType::get({}, body.getF32Type()), router.getProbs(),
-        body.getI64IntegerAttr(topK));
+        body.getI64IntegerAttr(topK), /*token_axes=*/ArrayAttr());
     return {add(x, y, loc), aux};
   }
 
@@ -168,7 +168,8 @@ public:
     Value logits = linear(h, lmHead, headLoc);
     auto scalar = RankedTensorType::get({}, body.getF32Type());
     Location lossLoc = named("loss");
-    Value ce = body.create<CrossEntropyOp>(lossLoc, scalar, logits, targets);
+    Value ce = body.create<CrossEntropyOp>(lossLoc, scalar, logits, targets,
+                                           /*token_axes=*/ArrayAttr());
 
     // loss = ce + aux_coef * mean over MoE layers of aux_l.
     SmallVector<Value> terms = {ce};

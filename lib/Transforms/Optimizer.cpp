@@ -79,7 +79,8 @@ LogicalResult mlir::moe::appendOptimizerStep(func::FuncOp step,
   SmallVector<Value> gradValues;
   for (auto &update : updates)
     gradValues.push_back(update.second);
-  Value norm = builder.create<GlobalNormOp>(loc, scalar, gradValues);
+  Value norm = builder.create<GlobalNormOp>(loc, scalar, gradValues,
+                                           /*input_axes=*/ArrayAttr());
   Value coefficient = builder.create<ClipCoefficientOp>(
       loc, scalar, norm, builder.getF32FloatAttr(settings.maxGradNorm));
   Value lr = builder.create<LearningRateOp>(

@@ -6,13 +6,23 @@
 
 using namespace mlir;
 
-void mlir::moe::buildTrainingPipeline(OpPassManager &pm, bool sharded) {
+void mlir::moe::buildTrainingFrontend(OpPassManager &pm, bool sharded) {
   pm.addPass(createExpandTransformer());
   pm.addPass(createAutodiff());
   pm.addPass(createOptimizer());
   if (sharded)
     pm.addPass(createPropagateSharding());
+}
+
+void mlir::moe::buildTrainingBackend(OpPassManager &pm, bool sharded) {
+  if (sharded)
+    pm.addPass(createPartition());
   pm.addPass(createPlanMemory());
+}
+
+void mlir::moe::buildTrainingPipeline(OpPassManager &pm, bool sharded) {
+  buildTrainingFrontend(pm, sharded);
+  buildTrainingBackend(pm, sharded);
 }
 
 void mlir::moe::registerTrainingPipeline() {

@@ -1,10 +1,14 @@
 //===- moe-run.cpp - train a compiled moe artifact ------------------------===//
 //
 //   moe-run model.moebin --data tokens.bin --steps 300 [options]
+//   mpirun -np N moe-run model.moebin ...   (an artifact of moec --mesh)
 //
 // Exit codes: 0 success, 1 a runtime error (message on stderr), 2 bad usage.
+// In a job of several ranks, a rank that fails ends the whole job, so that
+// its peers do not wait for it in a collective.
 //
 //===----------------------------------------------------------------------===//
+#include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Train/Trainer.h"
 
 #include <charconv>
@@ -19,6 +23,8 @@ using namespace moe::rt;
 static const char *kUsage = R"(usage: moe-run MODEL.moebin --data PATH [options]
 
 Trains a model compiled by moec on a token dataset and prints its loss curve.
+An artifact compiled with moec --mesh for N ranks runs under mpirun -np N;
+rank 0 prints and writes the metrics.
 
 data:
   --data PATH            flat token file (nanoGPT .bin) or Megatron prefix/.bin+.idx
@@ -68,8 +74,17 @@ static uint64_t parseSeed(const std::string &flag, const std::string &text) {
   return static_cast<uint64_t>(value);
 }
 
-static train::TrainOptions parseArgs(int argc, char **argv) {
+namespace {
+/// What the command line asks for.
+struct Command {
   train::TrainOptions options;
+  bool help = false;
+};
+} // namespace
+
+static Command parseArgs(int argc, char **argv) {
+  Command command;
+  train::TrainOptions &options = command.options;
   bool haveSteps = false;
   std::string device = "cpu";
   for (int i = 1; i < argc; ++i) {
@@ -80,8 +95,8 @@ static train::TrainOptions parseArgs(int argc, char **argv) {
       return argv[++i];
     };
     if (arg == "-h" || arg == "--help") {
-      std::cout << kUsage;
-      std::exit(0);
+      command.help = true;
+      return command;
     } else if (arg == "--data") {
       options.dataPath = value();
     } else if (arg == "--data-format") {
@@ -167,20 +182,62 @@ static train::TrainOptions parseArgs(int argc, char **argv) {
     throw UsageError{"device '" + device +
                      "' is not available: this moe-run has the cpu backend "
                      "only"};
-  return options;
+  return command;
+}
+
+/// Weights and step dumps are whole tensors; a rank of a partitioned run
+/// holds blocks of them.
+static void checkRanks(const train::TrainOptions &options, int ranks) {
+  if (ranks == 1)
+    return;
+  const std::pair<bool, const char *> flags[] = {
+      {!options.loadPath.empty(), "--load"},
+      {!options.savePath.empty(), "--save"},
+      {!options.dumpStepDir.empty(), "--dump-step"}};
+  for (auto [given, flag] : flags)
+    if (given)
+      throw UsageError{std::string(flag) + " is not supported with " +
+                       std::to_string(ranks) + " ranks yet"};
 }
 
 int main(int argc, char **argv) {
-  train::TrainOptions options;
+  // MPI first: under mpirun this process learns its rank; without a
+  // launcher it is a world of one.
+  absl::StatusOr<std::unique_ptr<comm::World>> world =
+      comm::World::init(&argc, &argv);
+  if (!world.ok()) {
+    std::cerr << "moe-run: error: " << world.status().message() << "\n";
+    return 1;
+  }
+  int rank = (*world)->rank(), ranks = (*world)->size();
+  // Every rank parses the same command line; one of them says so.
+  bool speaks = rank == 0;
+  Command command;
   try {
-    options = parseArgs(argc, argv);
+    command = parseArgs(argc, argv);
+    if (!command.help)
+      checkRanks(command.options, ranks);
   } catch (const UsageError &error) {
-    std::cerr << "moe-run: error: " << error.message << "\n\n" << kUsage;
+    if (speaks)
+      std::cerr << "moe-run: error: " << error.message << "\n\n" << kUsage;
     return 2;
   }
-  absl::StatusOr<train::TrainSummary> summary = train::train(options, std::cout);
+  if (command.help) {
+    if (speaks)
+      std::cout << kUsage;
+    return 0;
+  }
+  command.options.world = world->get();
+  absl::StatusOr<train::TrainSummary> summary =
+      train::train(command.options, std::cout);
   if (!summary.ok()) {
-    std::cerr << "moe-run: error: " << summary.status().message() << "\n";
+    // One write, so that the lines of several ranks do not interleave.
+    std::string where = ranks > 1 ? "rank " + std::to_string(rank) + ": " : "";
+    std::cerr << "moe-run: error: " + where +
+                     std::string(summary.status().message()) + "\n";
+    // Peers may be waiting for this rank in a collective: end them too.
+    if (ranks > 1)
+      (*world)->abort(1);
     return 1;
   }
   return 0;

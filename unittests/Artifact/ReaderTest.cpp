@@ -77,7 +77,12 @@ void expectSamePrograms(const Program &a, const Program &b) {
     EXPECT_EQ(a.buffers[i].init, b.buffers[i].init);
     EXPECT_EQ(a.buffers[i].initStd, b.buffers[i].initStd);
     EXPECT_EQ(a.buffers[i].weightDecay, b.buffers[i].weightDecay);
+    EXPECT_EQ(a.buffers[i].split, b.buffers[i].split);
   }
+  EXPECT_EQ(a.meshAxes, b.meshAxes);
+  EXPECT_EQ(a.meshShape, b.meshShape);
+  EXPECT_EQ(a.groups, b.groups);
+  EXPECT_EQ(a.batchAxes, b.batchAxes);
   ASSERT_EQ(a.instructions.size(), b.instructions.size());
   for (size_t i = 0; i < a.instructions.size(); ++i) {
     SCOPED_TRACE(i);
@@ -105,6 +110,33 @@ TEST(ReaderTest, RoundTripsMoeProgram) {
   absl::StatusOr<Program> read = parse(serialize(original));
   ASSERT_TRUE(read.ok()) << read.status();
   expectSamePrograms(original, *read);
+}
+
+TEST(ReaderTest, RoundTripsPartitionedProgram) {
+  Program original = testing::makeMeshProgram({2, 2});
+  ASSERT_TRUE(verifyProgram(original).ok()) << verifyProgram(original);
+  absl::StatusOr<Program> read = parse(serialize(original));
+  ASSERT_TRUE(read.ok()) << read.status();
+  expectSamePrograms(original, *read);
+  EXPECT_EQ(read->numRanks(), 4);
+  EXPECT_EQ(read->meshDescription(), "dp=2 x tp=2");
+  EXPECT_EQ(read->partsOf({"tp", "dp"}), 4);
+  EXPECT_EQ(read->partsOf({}), 1);
+}
+
+TEST(ReaderTest, VersionOneZeroIsASingleRankProgram) {
+  // A 1.0 writer knew nothing of meshes: serialize() leaves the fields out
+  // for a program without one, and the reader must accept the file.
+  Program original = makeTinyProgram();
+  original.versionMinor = 0;
+  absl::StatusOr<Program> read = parse(serialize(original));
+  ASSERT_TRUE(read.ok()) << read.status();
+  expectSamePrograms(original, *read);
+  EXPECT_EQ(read->numRanks(), 1);
+  EXPECT_EQ(read->meshDescription(), "1 rank");
+  EXPECT_TRUE(read->groups.empty());
+  for (const Buffer &buffer : read->buffers)
+    EXPECT_TRUE(buffer.split.empty()) << buffer.name;
 }
 
 TEST(ReaderTest, AcceptsMisalignedInput) {
@@ -188,6 +220,7 @@ TEST(ReaderTest, CorruptRootOffset) {
 TEST(ReaderTest, WrongMajorVersion) {
   Program program = makeTinyProgram();
   program.versionMajor = kArtifactVersionMajor + 1;
+  program.versionMinor = 0;
   absl::StatusOr<Program> read = parse(serialize(program));
   ASSERT_FALSE(read.ok());
   EXPECT_THAT(

@@ -35,6 +35,7 @@ std::pair<uint32_t, uint32_t> ProgramBuilder::moments(uint32_t param) {
     buffer.name = program.buffers[param].name + suffix;
     buffer.kind = BufferKind::OptimizerState;
     buffer.shape = program.buffers[param].shape;
+    buffer.split = program.buffers[param].split;
     buffer.init = Init::Zeros;
     return add(std::move(buffer));
   };
@@ -78,6 +79,23 @@ size_t ProgramBuilder::emit(Opcode opcode, std::vector<uint32_t> operands,
       "tiny.mlir:" + std::to_string(program.instructions.size() + 1);
   program.instructions.push_back(std::move(instruction));
   return program.instructions.size() - 1;
+}
+
+void ProgramBuilder::mesh(AxisList axes, std::vector<int64_t> shape) {
+  program.meshAxes = std::move(axes);
+  program.meshShape = std::move(shape);
+}
+
+int64_t ProgramBuilder::group(const AxisList &axes) {
+  for (size_t g = 0; g < program.groups.size(); ++g)
+    if (program.groups[g] == axes)
+      return static_cast<int64_t>(g);
+  program.groups.push_back(axes);
+  return static_cast<int64_t>(program.groups.size() - 1);
+}
+
+void ProgramBuilder::split(uint32_t buffer, std::vector<AxisList> split) {
+  program.buffers[buffer].split = std::move(split);
 }
 
 Program makeTinyProgram(const TinyConfig &c) {
@@ -340,6 +358,83 @@ Program makeMoeProgram(const MoeConfig &c) {
   return program;
 }
 
+Program makeMeshProgram(const MeshConfig &c) {
+  using Sizes = MeshProgramSizes;
+  const int64_t B = Sizes::kBatch, S = Sizes::kSeq, V = Sizes::kVocab;
+  Program program;
+  program.versionMajor = kArtifactVersionMajor;
+  program.versionMinor = kArtifactVersionMinor;
+  program.producer = "unittests";
+  program.seed = 99;
+  ModelInfo &model = program.model;
+  model.name = "mesh";
+  model.vocab = V;
+  model.batch = B;
+  model.seq = S;
+
+  ProgramBuilder b(program);
+  b.mesh({"dp", "tp"}, {c.dp, c.tp});
+  program.batchAxes = {"dp", "tp"};
+  int64_t tp = b.group({"tp"}), all = b.group({"dp", "tp"});
+  int64_t dp = b.group({"dp"}), tpFirst = b.group({"tp", "dp"});
+
+  program.tokens = b.input("tokens", DType::I32, {B, S});
+  program.targets = b.input("targets", DType::I32, {B, S});
+  program.step = b.input("step", DType::I32, {});
+  uint32_t table = b.parameter("table", {V / c.tp, V}, Init::Normal, 1.0f);
+  b.split(table, {{"tp"}, {}});
+  uint32_t w = b.parameter("w", {3, 4, 5}, Init::Normal, 0.5f);
+  b.split(w, {{}, {"dp"}, {}});
+  auto [wM, wV] = b.moments(w);
+  uint32_t v = b.parameter("v", {2, 4}, Init::Normal, 0.5f);
+  b.split(v, {{"tp", "dp"}, {}});
+  uint32_t x = b.parameter("x", {2, 2 * c.dp, 3}, Init::Normal, 0.5f);
+  b.split(x, {{"dp"}, {}, {}});
+  uint32_t y = b.parameter("y", {2, 3, 2}, Init::Normal, 0.5f);
+  b.split(y, {{"dp"}, {}, {"tp"}});
+  uint32_t u = b.parameter("u", {5}, Init::Ones, 0.0f, /*weightDecay=*/false);
+
+  uint32_t tableFull = b.temporary("table_full", {V, V});
+  uint32_t logits = b.temporary("logits", {B, S, V});
+  uint32_t ce = b.temporary("ce", {}), aux = b.temporary("aux", {});
+  uint32_t loss = b.temporary("loss", {}), dloss = b.temporary("dloss", {});
+  uint32_t dlogits = b.temporary("dlogits", {B, S, V});
+  uint32_t dprobs = b.temporary("dprobs", {B, S, V});
+  b.emit(Opcode::AllGather, {table}, {tableFull}, {tp, 0});
+  b.emit(Opcode::Embedding, {program.tokens, tableFull}, {logits});
+  b.emit(Opcode::CrossEntropy, {logits, program.targets}, {ce}, {all});
+  b.emit(Opcode::AuxLoss, {logits}, {aux}, {Sizes::kTopK, all});
+  b.emit(Opcode::WeightedSum, {ce, aux}, {loss}, {}, {1.0f, 0.01f});
+  b.emit(Opcode::Constant, {}, {dloss}, {}, {1.0f});
+  b.emit(Opcode::CrossEntropyGrad, {dloss, logits, program.targets}, {dlogits},
+         {all});
+  b.emit(Opcode::AuxLossGrad, {dloss, logits}, {dprobs}, {Sizes::kTopK, all});
+
+  uint32_t wFull = b.temporary("w_full", {3, 4 * c.dp, 5});
+  uint32_t wBlock = b.temporary("w_block", {3, 4, 5});
+  uint32_t vFull = b.temporary("v_full", {2 * c.dp * c.tp, 4});
+  uint32_t vSum = b.temporary("v_sum", {2, 4});
+  uint32_t xScattered = b.temporary("x_scattered", {2, 2, 3});
+  b.emit(Opcode::AllGather, {w}, {wFull}, {dp, 1});
+  b.emit(Opcode::Slice, {wFull}, {wBlock}, {dp, 1});
+  b.emit(Opcode::AllGather, {v}, {vFull}, {tpFirst, 0});
+  b.emit(Opcode::AllReduce, {v}, {vSum}, {dp});
+  b.emit(Opcode::ReduceScatter, {x}, {xScattered}, {dp, 1});
+
+  uint32_t gradNorm = b.temporary("grad_norm", {});
+  uint32_t coef = b.temporary("clip_coef", {}), lr = b.temporary("lr", {});
+  b.emit(Opcode::GlobalNorm, {w, v, table, x, y, u}, {gradNorm},
+         {dp, all, tp, dp, all, -1});
+  b.emit(Opcode::ClipCoefficient, {gradNorm}, {coef}, {}, {1.0f});
+  b.emit(Opcode::LearningRate, {program.step}, {lr}, {0, 10}, {1e-2f, 1e-3f});
+  b.emit(Opcode::AdamW, {w, wBlock, wM, wV, lr, coef, program.step}, {}, {},
+         {0.9f, 0.95f, 1e-8f, 0.1f});
+  program.loss = loss;
+  program.gradNorm = gradNorm;
+  program.lr = lr;
+  return program;
+}
+
 uint32_t bufferNamed(const Program &program, const std::string &name) {
   for (uint32_t i = 0; i < program.buffers.size(); ++i)
     if (program.buffers[i].name == name)
@@ -356,15 +451,41 @@ size_t instructionWith(const Program &program, Opcode opcode, size_t nth) {
   std::abort();
 }
 
+namespace {
+using StringList = std::vector<flatbuffers::Offset<flatbuffers::String>>;
+using AxesList = std::vector<flatbuffers::Offset<fb::Axes>>;
+
+StringList strings(flatbuffers::FlatBufferBuilder &fbb, const AxisList &names) {
+  StringList offsets;
+  for (const std::string &name : names)
+    offsets.push_back(fbb.CreateString(name));
+  return offsets;
+}
+
+AxesList axesLists(flatbuffers::FlatBufferBuilder &fbb,
+                   const std::vector<AxisList> &lists) {
+  AxesList offsets;
+  for (const AxisList &axes : lists) {
+    StringList names = strings(fbb, axes);
+    offsets.push_back(fb::CreateAxesDirect(fbb, &names));
+  }
+  return offsets;
+}
+} // namespace
+
 std::vector<uint8_t> serialize(const Program &program) {
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
-  for (const Buffer &buffer : program.buffers)
+  for (const Buffer &buffer : program.buffers) {
+    // Left out when empty, so that an unpartitioned program is exactly
+    // what a version 1.0 writer produced.
+    AxesList split = axesLists(fbb, buffer.split);
     buffers.push_back(fb::CreateBufferDirect(
         fbb, buffer.name.c_str(), static_cast<fb::BufferKind>(buffer.kind),
         static_cast<fb::DType>(buffer.dtype), &buffer.shape, buffer.offset,
-        static_cast<fb::Init>(buffer.init), buffer.initStd,
-        buffer.weightDecay));
+        static_cast<fb::Init>(buffer.init), buffer.initStd, buffer.weightDecay,
+        split.empty() ? nullptr : &split));
+  }
   std::vector<flatbuffers::Offset<fb::Instruction>> instructions;
   for (const Instruction &instruction : program.instructions)
     instructions.push_back(fb::CreateInstructionDirect(
@@ -376,11 +497,18 @@ std::vector<uint8_t> serialize(const Program &program) {
       fbb, m.name.c_str(), m.vocab, m.hidden, m.layers, m.heads, m.kvHeads,
       m.experts, m.topK, m.ffn, m.batch, m.seq, m.totalParams, m.activeParams,
       m.flopsPerStep, m.configJson.c_str());
+  StringList meshAxes = strings(fbb, program.meshAxes);
+  AxesList groups = axesLists(fbb, program.groups);
+  StringList batchAxes = strings(fbb, program.batchAxes);
+  bool partitioned = !program.meshAxes.empty() || !program.meshShape.empty();
   auto root = fb::CreateProgramDirect(
       fbb, program.versionMajor, program.versionMinor, program.producer.c_str(),
       model, &buffers, &instructions, program.arenaBytes, program.tokens,
       program.targets, program.step, program.loss, program.gradNorm, program.lr,
-      program.seed);
+      program.seed, partitioned ? &meshAxes : nullptr,
+      partitioned ? &program.meshShape : nullptr,
+      groups.empty() ? nullptr : &groups,
+      batchAxes.empty() ? nullptr : &batchAxes);
   fb::FinishProgramBuffer(fbb, root);
   return std::vector<uint8_t>(fbb.GetBufferPointer(),
                               fbb.GetBufferPointer() + fbb.GetSize());

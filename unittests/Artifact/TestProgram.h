@@ -36,6 +36,13 @@ public:
               std::vector<uint32_t> results, std::vector<int64_t> intAttrs = {},
               std::vector<float> floatAttrs = {});
 
+  /// Partitions the program over a mesh (version 1.1).
+  void mesh(AxisList axes, std::vector<int64_t> shape);
+  /// The index of the group over `axes`, added on first use (as moec does).
+  int64_t group(const AxisList &axes);
+  /// Splits a parameter; call before moments(), which copy the split.
+  void split(uint32_t buffer, std::vector<AxisList> split);
+
 private:
   uint32_t add(Buffer buffer);
 
@@ -71,6 +78,35 @@ struct MoeConfig {
 /// load-balancing loss, SwiGLU experts, final norm and LM head, the full
 /// backward pass (one in-place Add included), clipping and AdamW.
 Program makeMoeProgram(const MoeConfig &config = {});
+
+/// The mesh of makeMeshProgram: dp x tp ranks.
+struct MeshConfig {
+  int64_t dp = 2, tp = 2;
+};
+
+/// Buffers of makeMeshProgram on one rank.
+struct MeshProgramSizes {
+  static constexpr int64_t kBatch = 2, kSeq = 3, kVocab = 8, kTopK = 2;
+};
+
+/// A program partitioned over a dp x tp mesh that exercises every
+/// collective and grouped reduction, for the verifier and for checking
+/// multi-rank execution against single-rank kernels. Batch rows split over
+/// {dp, tp} (2 rows of 3 tokens per rank). Split parameters (local shapes):
+///   "table" [8 / tp, 8] over [{tp}, {}]; "w" [3, 4, 5] over [{}, {dp}, {}]
+///   with AdamW moments; "v" [2, 4] over [{tp, dp}, {}]; "x" [2, 2 dp, 3]
+///   over [{dp}, {}, {}]; "y" [2, 3, 2] over [{dp}, {}, {tp}] (read by the
+///   norm only); "u" [5] not split (ones).
+/// Temporaries (named as listed):
+///   table_full = AllGather(table, {tp}, 0); logits = Embedding(tokens,
+///   table_full); ce = CrossEntropy over {dp,tp}; aux = AuxLoss(logits)
+///   over {dp,tp}; dlogits, dprobs: their gradients for dloss = 1;
+///   w_full = AllGather(w, {dp}, 1); w_block = Slice(w_full, {dp}, 1);
+///   v_full = AllGather(v, {tp,dp}, 0); v_sum = AllReduce(v, {dp});
+///   x_scattered = ReduceScatter(x, {dp}, 1); grad_norm = GlobalNorm of
+///   (w, v, table, x, y, u) with their groups; AdamW updates w with
+///   w_block.
+Program makeMeshProgram(const MeshConfig &config = {});
 
 /// The index of the buffer called `name`; aborts the test binary if none.
 uint32_t bufferNamed(const Program &program, const std::string &name);

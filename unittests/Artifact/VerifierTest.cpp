@@ -5,50 +5,23 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TestProgram.h"
+#include "ExpectVerify.h"
 
 #include "moe/Runtime/Artifact/Program_generated.h"
-#include "moe/Runtime/Artifact/Reader.h"
-
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 
 #include <cmath>
 
 namespace moe::rt {
 namespace {
 
+using testing::buffer;
 using testing::bufferNamed;
-using ::testing::HasSubstr;
+using testing::expectError;
+using testing::expectValid;
+using testing::instruction;
 using testing::instructionWith;
 using testing::makeMoeProgram;
 using testing::makeTinyProgram;
-
-/// Expects `program` to fail verification with all of `parts` in the error.
-void expectError(const Program &program,
-                 std::initializer_list<const char *> parts) {
-  absl::Status status = verifyProgram(program);
-  ASSERT_FALSE(status.ok())
-      << "expected an error containing " << *parts.begin();
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  for (const char *part : parts)
-    EXPECT_THAT(std::string(status.message()), HasSubstr(part));
-  // Messages are lowercase fragments, composable into longer ones.
-  EXPECT_NE(status.message().back(), '.') << status.message();
-}
-
-void expectValid(const Program &program) {
-  absl::Status status = verifyProgram(program);
-  EXPECT_TRUE(status.ok()) << status;
-}
-
-Buffer &buffer(Program &program, const char *name) {
-  return program.buffers[bufferNamed(program, name)];
-}
-
-Instruction &instruction(Program &program, Opcode opcode, size_t nth = 0) {
-  return program.instructions[instructionWith(program, opcode, nth)];
-}
 
 TEST(VerifierTest, OpcodeNamesAreTheSchemas) {
   for (int i = 0; i < kNumOpcodes; ++i)

@@ -120,4 +120,93 @@ TEST(AuxLossTest, BackwardMatchesFiniteDifferences) {
   EXPECT_GRADIENT("dprobs", probs, dprobs, loss, options);
 }
 
+//===----------------------------------------------------------------------===//
+// Tokens split over ranks: sums, counts and statistics per part
+//===----------------------------------------------------------------------===//
+
+TEST(SplitLossesTest, CrossEntropySumsComposeToTheMean) {
+  const int64_t T = 6, V = 5;
+  auto logits = randomVector(T * V, 104, -3.0f, 3.0f);
+  std::vector<int32_t> targets = {1, -100, 4, 0, 9, 2}; // 9 >= V: skipped
+  CrossEntropySums whole =
+      crossEntropySums(logits.data(), targets.data(), T, V);
+  EXPECT_EQ(whole.count, 4);
+  EXPECT_EQ(whole.count, crossEntropyCount(targets.data(), T, V));
+  // On one rank the parts are the forward, bit for bit.
+  EXPECT_EQ(crossEntropyMean(whole),
+            crossEntropyForward(logits.data(), targets.data(), T, V));
+  // Two ranks of three rows each: their sums add up to the whole's.
+  CrossEntropySums first =
+      crossEntropySums(logits.data(), targets.data(), 3, V);
+  CrossEntropySums second =
+      crossEntropySums(logits.data() + 3 * V, targets.data() + 3, 3, V);
+  EXPECT_EQ(first.count + second.count, whole.count);
+  EXPECT_NEAR(first.sum + second.sum, whole.sum, 1e-12);
+  EXPECT_EQ(crossEntropyMean({0.0, 0}), 0.0f);
+}
+
+TEST(SplitLossesTest, CrossEntropyBackwardWithTheGlobalCount) {
+  const int64_t T = 6, V = 5;
+  auto logits = randomVector(T * V, 105, -3.0f, 3.0f);
+  std::vector<int32_t> targets = {1, -1, 4, 0, 3, 2};
+  std::vector<float> whole(T * V), split(T * V, 7.0f);
+  crossEntropyBackward(0.9f, logits.data(), targets.data(), whole.data(), T, V);
+  // Each half with the count of all rows gives the whole's rows exactly.
+  int64_t count = crossEntropyCount(targets.data(), T, V);
+  crossEntropyBackward(0.9f, logits.data(), targets.data(), split.data(), 3, V,
+                       count);
+  crossEntropyBackward(0.9f, logits.data() + 3 * V, targets.data() + 3,
+                       split.data() + 3 * V, 3, V, count);
+  EXPECT_EQ(split, whole);
+  // No counted target anywhere: all zeros.
+  std::vector<float> none(T * V, 7.0f);
+  crossEntropyBackward(0.9f, logits.data(), targets.data(), none.data(), T, V,
+                       0);
+  for (float g : none)
+    EXPECT_EQ(g, 0.0f);
+}
+
+TEST(SplitLossesTest, AuxLossStatisticsComposeToTheLoss) {
+  const int64_t T = 6, E = 4, K = 2;
+  auto probs = randomVector(T * E, 106, 0.0f, 1.0f);
+  AuxLossStatistics whole = auxLossStatistics(probs.data(), T, E, K);
+  EXPECT_EQ(whole.tokens, T);
+  EXPECT_EQ(auxLossFromStatistics(whole),
+            auxLossForward(probs.data(), T, E, K));
+  AuxLossStatistics first = auxLossStatistics(probs.data(), 2, E, K);
+  AuxLossStatistics second = auxLossStatistics(probs.data() + 2 * E, 4, E, K);
+  AuxLossStatistics sum = first;
+  sum.tokens += second.tokens;
+  for (int64_t e = 0; e < E; ++e) {
+    sum.count[e] += second.count[e];
+    sum.probSum[e] += second.probSum[e];
+    EXPECT_EQ(sum.count[e], whole.count[e]) << e;
+    EXPECT_NEAR(sum.probSum[e], whole.probSum[e], 1e-12) << e;
+  }
+  EXPECT_EQ(sum.tokens, whole.tokens);
+  EXPECT_NEAR(auxLossFromStatistics(sum), auxLossFromStatistics(whole), 1e-6);
+  EXPECT_EQ(auxLossFromStatistics(AuxLossStatistics{{0, 0}, {0.0, 0.0}, 0}),
+            0.0f);
+}
+
+TEST(SplitLossesTest, AuxLossBackwardFromGlobalStatistics) {
+  const int64_t T = 6, E = 4, K = 2;
+  auto probs = randomVector(T * E, 107, 0.0f, 1.0f);
+  std::vector<float> whole(T * E), split(T * E, 7.0f);
+  auxLossBackward(0.3f, probs.data(), whole.data(), T, E, K);
+  // Counts and the token count are integers: every rank that sums them
+  // gets the whole's gradient rows exactly.
+  AuxLossStatistics global = auxLossStatistics(probs.data(), T, E, K);
+  auxLossBackward(0.3f, global, split.data(), 2);
+  auxLossBackward(0.3f, global, split.data() + 2 * E, 4);
+  EXPECT_EQ(split, whole);
+  // Without tokens nothing is written.
+  std::vector<float> untouched(E, 7.0f);
+  auxLossBackward(0.3f,
+                  AuxLossStatistics{std::vector<int64_t>(E, 0),
+                                    std::vector<double>(E, 0.0), 0},
+                  untouched.data(), 1);
+  EXPECT_EQ(untouched, std::vector<float>(E, 7.0f));
+}
+
 } // namespace

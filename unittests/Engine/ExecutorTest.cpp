@@ -1,8 +1,10 @@
 //===- ExecutorTest.cpp - storage, initialisation, errors and hooks -------===//
 
+#include "MeshChecks.h"
 #include "TestProgram.h"
 
 #include "moe/Runtime/Artifact/Reader.h"
+#include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Engine/Executor.h"
 
@@ -49,6 +51,39 @@ TEST(ExecutorTest, RejectsAnInvalidProgram) {
   ASSERT_FALSE(executor.ok());
   EXPECT_THAT(std::string(executor.status().message()),
               HasSubstr("executor: invalid program: instruction 2 (Linear)"));
+}
+
+TEST(ExecutorTest, PartitionedProgramNeedsAWorldOfItsSize) {
+  for (bool withWorld : {false, true}) {
+    absl::StatusOr<std::unique_ptr<comm::World>> world = comm::World::local();
+    ASSERT_TRUE(world.ok()) << world.status();
+    absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::create(
+        testing::makeMeshProgram({2, 2}), withWorld ? world->get() : nullptr);
+    ASSERT_FALSE(executor.ok());
+    EXPECT_EQ(executor.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(executor.status().message(),
+              "the artifact is partitioned over 4 ranks (dp=2 x tp=2), this "
+              "job has 1: start it with mpirun -np 4");
+  }
+}
+
+TEST(ExecutorTest, OneRankProgramsTakeAnOptionalWorld) {
+  absl::StatusOr<std::unique_ptr<comm::World>> world = comm::World::local();
+  ASSERT_TRUE(world.ok()) << world.status();
+  absl::StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::create(makeTinyProgram(), world->get());
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  EXPECT_EQ((*executor)->rank(), 0);
+  EXPECT_EQ((*executor)->numRanks(), 1);
+  EXPECT_TRUE((*executor)->coordinates().empty());
+  EXPECT_EQ((*executor)->batchBlock().index, 0);
+  EXPECT_EQ((*executor)->batchBlock().count, 1);
+}
+
+TEST(ExecutorTest, OneRankMeshRunsItsCollectivesWithoutAWorld) {
+  // Groups of one: gathers and reductions are copies, and the grouped
+  // losses and norm equal the single-rank kernels on the same batch.
+  testing::checkMeshStep({1, 1}, nullptr);
 }
 
 TEST(ExecutorTest, ReportsAnArenaThatCannotBeAllocated) {

@@ -18,9 +18,9 @@ struct TinyRun {
   ScratchDir dir;
   train::TrainOptions options;
 
-  TinyRun() {
-    std::vector<uint8_t> artifact =
-        moe::rt::testing::serialize(moe::rt::testing::makeTinyProgram());
+  explicit TinyRun(
+      const Program &program = moe::rt::testing::makeTinyProgram()) {
+    std::vector<uint8_t> artifact = moe::rt::testing::serialize(program);
     moe::testing::writeBytes(dir.file("tiny.moebin"),
                              std::string(artifact.begin(), artifact.end()));
     std::string tokens;
@@ -41,11 +41,15 @@ struct TinyRun {
     return count;
   }
 
-  void run(int64_t startStep, int64_t steps) {
+  absl::StatusOr<train::TrainSummary> tryRun(int64_t startStep, int64_t steps) {
     options.startStep = startStep;
     options.steps = steps;
     std::ostringstream out;
-    absl::StatusOr<train::TrainSummary> summary = train::train(options, out);
+    return train::train(options, out);
+  }
+
+  void run(int64_t startStep, int64_t steps) {
+    absl::StatusOr<train::TrainSummary> summary = tryRun(startStep, steps);
     ASSERT_TRUE(summary.ok()) << summary.status();
   }
 };
@@ -59,6 +63,40 @@ TEST(TrainerTest, ResumedRunAppendsToItsMetrics) {
   // A run from the start begins a new file.
   run.run(/*startStep=*/0, /*steps=*/1);
   EXPECT_EQ(run.metricsLines(), 1);
+}
+
+TEST(TrainerTest, PartitionedArtifactNeedsItsRanks) {
+  TinyRun run(moe::rt::testing::makeMeshProgram({2, 2}));
+  absl::StatusOr<train::TrainSummary> summary = run.tryRun(0, 1);
+  ASSERT_FALSE(summary.ok());
+  EXPECT_EQ(summary.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(summary.status().message(),
+            run.options.artifactPath +
+                ": the artifact is partitioned over 4 ranks (dp=2 x tp=2), "
+                "this job has 1: start it with mpirun -np 4");
+}
+
+TEST(TrainerTest, WholeTensorFeaturesWaitForOneRank) {
+  const std::pair<std::string train::TrainOptions::*, const char *> cases[] = {
+      {&train::TrainOptions::loadPath, "loading weights (--load)"},
+      {&train::TrainOptions::savePath, "saving weights (--save)"},
+      {&train::TrainOptions::dumpStepDir, "dumping a step (--dump-step)"}};
+  for (auto [field, what] : cases) {
+    TinyRun run(moe::rt::testing::makeMeshProgram({2, 1}));
+    run.options.*field = run.dir.file("weights");
+    absl::StatusOr<train::TrainSummary> summary = run.tryRun(0, 1);
+    ASSERT_FALSE(summary.ok());
+    EXPECT_EQ(summary.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_EQ(summary.status().message(),
+              std::string(what) + " is not supported with 2 ranks yet");
+  }
+}
+
+TEST(TrainerTest, OneRankMeshArtifactTrains) {
+  // A 1 x 1 mesh: its collectives are groups of one, its rows the batch.
+  TinyRun run(moe::rt::testing::makeMeshProgram({1, 1}));
+  run.run(/*startStep=*/0, /*steps=*/3);
+  EXPECT_EQ(run.metricsLines(), 3);
 }
 
 } // namespace

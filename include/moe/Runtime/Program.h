@@ -16,7 +16,7 @@ namespace moe::rt {
 
 /// The artifact version this runtime reads (major must match, minor <=).
 inline constexpr uint16_t kArtifactVersionMajor = 1;
-inline constexpr uint16_t kArtifactVersionMinor = 0;
+inline constexpr uint16_t kArtifactVersionMinor = 1;
 
 /// The alignment of every arena offset and of all runtime storage. The
 /// compiler's memory planner uses the same constant, so that an offset it
@@ -62,8 +62,17 @@ enum class Opcode : uint16_t {
   ClipCoefficient,
   LearningRate,
   AdamW,
+  // Collectives over a group of the mesh (version 1.1).
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  Slice,
 };
-inline constexpr int kNumOpcodes = static_cast<int>(Opcode::AdamW) + 1;
+inline constexpr int kNumOpcodes = static_cast<int>(Opcode::Slice) + 1;
+
+/// Mesh axis names: the axes one tensor dimension is split over, or the axes
+/// a group spans (the ranks that differ only on them).
+using AxisList = std::vector<std::string>;
 
 /// The opcode's name as written in the schema ("Linear", "AdamW", ...).
 const char *opcodeName(Opcode opcode);
@@ -77,6 +86,10 @@ struct Buffer {
   Init init = Init::None;
   float initStd = 0.0f;
   bool weightDecay = false;
+  /// Parameters and optimizer state split over the mesh: the axes of each
+  /// dimension (one entry per dimension), and `shape` is this rank's block.
+  /// Empty when the buffer is whole on every rank.
+  std::vector<AxisList> split;
 
   int64_t numElements() const;
   uint64_t sizeInBytes() const { return numElements() * 4; }
@@ -111,6 +124,21 @@ struct Program {
   uint32_t tokens = 0, targets = 0, step = 0;
   uint32_t loss = 0, gradNorm = 0, lr = 0;
   uint64_t seed = 0;
+  /// The mesh the step is partitioned over (no axes: one rank), the groups
+  /// the collectives and grouped reductions name by index, and the axes
+  /// splitting the batch (dimension 0 of tokens and targets).
+  AxisList meshAxes;
+  std::vector<int64_t> meshShape;
+  std::vector<AxisList> groups;
+  AxisList batchAxes;
+
+  /// The ranks the step runs on: the product of the mesh shape.
+  int64_t numRanks() const;
+  /// The product of the sizes of `axes`, which must be axes of the mesh
+  /// (the verifier checks every list of axes a program holds).
+  int64_t partsOf(const AxisList &axes) const;
+  /// "dp=2 x tp=2", or "1 rank" for a program without a mesh.
+  std::string meshDescription() const;
 };
 
 } // namespace moe::rt

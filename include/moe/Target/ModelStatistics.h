@@ -22,6 +22,8 @@ struct ModelStatistics {
   double flopsPerStep = 0;
   uint64_t paramBytes = 0, optimizerStateBytes = 0, inputBytes = 0;
   uint64_t arenaBytes = 0, peakLiveBytes = 0;
+  /// Ranks of the mesh the step is partitioned over.
+  int64_t ranks = 1;
 };
 
 /// Statistics of `step` from the module's moe.model attribute, its

@@ -15,6 +15,10 @@ namespace mlir::moe {
 LogicalResult printShardingReport(ModuleOp module, func::FuncOp step,
                                   llvm::raw_ostream &os);
 
+/// Prints every collective of a partitioned step (kind, group, per-rank
+/// shape, bytes sent) and the totals per kind and group.
+void printCollectivesReport(func::FuncOp step, llvm::raw_ostream &os);
+
 } // namespace mlir::moe
 
 #endif // MOE_TARGET_SHARDINGREPORT_H

@@ -17,8 +17,15 @@ namespace mlir::moe {
 #include "moe/Transforms/Passes.h.inc"
 
 /// Adds the default compilation pipeline of moec: expand, autodiff,
-/// optimizer, (with `sharded`: sharding propagation,) memory planning.
+/// optimizer, (with `sharded`: sharding propagation and partitioning,)
+/// memory planning.
 void buildTrainingPipeline(OpPassManager &pm, bool sharded = false);
+
+/// The two halves of buildTrainingPipeline: up to sharding propagation,
+/// and from partitioning on (so tools can look at the sharded global step
+/// in between).
+void buildTrainingFrontend(OpPassManager &pm, bool sharded = false);
+void buildTrainingBackend(OpPassManager &pm, bool sharded = false);
 
 /// Registers the default pipeline as `moe-training-pipeline`.
 void registerTrainingPipeline();

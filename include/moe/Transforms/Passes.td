@@ -150,6 +150,30 @@ def PropagateSharding : Pass<"moe-propagate-sharding", "ModuleOp"> {
   ];
 }
 
+def Partition : Pass<"moe-partition", "ModuleOp"> {
+  let summary = "rewrite the sharded step into the program of one rank";
+  let description = [{
+    After moe-propagate-sharding: gives every tensor its per-rank shape and
+    inserts the collectives that make the ranks compute the global step
+    (all-gather, slice, all-reduce, reduce-scatter over mesh groups; means
+    and norms over split tokens get the axes to combine over). Parameters
+    and their moments become their local blocks, keeping their `sharding`.
+    See lib/Transforms/Partition.cpp for the rules.
+
+    Example, with `moe.mesh @mesh(tp = 2)`, a row-parallel projection:
+
+    ```mlir
+    %o = moe.linear %a, %w : (tensor<8x64x32xf32>, tensor<64x32xf32>)
+        -> tensor<8x64x64xf32>
+    %r = moe.all_reduce %o {mesh = @mesh, axes = ["tp"]} : tensor<8x64x64xf32>
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"train_step\"",
+           "the training step to partition">,
+  ];
+}
+
 def PrintShardingRules : Pass<"moe-print-sharding-rules", "ModuleOp"> {
   let summary = "print the factor rule of every op (a remark per op)";
   let description = [{

@@ -31,14 +31,21 @@ struct Signature {
   std::vector<const char *> floatAttrs;
   std::vector<size_t> i32Operands;
   std::vector<size_t> i32Results;
+  // The int attributes may end with one more, a group (Program.groups) the
+  // tokens are split over (version 1.1 losses).
+  bool trailingGroup = false;
 };
 
 constexpr size_t kUnbounded = SIZE_MAX;
+constexpr bool kTrailingGroup = true;
+
+/// The most elements one collective may move: MPI counts are ints.
+constexpr int64_t kMaxCollectiveElements = std::numeric_limits<int32_t>::max();
 
 const Signature &signatureOf(Opcode opcode) {
   // Indexed by opcode value, in schema order. Columns: min and max operand
   // count, result count, int attribute names, float attribute names, int32
-  // operand positions, int32 result positions.
+  // operand positions, int32 result positions, optional trailing group.
   static const Signature kSignatures[] = {
       /*Embedding*/ {2, 2, 1, {}, {}, {0}, {}},
       /*EmbeddingGrad*/ {2, 2, 1, {}, {}, {1}, {}},
@@ -58,17 +65,22 @@ const Signature &signatureOf(Opcode opcode) {
       /*Swiglu*/ {2, 2, 1, {}, {}, {}, {}},
       /*SwigluGrad*/ {3, 3, 2, {}, {}, {}, {}},
       /*Add*/ {2, 2, 1, {}, {}, {}, {}},
-      /*CrossEntropy*/ {2, 2, 1, {}, {}, {1}, {}},
-      /*CrossEntropyGrad*/ {3, 3, 1, {}, {}, {2}, {}},
-      /*AuxLoss*/ {1, 1, 1, {"top_k"}, {}, {}, {}},
-      /*AuxLossGrad*/ {2, 2, 1, {"top_k"}, {}, {}, {}},
+      /*CrossEntropy*/ {2, 2, 1, {}, {}, {1}, {}, kTrailingGroup},
+      /*CrossEntropyGrad*/ {3, 3, 1, {}, {}, {2}, {}, kTrailingGroup},
+      /*AuxLoss*/ {1, 1, 1, {"top_k"}, {}, {}, {}, kTrailingGroup},
+      /*AuxLossGrad*/ {2, 2, 1, {"top_k"}, {}, {}, {}, kTrailingGroup},
       /*WeightedSum*/ {1, kUnbounded, 1, {}, {}, {}, {}},
       /*Constant*/ {0, 0, 1, {}, {"value"}, {}, {}},
+      // Int attributes: none, or one group per operand (checkSignature).
       /*GlobalNorm*/ {1, kUnbounded, 1, {}, {}, {}, {}},
       /*ClipCoefficient*/ {1, 1, 1, {}, {"max_norm"}, {}, {}},
       /*LearningRate*/ {1, 1, 1, {"warmup", "decay"}, {"peak", "min"}, {0}, {}},
       /*AdamW*/
       {7, 7, 0, {}, {"beta1", "beta2", "eps", "weight_decay"}, {6}, {}},
+      /*AllReduce*/ {1, 1, 1, {"group"}, {}, {}, {}},
+      /*AllGather*/ {1, 1, 1, {"group", "dim"}, {}, {}, {}},
+      /*ReduceScatter*/ {1, 1, 1, {"group", "dim"}, {}, {}, {}},
+      /*Slice*/ {1, 1, 1, {"group", "dim"}, {}, {}, {}},
   };
   static_assert(sizeof(kSignatures) / sizeof(kSignatures[0]) == kNumOpcodes,
                 "every opcode needs a signature");
@@ -155,11 +167,7 @@ private:
                                     ", expected ", dtypeName(expected)));
       }
     }
-    if (instruction.intAttrs.size() != signature.intAttrs.size())
-      return error(absl::StrCat(
-          "expected ", plural(signature.intAttrs.size(), "int attribute"), " ",
-          attrList(signature.intAttrs), ", found ",
-          instruction.intAttrs.size()));
+    MOE_VERIFY_OK(checkIntAttrCount(signature));
     if (instruction.opcode == Opcode::WeightedSum) {
       if (instruction.floatAttrs.size() != operands)
         return error(absl::StrCat(
@@ -173,6 +181,26 @@ private:
           instruction.floatAttrs.size()));
     }
     return absl::OkStatus();
+  }
+
+  absl::Status checkIntAttrCount(const Signature &signature) {
+    size_t found = instruction.intAttrs.size();
+    size_t fixed = signature.intAttrs.size();
+    if (instruction.opcode == Opcode::GlobalNorm) {
+      size_t operands = instruction.operands.size();
+      if (found != 0 && found != operands)
+        return error(absl::StrCat(
+            "expected no int attributes or one group per operand (", operands,
+            "), found ", found));
+      return absl::OkStatus();
+    }
+    if (found == fixed || (signature.trailingGroup && found == fixed + 1))
+      return absl::OkStatus();
+    return error(absl::StrCat(
+        "expected ", plural(fixed, "int attribute"), " ",
+        attrList(signature.intAttrs),
+        signature.trailingGroup ? " and an optional trailing group" : "",
+        ", found ", found));
   }
 
   /// No attribute of any opcode has a meaningful NaN or infinite value.
@@ -190,8 +218,13 @@ private:
     return i < names.size() ? absl::StrCat("(", names[i], ") ") : "";
   }
   std::string intAttrName(size_t i) const {
-    const auto &names = signatureOf(instruction.opcode).intAttrs;
-    return i < names.size() ? absl::StrCat("(", names[i], ") ") : "";
+    const Signature &signature = signatureOf(instruction.opcode);
+    const auto &names = signature.intAttrs;
+    if (i < names.size())
+      return absl::StrCat("(", names[i], ") ");
+    bool group =
+        signature.trailingGroup || instruction.opcode == Opcode::GlobalNorm;
+    return group ? "(group) " : "";
   }
 
   /// Checks an attribute value; `requirement` reads "must be >= 1".
@@ -392,19 +425,23 @@ private:
       return resultShape(1, same);
     }
     case Opcode::CrossEntropy:
+      MOE_VERIFY_OK(checkTrailingGroup());
       MOE_VERIFY_OK(operandShape(0, {"...", "V"}));
       MOE_VERIFY_OK(operandShape(1, {"..."}));
       return resultShape(0, {});
     case Opcode::CrossEntropyGrad:
+      MOE_VERIFY_OK(checkTrailingGroup());
       MOE_VERIFY_OK(operandShape(0, {}));
       MOE_VERIFY_OK(operandShape(1, {"...", "V"}));
       MOE_VERIFY_OK(operandShape(2, {"..."}));
       return resultShape(0, {"...", "V"});
     case Opcode::AuxLoss:
+      MOE_VERIFY_OK(checkTrailingGroup());
       MOE_VERIFY_OK(operandShape(0, {"...", "E"}));
       MOE_VERIFY_OK(checkTopK(bound("E")));
       return resultShape(0, {});
     case Opcode::AuxLossGrad:
+      MOE_VERIFY_OK(checkTrailingGroup());
       MOE_VERIFY_OK(operandShape(0, {}));
       MOE_VERIFY_OK(operandShape(1, {"...", "E"}));
       MOE_VERIFY_OK(checkTopK(bound("E")));
@@ -416,6 +453,9 @@ private:
     case Opcode::Constant:
       return absl::OkStatus();
     case Opcode::GlobalNorm:
+      for (size_t i = 0; i < instruction.intAttrs.size(); ++i)
+        if (instruction.intAttrs[i] != -1)
+          MOE_VERIFY_OK(checkGroup(i, "must be -1 (not split) or"));
       return resultShape(0, {});
     case Opcode::ClipCoefficient:
       MOE_VERIFY_OK(operandShape(0, {}));
@@ -435,6 +475,11 @@ private:
       return resultShape(0, {});
     case Opcode::AdamW:
       return checkAdamW();
+    case Opcode::AllReduce:
+    case Opcode::AllGather:
+    case Opcode::ReduceScatter:
+    case Opcode::Slice:
+      return checkCollective();
     }
     return error("unknown opcode");
   }
@@ -457,6 +502,60 @@ private:
     return absl::OkStatus();
   }
 
+  /// Int attribute `i` names one of the program's groups; `prefix` leads
+  /// the requirement when other values are allowed too.
+  absl::Status checkGroup(size_t i, absl::string_view prefix = "must be") {
+    int64_t group = instruction.intAttrs[i];
+    int64_t groups = static_cast<int64_t>(program.groups.size());
+    return requireInt(
+        i, group >= 0 && group < groups,
+        absl::StrCat(prefix, " a group index in [0, ", groups, ")"));
+  }
+
+  /// The group a loss's tokens are split over, when it names one.
+  absl::Status checkTrailingGroup() {
+    size_t fixed = signatureOf(instruction.opcode).intAttrs.size();
+    if (instruction.intAttrs.size() > fixed)
+      return checkGroup(fixed);
+    return absl::OkStatus();
+  }
+
+  /// AllReduce keeps the shape; AllGather multiplies dimension `dim` by the
+  /// group's size; ReduceScatter and Slice divide it, which it must allow.
+  absl::Status checkCollective() {
+    MOE_VERIFY_OK(checkGroup(0));
+    int64_t group = instruction.intAttrs[0];
+    int64_t size = program.partsOf(program.groups[group]);
+    for (Role role : {Role::Operand, Role::Result}) {
+      int64_t count = buffer(role, 0).numElements();
+      if (count > kMaxCollectiveElements)
+        return error(absl::StrCat(
+            roleName(role), " 0 (", describeBuffer(program, indices(role)[0]),
+            ") has ", count, " elements, more than the ",
+            kMaxCollectiveElements, " one collective can move"));
+    }
+    const std::vector<int64_t> &shape = operand(0).shape;
+    if (instruction.opcode == Opcode::AllReduce)
+      return resultShape(0, exactly(shape));
+    int64_t dim = instruction.intAttrs[1];
+    int64_t rank = static_cast<int64_t>(shape.size());
+    MOE_VERIFY_OK(requireInt(
+        1, dim >= 0 && dim < rank,
+        absl::StrCat("must be a dimension of operand 0 (rank ", rank, ")")));
+    std::vector<int64_t> expected = shape;
+    if (instruction.opcode == Opcode::AllGather) {
+      expected[dim] *= size;
+    } else {
+      if (shape[dim] % size != 0)
+        return error(absl::StrCat(
+            "operand 0 has size ", shape[dim], " along dimension ", dim,
+            ", which the ", size, " ranks of group ", group, " ",
+            formatAxes(program.groups[group]), " do not divide"));
+      expected[dim] /= size;
+    }
+    return resultShape(0, exactly(expected));
+  }
+
   absl::Status checkAdamW() {
     const std::vector<float> &f = instruction.floatAttrs;
     MOE_VERIFY_OK(requireFloat(0, f[0] >= 0 && f[0] < 1, "must be in [0, 1)"));
@@ -477,6 +576,16 @@ private:
     if (instruction.operands[2] == instruction.operands[3])
       return error("exp_avg and exp_avg_sq (operands 2 and 3) must be "
                    "distinct buffers");
+    // The moments are updated element for element with the parameter, so
+    // each rank must hold the same block of all three.
+    for (size_t i : {2, 3})
+      if (operand(i).split != operand(0).split)
+        return error(absl::StrCat(
+            "operand ", i, " (",
+            describeBuffer(program, instruction.operands[i]), ") is split ",
+            formatSplit(operand(i).split), " but operand 0 (",
+            describeBuffer(program, instruction.operands[0]), ") is split ",
+            formatSplit(operand(0).split)));
     ShapePattern same = exactly(operand(0).shape);
     for (size_t i : {1, 2, 3})
       MOE_VERIFY_OK(operandShape(i, same));

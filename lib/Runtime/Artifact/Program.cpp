@@ -1,7 +1,8 @@
 //===- Program.cpp - opcode names and buffer sizes ------------------------===//
 //
 // The small helpers of moe::rt::Program that every runtime component needs:
-// readable opcode names for messages and a buffer's element count.
+// readable opcode names for messages, a buffer's element count and the
+// mesh arithmetic of a partitioned program.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +27,8 @@ const char *opcodeName(Opcode opcode) {
       "WeightedSum",      "Constant",
       "GlobalNorm",       "ClipCoefficient",
       "LearningRate",     "AdamW",
+      "AllReduce",        "AllGather",
+      "ReduceScatter",    "Slice",
   };
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == kNumOpcodes,
                 "every opcode needs a name");
@@ -44,6 +47,35 @@ int64_t Buffer::numElements() const {
   for (int64_t dim : shape)
     count *= dim;
   return count;
+}
+
+int64_t Program::numRanks() const {
+  int64_t ranks = 1;
+  for (int64_t size : meshShape)
+    ranks *= size;
+  return ranks;
+}
+
+int64_t Program::partsOf(const AxisList &axes) const {
+  int64_t parts = 1;
+  for (const std::string &axis : axes)
+    for (size_t i = 0; i < meshAxes.size() && i < meshShape.size(); ++i)
+      if (meshAxes[i] == axis)
+        parts *= meshShape[i];
+  return parts;
+}
+
+std::string Program::meshDescription() const {
+  if (meshAxes.empty())
+    return "1 rank";
+  std::string text;
+  for (size_t i = 0; i < meshAxes.size(); ++i) {
+    if (i > 0)
+      text += " x ";
+    text += meshAxes[i] + "=" +
+            (i < meshShape.size() ? std::to_string(meshShape[i]) : "?");
+  }
+  return text;
 }
 
 } // namespace moe::rt

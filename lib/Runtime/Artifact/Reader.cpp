@@ -83,6 +83,31 @@ std::string toString(const flatbuffers::String *value) {
   return value ? value->str() : std::string();
 }
 
+/// A vector of strings; absent (a 1.0 file) reads as empty.
+AxisList
+toStrings(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>
+              *values) {
+  AxisList result;
+  if (!values)
+    return result;
+  result.reserve(values->size());
+  for (const flatbuffers::String *value : *values)
+    result.push_back(toString(value));
+  return result;
+}
+
+/// A list of Axes tables (a buffer's split, the program's groups).
+std::vector<AxisList>
+toAxisLists(const flatbuffers::Vector<flatbuffers::Offset<fb::Axes>> *lists) {
+  std::vector<AxisList> result;
+  if (!lists)
+    return result;
+  result.reserve(lists->size());
+  for (const fb::Axes *axes : *lists)
+    result.push_back(toStrings(axes->names()));
+  return result;
+}
+
 /// The (major, minor) version of a buffer with a valid identifier, or
 /// nullopt if even the root table is damaged.
 std::optional<std::pair<uint16_t, uint16_t>> readVersion(const uint8_t *data,
@@ -137,6 +162,7 @@ Buffer decodeBuffer(const fb::Buffer &buffer) {
   result.init = static_cast<Init>(buffer.init());
   result.initStd = buffer.init_std();
   result.weightDecay = buffer.weight_decay();
+  result.split = toAxisLists(buffer.split());
   return result;
 }
 
@@ -181,6 +207,11 @@ absl::StatusOr<Program> decodeProgram(const fb::Program &root,
   program.gradNorm = root.grad_norm();
   program.lr = root.lr();
   program.seed = root.seed();
+  // Version 1.1; a 1.0 file has none of these and is a single-rank step.
+  program.meshAxes = toStrings(root.mesh_axes());
+  program.meshShape = toVector(root.mesh_shape());
+  program.groups = toAxisLists(root.groups());
+  program.batchAxes = toStrings(root.batch_axes());
   return program;
 }
 

@@ -1,7 +1,8 @@
 //===- Verifier.cpp - semantic checks of a decoded program ----------------===//
 //
 // verifyProgram runs the checks from the outside in: each buffer on its own,
-// then the program's input/output fields, then each instruction on its own
+// then the mesh and the splits over it (MeshRules.cpp), then the program's
+// input/output fields, then each instruction on its own
 // (InstructionRules.cpp), then the dataflow between instructions
 // (Dataflow.cpp). Each stage may rely on the earlier ones, e.g. instruction
 // rules multiply dims without overflow checks because buffers were checked.
@@ -26,6 +27,19 @@ namespace verifier {
 
 std::string formatShape(const std::vector<int64_t> &shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+std::string formatAxes(const AxisList &axes) {
+  return absl::StrCat("{", absl::StrJoin(axes, ","), "}");
+}
+
+std::string formatSplit(const std::vector<AxisList> &split) {
+  if (split.empty())
+    return "unsplit";
+  std::vector<std::string> dims;
+  for (const AxisList &axes : split)
+    dims.push_back(formatAxes(axes));
+  return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
 }
 
 std::string dtypeName(DType dtype) {
@@ -362,6 +376,7 @@ absl::Status verifyProgram(const Program &program) {
         absl::StrCat("too many buffers (", program.buffers.size(), ")"));
   for (uint32_t index = 0; index < program.buffers.size(); ++index)
     MOE_VERIFY_OK(verifyBuffer(program, index));
+  MOE_VERIFY_OK(verifyMesh(program));
   MOE_VERIFY_OK(verifyBufferNames(program));
   MOE_VERIFY_OK(verifyProgramFields(program));
   for (size_t index = 0; index < program.instructions.size(); ++index)

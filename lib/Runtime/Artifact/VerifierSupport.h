@@ -30,6 +30,10 @@ namespace moe::rt::verifier {
 
 /// "[64, 32]", or "[]" for a scalar.
 std::string formatShape(const std::vector<int64_t> &shape);
+/// "{dp,tp}", or "{}" for no axes.
+std::string formatAxes(const AxisList &axes);
+/// A buffer's split: "[{fsdp}, {}]", or "unsplit" when it has none.
+std::string formatSplit(const std::vector<AxisList> &split);
 /// "f32" / "i32", or "dtype 7" for a value the schema does not define.
 std::string dtypeName(DType dtype);
 /// "parameter", "optimizer state", "input", "temporary".
@@ -46,6 +50,11 @@ absl::Status bufferError(const Program &program, uint32_t index,
 /// followed by the instruction's source location when it has one.
 absl::Status instructionError(const Program &program, size_t index,
                               absl::string_view message);
+
+/// The mesh, its groups, the batch axes and every buffer's split: axes
+/// known and unique, sizes positive. Assumes every buffer passed its own
+/// checks; instruction rules rely on it for group sizes.
+absl::Status verifyMesh(const Program &program);
 
 /// Operand/result counts, indices, dtypes, attributes and shapes of one
 /// instruction. Assumes every buffer already passed its own checks.

@@ -24,13 +24,6 @@ double logSumExp(const float *x, int64_t V) {
   return static_cast<double>(m) + std::log(sum);
 }
 
-int64_t countTargets(const int32_t *targets, int64_t T, int64_t V) {
-  int64_t n = 0;
-  for (int64_t t = 0; t < T; ++t)
-    n += isCounted(targets[t], V);
-  return n;
-}
-
 /// count[e] = number of (t, j) top-k selections of expert e, recomputed from
 /// probs with the router's rule (so before any capacity drop).
 std::vector<int64_t> selectionCounts(const float *probs, int64_t T, int64_t E,
@@ -46,25 +39,50 @@ std::vector<int64_t> selectionCounts(const float *probs, int64_t T, int64_t E,
 }
 } // namespace
 
-float crossEntropyForward(const float *logits, const int32_t *targets,
-                          int64_t T, int64_t V) {
-  double total = 0.0;
-  int64_t n = 0;
+CrossEntropySums crossEntropySums(const float *logits, const int32_t *targets,
+                                  int64_t T, int64_t V) {
+  CrossEntropySums sums;
   for (int64_t t = 0; t < T; ++t) {
     if (!isCounted(targets[t], V))
       continue;
     const float *x = logits + t * V;
-    total += logSumExp(x, V) - static_cast<double>(x[targets[t]]);
-    ++n;
+    sums.sum += logSumExp(x, V) - static_cast<double>(x[targets[t]]);
+    ++sums.count;
   }
-  return n == 0 ? 0.0f : static_cast<float>(total / static_cast<double>(n));
+  return sums;
+}
+
+float crossEntropyMean(const CrossEntropySums &sums) {
+  return sums.count == 0
+             ? 0.0f
+             : static_cast<float>(sums.sum / static_cast<double>(sums.count));
+}
+
+float crossEntropyForward(const float *logits, const int32_t *targets,
+                          int64_t T, int64_t V) {
+  return crossEntropyMean(crossEntropySums(logits, targets, T, V));
+}
+
+int64_t crossEntropyCount(const int32_t *targets, int64_t T, int64_t V) {
+  int64_t n = 0;
+  for (int64_t t = 0; t < T; ++t)
+    n += isCounted(targets[t], V);
+  return n;
 }
 
 void crossEntropyBackward(float dloss, const float *logits,
                           const int32_t *targets, float *dlogits, int64_t T,
                           int64_t V) {
-  int64_t n = countTargets(targets, T, V);
-  double coef = n == 0 ? 0.0 : static_cast<double>(dloss) / static_cast<double>(n);
+  crossEntropyBackward(dloss, logits, targets, dlogits, T, V,
+                       crossEntropyCount(targets, T, V));
+}
+
+void crossEntropyBackward(float dloss, const float *logits,
+                          const int32_t *targets, float *dlogits, int64_t T,
+                          int64_t V, int64_t count) {
+  double coef = count == 0
+                    ? 0.0
+                    : static_cast<double>(dloss) / static_cast<double>(count);
   for (int64_t t = 0; t < T; ++t) {
     float *g = dlogits + t * V;
     if (!isCounted(targets[t], V)) {
@@ -79,37 +97,63 @@ void crossEntropyBackward(float dloss, const float *logits,
   }
 }
 
+AuxLossStatistics auxLossStatistics(const float *probs, int64_t T, int64_t E,
+                                    int64_t topK) {
+  AuxLossStatistics stats;
+  stats.tokens = std::max<int64_t>(T, 0);
+  stats.count = selectionCounts(probs, stats.tokens, E, topK);
+  // Summed over t in order, as the single-rank loss always has.
+  stats.probSum.assign(E, 0.0);
+  for (int64_t t = 0; t < stats.tokens; ++t)
+    for (int64_t e = 0; e < E; ++e)
+      stats.probSum[e] += probs[t * E + e];
+  return stats;
+}
+
+float auxLossFromStatistics(const AuxLossStatistics &stats) {
+  if (stats.tokens <= 0)
+    return 0.0f;
+  int64_t E = static_cast<int64_t>(stats.count.size());
+  double tokens = static_cast<double>(stats.tokens);
+  double loss = 0.0;
+  for (int64_t e = 0; e < E; ++e)
+    loss += static_cast<double>(stats.count[e]) / tokens *
+            (stats.probSum[e] / tokens);
+  return static_cast<float>(static_cast<double>(E) * loss);
+}
+
 float auxLossForward(const float *probs, int64_t T, int64_t E, int64_t topK) {
   if (T <= 0)
     return 0.0f;
-  std::vector<int64_t> count = selectionCounts(probs, T, E, topK);
-  // P[e] = (1/T) sum_t p[t, e], summed over t in order.
-  std::vector<double> P(E, 0.0);
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t e = 0; e < E; ++e)
-      P[e] += probs[t * E + e];
-  double tokens = static_cast<double>(T);
-  double loss = 0.0;
+  return auxLossFromStatistics(auxLossStatistics(probs, T, E, topK));
+}
+
+void auxLossBackward(float dloss, const AuxLossStatistics &stats, float *dprobs,
+                     int64_t T) {
+  if (stats.tokens <= 0)
+    return;
+  // count is a step function of probs: only P carries gradient, and
+  // d aux / d p[t, e] = E * count[e] / T^2 is the same for every token.
+  int64_t E = static_cast<int64_t>(stats.count.size());
+  std::vector<float> row(E);
+  double t2 =
+      static_cast<double>(stats.tokens) * static_cast<double>(stats.tokens);
   for (int64_t e = 0; e < E; ++e)
-    loss += static_cast<double>(count[e]) / tokens * (P[e] / tokens);
-  return static_cast<float>(static_cast<double>(E) * loss);
+    row[e] =
+        static_cast<float>(static_cast<double>(dloss) * static_cast<double>(E) *
+                           static_cast<double>(stats.count[e]) / t2);
+  for (int64_t t = 0; t < T; ++t)
+    std::copy(row.begin(), row.end(), dprobs + t * E);
 }
 
 void auxLossBackward(float dloss, const float *probs, float *dprobs, int64_t T,
                      int64_t E, int64_t topK) {
   if (T <= 0)
     return;
-  // count is a step function of probs: only P carries gradient, and
-  // d aux / d p[t, e] = E * count[e] / T^2 is the same for every token.
-  std::vector<int64_t> count = selectionCounts(probs, T, E, topK);
-  std::vector<float> row(E);
-  double t2 = static_cast<double>(T) * static_cast<double>(T);
-  for (int64_t e = 0; e < E; ++e)
-    row[e] = static_cast<float>(static_cast<double>(dloss) *
-                                static_cast<double>(E) *
-                                static_cast<double>(count[e]) / t2);
-  for (int64_t t = 0; t < T; ++t)
-    std::copy(row.begin(), row.end(), dprobs + t * E);
+  AuxLossStatistics stats;
+  stats.tokens = T;
+  stats.count = selectionCounts(probs, T, E, topK);
+  auxLossBackward(dloss, stats, dprobs, T);
 }
 
 } // namespace moe::rt::cpu

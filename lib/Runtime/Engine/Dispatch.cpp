@@ -8,7 +8,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "Dispatch.h"
+#include "Collectives.h"
+#include "GroupSums.h"
 
+#include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 
 #include "absl/strings/str_cat.h"
@@ -83,6 +86,61 @@ absl::Status checkTargets(const StepContext &context, size_t index,
           describeInstruction(context.program, index), ": target id ",
           targets[t], " at ", describePosition(ops.in(targetOperand), t),
           " is outside the vocabulary [0, ", vocab, ")"));
+  return absl::OkStatus();
+}
+
+/// The group a loss's tokens are split over (its int attribute after the
+/// `fixed` ones), or nullptr when they are all on this rank.
+comm::Group *tokenGroup(const StepContext &context, const Operands &ops,
+                        size_t fixed) {
+  const std::vector<int64_t> &ints = ops.instruction.intAttrs;
+  return ints.size() > fixed ? context.groups[ints[fixed]].get() : nullptr;
+}
+
+/// Prefixes a communication error with the instruction it happened in.
+absl::Status inInstruction(const StepContext &context, size_t index,
+                           absl::Status status) {
+  if (status.ok())
+    return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(describeInstruction(context.program, index),
+                                   ": ", status.message()));
+}
+
+/// The global norm over operands of which some are split over groups: each
+/// operand's sum of squares is summed over its group (int attribute i, -1
+/// for none), then all are added in operand order, like on one rank.
+absl::Status globalNorm(const StepContext &context, size_t index,
+                        const Operands &ops) {
+  size_t n = ops.instruction.operands.size();
+  std::vector<double> squares(n);
+  for (size_t i = 0; i < n; ++i)
+    squares[i] = cpu::sumOfSquares(ops.inF(i), ops.in(i).numElements());
+  const std::vector<int64_t> &groups = ops.instruction.intAttrs;
+  // One exchange per group, in order of first use, the same on every rank.
+  std::vector<bool> done(n, groups.empty());
+  for (size_t i = 0; i < n; ++i) {
+    if (done[i] || groups[i] < 0)
+      continue;
+    std::vector<size_t> members;
+    std::vector<double> sums;
+    for (size_t j = i; j < n; ++j)
+      if (groups[j] == groups[i]) {
+        members.push_back(j);
+        sums.push_back(squares[j]);
+        done[j] = true;
+      }
+    if (absl::Status status =
+            sumOverGroup(*context.groups[groups[i]], absl::MakeSpan(sums), {});
+        !status.ok())
+      return inInstruction(context, index, status);
+    for (size_t k = 0; k < members.size(); ++k)
+      squares[members[k]] = sums[k];
+  }
+  double sum = 0.0;
+  for (double square : squares)
+    sum += square;
+  *ops.outF(0) = static_cast<float>(std::sqrt(sum));
   return absl::OkStatus();
 }
 
@@ -237,8 +295,20 @@ absl::Status runInstruction(const StepContext &context, size_t index) {
     if (absl::Status status = checkTargets(context, index, ops, 1, vocab);
         !status.ok())
       return status;
-    *ops.outF(0) = cpu::crossEntropyForward(ops.inF(0), ops.inI(1),
-                                            rows(ops.in(0)), vocab);
+    comm::Group *group = tokenGroup(context, ops, 0);
+    if (!group) {
+      *ops.outF(0) = cpu::crossEntropyForward(ops.inF(0), ops.inI(1),
+                                              rows(ops.in(0)), vocab);
+      return absl::OkStatus();
+    }
+    // The mean over every rank's tokens: sums and counts add up first.
+    cpu::CrossEntropySums sums =
+        cpu::crossEntropySums(ops.inF(0), ops.inI(1), rows(ops.in(0)), vocab);
+    if (absl::Status status = sumOverGroup(*group, absl::MakeSpan(&sums.sum, 1),
+                                           absl::MakeSpan(&sums.count, 1));
+        !status.ok())
+      return inInstruction(context, index, status);
+    *ops.outF(0) = cpu::crossEntropyMean(sums);
     return absl::OkStatus();
   }
   case Opcode::CrossEntropyGrad: {
@@ -246,18 +316,51 @@ absl::Status runInstruction(const StepContext &context, size_t index) {
     if (absl::Status status = checkTargets(context, index, ops, 2, vocab);
         !status.ok())
       return status;
+    comm::Group *group = tokenGroup(context, ops, 0);
+    if (!group) {
+      cpu::crossEntropyBackward(ops.scalar(0), ops.inF(1), ops.inI(2),
+                                ops.outF(0), rows(ops.in(1)), vocab);
+      return absl::OkStatus();
+    }
+    int64_t count = cpu::crossEntropyCount(ops.inI(2), rows(ops.in(1)), vocab);
+    if (absl::Status status =
+            sumOverGroup(*group, {}, absl::MakeSpan(&count, 1));
+        !status.ok())
+      return inInstruction(context, index, status);
     cpu::crossEntropyBackward(ops.scalar(0), ops.inF(1), ops.inI(2),
-                              ops.outF(0), rows(ops.in(1)), vocab);
+                              ops.outF(0), rows(ops.in(1)), vocab, count);
     return absl::OkStatus();
   }
   case Opcode::AuxLoss:
-    *ops.outF(0) = cpu::auxLossForward(ops.inF(0), rows(ops.in(0)),
-                                       last(ops.in(0)), ops.intAttr(0));
+  case Opcode::AuxLossGrad: {
+    bool forward = ops.instruction.opcode == Opcode::AuxLoss;
+    const Buffer &probs = ops.in(forward ? 0 : 1);
+    const float *p = ops.inF(forward ? 0 : 1);
+    int64_t T = rows(probs), E = last(probs), topK = ops.intAttr(0);
+    comm::Group *group = tokenGroup(context, ops, 1);
+    if (!group) {
+      if (forward)
+        *ops.outF(0) = cpu::auxLossForward(p, T, E, topK);
+      else
+        cpu::auxLossBackward(ops.scalar(0), p, ops.outF(0), T, E, topK);
+      return absl::OkStatus();
+    }
+    // Expert loads, probability sums and token counts over every rank's
+    // tokens, in one exchange (the token count rides after the loads).
+    cpu::AuxLossStatistics stats = cpu::auxLossStatistics(p, T, E, topK);
+    stats.count.push_back(stats.tokens);
+    if (absl::Status status = sumOverGroup(
+            *group, absl::MakeSpan(stats.probSum), absl::MakeSpan(stats.count));
+        !status.ok())
+      return inInstruction(context, index, status);
+    stats.tokens = stats.count.back();
+    stats.count.pop_back();
+    if (forward)
+      *ops.outF(0) = cpu::auxLossFromStatistics(stats);
+    else
+      cpu::auxLossBackward(ops.scalar(0), stats, ops.outF(0), T);
     return absl::OkStatus();
-  case Opcode::AuxLossGrad:
-    cpu::auxLossBackward(ops.scalar(0), ops.inF(1), ops.outF(0),
-                         rows(ops.in(1)), last(ops.in(1)), ops.intAttr(0));
-    return absl::OkStatus();
+  }
   case Opcode::WeightedSum: {
     // Summed in double, then stored: the result may alias an operand.
     double sum = 0.0;
@@ -269,13 +372,8 @@ absl::Status runInstruction(const StepContext &context, size_t index) {
   case Opcode::Constant:
     cpu::fill(ops.outF(0), ops.floatAttr(0), ops.out(0).numElements());
     return absl::OkStatus();
-  case Opcode::GlobalNorm: {
-    double sum = 0.0;
-    for (size_t i = 0; i < ops.instruction.operands.size(); ++i)
-      sum += cpu::sumOfSquares(ops.inF(i), ops.in(i).numElements());
-    *ops.outF(0) = static_cast<float>(std::sqrt(sum));
-    return absl::OkStatus();
-  }
+  case Opcode::GlobalNorm:
+    return globalNorm(context, index, ops);
   case Opcode::ClipCoefficient: {
     // PyTorch clip_grad_norm_: min(1, max_norm / (norm + 1e-6)) in fp32;
     // max_norm <= 0 disables clipping.
@@ -294,6 +392,11 @@ absl::Status runInstruction(const StepContext &context, size_t index) {
   case Opcode::AdamW:
     adamwScaled(ops, context.scratch);
     return absl::OkStatus();
+  case Opcode::AllReduce:
+  case Opcode::AllGather:
+  case Opcode::ReduceScatter:
+  case Opcode::Slice:
+    return runCollective(context, index);
   }
   return absl::InternalError(
       absl::StrCat(describeInstruction(context.program, index),

@@ -13,8 +13,13 @@
 #include "absl/status/status.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace moe::rt::comm {
+class Group;
+} // namespace moe::rt::comm
 
 namespace moe::rt::engine {
 
@@ -25,13 +30,19 @@ struct StepContext {
   const std::vector<uint8_t *> &pointers;
   /// Reusable scratch for AdamW's scaled gradient chunks.
   std::vector<float> &scratch;
+  /// The communication group of each of the program's groups, by index.
+  const std::vector<std::unique_ptr<comm::Group>> &groups;
+  /// Space for collectives that pack or unpack strided blocks, as large as
+  /// the largest packElements() of the program.
+  std::vector<float> &packScratch;
 };
 
 /// "instruction 3 (Embedding) at loc", for runtime errors.
 std::string describeInstruction(const Program &program, size_t index);
 
-/// Runs instruction `index`. Fails only on data the verifier cannot see:
-/// token ids outside the embedding table, targets outside the vocabulary.
+/// Runs instruction `index`. Fails only on data the verifier cannot see
+/// (token ids outside the embedding table, targets outside the vocabulary)
+/// and on communication errors of collectives and grouped reductions.
 absl::Status runInstruction(const StepContext &context, size_t index);
 
 } // namespace moe::rt::engine

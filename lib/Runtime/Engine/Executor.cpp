@@ -3,20 +3,26 @@
 // Storage layout: parameters, optimizer state and inputs are packed, each at
 // a 64-byte aligned offset, into one persistent allocation; temporaries live
 // at their planned offsets in one arena. A step is a straight walk over the
-// instructions; see Dispatch.cpp for the kernel calls.
+// instructions; see Dispatch.cpp for the kernel calls and Collectives.cpp
+// for the communication.
 //
 //===----------------------------------------------------------------------===//
 
 #include "moe/Runtime/Engine/Executor.h"
 
 #include "AlignedBuffer.h"
+#include "Collectives.h"
 #include "Dispatch.h"
+#include "Placement.h"
 
 #include "moe/Runtime/Artifact/Reader.h"
+#include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -31,6 +37,8 @@ struct Executor::Storage {
   std::vector<uint8_t *> pointers;
   // AdamW scales gradients chunk by chunk through this (256 KiB).
   std::vector<float> scratch = std::vector<float>(1 << 16);
+  // Strided collectives pack their blocks here (see Collectives.h).
+  std::vector<float> packScratch;
 };
 
 namespace {
@@ -58,12 +66,13 @@ Executor::Executor(std::shared_ptr<const Program> program)
 
 Executor::~Executor() = default;
 
-absl::StatusOr<std::unique_ptr<Executor>> Executor::create(Program program) {
-  return create(std::make_shared<const Program>(std::move(program)));
+absl::StatusOr<std::unique_ptr<Executor>> Executor::create(Program program,
+                                                           comm::World *world) {
+  return create(std::make_shared<const Program>(std::move(program)), world);
 }
 
 absl::StatusOr<std::unique_ptr<Executor>>
-Executor::create(std::shared_ptr<const Program> program) {
+Executor::create(std::shared_ptr<const Program> program, comm::World *world) {
   if (!program)
     return absl::InvalidArgumentError("executor: no program");
   // The dispatch trusts every index and shape; a Program built in memory
@@ -73,9 +82,54 @@ Executor::create(std::shared_ptr<const Program> program) {
         status.code(),
         absl::StrCat("executor: invalid program: ", status.message()));
   std::unique_ptr<Executor> executor(new Executor(std::move(program)));
+  if (absl::Status status = executor->connect(world); !status.ok())
+    return status;
   if (absl::Status status = executor->allocate(); !status.ok())
     return status;
   return executor;
+}
+
+absl::Status Executor::connect(comm::World *world) {
+  // Each rank runs its own part of the step; another number of processes
+  // would leave blocks of the weights and rows of the batch to nobody, or
+  // train the same ones twice.
+  int64_t ranks = prog->numRanks();
+  int64_t processes = world ? world->size() : 1;
+  if (ranks != processes) {
+    if (ranks == 1)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the artifact is not partitioned (it runs on 1 rank), this job has ",
+          processes, ": compile it with moec --mesh for ", processes,
+          " ranks, or start it without mpirun"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the artifact is partitioned over ", ranks, " ranks (",
+                     prog->meshDescription(), "), this job has ", processes,
+                     ": start it with mpirun -np ", ranks));
+  }
+  placement =
+      std::make_unique<engine::Placement>(*prog, world ? world->rank() : 0);
+  if (prog->groups.empty())
+    return absl::OkStatus();
+  if (!world) {
+    absl::StatusOr<std::unique_ptr<comm::World>> local = comm::World::local();
+    if (!local.ok())
+      return local.status();
+    localWorld = std::move(*local);
+    world = localWorld.get();
+  }
+  comm::Mesh mesh{prog->meshAxes, prog->meshShape};
+  for (size_t g = 0; g < prog->groups.size(); ++g) {
+    absl::StatusOr<std::unique_ptr<comm::Group>> group =
+        world->group(mesh, prog->groups[g]);
+    if (!group.ok())
+      return absl::Status(group.status().code(),
+                          absl::StrCat("executor: cannot create group ", g,
+                                       " {",
+                                       absl::StrJoin(prog->groups[g], ","),
+                                       "}: ", group.status().message()));
+    groups.push_back(std::move(*group));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Executor::allocate() {
@@ -120,6 +174,10 @@ absl::Status Executor::allocate() {
     storage->pointers[b] = temporary ? storage->arena.data() + buffers[b].offset
                                      : storage->persistent.data() + offsets[b];
   }
+  int64_t pack = 0;
+  for (size_t i = 0; i < prog->instructions.size(); ++i)
+    pack = std::max(pack, engine::packElements(*prog, i));
+  storage->packScratch.resize(pack);
   lossReadyAt = lastWriterOf(*prog, prog->loss);
   gradNormReadyAt = lastWriterOf(*prog, prog->gradNorm);
   return absl::OkStatus();
@@ -131,10 +189,16 @@ void Executor::initialize(uint64_t seed) {
     float *values = data(b);
     int64_t count = buffer.numElements();
     switch (buffer.init) {
-    case Init::Normal:
-      cpu::initNormal(values, count, buffer.initStd, seed,
-                      cpu::nameHash(buffer.name.c_str()), /*firstIndex=*/0);
+    case Init::Normal: {
+      uint64_t stream = cpu::nameHash(buffer.name.c_str());
+      // Run by run, each from its index in the whole tensor.
+      placement->forEachRun(
+          buffer, [&](int64_t local, int64_t global, int64_t length) {
+            cpu::initNormal(values + local, length, buffer.initStd, seed,
+                            stream, global);
+          });
       break;
+    }
     case Init::Ones:
       cpu::fill(values, 1.0f, count);
       break;
@@ -146,6 +210,23 @@ void Executor::initialize(uint64_t seed) {
   }
   for (uint32_t b : states)
     cpu::fill(data(b), 0.0f, prog->buffers[b].numElements());
+}
+
+int64_t Executor::rank() const { return placement->rank(); }
+
+const std::vector<int64_t> &Executor::coordinates() const {
+  return placement->coordinates();
+}
+
+BatchBlock Executor::batchBlock() const {
+  return {placement->blockIndex(prog->batchAxes),
+          prog->partsOf(prog->batchAxes)};
+}
+
+std::vector<int64_t> Executor::globalShape(uint32_t buffer) const {
+  if (buffer >= prog->buffers.size())
+    return {};
+  return placement->globalShape(prog->buffers[buffer]);
 }
 
 float *Executor::data(uint32_t buffer) {
@@ -199,7 +280,8 @@ absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
   std::memcpy(ids(prog->targets), targets, count * sizeof(int32_t));
   *ids(prog->step) = static_cast<int32_t>(step);
 
-  engine::StepContext context{*prog, storage->pointers, storage->scratch};
+  engine::StepContext context{*prog, storage->pointers, storage->scratch,
+                              groups, storage->packScratch};
   for (size_t index = 0; index < prog->instructions.size(); ++index) {
     const Instruction &instruction = prog->instructions[index];
     if (hooks.beforeInstruction)

@@ -1,6 +1,7 @@
 //===- Trainer.cpp - the training loop of moe-run -------------------------===//
 #include "moe/Runtime/Train/Trainer.h"
 #include "moe/Runtime/Artifact/Reader.h"
+#include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Engine/Executor.h"
 #include "moe/Runtime/IO/Metrics.h"
@@ -22,18 +23,26 @@ namespace {
 class Run {
 public:
   Run(const TrainOptions &options, std::ostream &out)
-      : options(options), out(out) {}
+      : options(options), out(out),
+        reports(!options.world || options.world->rank() == 0),
+        quiet(options.quiet || !reports) {}
 
   absl::Status setUp();
   absl::StatusOr<TrainSummary> loop();
 
 private:
+  absl::Status checkSingleRankFeatures(const Program &program) const;
   absl::Status runOne(int64_t step, TrainSummary &summary);
   void printHeader() const;
   void printProfile(double totalSeconds) const;
+  /// Tokens of one step over all ranks.
+  int64_t globalTokensPerStep() const;
 
   const TrainOptions &options;
   std::ostream &out;
+  /// Rank 0 prints and writes the metrics; the others stay silent.
+  bool reports;
+  bool quiet;
   std::unique_ptr<Executor> executor;
   std::optional<data::TokenDataset> dataset;
   std::optional<data::BatchSampler> sampler;
@@ -66,6 +75,27 @@ static absl::Status checkFitsInMemory(const Program &program,
       path, bytes / 1073741824.0, physical / 1073741824.0));
 }
 
+/// Weights files and step dumps hold whole tensors by name; a rank holds
+/// only blocks of the split ones, so these wait for gathering them.
+absl::Status Run::checkSingleRankFeatures(const Program &program) const {
+  int64_t ranks = program.numRanks();
+  if (ranks == 1)
+    return absl::OkStatus();
+  const std::pair<bool, const char *> features[] = {
+      {!options.loadPath.empty(), "loading weights (--load)"},
+      {!options.savePath.empty(), "saving weights (--save)"},
+      {!options.dumpStepDir.empty(), "dumping a step (--dump-step)"}};
+  for (auto [wanted, what] : features)
+    if (wanted)
+      return absl::UnimplementedError(
+          absl::StrCat(what, " is not supported with ", ranks, " ranks yet"));
+  return absl::OkStatus();
+}
+
+int64_t Run::globalTokensPerStep() const {
+  return executor->tokensPerStep() * executor->batchBlock().count;
+}
+
 absl::Status Run::setUp() {
   if (options.threads)
     cpu::setNumThreads(*options.threads);
@@ -75,10 +105,14 @@ absl::Status Run::setUp() {
   if (absl::Status s = checkFitsInMemory(*program, options.artifactPath);
       !s.ok())
     return s;
+  if (absl::Status s = checkSingleRankFeatures(*program); !s.ok())
+    return s;
   absl::StatusOr<std::unique_ptr<Executor>> created =
-      Executor::create(std::move(*program));
+      Executor::create(std::move(*program), options.world);
   if (!created.ok())
-    return created.status();
+    return absl::Status(
+        created.status().code(),
+        absl::StrCat(options.artifactPath, ": ", created.status().message()));
   executor = std::move(*created);
   if (options.initSeed)
     executor->initialize(*options.initSeed);
@@ -96,15 +130,18 @@ absl::Status Run::setUp() {
   if (!opened.ok())
     return opened.status();
   dataset.emplace(std::move(*opened));
+  // The sampler draws the global batch, exactly as a single-rank run of
+  // the unpartitioned model would; this rank reads its block of rows.
   absl::StatusOr<data::BatchSampler> created2 = data::BatchSampler::create(
-      *dataset, options.dataSeed, model.batch, model.seq, model.vocab);
+      *dataset, options.dataSeed, model.batch * executor->batchBlock().count,
+      model.seq, model.vocab);
   if (!created2.ok())
     return created2.status();
   sampler.emplace(std::move(*created2));
   tokens.resize(executor->tokensPerStep());
   targets.resize(executor->tokensPerStep());
 
-  if (!options.metricsPath.empty()) {
+  if (reports && !options.metricsPath.empty()) {
     // A resumed run continues the metrics of the run it resumes.
     absl::StatusOr<io::MetricsWriter> writer = io::MetricsWriter::open(
         options.metricsPath, /*append=*/options.startStep > 0);
@@ -123,11 +160,18 @@ void Run::printHeader() const {
       io::formatSiValue(model.totalParams),
       io::formatSiValue(model.activeParams), model.layers, model.experts,
       model.topK);
+  int64_t ranks = executor->numRanks();
+  int64_t batch = model.batch * executor->batchBlock().count;
+  // Per-rank figures are labelled as such once there is more than one rank.
+  std::string perRank = ranks > 1 ? " per rank" : "";
+  if (ranks > 1)
+    out << absl::StrFormat("mesh: %s (%d ranks)\n",
+                           executor->program().meshDescription(), ranks);
   out << absl::StrFormat(
-      "step: batch %d x seq %d = %d tokens, %s FLOP; memory %s B params, %s B "
-      "optimizer, %s B arena\n",
-      model.batch, model.seq, model.batch * model.seq,
-      io::formatSiValue(model.flopsPerStep),
+      "step: batch %d x seq %d = %d tokens, %s FLOP%s; memory%s %s B params, "
+      "%s B optimizer, %s B arena\n",
+      batch, model.seq, batch * model.seq,
+      io::formatSiValue(model.flopsPerStep), perRank, perRank,
       io::formatSiValue(executor->totalParameterBytes()),
       io::formatSiValue(executor->optimizerStateBytes()),
       io::formatSiValue(executor->arenaBytes()));
@@ -159,7 +203,11 @@ void Run::printProfile(double totalSeconds) const {
 }
 
 absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
-  if (absl::Status s = sampler->fill(step, tokens.data(), targets.data());
+  BatchBlock rows = executor->batchBlock();
+  int64_t localBatch = executor->program().model.batch;
+  if (absl::Status s =
+          sampler->fillRows(step, rows.index * localBatch, localBatch,
+                            tokens.data(), targets.data());
       !s.ok())
     return absl::Status(s.code(), absl::StrCat("step ", step, ": ",
                                                s.message()));
@@ -216,7 +264,7 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   record.loss = result->loss;
   record.gradNorm = result->gradNorm;
   record.lr = result->lr;
-  record.tokensPerS = model.batch * model.seq / seconds;
+  record.tokensPerS = globalTokensPerStep() / seconds;
   record.flopsPerS = model.flopsPerStep / seconds;
   record.elapsedS = summary.seconds;
   if (probe.parts().known) {
@@ -227,10 +275,8 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
     if (absl::Status s = metrics->write(record); !s.ok())
       return s;
   int64_t done = step - options.startStep + 1;
-  if (!options.quiet &&
-      (done % std::max<int64_t>(options.logEvery, 1) == 0 ||
-       done == options.steps))
-  {
+  if (!quiet && (done % std::max<int64_t>(options.logEvery, 1) == 0 ||
+                 done == options.steps)) {
     // Steps are 0-based in the schedule and the metrics file; people count
     // the first step as step 1.
     io::MetricsRecord shown = record;
@@ -242,7 +288,7 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
 }
 
 absl::StatusOr<TrainSummary> Run::loop() {
-  if (!options.quiet)
+  if (!quiet)
     printHeader();
   TrainSummary summary;
   for (int64_t step = options.startStep;
@@ -257,9 +303,9 @@ absl::StatusOr<TrainSummary> Run::loop() {
   if (metrics)
     if (absl::Status s = metrics->close(); !s.ok())
       return s;
-  if (options.profile)
+  if (options.profile && reports)
     printProfile(summary.seconds);
-  if (!options.quiet && !summary.losses.empty()) {
+  if (!quiet && !summary.losses.empty()) {
     double first = summary.losses.front(), last = summary.losses.back();
     if (options.plot && summary.losses.size() > 1)
       out << plotLossCurve(summary.losses);
@@ -271,7 +317,7 @@ absl::StatusOr<TrainSummary> Run::loop() {
     out << absl::StrFormat(
         "loss %.4f -> %.4f%s over %d steps in %.2f s (%s tokens/s)\n", first,
         last, change, summary.losses.size(), summary.seconds,
-        io::formatSiValue(executor->tokensPerStep() * summary.losses.size() /
+        io::formatSiValue(globalTokensPerStep() * summary.losses.size() /
                           summary.seconds));
   }
   return summary;

@@ -692,3 +692,64 @@ func.func @sharding_axis(%x: tensor<8x8xf32>) {
 moe.mesh @m(dp = 2, tp = 3)
 // expected-error @+1 {{dimension 1 of size 8 cannot be split 3 ways}}
 moe.param @w : tensor<8x8xf32> {init = #moe.init<zeros>, sharding = #moe.sharding<@m, [{dp}, {tp}]>}
+
+// -----
+
+func.func @collective_no_mesh(%x: tensor<8xf32>) {
+  // expected-error @+1 {{@m does not name a moe.mesh}}
+  %y = moe.all_reduce %x {mesh = @m, axes = ["dp"]} : tensor<8xf32>
+  return
+}
+
+// -----
+
+moe.mesh @m(dp = 2)
+func.func @collective_axis(%x: tensor<8xf32>) {
+  // expected-error @+1 {{mesh @m has no axis 'tp'}}
+  %y = moe.all_gather %x {mesh = @m, axes = ["tp"], dim = 0} : (tensor<8xf32>) -> tensor<16xf32>
+  return
+}
+
+// -----
+
+moe.mesh @m(dp = 2)
+func.func @collective_twice(%x: tensor<8xf32>) {
+  // expected-error @+1 {{axis 'dp' is listed twice}}
+  %y = moe.all_reduce %x {mesh = @m, axes = ["dp", "dp"]} : tensor<8xf32>
+  return
+}
+
+// -----
+
+moe.mesh @m(dp = 2)
+func.func @gather_shape(%x: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected dimension 0 of the result to be 16, got 8}}
+  %y = moe.all_gather %x {mesh = @m, axes = ["dp"], dim = 0} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+moe.mesh @m(dp = 2)
+func.func @scatter_shape(%x: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected dimension 1 of the input to be 8, got 4}}
+  %y = moe.reduce_scatter %x {mesh = @m, axes = ["dp"], dim = 1} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+moe.mesh @m(dp = 2)
+func.func @slice_dim(%x: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected dim 2 within the input's rank 2 and input and result of one rank}}
+  %y = moe.slice %x {mesh = @m, axes = ["dp"], dim = 2} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @global_norm_axes(%g: tensor<4xf32>) {
+  // expected-error @+1 {{expected one entry of input_axes per input, got 2 for 1 inputs}}
+  %n = moe.global_norm %g {input_axes = [["dp"], []]} : (tensor<4xf32>) -> tensor<f32>
+  return
+}

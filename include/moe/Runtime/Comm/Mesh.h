@@ -1,4 +1,4 @@
-//===- Mesh.h - a named device mesh and its rank arithmetic ----*- C++ -*-===//
+//===- Mesh.h - a named device mesh and its rank arithmetic -----*- C++ -*-===//
 //
 // A mesh lays the ranks of a job out on named axes (dp=2, fsdp=2, ep=2,
 // tp=2). Ranks are numbered row-major over the axes as listed, the last axis
@@ -17,7 +17,6 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace moe::rt::comm {
@@ -27,7 +26,7 @@ struct Mesh {
   std::vector<int64_t> shape;
 
   /// Parses "dp=2,tp=2" (an empty string is the mesh with no axes).
-  static absl::StatusOr<Mesh> parse(std::string_view spec);
+  static absl::StatusOr<Mesh> parse(const std::string &spec);
 
   /// Checks that axes and shape have the same length, every size is
   /// positive, names are non-empty and unique, and the number of ranks fits
@@ -41,7 +40,7 @@ struct Mesh {
   std::string toString() const;
 
   /// The index of axis `name`, or NotFound naming the mesh.
-  absl::StatusOr<int> axisIndex(std::string_view name) const;
+  absl::StatusOr<int> axisIndex(const std::string &name) const;
 
   /// The coordinates of `rank` on every axis.
   absl::StatusOr<std::vector<int64_t>> coordinates(int64_t rank) const;

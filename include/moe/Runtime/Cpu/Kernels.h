@@ -12,6 +12,7 @@
 #define MOE_RUNTIME_CPU_KERNELS_H
 
 #include <cstdint>
+#include <vector>
 
 namespace moe::rt::cpu {
 
@@ -158,6 +159,29 @@ void crossEntropyBackward(float dloss, const float *logits,
                           const int32_t *targets, float *dlogits, int64_t T,
                           int64_t V);
 
+// Tokens split over ranks: each rank reduces its rows to sums and counts,
+// the executor adds those over the ranks, and the mean (or its gradient) is
+// formed from the totals. On one rank these compose to exactly (bitwise)
+// the functions above.
+
+/// The parts of the mean cross-entropy: the sum over counted rows of
+/// -log softmax(logits)[target] (in double) and the number of counted rows.
+struct CrossEntropySums {
+  double sum = 0.0;
+  int64_t count = 0;
+};
+CrossEntropySums crossEntropySums(const float *logits, const int32_t *targets,
+                                  int64_t T, int64_t V);
+/// The mean from (possibly summed) parts: sum / count, 0 when count is 0.
+float crossEntropyMean(const CrossEntropySums &sums);
+/// The number of targets in [0, V) among T.
+int64_t crossEntropyCount(const int32_t *targets, int64_t T, int64_t V);
+/// crossEntropyBackward with the divisor N given: the count of counted
+/// targets over all ranks (0: dlogits is all zeros).
+void crossEntropyBackward(float dloss, const float *logits,
+                          const int32_t *targets, float *dlogits, int64_t T,
+                          int64_t V, int64_t count);
+
 /// Switch/HF load-balancing loss of one layer from its router probabilities;
 /// the top-k selection is recomputed from probs (before any capacity drop).
 float auxLossForward(const float *probs, int64_t T, int64_t E, int64_t topK);
@@ -165,6 +189,26 @@ float auxLossForward(const float *probs, int64_t T, int64_t E, int64_t topK);
 /// as a constant).
 void auxLossBackward(float dloss, const float *probs, float *dprobs, int64_t T,
                      int64_t E, int64_t topK);
+
+/// What the load-balancing loss needs from a set of tokens: count[e] top-k
+/// selections of expert e, probSum[e] = sum over tokens of p[t, e] (double,
+/// in token order) and the number of tokens. Sums of these over disjoint
+/// token sets are the statistics of their union.
+struct AuxLossStatistics {
+  std::vector<int64_t> count;
+  std::vector<double> probSum;
+  int64_t tokens = 0;
+};
+AuxLossStatistics auxLossStatistics(const float *probs, int64_t T, int64_t E,
+                                    int64_t topK);
+/// E * sum_e (count[e] / T) * (probSum[e] / T) with T = stats.tokens; 0 when
+/// there are no tokens.
+float auxLossFromStatistics(const AuxLossStatistics &stats);
+/// dprobs[t, e] = dloss * E * count[e] / T^2 for the T rows of this rank,
+/// with count and T from `stats` (all ranks' tokens). Overwritten; nothing
+/// is written when stats.tokens is 0.
+void auxLossBackward(float dloss, const AuxLossStatistics &stats, float *dprobs,
+                     int64_t T);
 
 //===----------------------------------------------------------------------===//
 // Optimizer

@@ -12,6 +12,11 @@
 // verifier cannot know, the values of the step's token ids and targets, is
 // checked here, as is a non-finite loss or gradient norm.
 //
+// A partitioned program (a mesh of N > 1 ranks) runs on every rank of an
+// N-rank comm::World: each rank holds its blocks of the split parameters and
+// optimizer state and its rows of the batch, and the program's collectives
+// and grouped reductions run on one comm::Group per program group.
+//
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_ENGINE_EXECUTOR_H
 #define MOE_RUNTIME_ENGINE_EXECUTOR_H
@@ -28,6 +33,15 @@
 #include <vector>
 
 namespace moe::rt {
+
+namespace comm {
+class Group;
+class World;
+} // namespace comm
+
+namespace engine {
+class Placement;
+} // namespace engine
 
 /// Observers of a step, e.g. to dump gradients before AdamW consumes them.
 /// They may read (not resize) any buffer through the Executor.
@@ -46,13 +60,28 @@ struct StepResult {
   float lr = 0.0f;
 };
 
+/// Which rows of the global batch one rank's tokens and targets are: block
+/// `index` of `count` equal blocks of rows.
+struct BatchBlock {
+  int64_t index = 0;
+  int64_t count = 1;
+};
+
 class Executor {
 public:
   /// Verifies `program` and allocates its storage (64-byte aligned).
   /// Parameters and optimizer state start at zero until initialize().
-  static absl::StatusOr<std::unique_ptr<Executor>> create(Program program);
+  ///
+  /// A program over N > 1 ranks needs a `world` of exactly N ranks; this
+  /// process is rank world->rank() of the mesh. Creating the executor then
+  /// creates the program's groups, a collective call: every rank must
+  /// create its executor. `world` must outlive the executor. A one-rank
+  /// program needs no world (its groups, if any, are groups of one), and is
+  /// refused with a world of more ranks.
   static absl::StatusOr<std::unique_ptr<Executor>>
-  create(std::shared_ptr<const Program> program);
+  create(Program program, comm::World *world = nullptr);
+  static absl::StatusOr<std::unique_ptr<Executor>>
+  create(std::shared_ptr<const Program> program, comm::World *world = nullptr);
 
   ~Executor();
   Executor(const Executor &) = delete;
@@ -60,8 +89,21 @@ public:
 
   const Program &program() const { return *prog; }
 
+  /// This rank in the program's mesh (0 without one), its coordinates (one
+  /// per mesh axis) and the mesh's number of ranks.
+  int64_t rank() const;
+  const std::vector<int64_t> &coordinates() const;
+  int64_t numRanks() const { return prog->numRanks(); }
+
+  /// The rows of the global batch this rank trains on (Program.batchAxes).
+  BatchBlock batchBlock() const;
+
+  /// The shape of the whole tensor a buffer holds (a block of, when split).
+  std::vector<int64_t> globalShape(uint32_t buffer) const;
+
   /// Sets every parameter from its Init (Normal draws depend on (seed,
-  /// name, element index) only, see cpu::initNormal) and zeroes the
+  /// name, element index) only, see cpu::initNormal; a split buffer's
+  /// elements take the values they have in the whole tensor) and zeroes the
   /// optimizer state.
   void initialize(uint64_t seed);
   /// initialize() with the seed recorded in the artifact.
@@ -105,9 +147,16 @@ private:
   struct Storage;
   explicit Executor(std::shared_ptr<const Program> program);
   absl::Status allocate();
+  absl::Status connect(comm::World *world);
 
   std::shared_ptr<const Program> prog;
   std::unique_ptr<Storage> storage;
+  std::unique_ptr<engine::Placement> placement;
+  /// The world of a one-rank program created without one; declared before
+  /// the groups, which must be destroyed first.
+  std::unique_ptr<comm::World> localWorld;
+  /// One per program group, by index.
+  std::vector<std::unique_ptr<comm::Group>> groups;
   std::vector<uint32_t> params, states;
   uint64_t parameterBytes = 0, stateBytes = 0;
   // The last instructions writing the loss and the grad norm: where a step

@@ -4,6 +4,10 @@
 // batches from a token dataset, runs the compiled step, and reports every
 // step (progress line, JSONL metrics) and the loss curve at the end.
 //
+// A partitioned artifact runs on every rank of a comm::World: each rank
+// samples its rows of the global batch, and rank 0 alone reports (the loss,
+// gradient norm and learning rate are the same on every rank).
+//
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_TRAIN_TRAINER_H
 #define MOE_RUNTIME_TRAIN_TRAINER_H
@@ -17,6 +21,10 @@
 #include <ostream>
 #include <string>
 #include <vector>
+
+namespace moe::rt::comm {
+class World;
+} // namespace moe::rt::comm
 
 namespace moe::rt::train {
 
@@ -51,6 +59,9 @@ struct TrainOptions {
   bool profile = false;
   bool quiet = false;
   bool plot = true;
+  /// The job's processes, for an artifact partitioned over several ranks
+  /// (its rank count must equal the world's size); none for one rank.
+  comm::World *world = nullptr;
 };
 
 /// What a finished run reports.

@@ -200,6 +200,10 @@ LogicalResult AdamWConfigOp::verify() {
 LogicalResult GlobalNormOp::verify() {
   if (getInputs().empty())
     return emitOpError() << "expected at least one input";
+  if (getInputAxes() && getInputAxes()->size() != getInputs().size())
+    return emitOpError() << "expected one entry of input_axes per input, got "
+                         << getInputAxes()->size() << " for "
+                         << getInputs().size() << " inputs";
   return success();
 }
 

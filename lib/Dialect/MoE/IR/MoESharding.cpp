@@ -2,6 +2,7 @@
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/SmallSet.h"
@@ -108,7 +109,8 @@ void ShardingAttr::print(AsmPrinter &printer) const {
 
 LogicalResult mlir::moe::verifySharding(Operation *op, ShardingAttr sharding,
                                         Type type,
-                                        SymbolTableCollection &symbols) {
+                                        SymbolTableCollection &symbols,
+                                        bool typeIsLocal) {
   auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(op, sharding.getMesh());
   if (!mesh)
     return op->emitOpError() << "sharding names " << sharding.getMesh()
@@ -127,7 +129,7 @@ LogicalResult mlir::moe::verifySharding(Operation *op, ShardingAttr sharding,
                                  << " does not have";
       parts *= *size;
     }
-    if (shaped.getDimSize(dim) % parts != 0)
+    if (!typeIsLocal && shaped.getDimSize(dim) % parts != 0)
       return op->emitOpError()
              << "dimension " << dim << " of size " << shaped.getDimSize(dim)
              << " cannot be split " << parts << " ways";
@@ -233,5 +235,7 @@ SmallVector<Value> ShardOp::buildVJP(OpBuilder &builder,
 LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (!getSharding())
     return success();
-  return verifySharding(*this, *getSharding(), getType(), symbols);
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  bool local = module && module->hasAttr(kPartitionedAttrName);
+  return verifySharding(*this, *getSharding(), getType(), symbols, local);
 }

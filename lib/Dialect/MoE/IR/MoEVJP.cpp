@@ -105,7 +105,7 @@ SmallVector<Value> CrossEntropyOp::buildVJP(OpBuilder &builder,
                                             ValueRange resultGrads) {
   Value dlogits = builder.create<CrossEntropyGradOp>(
       getLoc(), getLogits().getType(), resultGrads[0], getLogits(),
-      getTargets());
+      getTargets(), getTokenAxesAttr());
   return {dlogits, Value()};
 }
 
@@ -113,7 +113,7 @@ SmallVector<Value> AuxLossOp::buildVJP(OpBuilder &builder,
                                        ValueRange resultGrads) {
   Value dprobs = builder.create<AuxLossGradOp>(
       getLoc(), getProbs().getType(), resultGrads[0], getProbs(),
-      getTopKAttr());
+      getTopKAttr(), getTokenAxesAttr());
   return {dprobs};
 }
 

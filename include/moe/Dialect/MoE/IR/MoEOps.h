@@ -26,10 +26,16 @@
 #include "moe/Dialect/MoE/IR/MoEOps.h.inc"
 
 namespace mlir::moe {
+/// Unit attribute of a module whose step moe-partition rewrote per rank:
+/// its parameter types are then this rank's blocks.
+inline constexpr llvm::StringLiteral kPartitionedAttrName = "moe.partitioned";
+
 /// Checks `sharding` against a value of `type` used by `op`: the mesh
-/// exists, one entry per dimension, known axes, divisible dimensions.
+/// exists, one entry per dimension, known axes, and (unless `type` is
+/// already a per-rank block) divisible dimensions.
 LogicalResult verifySharding(Operation *op, ShardingAttr sharding, Type type,
-                             SymbolTableCollection &symbols);
+                             SymbolTableCollection &symbols,
+                             bool typeIsLocal = false);
 } // namespace mlir::moe
 
 #endif // MOE_DIALECT_MOE_IR_MOEOPS_H

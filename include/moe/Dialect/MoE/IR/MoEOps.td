@@ -472,6 +472,9 @@ def MoE_CrossEntropyOp : MoE_Op<"cross_entropy", [
   let description = [{
     The mean over tokens with `targets >= 0` of
     `logsumexp(logits[t]) - logits[t, targets[t]]` (0 when there are none).
+    After partitioning, `token_axes` names the mesh axes the tokens are split
+    over: the sum and the count of valid tokens are then summed over them, so
+    every rank gets the mean over the whole batch.
 
     Constraints: `logits` is `[..., V]`, `targets` is i32 with the logits'
     leading dimensions; the result is a 0-d f32 tensor.
@@ -483,7 +486,8 @@ def MoE_CrossEntropyOp : MoE_Op<"cross_entropy", [
         : (tensor<8x64x256xf32>, tensor<8x64xi32>) -> tensor<f32>
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$logits, MoE_I32Tensor:$targets);
+  let arguments = (ins MoE_F32Tensor:$logits, MoE_I32Tensor:$targets,
+                       OptionalAttr<StrArrayAttr>:$token_axes);
   let results = (outs MoE_F32Scalar:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -496,7 +500,9 @@ def MoE_AuxLossOp : MoE_Op<"aux_loss", [
   let description = [{
     `E * sum_e (count[e] / T) * mean_t probs[t, e]`, with `count[e]` the
     number of top-`top_k` selections of expert `e` (recomputed from `probs`,
-    before capacity dropping). Only `probs` carries gradient.
+    before capacity dropping). Only `probs` carries gradient. After
+    partitioning, `token_axes` names the mesh axes the tokens are split over;
+    counts and probability sums are summed over them first.
 
     Constraints: `probs` is `[..., E]` with `1 <= top_k <= E`; the result is
     a 0-d f32 tensor.
@@ -507,7 +513,8 @@ def MoE_AuxLossOp : MoE_Op<"aux_loss", [
     %aux = moe.aux_loss %p {top_k = 2} : (tensor<8x64x4xf32>) -> tensor<f32>
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$probs, I64Attr:$top_k);
+  let arguments = (ins MoE_F32Tensor:$probs, I64Attr:$top_k,
+                       OptionalAttr<StrArrayAttr>:$token_axes);
   let results = (outs MoE_F32Scalar:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -558,6 +565,99 @@ def MoE_ConstantOp : MoE_Op<"constant", [
   // Folds to its splat value, as ConstantLike ops must, so that MLIR's
   // canonicalizer and CSE can deduplicate constants.
   let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives (inserted by moe-partition over groups of the mesh)
+//===----------------------------------------------------------------------===//
+
+class MoE_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : MoE_Op<mnemonic, !listconcat(traits, [
+          DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
+  let arguments = (ins MoE_F32Tensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$dim);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type($input, $result)";
+  let hasVerifier = 1;
+}
+
+def MoE_AllReduceOp : MoE_Op<"all_reduce", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "sum over the ranks of a mesh group";
+  let description = [{
+    Every rank of the group (the ranks that differ only on `axes`) gets the
+    sum of the group's `input`s: completes partial sums (row-parallel
+    outputs, data-parallel gradients).
+
+    Constraints: `mesh` names a moe.mesh with all of `axes`, each at most
+    once.
+
+    Example:
+
+    ```mlir
+    %g = moe.all_reduce %p {mesh = @mesh, axes = ["dp"]} : tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def MoE_AllGatherOp : MoE_CollectiveOp<"all_gather"> {
+  let summary = "concatenates the group's blocks along a dimension";
+  let description = [{
+    The group's inputs concatenated along `dim` in group order (the ranks'
+    coordinates on `axes`, row-major, first axis outermost): turns a tensor
+    split over `axes` along `dim` into one that is not (FSDP's gather before
+    use, sequence parallelism's gather).
+
+    Constraints: `mesh` names a moe.mesh with all of `axes`, each at most
+    once; `dim` is a dimension of the input; the result is the input with
+    `dim` multiplied by the group size.
+
+    Example:
+
+    ```mlir
+    %w = moe.all_gather %s {mesh = @mesh, axes = ["fsdp"], dim = 0}
+        : (tensor<32x64xf32>) -> tensor<64x64xf32>
+    ```
+  }];
+}
+
+def MoE_ReduceScatterOp : MoE_CollectiveOp<"reduce_scatter"> {
+  let summary = "sums over the group and keeps this rank's block";
+  let description = [{
+    The sum of the group's inputs, split along `dim` into group-size blocks;
+    each rank keeps its own (FSDP's gradient reduce-scatter).
+
+    Constraints: as `moe.all_gather`, with the result's `dim` divided by the
+    group size.
+
+    Example:
+
+    ```mlir
+    %g = moe.reduce_scatter %p {mesh = @mesh, axes = ["fsdp"], dim = 0}
+        : (tensor<64x64xf32>) -> tensor<32x64xf32>
+    ```
+  }];
+}
+
+def MoE_SliceOp : MoE_CollectiveOp<"slice"> {
+  let summary = "keeps this rank's block of a replicated tensor";
+  let description = [{
+    The block of `dim` this rank holds when the tensor is split over `axes`:
+    no communication, only the rank's coordinates.
+
+    Constraints: as `moe.reduce_scatter`.
+
+    Example:
+
+    ```mlir
+    %s = moe.slice %g {mesh = @mesh, axes = ["fsdp"], dim = 0}
+        : (tensor<64x64xf32>) -> tensor<32x64xf32>
+    ```
+  }];
 }
 
 //===----------------------------------------------------------------------===//
@@ -796,7 +896,8 @@ def MoE_CrossEntropyGradOp : MoE_Op<"cross_entropy_grad", [
     ```
   }];
   let arguments = (ins MoE_F32Scalar:$grad, MoE_F32Tensor:$logits,
-                       MoE_I32Tensor:$targets);
+                       MoE_I32Tensor:$targets,
+                       OptionalAttr<StrArrayAttr>:$token_axes);
   let results = (outs MoE_F32Tensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -817,7 +918,8 @@ def MoE_AuxLossGradOp : MoE_Op<"aux_loss_grad", [
     ```
   }];
   let arguments = (ins MoE_F32Scalar:$grad, MoE_F32Tensor:$probs,
-                       I64Attr:$top_k);
+                       I64Attr:$top_k,
+                       OptionalAttr<StrArrayAttr>:$token_axes);
   let results = (outs MoE_F32Tensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -831,9 +933,12 @@ def MoE_GlobalNormOp : MoE_Op<"global_norm", [
     DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
   let summary = "L2 norm of all gradients together";
   let description = [{
-    `sqrt(sum over every input of sum(x^2))`.
+    `sqrt(sum over every input of sum(x^2))`. After partitioning,
+    `input_axes` gives, per input, the mesh axes it is split over: its sum
+    of squares is summed over those ranks.
 
-    Constraints: at least one input.
+    Constraints: at least one input; `input_axes`, when present, has one
+    entry per input.
 
     Example:
 
@@ -841,7 +946,9 @@ def MoE_GlobalNormOp : MoE_Op<"global_norm", [
     %n = moe.global_norm %g0, %g1 : (tensor<64xf32>, tensor<64x64xf32>) -> tensor<f32>
     ```
   }];
-  let arguments = (ins Variadic<MoE_F32Tensor>:$inputs);
+  let arguments = (ins Variadic<MoE_F32Tensor>:$inputs,
+                       OptionalAttr<TypedArrayAttrBase<StrArrayAttr,
+                           "mesh axes per input">>:$input_axes);
   let results = (outs MoE_F32Scalar:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

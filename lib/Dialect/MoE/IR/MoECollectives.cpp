@@ -1,0 +1,89 @@
+//===- MoECollectives.cpp - verifiers of the collective ops ---------------===//
+#include "moe/Dialect/MoE/IR/MoEOps.h"
+
+#include "llvm/ADT/SmallSet.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+/// The number of ranks in a group over `axes` of the op's mesh, after
+/// checking that the mesh exists and has each axis once.
+static FailureOr<int64_t> groupSize(Operation *op, FlatSymbolRefAttr meshRef,
+                                    ArrayAttr axes,
+                                    SymbolTableCollection &symbols) {
+  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(op, meshRef);
+  if (!mesh)
+    return op->emitOpError() << meshRef << " does not name a moe.mesh";
+  llvm::SmallSet<StringRef, 4> seen;
+  int64_t size = 1;
+  for (StringRef axis : axes.getAsValueRange<StringAttr>()) {
+    std::optional<int64_t> axisSize = mesh.getAxisSize(axis);
+    if (!axisSize)
+      return op->emitOpError() << "mesh " << meshRef << " has no axis '"
+                               << axis << "'";
+    if (!seen.insert(axis).second)
+      return op->emitOpError() << "axis '" << axis << "' is listed twice";
+    size *= *axisSize;
+  }
+  return size;
+}
+
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return groupSize(*this, getMeshAttr(), getAxes(), symbols);
+}
+
+/// Input and result agree except along `dim`, where `large` = `small` times
+/// the group size.
+static LogicalResult verifyBlockShapes(Operation *op, int64_t dim,
+                                       ShapedType small, ShapedType large,
+                                       int64_t group, StringRef largeName) {
+  for (int64_t d = 0; d < small.getRank(); ++d) {
+    int64_t expected = small.getDimSize(d) * (d == dim ? group : 1);
+    if (large.getDimSize(d) != expected)
+      return op->emitOpError()
+             << "expected dimension " << d << " of the " << largeName
+             << " to be " << expected << ", got " << large.getDimSize(d);
+  }
+  return success();
+}
+
+template <typename Op>
+static LogicalResult verifyCollective(Op op) {
+  auto input = cast<ShapedType>(op.getInput().getType());
+  auto result = cast<ShapedType>(op.getResult().getType());
+  if (static_cast<int64_t>(op.getDim()) >= input.getRank() ||
+      input.getRank() != result.getRank())
+    return op.emitOpError() << "expected dim " << op.getDim()
+                            << " within the input's rank " << input.getRank()
+                            << " and input and result of one rank";
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() { return verifyCollective(*this); }
+LogicalResult ReduceScatterOp::verify() { return verifyCollective(*this); }
+LogicalResult SliceOp::verify() { return verifyCollective(*this); }
+
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<int64_t> group = groupSize(*this, getMeshAttr(), getAxes(), symbols);
+  if (failed(group))
+    return failure();
+  return verifyBlockShapes(*this, getDim(), getInput().getType(),
+                           getResult().getType(), *group, "result");
+}
+
+LogicalResult
+ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<int64_t> group = groupSize(*this, getMeshAttr(), getAxes(), symbols);
+  if (failed(group))
+    return failure();
+  return verifyBlockShapes(*this, getDim(), getResult().getType(),
+                           getInput().getType(), *group, "input");
+}
+
+LogicalResult SliceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<int64_t> group = groupSize(*this, getMeshAttr(), getAxes(), symbols);
+  if (failed(group))
+    return failure();
+  return verifyBlockShapes(*this, getDim(), getResult().getType(),
+                           getInput().getType(), *group, "input");
+}

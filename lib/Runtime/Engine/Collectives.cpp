@@ -1,0 +1,145 @@
+//===- Collectives.cpp - AllReduce, AllGather, ReduceScatter, Slice -------===//
+//
+// Around dimension `dim`, a tensor whose per-rank block has shape `block` is
+// [outer, parts, chunk] with outer = the product of block[0, dim) and chunk
+// = the product of block[dim, rank): rank r's block is the chunks [o, r, :]
+// for every o. With outer = 1 the blocks are contiguous and go to the
+// communication layer as they are.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Collectives.h"
+
+#include "moe/Runtime/Comm/Communicator.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace moe::rt::engine {
+namespace {
+
+struct Blocks {
+  int64_t outer = 1;
+  int64_t chunk = 1;
+};
+
+Blocks blocksAround(const std::vector<int64_t> &block, int64_t dim) {
+  Blocks blocks;
+  for (int64_t d = 0; d < static_cast<int64_t>(block.size()); ++d)
+    (d < dim ? blocks.outer : blocks.chunk) *= block[d];
+  return blocks;
+}
+
+/// The shape of one rank's block: the operand of an AllGather, the result
+/// of a ReduceScatter or Slice.
+const Buffer &blockBuffer(const Program &program, const Instruction &inst) {
+  uint32_t b =
+      inst.opcode == Opcode::AllGather ? inst.operands[0] : inst.results[0];
+  return program.buffers[b];
+}
+
+/// Copies chunk (o, r) of a [outer, parts, chunk] tensor to or from slot
+/// r of a [parts, outer, chunk] packing, for every o and r.
+void interleave(const float *from, float *to, const Blocks &blocks,
+                int64_t parts, bool pack) {
+  size_t bytes = static_cast<size_t>(blocks.chunk) * sizeof(float);
+  int64_t block = blocks.outer * blocks.chunk;
+  for (int64_t r = 0; r < parts; ++r)
+    for (int64_t o = 0; o < blocks.outer; ++o) {
+      int64_t strided = (o * parts + r) * blocks.chunk;
+      int64_t packed = r * block + o * blocks.chunk;
+      if (pack)
+        std::memcpy(to + packed, from + strided, bytes);
+      else
+        std::memcpy(to + strided, from + packed, bytes);
+    }
+}
+
+absl::Status collective(const StepContext &context, const Instruction &inst) {
+  const Program &program = context.program;
+  comm::Group &group = *context.groups[inst.intAttrs[0]];
+  const Buffer &in = program.buffers[inst.operands[0]];
+  const Buffer &out = program.buffers[inst.results[0]];
+  const float *x =
+      reinterpret_cast<const float *>(context.pointers[inst.operands[0]]);
+  float *y = reinterpret_cast<float *>(context.pointers[inst.results[0]]);
+  // Every rank has the same local shapes, so all of a group skip together.
+  if (in.numElements() == 0 || out.numElements() == 0)
+    return absl::OkStatus();
+
+  if (inst.opcode == Opcode::AllReduce) {
+    std::memcpy(y, x, in.sizeInBytes());
+    return group.allReduceSum(absl::MakeSpan(y, out.numElements()));
+  }
+
+  int64_t parts = group.size();
+  Blocks blocks =
+      blocksAround(blockBuffer(program, inst).shape, inst.intAttrs[1]);
+  int64_t block = blocks.outer * blocks.chunk;
+  float *pack = context.packScratch.data();
+  switch (inst.opcode) {
+  case Opcode::AllGather: {
+    absl::Span<const float> mine(x, block);
+    if (blocks.outer == 1)
+      return group.allGather(mine, absl::MakeSpan(y, parts * block));
+    if (absl::Status status =
+            group.allGather(mine, absl::MakeSpan(pack, parts * block));
+        !status.ok())
+      return status;
+    interleave(pack, y, blocks, parts, /*pack=*/false);
+    return absl::OkStatus();
+  }
+  case Opcode::ReduceScatter:
+    if (blocks.outer == 1)
+      return group.reduceScatterSum(absl::MakeConstSpan(x, parts * block),
+                                    absl::MakeSpan(y, block));
+    interleave(x, pack, blocks, parts, /*pack=*/true);
+    return group.reduceScatterSum(absl::MakeConstSpan(pack, parts * block),
+                                  absl::MakeSpan(y, block));
+  case Opcode::Slice: {
+    // This rank's block is the one its group rank numbers: both are the
+    // row-major index of its coordinates on the group's axes.
+    size_t bytes = static_cast<size_t>(blocks.chunk) * sizeof(float);
+    for (int64_t o = 0; o < blocks.outer; ++o)
+      std::memcpy(y + o * blocks.chunk,
+                  x + (o * parts + group.rank()) * blocks.chunk, bytes);
+    return absl::OkStatus();
+  }
+  default:
+    return absl::InternalError("not a collective");
+  }
+}
+
+} // namespace
+
+bool isCollective(Opcode opcode) {
+  return opcode == Opcode::AllReduce || opcode == Opcode::AllGather ||
+         opcode == Opcode::ReduceScatter || opcode == Opcode::Slice;
+}
+
+int64_t packElements(const Program &program, size_t index) {
+  const Instruction &inst = program.instructions[index];
+  if (inst.opcode != Opcode::AllGather && inst.opcode != Opcode::ReduceScatter)
+    return 0;
+  if (blocksAround(blockBuffer(program, inst).shape, inst.intAttrs[1]).outer ==
+      1)
+    return 0;
+  // The whole (gathered or unscattered) tensor.
+  uint32_t whole =
+      inst.opcode == Opcode::AllGather ? inst.results[0] : inst.operands[0];
+  return program.buffers[whole].numElements();
+}
+
+absl::Status runCollective(const StepContext &context, size_t index) {
+  absl::Status status =
+      collective(context, context.program.instructions[index]);
+  if (status.ok())
+    return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(describeInstruction(context.program, index),
+                                   ": ", status.message()));
+}
+
+} // namespace moe::rt::engine

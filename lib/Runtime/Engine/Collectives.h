@@ -1,0 +1,32 @@
+//===- Collectives.h - collective instructions on the mesh ------*- C++ -*-===//
+//
+// Private to the executor: the collective instructions of a partitioned
+// program on the groups of its mesh. The communication layer works on
+// contiguous buffers, i.e. on blocks along dimension 0; a collective along
+// another dimension packs the blocks into (or unpacks them out of) the
+// step's pack space around the call.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_LIB_RUNTIME_ENGINE_COLLECTIVES_H
+#define MOE_LIB_RUNTIME_ENGINE_COLLECTIVES_H
+
+#include "Dispatch.h"
+
+#include <cstdint>
+
+namespace moe::rt::engine {
+
+/// Whether `opcode` is one of the four collectives.
+bool isCollective(Opcode opcode);
+
+/// The pack space (in elements) instruction `index` needs: the size of its
+/// gathered or scattered buffer when its dimension has non-trivial
+/// dimensions before it, else 0.
+int64_t packElements(const Program &program, size_t index);
+
+/// Runs collective instruction `index` (isCollective) on its group.
+absl::Status runCollective(const StepContext &context, size_t index);
+
+} // namespace moe::rt::engine
+
+#endif // MOE_LIB_RUNTIME_ENGINE_COLLECTIVES_H

@@ -1,0 +1,33 @@
+//===- GroupSums.h - exact double and count sums over a group ---*- C++ -*-===//
+//
+// Private to the executor. Losses and norms over tokens or tensors split
+// across ranks combine per-rank sums that the kernels accumulate in double
+// (and integer counts). The communication layer sums fp32 and int32 only,
+// which would round the doubles to fp32 and make a partitioned loss differ
+// from the single-rank one. So the values travel as raw bits in an
+// all-gather (a pure copy), and every rank adds the gathered values itself,
+// in group-rank order: the totals are bitwise the same on every rank of the
+// group, and as accurate as the single-rank double sums.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_LIB_RUNTIME_ENGINE_GROUPSUMS_H
+#define MOE_LIB_RUNTIME_ENGINE_GROUPSUMS_H
+
+#include "moe/Runtime/Comm/Communicator.h"
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+#include <cstdint>
+
+namespace moe::rt::engine {
+
+/// Replaces each of `sums` and `counts` by its sum over `group` (in
+/// group-rank order, ((v0 + v1) + v2) ...). Every rank of the group must
+/// call it with the same number of values.
+absl::Status sumOverGroup(comm::Group &group, absl::Span<double> sums,
+                          absl::Span<int64_t> counts);
+
+} // namespace moe::rt::engine
+
+#endif // MOE_LIB_RUNTIME_ENGINE_GROUPSUMS_H

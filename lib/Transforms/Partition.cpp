@@ -1,0 +1,460 @@
+//===- Partition.cpp - the per-rank program and its collectives -----------===//
+//
+// Rewrites a step whose shardings were propagated into the program one rank
+// runs: local shapes everywhere, and the collectives that make it compute
+// what the global step computes. Per op, from its factor rule:
+//   * every factor takes the axes its tensors' recorded shardings give it;
+//   * operands are resharded to what the factors require: a dimension
+//     split over axes it should not be is all-gathered, one that should be
+//     split further is sliced (no communication);
+//   * a result missing a split factor holds partial sums over that factor's
+//     axes: consumers reduce them (all-reduce, or reduce-scatter when they
+//     want the result split along a dimension over exactly those axes);
+//   * means and norms over split tokens or tensors are not sums: those ops
+//     get the axes to reduce over (token_axes, input_axes) and combine
+//     their counts and sums themselves.
+// Collectives are inserted where a consumer needs them, so FSDP's gather
+// lands right before a weight's use and a gradient's reduce-scatter right
+// before its AdamW update.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Transforms/Passes.h"
+#include "moe/Transforms/Sharding.h"
+#include "moe/Transforms/Transforms.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <map>
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_PARTITION
+#include "moe/Transforms/Passes.h.inc"
+} // namespace mlir::moe
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+using DimAxes = SmallVector<StringRef>;
+using Dims = SmallVector<DimAxes>;
+
+/// How the local value of a global tensor is laid out on this rank.
+struct Layout {
+  Dims dims;
+  /// Axes over which the local value is a partial sum.
+  llvm::SmallSetVector<StringRef, 4> partial;
+};
+
+class Partitioner {
+public:
+  Partitioner(ModuleOp module, func::FuncOp step, MeshOp mesh)
+      : module(module), step(step), mesh(mesh),
+        meshRef(FlatSymbolRefAttr::get(mesh.getSymNameAttr())),
+        builder(step.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  int64_t parts(ArrayRef<StringRef> axes) {
+    int64_t n = 1;
+    for (StringRef axis : axes)
+      n *= *mesh.getAxisSize(axis);
+    return n;
+  }
+  RankedTensorType localType(Type global, const Dims &dims) {
+    auto type = cast<RankedTensorType>(global);
+    SmallVector<int64_t> shape(type.getShape());
+    for (unsigned d = 0; d < shape.size(); ++d)
+      shape[d] /= parts(dims[d]);
+    return type.clone(shape);
+  }
+  ArrayAttr axesAttr(ArrayRef<StringRef> axes) {
+    return builder.getStrArrayAttr(axes);
+  }
+  static Dims dimsOf(ShardingAttr sharding) {
+    Dims dims;
+    for (unsigned d = 0; d < sharding.getDims().size(); ++d)
+      dims.push_back(sharding.axesOf(d));
+    return dims;
+  }
+
+  Value reshard(Value global, const Dims &target, Location loc);
+  LogicalResult partitionRuled(Operation *op, const ShardingRule &rule);
+  LogicalResult partitionOp(Operation *op);
+  void localizeParams();
+
+  ModuleOp module;
+  func::FuncOp step;
+  MeshOp mesh;
+  FlatSymbolRefAttr meshRef;
+  OpBuilder builder;
+  llvm::DenseMap<Value, Value> local;
+  llvm::DenseMap<Value, Layout> layouts;
+  /// The all-reduced form of partial values.
+  llvm::DenseMap<Value, Value> completed;
+  /// Resharded values already built, per global value and target.
+  llvm::DenseMap<Value, std::map<std::vector<std::string>, Value>> cache;
+};
+} // namespace
+
+Value Partitioner::reshard(Value global, const Dims &target, Location loc) {
+  std::vector<std::string> key;
+  for (const DimAxes &dim : target)
+    key.push_back(llvm::join(dim, ","));
+  Value &cached = cache[global][key];
+  if (cached)
+    return cached;
+
+  Value value = local.lookup(global);
+  Layout current = layouts.lookup(global);
+  auto shaped = [&](Value v) { return cast<RankedTensorType>(v.getType()); };
+
+  // Partial sums first: a reduce-scatter where the target splits a
+  // dimension further over partial axes only, an all-reduce for the rest.
+  for (unsigned d = 0; d < target.size() && !current.partial.empty(); ++d) {
+    ArrayRef<StringRef> have = current.dims[d];
+    if (target[d].size() <= have.size() ||
+        !llvm::equal(have, ArrayRef(target[d]).take_front(have.size())))
+      continue;
+    ArrayRef<StringRef> extra = ArrayRef(target[d]).drop_front(have.size());
+    if (!llvm::all_of(extra, [&](StringRef a) {
+          return current.partial.contains(a);
+        }))
+      continue;
+    SmallVector<int64_t> shape(shaped(value).getShape());
+    shape[d] /= parts(extra);
+    value = builder.create<ReduceScatterOp>(
+        loc, shaped(value).clone(shape), value, meshRef, axesAttr(extra),
+        builder.getI64IntegerAttr(d));
+    current.dims[d] = target[d];
+    for (StringRef axis : extra)
+      current.partial.remove(axis);
+  }
+  if (!current.partial.empty()) {
+    // One all-reduce per partial value, whatever its consumers want next.
+    Value &complete = completed[global];
+    if (!complete) {
+      OpBuilder::InsertionGuard guard(builder);
+      builder.setInsertionPointAfterValue(value);
+      complete = builder.create<AllReduceOp>(
+          loc, value, meshRef, axesAttr(current.partial.getArrayRef()));
+    }
+    value = complete;
+    current.partial.clear();
+  }
+  // Gathers before slices: slicing one dimension by an axis that still
+  // splits another would pick the wrong blocks.
+  // Only the axes past the common prefix move: a dimension split over
+  // {tp, fsdp} that should be split over {tp} gathers over fsdp alone.
+  for (unsigned d = 0; d < target.size(); ++d) {
+    ArrayRef<StringRef> have = current.dims[d];
+    size_t common = 0;
+    while (common < have.size() && common < target[d].size() &&
+           have[common] == target[d][common])
+      ++common;
+    ArrayRef<StringRef> gathered = have.drop_front(common);
+    if (gathered.empty())
+      continue;
+    SmallVector<int64_t> shape(shaped(value).getShape());
+    shape[d] *= parts(gathered);
+    value = builder.create<AllGatherOp>(loc, shaped(value).clone(shape), value,
+                                        meshRef, axesAttr(gathered),
+                                        builder.getI64IntegerAttr(d));
+    current.dims[d].resize(common);
+  }
+  for (unsigned d = 0; d < target.size(); ++d) {
+    ArrayRef<StringRef> extra = ArrayRef(target[d]).drop_front(
+        current.dims[d].size());
+    if (extra.empty())
+      continue;
+    SmallVector<int64_t> shape(shaped(value).getShape());
+    shape[d] /= parts(extra);
+    value = builder.create<SliceOp>(loc, shaped(value).clone(shape), value,
+                                    meshRef, axesAttr(extra),
+                                    builder.getI64IntegerAttr(d));
+    current.dims[d] = target[d];
+  }
+  cached = value;
+  return value;
+}
+
+/// The axes of every factor of `op`, from the recorded shardings of its
+/// results first, then of its operands (the outermost factor of a
+/// dimension takes the dimension's axes; pinned factors take none).
+static SmallVector<DimAxes> factorAxes(Operation *op, const ShardingRule &rule) {
+  SmallVector<DimAxes> axes(rule.getFactors().size());
+  SmallVector<bool> set(rule.getFactors().size(), false);
+  auto take = [&](Value value, const ShardingRule::TensorFactors &dims) {
+    ShardingAttr sharding = getRecordedSharding(value);
+    if (!sharding)
+      return;
+    for (unsigned d = 0; d < dims.size(); ++d) {
+      if (dims[d].empty())
+        continue;
+      unsigned f = dims[d].front();
+      DimAxes dimAxes = sharding.axesOf(d);
+      if (set[f] || rule.getFactors()[f].pinned || dimAxes.empty())
+        continue;
+      axes[f] = dimAxes;
+      set[f] = true;
+    }
+  };
+  for (auto [result, dims] : llvm::zip(op->getResults(), rule.getResults()))
+    take(result, dims);
+  for (auto [operand, dims] : llvm::zip(op->getOperands(), rule.getOperands()))
+    take(operand, dims);
+  return axes;
+}
+
+/// The layout the factors give a tensor: each dimension the axes of its
+/// outermost factor, when they divide it and are not used by another
+/// dimension of the tensor.
+static Dims project(const ShardingRule::TensorFactors &dims,
+                    ArrayRef<DimAxes> axes, ShapedType type, MeshOp mesh) {
+  Dims out(dims.size());
+  llvm::SmallSet<StringRef, 8> used;
+  for (unsigned d = 0; d < dims.size(); ++d) {
+    if (dims[d].empty())
+      continue;
+    const DimAxes &candidate = axes[dims[d].front()];
+    int64_t n = 1;
+    bool clash = false;
+    for (StringRef axis : candidate) {
+      n *= *mesh.getAxisSize(axis);
+      clash |= used.contains(axis);
+    }
+    if (candidate.empty() || clash || type.getDimSize(d) % n != 0)
+      continue;
+    out[d] = candidate;
+    used.insert(candidate.begin(), candidate.end());
+  }
+  return out;
+}
+
+LogicalResult Partitioner::partitionRuled(Operation *op,
+                                          const ShardingRule &rule) {
+  SmallVector<DimAxes> axes = factorAxes(op, rule);
+
+  // Expert parallelism needs token exchange between ranks, which comes with
+  // the expert dispatch lowering.
+  if (isa<ExpertsOp, ExpertsGradOp>(op)) {
+    unsigned expertFactor = rule.getOperands()[4][0].front();
+    if (!axes[expertFactor].empty())
+      return op->emitOpError()
+             << "splits experts over " << llvm::join(axes[expertFactor], ", ")
+             << ": partitioning expert parallelism is not implemented yet";
+  }
+
+  IRMapping mapping;
+  for (auto [operand, dims] : llvm::zip(op->getOperands(), rule.getOperands()))
+    mapping.map(operand,
+                reshard(operand,
+                        project(dims, axes,
+                                cast<ShapedType>(operand.getType()), mesh),
+                        op->getLoc()));
+  Operation *clone = builder.clone(*op, mapping);
+  clone->removeAttr(kShardingAttrName);
+  clone->removeAttr(kShardingOriginAttrName);
+
+  // Factors split but missing from a result make it partial over their axes.
+  llvm::SmallSetVector<StringRef, 4> tokenAxes;
+  for (auto [f, factor] : llvm::enumerate(rule.getFactors()))
+    if (StringRef(factor.name).starts_with("*"))
+      tokenAxes.insert(axes[f].begin(), axes[f].end());
+  for (auto [i, result] : llvm::enumerate(op->getResults())) {
+    const ShardingRule::TensorFactors &dims = rule.getResults()[i];
+    auto type = cast<ShapedType>(result.getType());
+    Layout layout;
+    layout.dims = project(dims, axes, type, mesh);
+    llvm::SmallSet<unsigned, 8> present;
+    for (const auto &dim : dims)
+      present.insert(dim.begin(), dim.end());
+    for (auto [f, factorAxesOf] : llvm::enumerate(axes))
+      if (!present.contains(f))
+        layout.partial.insert(factorAxesOf.begin(), factorAxesOf.end());
+    // A factor present in the result but not projected onto it would leave
+    // the result split in a way no layout describes.
+    for (unsigned d = 0; d < dims.size(); ++d)
+      for (unsigned f : dims[d])
+        if (!axes[f].empty() && layout.dims[d] != axes[f])
+          return op->emitOpError()
+                 << "cannot partition result " << i << ": dimension " << d
+                 << " should be split over " << llvm::join(axes[f], ", ");
+    if (!rule.partialResultsAreSums())
+      layout.partial.clear();
+    clone->getResult(i).setType(localType(type, layout.dims));
+    local[result] = clone->getResult(i);
+    layouts[result] = layout;
+  }
+
+  // Means and norms over split tokens or tensors combine across ranks.
+  auto tokens = axesAttr(tokenAxes.getArrayRef());
+  llvm::TypeSwitch<Operation *>(clone)
+      .Case([&](CrossEntropyOp o) { o.setTokenAxesAttr(tokens); })
+      .Case([&](CrossEntropyGradOp o) { o.setTokenAxesAttr(tokens); })
+      .Case([&](AuxLossOp o) { o.setTokenAxesAttr(tokens); })
+      .Case([&](AuxLossGradOp o) { o.setTokenAxesAttr(tokens); })
+      // Heads split over tp leave each rank a share of them.
+      .Case([&](RoPEOp o) {
+        unsigned h = rule.getOperands()[0][2].front();
+        o.setNumHeads(o.getNumHeads() / parts(axes[h]));
+      })
+      .Case([&](RoPEGradOp o) {
+        unsigned h = rule.getOperands()[0][2].front();
+        o.setNumHeads(o.getNumHeads() / parts(axes[h]));
+      })
+      .Case([&](AttentionOp o) {
+        unsigned g = rule.getOperands()[0][2].front();
+        o.setNumHeads(o.getNumHeads() / parts(axes[g]));
+        o.setNumKvHeads(o.getNumKvHeads() / parts(axes[g]));
+      })
+      .Case([&](AttentionGradOp o) {
+        unsigned g = rule.getOperands()[0][2].front();
+        o.setNumHeads(o.getNumHeads() / parts(axes[g]));
+        o.setNumKvHeads(o.getNumKvHeads() / parts(axes[g]));
+      });
+  return success();
+}
+
+LogicalResult Partitioner::partitionOp(Operation *op) {
+  builder.setInsertionPoint(op);
+  Location loc = op->getLoc();
+  if (auto read = dyn_cast<GetParamOp>(op)) {
+    auto param = module.lookupSymbol<ParamOp>(read.getParamAttr());
+    Value value = builder.create<GetParamOp>(loc, param.getTensorType(),
+                                             read.getParamAttr());
+    local[read.getResult()] = value;
+    layouts[read.getResult()].dims =
+        param.getSharding() ? dimsOf(*param.getSharding())
+                            : Dims(param.getTensorType().getRank());
+    return success();
+  }
+  if (auto pin = dyn_cast<ShardOp>(op)) {
+    Value value = reshard(pin.getInput(), dimsOf(pin.getSharding()), loc);
+    local[pin.getResult()] = value;
+    layouts[pin.getResult()].dims = dimsOf(pin.getSharding());
+    return success();
+  }
+  if (auto update = dyn_cast<AdamWUpdateOp>(op)) {
+    auto param = module.lookupSymbol<ParamOp>(update.getParamAttr());
+    Dims storage = param.getSharding() ? dimsOf(*param.getSharding())
+                                       : Dims(param.getTensorType().getRank());
+    IRMapping mapping;
+    mapping.map(update.getGrad(), reshard(update.getGrad(), storage, loc));
+    for (Value scalar : {update.getLr(), update.getGradScale(), update.getStep()})
+      mapping.map(scalar, reshard(scalar, {}, loc));
+    builder.clone(*op, mapping);
+    return success();
+  }
+  if (auto norm = dyn_cast<GlobalNormOp>(op)) {
+    // Gradients are norm'ed where their AdamW update wants them (FSDP: the
+    // reduce-scattered shards), so the reduction is shared and each rank
+    // sums the squares of its own shard only.
+    IRMapping mapping;
+    SmallVector<Attribute> perInput;
+    for (Value grad : norm.getInputs()) {
+      Dims dims = Dims(cast<ShapedType>(grad.getType()).getRank());
+      if (ShardingAttr recorded = getRecordedSharding(grad))
+        dims = dimsOf(recorded);
+      for (Operation *user : grad.getUsers())
+        if (auto update = dyn_cast<AdamWUpdateOp>(user)) {
+          auto param = module.lookupSymbol<ParamOp>(update.getParamAttr());
+          if (param && param.getSharding())
+            dims = dimsOf(*param.getSharding());
+        }
+      mapping.map(grad, reshard(grad, dims, loc));
+      DimAxes all;
+      for (const DimAxes &dim : dims)
+        all.append(dim.begin(), dim.end());
+      perInput.push_back(axesAttr(all));
+    }
+    auto clone = cast<GlobalNormOp>(builder.clone(*op, mapping));
+    clone->removeAttr(kShardingAttrName);
+    clone->removeAttr(kShardingOriginAttrName);
+    clone.setInputAxesAttr(builder.getArrayAttr(perInput));
+    local[norm.getResult()] = clone.getResult();
+    layouts[norm.getResult()].dims = {};
+    return success();
+  }
+  if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+    SmallVector<Value> values;
+    for (Value operand : ret.getOperands())
+      values.push_back(reshard(
+          operand,
+          Dims(cast<ShapedType>(operand.getType()).getRank()), loc));
+    builder.create<func::ReturnOp>(loc, values);
+    return success();
+  }
+  auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
+  if (!ruled)
+    return op->emitOpError() << "has no sharding rule to partition it by";
+  FailureOr<ShardingRule> rule = ruled.getShardingRule();
+  if (failed(rule))
+    return failure();
+  return partitionRuled(op, *rule);
+}
+
+void Partitioner::localizeParams() {
+  for (ParamOp param : module.getOps<ParamOp>()) {
+    if (!param.getSharding())
+      continue;
+    param.setType(localType(param.getTensorType(),
+                            dimsOf(*param.getSharding())));
+  }
+}
+
+LogicalResult Partitioner::run() {
+  Block &body = step.getBody().front();
+  // Inputs arrive split as recorded (each rank loads its rows).
+  for (BlockArgument arg : body.getArguments()) {
+    ShardingAttr sharding = getRecordedSharding(arg);
+    Dims dims = sharding ? dimsOf(sharding)
+                         : Dims(cast<ShapedType>(arg.getType()).getRank());
+    layouts[arg].dims = dims;
+    local[arg] = arg;
+  }
+  SmallVector<Operation *> original;
+  for (Operation &op : body)
+    original.push_back(&op);
+  // Local parameter types first: get_param of a localized parameter reads
+  // its local block.
+  localizeParams();
+  for (Operation *op : original)
+    if (failed(partitionOp(op)))
+      return failure();
+  for (Operation *op : llvm::reverse(original)) {
+    op->dropAllUses();
+    op->erase();
+  }
+  for (BlockArgument arg : body.getArguments())
+    arg.setType(localType(arg.getType(), layouts[arg].dims));
+  step.setType(FunctionType::get(
+      step.getContext(), body.getArgumentTypes(),
+      body.getTerminator()->getOperandTypes()));
+  return success();
+}
+
+namespace {
+struct PartitionPass
+    : public mlir::moe::impl::PartitionBase<PartitionPass> {
+  using PartitionBase::PartitionBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MeshOp mesh = getMesh(module);
+    if (!mesh) {
+      module.emitError() << "expected exactly one moe.mesh to partition over";
+      return signalPassFailure();
+    }
+    FailureOr<func::FuncOp> step =
+        lookupFunction(module, function, "to partition");
+    if (failed(step) || failed(Partitioner(module, *step, mesh).run()))
+      return signalPassFailure();
+    module->setAttr(kPartitionedAttrName, UnitAttr::get(module.getContext()));
+  }
+};
+} // namespace

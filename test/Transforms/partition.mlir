@@ -1,0 +1,48 @@
+// RUN: moe-opt %s --split-input-file --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-propagate-sharding --moe-partition --verify-diagnostics | FileCheck %s
+
+// FSDP x tensor parallelism: weights are stored as per-rank blocks, gathered
+// over fsdp right before use; row-parallel outputs are all-reduced over tp;
+// gradients are reduce-scattered over fsdp for their AdamW update.
+moe.mesh @mesh(fsdp = 2, tp = 2)
+moe.transformer @small {vocab = 32, hidden = 16, layers = 1, heads = 4,
+                        kv_heads = 2, experts = 4, top_k = 2, ffn = 8, seq = 4,
+                        batch = 4, dense_layers = array<i64: 0>}
+// CHECK: module attributes {{{.*}}moe.partitioned
+// CHECK: moe.param @model.layers.0.self_attn.q_proj.weight : tensor<4x16xf32> {{.*}}sharding = #moe.sharding<@mesh, [{tp, fsdp}, {}]>
+// CHECK-LABEL: func.func @train_step(%{{.*}}: tensor<2x4xi32>
+// CHECK: %[[WQ:.*]] = moe.get_param @model.layers.0.self_attn.q_proj.weight : tensor<4x16xf32>
+// CHECK-NEXT: %[[GQ:.*]] = moe.all_gather %[[WQ]] {axes = ["fsdp"], dim = 0 : i64, mesh = @mesh} : (tensor<4x16xf32>) -> tensor<8x16xf32>
+// CHECK-NEXT: moe.linear %{{.*}}, %[[GQ]] : (tensor<2x4x16xf32>, tensor<8x16xf32>) -> tensor<2x4x8xf32>
+// Each rank keeps 2 of the 4 query heads and 1 of the 2 key/value heads.
+// CHECK: moe.rope %{{.*}} {num_heads = 2 : i64
+// CHECK: moe.attention {{.*}} {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
+// CHECK: %[[O:.*]] = moe.linear %{{.*}} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+// CHECK-NEXT: moe.all_reduce %[[O]] {axes = ["tp"], mesh = @mesh} : tensor<2x4x16xf32>
+// The mean loss and its gradient count tokens over all data ranks.
+// CHECK: moe.cross_entropy {{.*}} {token_axes = ["fsdp"]}
+// CHECK: moe.cross_entropy_grad {{.*}} {token_axes = ["fsdp"]}
+// Gradients are reduce-scattered once; the norm sums squares over shards.
+// CHECK: %[[DQ:.*]] = moe.linear_grad_weight {{.*}} -> tensor<8x16xf32>
+// CHECK: %[[SQ:.*]] = moe.reduce_scatter %[[DQ]] {axes = ["fsdp"], dim = 0 : i64, mesh = @mesh} : (tensor<8x16xf32>) -> tensor<4x16xf32>
+// CHECK: moe.global_norm {{.*}}input_axes = [{{.*}}["tp", "fsdp"]
+// CHECK: moe.adamw_update @model.layers.0.self_attn.q_proj.weight, {{.*}}, %[[SQ]],
+// CHECK: return {{.*}} : tensor<f32>, tensor<f32>, tensor<f32>
+
+// -----
+
+// Pure data parallelism: only gradient all-reduces.
+moe.mesh @mesh(dp = 2)
+moe.transformer @dp {vocab = 32, hidden = 16, layers = 1, heads = 2,
+                     kv_heads = 2, experts = 2, top_k = 1, ffn = 8, seq = 4,
+                     batch = 4, dense_layers = array<i64: 0>}
+// CHECK-LABEL: func.func @train_step(%{{.*}}: tensor<2x4xi32>
+// CHECK-NOT: moe.all_gather
+// CHECK: moe.cross_entropy {{.*}} {token_axes = ["dp"]}
+// CHECK: moe.all_reduce {{.*}} {axes = ["dp"], mesh = @mesh} : tensor<32x16xf32>
+// CHECK-NOT: moe.reduce_scatter
+
+// -----
+
+moe.mesh @mesh(ep = 2)
+// expected-error @+1 {{'moe.experts' op splits experts over ep: partitioning expert parallelism is not implemented yet}}
+moe.transformer @ep {vocab = 32, hidden = 16, layers = 1, heads = 2, kv_heads = 2, experts = 2, top_k = 1, ffn = 8, seq = 4, batch = 4}

@@ -1,0 +1,271 @@
+//===- MeshVerifierTest.cpp - checks of partitioned programs --------------===//
+//
+// The version 1.1 rules: the mesh, its groups and batch axes, the splits of
+// parameters and optimizer state, the collectives' layouts and the groups
+// of grouped losses and norms.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ExpectVerify.h"
+
+#include <limits>
+
+namespace moe::rt {
+namespace {
+
+using testing::buffer;
+using testing::expectError;
+using testing::expectValid;
+using testing::instruction;
+using testing::makeMeshProgram;
+using testing::makeTinyProgram;
+using testing::MeshConfig;
+
+TEST(MeshVerifierTest, MeshProgramsAreValid) {
+  for (MeshConfig config :
+       {MeshConfig{1, 1}, MeshConfig{2, 1}, MeshConfig{1, 2}, MeshConfig{2, 2},
+        MeshConfig{4, 2}}) {
+    SCOPED_TRACE(testing::makeMeshProgram(config).meshDescription());
+    expectValid(makeMeshProgram(config));
+  }
+}
+
+TEST(MeshVerifierTest, RankArithmetic) {
+  Program program = makeMeshProgram({4, 2});
+  EXPECT_EQ(program.numRanks(), 8);
+  EXPECT_EQ(program.partsOf({"dp"}), 4);
+  EXPECT_EQ(program.partsOf({"tp", "dp"}), 8);
+  EXPECT_EQ(program.partsOf({}), 1);
+  EXPECT_EQ(program.meshDescription(), "dp=4 x tp=2");
+  EXPECT_EQ(makeTinyProgram().numRanks(), 1);
+  EXPECT_EQ(makeTinyProgram().meshDescription(), "1 rank");
+}
+
+//===----------------------------------------------------------------------===//
+// The mesh, groups and batch axes
+//===----------------------------------------------------------------------===//
+
+TEST(MeshVerifierTest, AxesAndSizesMustPair) {
+  Program program = makeMeshProgram();
+  program.meshShape.pop_back();
+  expectError(program, {"mesh: 2 axis names but 1 sizes"});
+}
+
+TEST(MeshVerifierTest, AxisNames) {
+  Program program = makeMeshProgram();
+  program.meshAxes[1] = "";
+  expectError(program, {"mesh: axis 1 has an empty name"});
+  program = makeMeshProgram();
+  program.meshAxes[1] = "dp";
+  expectError(program, {"mesh: axis 'dp' appears twice"});
+}
+
+TEST(MeshVerifierTest, AxisSizes) {
+  Program program = makeMeshProgram();
+  program.meshShape[0] = 0;
+  expectError(program,
+              {"mesh: axis 'dp' has size 0, expected a positive size"});
+  program = makeMeshProgram();
+  program.meshShape = {int64_t(1) << 20, int64_t(1) << 20};
+  expectError(program, {"mesh: dp=1048576 x tp=1048576 has more ranks than "
+                        "the 2147483647 MPI can number"});
+}
+
+TEST(MeshVerifierTest, GroupAxesMustBeMeshAxes) {
+  Program program = makeMeshProgram();
+  program.groups[2] = {"ep"};
+  expectError(program, {"mesh: group 2 {ep} names axis 'ep', which is not an "
+                        "axis of the mesh (dp=2 x tp=2)"});
+  program = makeMeshProgram();
+  program.groups[1] = {"tp", "tp"};
+  expectError(program, {"mesh: group 1 {tp,tp} names axis 'tp' twice"});
+}
+
+TEST(MeshVerifierTest, AProgramWithoutAMeshHasNoAxes) {
+  Program program = makeTinyProgram();
+  program.groups = {{"dp"}};
+  expectError(program, {"mesh: group 0 {dp} names axis 'dp', which is not an "
+                        "axis of the mesh (1 rank)"});
+  program = makeTinyProgram();
+  program.batchAxes = {"dp"};
+  expectError(program, {"mesh: the batch axes {dp} names axis 'dp'"});
+}
+
+TEST(MeshVerifierTest, BatchAxes) {
+  Program program = makeMeshProgram();
+  program.batchAxes = {"dp", "fsdp"};
+  expectError(program, {"mesh: the batch axes {dp,fsdp} names axis 'fsdp', "
+                        "which is not an axis of the mesh"});
+  program = makeMeshProgram();
+  program.batchAxes = {"dp", "dp"};
+  expectError(program, {"mesh: the batch axes {dp,dp} names axis 'dp' twice"});
+}
+
+//===----------------------------------------------------------------------===//
+// Splits
+//===----------------------------------------------------------------------===//
+
+TEST(MeshVerifierTest, OnlyPersistentBuffersAreSplit) {
+  Program program = makeMeshProgram();
+  buffer(program, "logits").split = {{"dp"}, {}, {}};
+  expectError(program, {"'logits': a temporary cannot be split; only "
+                        "parameters and optimizer state are"});
+  program = makeMeshProgram();
+  buffer(program, "tokens").split = {{"dp"}, {}};
+  expectError(program, {"'tokens': an input cannot be split"});
+}
+
+TEST(MeshVerifierTest, SplitHasOneEntryPerDimension) {
+  Program program = makeMeshProgram();
+  buffer(program, "v").split = {{"tp", "dp"}};
+  expectError(program, {"buffer", "'v': split [{tp,dp}] has 1 entries for "
+                                  "shape [2, 4], expected one per dimension"});
+}
+
+TEST(MeshVerifierTest, SplitAxesAreMeshAxesUsedOnce) {
+  Program program = makeMeshProgram();
+  buffer(program, "v").split = {{"ep"}, {}};
+  expectError(program, {"'v': split [{ep}, {}] names axis 'ep', which is not "
+                        "an axis of the mesh (dp=2 x tp=2)"});
+  program = makeMeshProgram();
+  buffer(program, "v").split = {{"dp"}, {"dp"}};
+  expectError(program, {"'v': split [{dp}, {dp}] uses axis 'dp' twice"});
+}
+
+TEST(MeshVerifierTest, WholeTensorMustBeCountable) {
+  Program program = makeMeshProgram();
+  program.meshShape = {int64_t(1) << 15, 2};
+  buffer(program, "u").shape = {int64_t(1) << 30, int64_t(1) << 30};
+  buffer(program, "u").split = {{"dp"}, {}};
+  expectError(program, {"'u': the whole tensor of split [{dp}, {}] with "
+                        "blocks of shape [1073741824, 1073741824] has more "
+                        "elements than int64 can count"});
+}
+
+TEST(MeshVerifierTest, AdamWMomentsAreSplitLikeTheParameter) {
+  Program program = makeMeshProgram();
+  buffer(program, "w.exp_avg_sq").split = {{}, {"tp"}, {}};
+  expectError(program, {"(AdamW): operand 3 (buffer",
+                        "'w.exp_avg_sq') is "
+                        "split [{}, {tp}, {}] but operand 0 (buffer",
+                        "'w') is split [{}, {dp}, {}]"});
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+TEST(MeshVerifierTest, CollectiveAttributes) {
+  Program program = makeMeshProgram();
+  instruction(program, Opcode::AllReduce).intAttrs.push_back(0);
+  expectError(program, {"(AllReduce): expected 1 int attribute [group], "
+                        "found 2"});
+  program = makeMeshProgram();
+  instruction(program, Opcode::Slice).intAttrs.pop_back();
+  expectError(program, {"(Slice): expected 2 int attributes [group, dim], "
+                        "found 1"});
+  program = makeMeshProgram();
+  instruction(program, Opcode::ReduceScatter).intAttrs[0] = 4;
+  expectError(program, {"(ReduceScatter): int attribute 0 (group) must be a "
+                        "group index in [0, 4), found 4"});
+  program = makeMeshProgram();
+  instruction(program, Opcode::AllGather).intAttrs[1] = 2;
+  expectError(program, {"instruction 0 (AllGather): int attribute 1 (dim) "
+                        "must be a dimension of operand 0 (rank 2), found 2"});
+  program = makeMeshProgram();
+  instruction(program, Opcode::AllGather).intAttrs[1] = -1;
+  expectError(program, {"(AllGather): int attribute 1 (dim) must be a "
+                        "dimension of operand 0 (rank 2), found -1"});
+}
+
+TEST(MeshVerifierTest, CollectiveShapes) {
+  Program program = makeMeshProgram();
+  // w_full gathers w [3, 4, 5] over dp = 2 along dim 1.
+  buffer(program, "w_full").shape = {6, 4, 5};
+  expectError(program, {"(AllGather): result 0 has shape [6, 4, 5], expected "
+                        "[3, 8, 5]"});
+  program = makeMeshProgram();
+  buffer(program, "w_block").shape = {3, 8, 5};
+  expectError(program, {"(Slice): result 0 has shape [3, 8, 5], expected "
+                        "[3, 4, 5]"});
+  program = makeMeshProgram();
+  buffer(program, "v_sum").shape = {4, 2};
+  expectError(program, {"(AllReduce): result 0 has shape [4, 2], expected "
+                        "[2, 4]"});
+}
+
+TEST(MeshVerifierTest, ScatteredDimensionMustDivide) {
+  Program program = makeMeshProgram();
+  // x is [2, 4, 3]: the 4 ranks of {dp, tp} do not divide dimension 0.
+  Instruction &scatter = instruction(program, Opcode::ReduceScatter);
+  scatter.intAttrs = {1, 0};
+  expectError(program, {"(ReduceScatter): operand 0 has size 2 along "
+                        "dimension 0, which the 4 ranks of group 1 {dp,tp} "
+                        "do not divide"});
+  instruction(program, Opcode::Slice).intAttrs = {1, 0};
+  scatter.intAttrs = {2, 1};
+  expectError(program, {"(Slice): operand 0 has size 3 along dimension 0, "
+                        "which the 4 ranks of group 1 {dp,tp} do not divide"});
+}
+
+TEST(MeshVerifierTest, CollectivesMoveAtMostAnIntOfElements) {
+  Program program = makeMeshProgram();
+  buffer(program, "v").shape = {int64_t(1) << 16, int64_t(1) << 15};
+  expectError(program, {"(AllGather): operand 0 (buffer",
+                        "'v') has "
+                        "2147483648 elements, more than the 2147483647 one "
+                        "collective can move"});
+}
+
+TEST(MeshVerifierTest, CollectivesAreF32) {
+  Program program = makeMeshProgram();
+  instruction(program, Opcode::AllReduce).operands[0] = program.tokens;
+  expectError(program,
+              {"(AllReduce): operand 0 (buffer", "'tokens') has "
+                                                 "dtype i32, expected f32"});
+}
+
+//===----------------------------------------------------------------------===//
+// Grouped losses and norms
+//===----------------------------------------------------------------------===//
+
+TEST(MeshVerifierTest, LossGroups) {
+  Program program = makeMeshProgram();
+  instruction(program, Opcode::CrossEntropy).intAttrs.push_back(0);
+  expectError(program, {"(CrossEntropy): expected 0 int attributes [] and an "
+                        "optional trailing group, found 2"});
+  program = makeMeshProgram();
+  instruction(program, Opcode::CrossEntropyGrad).intAttrs[0] = 9;
+  expectError(program, {"(CrossEntropyGrad): int attribute 0 (group) must be "
+                        "a group index in [0, 4), found 9"});
+  program = makeMeshProgram();
+  instruction(program, Opcode::AuxLoss).intAttrs[1] = -1;
+  expectError(program, {"(AuxLoss): int attribute 1 (group) must be a group "
+                        "index in [0, 4), found -1"});
+  program = makeMeshProgram();
+  instruction(program, Opcode::AuxLossGrad).intAttrs = {2, 1, 0};
+  expectError(program, {"(AuxLossGrad): expected 1 int attribute [top_k] and "
+                        "an optional trailing group, found 3"});
+  // Without the group the losses are local, as in version 1.0.
+  program = makeMeshProgram();
+  instruction(program, Opcode::AuxLoss).intAttrs.pop_back();
+  instruction(program, Opcode::CrossEntropy).intAttrs.clear();
+  expectValid(program);
+}
+
+TEST(MeshVerifierTest, GlobalNormGroups) {
+  Program program = makeMeshProgram();
+  instruction(program, Opcode::GlobalNorm).intAttrs = {0, 1};
+  expectError(program, {"(GlobalNorm): expected no int attributes or one "
+                        "group per operand (6), found 2"});
+  program = makeMeshProgram();
+  instruction(program, Opcode::GlobalNorm).intAttrs[1] = -2;
+  expectError(program, {"(GlobalNorm): int attribute 1 (group) must be -1 "
+                        "(not split) or a group index in [0, 4), found -2"});
+  program = makeMeshProgram();
+  instruction(program, Opcode::GlobalNorm).intAttrs = {-1, -1, -1, -1, -1, -1};
+  expectValid(program);
+}
+
+} // namespace
+} // namespace moe::rt

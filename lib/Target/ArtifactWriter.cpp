@@ -245,8 +245,12 @@ FailureOr<PendingInstruction> ArtifactBuilder::describe(Operation *op) {
           .Case([&](RouterGradOp o) {
             return set(fb::Opcode::RouterGrad, {int64_t(o.getTopK())});
           })
-          .Case([&](ExpertsOp) { return set(fb::Opcode::Experts); })
-          .Case([&](ExpertsGradOp) { return set(fb::Opcode::ExpertsGrad); })
+          .Case([&](ExpertsOp o) {
+            return set(fb::Opcode::Experts, tokenGroup(o.getExpertAxes()));
+          })
+          .Case([&](ExpertsGradOp o) {
+            return set(fb::Opcode::ExpertsGrad, tokenGroup(o.getExpertAxes()));
+          })
           .Case([&](SwiGLUOp) { return set(fb::Opcode::Swiglu); })
           .Case([&](SwiGLUGradOp) { return set(fb::Opcode::SwigluGrad); })
           .Case([&](AddOp) { return set(fb::Opcode::Add); })

@@ -131,7 +131,8 @@ public:
     Value w2 = param(moe + "experts.{e}.w2.weight", {experts, hidden, ffn},
                      InitKind::normal, loc);
     Value y = body.create<ExpertsOp>(loc, n.getType(), n, router.getWeights(),
-                                     router.getIndices(), w1, w3, w2);
+                                     router.getIndices(), w1, w3, w2,
+                                     /*expert_axes=*/ArrayAttr());
     Value aux = body.create<AuxLossOp>(
         loc, RankedTensorType::get({}, body.getF32Type()), router.getProbs(),
         body.getI64IntegerAttr(topK), /*token_axes=*/ArrayAttr());

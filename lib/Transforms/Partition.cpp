@@ -240,14 +240,23 @@ LogicalResult Partitioner::partitionRuled(Operation *op,
                                           const ShardingRule &rule) {
   SmallVector<DimAxes> axes = factorAxes(op, rule);
 
-  // Expert parallelism needs token exchange between ranks, which comes with
-  // the expert dispatch lowering.
+  // Expert parallelism: experts split over axes that also split the
+  // tokens. The runtime exchanges tokens within that group (all-to-all), so
+  // the expert factor contributes no partial sums.
+  DimAxes expertAxes;
   if (isa<ExpertsOp, ExpertsGradOp>(op)) {
     unsigned expertFactor = rule.getOperands()[4][0].front();
-    if (!axes[expertFactor].empty())
-      return op->emitOpError()
-             << "splits experts over " << llvm::join(axes[expertFactor], ", ")
-             << ": partitioning expert parallelism is not implemented yet";
+    expertAxes = axes[expertFactor];
+    DimAxes tokenAxesOfOp;
+    for (auto [f, factor] : llvm::enumerate(rule.getFactors()))
+      if (StringRef(factor.name).starts_with("*"))
+        llvm::append_range(tokenAxesOfOp, axes[f]);
+    for (StringRef axis : expertAxes)
+      if (!llvm::is_contained(tokenAxesOfOp, axis))
+        return op->emitOpError()
+               << "splits experts over '" << axis
+               << "' but not its tokens: expert parallelism folds onto the "
+                  "data-parallel ranks";
   }
 
   IRMapping mapping;
@@ -287,6 +296,8 @@ LogicalResult Partitioner::partitionRuled(Operation *op,
                  << " should be split over " << llvm::join(axes[f], ", ");
     if (!rule.partialResultsAreSums())
       layout.partial.clear();
+    for (StringRef axis : expertAxes)
+      layout.partial.remove(axis);
     clone->getResult(i).setType(localType(type, layout.dims));
     local[result] = clone->getResult(i);
     layouts[result] = layout;
@@ -294,6 +305,12 @@ LogicalResult Partitioner::partitionRuled(Operation *op,
 
   // Means and norms over split tokens or tensors combine across ranks.
   auto tokens = axesAttr(tokenAxes.getArrayRef());
+  if (!expertAxes.empty()) {
+    if (auto experts = dyn_cast<ExpertsOp>(clone))
+      experts.setExpertAxesAttr(axesAttr(expertAxes));
+    if (auto experts = dyn_cast<ExpertsGradOp>(clone))
+      experts.setExpertAxesAttr(axesAttr(expertAxes));
+  }
   llvm::TypeSwitch<Operation *>(clone)
       .Case([&](CrossEntropyOp o) { o.setTokenAxesAttr(tokens); })
       .Case([&](CrossEntropyGradOp o) { o.setTokenAxesAttr(tokens); })

@@ -43,6 +43,15 @@ moe.transformer @dp {vocab = 32, hidden = 16, layers = 1, heads = 2,
 
 // -----
 
-moe.mesh @mesh(ep = 2)
-// expected-error @+1 {{'moe.experts' op splits experts over ep: partitioning expert parallelism is not implemented yet}}
-moe.transformer @ep {vocab = 32, hidden = 16, layers = 1, heads = 2, kv_heads = 2, experts = 2, top_k = 1, ffn = 8, seq = 4, batch = 4}
+// Expert parallelism folded onto data parallelism: each rank keeps its
+// tokens and 2 of the 4 experts; the experts ops exchange tokens over ep, so
+// expert gradients need no reduction over ep, only over dp.
+moe.mesh @mesh(dp = 2, ep = 2)
+moe.transformer @ep {vocab = 32, hidden = 16, layers = 1, heads = 2,
+                     kv_heads = 2, experts = 4, top_k = 2, ffn = 8, seq = 4,
+                     batch = 4}
+// CHECK-LABEL: func.func @train_step(%{{.*}}: tensor<1x4xi32>
+// CHECK: moe.experts {{.*}} {expert_axes = ["ep"]} : (tensor<1x4x16xf32>, tensor<1x4x2xf32>, tensor<1x4x2xi32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x16x8xf32>) -> tensor<1x4x16xf32>
+// CHECK: %{{.*}}, %{{.*}}, %[[DW1:.*]], %{{.*}}, %{{.*}} = moe.experts_grad {{.*}} {expert_axes = ["ep"]}
+// CHECK: moe.all_reduce %[[DW1]] {axes = ["dp"], mesh = @mesh} : tensor<2x8x16xf32>
+// CHECK: moe.all_reduce {{.*}} {axes = ["dp", "ep"], mesh = @mesh} : tensor<32x16xf32>

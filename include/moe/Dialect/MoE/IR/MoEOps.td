@@ -405,6 +405,13 @@ def MoE_ExpertsOp : MoE_Op<"experts", [
     along dimension 0. Tokens are grouped per expert so that each expert is
     one GEMM (the runtime's grouped kernel).
 
+    Expert parallelism: after partitioning, `expert_axes` names the mesh axes
+    the experts are distributed over (rank `r` of that group holds experts
+    `[r * El, (r + 1) * El)`, `El` = the local `w1.shape[0]`) while each rank
+    of the group has its own tokens; `indices` stay global expert ids, and
+    the runtime sends every assignment's token to its expert's rank and the
+    result back (all-to-all dispatch and combine with per-rank counts).
+
     Constraints: `input` is `[..., H]`; `weights` (f32) and `indices` (i32)
     are `[..., k]` with the input's leading dimensions; `w1` and `w3` are
     `[E, F, H]`, `w2` is `[E, H, F]`; the result has the input's type.
@@ -420,7 +427,8 @@ def MoE_ExpertsOp : MoE_Op<"experts", [
   }];
   let arguments = (ins MoE_F32Tensor:$input, MoE_F32Tensor:$weights,
                        MoE_I32Tensor:$indices, MoE_F32Tensor:$w1,
-                       MoE_F32Tensor:$w3, MoE_F32Tensor:$w2);
+                       MoE_F32Tensor:$w3, MoE_F32Tensor:$w2,
+                       OptionalAttr<StrArrayAttr>:$expert_axes);
   let results = (outs MoE_F32Tensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -835,6 +843,9 @@ def MoE_ExpertsGradOp : MoE_Op<"experts_grad", [
   let summary = "gradients of the experts' input, weights and parameters";
   let description = [{
     Recomputes each expert's `w1 x` and `w3 x` instead of keeping them.
+    With `expert_axes` (see `moe.experts`), tokens, their gradients and
+    routing weights travel to the experts' ranks; the weight gradients are
+    then summed over the tokens of the whole group.
 
     Constraints: `grad` has the input's type; operands as `moe.experts`; the
     results have the types of `input`, `weights`, `w1`, `w3`, `w2`.
@@ -853,7 +864,8 @@ def MoE_ExpertsGradOp : MoE_Op<"experts_grad", [
   let arguments = (ins MoE_F32Tensor:$grad, MoE_F32Tensor:$input,
                        MoE_F32Tensor:$weights, MoE_I32Tensor:$indices,
                        MoE_F32Tensor:$w1, MoE_F32Tensor:$w3,
-                       MoE_F32Tensor:$w2);
+                       MoE_F32Tensor:$w2,
+                       OptionalAttr<StrArrayAttr>:$expert_axes);
   let results = (outs MoE_F32Tensor:$input_grad, MoE_F32Tensor:$weights_grad,
                       MoE_F32Tensor:$w1_grad, MoE_F32Tensor:$w3_grad,
                       MoE_F32Tensor:$w2_grad);

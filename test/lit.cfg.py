@@ -19,9 +19,15 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%moe_tools_dir", config.moe_tools_dir))
 # Multi-rank tests (test/comm) on this one machine: Open MPI refuses root
 # without --allow-run-as-root, the tests start more ranks than there are cores,
-# and shared memory is the only transport they need.
+# and shared memory is the only transport they need. Every MPI process (also
+# one started without mpirun) gets its own session directory: under the TMPDIR
+# that lit shares between parallel tests, two jobs creating it at once fail
+# with "mkdir ... File exists" (Open MPI 4.1).
+mpienv = "env OMPI_MCA_orte_tmpdir_base=%t.ompi"
+config.substitutions.append(("%mpienv", mpienv))
 config.substitutions.append(
-    ("%mpirun", "mpirun --allow-run-as-root --oversubscribe --mca btl self,vader"))
+    ("%mpirun",
+     mpienv + " mpirun --allow-run-as-root --oversubscribe --mca btl self,vader"))
 
 # A Python with HF transformers (scripts/test-all.sh makes build/hf-venv),
 # for the test that loads our weights into MixtralForCausalLM.

@@ -267,5 +267,81 @@ TEST(MeshVerifierTest, GlobalNormGroups) {
   expectValid(program);
 }
 
+//===----------------------------------------------------------------------===//
+// Experts distributed over a group
+//===----------------------------------------------------------------------===//
+
+TEST(MeshVerifierTest, ExpertParallelProgramsAreValid) {
+  for (testing::ExpertParallelConfig config :
+       {testing::ExpertParallelConfig{1, 1},
+        {1, 2},
+        {2, 2},
+        {1, 4, 1, 2},
+        {2, 1, 2, 2, 0.5f}}) {
+    SCOPED_TRACE(testing::makeExpertParallelProgram(config).meshDescription());
+    expectValid(testing::makeExpertParallelProgram(config));
+  }
+}
+
+TEST(MeshVerifierTest, ExpertGroups) {
+  Program program = testing::makeExpertParallelProgram();
+  instruction(program, Opcode::Experts).intAttrs.push_back(0);
+  expectError(program, {"(Experts): expected 0 int attributes [] and an "
+                        "optional trailing group, found 2"});
+  program = testing::makeExpertParallelProgram();
+  instruction(program, Opcode::ExpertsGrad).intAttrs[0] = 3;
+  expectError(program, {"(ExpertsGrad): int attribute 0 (group) must be a "
+                        "group index in [0, 3), found 3"});
+}
+
+TEST(MeshVerifierTest, ExpertIdsAreGlobalOverTheGroup) {
+  // Three experts per rank of {ep}: the router picks among all six.
+  Program program = testing::makeExpertParallelProgram({1, 2, 3, 3});
+  instruction(program, Opcode::Experts).intAttrs.clear();
+  expectError(program, {"(Experts): operand 2 (buffer",
+                        "'ids') must hold the "
+                        "expert ids of a Router over 3 experts"});
+  // Top-2 needs two experts in the group: the {dp} group of one rank
+  // leaves one.
+  program = testing::makeExpertParallelProgram({1, 2, 1, 2});
+  instruction(program, Opcode::ExpertsGrad).intAttrs[0] = 1;
+  expectError(program, {"(ExpertsGrad): top-k (last dim of the weights) is 2, "
+                        "expected 1 <= k <= E = 1 (1 on each of the 1 ranks "
+                        "of group 1 {dp})"});
+}
+
+TEST(MeshVerifierTest, ExpertExchangesMustFitMpiCounts) {
+  // 2^26 tokens of top-3 on each of 2 ranks: one rank may receive 2^27 * 3
+  // rows of H = 8 floats (x) or 2H + 1 = 17 (x, dy, weight), beyond an int
+  // count, though each rank's own assignments fit a GEMM.
+  const int64_t tokens = int64_t(1) << 26;
+  for (Opcode opcode : {Opcode::Experts, Opcode::ExpertsGrad}) {
+    Program program = testing::makeExpertParallelProgram({1, 2, 3, 3});
+    testing::ProgramBuilder b(program);
+    Instruction big = instruction(program, opcode);
+    for (size_t i = 0; i < big.operands.size(); ++i) {
+      const Buffer &old = program.buffers[big.operands[i]];
+      if (old.shape.size() == 3 && old.shape[0] == program.model.batch)
+        big.operands[i] = b.temporary("big" + std::to_string(i),
+                                      {tokens, old.shape.back()}, old.dtype);
+    }
+    for (size_t i = 0; i < big.results.size(); ++i) {
+      const Buffer &old = program.buffers[big.results[i]];
+      if (old.shape.size() == 3 && old.shape[0] == program.model.batch)
+        big.results[i] = b.temporary("big_result" + std::to_string(i),
+                                     {tokens, old.shape.back()}, old.dtype);
+    }
+    program.instructions.insert(program.instructions.begin(), big);
+    std::string expected = absl::StrCat(
+        "instruction 0 (", opcodeName(opcode), "): operand ",
+        opcode == Opcode::Experts ? 1 : 2,
+        " routes 201326592 token-expert assignments on each of the 2 ranks "
+        "of group 0 {ep}; one rank may receive them all, as rows of ",
+        opcode == Opcode::Experts ? 8 : 17,
+        " floats: more than the 2147483647 one exchange can move");
+    expectError(program, {expected.c_str()});
+  }
+}
+
 } // namespace
 } // namespace moe::rt

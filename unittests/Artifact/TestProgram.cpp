@@ -435,6 +435,90 @@ Program makeMeshProgram(const MeshConfig &c) {
   return program;
 }
 
+Program makeExpertParallelProgram(const ExpertParallelConfig &c) {
+  using Sizes = ExpertParallelSizes;
+  const int64_t B = Sizes::kBatch, S = Sizes::kSeq, V = Sizes::kVocab;
+  const int64_t H = Sizes::kHidden, F = Sizes::kFfn, K = c.topK;
+  const int64_t El = c.localExperts, E = El * c.ep;
+  Program program;
+  program.versionMajor = kArtifactVersionMajor;
+  program.versionMinor = kArtifactVersionMinor;
+  program.producer = "unittests";
+  program.seed = 5;
+  ModelInfo &model = program.model;
+  model.name = "expert-parallel";
+  model.vocab = V;
+  model.hidden = H;
+  model.experts = E;
+  model.topK = K;
+  model.ffn = F;
+  model.batch = B;
+  model.seq = S;
+
+  ProgramBuilder b(program);
+  b.mesh({"dp", "ep"}, {c.dp, c.ep});
+  program.batchAxes = {"dp", "ep"};
+  int64_t ep = b.group({"ep"}), dp = b.group({"dp"});
+  int64_t all = b.group({"dp", "ep"});
+
+  program.tokens = b.input("tokens", DType::I32, {B, S});
+  program.targets = b.input("targets", DType::I32, {B, S});
+  program.step = b.input("step", DType::I32, {});
+  uint32_t embed = b.parameter("embed", {V, H}, Init::Normal, 1.0f);
+  uint32_t gate = b.parameter("gate", {V, E}, Init::Normal, 1.0f);
+  uint32_t grad = b.parameter("grad", {V, H}, Init::Normal, 1.0f);
+  auto expert = [&](const char *name, std::vector<int64_t> shape) {
+    uint32_t index = b.parameter(std::string("experts.{e}.") + name,
+                                 std::move(shape), Init::Normal, 0.5f);
+    b.split(index, {{"ep"}, {}, {}});
+    return index;
+  };
+  uint32_t w1 = expert("w1", {El, F, H}), w3 = expert("w3", {El, F, H});
+  uint32_t w2 = expert("w2", {El, H, F});
+
+  uint32_t x = b.temporary("x", {B, S, H});
+  uint32_t logits = b.temporary("logits", {B, S, E});
+  uint32_t probs = b.temporary("probs", {B, S, E});
+  uint32_t weights = b.temporary("weights", {B, S, K});
+  uint32_t ids = b.temporary("ids", {B, S, K}, DType::I32);
+  uint32_t y = b.temporary("y", {B, S, H});
+  b.emit(Opcode::Embedding, {program.tokens, embed}, {x});
+  b.emit(Opcode::Embedding, {program.tokens, gate}, {logits});
+  b.emit(Opcode::Router, {logits}, {probs, weights, ids}, {K},
+         {c.capacityFactor});
+  b.emit(Opcode::Experts, {x, weights, ids, w1, w3, w2}, {y}, {ep});
+
+  uint32_t dy = b.temporary("dy", {B, S, H});
+  uint32_t dx = b.temporary("dx", {B, S, H});
+  uint32_t dweights = b.temporary("dweights", {B, S, K});
+  uint32_t dw1 = b.temporary("dw1", {El, F, H});
+  uint32_t dw3 = b.temporary("dw3", {El, F, H});
+  uint32_t dw2 = b.temporary("dw2", {El, H, F});
+  b.emit(Opcode::Embedding, {program.tokens, grad}, {dy});
+  b.emit(Opcode::ExpertsGrad, {dy, x, weights, ids, w1, w3, w2},
+         {dx, dweights, dw1, dw3, dw2}, {ep});
+  // The experts' gradients over the other data axis, as the compiler adds.
+  uint32_t dw1Total = b.temporary("dw1_total", {El, F, H});
+  uint32_t dw3Total = b.temporary("dw3_total", {El, F, H});
+  uint32_t dw2Total = b.temporary("dw2_total", {El, H, F});
+  b.emit(Opcode::AllReduce, {dw1}, {dw1Total}, {dp});
+  b.emit(Opcode::AllReduce, {dw3}, {dw3Total}, {dp});
+  b.emit(Opcode::AllReduce, {dw2}, {dw2Total}, {dp});
+
+  uint32_t ce = b.temporary("ce", {});
+  b.emit(Opcode::CrossEntropy, {y, program.targets}, {ce}, {all});
+  uint32_t gradNorm = b.temporary("grad_norm", {});
+  uint32_t coef = b.temporary("clip_coef", {}), lr = b.temporary("lr", {});
+  b.emit(Opcode::GlobalNorm, {dw1Total, dw3Total, dw2Total}, {gradNorm},
+         {ep, ep, ep});
+  b.emit(Opcode::ClipCoefficient, {gradNorm}, {coef}, {}, {1.0f});
+  b.emit(Opcode::LearningRate, {program.step}, {lr}, {0, 10}, {1e-2f, 1e-3f});
+  program.loss = ce;
+  program.gradNorm = gradNorm;
+  program.lr = lr;
+  return program;
+}
+
 uint32_t bufferNamed(const Program &program, const std::string &name) {
   for (uint32_t i = 0; i < program.buffers.size(); ++i)
     if (program.buffers[i].name == name)

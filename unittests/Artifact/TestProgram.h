@@ -108,6 +108,35 @@ struct MeshProgramSizes {
 ///   w_block.
 Program makeMeshProgram(const MeshConfig &config = {});
 
+/// The mesh and experts of makeExpertParallelProgram: dp x ep ranks, each
+/// holding `localExperts` experts (E = localExperts * ep over the group).
+struct ExpertParallelConfig {
+  int64_t dp = 1, ep = 2;
+  int64_t localExperts = 3, topK = 3;
+  float capacityFactor = 0.0f;
+};
+
+/// Buffers of makeExpertParallelProgram on one rank.
+struct ExpertParallelSizes {
+  static constexpr int64_t kBatch = 2, kSeq = 5, kVocab = 16, kHidden = 8,
+                           kFfn = 6;
+};
+
+/// The experts of a MoE layer distributed over the {ep} group of a dp x ep
+/// mesh, as moec emits expert parallelism. Batch rows split over {dp, ep}
+/// (2 rows of 5 tokens per rank). Parameters: "embed" [V, H], "gate"
+/// [V, E] and "grad" [V, H] (whole, normal); "experts.{e}.w1" and ".w3"
+/// [El, F, H], ".w2" [El, H, F], split [{ep}, {}, {}] (normal).
+/// Temporaries (named as listed): x = Embedding(tokens, embed); logits =
+/// Embedding(tokens, gate); probs, weights, ids = Router(logits);
+/// y = Experts(x, weights, ids, w1, w3, w2) over {ep}; dy =
+/// Embedding(tokens, grad); dx, dweights, dw1, dw3, dw2 = ExpertsGrad(dy,
+/// x, weights, ids, w1, w3, w2) over {ep}; dw1_total, dw3_total, dw2_total
+/// = their AllReduce over {dp}; ce = CrossEntropy(y, targets) over {dp, ep}
+/// (targets must be < H); grad_norm of the totals; clip_coef; lr. No
+/// AdamW: the parameters keep their initial values.
+Program makeExpertParallelProgram(const ExpertParallelConfig &config = {});
+
 /// The index of the buffer called `name`; aborts the test binary if none.
 uint32_t bufferNamed(const Program &program, const std::string &name);
 /// The index of the `nth` instruction with `opcode`; aborts if none.

@@ -4,11 +4,14 @@
 // one and checks the 1 x 1 mesh; test/moe-run/mesh-executor.test starts it
 // under mpirun with 2 and 4 ranks, where every dp x tp mesh of the world
 // runs makeMeshProgram and each rank checks its part against single-rank
-// kernels on the whole tensors (MeshChecks.cpp). Only rank 0 prints the
-// full report; the others print failures only.
+// kernels on the whole tensors (MeshChecks.cpp), and every dp x ep mesh
+// runs makeExpertParallelProgram against the kernels on each expert group's
+// tokens (ExpertParallelChecks.cpp). Only rank 0 prints the full report;
+// the others print failures only.
 //
 //===----------------------------------------------------------------------===//
 
+#include "ExpertParallelChecks.h"
 #include "MeshChecks.h"
 
 #include "moe/Runtime/Comm/Communicator.h"
@@ -28,6 +31,20 @@ TEST(MeshExecutorTest, EveryMeshOfTheWorld) {
   for (int64_t tp = 1; tp <= ranks; ++tp)
     if (ranks % tp == 0 && testing::MeshProgramSizes::kVocab % tp == 0)
       testing::checkMeshStep({ranks / tp, tp}, world);
+}
+
+TEST(MeshExecutorTest, ExpertParallelOverEveryMesh) {
+  int64_t ranks = world->size();
+  for (int64_t ep = 1; ep <= ranks; ++ep) {
+    if (ranks % ep != 0)
+      continue;
+    int64_t dp = ranks / ep;
+    // Top-3 of 3 experts per rank; top-2 of 2 per rank with slots dropped
+    // by capacity.
+    testing::checkExpertParallelStep({dp, ep, 3, 3}, world);
+    testing::checkExpertParallelStep({dp, ep, 2, 2, 0.5f}, world);
+    testing::checkExpertParallelBadIds({dp, ep, 2, 2}, world);
+  }
 }
 
 } // namespace

@@ -7,7 +7,8 @@
 //  - persistent state is only changed by AdamW, in place through its
 //    operands, never as an instruction result;
 //  - the expert ids consumed by Experts/ExpertsGrad index expert weights, so
-//    they must come from a Router over the same number of experts;
+//    they must come from a Router over the same number of experts (all of
+//    the group's, when the experts are distributed over one);
 //  - two temporaries live at the same time must not share arena bytes.
 // A temporary is live from its first write to its last use (read or write);
 // the program's loss, grad norm and lr are read after the last instruction.
@@ -123,6 +124,10 @@ private:
     }
     uint32_t ids = instruction.operands[idsOperand];
     int64_t experts = bufferAt(instruction.operands[weightOperand]).shape[0];
+    // Expert parallel: the weights are this rank's experts, the ids global
+    // (the instruction rules keep the product within int32).
+    if (!instruction.intAttrs.empty())
+      experts *= program.partsOf(program.groups[instruction.intAttrs[0]]);
     if (expertIdsOf[ids] != experts)
       return instructionError(
           program, index,

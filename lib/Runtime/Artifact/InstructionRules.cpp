@@ -31,8 +31,9 @@ struct Signature {
   std::vector<const char *> floatAttrs;
   std::vector<size_t> i32Operands;
   std::vector<size_t> i32Results;
-  // The int attributes may end with one more, a group (Program.groups) the
-  // tokens are split over (version 1.1 losses).
+  // The int attributes may end with one more, a group (Program.groups): the
+  // one the tokens are split over (version 1.1 losses), or the one the
+  // experts are distributed over (Experts, ExpertsGrad).
   bool trailingGroup = false;
 };
 
@@ -60,8 +61,9 @@ const Signature &signatureOf(Opcode opcode) {
       /*AttentionGrad*/ {6, 6, 3, {"heads", "kv_heads"}, {}, {}, {}},
       /*Router*/ {1, 1, 3, {"top_k"}, {"capacity_factor"}, {}, {2}},
       /*RouterGrad*/ {2, 3, 1, {"top_k"}, {}, {}, {}},
-      /*Experts*/ {6, 6, 1, {}, {}, {2}, {}},
-      /*ExpertsGrad*/ {7, 7, 5, {}, {}, {3}, {}},
+      // The optional group distributes the experts (expert parallelism).
+      /*Experts*/ {6, 6, 1, {}, {}, {2}, {}, kTrailingGroup},
+      /*ExpertsGrad*/ {7, 7, 5, {}, {}, {3}, {}, kTrailingGroup},
       /*Swiglu*/ {2, 2, 1, {}, {}, {}, {}},
       /*SwigluGrad*/ {3, 3, 2, {}, {}, {}, {}},
       /*Add*/ {2, 2, 1, {}, {}, {}, {}},
@@ -389,6 +391,7 @@ private:
       return resultShape(0, {"...", "E"});
     }
     case Opcode::Experts:
+      MOE_VERIFY_OK(checkTrailingGroup());
       MOE_VERIFY_OK(operandShape(0, {"...", "H"}));
       MOE_VERIFY_OK(operandShape(1, {"...", "k"}));
       MOE_VERIFY_OK(operandShape(2, {"...", "k"}));
@@ -398,6 +401,7 @@ private:
       MOE_VERIFY_OK(checkExpertRouting(1));
       return resultShape(0, {"...", "H"});
     case Opcode::ExpertsGrad:
+      MOE_VERIFY_OK(checkTrailingGroup());
       MOE_VERIFY_OK(operandShape(0, {"...", "H"}));
       MOE_VERIFY_OK(operandShape(1, {"...", "H"}));
       MOE_VERIFY_OK(operandShape(2, {"...", "k"}));
@@ -486,10 +490,28 @@ private:
 
   /// `weights` is the operand holding the routing weights [..., k].
   absl::Status checkExpertRouting(size_t weights) {
-    int64_t topK = bound("k"), experts = bound("E");
+    int64_t topK = bound("k"), local = bound("E");
+    // With a group, E counts this rank's experts; the ids name the
+    // local * size experts of the whole group.
+    int64_t ranks = 1, experts = local;
+    std::string over;
+    if (!instruction.intAttrs.empty()) {
+      int64_t group = instruction.intAttrs[0];
+      ranks = program.partsOf(program.groups[group]);
+      // Ids are int32, so more experts than int32 names cannot be routed to.
+      if (__builtin_mul_overflow(local, ranks, &experts) ||
+          experts > std::numeric_limits<int32_t>::max())
+        return error(absl::StrCat(
+            local, " experts on each of the ", ranks, " ranks of group ", group,
+            " ", formatAxes(program.groups[group]), " are more than the ",
+            std::numeric_limits<int32_t>::max(), " an int32 id can name"));
+      over = absl::StrCat(" (", local, " on each of the ", ranks,
+                          " ranks of group ", group, " ",
+                          formatAxes(program.groups[group]), ")");
+    }
     if (topK < 1 || topK > experts)
       return error(absl::StrCat("top-k (last dim of the weights) is ", topK,
-                                ", expected 1 <= k <= E = ", experts));
+                                ", expected 1 <= k <= E = ", experts, over));
     // An expert's gathered rows are a GEMM dimension, which the kernel
     // hands to 32-bit BLAS (lib/Runtime/Cpu/Linear.cpp), and one expert may
     // receive every assignment.
@@ -499,6 +521,28 @@ private:
           "operand ", weights, " routes ", assignments,
           " token-expert assignments (rows times k), more than the ",
           std::numeric_limits<int32_t>::max(), " a GEMM can address"));
+    if (instruction.intAttrs.empty())
+      return absl::OkStatus();
+    // Expert parallel: one rank may receive every assignment of the group,
+    // in one all-to-all whose counts and offsets are ints, as rows of H
+    // floats (Experts) or 2H + 1 (ExpertsGrad: x, dy and the weight).
+    int64_t width = bound("H");
+    if (instruction.opcode == Opcode::ExpertsGrad &&
+        (__builtin_mul_overflow(width, 2, &width) ||
+         __builtin_add_overflow(width, 1, &width)))
+      width = std::numeric_limits<int64_t>::max();
+    int64_t received = 0;
+    if (__builtin_mul_overflow(assignments, ranks, &received) ||
+        __builtin_mul_overflow(received, width, &received) ||
+        received > std::numeric_limits<int32_t>::max())
+      return error(absl::StrCat(
+          "operand ", weights, " routes ", assignments,
+          " token-expert assignments on each of the ", ranks,
+          " ranks of group ", instruction.intAttrs[0], " ",
+          formatAxes(program.groups[instruction.intAttrs[0]]),
+          "; one rank may receive them all, as rows of ", width,
+          " floats: more than the ", std::numeric_limits<int32_t>::max(),
+          " one exchange can move"));
     return absl::OkStatus();
   }
 

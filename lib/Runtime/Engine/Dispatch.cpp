@@ -9,6 +9,7 @@
 
 #include "Dispatch.h"
 #include "Collectives.h"
+#include "ExpertParallel.h"
 #include "GroupSums.h"
 
 #include "moe/Runtime/Comm/Communicator.h"
@@ -265,6 +266,8 @@ absl::Status runInstruction(const StepContext &context, size_t index) {
     return absl::OkStatus();
   }
   case Opcode::Experts: {
+    if (isExpertParallel(ops.instruction))
+      return runExpertParallel(context, index);
     const std::vector<int64_t> &w1 = ops.in(3).shape;
     cpu::expertsForward(ops.inF(0), ops.inF(1), ops.inI(2), ops.inF(3),
                         ops.inF(4), ops.inF(5), ops.outF(0), rows(ops.in(0)),
@@ -272,6 +275,8 @@ absl::Status runInstruction(const StepContext &context, size_t index) {
     return absl::OkStatus();
   }
   case Opcode::ExpertsGrad: {
+    if (isExpertParallel(ops.instruction))
+      return runExpertParallel(context, index);
     const std::vector<int64_t> &w1 = ops.in(4).shape;
     cpu::expertsBackward(ops.inF(0), ops.inF(1), ops.inF(2), ops.inI(3),
                          ops.inF(4), ops.inF(5), ops.inF(6), ops.outF(0),

@@ -41,8 +41,10 @@ struct StepContext {
 std::string describeInstruction(const Program &program, size_t index);
 
 /// Runs instruction `index`. Fails only on data the verifier cannot see
-/// (token ids outside the embedding table, targets outside the vocabulary)
-/// and on communication errors of collectives and grouped reductions.
+/// (token ids outside the embedding table, targets outside the vocabulary,
+/// expert ids outside the experts of an expert-parallel group) and on
+/// communication errors of collectives, grouped reductions and expert
+/// exchanges.
 absl::Status runInstruction(const StepContext &context, size_t index);
 
 } // namespace moe::rt::engine

@@ -95,6 +95,14 @@ private:
   OpBuilder builder;
   llvm::DenseMap<Value, Value> local;
   llvm::DenseMap<Value, Layout> layouts;
+  /// The global types of the step's arguments, which turn local first.
+  llvm::DenseMap<Value, Type> globalTypes;
+  Type globalType(Value value) {
+    Type type = globalTypes.lookup(value);
+    return type ? type : value.getType();
+  }
+  /// The factor rules of the step's ops, taken on the global types.
+  llvm::DenseMap<Operation *, ShardingRule> rules;
   /// The all-reduced form of partial values.
   llvm::DenseMap<Value, Value> completed;
   /// Resharded values already built, per global value and target.
@@ -183,13 +191,59 @@ Value Partitioner::reshard(Value global, const Dims &target, Location loc) {
   return value;
 }
 
-/// The axes of every factor of `op`, from the recorded shardings of its
-/// results first, then of its operands (the outermost factor of a
-/// dimension takes the dimension's axes; pinned factors take none).
+/// The axes of every factor of `op` from the recorded shardings of its
+/// tensors (the outermost factor of a dimension takes the dimension's
+/// axes; pinned factors take none), in this order:
+///   1. contracted factors (missing from a result), from the operands: a
+///      row-parallel linear keeps its split input features and leaves a
+///      partial sum, rather than gathering its input;
+///   2. the other factors, from the results, then from the operands.
+/// A factor never takes an axis of a factor it shares a tensor with.
 static SmallVector<DimAxes> factorAxes(Operation *op, const ShardingRule &rule) {
-  SmallVector<DimAxes> axes(rule.getFactors().size());
-  SmallVector<bool> set(rule.getFactors().size(), false);
-  auto take = [&](Value value, const ShardingRule::TensorFactors &dims) {
+  size_t numFactors = rule.getFactors().size();
+  SmallVector<DimAxes> axes(numFactors);
+  SmallVector<bool> set(numFactors, false);
+  SmallVector<llvm::SmallSet<unsigned, 8>> together(numFactors);
+  llvm::SmallSet<unsigned, 8> contracted;
+  auto tensors = llvm::concat<const ShardingRule::TensorFactors>(
+      rule.getOperands(), rule.getResults());
+  for (const ShardingRule::TensorFactors &dims : tensors)
+    for (const auto &dim : dims)
+      for (unsigned f : dim)
+        for (const auto &other : dims)
+          for (unsigned g : other)
+            if (f != g)
+              together[f].insert(g);
+  // The experts' expert factor is contracted like any other, but splitting
+  // it and the tokens over one axis is expert parallelism (tokens travel to
+  // their experts), not a clash.
+  std::optional<unsigned> expertFactor;
+  if (isa<ExpertsOp, ExpertsGradOp>(op))
+    expertFactor = rule.getOperands()[4][0].front();
+  auto isExpertExchange = [&](unsigned expert, unsigned token) {
+    return expert == expertFactor &&
+           StringRef(rule.getFactors()[token].name).starts_with("*");
+  };
+  for (unsigned f = 0; f < numFactors; ++f)
+    for (const ShardingRule::TensorFactors &dims : rule.getResults()) {
+      if (llvm::any_of(dims, [&](const auto &dim) {
+            return llvm::is_contained(dim, f);
+          }))
+        continue;
+      contracted.insert(f);
+      // A result partial over f's axes must not also be split over them by
+      // another factor: the ranks summing it would hold different blocks.
+      for (const auto &dim : dims)
+        for (unsigned g : dim) {
+          if (isExpertExchange(f, g) || isExpertExchange(g, f))
+            continue;
+          together[f].insert(g);
+          together[g].insert(f);
+        }
+    }
+
+  auto take = [&](Value value, const ShardingRule::TensorFactors &dims,
+                  bool onlyContracted) {
     ShardingAttr sharding = getRecordedSharding(value);
     if (!sharding)
       return;
@@ -198,16 +252,26 @@ static SmallVector<DimAxes> factorAxes(Operation *op, const ShardingRule &rule) 
         continue;
       unsigned f = dims[d].front();
       DimAxes dimAxes = sharding.axesOf(d);
-      if (set[f] || rule.getFactors()[f].pinned || dimAxes.empty())
+      if (set[f] || rule.getFactors()[f].pinned || dimAxes.empty() ||
+          (onlyContracted && !contracted.contains(f)))
+        continue;
+      bool clash = llvm::any_of(dimAxes, [&](StringRef axis) {
+        return llvm::any_of(together[f], [&](unsigned g) {
+          return llvm::is_contained(axes[g], axis);
+        });
+      });
+      if (clash)
         continue;
       axes[f] = dimAxes;
       set[f] = true;
     }
   };
-  for (auto [result, dims] : llvm::zip(op->getResults(), rule.getResults()))
-    take(result, dims);
   for (auto [operand, dims] : llvm::zip(op->getOperands(), rule.getOperands()))
-    take(operand, dims);
+    take(operand, dims, /*onlyContracted=*/true);
+  for (auto [result, dims] : llvm::zip(op->getResults(), rule.getResults()))
+    take(result, dims, /*onlyContracted=*/false);
+  for (auto [operand, dims] : llvm::zip(op->getOperands(), rule.getOperands()))
+    take(operand, dims, /*onlyContracted=*/false);
   return axes;
 }
 
@@ -264,7 +328,7 @@ LogicalResult Partitioner::partitionRuled(Operation *op,
     mapping.map(operand,
                 reshard(operand,
                         project(dims, axes,
-                                cast<ShapedType>(operand.getType()), mesh),
+                                cast<ShapedType>(globalType(operand)), mesh),
                         op->getLoc()));
   Operation *clone = builder.clone(*op, mapping);
   clone->removeAttr(kShardingAttrName);
@@ -407,13 +471,10 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     builder.create<func::ReturnOp>(loc, values);
     return success();
   }
-  auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
-  if (!ruled)
+  auto rule = rules.find(op);
+  if (rule == rules.end())
     return op->emitOpError() << "has no sharding rule to partition it by";
-  FailureOr<ShardingRule> rule = ruled.getShardingRule();
-  if (failed(rule))
-    return failure();
-  return partitionRuled(op, *rule);
+  return partitionRuled(op, rule->second);
 }
 
 void Partitioner::localizeParams() {
@@ -427,13 +488,24 @@ void Partitioner::localizeParams() {
 
 LogicalResult Partitioner::run() {
   Block &body = step.getBody().front();
-  // Inputs arrive split as recorded (each rank loads its rows).
+  // Rules read shapes, so they are taken before anything turns local.
+  for (Operation &op : body)
+    if (auto ruled = dyn_cast<ShardingRuleOpInterface>(op)) {
+      FailureOr<ShardingRule> rule = ruled.getShardingRule();
+      if (failed(rule))
+        return failure();
+      rules.try_emplace(&op, std::move(*rule));
+    }
+  // Inputs arrive split as recorded (each rank loads its rows); their
+  // local types come first, as reshards derive shapes from them.
   for (BlockArgument arg : body.getArguments()) {
     ShardingAttr sharding = getRecordedSharding(arg);
     Dims dims = sharding ? dimsOf(sharding)
                          : Dims(cast<ShapedType>(arg.getType()).getRank());
     layouts[arg].dims = dims;
     local[arg] = arg;
+    globalTypes[arg] = arg.getType();
+    arg.setType(localType(arg.getType(), dims));
   }
   SmallVector<Operation *> original;
   for (Operation &op : body)
@@ -448,8 +520,6 @@ LogicalResult Partitioner::run() {
     op->dropAllUses();
     op->erase();
   }
-  for (BlockArgument arg : body.getArguments())
-    arg.setType(localType(arg.getType(), layouts[arg].dims));
   step.setType(FunctionType::get(
       step.getContext(), body.getArgumentTypes(),
       body.getTerminator()->getOperandTypes()));

@@ -91,6 +91,20 @@ void Propagation::seed() {
                 .getValue());
   auto module = step->getParentOfType<ModuleOp>();
   step.walk([&](Operation *op) {
+    if (auto seed = op->getAttrOfType<ShardingAttr>(kShardingSeedAttrName)) {
+      close(op->getResult(0), seed, /*priority=*/3, "policy seed");
+      // One reason per dimension.
+      if (auto whys =
+              op->getAttrOfType<ArrayAttr>(kShardingSeedOriginAttrName)) {
+        ValueState &s = state(op->getResult(0));
+        for (auto [d, why] : llvm::enumerate(whys.getAsValueRange<StringAttr>()))
+          if (d < s.why.size())
+            s.why[d] = why.str();
+      }
+      op->removeAttr(kShardingSeedAttrName);
+      op->removeAttr(kShardingSeedOriginAttrName);
+      return;
+    }
     if (auto pin = dyn_cast<ShardOp>(op)) {
       close(pin.getResult(), pin.getSharding(), /*priority=*/0, "user pin");
     } else if (auto read = dyn_cast<GetParamOp>(op)) {

@@ -8,7 +8,12 @@
 //     row-parallel (input features split), experts split their width;
 //   * expert parallelism over ep: the stacked experts split along experts;
 //   * FSDP over fsdp: every weight and its AdamW moments are stored split
-//     along their first splittable dimension and gathered before use.
+//     along their first splittable dimension and gathered before use;
+//   * Megatron sequence parallelism over tp: the residual stream (from the
+//     embedding on) splits the sequence, so norms, residual adds and the
+//     loss run on 1/tp of the tokens; the partitioner then gathers the
+//     sequence before column-parallel linears and reduce-scatters it after
+//     row-parallel ones.
 // Everything else (embeddings, LM head, norms, router) stays whole.
 //
 //===----------------------------------------------------------------------===//
@@ -161,7 +166,9 @@ LogicalResult mlir::moe::seedShardings(ModuleOp module, func::FuncOp step,
   // The batch: tokens and targets split over all data-like axes.
   for (unsigned arg = 0; arg < 2 && arg < step.getNumArguments(); ++arg) {
     auto type = cast<ShapedType>(step.getArgumentTypes()[arg]);
-    if (type.getRank() < 1 || axes.data.empty())
+    // Always seeded, also with no data axes: the runtime feeds each rank
+    // whole rows, so only the batch dimension may ever be split.
+    if (type.getRank() < 1)
       continue;
     if (type.getDimSize(0) % axes.dataRanks != 0)
       return step.emitError()
@@ -173,8 +180,40 @@ LogicalResult mlir::moe::seedShardings(ModuleOp module, func::FuncOp step,
     dims[0] = axes.data;
     step.setArgAttr(arg, kShardingAttrName, ShardingAttr::get(meshRef, dims));
     step.setArgAttr(arg, kShardingOriginAttrName,
-                    StringAttr::get(ctx, "data parallel: batch split over " +
-                                             llvm::join(axes.data, ", ")));
+                    StringAttr::get(ctx, axes.data.empty()
+                                             ? std::string("whole on every rank: no data-parallel axes")
+                                             : "data parallel: batch split over " +
+                                                   llvm::join(axes.data, ", ")));
+  }
+
+  // Sequence parallelism: a weak seed on the embeddings, so the tensor
+  // parallel splits of the linears win where both apply.
+  if (axes.tp) {
+    WalkResult walk = step.walk([&](EmbeddingOp embedding) {
+      auto type = cast<ShapedType>(embedding.getType());
+      if (type.getDimSize(1) % *axes.tp != 0) {
+        embedding.emitError()
+            << "seq (" << type.getDimSize(1) << ") is not divisible by tp ("
+            << *axes.tp << "): sequence parallelism splits the sequence";
+        return WalkResult::interrupt();
+      }
+      SmallVector<SmallVector<StringRef>> dims(type.getRank());
+      dims[0] = axes.data;
+      dims[1] = {kTensorAxis};
+      embedding->setAttr(kShardingSeedAttrName,
+                         ShardingAttr::get(meshRef, dims));
+      SmallVector<Attribute> whys(type.getRank(), StringAttr::get(ctx, ""));
+      whys[0] = StringAttr::get(ctx, "data parallel: batch split over " +
+                                         llvm::join(axes.data, ", "));
+      whys[1] = StringAttr::get(ctx, "sequence parallel (Megatron): the "
+                                     "residual stream splits the sequence "
+                                     "over tp");
+      embedding->setAttr(kShardingSeedOriginAttrName,
+                         ArrayAttr::get(ctx, whys));
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
   }
 
   // Weights, then their moments, which live where their weight lives.

@@ -1,7 +1,9 @@
 // RUN: moe-opt %s --split-input-file --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-propagate-sharding --moe-partition --verify-diagnostics | FileCheck %s
 
-// FSDP x tensor parallelism: weights are stored as per-rank blocks, gathered
-// over fsdp right before use; row-parallel outputs are all-reduced over tp;
+// FSDP x tensor parallelism with Megatron's sequence parallelism: weights
+// are stored as per-rank blocks and gathered over fsdp right before use;
+// norms and residuals run on 1/tp of the sequence, which is gathered before
+// column-parallel linears and reduce-scattered after row-parallel ones;
 // gradients are reduce-scattered over fsdp for their AdamW update.
 moe.mesh @mesh(fsdp = 2, tp = 2)
 moe.transformer @small {vocab = 32, hidden = 16, layers = 1, heads = 4,
@@ -10,20 +12,25 @@ moe.transformer @small {vocab = 32, hidden = 16, layers = 1, heads = 4,
 // CHECK: module attributes {{{.*}}moe.partitioned
 // CHECK: moe.param @model.layers.0.self_attn.q_proj.weight : tensor<4x16xf32> {{.*}}sharding = #moe.sharding<@mesh, [{tp, fsdp}, {}]>
 // CHECK-LABEL: func.func @train_step(%{{.*}}: tensor<2x4xi32>
+// CHECK: moe.slice %{{.*}} {axes = ["tp"], dim = 1 : i64, mesh = @mesh} : (tensor<2x4xi32>) -> tensor<2x2xi32>
+// CHECK: moe.rms_norm {{.*}} -> tensor<2x2x16xf32>
 // CHECK: %[[WQ:.*]] = moe.get_param @model.layers.0.self_attn.q_proj.weight : tensor<4x16xf32>
+// CHECK-NEXT: %[[X:.*]] = moe.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64, mesh = @mesh} : (tensor<2x2x16xf32>) -> tensor<2x4x16xf32>
 // CHECK-NEXT: %[[GQ:.*]] = moe.all_gather %[[WQ]] {axes = ["fsdp"], dim = 0 : i64, mesh = @mesh} : (tensor<4x16xf32>) -> tensor<8x16xf32>
-// CHECK-NEXT: moe.linear %{{.*}}, %[[GQ]] : (tensor<2x4x16xf32>, tensor<8x16xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: moe.linear %[[X]], %[[GQ]] : (tensor<2x4x16xf32>, tensor<8x16xf32>) -> tensor<2x4x8xf32>
 // Each rank keeps 2 of the 4 query heads and 1 of the 2 key/value heads.
 // CHECK: moe.rope %{{.*}} {num_heads = 2 : i64
 // CHECK: moe.attention {{.*}} {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
 // CHECK: %[[O:.*]] = moe.linear %{{.*}} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
-// CHECK-NEXT: moe.all_reduce %[[O]] {axes = ["tp"], mesh = @mesh} : tensor<2x4x16xf32>
-// The mean loss and its gradient count tokens over all data ranks.
-// CHECK: moe.cross_entropy {{.*}} {token_axes = ["fsdp"]}
-// CHECK: moe.cross_entropy_grad {{.*}} {token_axes = ["fsdp"]}
-// Gradients are reduce-scattered once; the norm sums squares over shards.
-// CHECK: %[[DQ:.*]] = moe.linear_grad_weight {{.*}} -> tensor<8x16xf32>
-// CHECK: %[[SQ:.*]] = moe.reduce_scatter %[[DQ]] {axes = ["fsdp"], dim = 0 : i64, mesh = @mesh} : (tensor<8x16xf32>) -> tensor<4x16xf32>
+// CHECK-NEXT: moe.reduce_scatter %[[O]] {axes = ["tp"], dim = 1 : i64, mesh = @mesh} : (tensor<2x4x16xf32>) -> tensor<2x2x16xf32>
+// The mean loss and its gradient count tokens over every rank that holds
+// some: the data ranks and, with sequence parallelism, the tp ranks.
+// CHECK: moe.cross_entropy {{.*}} {token_axes = ["fsdp", "tp"]}
+// CHECK: moe.cross_entropy_grad {{.*}} {token_axes = ["fsdp", "tp"]}
+// The q_proj gradient of the sequence slice sums over tp and fsdp and lands
+// in q_proj's storage split in one reduce-scatter; the norm sums squares
+// over shards.
+// CHECK: %[[SQ:.*]] = moe.reduce_scatter %{{.*}} {axes = ["tp", "fsdp"], dim = 0 : i64, mesh = @mesh} : (tensor<16x16xf32>) -> tensor<4x16xf32>
 // CHECK: moe.global_norm {{.*}}input_axes = [{{.*}}["tp", "fsdp"]
 // CHECK: moe.adamw_update @model.layers.0.self_attn.q_proj.weight, {{.*}}, %[[SQ]],
 // CHECK: return {{.*}} : tensor<f32>, tensor<f32>, tensor<f32>

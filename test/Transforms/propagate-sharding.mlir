@@ -23,9 +23,11 @@ moe.transformer @small {vocab = 32, hidden = 16, layers = 1, heads = 4,
 // CHECK-SAME: "dim 0: data parallel: batch split over dp, fsdp; dim 2: column-parallel
 // Attention keeps whole sequences and splits head groups over tp.
 // CHECK: moe.attention {{.*}}moe.sharding = [#moe.sharding<@mesh, [{dp, fsdp}, {}, {tp}]>, #moe.sharding<@mesh, [{dp, fsdp}, {tp}, {}]>]
-// The row-parallel projection's output is not split by features (its sum
-// over tp is the partitioner's all-reduce).
-// CHECK: moe.linear {{.*}}moe.sharding = [#moe.sharding<@mesh, [{dp, fsdp}, {}, {}]>]
+// Sequence parallelism: the row-parallel projection's output joins the
+// residual stream split by sequence over tp (the partitioner turns its
+// partial sums into a reduce-scatter).
+// CHECK: moe.linear {{.*}}moe.sharding = [#moe.sharding<@mesh, [{dp, fsdp}, {tp}, {}]>]
+// CHECK-SAME: "dim 0: data parallel: batch split over dp, fsdp; dim 1: sequence parallel (Megatron): the residual stream splits the sequence over tp"
 // Weight gradients keep the weight's tensor-parallel split.
 // CHECK: moe.linear_grad_weight {{.*}}moe.sharding = [#moe.sharding<@mesh, [{}, {tp}]>]
 

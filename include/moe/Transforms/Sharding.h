@@ -29,6 +29,12 @@ namespace mlir::moe {
 inline constexpr llvm::StringLiteral kShardingAttrName = "moe.sharding";
 inline constexpr llvm::StringLiteral kShardingOriginAttrName =
     "moe.sharding_origin";
+/// A policy seed on an op's first result (weaker than the batch and the
+/// parameters): its sharding and, per dimension, why.
+inline constexpr llvm::StringLiteral kShardingSeedAttrName =
+    "moe.sharding_seed";
+inline constexpr llvm::StringLiteral kShardingSeedOriginAttrName =
+    "moe.sharding_seed_origin";
 /// Attribute of moe.param: why each dimension of its storage is split.
 inline constexpr llvm::StringLiteral kParamShardingOriginAttrName =
     "sharding_origin";

@@ -102,10 +102,16 @@ private:
       if (ranges[b].first == kNever)
         ranges[b].first = index;
       ranges[b].last = std::max(ranges[b].last, index);
-      // Only Router writes int32 temporaries; remember what its ids index.
-      expertIdsOf[b] = instruction.opcode == Opcode::Router && i == 2
-                           ? bufferAt(instruction.operands[0]).shape.back()
-                           : -1;
+      // Router writes expert ids; gathers and slices of ids (sequence
+      // parallelism moves them between ranks) keep what they index.
+      if (instruction.opcode == Opcode::Router && i == 2)
+        expertIdsOf[b] = bufferAt(instruction.operands[0]).shape.back();
+      else if ((instruction.opcode == Opcode::AllGather ||
+                instruction.opcode == Opcode::Slice) &&
+               bufferAt(instruction.operands[0]).dtype == DType::I32)
+        expertIdsOf[b] = expertIdsOf[instruction.operands[0]];
+      else
+        expertIdsOf[b] = -1;
     }
     return absl::OkStatus();
   }

@@ -161,6 +161,13 @@ private:
                                     program.buffers.size(), " buffers)"));
         DType expected =
             std::count(i32.begin(), i32.end(), i) ? DType::I32 : DType::F32;
+        // Gathers and slices move ids too (tokens, expert indices): either
+        // dtype, the same on both sides.
+        if (instruction.opcode == Opcode::AllGather ||
+            instruction.opcode == Opcode::Slice)
+          expected = role == Role::Operand
+                         ? program.buffers[index].dtype
+                         : program.buffers[instruction.operands[0]].dtype;
         DType actual = program.buffers[index].dtype;
         if (actual != expected)
           return error(absl::StrCat(roleName(role), " ", i, " (",

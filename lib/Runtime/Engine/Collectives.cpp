@@ -81,12 +81,18 @@ absl::Status collective(const StepContext &context, const Instruction &inst) {
   float *pack = context.packScratch.data();
   switch (inst.opcode) {
   case Opcode::AllGather: {
-    absl::Span<const float> mine(x, block);
+    // Ids (tokens) travel as int32 so no float conversion can touch them.
+    auto gather = [&](float *to) {
+      if (in.dtype == DType::I32)
+        return group.allGather(
+            absl::MakeConstSpan(reinterpret_cast<const int32_t *>(x), block),
+            absl::MakeSpan(reinterpret_cast<int32_t *>(to), parts * block));
+      return group.allGather(absl::MakeConstSpan(x, block),
+                             absl::MakeSpan(to, parts * block));
+    };
     if (blocks.outer == 1)
-      return group.allGather(mine, absl::MakeSpan(y, parts * block));
-    if (absl::Status status =
-            group.allGather(mine, absl::MakeSpan(pack, parts * block));
-        !status.ok())
+      return gather(y);
+    if (absl::Status status = gather(pack); !status.ok())
       return status;
     interleave(pack, y, blocks, parts, /*pack=*/false);
     return absl::OkStatus();

@@ -67,8 +67,10 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
   FailureOr<int64_t> group = groupSize(*this, getMeshAttr(), getAxes(), symbols);
   if (failed(group))
     return failure();
-  return verifyBlockShapes(*this, getDim(), getInput().getType(),
-                           getResult().getType(), *group, "result");
+  return verifyBlockShapes(*this, getDim(),
+                           cast<ShapedType>(getInput().getType()),
+                           cast<ShapedType>(getResult().getType()), *group,
+                           "result");
 }
 
 LogicalResult
@@ -76,14 +78,18 @@ ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
   FailureOr<int64_t> group = groupSize(*this, getMeshAttr(), getAxes(), symbols);
   if (failed(group))
     return failure();
-  return verifyBlockShapes(*this, getDim(), getResult().getType(),
-                           getInput().getType(), *group, "input");
+  return verifyBlockShapes(*this, getDim(),
+                           cast<ShapedType>(getResult().getType()),
+                           cast<ShapedType>(getInput().getType()), *group,
+                           "input");
 }
 
 LogicalResult SliceOp::verifySymbolUses(SymbolTableCollection &symbols) {
   FailureOr<int64_t> group = groupSize(*this, getMeshAttr(), getAxes(), symbols);
   if (failed(group))
     return failure();
-  return verifyBlockShapes(*this, getDim(), getResult().getType(),
-                           getInput().getType(), *group, "input");
+  return verifyBlockShapes(*this, getDim(),
+                           cast<ShapedType>(getResult().getType()),
+                           cast<ShapedType>(getInput().getType()), *group,
+                           "input");
 }

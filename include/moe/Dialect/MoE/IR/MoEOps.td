@@ -579,12 +579,13 @@ def MoE_ConstantOp : MoE_Op<"constant", [
 // Collectives (inserted by moe-partition over groups of the mesh)
 //===----------------------------------------------------------------------===//
 
-class MoE_CollectiveOp<string mnemonic, list<Trait> traits = []>
+class MoE_CollectiveOp<string mnemonic, Type element,
+                       list<Trait> traits = []>
     : MoE_Op<mnemonic, !listconcat(traits, [
           DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
-  let arguments = (ins MoE_F32Tensor:$input, FlatSymbolRefAttr:$mesh,
+  let arguments = (ins element:$input, FlatSymbolRefAttr:$mesh,
                        StrArrayAttr:$axes, I64Attr:$dim);
-  let results = (outs MoE_F32Tensor:$result);
+  let results = (outs element:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type($input, $result)";
   let hasVerifier = 1;
 }
@@ -612,7 +613,11 @@ def MoE_AllReduceOp : MoE_Op<"all_reduce", [SameOperandsAndResultType,
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def MoE_AllGatherOp : MoE_CollectiveOp<"all_gather"> {
+// Gathers and slices also move ids (tokens, expert indices).
+def MoE_AnyTensor : AnyTypeOf<[MoE_F32Tensor, MoE_I32Tensor]>;
+
+def MoE_AllGatherOp : MoE_CollectiveOp<"all_gather", MoE_AnyTensor,
+    [AllElementTypesMatch<["input", "result"]>]> {
   let summary = "concatenates the group's blocks along a dimension";
   let description = [{
     The group's inputs concatenated along `dim` in group order (the ranks'
@@ -633,7 +638,7 @@ def MoE_AllGatherOp : MoE_CollectiveOp<"all_gather"> {
   }];
 }
 
-def MoE_ReduceScatterOp : MoE_CollectiveOp<"reduce_scatter"> {
+def MoE_ReduceScatterOp : MoE_CollectiveOp<"reduce_scatter", MoE_F32Tensor> {
   let summary = "sums over the group and keeps this rank's block";
   let description = [{
     The sum of the group's inputs, split along `dim` into group-size blocks;
@@ -651,7 +656,8 @@ def MoE_ReduceScatterOp : MoE_CollectiveOp<"reduce_scatter"> {
   }];
 }
 
-def MoE_SliceOp : MoE_CollectiveOp<"slice"> {
+def MoE_SliceOp : MoE_CollectiveOp<"slice", MoE_AnyTensor,
+    [AllElementTypesMatch<["input", "result"]>]> {
   let summary = "keeps this rank's block of a replicated tensor";
   let description = [{
     The block of `dim` this rank holds when the tensor is split over `axes`:

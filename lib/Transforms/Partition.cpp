@@ -203,17 +203,9 @@ static SmallVector<DimAxes> factorAxes(Operation *op, const ShardingRule &rule) 
   size_t numFactors = rule.getFactors().size();
   SmallVector<DimAxes> axes(numFactors);
   SmallVector<bool> set(numFactors, false);
-  SmallVector<llvm::SmallSet<unsigned, 8>> together(numFactors);
+  SmallVector<llvm::SmallSet<unsigned, 8>> together =
+      rule.coOccurringFactors();
   llvm::SmallSet<unsigned, 8> contracted;
-  auto tensors = llvm::concat<const ShardingRule::TensorFactors>(
-      rule.getOperands(), rule.getResults());
-  for (const ShardingRule::TensorFactors &dims : tensors)
-    for (const auto &dim : dims)
-      for (unsigned f : dim)
-        for (const auto &other : dims)
-          for (unsigned g : other)
-            if (f != g)
-              together[f].insert(g);
   // The experts' expert factor is contracted like any other, but splitting
   // it and the tokens over one axis is expert parallelism (tokens travel to
   // their experts), not a clash.

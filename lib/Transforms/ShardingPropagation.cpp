@@ -171,16 +171,9 @@ bool Propagation::project(Value value, const ShardingRule::TensorFactors &dims,
 bool Propagation::visit(Operation *op, const ShardingRule &rule) {
   ArrayRef<ShardingRule::Factor> factors = rule.getFactors();
   // Factors sharing a tensor cannot take the same axis.
-  SmallVector<llvm::SmallSet<unsigned, 8>> together(factors.size());
+  SmallVector<llvm::SmallSet<unsigned, 8>> together = rule.coOccurringFactors();
   auto tensors = llvm::concat<const ShardingRule::TensorFactors>(
       rule.getOperands(), rule.getResults());
-  for (const ShardingRule::TensorFactors &dims : tensors)
-    for (const auto &dim : dims)
-      for (unsigned f : dim)
-        for (const auto &other : dims)
-          for (unsigned g : other)
-            if (f != g)
-              together[f].insert(g);
 
   // Candidates: the closed, split dimensions of operands and results.
   struct Candidate {

@@ -179,6 +179,20 @@ FailureOr<ShardingRule> ShardingRule::fromTensorsWithOwnFactors(Operation *op) {
   return rule;
 }
 
+SmallVector<llvm::SmallSet<unsigned, 8>>
+ShardingRule::coOccurringFactors() const {
+  SmallVector<llvm::SmallSet<unsigned, 8>> together(factors.size());
+  auto tensors = llvm::concat<const TensorFactors>(operands, results);
+  for (const TensorFactors &dims : tensors)
+    for (const DimFactors &dim : dims)
+      for (unsigned f : dim)
+        for (const DimFactors &other : dims)
+          for (unsigned g : other)
+            if (f != g)
+              together[f].insert(g);
+  return together;
+}
+
 std::string ShardingRule::str() const {
   std::string text;
   llvm::raw_string_ostream os(text);

@@ -17,6 +17,7 @@
 
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -61,6 +62,10 @@ public:
   /// algebra, gradient accumulation) rather than values that need an
   /// op-specific combination (means, norms).
   bool partialResultsAreSums() const { return sums; }
+
+  /// For every factor, the factors it shares a tensor with (which may not
+  /// be split over the same mesh axis).
+  llvm::SmallVector<llvm::SmallSet<unsigned, 8>> coOccurringFactors() const;
 
   /// The rule as text, e.g. "(*0, *1, k), (n, k) -> (*0, *1, n)".
   std::string str() const;

@@ -105,9 +105,10 @@ LogicalResult mlir::moe::printShardingReport(ModuleOp module,
   auto printValue = [&](Value value, StringRef what) {
     auto type = cast<ShapedType>(value.getType());
     ShardingAttr sharding = getRecordedSharding(value);
+    SmallVector<int64_t> local = localShape(type, sharding, mesh);
     os << "  " << what << " " << shapeText(type.getShape()) << " "
-       << shardingText(sharding) << " -> "
-       << shapeText(localShape(type, sharding, mesh)) << "\n      why: "
+       << shardingText(sharding) << " -> " << shapeText(local) << ", "
+       << bytesOf(local) << " bytes\n      why: "
        << getRecordedShardingOrigin(value) << "\n";
   };
   for (BlockArgument arg : step.getArguments())
@@ -164,6 +165,23 @@ void mlir::moe::printCollectivesReport(func::FuncOp step,
       kind = "slice";
       axes = slice.getAxes();
       bytes = tensorBytes(slice.getInput().getType());
+    } else if (isa<ExpertsOp, ExpertsGradOp>(op) &&
+               op->getAttrOfType<ArrayAttr>("expert_axes")) {
+      // Expert parallelism: every assignment's token row goes to its
+      // expert's rank and the result comes back (backward also sends the
+      // gradient row). Counts depend on the routing; the figure assumes it
+      // is balanced, so (n - 1) / n of the rows leave the rank.
+      kind = "all_to_all";
+      axes = op->getAttrOfType<ArrayAttr>("expert_axes");
+      auto x = cast<ShapedType>(op->getOperand(isa<ExpertsOp>(op) ? 0 : 1)
+                                    .getType());
+      auto routing = cast<ShapedType>(
+          op->getOperand(isa<ExpertsOp>(op) ? 1 : 2).getType());
+      int64_t rows = routing.getNumElements();
+      int64_t hidden = x.getDimSize(x.getRank() - 1);
+      bytes = isa<ExpertsOp>(op) ? 2 * rows * hidden * 4
+                                 : rows * (3 * hidden + 2) * 4;
+      factor = double(groupSize(axes) - 1) / groupSize(axes);
     } else {
       return;
     }

@@ -442,40 +442,38 @@ static absl::Status checkPeer(int peer, int size, int tag, int maxTag) {
 template <typename T>
 absl::StatusOr<Request> Group::sendImpl(absl::Span<const T> data, int peer,
                                         int tag) {
-  std::string what = absl::StrCat("send of ", data.size(), " ", typeName<T>(),
-                                  " to group rank ", peer);
-  if (absl::Status status = checkHealthy(what); !status.ok())
-    return status;
-  absl::Status status = checkPeer(peer, size_, tag, transport_->maxTag());
-  if (status.ok())
-    status = checkInt(static_cast<int64_t>(data.size()), "count");
-  if (!status.ok())
-    return error(status.code(), what, std::string(status.message()));
-  auto state = newRequest(std::move(what));
-  if (absl::Status started = begin(
-          *state, transport_->send(Channel::User, dtypeOf<T>(), data.data(),
-                                   static_cast<int>(data.size()), peer, tag));
-      !started.ok())
-    return started;
-  return Request(std::move(state));
+  return pointToPoint<T>(
+      absl::StrCat("send of ", data.size(), " ", typeName<T>(),
+                   " to group rank ", peer),
+      data.size(), peer, tag, [&] {
+        return transport_->send(Channel::User, dtypeOf<T>(), data.data(),
+                                static_cast<int>(data.size()), peer, tag);
+      });
 }
 
 template <typename T>
 absl::StatusOr<Request> Group::recvImpl(absl::Span<T> data, int peer, int tag) {
-  std::string what = absl::StrCat("recv of ", data.size(), " ", typeName<T>(),
-                                  " from group rank ", peer);
+  return pointToPoint<T>(
+      absl::StrCat("recv of ", data.size(), " ", typeName<T>(),
+                   " from group rank ", peer),
+      data.size(), peer, tag, [&] {
+        return transport_->recv(Channel::User, dtypeOf<T>(), data.data(),
+                                static_cast<int>(data.size()), peer, tag);
+      });
+}
+
+template <typename T, typename Start>
+absl::StatusOr<Request> Group::pointToPoint(std::string what, size_t count,
+                                            int peer, int tag, Start start) {
   if (absl::Status status = checkHealthy(what); !status.ok())
     return status;
   absl::Status status = checkPeer(peer, size_, tag, transport_->maxTag());
   if (status.ok())
-    status = checkInt(static_cast<int64_t>(data.size()), "count");
+    status = checkInt(static_cast<int64_t>(count), "count");
   if (!status.ok())
     return error(status.code(), what, std::string(status.message()));
   auto state = newRequest(std::move(what));
-  if (absl::Status started = begin(
-          *state, transport_->recv(Channel::User, dtypeOf<T>(), data.data(),
-                                   static_cast<int>(data.size()), peer, tag));
-      !started.ok())
+  if (absl::Status started = begin(*state, start()); !started.ok())
     return started;
   return Request(std::move(state));
 }

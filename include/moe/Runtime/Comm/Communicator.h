@@ -257,6 +257,11 @@ private:
   absl::StatusOr<Request> sendImpl(absl::Span<const T> data, int peer, int tag);
   template <typename T>
   absl::StatusOr<Request> recvImpl(absl::Span<T> data, int peer, int tag);
+  /// The checks and bookkeeping shared by send and recv; `start` posts the
+  /// transfer.
+  template <typename T, typename Start>
+  absl::StatusOr<Request> pointToPoint(std::string what, size_t count,
+                                       int peer, int tag, Start start);
   template <typename T>
   absl::StatusOr<Request> broadcastImpl(absl::Span<T> data, int root);
 

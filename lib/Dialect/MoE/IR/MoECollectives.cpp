@@ -63,33 +63,32 @@ LogicalResult AllGatherOp::verify() { return verifyCollective(*this); }
 LogicalResult ReduceScatterOp::verify() { return verifyCollective(*this); }
 LogicalResult SliceOp::verify() { return verifyCollective(*this); }
 
-LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  FailureOr<int64_t> group = groupSize(*this, getMeshAttr(), getAxes(), symbols);
+/// Checks the group, then that one side is the other's block along `dim`:
+/// the input for gathers (`gathers`), the result for scatters and slices.
+template <typename Op>
+static LogicalResult verifyBlocks(Op op, SymbolTableCollection &symbols,
+                                  bool gathers) {
+  FailureOr<int64_t> group =
+      groupSize(op, op.getMeshAttr(), op.getAxes(), symbols);
   if (failed(group))
     return failure();
-  return verifyBlockShapes(*this, getDim(),
-                           cast<ShapedType>(getInput().getType()),
-                           cast<ShapedType>(getResult().getType()), *group,
-                           "result");
+  auto input = cast<ShapedType>(op.getInput().getType());
+  auto result = cast<ShapedType>(op.getResult().getType());
+  return gathers ? verifyBlockShapes(op, op.getDim(), input, result, *group,
+                                     "result")
+                 : verifyBlockShapes(op, op.getDim(), result, input, *group,
+                                     "input");
+}
+
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyBlocks(*this, symbols, /*gathers=*/true);
 }
 
 LogicalResult
 ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  FailureOr<int64_t> group = groupSize(*this, getMeshAttr(), getAxes(), symbols);
-  if (failed(group))
-    return failure();
-  return verifyBlockShapes(*this, getDim(),
-                           cast<ShapedType>(getResult().getType()),
-                           cast<ShapedType>(getInput().getType()), *group,
-                           "input");
+  return verifyBlocks(*this, symbols, /*gathers=*/false);
 }
 
 LogicalResult SliceOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  FailureOr<int64_t> group = groupSize(*this, getMeshAttr(), getAxes(), symbols);
-  if (failed(group))
-    return failure();
-  return verifyBlockShapes(*this, getDim(),
-                           cast<ShapedType>(getResult().getType()),
-                           cast<ShapedType>(getInput().getType()), *group,
-                           "input");
+  return verifyBlocks(*this, symbols, /*gathers=*/false);
 }

@@ -15,7 +15,8 @@ if ! build/hf-venv/bin/python -c "import transformers" 2>/dev/null; then
 fi
 
 lit_out=$(mktemp)
-/usr/lib/llvm-19/build/utils/lit/lit.py -sv build/test 2>&1 | tee "$lit_out"
+# A hung test must fail the run, not outlast CI.
+timeout 3000 /usr/lib/llvm-19/build/utils/lit/lit.py -sv build/test 2>&1 | tee "$lit_out"
 lit_status=${PIPESTATUS[0]}
 (cd build && ctest -j2 --output-on-failure --timeout 600) 2>&1 | tee "$lit_out.ctest"
 ctest_status=${PIPESTATUS[0]}

@@ -13,6 +13,7 @@
 #include "moe/Target/ShardingReport.h"
 #include "moe/Transforms/Sharding.h"
 #include "moe/Transforms/Passes.h"
+#include "moe/Transforms/Pipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -32,7 +33,7 @@ namespace cl = llvm::cl;
 
 namespace {
 enum class Emit { Artifact, MLIR };
-enum class Report { Memory, Sharding };
+enum class Report { Memory, Sharding, Pipeline };
 } // namespace
 
 static cl::OptionCategory moecCategory("moec options");
@@ -56,13 +57,23 @@ static cl::list<Report> reports(
                           "parameters, optimizer state and arena per rank"),
                clEnumValN(Report::Sharding, "sharding",
                           "how every parameter and tensor is split over "
-                          "the mesh, and why")),
+                          "the mesh, and why"),
+               clEnumValN(Report::Pipeline, "pipeline",
+                          "the cost-balanced cut into --pp stages, with "
+                          "per-stage compute and memory")),
     cl::cat(moecCategory));
 static cl::opt<std::string> meshSpec(
     "mesh",
     cl::desc("the device mesh, e.g. dp=2,tp=2 (axes dp, fsdp, ep, tp; ep "
              "folds onto the data-parallel ranks)"),
     cl::value_desc("axis=size,..."), cl::init(""), cl::cat(moecCategory));
+static cl::opt<unsigned> pipelineStages(
+    "pp", cl::desc("pipeline stages (the layer sequence is cut into them)"),
+    cl::init(1), cl::cat(moecCategory));
+static cl::opt<unsigned> virtualStages(
+    "virtual-stages",
+    cl::desc("model chunks per pipeline stage (interleaved schedules)"),
+    cl::init(1), cl::cat(moecCategory));
 static cl::opt<std::string> stepFunction(
     "step-function", cl::desc("the training-step function to write"),
     cl::init("train_step"), cl::cat(moecCategory));
@@ -166,6 +177,19 @@ int main(int argc, char **argv) {
   if (wantsSharding &&
       failed(moe::printShardingReport(*module, step, llvm::outs())))
     return 1;
+  if (llvm::is_contained(reports, Report::Pipeline) || pipelineStages > 1 ||
+      virtualStages > 1) {
+    FailureOr<std::vector<moe::PipelineUnit>> units =
+        moe::pipelineUnits(*module, step);
+    if (failed(units))
+      return 1;
+    FailureOr<moe::PipelinePlan> plan = moe::planPipeline(
+        *module, std::move(*units), pipelineStages, virtualStages);
+    if (failed(plan))
+      return 1;
+    if (llvm::is_contained(reports, Report::Pipeline))
+      moe::printPipelineReport(*plan, llvm::outs());
+  }
   if (failed(back.run(*module)))
     return 1;
   if (wantsSharding && mesh)
@@ -182,6 +206,13 @@ int main(int argc, char **argv) {
   }
   if (emitKind == Emit::MLIR) {
     module->print(output->os());
+  } else if (pipelineStages > 1 || virtualStages > 1) {
+    // The cut is chosen and reported; running stages needs the schedules
+    // and stage-to-stage transfers of the pipeline work in progress.
+    llvm::errs() << "moec: error: --pp " << pipelineStages
+                 << ": pipelined artifacts are not implemented yet; inspect "
+                    "the cut with --report=pipeline --emit=mlir\n";
+    return 1;
   } else if (failed(moe::writeArtifact(*module, stepFunction, seed,
                                        output->os()))) {
     return 1;

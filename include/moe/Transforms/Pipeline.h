@@ -1,0 +1,66 @@
+//===- Pipeline.h - cost-balanced pipeline stage cuts -----------*- C++ -*-===//
+//
+// Cuts the model's layer sequence into pipeline stages. The units are the
+// embedding, each decoder layer, and the head (final norm, LM head, loss).
+// Each unit has a compute cost (model FLOPs of its forward ops, times 3 for
+// forward and backward) and a memory cost (its weights with their gradients
+// and AdamW moments, and the activations its forward keeps for backward).
+// The cut is the contiguous partition into `stages * virtualStages` chunks
+// that minimises the largest chunk's compute, ties broken by memory: not
+// equal layer counts, since the embedding and LM head weigh in.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_TRANSFORMS_PIPELINE_H
+#define MOE_TRANSFORMS_PIPELINE_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir::moe {
+
+/// One unit of the layer sequence.
+struct PipelineUnit {
+  std::string name; // "embedding", "layer 3", "head"
+  double flops = 0;
+  uint64_t weightBytes = 0;     // weights only
+  uint64_t activationBytes = 0; // kept from forward for backward
+};
+
+/// A chunk of consecutive units, run by rank `stage` (chunk `chunk` of it
+/// with virtual stages).
+struct PipelineChunk {
+  unsigned firstUnit = 0, lastUnit = 0; // inclusive
+  unsigned stage = 0, chunk = 0;
+  double flops = 0;
+  /// Weights with their gradients and two AdamW moments, plus activations.
+  uint64_t memoryBytes = 0;
+};
+
+struct PipelinePlan {
+  std::vector<PipelineUnit> units;
+  std::vector<PipelineChunk> chunks; // in model order
+  unsigned stages = 1, virtualStages = 1;
+};
+
+/// The units of a training step produced by the default pipeline (before
+/// partitioning), from the ops' locations (moe-expand-transformer names
+/// them after their layer).
+FailureOr<std::vector<PipelineUnit>> pipelineUnits(ModuleOp module,
+                                                   func::FuncOp step);
+
+/// The balanced cut of `units` into stages x virtualStages chunks; fails
+/// when there are fewer units than chunks.
+FailureOr<PipelinePlan> planPipeline(Operation *diagnosticsOn,
+                                     std::vector<PipelineUnit> units,
+                                     unsigned stages, unsigned virtualStages);
+
+/// Prints the cut, per stage compute and memory, and the imbalance.
+void printPipelineReport(const PipelinePlan &plan, llvm::raw_ostream &os);
+
+} // namespace mlir::moe
+
+#endif // MOE_TRANSFORMS_PIPELINE_H

@@ -13,6 +13,7 @@
 #include "moe/Target/ShardingReport.h"
 #include "moe/Transforms/Sharding.h"
 #include "moe/Transforms/Passes.h"
+#include "moe/Pipeline/Schedule.h"
 #include "moe/Transforms/Pipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,6 +25,7 @@
 #include "mlir/Support/Timing.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -74,6 +76,26 @@ static cl::opt<unsigned> virtualStages(
     "virtual-stages",
     cl::desc("model chunks per pipeline stage (interleaved schedules)"),
     cl::init(1), cl::cat(moecCategory));
+static cl::opt<unsigned> microbatches(
+    "microbatches",
+    cl::desc("microbatches per step for the pipeline schedule (default: 2 "
+             "per stage)"),
+    cl::init(0), cl::cat(moecCategory));
+static cl::opt<::moe::pipeline::ScheduleKind> scheduleKind(
+    "pipeline-schedule", cl::desc("the pipeline schedule"),
+    cl::init(::moe::pipeline::ScheduleKind::OneFOneB),
+    cl::values(
+        clEnumValN(::moe::pipeline::ScheduleKind::GPipe, "gpipe", "GPipe"),
+        clEnumValN(::moe::pipeline::ScheduleKind::OneFOneB, "1f1b", "1F1B"),
+        clEnumValN(::moe::pipeline::ScheduleKind::Interleaved1F1B,
+                   "interleaved", "interleaved 1F1B (--virtual-stages)"),
+        clEnumValN(::moe::pipeline::ScheduleKind::ZeroBubble, "zero-bubble",
+                   "zero bubble (ZB-H1: weight gradients fill bubbles)")),
+    cl::cat(moecCategory));
+static cl::opt<std::string> pipelineTrace(
+    "pipeline-trace",
+    cl::desc("write the pipeline schedule as a Chrome trace (Perfetto)"),
+    cl::value_desc("file.json"), cl::init(""), cl::cat(moecCategory));
 static cl::opt<std::string> stepFunction(
     "step-function", cl::desc("the training-step function to write"),
     cl::init("train_step"), cl::cat(moecCategory));
@@ -91,14 +113,58 @@ static std::string outputPath() {
   return (stem + (emitKind == Emit::MLIR ? ".out.mlir" : ".moebin")).str();
 }
 
+/// Builds and simulates the chosen schedule: prints its timeline and bubble
+/// fraction, and writes the Chrome trace when asked. Stages are taken as
+/// equal in cost (the cut balances them); backward is twice forward, split
+/// evenly between input and weight gradients.
+static LogicalResult reportSchedule(bool print) {
+  namespace pp = ::moe::pipeline;
+  pp::ScheduleOptions options;
+  options.stages = pipelineStages;
+  options.virtualStages = virtualStages;
+  options.microbatches = microbatches ? microbatches : 2 * pipelineStages;
+  pp::ScheduleKind kind = scheduleKind;
+  if (virtualStages > 1 && kind == pp::ScheduleKind::OneFOneB)
+    kind = pp::ScheduleKind::Interleaved1F1B;
+  pp::ErrorOr<pp::Schedule> schedule = pp::buildSchedule(kind, options);
+  if (!schedule) {
+    llvm::errs() << "moec: error: pipeline schedule: " << schedule.getError()
+                 << "\n";
+    return failure();
+  }
+  pp::ErrorOr<pp::Timeline> timeline = pp::simulate(*schedule, options);
+  if (!timeline) {
+    llvm::errs() << "moec: error: pipeline schedule: " << timeline.getError()
+                 << "\n";
+    return failure();
+  }
+  if (print)
+    llvm::outs() << "schedule " << pp::toString(kind) << ", "
+                 << options.microbatches << " microbatches: bubble "
+                 << llvm::format("%.1f%%", 100 * timeline->bubbleFraction)
+                 << " of the step\n"
+                 << pp::toText(*timeline);
+  if (!pipelineTrace.empty()) {
+    std::string error;
+    auto file = openOutputFile(pipelineTrace, &error);
+    if (!file) {
+      llvm::errs() << "moec: error: " << error << "\n";
+      return failure();
+    }
+    file->os() << pp::toChromeTrace(*timeline);
+    file->keep();
+  }
+  return success();
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
-  moe::registerMoEPasses();
-  moe::registerTrainingPipeline();
+  mlir::moe::registerMoEPasses();
+  mlir::moe::registerTrainingPipeline();
   PassPipelineCLParser passPipeline("", "compiler passes to run (default: "
                                         "moe-training-pipeline)");
   // libLLVM registers hundreds of codegen options; --help shows moec's, and
@@ -113,7 +179,7 @@ int main(int argc, char **argv) {
       "--mlir-print-ir-after-all, --mlir-timing (see --help-hidden).\n");
 
   DialectRegistry registry;
-  registry.insert<moe::MoEDialect, func::FuncDialect>();
+  registry.insert<mlir::moe::MoEDialect, func::FuncDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   // Users read errors about their model, not the generic form of the op.
@@ -134,14 +200,14 @@ int main(int argc, char **argv) {
 
   if (!meshSpec.empty()) {
     std::string error;
-    auto axes = moe::parseMeshSpec(meshSpec, error);
+    auto axes = mlir::moe::parseMeshSpec(meshSpec, error);
     if (failed(axes)) {
       llvm::errs() << "moec: error: --mesh: " << error << "\n";
       return 1;
     }
-    moe::setMesh(*module, *axes);
+    mlir::moe::setMesh(*module, *axes);
   }
-  moe::MeshOp mesh = moe::getMesh(*module);
+  mlir::moe::MeshOp mesh = mlir::moe::getMesh(*module);
 
   // Two halves, so that --report=sharding can show the global step with
   // its shardings before partitioning rewrites it per rank.
@@ -162,8 +228,8 @@ int main(int argc, char **argv) {
     if (failed(passPipeline.addToPipeline(front, errorHandler)))
       return 1;
   } else {
-    moe::buildTrainingFrontend(front, sharded);
-    moe::buildTrainingBackend(back, sharded);
+    mlir::moe::buildTrainingFrontend(front, sharded);
+    mlir::moe::buildTrainingBackend(back, sharded);
   }
   bool wantsSharding = llvm::is_contained(reports, Report::Sharding);
   if (failed(front.run(*module)))
@@ -175,27 +241,29 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (wantsSharding &&
-      failed(moe::printShardingReport(*module, step, llvm::outs())))
+      failed(mlir::moe::printShardingReport(*module, step, llvm::outs())))
     return 1;
   if (llvm::is_contained(reports, Report::Pipeline) || pipelineStages > 1 ||
       virtualStages > 1) {
-    FailureOr<std::vector<moe::PipelineUnit>> units =
-        moe::pipelineUnits(*module, step);
+    FailureOr<std::vector<mlir::moe::PipelineUnit>> units =
+        mlir::moe::pipelineUnits(*module, step);
     if (failed(units))
       return 1;
-    FailureOr<moe::PipelinePlan> plan = moe::planPipeline(
+    FailureOr<mlir::moe::PipelinePlan> plan = mlir::moe::planPipeline(
         *module, std::move(*units), pipelineStages, virtualStages);
     if (failed(plan))
       return 1;
     if (llvm::is_contained(reports, Report::Pipeline))
-      moe::printPipelineReport(*plan, llvm::outs());
+      mlir::moe::printPipelineReport(*plan, llvm::outs());
+    if (failed(reportSchedule(llvm::is_contained(reports, Report::Pipeline))))
+      return 1;
   }
   if (failed(back.run(*module)))
     return 1;
   if (wantsSharding && mesh)
-    moe::printCollectivesReport(step, llvm::outs());
+    mlir::moe::printCollectivesReport(step, llvm::outs());
   if (llvm::is_contained(reports, Report::Memory))
-    moe::printMemoryReport(moe::computeModelStatistics(*module, step),
+    mlir::moe::printMemoryReport(mlir::moe::computeModelStatistics(*module, step),
                            llvm::outs());
 
   std::string path = outputPath();
@@ -213,7 +281,7 @@ int main(int argc, char **argv) {
                  << ": pipelined artifacts are not implemented yet; inspect "
                     "the cut with --report=pipeline --emit=mlir\n";
     return 1;
-  } else if (failed(moe::writeArtifact(*module, stepFunction, seed,
+  } else if (failed(mlir::moe::writeArtifact(*module, stepFunction, seed,
                                        output->os()))) {
     return 1;
   }

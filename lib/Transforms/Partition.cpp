@@ -397,6 +397,19 @@ LogicalResult Partitioner::partitionRuled(Operation *op,
 LogicalResult Partitioner::partitionOp(Operation *op) {
   builder.setInsertionPoint(op);
   Location loc = op->getLoc();
+  if (auto add = dyn_cast<AddOp>(op)) {
+    // A sum of partial sums laid out alike is a partial sum: reducing once,
+    // where it is consumed, beats reducing each term (gradient fan-in).
+    const Layout &lhs = layouts[add.getLhs()], &rhs = layouts[add.getRhs()];
+    if (!lhs.partial.empty() && lhs.dims == rhs.dims &&
+        lhs.partial.getArrayRef() == rhs.partial.getArrayRef()) {
+      Value sum = builder.create<AddOp>(loc, local[add.getLhs()],
+                                        local[add.getRhs()]);
+      local[add.getResult()] = sum;
+      layouts[add.getResult()] = lhs;
+      return success();
+    }
+  }
   if (auto read = dyn_cast<GetParamOp>(op)) {
     auto param = module.lookupSymbol<ParamOp>(read.getParamAttr());
     Value value = builder.create<GetParamOp>(loc, param.getTensorType(),

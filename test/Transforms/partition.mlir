@@ -27,6 +27,11 @@ moe.transformer @small {vocab = 32, hidden = 16, layers = 1, heads = 4,
 // some: the data ranks and, with sequence parallelism, the tp ranks.
 // CHECK: moe.cross_entropy {{.*}} {token_axes = ["fsdp", "tp"]}
 // CHECK: moe.cross_entropy_grad {{.*}} {token_axes = ["fsdp", "tp"]}
+// The input gradients of the column-parallel linears that share an input are
+// partial sums over tp; they are added while still partial and reduced once.
+// CHECK: %[[FANIN:.*]] = moe.add %{{.*}}, %{{.*}} : tensor<2x4x16xf32>
+// CHECK-NEXT: %[[RS:.*]] = moe.reduce_scatter %[[FANIN]] {axes = ["tp"], dim = 1 : i64, mesh = @mesh} : (tensor<2x4x16xf32>) -> tensor<2x2x16xf32>
+// CHECK-NEXT: moe.rms_norm_grad %[[RS]]
 // The q_proj gradient of the sequence slice sums over tp and fsdp and lands
 // in q_proj's storage split in one reduce-scatter; the norm sums squares
 // over shards.

@@ -400,11 +400,14 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   if (auto add = dyn_cast<AddOp>(op)) {
     // A sum of partial sums laid out alike is a partial sum: reducing once,
     // where it is consumed, beats reducing each term (gradient fan-in).
-    const Layout &lhs = layouts[add.getLhs()], &rhs = layouts[add.getRhs()];
+    // lookup, not operator[]: inserting one operand could rehash the map
+    // under a reference to the other.
+    Layout lhs = layouts.lookup(add.getLhs());
+    Layout rhs = layouts.lookup(add.getRhs());
     if (!lhs.partial.empty() && lhs.dims == rhs.dims &&
         lhs.partial.getArrayRef() == rhs.partial.getArrayRef()) {
-      Value sum = builder.create<AddOp>(loc, local[add.getLhs()],
-                                        local[add.getRhs()]);
+      Value sum = builder.create<AddOp>(loc, local.lookup(add.getLhs()),
+                                        local.lookup(add.getRhs()));
       local[add.getResult()] = sum;
       layouts[add.getResult()] = lhs;
       return success();

@@ -98,12 +98,18 @@ void ProgramBuilder::split(uint32_t buffer, std::vector<AxisList> split) {
   program.buffers[buffer].split = std::move(split);
 }
 
-Program makeTinyProgram(const TinyConfig &c) {
+/// A current-version program with no model, buffers or instructions yet.
+static Program emptyProgram(uint64_t seed) {
   Program program;
   program.versionMajor = kArtifactVersionMajor;
   program.versionMinor = kArtifactVersionMinor;
   program.producer = "unittests";
-  program.seed = 1234;
+  program.seed = seed;
+  return program;
+}
+
+Program makeTinyProgram(const TinyConfig &c) {
+  Program program = emptyProgram(/*seed=*/1234);
   ModelInfo &model = program.model;
   model.name = "tiny";
   model.configJson = R"({"model": "tiny"})";
@@ -180,11 +186,7 @@ Program makeTinyProgram(const TinyConfig &c) {
 }
 
 Program makeMoeProgram(const MoeConfig &c) {
-  Program program;
-  program.versionMajor = kArtifactVersionMajor;
-  program.versionMinor = kArtifactVersionMinor;
-  program.producer = "unittests";
-  program.seed = 7;
+  Program program = emptyProgram(/*seed=*/7);
   int64_t B = c.batch, S = c.seq, V = c.vocab, H = c.hidden;
   int64_t d = H / c.heads, Q = c.heads * d, KV = c.kvHeads * d;
   int64_t E = c.experts, F = c.ffn, K = c.topK;
@@ -361,11 +363,7 @@ Program makeMoeProgram(const MoeConfig &c) {
 Program makeMeshProgram(const MeshConfig &c) {
   using Sizes = MeshProgramSizes;
   const int64_t B = Sizes::kBatch, S = Sizes::kSeq, V = Sizes::kVocab;
-  Program program;
-  program.versionMajor = kArtifactVersionMajor;
-  program.versionMinor = kArtifactVersionMinor;
-  program.producer = "unittests";
-  program.seed = 99;
+  Program program = emptyProgram(/*seed=*/99);
   ModelInfo &model = program.model;
   model.name = "mesh";
   model.vocab = V;
@@ -440,11 +438,7 @@ Program makeExpertParallelProgram(const ExpertParallelConfig &c) {
   const int64_t B = Sizes::kBatch, S = Sizes::kSeq, V = Sizes::kVocab;
   const int64_t H = Sizes::kHidden, F = Sizes::kFfn, K = c.topK;
   const int64_t El = c.localExperts, E = El * c.ep;
-  Program program;
-  program.versionMajor = kArtifactVersionMajor;
-  program.versionMinor = kArtifactVersionMinor;
-  program.producer = "unittests";
-  program.seed = 5;
+  Program program = emptyProgram(/*seed=*/5);
   ModelInfo &model = program.model;
   model.name = "expert-parallel";
   model.vocab = V;

@@ -185,19 +185,15 @@ static Command parseArgs(int argc, char **argv) {
   return command;
 }
 
-/// Weights and step dumps are whole tensors; a rank of a partitioned run
-/// holds blocks of them.
+/// Refused before any rank reads the artifact: a usage error from rank 0
+/// instead of every rank failing and aborting the job.
 static void checkRanks(const train::TrainOptions &options, int ranks) {
   if (ranks == 1)
     return;
-  const std::pair<bool, const char *> flags[] = {
-      {!options.loadPath.empty(), "--load"},
-      {!options.savePath.empty(), "--save"},
-      {!options.dumpStepDir.empty(), "--dump-step"}};
-  for (auto [given, flag] : flags)
-    if (given)
-      throw UsageError{std::string(flag) + " is not supported with " +
-                       std::to_string(ranks) + " ranks yet"};
+  if (std::optional<train::WholeTensorFeature> feature =
+          train::requestedWholeTensorFeature(options))
+    throw UsageError{std::string(feature->flag) + " is not supported with " +
+                     std::to_string(ranks) + " ranks yet"};
 }
 
 /// Whether a launcher (mpirun, srun, a PMI/PMIx server) started this

@@ -75,20 +75,27 @@ static absl::Status checkFitsInMemory(const Program &program,
       path, bytes / 1073741824.0, physical / 1073741824.0));
 }
 
-/// Weights files and step dumps hold whole tensors by name; a rank holds
-/// only blocks of the split ones, so these wait for gathering them.
+std::optional<WholeTensorFeature>
+requestedWholeTensorFeature(const TrainOptions &options) {
+  const std::pair<bool, WholeTensorFeature> features[] = {
+      {!options.loadPath.empty(), {"--load", "loading weights"}},
+      {!options.savePath.empty(), {"--save", "saving weights"}},
+      {!options.dumpStepDir.empty(), {"--dump-step", "dumping a step"}}};
+  for (const auto &[requested, feature] : features)
+    if (requested)
+      return feature;
+  return std::nullopt;
+}
+
 absl::Status Run::checkSingleRankFeatures(const Program &program) const {
   int64_t ranks = program.numRanks();
   if (ranks == 1)
     return absl::OkStatus();
-  const std::pair<bool, const char *> features[] = {
-      {!options.loadPath.empty(), "loading weights (--load)"},
-      {!options.savePath.empty(), "saving weights (--save)"},
-      {!options.dumpStepDir.empty(), "dumping a step (--dump-step)"}};
-  for (auto [wanted, what] : features)
-    if (wanted)
-      return absl::UnimplementedError(
-          absl::StrCat(what, " is not supported with ", ranks, " ranks yet"));
+  if (std::optional<WholeTensorFeature> feature =
+          requestedWholeTensorFeature(options))
+    return absl::UnimplementedError(
+        absl::StrCat(feature->what, " (", feature->flag,
+                     ") is not supported with ", ranks, " ranks yet"));
   return absl::OkStatus();
 }
 

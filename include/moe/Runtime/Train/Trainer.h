@@ -64,6 +64,18 @@ struct TrainOptions {
   comm::World *world = nullptr;
 };
 
+/// A requested feature that reads or writes whole tensors by name (weights
+/// files, step dumps), which a rank of a partitioned run holds only blocks
+/// of, so it needs a single rank for now.
+struct WholeTensorFeature {
+  const char *flag; // "--save"
+  const char *what; // "saving weights"
+};
+
+/// The first such feature `options` asks for, if any.
+std::optional<WholeTensorFeature>
+requestedWholeTensorFeature(const TrainOptions &options);
+
 /// What a finished run reports.
 struct TrainSummary {
   std::vector<double> losses;

@@ -4,7 +4,7 @@
 module {
   moe.transformer @mixtral_8x7b {vocab = 32000, hidden = 4096, layers = 32,
                                  heads = 32, kv_heads = 8, experts = 8,
-                                 top_k = 2, ffn = 14336, seq = 4096, batch = 1,
+                                 top_k = 2, ffn = 14336, seq = 4096, batch = 8,
                                  rope_theta = 1.0e6 : f32, aux_coef = 0.02 : f32}
   moe.adamw_config {lr = 3.0e-4 : f32, min_lr = 3.0e-5 : f32, warmup = 2000,
                     decay_steps = 250000, weight_decay = 0.1 : f32,

@@ -182,6 +182,34 @@ ErrorOr<Schedule> buildSchedule(ScheduleKind kind,
   return Error{"unknown schedule kind"};
 }
 
+bool actionRuns(ActionKind kind, Phase phase) {
+  switch (kind) {
+  case ActionKind::Forward:
+    return phase == Phase::Forward;
+  case ActionKind::BackwardInput:
+    return phase == Phase::Backward;
+  case ActionKind::BackwardWeight:
+    return phase == Phase::BackwardWeight;
+  case ActionKind::Backward:
+    return phase == Phase::Backward || phase == Phase::BackwardWeight;
+  }
+  return false;
+}
+
+bool runsBefore(int fromStage, Phase from, int toStage, Phase to) {
+  switch (from) {
+  case Phase::Forward:
+    return to != Phase::Forward || fromStage <= toStage;
+  case Phase::Backward:
+    return to != Phase::Forward && fromStage >= toStage;
+  case Phase::BackwardWeight:
+    return to == Phase::BackwardWeight && fromStage == toStage;
+  case Phase::Optimizer:
+    return false;
+  }
+  return false;
+}
+
 std::optional<std::string> verifySchedule(const Schedule &schedule) {
   int p = schedule.stages, v = schedule.virtualStages,
       m = schedule.microbatches;

@@ -11,12 +11,14 @@
 #include "moe/Target/ModelStatistics.h"
 #include "moe/Transforms/Sharding.h"
 #include "moe/Transforms/Transforms.h"
+#include "moe/Pipeline/Schedule.h"
 
 #include "moe/Runtime/Artifact/Program_generated.h"
 #include "moe/Runtime/Program.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -33,12 +35,15 @@ struct PendingInstruction {
   SmallVector<int64_t> ints;
   SmallVector<float> floats;
   std::string location;
+  int32_t stage = 0;
+  fb::PipelinePhase phase = fb::PipelinePhase::Forward;
 };
 
 class ArtifactBuilder {
 public:
-  ArtifactBuilder(ModuleOp module, func::FuncOp step)
-      : module(module), step(step) {}
+  ArtifactBuilder(ModuleOp module, func::FuncOp step,
+                  const ::moe::pipeline::Schedule *schedule)
+      : module(module), step(step), schedule(schedule) {}
 
   LogicalResult build(uint64_t seed, llvm::raw_ostream &os);
 
@@ -57,9 +62,12 @@ private:
   LogicalResult addParams();
   LogicalResult addInstruction(Operation *op);
   FailureOr<PendingInstruction> describe(Operation *op);
+  LogicalResult addPipelineTags(Operation *op, PendingInstruction &inst);
+  flatbuffers::Offset<fb::Pipeline> pipelineOffset();
 
   ModuleOp module;
   func::FuncOp step;
+  const ::moe::pipeline::Schedule *schedule;
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
   std::vector<PendingInstruction> instructions;
@@ -357,7 +365,7 @@ LogicalResult ArtifactBuilder::addInstruction(Operation *op) {
       (!offsets || offsets.size() != static_cast<int64_t>(op->getNumResults())))
     return op->emitOpError() << "has no memory plan (run moe-plan-memory)";
   FailureOr<PendingInstruction> inst = describe(op);
-  if (failed(inst))
+  if (failed(inst) || (schedule && failed(addPipelineTags(op, *inst))))
     return failure();
   for (auto [i, result] : llvm::enumerate(op->getResults())) {
     std::string name = (op->getName().stripDialect() + "." +
@@ -372,6 +380,70 @@ LogicalResult ArtifactBuilder::addInstruction(Operation *op) {
   }
   instructions.push_back(std::move(*inst));
   return success();
+}
+
+LogicalResult ArtifactBuilder::addPipelineTags(Operation *op,
+                                               PendingInstruction &inst) {
+  auto stage = op->getAttrOfType<IntegerAttr>(kPipelineStageAttrName);
+  auto phase = op->getAttrOfType<StringAttr>(kPipelinePhaseAttrName);
+  if (!stage || !phase)
+    return op->emitOpError()
+           << "has no pipeline stage (run moe-split-pipeline-stages)";
+  inst.stage = static_cast<int32_t>(stage.getInt());
+  std::optional<fb::PipelinePhase> value =
+      llvm::StringSwitch<std::optional<fb::PipelinePhase>>(phase.getValue())
+          .Case("forward", fb::PipelinePhase::Forward)
+          .Case("backward", fb::PipelinePhase::Backward)
+          .Case("weight", fb::PipelinePhase::BackwardWeight)
+          .Case("optimizer", fb::PipelinePhase::Optimizer)
+          .Default(std::nullopt);
+  if (!value)
+    return op->emitOpError() << "has an unknown pipeline phase " << phase;
+  inst.phase = *value;
+  int64_t stages = schedule->stages * schedule->virtualStages;
+  if (inst.stage < -1 || inst.stage >= stages)
+    return op->emitOpError() << "runs on pipeline stage " << inst.stage
+                             << ", but the schedule has " << stages;
+  return success();
+}
+
+static fb::PipelineActionKind toSchema(::moe::pipeline::ActionKind kind) {
+  switch (kind) {
+  case ::moe::pipeline::ActionKind::Forward:
+    return fb::PipelineActionKind::Forward;
+  case ::moe::pipeline::ActionKind::BackwardInput:
+    return fb::PipelineActionKind::BackwardInput;
+  case ::moe::pipeline::ActionKind::BackwardWeight:
+    return fb::PipelineActionKind::BackwardWeight;
+  case ::moe::pipeline::ActionKind::Backward:
+    return fb::PipelineActionKind::Backward;
+  }
+  llvm_unreachable("unknown action kind");
+}
+
+flatbuffers::Offset<fb::Pipeline> ArtifactBuilder::pipelineOffset() {
+  std::vector<int32_t> stages;
+  std::vector<fb::PipelinePhase> phases;
+  for (const PendingInstruction &inst : instructions) {
+    stages.push_back(inst.stage);
+    phases.push_back(inst.phase);
+  }
+  std::vector<flatbuffers::Offset<fb::PipelineRank>> ranks;
+  for (const std::vector<::moe::pipeline::Action> &actions : schedule->ranks) {
+    std::vector<fb::PipelineAction> encoded;
+    for (const ::moe::pipeline::Action &action : actions)
+      encoded.emplace_back(toSchema(action.kind), action.chunk,
+                           action.microbatch);
+    ranks.push_back(
+        fb::CreatePipelineRank(fbb, fbb.CreateVectorOfStructs(encoded)));
+  }
+  auto stageVec = fbb.CreateVector(stages);
+  auto phaseVec = fbb.CreateVector(phases);
+  auto rankVec = fbb.CreateVector(ranks);
+  return fb::CreatePipeline(fbb, schedule->stages, schedule->virtualStages,
+                            schedule->microbatches,
+                            fbb.CreateString(toString(schedule->kind)),
+                            stageVec, phaseVec, rankVec);
 }
 
 LogicalResult ArtifactBuilder::build(uint64_t seed, llvm::raw_ostream &os) {
@@ -419,31 +491,45 @@ LogicalResult ArtifactBuilder::build(uint64_t seed, llvm::raw_ostream &os) {
       fbb, fbb.CreateString(stats.name), stats.vocab, stats.hidden,
       stats.layers, stats.heads, stats.kvHeads, stats.experts, stats.topK,
       stats.ffn, stats.batch, stats.seq, stats.totalParams,
-      stats.activeParams, stats.flopsPerStep,
+      stats.activeParams,
+      stats.flopsPerStep * (schedule ? schedule->microbatches : 1),
       fbb.CreateString(configJson(module, step)));
-  // The mesh, the collectives' groups and the batch split (version 1.1).
+  // The mesh, the collectives' groups and the batch split (version 1.1);
+  // pipeline stages are the outermost axis, "pp" (version 1.2).
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>
       meshAxes, batchAxes;
   flatbuffers::Offset<flatbuffers::Vector<int64_t>> meshShape;
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Axes>>>
       groupVec;
-  if (MeshOp mesh = getMesh(module)) {
-    std::vector<flatbuffers::Offset<flatbuffers::String>> axisNames;
+  std::vector<flatbuffers::Offset<flatbuffers::String>> axisNames;
+  std::vector<int64_t> axisSizes;
+  if (schedule && schedule->stages > 1) {
+    axisNames.push_back(fbb.CreateString("pp"));
+    axisSizes.push_back(schedule->stages);
+  }
+  MeshOp mesh = getMesh(module);
+  if (mesh) {
     for (StringRef axis : mesh.getAxes().getAsValueRange<StringAttr>())
       axisNames.push_back(fbb.CreateString(axis.str()));
+    llvm::append_range(axisSizes, mesh.getShape());
+  }
+  if (!axisNames.empty()) {
     meshAxes = fbb.CreateVector(axisNames);
-    meshShape = fbb.CreateVector(std::vector<int64_t>(
-        mesh.getShape().begin(), mesh.getShape().end()));
+    meshShape = fbb.CreateVector(axisSizes);
     std::vector<flatbuffers::Offset<fb::Axes>> groupOffsets;
     for (const SmallVector<StringRef> &group : groups)
       groupOffsets.push_back(axesOffset(group));
     groupVec = fbb.CreateVector(groupOffsets);
     std::vector<flatbuffers::Offset<flatbuffers::String>> batch;
-    if (ShardingAttr tokens = getRecordedSharding(body.getArgument(0)))
+    if (ShardingAttr tokens =
+            mesh ? getRecordedSharding(body.getArgument(0)) : ShardingAttr())
       for (StringRef axis : tokens.axesOf(0))
         batch.push_back(fbb.CreateString(axis.str()));
     batchAxes = fbb.CreateVector(batch);
   }
+  flatbuffers::Offset<fb::Pipeline> pipeline;
+  if (schedule)
+    pipeline = pipelineOffset();
   auto bufferVec = fbb.CreateVector(buffers);
   auto instVec = fbb.CreateVector(instOffsets);
   auto producer = fbb.CreateString("moec");
@@ -452,18 +538,20 @@ LogicalResult ArtifactBuilder::build(uint64_t seed, llvm::raw_ostream &os) {
       producer, model,
       bufferVec, instVec, arena.getInt(), inputs[0], inputs[1], inputs[2],
       outputs[0], outputs[1], outputs[2], seed, meshAxes, meshShape, groupVec,
-      batchAxes);
+      batchAxes, pipeline);
   fb::FinishProgramBuffer(fbb, program);
   os.write(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
            fbb.GetSize());
   return success();
 }
 
-LogicalResult mlir::moe::writeArtifact(ModuleOp module, StringRef function,
-                                       uint64_t seed, llvm::raw_ostream &os) {
+LogicalResult
+mlir::moe::writeArtifact(ModuleOp module, StringRef function, uint64_t seed,
+                         llvm::raw_ostream &os,
+                         const ::moe::pipeline::Schedule *schedule) {
   FailureOr<func::FuncOp> step =
       lookupFunction(module, function, "to write as the training step");
   if (failed(step))
     return failure();
-  return ArtifactBuilder(module, *step).build(seed, os);
+  return ArtifactBuilder(module, *step, schedule).build(seed, os);
 }

@@ -14,9 +14,13 @@ void mlir::moe::buildTrainingFrontend(OpPassManager &pm, bool sharded) {
     pm.addPass(createPropagateSharding());
 }
 
-void mlir::moe::buildTrainingBackend(OpPassManager &pm, bool sharded) {
+void mlir::moe::buildTrainingBackend(
+    OpPassManager &pm, bool sharded,
+    const std::optional<SplitPipelineStagesOptions> &pipeline) {
   if (sharded)
     pm.addPass(createPartition());
+  if (pipeline)
+    pm.addPass(createSplitPipelineStages(*pipeline));
   pm.addPass(createPlanMemory());
 }
 

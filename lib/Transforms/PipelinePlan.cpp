@@ -27,7 +27,8 @@ static std::optional<unsigned> unitOf(StringRef name, unsigned layers) {
   return std::nullopt;
 }
 
-static std::optional<unsigned> unitOf(Location loc, unsigned layers) {
+std::optional<unsigned> mlir::moe::pipelineUnitOf(Location loc,
+                                                  unsigned layers) {
   if (auto named = dyn_cast<NameLoc>(loc))
     return unitOf(named.getName().strref(), layers);
   return std::nullopt;
@@ -75,7 +76,7 @@ mlir::moe::pipelineUnits(ModuleOp module, func::FuncOp step) {
     // the backward pass.
     if (!isa<DifferentiableOpInterface>(op))
       return;
-    std::optional<unsigned> unit = unitOf(op->getLoc(), layers);
+    std::optional<unsigned> unit = pipelineUnitOf(op->getLoc(), layers);
     if (!unit)
       return;
     units[*unit].flops += 3.0 * forwardFlops(op);

@@ -113,33 +113,47 @@ static std::string outputPath() {
   return (stem + (emitKind == Emit::MLIR ? ".out.mlir" : ".moebin")).str();
 }
 
-/// Builds and simulates the chosen schedule: prints its timeline and bubble
-/// fraction, and writes the Chrome trace when asked. Stages are taken as
-/// equal in cost (the cut balances them); backward is twice forward, split
-/// evenly between input and weight gradients.
-static LogicalResult reportSchedule(bool print) {
+/// Microbatches per step: --microbatches, else 2 per stage when pipelined.
+static unsigned numMicrobatches() {
+  if (microbatches)
+    return microbatches;
+  return pipelineStages * virtualStages > 1 ? 2 * pipelineStages : 1;
+}
+
+/// Whether the step is split into microbatches or stages at all.
+static bool isPipelined() {
+  return pipelineStages * virtualStages > 1 || numMicrobatches() > 1;
+}
+
+/// The schedule the artifact follows. Stages are taken as equal in cost
+/// (the cut balances them); backward is twice forward, split evenly between
+/// input and weight gradients.
+static ::moe::pipeline::ErrorOr<::moe::pipeline::Schedule>
+buildPipelineSchedule(::moe::pipeline::ScheduleOptions &options) {
   namespace pp = ::moe::pipeline;
-  pp::ScheduleOptions options;
   options.stages = pipelineStages;
   options.virtualStages = virtualStages;
-  options.microbatches = microbatches ? microbatches : 2 * pipelineStages;
+  options.microbatches = numMicrobatches();
   pp::ScheduleKind kind = scheduleKind;
   if (virtualStages > 1 && kind == pp::ScheduleKind::OneFOneB)
     kind = pp::ScheduleKind::Interleaved1F1B;
-  pp::ErrorOr<pp::Schedule> schedule = pp::buildSchedule(kind, options);
-  if (!schedule) {
-    llvm::errs() << "moec: error: pipeline schedule: " << schedule.getError()
-                 << "\n";
-    return failure();
-  }
-  pp::ErrorOr<pp::Timeline> timeline = pp::simulate(*schedule, options);
+  return pp::buildSchedule(kind, options);
+}
+
+/// Simulates `schedule`: prints its timeline and bubble fraction, and writes
+/// the Chrome trace when asked.
+static LogicalResult reportSchedule(const ::moe::pipeline::Schedule &schedule,
+                                    const ::moe::pipeline::ScheduleOptions &options,
+                                    bool print) {
+  namespace pp = ::moe::pipeline;
+  pp::ErrorOr<pp::Timeline> timeline = pp::simulate(schedule, options);
   if (!timeline) {
     llvm::errs() << "moec: error: pipeline schedule: " << timeline.getError()
                  << "\n";
     return failure();
   }
   if (print)
-    llvm::outs() << "schedule " << pp::toString(kind) << ", "
+    llvm::outs() << "schedule " << pp::toString(schedule.kind) << ", "
                  << options.microbatches << " microbatches: bubble "
                  << llvm::format("%.1f%%", 100 * timeline->bubbleFraction)
                  << " of the step\n"
@@ -154,6 +168,27 @@ static LogicalResult reportSchedule(bool print) {
     file->os() << pp::toChromeTrace(*timeline);
     file->keep();
   }
+  return success();
+}
+
+/// Compiles the step for one microbatch: divides the batch of every
+/// moe.transformer by the microbatches.
+static LogicalResult splitBatch(ModuleOp module, unsigned parts) {
+  if (parts == 1)
+    return success();
+  bool found = false;
+  for (auto transformer : module.getOps<mlir::moe::TransformerOp>()) {
+    found = true;
+    uint64_t batch = transformer.getBatch();
+    if (batch % parts != 0)
+      return transformer.emitError()
+             << "--microbatches " << parts << " does not divide the batch of "
+             << batch << " sequences";
+    transformer.setBatch(batch / parts);
+  }
+  if (!found)
+    return module.emitError() << "--microbatches needs the model's batch "
+                                 "(moe.transformer)";
   return success();
 }
 
@@ -229,9 +264,10 @@ int main(int argc, char **argv) {
       return 1;
   } else {
     mlir::moe::buildTrainingFrontend(front, sharded);
-    mlir::moe::buildTrainingBackend(back, sharded);
   }
   bool wantsSharding = llvm::is_contained(reports, Report::Sharding);
+  if (isPipelined() && failed(splitBatch(*module, numMicrobatches())))
+    return 1;
   if (failed(front.run(*module)))
     return 1;
   auto step = module->lookupSymbol<func::FuncOp>(stepFunction);
@@ -243,8 +279,10 @@ int main(int argc, char **argv) {
   if (wantsSharding &&
       failed(mlir::moe::printShardingReport(*module, step, llvm::outs())))
     return 1;
-  if (llvm::is_contained(reports, Report::Pipeline) || pipelineStages > 1 ||
-      virtualStages > 1) {
+  std::optional<::moe::pipeline::Schedule> schedule;
+  std::optional<mlir::moe::SplitPipelineStagesOptions> split;
+  std::vector<unsigned> unitStages; // split's options refer to it
+  if (llvm::is_contained(reports, Report::Pipeline) || isPipelined()) {
     FailureOr<std::vector<mlir::moe::PipelineUnit>> units =
         mlir::moe::pipelineUnits(*module, step);
     if (failed(units))
@@ -255,9 +293,29 @@ int main(int argc, char **argv) {
       return 1;
     if (llvm::is_contained(reports, Report::Pipeline))
       mlir::moe::printPipelineReport(*plan, llvm::outs());
-    if (failed(reportSchedule(llvm::is_contained(reports, Report::Pipeline))))
+    ::moe::pipeline::ScheduleOptions options;
+    auto built = buildPipelineSchedule(options);
+    if (!built) {
+      llvm::errs() << "moec: error: pipeline schedule: " << built.getError()
+                   << "\n";
       return 1;
+    }
+    if (failed(reportSchedule(*built, options,
+                              llvm::is_contained(reports, Report::Pipeline))))
+      return 1;
+    schedule = std::move(*built);
+    split.emplace();
+    split->function = stepFunction;
+    // Model stage i is chunk i of the cut, in model order.
+    for (auto [stage, chunk] : llvm::enumerate(plan->chunks))
+      for (unsigned unit = chunk.firstUnit; unit <= chunk.lastUnit; ++unit)
+        unitStages.push_back(stage);
+    split->unitStages = unitStages;
+    split->splitWeightGradients =
+        schedule->kind == ::moe::pipeline::ScheduleKind::ZeroBubble;
   }
+  if (!passPipeline.hasAnyOccurrences())
+    mlir::moe::buildTrainingBackend(back, sharded, split);
   if (failed(back.run(*module)))
     return 1;
   if (wantsSharding && mesh)
@@ -274,15 +332,9 @@ int main(int argc, char **argv) {
   }
   if (emitKind == Emit::MLIR) {
     module->print(output->os());
-  } else if (pipelineStages > 1 || virtualStages > 1) {
-    // The cut is chosen and reported; running stages needs the schedules
-    // and stage-to-stage transfers of the pipeline work in progress.
-    llvm::errs() << "moec: error: --pp " << pipelineStages
-                 << ": pipelined artifacts are not implemented yet; inspect "
-                    "the cut with --report=pipeline --emit=mlir\n";
-    return 1;
   } else if (failed(mlir::moe::writeArtifact(*module, stepFunction, seed,
-                                       output->os()))) {
+                                             output->os(),
+                                             schedule ? &*schedule : nullptr))) {
     return 1;
   }
   output->keep();

@@ -75,6 +75,21 @@ enum class ActionKind {
   Backward,
 };
 
+/// The part of a step an instruction belongs to: one microbatch's forward,
+/// backward (input gradients; everything when not split) or weight
+/// gradients of one model stage, or the optimizer, once per step.
+enum class Phase { Forward, Backward, BackwardWeight, Optimizer };
+
+/// Whether an action of `kind` runs the instructions of `phase` (fused
+/// Backward runs both backward phases).
+bool actionRuns(ActionKind kind, Phase phase);
+
+/// Whether every schedule runs the (model stage, phase) producing a value
+/// before a reader's (stage, phase) of the same microbatch: forwards in
+/// model order, backwards in reverse after all forwards, weight gradients
+/// after their own stage's backward. The optimizer is not a reader here.
+bool runsBefore(int fromStage, Phase from, int toStage, Phase to);
+
 /// One compute pass of one microbatch on chunk `chunk` of rank `rank`.
 struct Action {
   ActionKind kind = ActionKind::Forward;

@@ -16,7 +16,7 @@ namespace moe::rt {
 
 /// The artifact version this runtime reads (major must match, minor <=).
 inline constexpr uint16_t kArtifactVersionMajor = 1;
-inline constexpr uint16_t kArtifactVersionMinor = 1;
+inline constexpr uint16_t kArtifactVersionMinor = 2;
 
 /// The alignment of every arena offset and of all runtime storage. The
 /// compiler's memory planner uses the same constant, so that an offset it
@@ -114,6 +114,50 @@ struct ModelInfo {
   std::string configJson;
 };
 
+/// What part of a pipelined step an instruction belongs to.
+enum class PipelinePhase : uint8_t {
+  /// The forward pass of one microbatch through one model stage.
+  Forward = 0,
+  /// The backward pass: input gradients (and, unless split off, the rest).
+  Backward = 1,
+  /// Weight gradients split off the backward (zero-bubble schedules).
+  BackwardWeight = 2,
+  /// Once per step after all microbatches: gradient norm, clipping, AdamW.
+  Optimizer = 3,
+};
+
+/// One action of a pipeline schedule (mirrors moe::pipeline::Action; the
+/// runtime keeps its own copy so the artifact format owns its encoding).
+struct PipelineAction {
+  enum class Kind : uint8_t {
+    Forward = 0,
+    BackwardInput = 1,
+    BackwardWeight = 2,
+    Backward = 3
+  };
+  Kind kind = Kind::Forward;
+  int32_t chunk = 0;      // the rank's chunk: model stage chunk * stages + rank
+  int32_t microbatch = 0;
+};
+
+/// A step split into microbatches and, over a "pp" mesh axis, into pipeline
+/// stages (version 1.2). Absent (microbatches == 0) for a plain step.
+struct Pipeline {
+  int32_t stages = 1;        // ranks along the "pp" axis, mesh axis 0
+  int32_t virtualStages = 1; // model chunks per rank
+  int32_t microbatches = 0;  // gradients accumulate over them
+  std::string schedule;      // "1f1b", ... for reports
+  /// Per instruction: its model stage (the chunk holding it; -1 for the
+  /// optimizer instructions every stage runs) and its phase.
+  std::vector<int32_t> instructionStage;
+  std::vector<PipelinePhase> instructionPhase;
+  /// ranks[r]: the actions pipeline rank r runs, in order.
+  std::vector<std::vector<PipelineAction>> ranks;
+
+  bool enabled() const { return microbatches > 0; }
+  int32_t modelStages() const { return stages * virtualStages; }
+};
+
 struct Program {
   uint16_t versionMajor = 0, versionMinor = 0;
   std::string producer;
@@ -131,12 +175,16 @@ struct Program {
   std::vector<int64_t> meshShape;
   std::vector<AxisList> groups;
   AxisList batchAxes;
+  /// Microbatches and pipeline stages (version 1.2).
+  Pipeline pipeline;
 
   /// The ranks the step runs on: the product of the mesh shape.
   int64_t numRanks() const;
   /// The product of the sizes of `axes`, which must be axes of the mesh
   /// (the verifier checks every list of axes a program holds).
   int64_t partsOf(const AxisList &axes) const;
+  /// For each buffer, the last instruction writing it (-1: none).
+  std::vector<int64_t> lastWriters() const;
   /// "dp=2 x tp=2", or "1 rank" for a program without a mesh.
   std::string meshDescription() const;
 };

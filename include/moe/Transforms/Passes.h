@@ -8,6 +8,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
+#include <optional>
+
 namespace mlir::moe {
 
 #define GEN_PASS_DECL
@@ -24,8 +26,12 @@ void buildTrainingPipeline(OpPassManager &pm, bool sharded = false);
 /// The two halves of buildTrainingPipeline: up to sharding propagation,
 /// and from partitioning on (so tools can look at the sharded global step
 /// in between).
+/// With `pipeline`, the backend also splits the step into pipeline stages
+/// and phases (moe-split-pipeline-stages) before planning its memory.
 void buildTrainingFrontend(OpPassManager &pm, bool sharded = false);
-void buildTrainingBackend(OpPassManager &pm, bool sharded = false);
+void buildTrainingBackend(
+    OpPassManager &pm, bool sharded = false,
+    const std::optional<SplitPipelineStagesOptions> &pipeline = std::nullopt);
 
 /// Registers the default pipeline as `moe-training-pipeline`.
 void registerTrainingPipeline();

@@ -174,6 +174,47 @@ def Partition : Pass<"moe-partition", "ModuleOp"> {
   ];
 }
 
+def SplitPipelineStages : Pass<"moe-split-pipeline-stages", "ModuleOp"> {
+  let summary = "tag every op of the step with its pipeline stage and phase";
+  let description = [{
+    Prepares the (partitioned) training step of one microbatch for pipeline
+    parallelism and gradient accumulation. Every op gets
+    `moe.pipeline_stage` (the model stage, i.e. chunk, that runs it; -1 for
+    the optimizer ops every stage runs) and `moe.pipeline_phase`
+    (`forward`, `backward`, `weight` or `optimizer`):
+      * forward: what the loss depends on; backward: the rest of the
+        gradient computation; optimizer: the global norm, clipping, learning
+        rate and AdamW (an AdamW runs on its parameter's stage).
+      * A stage comes from the op's layer (its location names the unit:
+        embedding, layer i, head; `unit-stages` maps units to stages);
+        unnamed ops (residual adds, gradient sums, collectives) join the
+        stage of their operands, or of their users when they have none.
+      * With `split-weight-gradients` (zero-bubble schedules), weight
+        gradients that only the optimizer reads form the `weight` phase and
+        move after their stage's last backward op, so that the memory plan
+        made afterwards holds for running them later.
+    Fails, at the op, when a value would flow against the schedule's order
+    (e.g. a forward op reading a later stage) or a parameter is read by two
+    stages.
+
+    Example, `--moe-split-pipeline-stages="unit-stages=0,0,1,1"` on the
+    two-layer tiny model:
+
+    ```mlir
+    %14 = moe.add %1, %13 {moe.pipeline_phase = "forward",
+                           moe.pipeline_stage = 0 : i64} : tensor<8x64x64xf32>
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"train_step\"",
+           "the training step to split">,
+    ListOption<"unitStages", "unit-stages", "unsigned",
+               "the model stage of each unit (embedding, layers, head)">,
+    Option<"splitWeightGradients", "split-weight-gradients", "bool",
+           "false", "split weight gradients off the backward (zero bubble)">,
+  ];
+}
+
 def PrintShardingRules : Pass<"moe-print-sharding-rules", "ModuleOp"> {
   let summary = "print the factor rule of every op (a remark per op)";
   let description = [{

@@ -15,8 +15,10 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "moe/Pipeline/Schedule.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +59,25 @@ FailureOr<std::vector<PipelineUnit>> pipelineUnits(ModuleOp module,
 FailureOr<PipelinePlan> planPipeline(Operation *diagnosticsOn,
                                      std::vector<PipelineUnit> units,
                                      unsigned stages, unsigned virtualStages);
+
+/// The unit an op belongs to, from its location (moe-expand-transformer
+/// names ops after their layer): 0 for the embedding, 1 + i for layer i,
+/// layers + 1 for the head; none for unnamed ops.
+std::optional<unsigned> pipelineUnitOf(Location loc, unsigned layers);
+
+/// A phase as kPipelinePhaseAttrName spells it: "forward", "backward",
+/// "weight", "optimizer".
+StringRef toString(::moe::pipeline::Phase phase);
+
+/// Tags every op of `step` (one microbatch's partitioned training step)
+/// with its model stage and phase, see moe-split-pipeline-stages;
+/// `unitStages[u]` is the model stage of unit u. With
+/// `splitWeightGradients` the weight phase is split off the backward and
+/// moved after it. Emits an error at the op and fails where the split would
+/// break the schedule's order.
+LogicalResult splitPipelineStages(func::FuncOp step, unsigned layers,
+                                  ArrayRef<unsigned> unitStages,
+                                  bool splitWeightGradients);
 
 /// Prints the cut, per stage compute and memory, and the imbalance.
 void printPipelineReport(const PipelinePlan &plan, llvm::raw_ostream &os);

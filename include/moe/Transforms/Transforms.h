@@ -22,6 +22,12 @@ inline constexpr llvm::StringLiteral kModelAttrName = "moe.model";
 inline constexpr llvm::StringLiteral kGradOfAttrName = "moe.grad_of";
 inline constexpr llvm::StringLiteral kOffsetsAttrName = "moe.offsets";
 inline constexpr llvm::StringLiteral kArenaBytesAttrName = "moe.arena_bytes";
+/// moe-split-pipeline-stages' tags: the model stage running an op (-1: all
+/// stages) and its phase ("forward", "backward", "weight", "optimizer").
+inline constexpr llvm::StringLiteral kPipelineStageAttrName =
+    "moe.pipeline_stage";
+inline constexpr llvm::StringLiteral kPipelinePhaseAttrName =
+    "moe.pipeline_phase";
 inline constexpr llvm::StringLiteral kPeakLiveBytesAttrName =
     "moe.peak_live_bytes";
 

@@ -78,4 +78,13 @@ std::string Program::meshDescription() const {
   return text;
 }
 
+std::vector<int64_t> Program::lastWriters() const {
+  std::vector<int64_t> writer(buffers.size(), -1);
+  for (size_t i = 0; i < instructions.size(); ++i)
+    for (uint32_t result : instructions[i].results)
+      if (result < writer.size())
+        writer[result] = static_cast<int64_t>(i);
+  return writer;
+}
+
 } // namespace moe::rt

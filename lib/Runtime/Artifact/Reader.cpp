@@ -177,6 +177,31 @@ Instruction decodeInstruction(const fb::Instruction &instruction) {
   return result;
 }
 
+/// Version 1.2's microbatches and stages. Enum values are copied as they
+/// are; the verifier rejects the ones the schema does not define.
+Pipeline decodePipeline(const fb::Pipeline &table) {
+  Pipeline pipeline;
+  pipeline.stages = table.stages();
+  pipeline.virtualStages = table.virtual_stages();
+  pipeline.microbatches = table.microbatches();
+  if (table.schedule())
+    pipeline.schedule = table.schedule()->str();
+  pipeline.instructionStage = toVector(table.instruction_stage());
+  if (const auto *phases = table.instruction_phase())
+    for (fb::PipelinePhase phase : *phases)
+      pipeline.instructionPhase.push_back(static_cast<PipelinePhase>(phase));
+  if (const auto *ranks = table.ranks())
+    for (const fb::PipelineRank *rank : *ranks) {
+      std::vector<PipelineAction> &actions = pipeline.ranks.emplace_back();
+      if (!rank->actions())
+        continue;
+      for (const fb::PipelineAction *action : *rank->actions())
+        actions.push_back({static_cast<PipelineAction::Kind>(action->kind()),
+                           action->chunk(), action->microbatch()});
+    }
+  return pipeline;
+}
+
 absl::StatusOr<Program> decodeProgram(const fb::Program &root,
                                       const std::string &origin) {
   Program program;
@@ -212,6 +237,8 @@ absl::StatusOr<Program> decodeProgram(const fb::Program &root,
   program.meshShape = toVector(root.mesh_shape());
   program.groups = toAxisLists(root.groups());
   program.batchAxes = toStrings(root.batch_axes());
+  if (const fb::Pipeline *pipeline = root.pipeline())
+    program.pipeline = decodePipeline(*pipeline);
   return program;
 }
 

@@ -381,7 +381,8 @@ absl::Status verifyProgram(const Program &program) {
   MOE_VERIFY_OK(verifyProgramFields(program));
   for (size_t index = 0; index < program.instructions.size(); ++index)
     MOE_VERIFY_OK(verifyInstruction(program, index));
-  return verifyDataflow(program);
+  MOE_VERIFY_OK(verifyDataflow(program));
+  return verifyPipeline(program);
 }
 
 } // namespace moe::rt

@@ -66,6 +66,11 @@ absl::Status verifyInstruction(const Program &program, size_t index);
 /// Assumes every instruction passed verifyInstruction.
 absl::Status verifyDataflow(const Program &program);
 
+/// Microbatches and pipeline stages (version 1.2): the stages, the
+/// schedule, and that running per stage and phase in the schedule's order
+/// computes what program order would. Assumes verifyInstruction passed.
+absl::Status verifyPipeline(const Program &program);
+
 /// Whether the kernel behind `opcode` may write a result over one of its
 /// operands (same memory). Only such instructions may reuse, for a result,
 /// the arena range of an operand they read for the last time.

@@ -114,9 +114,11 @@ absl::Status inInstruction(const StepContext &context, size_t index,
 absl::Status globalNorm(const StepContext &context, size_t index,
                         const Operands &ops) {
   size_t n = ops.instruction.operands.size();
-  std::vector<double> squares(n);
+  std::vector<double> squares(n, 0.0);
+  const std::vector<bool> *foreign = context.foreignGradients;
   for (size_t i = 0; i < n; ++i)
-    squares[i] = cpu::sumOfSquares(ops.inF(i), ops.in(i).numElements());
+    if (!foreign || !(*foreign)[ops.instruction.operands[i]])
+      squares[i] = cpu::sumOfSquares(ops.inF(i), ops.in(i).numElements());
   const std::vector<int64_t> &groups = ops.instruction.intAttrs;
   // One exchange per group, in order of first use, the same on every rank.
   std::vector<bool> done(n, groups.empty());
@@ -138,6 +140,12 @@ absl::Status globalNorm(const StepContext &context, size_t index,
     for (size_t k = 0; k < members.size(); ++k)
       squares[members[k]] = sums[k];
   }
+  // Each gradient lives on one stage; the others add exact zeros.
+  if (context.stageGroup)
+    if (absl::Status status = sumOverGroup(*context.stageGroup,
+                                           absl::MakeSpan(squares), {});
+        !status.ok())
+      return inInstruction(context, index, status);
   double sum = 0.0;
   for (double square : squares)
     sum += square;

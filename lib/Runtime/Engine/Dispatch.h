@@ -35,6 +35,11 @@ struct StepContext {
   /// Space for collectives that pack or unpack strided blocks, as large as
   /// the largest packElements() of the program.
   std::vector<float> &packScratch;
+  /// A pipelined step's optimizer: the group over the pipeline stages, and
+  /// the gradients other stages hold. The global norm adds their squares
+  /// over the stages instead of reading them here.
+  comm::Group *stageGroup = nullptr;
+  const std::vector<bool> *foreignGradients = nullptr;
 };
 
 /// "instruction 3 (Embedding) at loc", for runtime errors.

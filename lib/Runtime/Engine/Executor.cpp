@@ -13,6 +13,7 @@
 #include "AlignedBuffer.h"
 #include "Collectives.h"
 #include "Dispatch.h"
+#include "PipelineStep.h"
 #include "Placement.h"
 
 #include "moe/Runtime/Artifact/Reader.h"
@@ -108,6 +109,8 @@ absl::Status Executor::connect(comm::World *world) {
   }
   placement =
       std::make_unique<engine::Placement>(*prog, world ? world->rank() : 0);
+  if (absl::Status status = connectStages(world); !status.ok())
+    return status;
   if (prog->groups.empty())
     return absl::OkStatus();
   if (!world) {
@@ -132,13 +135,45 @@ absl::Status Executor::connect(comm::World *world) {
   return absl::OkStatus();
 }
 
+absl::Status Executor::connectStages(comm::World *world) {
+  const Pipeline &pipeline = prog->pipeline;
+  if (!pipeline.enabled())
+    return absl::OkStatus();
+  int32_t stageRank = 0;
+  if (pipeline.stages > 1) {
+    // Verified: "pp" is mesh axis 0, so world holds every stage.
+    stageRank = static_cast<int32_t>(placement->coordinates()[0]);
+    comm::Mesh mesh{prog->meshAxes, prog->meshShape};
+    absl::StatusOr<std::unique_ptr<comm::Group>> group =
+        world->group(mesh, {"pp"});
+    if (!group.ok())
+      return absl::Status(group.status().code(),
+                          absl::StrCat("executor: cannot create the group of "
+                                       "the pipeline stages: ",
+                                       group.status().message()));
+    stageGroup = std::move(*group);
+  }
+  absl::StatusOr<std::unique_ptr<engine::PipelineStep>> runner =
+      engine::PipelineStep::create(*prog, stageRank, stageGroup.get());
+  if (!runner.ok())
+    return runner.status();
+  pipelineStep = std::move(*runner);
+  return absl::OkStatus();
+}
+
 absl::Status Executor::allocate() {
   const std::vector<Buffer> &buffers = prog->buffers;
   std::vector<uint64_t> offsets(buffers.size(), 0);
   uint64_t persistentBytes = 0;
+  std::vector<uint32_t> absent;
   for (uint32_t b = 0; b < buffers.size(); ++b) {
     const Buffer &buffer = buffers[b];
     uint64_t size = buffer.sizeInBytes();
+    // Another pipeline stage's weights: no storage here.
+    if (pipelineStep && !pipelineStep->holds(b)) {
+      absent.push_back(b);
+      continue;
+    }
     if (buffer.kind == BufferKind::Parameter) {
       params.push_back(b);
       parameterBytes += size;
@@ -161,8 +196,9 @@ absl::Status Executor::allocate() {
       persistentBytes, "parameters, optimizer state and inputs");
   if (!persistent.ok())
     return persistent.status();
-  absl::StatusOr<AlignedBuffer> arena =
-      AlignedBuffer::allocate(prog->arenaBytes, "temporary arena");
+  // A pipelined step runs in its microbatch slots' arenas instead.
+  absl::StatusOr<AlignedBuffer> arena = AlignedBuffer::allocate(
+      pipelineStep ? 0 : prog->arenaBytes, "temporary arena");
   if (!arena.ok())
     return arena.status();
   storage->persistent = std::move(*persistent);
@@ -174,6 +210,12 @@ absl::Status Executor::allocate() {
     storage->pointers[b] = temporary ? storage->arena.data() + buffers[b].offset
                                      : storage->persistent.data() + offsets[b];
   }
+  for (uint32_t b : absent)
+    storage->pointers[b] = nullptr;
+  if (pipelineStep)
+    if (absl::Status status = pipelineStep->reserve(storage->pointers);
+        !status.ok())
+      return status;
   int64_t pack = 0;
   for (size_t i = 0; i < prog->instructions.size(); ++i)
     pack = std::max(pack, engine::packElements(*prog, i));
@@ -261,7 +303,16 @@ std::optional<uint32_t> Executor::findBuffer(std::string_view name) const {
 }
 
 int64_t Executor::tokensPerStep() const {
-  return prog->buffers[prog->tokens].numElements();
+  return prog->buffers[prog->tokens].numElements() * microbatches();
+}
+
+int64_t Executor::microbatches() const {
+  return prog->pipeline.enabled() ? prog->pipeline.microbatches : 1;
+}
+
+uint64_t Executor::arenaBytes() const {
+  return pipelineStep ? prog->arenaBytes * pipelineStep->slotsAllocated()
+                      : prog->arenaBytes;
 }
 
 absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
@@ -275,10 +326,14 @@ absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
     return absl::InvalidArgumentError(
         absl::StrCat("step ", step, " is outside [0, ",
                      std::numeric_limits<int32_t>::max(), "]"));
+  *ids(prog->step) = static_cast<int32_t>(step);
+  if (pipelineStep)
+    return pipelineStep->run(tokens, targets, step,
+                             {storage->pointers, storage->scratch, groups,
+                              storage->packScratch, hooks});
   size_t count = static_cast<size_t>(tokensPerStep());
   std::memcpy(ids(prog->tokens), tokens, count * sizeof(int32_t));
   std::memcpy(ids(prog->targets), targets, count * sizeof(int32_t));
-  *ids(prog->step) = static_cast<int32_t>(step);
 
   engine::StepContext context{*prog, storage->pointers, storage->scratch,
                               groups, storage->packScratch};

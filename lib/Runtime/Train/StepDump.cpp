@@ -48,11 +48,14 @@ void LossPartsProbe::before(size_t index) {
   if (!lossInstruction || index != *lossInstruction)
     return;
   const Instruction &inst = executor.program().instructions[index];
-  result.ce = *executor.data(inst.operands[0]);
   double aux = 0;
   for (size_t i = 1; i < inst.operands.size(); ++i)
     aux += *executor.data(inst.operands[i]);
-  result.aux = inst.operands.size() > 1 ? aux / (inst.operands.size() - 1) : 0;
+  ceSum += *executor.data(inst.operands[0]);
+  auxSum += inst.operands.size() > 1 ? aux / (inst.operands.size() - 1) : 0;
+  ++count;
+  result.ce = static_cast<float>(ceSum / count);
+  result.aux = static_cast<float>(auxSum / count);
   result.known = true;
 }
 

@@ -37,6 +37,8 @@ private:
   void printProfile(double totalSeconds) const;
   /// Tokens of one step over all ranks.
   int64_t globalTokensPerStep() const;
+  /// Rows of the global batch per step, over all ranks and microbatches.
+  int64_t globalBatch() const;
 
   const TrainOptions &options;
   std::ostream &out;
@@ -88,6 +90,12 @@ requestedWholeTensorFeature(const TrainOptions &options) {
 }
 
 absl::Status Run::checkSingleRankFeatures(const Program &program) const {
+  // A dump records one pass of the instructions, which a step over
+  // microbatches runs once per microbatch.
+  if (program.pipeline.enabled() && !options.dumpStepDir.empty())
+    return absl::UnimplementedError(absl::StrCat(
+        "dumping a step (--dump-step) is not supported for a step over ",
+        program.pipeline.microbatches, " microbatches yet"));
   int64_t ranks = program.numRanks();
   if (ranks == 1)
     return absl::OkStatus();
@@ -101,6 +109,11 @@ absl::Status Run::checkSingleRankFeatures(const Program &program) const {
 
 int64_t Run::globalTokensPerStep() const {
   return executor->tokensPerStep() * executor->batchBlock().count;
+}
+
+int64_t Run::globalBatch() const {
+  return executor->program().model.batch * executor->batchBlock().count *
+         executor->microbatches();
 }
 
 absl::Status Run::setUp() {
@@ -140,8 +153,7 @@ absl::Status Run::setUp() {
   // The sampler draws the global batch, exactly as a single-rank run of
   // the unpartitioned model would; this rank reads its block of rows.
   absl::StatusOr<data::BatchSampler> created2 = data::BatchSampler::create(
-      *dataset, options.dataSeed, model.batch * executor->batchBlock().count,
-      model.seq, model.vocab);
+      *dataset, options.dataSeed, globalBatch(), model.seq, model.vocab);
   if (!created2.ok())
     return created2.status();
   sampler.emplace(std::move(*created2));
@@ -168,7 +180,7 @@ void Run::printHeader() const {
       io::formatSiValue(model.activeParams), model.layers, model.experts,
       model.topK);
   int64_t ranks = executor->numRanks();
-  int64_t batch = model.batch * executor->batchBlock().count;
+  int64_t batch = globalBatch();
   // Per-rank figures are labelled as such once there is more than one rank.
   std::string perRank = ranks > 1 ? " per rank" : "";
   if (ranks > 1)
@@ -210,14 +222,19 @@ void Run::printProfile(double totalSeconds) const {
 }
 
 absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
+  // Microbatch j is rows [j * b, (j + 1) * b) of the global batch, b =
+  // globalBatch() / microbatches; this rank reads its block of each.
   BatchBlock rows = executor->batchBlock();
   int64_t localBatch = executor->program().model.batch;
-  if (absl::Status s =
-          sampler->fillRows(step, rows.index * localBatch, localBatch,
-                            tokens.data(), targets.data());
-      !s.ok())
-    return absl::Status(s.code(), absl::StrCat("step ", step, ": ",
-                                               s.message()));
+  int64_t microbatchRows = localBatch * rows.count;
+  int64_t localTokens = localBatch * executor->program().model.seq;
+  for (int64_t j = 0; j < executor->microbatches(); ++j)
+    if (absl::Status s = sampler->fillRows(
+            step, j * microbatchRows + rows.index * localBatch, localBatch,
+            tokens.data() + j * localTokens, targets.data() + j * localTokens);
+        !s.ok())
+      return absl::Status(s.code(), absl::StrCat("step ", step, ": ",
+                                                 s.message()));
 
   LossPartsProbe probe(*executor);
   std::optional<StepDump> dump;

@@ -41,6 +41,7 @@ class World;
 
 namespace engine {
 class Placement;
+class PipelineStep;
 } // namespace engine
 
 /// Observers of a step, e.g. to dump gradients before AdamW consumes them.
@@ -126,8 +127,13 @@ public:
   const std::vector<uint32_t> &parameters() const { return params; }
   const std::vector<uint32_t> &optimizerStates() const { return states; }
 
-  /// Tokens per step (batch * seq): the length of runStep's inputs.
+  /// This rank's tokens per step (batch * seq, times the microbatches of a
+  /// pipelined program, microbatch after microbatch): the length of
+  /// runStep's inputs.
   int64_t tokensPerStep() const;
+  /// The microbatches a step accumulates gradients over (1 for a plain
+  /// program).
+  int64_t microbatches() const;
 
   /// Runs one step at 0-based `step`: tokens and targets hold
   /// tokensPerStep() ids each (targets < 0 are ignored by the loss). Errors
@@ -141,13 +147,16 @@ public:
   /// Bytes of all parameters / all optimizer state / the temporary arena.
   uint64_t totalParameterBytes() const { return parameterBytes; }
   uint64_t optimizerStateBytes() const { return stateBytes; }
-  uint64_t arenaBytes() const { return prog->arenaBytes; }
+  /// A pipelined step has one arena per microbatch in flight; this counts
+  /// those allocated so far.
+  uint64_t arenaBytes() const;
 
 private:
   struct Storage;
   explicit Executor(std::shared_ptr<const Program> program);
   absl::Status allocate();
   absl::Status connect(comm::World *world);
+  absl::Status connectStages(comm::World *world);
 
   std::shared_ptr<const Program> prog;
   std::unique_ptr<Storage> storage;
@@ -157,6 +166,9 @@ private:
   std::unique_ptr<comm::World> localWorld;
   /// One per program group, by index.
   std::vector<std::unique_ptr<comm::Group>> groups;
+  /// A pipelined program's group over "pp" and the runner of its steps.
+  std::unique_ptr<comm::Group> stageGroup;
+  std::unique_ptr<engine::PipelineStep> pipelineStep;
   std::vector<uint32_t> params, states;
   uint64_t parameterBytes = 0, stateBytes = 0;
   // The last instructions writing the loss and the grad norm: where a step

@@ -38,6 +38,8 @@ public:
   explicit LossPartsProbe(const Executor &executor);
   /// To be called from StepHooks::beforeInstruction: the runtime may run
   /// WeightedSum in place, so its operands are only intact before it runs.
+  /// A step over microbatches reaches it once per microbatch (on the rank
+  /// computing the loss); the parts are their means.
   void before(size_t index);
   const LossParts &parts() const { return result; }
 
@@ -45,6 +47,8 @@ private:
   const Executor &executor;
   std::optional<size_t> lossInstruction;
   LossParts result;
+  double ceSum = 0, auxSum = 0;
+  int64_t count = 0;
 };
 
 class StepDump {

@@ -1,0 +1,323 @@
+//===- PipelineRules.cpp - checks of microbatches and pipeline stages -----===//
+//
+// A pipelined program (version 1.2) runs its instructions out of program
+// order: per microbatch, per model stage, per phase, on the rank of the
+// stage, as its schedule says. These checks make sure that order computes
+// what program order would: every value is produced by an action that the
+// schedule runs before the action reading it (on another rank, it is sent
+// there), the optimizer reads nothing of one microbatch but the gradients it
+// averages, and every parameter lives on exactly one stage. The schedule
+// itself must be well formed and free of deadlock, which the pipeline
+// library's simulator decides.
+//
+//===----------------------------------------------------------------------===//
+
+#include "VerifierSupport.h"
+
+#include "moe/Runtime/PipelineOrder.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace moe::rt::verifier {
+namespace {
+
+// Large enough for any real job; small enough that per-stage tables and
+// per-microbatch tags stay cheap.
+constexpr int32_t kMaxPipelineStages = 1024;
+constexpr int32_t kMaxMicrobatches = 4096;
+
+absl::Status pipelineError(absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat("pipeline: ", message));
+}
+
+const char *phaseName(PipelinePhase phase) {
+  switch (phase) {
+  case PipelinePhase::Forward:
+    return "forward";
+  case PipelinePhase::Backward:
+    return "backward";
+  case PipelinePhase::BackwardWeight:
+    return "weight-gradient";
+  case PipelinePhase::Optimizer:
+    return "optimizer";
+  }
+  return "unknown";
+}
+
+absl::Status verifyShape(const Program &program) {
+  const Pipeline &pipeline = program.pipeline;
+  if (pipeline.stages < 1 || pipeline.stages > kMaxPipelineStages ||
+      pipeline.virtualStages < 1 ||
+      pipeline.virtualStages > kMaxPipelineStages ||
+      pipeline.microbatches > kMaxMicrobatches)
+    return pipelineError(absl::StrCat(
+        pipeline.stages, " stages x ", pipeline.virtualStages,
+        " virtual stages and ", pipeline.microbatches,
+        " microbatches: expected 1..", kMaxPipelineStages, " stages and ",
+        "virtual stages and 1..", kMaxMicrobatches, " microbatches"));
+  if (pipeline.modelStages() > kMaxPipelineStages)
+    return pipelineError(absl::StrCat(pipeline.modelStages(),
+                                      " model stages, expected at most ",
+                                      kMaxPipelineStages));
+  // The stages are the outermost mesh axis, and nothing but the runtime's
+  // stage-to-stage transfers runs over it.
+  bool hasAxis = !program.meshAxes.empty() && program.meshAxes[0] == "pp";
+  if (pipeline.stages > 1 &&
+      (!hasAxis || program.meshShape[0] != pipeline.stages))
+    return pipelineError(absl::StrCat(
+        pipeline.stages, " stages need mesh axis 0 to be 'pp' of size ",
+        pipeline.stages, ", the mesh is ", program.meshDescription()));
+  if (pipeline.stages == 1 && hasAxis)
+    return pipelineError("a mesh axis 'pp' without pipeline stages");
+  auto namesPp = [](const AxisList &axes) {
+    return std::find(axes.begin(), axes.end(), "pp") != axes.end();
+  };
+  for (size_t g = 0; g < program.groups.size(); ++g)
+    if (namesPp(program.groups[g]))
+      return pipelineError(absl::StrCat(
+          "group ", g, " spans 'pp': collectives do not cross stages"));
+  if (namesPp(program.batchAxes))
+    return pipelineError("the batch is split over 'pp'");
+  for (uint32_t b = 0; b < program.buffers.size(); ++b)
+    for (const AxisList &axes : program.buffers[b].split)
+      if (namesPp(axes))
+        return bufferError(program, b, "is split over 'pp'");
+
+  size_t n = program.instructions.size();
+  if (pipeline.instructionStage.size() != n ||
+      pipeline.instructionPhase.size() != n)
+    return pipelineError(absl::StrCat(
+        pipeline.instructionStage.size(), " stages and ",
+        pipeline.instructionPhase.size(), " phases for ", n, " instructions"));
+  for (size_t i = 0; i < n; ++i) {
+    int32_t stage = pipeline.instructionStage[i];
+    PipelinePhase phase = pipeline.instructionPhase[i];
+    if (static_cast<int>(phase) > static_cast<int>(PipelinePhase::Optimizer))
+      return instructionError(
+          program, i,
+          absl::StrCat("pipeline phase ", static_cast<int>(phase),
+                       " is not one the schema defines"));
+    bool adamw = program.instructions[i].opcode == Opcode::AdamW;
+    bool optimizer = phase == PipelinePhase::Optimizer;
+    if (adamw && !optimizer)
+      return instructionError(program, i,
+                              "AdamW outside the optimizer phase would "
+                              "update once per microbatch");
+    int32_t low = optimizer && !adamw ? -1 : 0;
+    int32_t high = optimizer && !adamw ? -1 : pipeline.modelStages() - 1;
+    if (stage < low || stage > high)
+      return instructionError(
+          program, i,
+          absl::StrCat("pipeline stage ", stage, " of a ", phaseName(phase),
+                       " instruction, expected ",
+                       low == high ? absl::StrCat(low)
+                                   : absl::StrCat(low, "..", high)));
+  }
+  return absl::OkStatus();
+}
+
+/// Well formed and deadlock free, by the pipeline library's own checks.
+absl::Status verifySchedule(const Program &program) {
+  const Pipeline &pipeline = program.pipeline;
+  if (pipeline.ranks.size() != static_cast<size_t>(pipeline.stages))
+    return pipelineError(absl::StrCat("a schedule for ", pipeline.ranks.size(),
+                                      " ranks, expected ", pipeline.stages));
+  pipeline::Schedule schedule;
+  bool known = false;
+  for (pipeline::ScheduleKind kind :
+       {pipeline::ScheduleKind::GPipe, pipeline::ScheduleKind::OneFOneB,
+        pipeline::ScheduleKind::Interleaved1F1B,
+        pipeline::ScheduleKind::ZeroBubble})
+    if (pipeline.schedule == pipeline::toString(kind)) {
+      schedule.kind = kind;
+      known = true;
+    }
+  if (!known)
+    return pipelineError(
+        absl::StrCat("unknown schedule '", pipeline.schedule, "'"));
+  schedule.stages = pipeline.stages;
+  schedule.virtualStages = pipeline.virtualStages;
+  schedule.microbatches = pipeline.microbatches;
+  schedule.ranks.resize(pipeline.stages);
+  for (int32_t r = 0; r < pipeline.stages; ++r)
+    for (const PipelineAction &action : pipeline.ranks[r]) {
+      if (static_cast<int>(action.kind) >
+          static_cast<int>(PipelineAction::Kind::Backward))
+        return pipelineError(
+            absl::StrCat("rank ", r, ": action kind ",
+                         static_cast<int>(action.kind),
+                         " is not one the schema defines"));
+      schedule.ranks[r].push_back(
+          {toSchedule(action.kind), r, action.chunk, action.microbatch});
+    }
+  if (std::optional<std::string> error = pipeline::verifySchedule(schedule))
+    return pipelineError(absl::StrCat("schedule: ", *error));
+  pipeline::ScheduleOptions options;
+  options.stages = pipeline.stages;
+  options.virtualStages = pipeline.virtualStages;
+  options.microbatches = pipeline.microbatches;
+  pipeline::ErrorOr<pipeline::Timeline> timeline =
+      pipeline::simulate(schedule, options);
+  if (!timeline)
+    return pipelineError(absl::StrCat("schedule: ", timeline.getError()));
+  return absl::OkStatus();
+}
+
+absl::Status verifyDataflowOrder(const Program &program) {
+  const Pipeline &pipeline = program.pipeline;
+  std::vector<int64_t> producer = program.lastWriters();
+  // Gradients: what the optimizer averages over the microbatches, each from
+  // the stage holding its parameter. A parameter lives where its AdamW
+  // runs, or where it is first read when nothing updates it.
+  std::map<uint32_t, int32_t> gradientStage;
+  std::map<uint32_t, int32_t> parameterStage;
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &inst = program.instructions[i];
+    if (inst.opcode != Opcode::AdamW)
+      continue;
+    int32_t stage = pipeline.instructionStage[i];
+    gradientStage[inst.operands[1]] = stage;
+    parameterStage[inst.operands[0]] = stage;
+  }
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &inst = program.instructions[i];
+    int32_t stage = pipeline.instructionStage[i];
+    PipelinePhase phase = pipeline.instructionPhase[i];
+    bool optimizer = phase == PipelinePhase::Optimizer;
+    for (size_t o = 0; o < inst.operands.size(); ++o) {
+      uint32_t b = inst.operands[o];
+      const Buffer &buffer = program.buffers[b];
+      if (buffer.kind == BufferKind::Parameter && !optimizer) {
+        auto owner = parameterStage.emplace(b, stage).first;
+        if (owner->second != stage)
+          return instructionError(
+              program, i,
+              absl::StrCat("reads ", describeBuffer(program, b),
+                           " on pipeline stage ", stage,
+                           ", but it lives on stage ", owner->second));
+      }
+      if (buffer.kind != BufferKind::Temporary || producer[b] < 0)
+        continue;
+      size_t p = static_cast<size_t>(producer[b]);
+      int32_t fromStage = pipeline.instructionStage[p];
+      PipelinePhase from = pipeline.instructionPhase[p];
+      if (optimizer) {
+        if (from == PipelinePhase::Optimizer)
+          continue;
+        auto gradient = gradientStage.find(b);
+        if (gradient == gradientStage.end())
+          return instructionError(
+              program, i,
+              absl::StrCat("the optimizer reads ", describeBuffer(program, b),
+                           " of one microbatch, which is not a gradient"));
+        if (from == PipelinePhase::Forward || fromStage != gradient->second)
+          return instructionError(
+              program, i,
+              absl::StrCat("gradient ", describeBuffer(program, b),
+                           " comes from the ", phaseName(from),
+                           " of stage ", fromStage,
+                           ", expected a backward of stage ",
+                           gradient->second));
+        continue;
+      }
+      if (!pipeline::runsBefore(fromStage, toSchedule(from), stage,
+                                 toSchedule(phase)))
+        return instructionError(
+            program, i,
+            absl::StrCat("the ", phaseName(phase), " of stage ", stage,
+                         " reads ", describeBuffer(program, b),
+                         " from the ", phaseName(from), " of stage ",
+                         fromStage, ", which the schedule runs later"));
+    }
+  }
+  // Every AdamW runs only where its parameter lives; a parameter read by a
+  // stage must be updated on that stage (checked above), and the step's
+  // reported values come from where the runtime reads them.
+  int64_t loss = producer[program.loss];
+  if (loss < 0 ||
+      pipeline.instructionPhase[loss] != PipelinePhase::Forward)
+    return pipelineError("the loss is not computed by a forward pass");
+  for (uint32_t b : {program.gradNorm, program.lr}) {
+    int64_t p = producer[b];
+    if (p < 0 || pipeline.instructionStage[p] != -1)
+      return bufferError(program, b,
+                         "is reported by every rank, so every stage must "
+                         "compute it in the optimizer phase");
+  }
+  return absl::OkStatus();
+}
+
+/// The arena plan is made for program order; a rank keeps to it within a
+/// microbatch when it runs the instructions of its stages in an order that
+/// is a subsequence of program order, with the optimizer's after all.
+absl::Status verifyProgramOrder(const Program &program) {
+  const Pipeline &pipeline = program.pipeline;
+  size_t n = program.instructions.size();
+  bool optimizerSeen = false;
+  for (size_t i = 0; i < n; ++i) {
+    bool optimizer = pipeline.instructionPhase[i] == PipelinePhase::Optimizer;
+    if (optimizerSeen && !optimizer)
+      return instructionError(program, i,
+                              "a microbatch instruction after the optimizer's");
+    optimizerSeen |= optimizer;
+  }
+  for (int32_t r = 0; r < pipeline.stages; ++r) {
+    // Each microbatch's actions on this rank, in the order the rank runs them.
+    std::vector<std::vector<PipelineAction>> byMicrobatch(
+        pipeline.microbatches);
+    for (const PipelineAction &action : pipeline.ranks[r])
+      byMicrobatch[action.microbatch].push_back(action);
+    for (int32_t j = 0; j < pipeline.microbatches; ++j) {
+      size_t last = 0;
+      for (size_t i = 0; i < n; ++i) {
+        int32_t stage = pipeline.instructionStage[i];
+        PipelinePhase phase = pipeline.instructionPhase[i];
+        if (phase == PipelinePhase::Optimizer || stage % pipeline.stages != r)
+          continue;
+        const std::vector<PipelineAction> &actions = byMicrobatch[j];
+        size_t position = 0;
+        while (position < actions.size() &&
+               !(actions[position].chunk * pipeline.stages + r == stage &&
+                 actionRuns(actions[position].kind, phase)))
+          ++position;
+        if (position == actions.size())
+          return instructionError(
+              program, i,
+              absl::StrCat("no action of rank ", r, " runs the ",
+                           phaseName(phase), " of stage ", stage,
+                           " for microbatch ", j));
+        if (position < last)
+          return instructionError(
+              program, i,
+              absl::StrCat("rank ", r, " runs it before instructions that "
+                           "precede it (microbatch ", j,
+                           "), against the arena plan's program order"));
+        last = position;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status verifyPipeline(const Program &program) {
+  const Pipeline &pipeline = program.pipeline;
+  if (!pipeline.enabled()) {
+    if (pipeline.stages != 1 || pipeline.virtualStages != 1 ||
+        !pipeline.instructionStage.empty() ||
+        !pipeline.instructionPhase.empty() || !pipeline.ranks.empty())
+      return pipelineError("stages or a schedule without microbatches");
+    if (!program.meshAxes.empty() && program.meshAxes[0] == "pp")
+      return pipelineError("a mesh axis 'pp' without pipeline stages");
+    return absl::OkStatus();
+  }
+  MOE_VERIFY_OK(verifyShape(program));
+  MOE_VERIFY_OK(verifySchedule(program));
+  MOE_VERIFY_OK(verifyProgramOrder(program));
+  return verifyDataflowOrder(program);
+}
+
+} // namespace moe::rt::verifier

@@ -1,0 +1,487 @@
+//===- PipelineStep.cpp - run a step over microbatches and stages ---------===//
+
+#include "PipelineStep.h"
+
+#include "Dispatch.h"
+#include "GroupSums.h"
+
+#include "moe/Runtime/Comm/Communicator.h"
+#include "moe/Runtime/PipelineOrder.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cmath>
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+namespace moe::rt::engine {
+namespace {
+
+// Point-to-point tags are 0..32767 (comm::Group); one per transfer and
+// microbatch keeps every message of a step apart.
+constexpr int64_t kMaxTags = 32768;
+
+constexpr int kActionKinds = 4;
+
+size_t kindIndex(PipelineAction::Kind kind) { return static_cast<size_t>(kind); }
+
+/// The stage each parameter and optimizer state lives on: its AdamW's, or
+/// its first reader's when nothing updates it (-1: read by no stage).
+std::vector<int32_t> persistentStages(const Program &program) {
+  const Pipeline &pipeline = program.pipeline;
+  std::vector<int32_t> stage(program.buffers.size(), -1);
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &inst = program.instructions[i];
+    if (inst.opcode == Opcode::AdamW)
+      for (size_t o : {0, 2, 3})
+        stage[inst.operands[o]] = pipeline.instructionStage[i];
+  }
+  for (size_t i = 0; i < program.instructions.size(); ++i)
+    for (uint32_t b : program.instructions[i].operands)
+      if (program.buffers[b].kind == BufferKind::Parameter && stage[b] < 0)
+        stage[b] = pipeline.instructionStage[i];
+  return stage;
+}
+
+} // namespace
+
+std::vector<StageTransfer> stageTransfers(const Program &program) {
+  const Pipeline &pipeline = program.pipeline;
+  std::vector<int64_t> producer = program.lastWriters();
+  std::map<std::pair<uint32_t, int32_t>, StageTransfer> byBufferAndRank;
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    PipelinePhase phase = pipeline.instructionPhase[i];
+    if (phase == PipelinePhase::Optimizer)
+      continue;
+    int32_t stage = pipeline.instructionStage[i];
+    int32_t toRank = stage % pipeline.stages;
+    for (uint32_t b : program.instructions[i].operands) {
+      if (program.buffers[b].kind != BufferKind::Temporary || producer[b] < 0)
+        continue;
+      size_t p = static_cast<size_t>(producer[b]);
+      int32_t fromStage = pipeline.instructionStage[p];
+      // Chunks of one rank share the microbatch's slot: nothing to move.
+      if (fromStage % pipeline.stages == toRank)
+        continue;
+      StageTransfer &transfer = byBufferAndRank[{b, toRank}];
+      transfer.buffer = b;
+      transfer.fromStage = fromStage;
+      transfer.fromPhase = pipeline.instructionPhase[p];
+      transfer.toRank = toRank;
+      std::pair<int32_t, PipelinePhase> reader{stage, phase};
+      if (std::find(transfer.readers.begin(), transfer.readers.end(),
+                    reader) == transfer.readers.end())
+        transfer.readers.push_back(reader);
+    }
+  }
+  std::vector<StageTransfer> transfers;
+  for (auto &[key, transfer] : byBufferAndRank)
+    transfers.push_back(std::move(transfer));
+  return transfers;
+}
+
+struct PipelineStep::Slot {
+  AlignedBuffer arena;
+  AlignedBuffer inputs; // tokens, then targets
+  std::vector<uint8_t *> pointers;
+  std::vector<bool> received; // by transfer
+  bool inUse = false;
+};
+
+struct PipelineStep::PendingSend {
+  std::vector<uint8_t> bytes;
+  comm::Request request;
+};
+
+PipelineStep::PipelineStep(const Program &program, int32_t rank,
+                           comm::Group *stageGroup)
+    : program(program), rank(rank), stageGroup(stageGroup) {}
+
+PipelineStep::~PipelineStep() {
+  // Unfinished sends wait (with the deadline) in their Request's destructor.
+  pendingSends.clear();
+}
+
+absl::StatusOr<std::unique_ptr<PipelineStep>>
+PipelineStep::create(const Program &program, int32_t rank,
+                     comm::Group *stageGroup) {
+  const Pipeline &pipeline = program.pipeline;
+  if (pipeline.stages > 1 &&
+      (!stageGroup || stageGroup->size() != pipeline.stages))
+    return absl::InternalError("pipeline: no group over the stages");
+  std::unique_ptr<PipelineStep> runner(
+      new PipelineStep(program, rank, stageGroup));
+  runner->transfers = stageTransfers(program);
+  if (static_cast<int64_t>(runner->transfers.size()) * pipeline.microbatches >
+      kMaxTags)
+    return absl::UnimplementedError(absl::StrCat(
+        "pipeline: ", runner->transfers.size(), " stage-to-stage values x ",
+        pipeline.microbatches, " microbatches need more than ", kMaxTags,
+        " message tags"));
+
+  std::vector<int32_t> stages = persistentStages(program);
+  runner->held.assign(program.buffers.size(), true);
+  for (uint32_t b = 0; b < program.buffers.size(); ++b) {
+    BufferKind kind = program.buffers[b].kind;
+    if (kind == BufferKind::Parameter || kind == BufferKind::OptimizerState)
+      runner->held[b] = stages[b] >= 0 && stages[b] % pipeline.stages == rank;
+  }
+
+  runner->instructionsOf.resize(pipeline.modelStages() * kActionKinds);
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    int32_t stage = pipeline.instructionStage[i];
+    PipelinePhase phase = pipeline.instructionPhase[i];
+    if (phase == PipelinePhase::Optimizer) {
+      if (stage < 0 || stage % pipeline.stages == rank)
+        runner->optimizerInstructions.push_back(i);
+      const Instruction &inst = program.instructions[i];
+      if (inst.opcode == Opcode::AdamW && stage % pipeline.stages == rank)
+        runner->gradients.push_back(inst.operands[1]);
+      continue;
+    }
+    for (int k = 0; k < kActionKinds; ++k)
+      if (actionRuns(static_cast<PipelineAction::Kind>(k), phase))
+        runner->instructionsOf[stage * kActionKinds + k].push_back(i);
+  }
+  std::vector<int64_t> producer = program.lastWriters();
+  for (uint32_t g : runner->gradients) {
+    runner->gradientSums.emplace_back(program.buffers[g].numElements());
+    runner->gradientStages.push_back(
+        pipeline.instructionStage[producer[g]]);
+  }
+  runner->lossStage = pipeline.instructionStage[producer[program.loss]];
+  return runner;
+}
+
+absl::StatusOr<PipelineStep::Slot *>
+PipelineStep::acquire(int32_t microbatch, const std::vector<uint8_t *> &base,
+                      const int32_t *tokens, const int32_t *targets) {
+  Slot *slot = nullptr;
+  for (const std::unique_ptr<Slot> &candidate : slots)
+    if (!candidate->inUse) {
+      slot = candidate.get();
+      break;
+    }
+  uint64_t inputBytes = program.buffers[program.tokens].sizeInBytes();
+  uint64_t padded =
+      (inputBytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+  if (!slot) {
+    auto fresh = std::make_unique<Slot>();
+    std::string what = absl::StrCat("arena of microbatch slot ", slots.size());
+    absl::StatusOr<AlignedBuffer> arena =
+        AlignedBuffer::allocate(program.arenaBytes, what);
+    if (!arena.ok())
+      return arena.status();
+    absl::StatusOr<AlignedBuffer> inputs =
+        AlignedBuffer::allocate(2 * padded, "microbatch tokens and targets");
+    if (!inputs.ok())
+      return inputs.status();
+    fresh->arena = std::move(*arena);
+    fresh->inputs = std::move(*inputs);
+    fresh->pointers = base;
+    for (uint32_t b = 0; b < program.buffers.size(); ++b)
+      if (program.buffers[b].kind == BufferKind::Temporary)
+        fresh->pointers[b] = fresh->arena.data() + program.buffers[b].offset;
+    fresh->pointers[program.tokens] = fresh->inputs.data();
+    fresh->pointers[program.targets] = fresh->inputs.data() + padded;
+    slots.push_back(std::move(fresh));
+    slot = slots.back().get();
+  }
+  slot->inUse = true;
+  slot->received.assign(transfers.size(), false);
+  if (microbatch >= 0) {
+    size_t count = inputBytes / sizeof(int32_t);
+    std::memcpy(slot->inputs.data(), tokens + microbatch * count, inputBytes);
+    std::memcpy(slot->inputs.data() + padded, targets + microbatch * count,
+                inputBytes);
+  }
+  return slot;
+}
+
+absl::Status PipelineStep::reserve(const std::vector<uint8_t *> &base) {
+  const Pipeline &pipeline = program.pipeline;
+  std::vector<int32_t> left(pipeline.microbatches, 0);
+  for (const PipelineAction &action : pipeline.ranks[rank])
+    ++left[action.microbatch];
+  std::vector<bool> started(pipeline.microbatches, false);
+  size_t inFlight = 0, peak = 1;
+  for (const PipelineAction &action : pipeline.ranks[rank]) {
+    if (!started[action.microbatch]) {
+      started[action.microbatch] = true;
+      peak = std::max(peak, ++inFlight);
+    }
+    if (--left[action.microbatch] == 0)
+      --inFlight;
+  }
+  std::vector<Slot *> taken;
+  while (slots.size() < peak) {
+    absl::StatusOr<Slot *> slot = acquire(-1, base, nullptr, nullptr);
+    if (!slot.ok())
+      return slot.status();
+    taken.push_back(*slot);
+  }
+  for (Slot *slot : taken)
+    slot->inUse = false;
+  return absl::OkStatus();
+}
+
+absl::Status PipelineStep::receive(const PipelineAction &action, Slot &slot) {
+  int32_t stage = action.chunk * program.pipeline.stages + rank;
+  for (size_t t = 0; t < transfers.size(); ++t) {
+    const StageTransfer &transfer = transfers[t];
+    if (transfer.toRank != rank || slot.received[t])
+      continue;
+    bool reads = false;
+    for (const auto &[readerStage, phase] : transfer.readers)
+      reads |= readerStage == stage && actionRuns(action.kind, phase);
+    if (!reads)
+      continue;
+    const Buffer &buffer = program.buffers[transfer.buffer];
+    int peer = transfer.fromStage % program.pipeline.stages;
+    int tag = static_cast<int>(t * program.pipeline.microbatches +
+                               action.microbatch);
+    uint8_t *data = slot.pointers[transfer.buffer];
+    absl::StatusOr<comm::Request> request =
+        buffer.dtype == DType::F32
+            ? stageGroup->startRecv(
+                  absl::MakeSpan(reinterpret_cast<float *>(data),
+                                 buffer.numElements()),
+                  peer, tag)
+            : stageGroup->startRecv(
+                  absl::MakeSpan(reinterpret_cast<int32_t *>(data),
+                                 buffer.numElements()),
+                  peer, tag);
+    absl::Status status = request.ok() ? request->wait() : request.status();
+    if (!status.ok())
+      return absl::Status(
+          status.code(),
+          absl::StrCat("pipeline rank ", rank, ": receiving ", buffer.name,
+                       " of microbatch ", action.microbatch, " from rank ",
+                       peer, ": ", status.message()));
+    slot.received[t] = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PipelineStep::send(const PipelineAction &action, Slot &slot) {
+  int32_t stage = action.chunk * program.pipeline.stages + rank;
+  for (size_t t = 0; t < transfers.size(); ++t) {
+    const StageTransfer &transfer = transfers[t];
+    if (transfer.fromStage != stage ||
+        !actionRuns(action.kind, transfer.fromPhase))
+      continue;
+    const Buffer &buffer = program.buffers[transfer.buffer];
+    int tag = static_cast<int>(t * program.pipeline.microbatches +
+                               action.microbatch);
+    // A copy, so that the slot may be reused before the peer has it.
+    auto pending = std::make_unique<PendingSend>();
+    const uint8_t *data = slot.pointers[transfer.buffer];
+    pending->bytes.assign(data, data + buffer.sizeInBytes());
+    absl::StatusOr<comm::Request> request =
+        buffer.dtype == DType::F32
+            ? stageGroup->startSend(
+                  absl::MakeConstSpan(
+                      reinterpret_cast<const float *>(pending->bytes.data()),
+                      buffer.numElements()),
+                  transfer.toRank, tag)
+            : stageGroup->startSend(
+                  absl::MakeConstSpan(
+                      reinterpret_cast<const int32_t *>(pending->bytes.data()),
+                      buffer.numElements()),
+                  transfer.toRank, tag);
+    if (!request.ok())
+      return absl::Status(
+          request.status().code(),
+          absl::StrCat("pipeline rank ", rank, ": sending ", buffer.name,
+                       " of microbatch ", action.microbatch, " to rank ",
+                       transfer.toRank, ": ", request.status().message()));
+    pending->request = std::move(*request);
+    pendingSends.push_back(std::move(pending));
+  }
+  return finishSends(false);
+}
+
+absl::Status PipelineStep::finishSends(bool all) {
+  std::vector<std::unique_ptr<PendingSend>> open;
+  for (std::unique_ptr<PendingSend> &pending : pendingSends) {
+    absl::Status status;
+    if (all) {
+      status = pending->request.wait();
+    } else {
+      absl::StatusOr<bool> done = pending->request.test();
+      status = done.status();
+      if (done.ok() && !*done) {
+        open.push_back(std::move(pending));
+        continue;
+      }
+    }
+    if (!status.ok())
+      return absl::Status(status.code(),
+                          absl::StrCat("pipeline rank ", rank,
+                                       ": a send to the next or previous "
+                                       "stage failed: ",
+                                       status.message()));
+  }
+  pendingSends = std::move(open);
+  return absl::OkStatus();
+}
+
+absl::Status PipelineStep::runAction(const PipelineAction &action, Slot &slot,
+                                     int64_t step, Environment &env) {
+  if (absl::Status status = receive(action, slot); !status.ok())
+    return status;
+  env.pointers = slot.pointers;
+  StepContext context{program, env.pointers, env.scratch, env.groups,
+                      env.packScratch};
+  int32_t stage = action.chunk * program.pipeline.stages + rank;
+  for (size_t index : instructionsOf[stage * kActionKinds +
+                                     kindIndex(action.kind)]) {
+    const Instruction &instruction = program.instructions[index];
+    if (env.hooks.beforeInstruction)
+      env.hooks.beforeInstruction(index, instruction);
+    if (absl::Status status = runInstruction(context, index); !status.ok())
+      return absl::Status(status.code(),
+                          absl::StrCat("step ", step, ", microbatch ",
+                                       action.microbatch, ": ",
+                                       status.message()));
+    if (env.hooks.afterInstruction)
+      env.hooks.afterInstruction(index, instruction);
+  }
+  if (action.kind == PipelineAction::Kind::Forward && stage == lossStage) {
+    float loss = *reinterpret_cast<const float *>(slot.pointers[program.loss]);
+    if (!std::isfinite(loss))
+      return absl::InvalidArgumentError(
+          absl::StrCat("step ", step, ": loss is not finite (", loss,
+                       ") in microbatch ", action.microbatch));
+    lossSum += loss;
+  }
+  if (absl::Status status = send(action, slot); !status.ok())
+    return status;
+  // A stage's gradients are complete once its weight gradients are.
+  if (action.kind == PipelineAction::Kind::Backward ||
+      action.kind == PipelineAction::Kind::BackwardWeight)
+    for (size_t g = 0; g < gradients.size(); ++g) {
+      if (gradientStages[g] != stage)
+        continue;
+      const float *grad =
+          reinterpret_cast<const float *>(slot.pointers[gradients[g]]);
+      std::vector<float> &sum = gradientSums[g];
+      for (size_t k = 0; k < sum.size(); ++k)
+        sum[k] += grad[k];
+    }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> PipelineStep::run(const int32_t *tokens,
+                                             const int32_t *targets,
+                                             int64_t step, Environment env) {
+  const Pipeline &pipeline = program.pipeline;
+  std::vector<uint8_t *> base = env.pointers;
+  lossSum = 0;
+  for (std::vector<float> &sum : gradientSums)
+    std::fill(sum.begin(), sum.end(), 0.0f);
+  slotOf.assign(pipeline.microbatches, nullptr);
+  actionsLeft.assign(pipeline.microbatches, 0);
+  for (const PipelineAction &action : pipeline.ranks[rank])
+    ++actionsLeft[action.microbatch];
+
+  absl::Status failed;
+  for (const PipelineAction &action : pipeline.ranks[rank]) {
+    Slot *slot = slotOf[action.microbatch];
+    if (!slot) {
+      absl::StatusOr<Slot *> acquired =
+          acquire(action.microbatch, base, tokens, targets);
+      if (!acquired.ok()) {
+        failed = acquired.status();
+        break;
+      }
+      slot = slotOf[action.microbatch] = *acquired;
+    }
+    if (failed = runAction(action, *slot, step, env); !failed.ok())
+      break;
+    if (--actionsLeft[action.microbatch] == 0) {
+      slot->inUse = false;
+      slotOf[action.microbatch] = nullptr;
+    }
+  }
+  if (!failed.ok()) {
+    env.pointers = base;
+    return failed;
+  }
+  if (absl::Status status = finishSends(true); !status.ok())
+    return status;
+  for (const std::unique_ptr<Slot> &slot : slots)
+    slot->inUse = false;
+  return optimize(step, env);
+}
+
+absl::StatusOr<StepResult> PipelineStep::optimize(int64_t step,
+                                                  Environment &env) {
+  const Pipeline &pipeline = program.pipeline;
+  absl::StatusOr<Slot *> acquired = acquire(-1, env.pointers, nullptr, nullptr);
+  if (!acquired.ok())
+    return acquired.status();
+  Slot &slot = **acquired;
+  slot.inUse = false;
+  env.pointers = slot.pointers;
+  // The mean over the microbatches, as one batch of all their rows would
+  // give for an average over equally many tokens each.
+  float microbatches = static_cast<float>(pipeline.microbatches);
+  for (size_t g = 0; g < gradients.size(); ++g) {
+    float *grad = reinterpret_cast<float *>(slot.pointers[gradients[g]]);
+    const std::vector<float> &sum = gradientSums[g];
+    for (size_t k = 0; k < sum.size(); ++k)
+      grad[k] = sum[k] / microbatches;
+  }
+  double loss = (rank == lossStage % pipeline.stages)
+                    ? lossSum / pipeline.microbatches
+                    : 0.0;
+  if (stageGroup)
+    if (absl::Status status = sumOverGroup(*stageGroup,
+                                           absl::MakeSpan(&loss, 1), {});
+        !status.ok())
+      return absl::Status(status.code(),
+                          absl::StrCat("step ", step, ": sharing the loss "
+                                       "over the pipeline stages: ",
+                                       status.message()));
+  *reinterpret_cast<float *>(slot.pointers[program.loss]) =
+      static_cast<float>(loss);
+
+  std::vector<bool> foreign(program.buffers.size(), false);
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &inst = program.instructions[i];
+    if (inst.opcode == Opcode::AdamW &&
+        pipeline.instructionStage[i] % pipeline.stages != rank)
+      foreign[inst.operands[1]] = true;
+  }
+  StepContext context{program, env.pointers, env.scratch, env.groups,
+                      env.packScratch};
+  context.stageGroup = stageGroup;
+  context.foreignGradients = &foreign;
+  for (size_t index : optimizerInstructions) {
+    const Instruction &instruction = program.instructions[index];
+    if (env.hooks.beforeInstruction)
+      env.hooks.beforeInstruction(index, instruction);
+    if (absl::Status status = runInstruction(context, index); !status.ok())
+      return absl::Status(status.code(),
+                          absl::StrCat("step ", step, ": ", status.message()));
+    if (env.hooks.afterInstruction)
+      env.hooks.afterInstruction(index, instruction);
+    for (uint32_t result : instruction.results)
+      if (result == program.gradNorm) {
+        float norm = *reinterpret_cast<const float *>(slot.pointers[result]);
+        if (!std::isfinite(norm))
+          return absl::InvalidArgumentError(absl::StrCat(
+              "step ", step, ": gradient norm is not finite (", norm, ")"));
+      }
+  }
+  StepResult result;
+  result.loss = static_cast<float>(loss);
+  result.gradNorm = *reinterpret_cast<const float *>(
+      slot.pointers[program.gradNorm]);
+  result.lr = *reinterpret_cast<const float *>(slot.pointers[program.lr]);
+  return result;
+}
+
+} // namespace moe::rt::engine

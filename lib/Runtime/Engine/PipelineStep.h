@@ -1,0 +1,124 @@
+//===- PipelineStep.h - run a step over microbatches and stages -*- C++ -*-===//
+//
+// Private to the executor. A pipelined program (Program.pipeline, version
+// 1.2) is the step of one microbatch with every instruction tagged by model
+// stage and phase. This rank runs the actions of its pipeline coordinate in
+// schedule order; each microbatch in flight has its own copy of the arena
+// and of the tokens and targets (a "slot"), taken at its first action and
+// given back after its last, so a schedule holding fewer microbatches needs
+// fewer slots. A value read on another rank than the one producing it is
+// sent when its producing action ends and received when the first action
+// reading it starts, over the "pp" group, tagged by transfer and microbatch.
+// After the last action the gradients, summed over the microbatches, are
+// averaged into one slot where the optimizer instructions run.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_LIB_RUNTIME_ENGINE_PIPELINESTEP_H
+#define MOE_LIB_RUNTIME_ENGINE_PIPELINESTEP_H
+
+#include "AlignedBuffer.h"
+
+#include "moe/Runtime/Engine/Executor.h"
+#include "moe/Runtime/Program.h"
+
+#include "absl/status/statusor.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace moe::rt::comm {
+class Group;
+} // namespace moe::rt::comm
+
+namespace moe::rt::engine {
+
+/// A value one stage produces and another rank's stage reads.
+struct StageTransfer {
+  uint32_t buffer = 0;
+  int32_t fromStage = 0;
+  PipelinePhase fromPhase = PipelinePhase::Forward;
+  int32_t toRank = 0;
+  /// The (model stage, phase) pairs of toRank that read it.
+  std::vector<std::pair<int32_t, PipelinePhase>> readers;
+};
+
+/// The transfers of a (verified) pipelined program, in buffer order.
+std::vector<StageTransfer> stageTransfers(const Program &program);
+
+class PipelineStep {
+public:
+  /// `rank` is this process's pipeline coordinate; `stageGroup` the group
+  /// over "pp" (null with one stage). `pointers` holds the persistent
+  /// buffers' addresses (null for those of other stages); temporaries and
+  /// the tokens and targets are redirected per slot. `groups` and the
+  /// scratch vectors are the executor's, as for a plain step.
+  static absl::StatusOr<std::unique_ptr<PipelineStep>>
+  create(const Program &program, int32_t rank, comm::Group *stageGroup);
+
+  ~PipelineStep();
+
+  /// Runs the step: `tokens` and `targets` hold this rank's rows of every
+  /// microbatch, microbatch after microbatch. `pointers` are the executor's
+  /// addresses, which on return point at the slot the optimizer ran in, so
+  /// that the step's outputs and gradients read as after a plain step.
+  struct Environment {
+    std::vector<uint8_t *> &pointers;
+    std::vector<float> &scratch;
+    const std::vector<std::unique_ptr<comm::Group>> &groups;
+    std::vector<float> &packScratch;
+    const StepHooks &hooks;
+  };
+  absl::StatusOr<StepResult> run(const int32_t *tokens, const int32_t *targets,
+                                 int64_t step, Environment env);
+
+  /// Whether this rank holds buffer `b` (parameters and optimizer state of
+  /// its own stages; everything else is per slot or shared).
+  bool holds(uint32_t b) const { return held[b]; }
+
+  /// Allocates the slots of the microbatches the schedule holds at once on
+  /// this rank (at least one, for the optimizer), so that a step does not
+  /// run out of memory halfway. `base` are the executor's addresses.
+  absl::Status reserve(const std::vector<uint8_t *> &base);
+
+  /// Slots allocated (microbatches in flight at the peak).
+  size_t slotsAllocated() const { return slots.size(); }
+
+private:
+  struct Slot;
+  PipelineStep(const Program &program, int32_t rank, comm::Group *stageGroup);
+  absl::StatusOr<Slot *> acquire(int32_t microbatch,
+                                 const std::vector<uint8_t *> &base,
+                                 const int32_t *tokens,
+                                 const int32_t *targets);
+  absl::Status runAction(const PipelineAction &action, Slot &slot,
+                         int64_t step, Environment &env);
+  absl::Status receive(const PipelineAction &action, Slot &slot);
+  absl::Status send(const PipelineAction &action, Slot &slot);
+  absl::Status finishSends(bool all);
+  absl::StatusOr<StepResult> optimize(int64_t step, Environment &env);
+
+  const Program &program;
+  int32_t rank;
+  comm::Group *stageGroup;
+  std::vector<bool> held;
+  std::vector<StageTransfer> transfers;
+  /// Instructions per (model stage, phase), in program order.
+  std::vector<std::vector<size_t>> instructionsOf;
+  std::vector<size_t> optimizerInstructions;
+  /// Gradient buffers of this rank's stages, with their running sums.
+  std::vector<uint32_t> gradients;
+  std::vector<std::vector<float>> gradientSums;
+  std::vector<int32_t> gradientStages; // the stage producing each
+  std::vector<std::unique_ptr<Slot>> slots;
+  std::vector<Slot *> slotOf; // by microbatch, while in flight
+  std::vector<int32_t> actionsLeft; // by microbatch
+  struct PendingSend;
+  std::vector<std::unique_ptr<PendingSend>> pendingSends;
+  int32_t lossStage = 0;
+  double lossSum = 0;
+};
+
+} // namespace moe::rt::engine
+
+#endif // MOE_LIB_RUNTIME_ENGINE_PIPELINESTEP_H

@@ -1,0 +1,363 @@
+//===- PipelineSplit.cpp - tag the step with pipeline stages and phases ---===//
+//
+// The runtime runs a pipelined step per (model stage, phase, microbatch) in
+// the order of a schedule. This file decides, for every op of one
+// microbatch's step, which stage and phase runs it, and checks that the
+// schedule's order then computes every value before it is read.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Transforms/Passes.h"
+#include "moe/Transforms/Pipeline.h"
+#include "moe/Transforms/Transforms.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_SPLITPIPELINESTAGES
+#include "moe/Transforms/Passes.h.inc"
+} // namespace mlir::moe
+
+using namespace mlir;
+using namespace mlir::moe;
+
+using PipelinePhase = ::moe::pipeline::Phase;
+
+StringRef mlir::moe::toString(PipelinePhase phase) {
+  switch (phase) {
+  case PipelinePhase::Forward:
+    return "forward";
+  case PipelinePhase::Backward:
+    return "backward";
+  case PipelinePhase::BackwardWeight:
+    return "weight";
+  case PipelinePhase::Optimizer:
+    return "optimizer";
+  }
+  llvm_unreachable("unknown pipeline phase");
+}
+
+namespace {
+
+bool isOptimizerOp(Operation *op) {
+  return isa<AdamWUpdateOp, GlobalNormOp, ClipCoefficientOp, LearningRateOp>(
+      op);
+}
+
+class StageSplitter {
+public:
+  StageSplitter(func::FuncOp step, unsigned layers,
+                ArrayRef<unsigned> unitStages, bool splitWeightGradients)
+      : step(step), layers(layers), unitStages(unitStages),
+        splitWeightGradients(splitWeightGradients) {}
+
+  LogicalResult run();
+
+private:
+  void assignPhases();
+  void splitWeights();
+  LogicalResult assignStages();
+  LogicalResult assignOptimizerStages();
+  LogicalResult checkOrder();
+  void moveWeightGradients();
+  void hoistUnnamedOps();
+
+  /// The tagged op defining `value`, or null (arguments, parameters).
+  Operation *taggedDefiningOp(Value value) const {
+    Operation *def = value.getDefiningOp();
+    return def && phase.count(def) ? def : nullptr;
+  }
+
+  func::FuncOp step;
+  unsigned layers;
+  ArrayRef<unsigned> unitStages;
+  bool splitWeightGradients;
+  /// Every op but get_param and the return, in block order.
+  SmallVector<Operation *> ops;
+  DenseMap<Operation *, PipelinePhase> phase;
+  DenseMap<Operation *, int64_t> stage;
+};
+
+void StageSplitter::assignPhases() {
+  Block &body = step.getBody().front();
+  for (Operation &op : body.without_terminator())
+    if (!isa<GetParamOp>(op))
+      ops.push_back(&op);
+  // The forward pass: everything the loss (result 0) depends on.
+  llvm::SetVector<Operation *> forward;
+  SmallVector<Value> worklist{body.getTerminator()->getOperand(0)};
+  while (!worklist.empty()) {
+    Operation *def = worklist.pop_back_val().getDefiningOp();
+    if (!def || isa<GetParamOp>(def) || !forward.insert(def))
+      continue;
+    llvm::append_range(worklist, def->getOperands());
+  }
+  for (Operation *op : ops)
+    phase[op] = isOptimizerOp(op)   ? PipelinePhase::Optimizer
+                : forward.count(op) ? PipelinePhase::Forward
+                                    : PipelinePhase::Backward;
+}
+
+void StageSplitter::splitWeights() {
+  // Weight gradients, and what is computed from them alone, as long as
+  // only weight-gradient or optimizer ops read the result.
+  for (Operation *op : ops) {
+    if (phase[op] != PipelinePhase::Backward)
+      continue;
+    bool fromWeights = isa<LinearGradWeightOp>(op);
+    for (Value operand : op->getOperands())
+      if (Operation *def = taggedDefiningOp(operand))
+        fromWeights |= phase[def] == PipelinePhase::BackwardWeight;
+    if (fromWeights)
+      phase[op] = PipelinePhase::BackwardWeight;
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Operation *op : llvm::reverse(ops)) {
+      if (phase[op] != PipelinePhase::BackwardWeight)
+        continue;
+      for (Operation *user : op->getUsers())
+        if (!isa<func::ReturnOp>(user) &&
+            phase.lookup(user) != PipelinePhase::BackwardWeight &&
+            phase.lookup(user) != PipelinePhase::Optimizer) {
+          phase[op] = PipelinePhase::Backward;
+          changed = true;
+          break;
+        }
+    }
+  }
+}
+
+LogicalResult StageSplitter::assignStages() {
+  for (Operation *op : ops) {
+    if (phase[op] == PipelinePhase::Optimizer)
+      continue;
+    if (std::optional<unsigned> unit = pipelineUnitOf(op->getLoc(), layers)) {
+      if (*unit >= unitStages.size())
+        return op->emitOpError()
+               << "belongs to pipeline unit " << *unit << ", but only "
+               << unitStages.size() << " units have a stage";
+      stage[op] = unitStages[*unit];
+    }
+  }
+  // Unnamed ops join the stage their operands flow from: the last for a
+  // forward value (it goes on to later stages), the first for a gradient
+  // (it goes back to earlier ones); failing that, the stage of their users.
+  auto fromOperands = [&](Operation *op) -> std::optional<int64_t> {
+    bool forward = phase[op] == PipelinePhase::Forward;
+    std::optional<int64_t> result;
+    for (Value operand : op->getOperands()) {
+      Operation *def = taggedDefiningOp(operand);
+      if (!def || !stage.count(def) ||
+          (!forward && phase[def] == PipelinePhase::Forward))
+        continue;
+      int64_t s = stage[def];
+      result = !result ? s : forward ? std::max(*result, s)
+                                     : std::min(*result, s);
+    }
+    return result;
+  };
+  auto fromUsers = [&](Operation *op) -> std::optional<int64_t> {
+    bool forward = phase[op] == PipelinePhase::Forward;
+    std::optional<int64_t> result;
+    for (Operation *user : op->getUsers()) {
+      if (!stage.count(user) || phase.lookup(user) == PipelinePhase::Optimizer)
+        continue;
+      int64_t s = stage[user];
+      result = !result ? s : forward ? std::min(*result, s)
+                                     : std::max(*result, s);
+    }
+    return result;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Operation *op : ops)
+      if (phase[op] != PipelinePhase::Optimizer && !stage.count(op))
+        if (std::optional<int64_t> s = fromOperands(op)) {
+          stage[op] = *s;
+          changed = true;
+        }
+    for (Operation *op : llvm::reverse(ops))
+      if (phase[op] != PipelinePhase::Optimizer && !stage.count(op))
+        if (std::optional<int64_t> s = fromUsers(op)) {
+          stage[op] = *s;
+          changed = true;
+        }
+  }
+  // What is left reads and feeds nothing staged (dead code): stage 0.
+  for (Operation *op : ops)
+    if (phase[op] != PipelinePhase::Optimizer && !stage.count(op))
+      stage[op] = 0;
+  return assignOptimizerStages();
+}
+
+LogicalResult StageSplitter::assignOptimizerStages() {
+  // A parameter lives on the one stage that reads it; its AdamW runs there.
+  DenseMap<Attribute, int64_t> paramStage;
+  for (Operation &op : step.getBody().front()) {
+    auto read = dyn_cast<GetParamOp>(op);
+    if (!read)
+      continue;
+    for (Operation *user : read->getUsers()) {
+      if (!stage.count(user))
+        continue;
+      auto [it, inserted] =
+          paramStage.try_emplace(read.getParamAttr().getAttr(), stage[user]);
+      if (!inserted && it->second != stage[user])
+        return user->emitOpError()
+               << "reads " << read.getParamAttr() << " on pipeline stage "
+               << stage[user] << ", which stage " << it->second
+               << " reads too: a parameter lives on one stage";
+    }
+  }
+  for (Operation *op : ops) {
+    if (phase[op] != PipelinePhase::Optimizer)
+      continue;
+    auto update = dyn_cast<AdamWUpdateOp>(op);
+    if (!update) {
+      stage[op] = -1;
+      continue;
+    }
+    auto it = paramStage.find(update.getParamAttr().getAttr());
+    Operation *grad = taggedDefiningOp(update.getGrad());
+    if (it != paramStage.end())
+      stage[op] = it->second;
+    else if (grad && stage.count(grad))
+      stage[op] = stage[grad];
+    else
+      return update.emitOpError()
+             << "updates " << update.getParamAttr()
+             << ", which no pipeline stage reads or differentiates";
+  }
+  return success();
+}
+
+LogicalResult StageSplitter::checkOrder() {
+  for (Operation *op : ops) {
+    PipelinePhase to = phase[op];
+    if (auto update = dyn_cast<AdamWUpdateOp>(op)) {
+      Operation *grad = taggedDefiningOp(update.getGrad());
+      if (grad && (phase[grad] == PipelinePhase::Forward ||
+                   phase[grad] == PipelinePhase::Optimizer ||
+                   stage[grad] != stage[op]))
+        return update.emitOpError()
+               << "reads its gradient from the " << toString(phase[grad])
+               << " of pipeline stage " << stage[grad]
+               << ", expected a backward of stage " << stage[op];
+      continue;
+    }
+    for (Value operand : op->getOperands()) {
+      Operation *def = taggedDefiningOp(operand);
+      if (!def)
+        continue;
+      PipelinePhase from = phase[def];
+      if (to == PipelinePhase::Optimizer) {
+        if (from != PipelinePhase::Optimizer && !isa<GlobalNormOp>(op))
+          return op->emitOpError()
+                 << "reads a value of one microbatch in the optimizer";
+        continue;
+      }
+      if (!::moe::pipeline::runsBefore(stage[def], from, stage[op], to))
+        return op->emitOpError()
+               << "in the " << toString(to) << " of pipeline stage "
+               << stage[op] << " reads a value of the " << toString(from)
+               << " of stage " << stage[def]
+               << ", which a pipeline schedule runs later";
+    }
+  }
+  return success();
+}
+
+void StageSplitter::moveWeightGradients() {
+  // Each stage's weight ops go after its last backward op, in their order.
+  DenseMap<int64_t, Operation *> lastBackward;
+  for (Operation *op : ops)
+    if (phase[op] == PipelinePhase::Backward)
+      lastBackward[stage[op]] = op;
+  DenseMap<int64_t, Operation *> insertAfter = lastBackward;
+  for (Operation *op : ops) {
+    if (phase[op] != PipelinePhase::BackwardWeight)
+      continue;
+    Operation *anchor = insertAfter.lookup(stage[op]);
+    if (!anchor || !op->isBeforeInBlock(anchor))
+      continue;
+    op->moveAfter(anchor);
+    insertAfter[stage[op]] = op;
+  }
+}
+
+/// An unnamed op (a residual add, a gradient sum, a collective the
+/// partitioner put where the optimizer needs it) runs in the action of the
+/// stage it joined, so it moves next to the ops it reads: a rank then runs
+/// its instructions in an order that is a subsequence of program order,
+/// which the memory plan made afterwards holds for.
+void StageSplitter::hoistUnnamedOps() {
+  for (Operation *op : ops) {
+    if (phase[op] == PipelinePhase::Optimizer ||
+        pipelineUnitOf(op->getLoc(), layers))
+      continue;
+    Operation *last = nullptr;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        if (!last || last->isBeforeInBlock(def))
+          last = def;
+    if (last && last->getNextNode() != op)
+      op->moveAfter(last);
+  }
+  // Later steps walk the ops in their new block order.
+  ops.clear();
+  for (Operation &op : step.getBody().front().without_terminator())
+    if (!isa<GetParamOp>(op))
+      ops.push_back(&op);
+}
+
+LogicalResult StageSplitter::run() {
+  assignPhases();
+  if (splitWeightGradients)
+    splitWeights();
+  if (failed(assignStages()) || failed(checkOrder()))
+    return failure();
+  hoistUnnamedOps();
+  if (splitWeightGradients)
+    moveWeightGradients();
+  Builder builder(step.getContext());
+  for (Operation *op : ops) {
+    op->setAttr(kPipelineStageAttrName, builder.getI64IntegerAttr(stage[op]));
+    op->setAttr(kPipelinePhaseAttrName,
+                builder.getStringAttr(toString(phase[op])));
+  }
+  return success();
+}
+
+struct SplitPipelineStagesPass
+    : public mlir::moe::impl::SplitPipelineStagesBase<SplitPipelineStagesPass> {
+  using SplitPipelineStagesBase::SplitPipelineStagesBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto model = module->getAttrOfType<DictionaryAttr>(kModelAttrName);
+    auto layersAttr =
+        model ? model.getAs<IntegerAttr>("layers") : IntegerAttr();
+    if (!layersAttr) {
+      module.emitError()
+          << "pipeline stages need the model's layers (moe.transformer)";
+      return signalPassFailure();
+    }
+    FailureOr<func::FuncOp> step =
+        lookupFunction(module, function, "to split into pipeline stages");
+    SmallVector<unsigned> stages(unitStages.begin(), unitStages.end());
+    if (failed(step) ||
+        failed(splitPipelineStages(*step, layersAttr.getInt(), stages,
+                                   splitWeightGradients)))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
+
+LogicalResult mlir::moe::splitPipelineStages(func::FuncOp step,
+                                             unsigned layers,
+                                             ArrayRef<unsigned> unitStages,
+                                             bool splitWeightGradients) {
+  return StageSplitter(step, layers, unitStages, splitWeightGradients).run();
+}

@@ -39,6 +39,39 @@ static double forwardFlops(func::FuncOp step) {
   return flops;
 }
 
+/// A step split into pipeline stages holds each parameter and its moments
+/// on the rank of the stage updating it: the bytes per rank are those of
+/// the busiest rank, and the stages multiply the ranks.
+static void accountPipelineRanks(ModuleOp module, func::FuncOp step,
+                                 ModelStatistics &stats) {
+  auto ranksAttr = step->getAttrOfType<IntegerAttr>(kPipelineRanksAttrName);
+  if (!ranksAttr || ranksAttr.getInt() <= 1)
+    return;
+  int64_t ranks = ranksAttr.getInt();
+  SymbolTable symbols(module);
+  std::vector<uint64_t> params(ranks, 0), states(ranks, 0);
+  step.walk([&](AdamWUpdateOp update) {
+    auto stage = update->getAttrOfType<IntegerAttr>(kPipelineStageAttrName);
+    if (!stage || stage.getInt() < 0)
+      return;
+    int64_t rank = stage.getInt() % ranks;
+    auto bytesOf = [&](FlatSymbolRefAttr ref) -> uint64_t {
+      auto param = symbols.lookup<ParamOp>(ref.getAttr());
+      return param ? tensorBytes(param.getTensorType()) : 0;
+    };
+    params[rank] += bytesOf(update.getParamAttr());
+    states[rank] += bytesOf(update.getExpAvgAttr()) +
+                    bytesOf(update.getExpAvgSqAttr());
+  });
+  int64_t busiest = 0;
+  for (int64_t r = 1; r < ranks; ++r)
+    if (params[r] + states[r] > params[busiest] + states[busiest])
+      busiest = r;
+  stats.paramBytes = params[busiest];
+  stats.optimizerStateBytes = states[busiest];
+  stats.ranks *= ranks;
+}
+
 ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
                                                   func::FuncOp step) {
   ModelStatistics stats;
@@ -94,6 +127,7 @@ ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
             ? elements / global[0] * std::min<int64_t>(stats.topK, global[0])
             : elements;
   }
+  accountPipelineRanks(module, step, stats);
   stats.flopsPerStep = 3.0 * forwardFlops(step);
   if (auto arena = step->getAttrOfType<IntegerAttr>(kArenaBytesAttrName))
     stats.arenaBytes = arena.getInt();

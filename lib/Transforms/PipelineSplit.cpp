@@ -48,8 +48,9 @@ bool isOptimizerOp(Operation *op) {
 class StageSplitter {
 public:
   StageSplitter(func::FuncOp step, unsigned layers,
-                ArrayRef<unsigned> unitStages, bool splitWeightGradients)
-      : step(step), layers(layers), unitStages(unitStages),
+                ArrayRef<unsigned> unitStages, unsigned ranks,
+                bool splitWeightGradients)
+      : step(step), layers(layers), unitStages(unitStages), ranks(ranks),
         splitWeightGradients(splitWeightGradients) {}
 
   LogicalResult run();
@@ -72,6 +73,7 @@ private:
   func::FuncOp step;
   unsigned layers;
   ArrayRef<unsigned> unitStages;
+  unsigned ranks;
   bool splitWeightGradients;
   /// Every op but get_param and the return, in block order.
   SmallVector<Operation *> ops;
@@ -313,6 +315,8 @@ void StageSplitter::hoistUnnamedOps() {
 }
 
 LogicalResult StageSplitter::run() {
+  if (ranks == 0)
+    return step.emitOpError() << "needs at least one pipeline rank";
   assignPhases();
   if (splitWeightGradients)
     splitWeights();
@@ -327,6 +331,7 @@ LogicalResult StageSplitter::run() {
     op->setAttr(kPipelinePhaseAttrName,
                 builder.getStringAttr(toString(phase[op])));
   }
+  step->setAttr(kPipelineRanksAttrName, builder.getI64IntegerAttr(ranks));
   return success();
 }
 
@@ -347,7 +352,7 @@ struct SplitPipelineStagesPass
         lookupFunction(module, function, "to split into pipeline stages");
     SmallVector<unsigned> stages(unitStages.begin(), unitStages.end());
     if (failed(step) ||
-        failed(splitPipelineStages(*step, layersAttr.getInt(), stages,
+        failed(splitPipelineStages(*step, layersAttr.getInt(), stages, ranks,
                                    splitWeightGradients)))
       return signalPassFailure();
   }
@@ -358,6 +363,8 @@ struct SplitPipelineStagesPass
 LogicalResult mlir::moe::splitPipelineStages(func::FuncOp step,
                                              unsigned layers,
                                              ArrayRef<unsigned> unitStages,
+                                             unsigned ranks,
                                              bool splitWeightGradients) {
-  return StageSplitter(step, layers, unitStages, splitWeightGradients).run();
+  return StageSplitter(step, layers, unitStages, ranks, splitWeightGradients)
+      .run();
 }

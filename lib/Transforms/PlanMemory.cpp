@@ -6,6 +6,11 @@
 // op's results and operands are live at the op, so a kernel never writes
 // over its own inputs.
 //
+// A step split into pipeline stages (moe-split-pipeline-stages) runs each op
+// on one pipeline rank, each rank in its own arena of the planned size; two
+// values may then share bytes when no rank holds both at once, so each
+// rank's arena holds about its own stages' peak instead of the model's.
+//
 //===----------------------------------------------------------------------===//
 #include "moe/Transforms/Passes.h"
 #include "moe/Transforms/Transforms.h"
@@ -13,6 +18,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallBitVector.h"
 
 #include <map>
 
@@ -37,7 +43,31 @@ struct Interval {
   Value value;
   size_t begin, end; // op indices, inclusive
   uint64_t bytes;
+  llvm::SmallBitVector ranks; // the pipeline ranks holding it
 };
+
+/// The pipeline ranks that run `op`: its stage's (stage % ranks), or all
+/// for the optimizer ops tagged -1 and for an untagged step.
+llvm::SmallBitVector ranksRunning(Operation *op, unsigned ranks) {
+  llvm::SmallBitVector bits(ranks);
+  auto stage = op->getAttrOfType<IntegerAttr>(kPipelineStageAttrName);
+  if (!stage || stage.getInt() < 0)
+    bits.set();
+  else
+    bits.set(stage.getInt() % ranks);
+  return bits;
+}
+
+/// The ranks that write or read `value`. The global norm reads only the
+/// gradients of its own rank's stages (the runtime adds the others' squares
+/// over the stages), which are written there too.
+llvm::SmallBitVector ranksHolding(Value value, unsigned ranks) {
+  llvm::SmallBitVector bits = ranksRunning(value.getDefiningOp(), ranks);
+  for (Operation *user : value.getUsers())
+    if (!isa<func::ReturnOp, GlobalNormOp>(user))
+      bits |= ranksRunning(user, ranks);
+  return bits;
+}
 } // namespace
 
 static uint64_t alignUp(uint64_t x) {
@@ -54,6 +84,8 @@ FailureOr<MemoryPlan> mlir::moe::planMemory(func::FuncOp function) {
   for (auto [i, op] : llvm::enumerate(block))
     index[&op] = i;
   size_t end = block.getOperations().size();
+  auto ranksAttr = function->getAttrOfType<IntegerAttr>(kPipelineRanksAttrName);
+  unsigned ranks = ranksAttr ? ranksAttr.getInt() : 1;
   SmallVector<Interval> intervals;
   for (Operation &op : block) {
     if (isa<GetParamOp>(op))
@@ -62,7 +94,9 @@ FailureOr<MemoryPlan> mlir::moe::planMemory(func::FuncOp function) {
       size_t last = index[&op];
       for (Operation *user : result.getUsers())
         last = std::max(last, isa<func::ReturnOp>(user) ? end : index[user]);
-      intervals.push_back({result, index[&op], last, tensorBytes(result.getType())});
+      intervals.push_back({result, index[&op], last,
+                           tensorBytes(result.getType()),
+                           ranksHolding(result, ranks)});
     }
   }
 
@@ -81,7 +115,8 @@ FailureOr<MemoryPlan> mlir::moe::planMemory(func::FuncOp function) {
     SmallVector<std::pair<uint64_t, uint64_t>> busy;
     for (auto [j, offset] : placed) {
       const Interval &other = intervals[j];
-      if (other.begin <= cur.end && cur.begin <= other.end)
+      if (other.begin <= cur.end && cur.begin <= other.end &&
+          other.ranks.anyCommon(cur.ranks))
         busy.emplace_back(offset, offset + other.bytes);
     }
     llvm::sort(busy);
@@ -96,16 +131,21 @@ FailureOr<MemoryPlan> mlir::moe::planMemory(func::FuncOp function) {
     plan.arenaBytes = std::max(plan.arenaBytes, alignUp(offset + cur.bytes));
   }
 
-  // Peak of the live total: +bytes at begin, -bytes after end.
-  std::map<size_t, int64_t> delta;
-  for (const Interval &interval : intervals) {
-    delta[interval.begin] += interval.bytes;
-    delta[interval.end + 1] -= interval.bytes;
-  }
-  int64_t live = 0;
-  for (auto [position, change] : delta) {
-    live += change;
-    plan.peakLiveBytes = std::max<uint64_t>(plan.peakLiveBytes, live);
+  // Peak of the live total of the busiest rank: +bytes at begin, -bytes
+  // after end.
+  for (unsigned rank = 0; rank < ranks; ++rank) {
+    std::map<size_t, int64_t> delta;
+    for (const Interval &interval : intervals) {
+      if (!interval.ranks.test(rank))
+        continue;
+      delta[interval.begin] += interval.bytes;
+      delta[interval.end + 1] -= interval.bytes;
+    }
+    int64_t live = 0;
+    for (auto [position, change] : delta) {
+      live += change;
+      plan.peakLiveBytes = std::max<uint64_t>(plan.peakLiveBytes, live);
+    }
   }
   return plan;
 }

@@ -311,6 +311,7 @@ int main(int argc, char **argv) {
       for (unsigned unit = chunk.firstUnit; unit <= chunk.lastUnit; ++unit)
         unitStages.push_back(stage);
     split->unitStages = unitStages;
+    split->ranks = pipelineStages;
     split->splitWeightGradients =
         schedule->kind == ::moe::pipeline::ScheduleKind::ZeroBubble;
   }

@@ -193,6 +193,8 @@ def SplitPipelineStages : Pass<"moe-split-pipeline-stages", "ModuleOp"> {
         gradients that only the optimizer reads form the `weight` phase and
         move after their stage's last backward op, so that the memory plan
         made afterwards holds for running them later.
+    The function gets `moe.pipeline_ranks`, which moe-plan-memory reads to
+    let values of different ranks share arena bytes.
     Fails, at the op, when a value would flow against the schedule's order
     (e.g. a forward op reading a later stage) or a parameter is read by two
     stages.
@@ -210,6 +212,8 @@ def SplitPipelineStages : Pass<"moe-split-pipeline-stages", "ModuleOp"> {
            "the training step to split">,
     ListOption<"unitStages", "unit-stages", "unsigned",
                "the model stage of each unit (embedding, layers, head)">,
+    Option<"ranks", "ranks", "unsigned", "1",
+           "pipeline ranks; model stage s runs on rank s % ranks">,
     Option<"splitWeightGradients", "split-weight-gradients", "bool",
            "false", "split weight gradients off the backward (zero bubble)">,
   ];

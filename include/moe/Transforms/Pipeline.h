@@ -75,9 +75,10 @@ StringRef toString(::moe::pipeline::Phase phase);
 /// `splitWeightGradients` the weight phase is split off the backward and
 /// moved after it. Emits an error at the op and fails where the split would
 /// break the schedule's order.
+/// Model stage s runs on pipeline rank s % `ranks`.
 LogicalResult splitPipelineStages(func::FuncOp step, unsigned layers,
                                   ArrayRef<unsigned> unitStages,
-                                  bool splitWeightGradients);
+                                  unsigned ranks, bool splitWeightGradients);
 
 /// Prints the cut, per stage compute and memory, and the imbalance.
 void printPipelineReport(const PipelinePlan &plan, llvm::raw_ostream &os);

@@ -28,6 +28,9 @@ inline constexpr llvm::StringLiteral kPipelineStageAttrName =
     "moe.pipeline_stage";
 inline constexpr llvm::StringLiteral kPipelinePhaseAttrName =
     "moe.pipeline_phase";
+/// On the split step: the pipeline ranks its stages run on (stage % ranks).
+inline constexpr llvm::StringLiteral kPipelineRanksAttrName =
+    "moe.pipeline_ranks";
 inline constexpr llvm::StringLiteral kPeakLiveBytesAttrName =
     "moe.peak_live_bytes";
 

@@ -213,13 +213,24 @@ private:
   /// Sweep over the intervals in order of first write. The live set is kept
   /// sorted by arena offset; as its members never overlap each other, a new
   /// interval can only collide with its two neighbours in that order.
+  /// A pipelined program runs each rank in its own arenas, so only the
+  /// temporaries one rank holds must not overlap.
   absl::Status checkArenaOverlap() {
+    std::vector<std::vector<bool>> holding = pipelineRanksHolding(program);
+    size_t ranks = holding.empty() ? 1 : holding[0].size();
+    for (size_t rank = 0; rank < ranks; ++rank)
+      MOE_VERIFY_OK(checkArenaOverlap(holding, rank));
+    return absl::OkStatus();
+  }
+
+  absl::Status checkArenaOverlap(const std::vector<std::vector<bool>> &holding,
+                                 size_t rank) {
     std::vector<Interval> intervals;
     for (uint32_t b = 0; b < program.buffers.size(); ++b) {
       const Buffer &buffer = bufferAt(b);
       uint64_t size = buffer.sizeInBytes();
       if (buffer.kind != BufferKind::Temporary || ranges[b].first == kNever ||
-          size == 0)
+          size == 0 || !holding[b][rank])
         continue;
       intervals.push_back({b, ranges[b].first, ranges[b].last, buffer.offset,
                            buffer.offset + size});

@@ -303,6 +303,32 @@ absl::Status verifyProgramOrder(const Program &program) {
 
 } // namespace
 
+std::vector<std::vector<bool>> pipelineRanksHolding(const Program &program) {
+  const Pipeline &pipeline = program.pipeline;
+  size_t ranks = pipeline.enabled() ? pipeline.stages : 1;
+  if (!pipeline.enabled())
+    return std::vector<std::vector<bool>>(program.buffers.size(),
+                                          std::vector<bool>(ranks, true));
+  std::vector<std::vector<bool>> holding(program.buffers.size(),
+                                         std::vector<bool>(ranks, false));
+  auto mark = [&](uint32_t b, int32_t stage) {
+    if (stage < 0)
+      holding[b].assign(ranks, true);
+    else
+      holding[b][stage % pipeline.stages] = true;
+  };
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &inst = program.instructions[i];
+    int32_t stage = pipeline.instructionStage[i];
+    for (uint32_t b : inst.results)
+      mark(b, stage);
+    if (inst.opcode != Opcode::GlobalNorm)
+      for (uint32_t b : inst.operands)
+        mark(b, stage);
+  }
+  return holding;
+}
+
 absl::Status verifyPipeline(const Program &program) {
   const Pipeline &pipeline = program.pipeline;
   if (!pipeline.enabled()) {

@@ -381,8 +381,9 @@ absl::Status verifyProgram(const Program &program) {
   MOE_VERIFY_OK(verifyProgramFields(program));
   for (size_t index = 0; index < program.instructions.size(); ++index)
     MOE_VERIFY_OK(verifyInstruction(program, index));
-  MOE_VERIFY_OK(verifyDataflow(program));
-  return verifyPipeline(program);
+  // The arena check of the dataflow reads the pipeline's stage tags.
+  MOE_VERIFY_OK(verifyPipeline(program));
+  return verifyDataflow(program);
 }
 
 } // namespace moe::rt

@@ -68,8 +68,15 @@ absl::Status verifyDataflow(const Program &program);
 
 /// Microbatches and pipeline stages (version 1.2): the stages, the
 /// schedule, and that running per stage and phase in the schedule's order
-/// computes what program order would. Assumes verifyInstruction passed.
+/// computes what program order would. Assumes verifyInstruction passed;
+/// verifyDataflow assumes this passed.
 absl::Status verifyPipeline(const Program &program);
+
+/// For each buffer of a verified pipelined program, the pipeline ranks that
+/// write or read it in their arenas: the ranks of its writer's and readers'
+/// stages (all of them for stage -1), except that the global norm reads
+/// only its own rank's gradients. Every rank for a plain program.
+std::vector<std::vector<bool>> pipelineRanksHolding(const Program &program);
 
 /// Whether the kernel behind `opcode` may write a result over one of its
 /// operands (same memory). Only such instructions may reuse, for a result,

@@ -445,8 +445,6 @@ absl::StatusOr<StepResult> PipelineStep::optimize(int64_t step,
                           absl::StrCat("step ", step, ": sharing the loss "
                                        "over the pipeline stages: ",
                                        status.message()));
-  *reinterpret_cast<float *>(slot.pointers[program.loss]) =
-      static_cast<float>(loss);
 
   std::vector<bool> foreign(program.buffers.size(), false);
   for (size_t i = 0; i < program.instructions.size(); ++i) {

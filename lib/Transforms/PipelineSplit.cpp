@@ -197,19 +197,19 @@ LogicalResult StageSplitter::assignStages() {
 LogicalResult StageSplitter::assignOptimizerStages() {
   // A parameter lives on the one stage that reads it; its AdamW runs there.
   DenseMap<Attribute, int64_t> paramStage;
-  for (Operation &op : step.getBody().front()) {
-    auto read = dyn_cast<GetParamOp>(op);
-    if (!read)
+  for (Operation *op : ops) {
+    if (!stage.count(op))
       continue;
-    for (Operation *user : read->getUsers()) {
-      if (!stage.count(user))
+    for (Value operand : op->getOperands()) {
+      auto read = operand.getDefiningOp<GetParamOp>();
+      if (!read)
         continue;
       auto [it, inserted] =
-          paramStage.try_emplace(read.getParamAttr().getAttr(), stage[user]);
-      if (!inserted && it->second != stage[user])
-        return user->emitOpError()
+          paramStage.try_emplace(read.getParamAttr().getAttr(), stage[op]);
+      if (!inserted && it->second != stage[op])
+        return op->emitOpError()
                << "reads " << read.getParamAttr() << " on pipeline stage "
-               << stage[user] << ", which stage " << it->second
+               << stage[op] << ", which stage " << it->second
                << " reads too: a parameter lives on one stage";
     }
   }

@@ -43,3 +43,24 @@ func.func @chain(%x: tensor<4x4xf32>) -> tensor<f32> {
 // expected-error @+1 {{no function named 'chain' to plan}}
 module {
 }
+
+// -----
+
+// A step split over two pipeline ranks: each rank runs its own stages' ops
+// in its own arena, so values only one rank holds share bytes with those of
+// the other (on one rank, the same step needs 192 bytes).
+// CHECK-LABEL: func.func @chain
+// CHECK-SAME: moe.arena_bytes = 128 : i64, moe.peak_live_bytes = 128 : i64
+func.func @chain(%x: tensor<16xf32>) -> tensor<16xf32> attributes {moe.pipeline_ranks = 2 : i64} {
+  // CHECK: moe.add {{.*}} {moe.offsets = array<i64: 0>, moe.pipeline_stage = 0 : i64}
+  %a = moe.add %x, %x {moe.pipeline_stage = 0 : i64} : tensor<16xf32>
+  // CHECK: moe.add {{.*}} {moe.offsets = array<i64: 0>, moe.pipeline_stage = 1 : i64}
+  %b = moe.add %x, %x {moe.pipeline_stage = 1 : i64} : tensor<16xf32>
+  // CHECK: moe.add {{.*}} {moe.offsets = array<i64: 64>, moe.pipeline_stage = 0 : i64}
+  %c = moe.add %a, %a {moe.pipeline_stage = 0 : i64} : tensor<16xf32>
+  // CHECK: moe.add {{.*}} {moe.offsets = array<i64: 64>, moe.pipeline_stage = 1 : i64}
+  %d = moe.add %b, %b {moe.pipeline_stage = 1 : i64} : tensor<16xf32>
+  %e = moe.add %c, %c {moe.pipeline_stage = 0 : i64} : tensor<16xf32>
+  %f = moe.add %d, %d {moe.pipeline_stage = 1 : i64} : tensor<16xf32>
+  return %f : tensor<16xf32>
+}

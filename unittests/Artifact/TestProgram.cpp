@@ -2,6 +2,8 @@
 
 #include "TestProgram.h"
 
+#include "moe/Pipeline/Schedule.h"
+
 #include "moe/Runtime/Artifact/Program_generated.h"
 
 #include <cstdio>
@@ -182,6 +184,73 @@ Program makeTinyProgram(const TinyConfig &c) {
   program.loss = loss;
   program.gradNorm = gradNorm;
   program.lr = lr;
+  return program;
+}
+
+Program makePipelinedTinyProgram(int stages, int microbatches,
+                                 const std::string &schedule,
+                                 const TinyConfig &config) {
+  Program program = makeTinyProgram(config);
+  Pipeline &pipeline = program.pipeline;
+  pipeline.stages = stages;
+  pipeline.microbatches = microbatches;
+  pipeline.schedule = schedule;
+  int32_t last = stages - 1;
+  for (const Instruction &inst : program.instructions) {
+    PipelinePhase phase = PipelinePhase::Backward;
+    int32_t stage = last;
+    switch (inst.opcode) {
+    case Opcode::Embedding:
+      phase = PipelinePhase::Forward;
+      stage = 0;
+      break;
+    case Opcode::RmsNorm:
+    case Opcode::Linear:
+    case Opcode::CrossEntropy:
+      phase = PipelinePhase::Forward;
+      break;
+    case Opcode::EmbeddingGrad:
+      stage = 0;
+      break;
+    case Opcode::GlobalNorm:
+    case Opcode::ClipCoefficient:
+    case Opcode::LearningRate:
+      phase = PipelinePhase::Optimizer;
+      stage = -1;
+      break;
+    case Opcode::AdamW:
+      phase = PipelinePhase::Optimizer;
+      stage = program.buffers[inst.operands[0]].name ==
+                      "model.embed_tokens.weight"
+                  ? 0
+                  : last;
+      break;
+    default:
+      break;
+    }
+    pipeline.instructionStage.push_back(stage);
+    pipeline.instructionPhase.push_back(phase);
+  }
+  if (stages > 1) {
+    program.meshAxes = {"pp"};
+    program.meshShape = {stages};
+  }
+  pipeline::ScheduleKind kind = pipeline::ScheduleKind::OneFOneB;
+  for (pipeline::ScheduleKind candidate :
+       {pipeline::ScheduleKind::GPipe, pipeline::ScheduleKind::ZeroBubble})
+    if (schedule == pipeline::toString(candidate))
+      kind = candidate;
+  pipeline::ScheduleOptions options;
+  options.stages = stages;
+  options.microbatches = microbatches;
+  pipeline::ErrorOr<pipeline::Schedule> built =
+      pipeline::buildSchedule(kind, options);
+  for (const std::vector<pipeline::Action> &actions : built->ranks) {
+    std::vector<PipelineAction> &rank = pipeline.ranks.emplace_back();
+    for (const pipeline::Action &action : actions)
+      rank.push_back({static_cast<PipelineAction::Kind>(action.kind),
+                      action.chunk, action.microbatch});
+  }
   return program;
 }
 
@@ -579,6 +648,24 @@ std::vector<uint8_t> serialize(const Program &program) {
   AxesList groups = axesLists(fbb, program.groups);
   StringList batchAxes = strings(fbb, program.batchAxes);
   bool partitioned = !program.meshAxes.empty() || !program.meshShape.empty();
+  flatbuffers::Offset<fb::Pipeline> pipeline;
+  if (program.pipeline.enabled()) {
+    const Pipeline &p = program.pipeline;
+    std::vector<fb::PipelinePhase> phases;
+    for (PipelinePhase phase : p.instructionPhase)
+      phases.push_back(static_cast<fb::PipelinePhase>(phase));
+    std::vector<flatbuffers::Offset<fb::PipelineRank>> ranks;
+    for (const std::vector<PipelineAction> &actions : p.ranks) {
+      std::vector<fb::PipelineAction> encoded;
+      for (const PipelineAction &action : actions)
+        encoded.emplace_back(static_cast<fb::PipelineActionKind>(action.kind),
+                             action.chunk, action.microbatch);
+      ranks.push_back(fb::CreatePipelineRankDirect(fbb, &encoded));
+    }
+    pipeline = fb::CreatePipelineDirect(
+        fbb, p.stages, p.virtualStages, p.microbatches, p.schedule.c_str(),
+        &p.instructionStage, &phases, &ranks);
+  }
   auto root = fb::CreateProgramDirect(
       fbb, program.versionMajor, program.versionMinor, program.producer.c_str(),
       model, &buffers, &instructions, program.arenaBytes, program.tokens,
@@ -586,7 +673,7 @@ std::vector<uint8_t> serialize(const Program &program) {
       program.seed, partitioned ? &meshAxes : nullptr,
       partitioned ? &program.meshShape : nullptr,
       groups.empty() ? nullptr : &groups,
-      batchAxes.empty() ? nullptr : &batchAxes);
+      batchAxes.empty() ? nullptr : &batchAxes, pipeline);
   fb::FinishProgramBuffer(fbb, root);
   return std::vector<uint8_t>(fbb.GetBufferPointer(),
                               fbb.GetBufferPointer() + fbb.GetSize());

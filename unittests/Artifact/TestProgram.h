@@ -66,6 +66,16 @@ struct TinyConfig {
 /// (ones, not decayed), "lm_head.weight" [V, H] (normal).
 Program makeTinyProgram(const TinyConfig &config = {});
 
+/// makeTinyProgram(config) as the step of one of `microbatches`
+/// microbatches (version 1.2), over `stages` pipeline ranks ("pp", the
+/// only mesh axis) when there are two: the embedding and its gradient on
+/// stage 0, the norm, head and loss on stage 1 (one stage holds all when
+/// there is one). `schedule` is the pipeline library's name of a schedule
+/// kind ("1f1b", "gpipe", "zero-bubble").
+Program makePipelinedTinyProgram(int stages, int microbatches,
+                                 const std::string &schedule = "1f1b",
+                                 const TinyConfig &config = {});
+
 /// Sizes of the one-layer MoE model.
 struct MoeConfig {
   int64_t batch = 2, seq = 5, vocab = 11, hidden = 8, heads = 2, kvHeads = 1;

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TestProgram.h"
+#include "LoadProgram.h"
 
 #include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/Cpu/Kernels.h"
@@ -21,6 +21,7 @@ namespace moe::rt {
 namespace {
 
 using testing::MoeConfig;
+using testing::load;
 using testing::TinyConfig;
 
 std::vector<float> copyOf(const Executor &executor, const char *name) {
@@ -28,20 +29,6 @@ std::vector<float> copyOf(const Executor &executor, const char *name) {
   const float *values = executor.data(b);
   return std::vector<float>(
       values, values + executor.program().buffers[b].numElements());
-}
-
-/// Goes through the file format, as moe-run does.
-std::unique_ptr<Executor> load(const Program &program) {
-  std::vector<uint8_t> bytes = testing::serialize(program);
-  absl::StatusOr<Program> read =
-      parseArtifact(bytes.data(), bytes.size(), "test");
-  EXPECT_TRUE(read.ok()) << read.status();
-  if (!read.ok())
-    return nullptr;
-  absl::StatusOr<std::unique_ptr<Executor>> executor =
-      Executor::create(std::move(*read));
-  EXPECT_TRUE(executor.ok()) << executor.status();
-  return executor.ok() ? std::move(*executor) : nullptr;
 }
 
 void fillBatch(int64_t count, int64_t vocab, std::vector<int32_t> &tokens,

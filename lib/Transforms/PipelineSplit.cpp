@@ -63,6 +63,7 @@ private:
   LogicalResult checkOrder();
   void moveWeightGradients();
   void hoistUnnamedOps();
+  void deferGradientReductions();
 
   /// The tagged op defining `value`, or null (arguments, parameters).
   Operation *taggedDefiningOp(Value value) const {
@@ -241,7 +242,6 @@ LogicalResult StageSplitter::checkOrder() {
     if (auto update = dyn_cast<AdamWUpdateOp>(op)) {
       Operation *grad = taggedDefiningOp(update.getGrad());
       if (grad && (phase[grad] == PipelinePhase::Forward ||
-                   phase[grad] == PipelinePhase::Optimizer ||
                    stage[grad] != stage[op]))
         return update.emitOpError()
                << "reads its gradient from the " << toString(phase[grad])
@@ -255,9 +255,15 @@ LogicalResult StageSplitter::checkOrder() {
         continue;
       PipelinePhase from = phase[def];
       if (to == PipelinePhase::Optimizer) {
-        if (from != PipelinePhase::Optimizer && !isa<GlobalNormOp>(op))
+        // Gradients summed over the microbatches are read where they are
+        // computed (the global norm skips other stages' gradients).
+        bool sameStage = stage[def] == stage[op] ||
+                         stage[def] < 0 || isa<GlobalNormOp>(op);
+        if ((from == PipelinePhase::Forward) || !sameStage)
           return op->emitOpError()
-                 << "reads a value of one microbatch in the optimizer";
+                 << "in the optimizer of pipeline stage " << stage[op]
+                 << " reads a value of the " << toString(from)
+                 << " of stage " << stage[def];
         continue;
       }
       if (!::moe::pipeline::runsBefore(stage[def], from, stage[op], to))
@@ -314,13 +320,44 @@ void StageSplitter::hoistUnnamedOps() {
       ops.push_back(&op);
 }
 
+/// A reduction of a gradient that only the optimizer reads (a data-parallel
+/// all-reduce, an FSDP reduce-scatter) is linear, so it can run once on the
+/// gradient summed over the microbatches instead of once per microbatch:
+/// it joins the optimizer on its stage, before the global norm.
+void StageSplitter::deferGradientReductions() {
+  Operation *firstOptimizerOp = nullptr;
+  for (Operation *op : ops)
+    if (phase[op] == PipelinePhase::Optimizer) {
+      firstOptimizerOp = op;
+      break;
+    }
+  if (!firstOptimizerOp)
+    return;
+  for (Operation *op : ops) {
+    if (!isa<AllReduceOp, ReduceScatterOp>(op) ||
+        phase[op] == PipelinePhase::Forward ||
+        phase[op] == PipelinePhase::Optimizer)
+      continue;
+    bool forOptimizerOnly = llvm::all_of(op->getUsers(), [&](Operation *user) {
+      return isa<AdamWUpdateOp, GlobalNormOp>(user);
+    });
+    if (!forOptimizerOnly || op->use_empty())
+      continue;
+    phase[op] = PipelinePhase::Optimizer;
+    op->moveBefore(firstOptimizerOp);
+  }
+}
+
 LogicalResult StageSplitter::run() {
   if (ranks == 0)
     return step.emitOpError() << "needs at least one pipeline rank";
   assignPhases();
   if (splitWeightGradients)
     splitWeights();
-  if (failed(assignStages()) || failed(checkOrder()))
+  if (failed(assignStages()))
+    return failure();
+  deferGradientReductions();
+  if (failed(checkOrder()))
     return failure();
   hoistUnnamedOps();
   if (splitWeightGradients)

@@ -80,9 +80,9 @@ TEST(PipelineVerifierTest, EveryInstructionHasAStageAndAPhase) {
                         "pipeline stage 2 of a forward instruction, expected "
                         "0..1"});
   program = makePipelinedTinyProgram(2, 4);
-  program.pipeline.instructionStage[first(program, Opcode::GlobalNorm)] = 0;
-  expectError(program, {"(GlobalNorm)", "pipeline stage 0 of a optimizer "
-                                        "instruction, expected -1"});
+  program.pipeline.instructionStage[first(program, Opcode::GlobalNorm)] = 2;
+  expectError(program, {"(GlobalNorm)", "pipeline stage 2 of a optimizer "
+                                        "instruction, expected -1..1"});
   program = makePipelinedTinyProgram(2, 4);
   program.pipeline.instructionPhase[first(program, Opcode::AdamW)] =
       PipelinePhase::Backward;
@@ -118,8 +118,13 @@ TEST(PipelineVerifierTest, ValuesFlowInScheduleOrder) {
   program = makePipelinedTinyProgram(2, 4);
   program.instructions[first(program, Opcode::GlobalNorm)].operands.push_back(
       program.loss);
-  expectError(program, {"(GlobalNorm)", "the optimizer reads", "of one "
-                        "microbatch, which is not a gradient"});
+  expectError(program, {"(GlobalNorm)", "the optimizer of stage -1 reads",
+                        "of the forward of stage 1"});
+  // An optimizer instruction of one stage reads that stage's values only.
+  program = makePipelinedTinyProgram(2, 4);
+  program.pipeline.instructionStage[first(program, Opcode::GlobalNorm)] = 0;
+  expectError(program, {"(GlobalNorm)", "the optimizer of stage 0 reads",
+                        "of the backward of stage 1"});
 }
 
 TEST(PipelineVerifierTest, AParameterLivesOnOneStage) {

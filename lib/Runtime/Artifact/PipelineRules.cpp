@@ -105,8 +105,10 @@ absl::Status verifyShape(const Program &program) {
       return instructionError(program, i,
                               "AdamW outside the optimizer phase would "
                               "update once per microbatch");
+    // Optimizer instructions of stage -1 run on every stage; the others
+    // (AdamW, reductions of summed gradients) on their own.
     int32_t low = optimizer && !adamw ? -1 : 0;
-    int32_t high = optimizer && !adamw ? -1 : pipeline.modelStages() - 1;
+    int32_t high = pipeline.modelStages() - 1;
     if (stage < low || stage > high)
       return instructionError(
           program, i,
@@ -204,22 +206,18 @@ absl::Status verifyDataflowOrder(const Program &program) {
       int32_t fromStage = pipeline.instructionStage[p];
       PipelinePhase from = pipeline.instructionPhase[p];
       if (optimizer) {
-        if (from == PipelinePhase::Optimizer)
-          continue;
-        auto gradient = gradientStage.find(b);
-        if (gradient == gradientStage.end())
+        // The optimizer of one stage reads that stage's values, summed over
+        // the microbatches when they are theirs; what every stage runs
+        // reads the gradients of its own only (the others skip them).
+        bool gradient = gradientStage.count(b) != 0;
+        bool ownStage = fromStage < 0 || fromStage == stage ||
+                        (stage < 0 && gradient);
+        if (from == PipelinePhase::Forward || !ownStage)
           return instructionError(
               program, i,
-              absl::StrCat("the optimizer reads ", describeBuffer(program, b),
-                           " of one microbatch, which is not a gradient"));
-        if (from == PipelinePhase::Forward || fromStage != gradient->second)
-          return instructionError(
-              program, i,
-              absl::StrCat("gradient ", describeBuffer(program, b),
-                           " comes from the ", phaseName(from),
-                           " of stage ", fromStage,
-                           ", expected a backward of stage ",
-                           gradient->second));
+              absl::StrCat("the optimizer of stage ", stage, " reads ",
+                           describeBuffer(program, b), " of the ",
+                           phaseName(from), " of stage ", fromStage));
         continue;
       }
       if (!pipeline::runsBefore(fromStage, toSchedule(from), stage,

@@ -128,27 +128,34 @@ PipelineStep::create(const Program &program, int32_t rank,
       runner->held[b] = stages[b] >= 0 && stages[b] % pipeline.stages == rank;
   }
 
+  std::vector<int64_t> producer = program.lastWriters();
   runner->instructionsOf.resize(pipeline.modelStages() * kActionKinds);
+  std::vector<bool> accumulated(program.buffers.size(), false);
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     int32_t stage = pipeline.instructionStage[i];
     PipelinePhase phase = pipeline.instructionPhase[i];
     if (phase == PipelinePhase::Optimizer) {
-      if (stage < 0 || stage % pipeline.stages == rank)
-        runner->optimizerInstructions.push_back(i);
-      const Instruction &inst = program.instructions[i];
-      if (inst.opcode == Opcode::AdamW && stage % pipeline.stages == rank)
-        runner->gradients.push_back(inst.operands[1]);
+      if (stage >= 0 && stage % pipeline.stages != rank)
+        continue;
+      runner->optimizerInstructions.push_back(i);
+      // What the optimizer reads of the microbatches is summed over them:
+      // the gradients, or what a deferred reduction reduces once.
+      for (uint32_t b : program.instructions[i].operands) {
+        int64_t p = producer[b];
+        if (p < 0 || accumulated[b] ||
+            pipeline.instructionPhase[p] == PipelinePhase::Optimizer ||
+            pipeline.instructionStage[p] % pipeline.stages != rank)
+          continue;
+        accumulated[b] = true;
+        runner->gradients.push_back(b);
+        runner->gradientStages.push_back(pipeline.instructionStage[p]);
+        runner->gradientSums.emplace_back(program.buffers[b].numElements());
+      }
       continue;
     }
     for (int k = 0; k < kActionKinds; ++k)
       if (actionRuns(static_cast<PipelineAction::Kind>(k), phase))
         runner->instructionsOf[stage * kActionKinds + k].push_back(i);
-  }
-  std::vector<int64_t> producer = program.lastWriters();
-  for (uint32_t g : runner->gradients) {
-    runner->gradientSums.emplace_back(program.buffers[g].numElements());
-    runner->gradientStages.push_back(
-        pipeline.instructionStage[producer[g]]);
   }
   runner->lossStage = pipeline.instructionStage[producer[program.loss]];
   return runner;

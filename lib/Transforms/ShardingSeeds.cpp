@@ -170,12 +170,21 @@ LogicalResult mlir::moe::seedShardings(ModuleOp module, func::FuncOp step,
     // whole rows, so only the batch dimension may ever be split.
     if (type.getRank() < 1)
       continue;
-    if (type.getDimSize(0) % axes.dataRanks != 0)
-      return step.emitError()
-             << "the batch (" << type.getDimSize(0)
-             << ") is not divisible by the data-parallel ranks ("
-             << axes.dataRanks << " over " << llvm::join(axes.data, " x ")
-             << ")";
+    if (type.getDimSize(0) % axes.dataRanks != 0) {
+      InFlightDiagnostic error = step.emitError();
+      auto microbatches =
+          module->getAttrOfType<IntegerAttr>(kMicrobatchesAttrName);
+      if (microbatches && microbatches.getInt() > 1)
+        error << "a microbatch (" << type.getDimSize(0)
+              << " sequences: the batch of "
+              << type.getDimSize(0) * microbatches.getInt() << " over "
+              << microbatches.getInt() << " microbatches)";
+      else
+        error << "the batch (" << type.getDimSize(0) << ")";
+      return error << " is not divisible by the data-parallel ranks ("
+                   << axes.dataRanks << " over "
+                   << llvm::join(axes.data, " x ") << ")";
+    }
     SmallVector<SmallVector<StringRef>> dims(type.getRank());
     dims[0] = axes.data;
     step.setArgAttr(arg, kShardingAttrName, ShardingAttr::get(meshRef, dims));

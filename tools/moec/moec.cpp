@@ -15,6 +15,7 @@
 #include "moe/Transforms/Passes.h"
 #include "moe/Pipeline/Schedule.h"
 #include "moe/Transforms/Pipeline.h"
+#include "moe/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -189,6 +190,8 @@ static LogicalResult splitBatch(ModuleOp module, unsigned parts) {
   if (!found)
     return module.emitError() << "--microbatches needs the model's batch "
                                  "(moe.transformer)";
+  module->setAttr(mlir::moe::kMicrobatchesAttrName,
+                  Builder(module.getContext()).getI64IntegerAttr(parts));
   return success();
 }
 

@@ -87,6 +87,31 @@ TEST(PipelineStepTest, ArenasPerMicrobatchInFlight) {
   EXPECT_EQ(gpipe->arenaBytes(), 4 * plain.arenaBytes);
 }
 
+TEST(PipelineStepTest, BytesPerRankCountOwnStagesAndSlots) {
+  TinyConfig config;
+  config.vocab = 64;
+  Program plain = testing::makeTinyProgram(config);
+  uint64_t persistent = 0, embedding = 0;
+  for (const Buffer &buffer : plain.buffers) {
+    if (buffer.kind == BufferKind::Temporary)
+      continue;
+    persistent += buffer.sizeInBytes();
+    if (buffer.name.rfind("model.embed_tokens.weight", 0) == 0)
+      embedding += buffer.sizeInBytes(); // the weight and its two moments
+  }
+  EXPECT_EQ(Executor::bytesPerRank(plain), persistent + plain.arenaBytes);
+  // Over two stages the embedding (and its moments) lives on rank 0 only,
+  // the larger share here; rank 1 holds the rest.
+  Program staged = testing::makePipelinedTinyProgram(2, 1, "1f1b", config);
+  uint64_t inputs = 2 * kArenaAlignment; // one slot's tokens and targets
+  EXPECT_GE(Executor::bytesPerRank(staged), embedding);
+  EXPECT_LT(Executor::bytesPerRank(staged),
+            persistent + plain.arenaBytes + inputs);
+  // GPipe keeps all four microbatches' slots.
+  Program gpipe = testing::makePipelinedTinyProgram(1, 4, "gpipe", config);
+  EXPECT_GE(Executor::bytesPerRank(gpipe), 4 * gpipe.arenaBytes);
+}
+
 TEST(PipelineStepTest, ANonFiniteLossNamesTheMicrobatch) {
   TinyConfig part;
   part.batch = 1;

@@ -22,6 +22,10 @@ inline constexpr llvm::StringLiteral kModelAttrName = "moe.model";
 inline constexpr llvm::StringLiteral kGradOfAttrName = "moe.grad_of";
 inline constexpr llvm::StringLiteral kOffsetsAttrName = "moe.offsets";
 inline constexpr llvm::StringLiteral kArenaBytesAttrName = "moe.arena_bytes";
+/// On the module: the microbatches a step is split into (moec divides the
+/// model's batch by them before expanding it).
+inline constexpr llvm::StringLiteral kMicrobatchesAttrName =
+    "moe.microbatches";
 /// moe-split-pipeline-stages' tags: the model stage running an op (-1: all
 /// stages) and its phase ("forward", "backward", "weight", "optimizer").
 inline constexpr llvm::StringLiteral kPipelineStageAttrName =

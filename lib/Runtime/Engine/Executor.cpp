@@ -13,6 +13,7 @@
 #include "AlignedBuffer.h"
 #include "Collectives.h"
 #include "Dispatch.h"
+#include "GroupSums.h"
 #include "PipelineStep.h"
 #include "Placement.h"
 
@@ -66,6 +67,20 @@ Executor::Executor(std::shared_ptr<const Program> program)
     : prog(std::move(program)), storage(std::make_unique<Storage>()) {}
 
 Executor::~Executor() = default;
+
+uint64_t Executor::bytesPerRank(const Program &program) {
+  if (program.pipeline.enabled()) {
+    uint64_t most = 0;
+    for (int32_t rank = 0; rank < program.pipeline.stages; ++rank)
+      most = std::max(most, engine::pipelineRankBytes(program, rank));
+    return most;
+  }
+  uint64_t bytes = program.arenaBytes;
+  for (const Buffer &buffer : program.buffers)
+    if (buffer.kind != BufferKind::Temporary)
+      bytes += buffer.sizeInBytes();
+  return bytes;
+}
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::create(Program program,
                                                            comm::World *world) {
@@ -304,6 +319,12 @@ std::optional<uint32_t> Executor::findBuffer(std::string_view name) const {
 
 int64_t Executor::tokensPerStep() const {
   return prog->buffers[prog->tokens].numElements() * microbatches();
+}
+
+absl::Status Executor::sumOverStages(absl::Span<double> values) {
+  if (!stageGroup)
+    return absl::OkStatus();
+  return engine::sumOverGroup(*stageGroup, values, {});
 }
 
 int64_t Executor::microbatches() const {

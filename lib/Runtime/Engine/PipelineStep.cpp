@@ -44,7 +44,47 @@ std::vector<int32_t> persistentStages(const Program &program) {
   return stage;
 }
 
+/// The microbatches `rank` holds at once: each from its first action to its
+/// last (at least one, the optimizer's slot).
+size_t peakSlots(const Pipeline &pipeline, int32_t rank) {
+  std::vector<int32_t> left(pipeline.microbatches, 0);
+  for (const PipelineAction &action : pipeline.ranks[rank])
+    ++left[action.microbatch];
+  std::vector<bool> started(pipeline.microbatches, false);
+  size_t inFlight = 0, peak = 1;
+  for (const PipelineAction &action : pipeline.ranks[rank]) {
+    if (!started[action.microbatch]) {
+      started[action.microbatch] = true;
+      peak = std::max(peak, ++inFlight);
+    }
+    if (--left[action.microbatch] == 0)
+      --inFlight;
+  }
+  return peak;
+}
+
+uint64_t padded(uint64_t bytes) {
+  return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
+
 } // namespace
+
+uint64_t pipelineRankBytes(const Program &program, int32_t rank) {
+  const Pipeline &pipeline = program.pipeline;
+  std::vector<int32_t> stages = persistentStages(program);
+  uint64_t bytes = 0;
+  for (uint32_t b = 0; b < program.buffers.size(); ++b) {
+    const Buffer &buffer = program.buffers[b];
+    bool stageBound = buffer.kind == BufferKind::Parameter ||
+                      buffer.kind == BufferKind::OptimizerState;
+    if (buffer.kind != BufferKind::Temporary &&
+        (!stageBound || (stages[b] >= 0 && stages[b] % pipeline.stages == rank)))
+      bytes += padded(buffer.sizeInBytes());
+  }
+  uint64_t slot = program.arenaBytes +
+                  2 * padded(program.buffers[program.tokens].sizeInBytes());
+  return bytes + slot * peakSlots(pipeline, rank);
+}
 
 std::vector<StageTransfer> stageTransfers(const Program &program) {
   const Pipeline &pipeline = program.pipeline;
@@ -171,8 +211,7 @@ PipelineStep::acquire(int32_t microbatch, const std::vector<uint8_t *> &base,
       break;
     }
   uint64_t inputBytes = program.buffers[program.tokens].sizeInBytes();
-  uint64_t padded =
-      (inputBytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+  uint64_t inputStride = padded(inputBytes);
   if (!slot) {
     auto fresh = std::make_unique<Slot>();
     std::string what = absl::StrCat("arena of microbatch slot ", slots.size());
@@ -181,7 +220,7 @@ PipelineStep::acquire(int32_t microbatch, const std::vector<uint8_t *> &base,
     if (!arena.ok())
       return arena.status();
     absl::StatusOr<AlignedBuffer> inputs =
-        AlignedBuffer::allocate(2 * padded, "microbatch tokens and targets");
+        AlignedBuffer::allocate(2 * inputStride, "microbatch tokens and targets");
     if (!inputs.ok())
       return inputs.status();
     fresh->arena = std::move(*arena);
@@ -191,7 +230,7 @@ PipelineStep::acquire(int32_t microbatch, const std::vector<uint8_t *> &base,
       if (program.buffers[b].kind == BufferKind::Temporary)
         fresh->pointers[b] = fresh->arena.data() + program.buffers[b].offset;
     fresh->pointers[program.tokens] = fresh->inputs.data();
-    fresh->pointers[program.targets] = fresh->inputs.data() + padded;
+    fresh->pointers[program.targets] = fresh->inputs.data() + inputStride;
     slots.push_back(std::move(fresh));
     slot = slots.back().get();
   }
@@ -200,27 +239,14 @@ PipelineStep::acquire(int32_t microbatch, const std::vector<uint8_t *> &base,
   if (microbatch >= 0) {
     size_t count = inputBytes / sizeof(int32_t);
     std::memcpy(slot->inputs.data(), tokens + microbatch * count, inputBytes);
-    std::memcpy(slot->inputs.data() + padded, targets + microbatch * count,
+    std::memcpy(slot->inputs.data() + inputStride, targets + microbatch * count,
                 inputBytes);
   }
   return slot;
 }
 
 absl::Status PipelineStep::reserve(const std::vector<uint8_t *> &base) {
-  const Pipeline &pipeline = program.pipeline;
-  std::vector<int32_t> left(pipeline.microbatches, 0);
-  for (const PipelineAction &action : pipeline.ranks[rank])
-    ++left[action.microbatch];
-  std::vector<bool> started(pipeline.microbatches, false);
-  size_t inFlight = 0, peak = 1;
-  for (const PipelineAction &action : pipeline.ranks[rank]) {
-    if (!started[action.microbatch]) {
-      started[action.microbatch] = true;
-      peak = std::max(peak, ++inFlight);
-    }
-    if (--left[action.microbatch] == 0)
-      --inFlight;
-  }
+  size_t peak = peakSlots(program.pipeline, rank);
   std::vector<Slot *> taken;
   while (slots.size() < peak) {
     absl::StatusOr<Slot *> slot = acquire(-1, base, nullptr, nullptr);

@@ -43,6 +43,11 @@ struct StageTransfer {
   std::vector<std::pair<int32_t, PipelinePhase>> readers;
 };
 
+/// The bytes pipeline rank `rank` of a verified pipelined program holds:
+/// its stages' parameters and optimizer state, the inputs, and an arena
+/// with tokens and targets per microbatch its schedule keeps in flight.
+uint64_t pipelineRankBytes(const Program &program, int32_t rank);
+
 /// The transfers of a (verified) pipelined program, in buffer order.
 std::vector<StageTransfer> stageTransfers(const Program &program);
 

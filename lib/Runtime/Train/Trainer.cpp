@@ -61,10 +61,7 @@ private:
 /// initialisation.
 static absl::Status checkFitsInMemory(const Program &program,
                                       const std::string &path) {
-  uint64_t bytes = program.arenaBytes;
-  for (const Buffer &buffer : program.buffers)
-    if (buffer.kind != BufferKind::Temporary)
-      bytes += buffer.sizeInBytes();
+  uint64_t bytes = Executor::bytesPerRank(program);
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || pageSize <= 0)
     return absl::OkStatus();
@@ -291,9 +288,21 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   record.tokensPerS = globalTokensPerStep() / seconds;
   record.flopsPerS = model.flopsPerStep / seconds;
   record.elapsedS = summary.seconds;
-  if (probe.parts().known) {
-    record.extra.emplace_back("ce_loss", probe.parts().ce);
-    record.extra.emplace_back("aux_loss", probe.parts().aux);
+  LossParts parts = probe.parts();
+  if (executor->program().pipeline.stages > 1) {
+    // Only the last stage computes the loss; rank 0 reports it.
+    double shared[3] = {parts.known ? parts.ce : 0.0,
+                        parts.known ? parts.aux : 0.0, parts.known ? 1.0 : 0.0};
+    if (absl::Status s = executor->sumOverStages(shared); !s.ok())
+      return absl::Status(s.code(), absl::StrCat("step ", step, ": ",
+                                                 s.message()));
+    parts.ce = static_cast<float>(shared[0]);
+    parts.aux = static_cast<float>(shared[1]);
+    parts.known = shared[2] > 0;
+  }
+  if (parts.known) {
+    record.extra.emplace_back("ce_loss", parts.ce);
+    record.extra.emplace_back("aux_loss", parts.aux);
   }
   if (metrics)
     if (absl::Status s = metrics->write(record); !s.ok())

@@ -24,6 +24,7 @@
 #include "moe/Runtime/Program.h"
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 
 #include <cstdint>
 #include <functional>
@@ -84,6 +85,12 @@ public:
   static absl::StatusOr<std::unique_ptr<Executor>>
   create(std::shared_ptr<const Program> program, comm::World *world = nullptr);
 
+  /// The most memory one rank of a verified `program` allocates:
+  /// persistent buffers and the arena, and for a pipelined program those of
+  /// its busiest pipeline rank (its stages' weights, an arena per
+  /// microbatch in flight).
+  static uint64_t bytesPerRank(const Program &program);
+
   ~Executor();
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;
@@ -143,6 +150,12 @@ public:
   absl::StatusOr<StepResult> runStep(const int32_t *tokens,
                                      const int32_t *targets, int64_t step,
                                      const StepHooks &hooks = {});
+
+  /// Replaces each of `values` by its sum over the pipeline stages (exact,
+  /// in stage order); nothing to do without stages. A collective call of
+  /// the ranks of one "pp" group, e.g. to report on every rank what the
+  /// last stage computed.
+  absl::Status sumOverStages(absl::Span<double> values);
 
   /// Bytes of all parameters / all optimizer state / the temporary arena.
   uint64_t totalParameterBytes() const { return parameterBytes; }

@@ -29,7 +29,7 @@ inline double costOf(ActionKind kind, const ScheduleOptions &opts) {
   return 0;
 }
 
-/// Builds ZB-H1 by list scheduling (ZeroBubble.cpp); opts already validated.
+/// Builds ZB-H1 (ZeroBubble.cpp); opts already validated.
 Schedule buildZeroBubble(const ScheduleOptions &opts);
 
 } // namespace moe::pipeline::detail

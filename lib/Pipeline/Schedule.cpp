@@ -267,7 +267,7 @@ std::vector<int> peakInFlight(const Schedule &schedule) {
       if (a.kind == ActionKind::Forward)
         peak = std::max(peak, ++alive);
       else if (a.kind == ActionKind::Backward ||
-               a.kind == ActionKind::BackwardInput)
+               a.kind == ActionKind::BackwardWeight)
         --alive;
     }
     peaks.push_back(peak);

@@ -60,8 +60,9 @@ enum class ScheduleKind {
   /// microbatches % stages == 0. Shrinks the bubble by a factor v.
   Interleaved1F1B,
   /// ZB-H1: the backward is split into B (input grad, on the critical path)
-  /// and W (weight grad, off it); W passes fill the bubbles while keeping
-  /// 1F1B's bound of p - rank microbatches between F and B.
+  /// and W (weight grad, off it); rank r puts off W by r B passes, so W
+  /// passes fill the bubbles while keeping 1F1B's bound of p - rank
+  /// microbatches between F and B, and p between F and W.
   ZeroBubble,
 };
 
@@ -132,8 +133,8 @@ struct Schedule {
 std::optional<std::string> validateOptions(ScheduleKind kind,
                                            const ScheduleOptions &opts);
 
-/// Builds the schedule of `kind`. ZeroBubble's order depends on the costs
-/// (it is found by list scheduling); the others only on p, m and v.
+/// Builds the schedule of `kind`; the order depends on p, m and v only (the
+/// costs matter to simulate()).
 ErrorOr<Schedule> buildSchedule(ScheduleKind kind, const ScheduleOptions &opts);
 
 /// Checks that a (possibly hand-written or deserialized) schedule is well
@@ -143,10 +144,10 @@ ErrorOr<Schedule> buildSchedule(ScheduleKind kind, const ScheduleOptions &opts);
 std::optional<std::string> verifySchedule(const Schedule &schedule);
 
 /// The largest number of (chunk, microbatch) pairs that each rank holds
-/// between their Forward and their Backward/BackwardInput, following its
-/// order: the activation memory the schedule needs, in chunk activations. A
-/// pending W keeps only the stage input and output grad, which is why it does
-/// not count.
+/// between their Forward and their last backward pass (Backward, or
+/// BackwardWeight when split), following its order: the activation memory
+/// the schedule needs, in chunk activations (a pending W reads the inputs
+/// and output gradients of its stage's linear layers).
 std::vector<int> peakInFlight(const Schedule &schedule);
 
 const char *toString(ScheduleKind kind);

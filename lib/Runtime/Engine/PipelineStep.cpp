@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 

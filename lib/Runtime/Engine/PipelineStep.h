@@ -53,20 +53,21 @@ std::vector<StageTransfer> stageTransfers(const Program &program);
 
 class PipelineStep {
 public:
-  /// `rank` is this process's pipeline coordinate; `stageGroup` the group
-  /// over "pp" (null with one stage). `pointers` holds the persistent
-  /// buffers' addresses (null for those of other stages); temporaries and
-  /// the tokens and targets are redirected per slot. `groups` and the
-  /// scratch vectors are the executor's, as for a plain step.
+  /// The runner of a verified pipelined `program` on pipeline rank `rank`
+  /// (this process's "pp" coordinate); `stageGroup` is the group over "pp"
+  /// (null with one stage) and must outlive the runner. Fails when the
+  /// stage-to-stage messages of a step need more tags than there are.
   static absl::StatusOr<std::unique_ptr<PipelineStep>>
   create(const Program &program, int32_t rank, comm::Group *stageGroup);
 
   ~PipelineStep();
 
-  /// Runs the step: `tokens` and `targets` hold this rank's rows of every
-  /// microbatch, microbatch after microbatch. `pointers` are the executor's
-  /// addresses, which on return point at the slot the optimizer ran in, so
-  /// that the step's outputs and gradients read as after a plain step.
+  /// What a step borrows from the executor: the address of every buffer
+  /// (persistent ones fixed, null for other stages' weights; temporaries,
+  /// tokens and targets are pointed at the running slot's, and on return at
+  /// the slot the optimizer ran in, so that outputs and gradients read as
+  /// after a plain step), the scratch vectors, the program's groups and the
+  /// hooks.
   struct Environment {
     std::vector<uint8_t *> &pointers;
     std::vector<float> &scratch;
@@ -74,6 +75,8 @@ public:
     std::vector<float> &packScratch;
     const StepHooks &hooks;
   };
+  /// Runs the step: `tokens` and `targets` hold this rank's rows of every
+  /// microbatch, microbatch after microbatch.
   absl::StatusOr<StepResult> run(const int32_t *tokens, const int32_t *targets,
                                  int64_t step, Environment env);
 

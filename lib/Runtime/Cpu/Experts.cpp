@@ -10,9 +10,15 @@
 // them, and gets dw_j = dy . (W2 a) as a . (W2^T dy), reusing the GEMM that
 // da needs anyway.
 //
+// With FP8 emulation each GEMM input is rounded onto the FP8 grid first
+// (Fp8Gemms): x, a and the weights in E4M3, dy and the SwiGLU gradients
+// (du, dg) in E5M2. The backward rounds x, a and the weights exactly as the forward
+// did, so it differentiates the function the forward computed.
+//
 //===----------------------------------------------------------------------===//
 
 #include "moe/Runtime/Cpu/Kernels.h"
+#include "moe/Runtime/Cpu/Fp8.h"
 
 #include "KernelUtils.h"
 
@@ -61,6 +67,33 @@ void gatherRows(const float *src, const int64_t *slots, int64_t n,
   }
 }
 
+/// Rounds a GEMM input onto the FP8 grid in place (nothing without fp8):
+/// an activation or gradient [rows, cols] by rows, a weight by squares.
+void roundActivation(float *x, int64_t rows, int64_t cols, Fp8Format format,
+                     const Fp8Gemms *fp8) {
+  if (!fp8)
+    return;
+  if (fp8->scaling == Fp8Gemms::Scaling::Blockwise)
+    quantizeBlockwise(x, x, rows, cols, 1, fp8->block, format);
+  else
+    quantizeTensorwise(x, x, rows * cols, format);
+}
+
+/// The weight as the GEMMs read it: `w` itself, or its E4M3 rounding in
+/// `scratch`.
+const float *roundWeight(const float *w, int64_t rows, int64_t cols,
+                         std::vector<float> &scratch, const Fp8Gemms *fp8) {
+  if (!fp8)
+    return w;
+  scratch.resize(rows * cols);
+  if (fp8->scaling == Fp8Gemms::Scaling::Blockwise)
+    quantizeBlockwise(w, scratch.data(), rows, cols, fp8->block, fp8->block,
+                      Fp8Format::E4M3);
+  else
+    quantizeTensorwise(w, scratch.data(), rows * cols, Fp8Format::E4M3);
+  return scratch.data();
+}
+
 /// u = x W1[e]^T and g = x W3[e]^T for n gathered rows.
 void upProjections(const float *xe, const float *w1e, const float *w3e,
                    float *u, float *g, int64_t n, int64_t H, int64_t F) {
@@ -74,23 +107,28 @@ void upProjections(const float *xe, const float *w1e, const float *w3e,
 void expertsForward(const float *x, const float *weights,
                     const int32_t *indices, const float *w1, const float *w3,
                     const float *w2, float *y, int64_t T, int64_t H, int64_t F,
-                    int64_t E, int64_t topK) {
+                    int64_t E, int64_t topK, const Fp8Gemms *fp8) {
   std::fill(y, y + T * H, 0.0f);
   ExpertGroups groups(indices, T, E, topK);
   int64_t cap = groups.maxRows;
   std::vector<float> xe(cap * H), u(cap * F), g(cap * F), ze(cap * H);
+  std::vector<float> w1q, w3q, w2q;
   for (int64_t e = 0; e < E; ++e) {
     int64_t n = groups.rows(e);
     if (n == 0)
       continue;
     const int64_t *slots = groups.slots.data() + groups.begin(e);
     gatherRows(x, slots, n, topK, H, xe.data());
-    upProjections(xe.data(), w1 + e * F * H, w3 + e * F * H, u.data(),
+    roundActivation(xe.data(), n, H, Fp8Format::E4M3, fp8);
+    upProjections(xe.data(), roundWeight(w1 + e * F * H, F, H, w1q, fp8),
+                  roundWeight(w3 + e * F * H, F, H, w3q, fp8), u.data(),
                   g.data(), n, H, F);
     // a = silu(u) * g, in place of u.
     swigluForward(u.data(), g.data(), u.data(), n * F);
+    roundActivation(u.data(), n, F, Fp8Format::E4M3, fp8);
     detail::gemm(/*transA=*/false, /*transB=*/true, n, H, F, 1.0f, u.data(), F,
-                 w2 + e * H * F, F, 0.0f, ze.data(), H);
+                 roundWeight(w2 + e * H * F, H, F, w2q, fp8), F, 0.0f,
+                 ze.data(), H);
     for (int64_t r = 0; r < n; ++r) {
       float w = weights[slots[r]];
       float *yr = y + (slots[r] / topK) * H;
@@ -105,7 +143,7 @@ void expertsBackward(const float *dy, const float *x, const float *weights,
                      const int32_t *indices, const float *w1, const float *w3,
                      const float *w2, float *dx, float *dweights, float *dw1,
                      float *dw3, float *dw2, int64_t T, int64_t H, int64_t F,
-                     int64_t E, int64_t topK) {
+                     int64_t E, int64_t topK, const Fp8Gemms *fp8) {
   std::fill(dx, dx + T * H, 0.0f);
   // Dropped slots keep dweights = 0 (docs/semantics.md, Router backward).
   std::fill(dweights, dweights + T * topK, 0.0f);
@@ -113,11 +151,10 @@ void expertsBackward(const float *dy, const float *x, const float *weights,
   int64_t cap = groups.maxRows;
   std::vector<float> xe(cap * H), dye(cap * H), dxe(cap * H);
   std::vector<float> u(cap * F), g(cap * F), a(cap * F), da(cap * F);
+  std::vector<float> w1q, w3q, w2q;
   for (int64_t e = 0; e < E; ++e) {
     float *dw1e = dw1 + e * F * H, *dw3e = dw3 + e * F * H;
     float *dw2e = dw2 + e * H * F;
-    const float *w1e = w1 + e * F * H, *w3e = w3 + e * F * H;
-    const float *w2e = w2 + e * H * F;
     int64_t n = groups.rows(e);
     if (n == 0) {
       std::fill(dw1e, dw1e + F * H, 0.0f);
@@ -125,11 +162,23 @@ void expertsBackward(const float *dy, const float *x, const float *weights,
       std::fill(dw2e, dw2e + H * F, 0.0f);
       continue;
     }
+    const float *w1e = roundWeight(w1 + e * F * H, F, H, w1q, fp8);
+    const float *w3e = roundWeight(w3 + e * F * H, F, H, w3q, fp8);
+    const float *w2e = roundWeight(w2 + e * H * F, H, F, w2q, fp8);
     const int64_t *slots = groups.slots.data() + groups.begin(e);
     gatherRows(x, slots, n, topK, H, xe.data());
+    roundActivation(xe.data(), n, H, Fp8Format::E4M3, fp8);
     gatherRows(dy, slots, n, topK, H, dye.data());
     upProjections(xe.data(), w1e, w3e, u.data(), g.data(), n, H, F);
     swigluForward(u.data(), g.data(), a.data(), n * F);
+    roundActivation(a.data(), n, F, Fp8Format::E4M3, fp8);
+    // The unweighted dy for da', then w dy for dW2: each rounded as the
+    // GEMM reading it sees it.
+    std::vector<float> dyWeighted;
+    if (fp8) {
+      dyWeighted.assign(dye.begin(), dye.begin() + n * H);
+      roundActivation(dye.data(), n, H, Fp8Format::E5M2, fp8);
+    }
 
     // da' = dy W2[e] (unweighted); dw_j = a . da'; da = w_j da'.
     detail::gemm(/*transA=*/false, /*transB=*/false, n, F, H, 1.0f, dye.data(),
@@ -146,15 +195,19 @@ void expertsBackward(const float *dy, const float *x, const float *weights,
         dar[f] *= w;
       // dW2 needs w_j dy; scale the gathered copy now that da' is done.
       float *dyr = dye.data() + r * H;
+      const float *exact = fp8 ? dyWeighted.data() + r * H : dyr;
       for (int64_t i = 0; i < H; ++i)
-        dyr[i] *= w;
+        dyr[i] = exact[i] * w;
     }
+    roundActivation(dye.data(), n, H, Fp8Format::E5M2, fp8);
     // dW2[e] = (w dy)^T a.
     detail::gemm(/*transA=*/true, /*transB=*/false, H, F, n, 1.0f, dye.data(),
                  H, a.data(), F, 0.0f, dw2e, F);
 
     // du = da g silu'(u), dg = da silu(u), written over u and g.
     swigluBackward(da.data(), u.data(), g.data(), u.data(), g.data(), n * F);
+    roundActivation(u.data(), n, F, Fp8Format::E5M2, fp8);
+    roundActivation(g.data(), n, F, Fp8Format::E5M2, fp8);
 
     // dx_e = du W1[e] + dg W3[e]; dW1[e] = du^T x; dW3[e] = dg^T x.
     detail::gemm(/*transA=*/false, /*transB=*/false, n, H, F, 1.0f, u.data(), F,

@@ -126,6 +126,18 @@ void routerBackward(const float *dweights, const float *dprobs,
                     const float *probs, float *dlogits, int64_t T, int64_t E,
                     int64_t topK);
 
+/// How the expert GEMMs emulate FP8 (absent: fp32). Every GEMM input is
+/// rounded onto the FP8 grid with its own scales, as an FP8 GEMM would read
+/// it (Transformer Engine's assignment): activations and weights in E4M3,
+/// gradients in E5M2. Tensorwise: one scale per GEMM input (per expert);
+/// blockwise: one per 1 x `block` row block of an activation or gradient
+/// and per `block` x `block` block of a weight (DeepSeek-V3).
+struct Fp8Gemms {
+  enum class Scaling : uint8_t { Tensorwise = 1, Blockwise = 2 };
+  Scaling scaling = Scaling::Tensorwise;
+  int64_t block = 128;
+};
+
 /// x: [T, H], weights/indices: [T, topK], w1, w3: [E, F, H], w2: [E, H, F],
 /// y: [T, H]. Tokens are grouped by expert so each expert runs as one GEMM.
 /// Slots whose index is outside [0, E) (capacity drops are -1) contribute
@@ -134,15 +146,16 @@ void routerBackward(const float *dweights, const float *dprobs,
 void expertsForward(const float *x, const float *weights,
                     const int32_t *indices, const float *w1, const float *w3,
                     const float *w2, float *y, int64_t T, int64_t H, int64_t F,
-                    int64_t E, int64_t topK);
+                    int64_t E, int64_t topK, const Fp8Gemms *fp8 = nullptr);
 /// Overwrites dx [T, H], dweights [T, topK] (0 for skipped slots) and dw1,
 /// dw3 [E, F, H], dw2 [E, H, F] (0 for experts that received no token).
-/// Recomputes W1 x and W3 x per expert instead of taking them as inputs.
+/// Recomputes W1 x and W3 x per expert instead of taking them as inputs;
+/// with `fp8`, from the same FP8 values the forward read.
 void expertsBackward(const float *dy, const float *x, const float *weights,
                      const int32_t *indices, const float *w1, const float *w3,
                      const float *w2, float *dx, float *dweights, float *dw1,
                      float *dw3, float *dw2, int64_t T, int64_t H, int64_t F,
-                     int64_t E, int64_t topK);
+                     int64_t E, int64_t topK, const Fp8Gemms *fp8 = nullptr);
 
 //===----------------------------------------------------------------------===//
 // Losses

@@ -206,6 +206,17 @@ FailureOr<PendingInstruction> ArtifactBuilder::describe(Operation *op) {
     return ints;
   };
   auto f = [](FloatAttr attr) { return attr.getValue().convertToFloat(); };
+  // The experts' FP8 recipe as float attributes (version 1.3): the scaling
+  // (1 tensorwise, 2 blockwise) and the block (128 unless given).
+  auto fp8Recipe = [](std::optional<Fp8Scaling> scaling,
+                      std::optional<uint64_t> block) {
+    SmallVector<float> floats;
+    if (scaling) {
+      floats.push_back(static_cast<float>(static_cast<int>(*scaling)));
+      floats.push_back(static_cast<float>(block.value_or(128)));
+    }
+    return floats;
+  };
   auto set = [&](fb::Opcode opcode, ArrayRef<int64_t> ints = {},
                  ArrayRef<float> floats = {}) {
     inst.opcode = opcode;
@@ -254,10 +265,12 @@ FailureOr<PendingInstruction> ArtifactBuilder::describe(Operation *op) {
             return set(fb::Opcode::RouterGrad, {int64_t(o.getTopK())});
           })
           .Case([&](ExpertsOp o) {
-            return set(fb::Opcode::Experts, tokenGroup(o.getExpertAxes()));
+            return set(fb::Opcode::Experts, tokenGroup(o.getExpertAxes()),
+                       fp8Recipe(o.getFp8(), o.getFp8Block()));
           })
           .Case([&](ExpertsGradOp o) {
-            return set(fb::Opcode::ExpertsGrad, tokenGroup(o.getExpertAxes()));
+            return set(fb::Opcode::ExpertsGrad, tokenGroup(o.getExpertAxes()),
+                       fp8Recipe(o.getFp8(), o.getFp8Block()));
           })
           .Case([&](SwiGLUOp) { return set(fb::Opcode::Swiglu); })
           .Case([&](SwiGLUGradOp) { return set(fb::Opcode::SwigluGrad); })

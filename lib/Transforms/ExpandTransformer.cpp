@@ -132,7 +132,9 @@ public:
                      InitKind::normal, loc);
     Value y = body.create<ExpertsOp>(loc, n.getType(), n, router.getWeights(),
                                      router.getIndices(), w1, w3, w2,
-                                     /*expert_axes=*/ArrayAttr());
+                                     /*expert_axes=*/ArrayAttr(),
+                                     /*fp8=*/Fp8ScalingAttr(),
+                                     /*fp8_block=*/IntegerAttr());
     Value aux = body.create<AuxLossOp>(
         loc, RankedTensorType::get({}, body.getF32Type()), router.getProbs(),
         body.getI64IntegerAttr(topK), /*token_axes=*/ArrayAttr());

@@ -6,8 +6,11 @@
 
 using namespace mlir;
 
-void mlir::moe::buildTrainingFrontend(OpPassManager &pm, bool sharded) {
+void mlir::moe::buildTrainingFrontend(OpPassManager &pm, bool sharded,
+                                      const std::optional<Fp8Options> &fp8) {
   pm.addPass(createExpandTransformer());
+  if (fp8)
+    pm.addPass(createFp8(*fp8));
   pm.addPass(createAutodiff());
   pm.addPass(createOptimizer());
   if (sharded)

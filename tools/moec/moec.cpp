@@ -97,6 +97,20 @@ static cl::opt<std::string> pipelineTrace(
     "pipeline-trace",
     cl::desc("write the pipeline schedule as a Chrome trace (Perfetto)"),
     cl::value_desc("file.json"), cl::init(""), cl::cat(moecCategory));
+static cl::opt<std::string> fp8Gemms(
+    "fp8",
+    cl::desc("GEMMs that read FP8 inputs (E4M3 values, E5M2 gradients, "
+             "emulated bit-exactly on the CPU): experts"),
+    cl::value_desc("gemms"), cl::init(""), cl::cat(moecCategory));
+static cl::opt<std::string> fp8Scaling(
+    "fp8-scaling",
+    cl::desc("FP8 scales: blockwise (1 x block activations and gradients, "
+             "block x block weights, all E4M3; default) or tensorwise (per "
+             "GEMM input, E5M2 gradients)"),
+    cl::init("blockwise"), cl::cat(moecCategory));
+static cl::opt<int64_t> fp8Block("fp8-block",
+                                 cl::desc("the block of blockwise FP8 scales"),
+                                 cl::init(128), cl::cat(moecCategory));
 static cl::opt<std::string> stepFunction(
     "step-function", cl::desc("the training-step function to write"),
     cl::init("train_step"), cl::cat(moecCategory));
@@ -266,7 +280,14 @@ int main(int argc, char **argv) {
     if (failed(passPipeline.addToPipeline(front, errorHandler)))
       return 1;
   } else {
-    mlir::moe::buildTrainingFrontend(front, sharded);
+    std::optional<mlir::moe::Fp8Options> fp8;
+    if (!fp8Gemms.empty()) {
+      fp8.emplace();
+      fp8->gemms = fp8Gemms;
+      fp8->scaling = fp8Scaling;
+      fp8->block = fp8Block;
+    }
+    mlir::moe::buildTrainingFrontend(front, sharded, fp8);
   }
   bool wantsSharding = llvm::is_contained(reports, Report::Sharding);
   if (isPipelined() && failed(splitBatch(*module, numMicrobatches())))

@@ -497,6 +497,26 @@ TEST(VerifierTest, ExpertIdsMustComeFromAMatchingRouter) {
                         "expert ids of a Router over 4 experts"});
 }
 
+TEST(VerifierTest, ExpertsFp8Recipe) {
+  for (Opcode opcode : {Opcode::Experts, Opcode::ExpertsGrad}) {
+    SCOPED_TRACE(opcodeName(opcode));
+    Program program = makeMoeProgram();
+    instruction(program, opcode).floatAttrs = {2.0f, 128.0f};
+    expectValid(program);
+    instruction(program, opcode).floatAttrs = {1.0f, 1.0f};
+    expectValid(program);
+    instruction(program, opcode).floatAttrs = {3.0f, 128.0f};
+    expectError(program, {"float attribute 0 (fp8_scaling) must be 1 "
+                          "(tensorwise) or 2 (blockwise), found 3"});
+    instruction(program, opcode).floatAttrs = {2.0f, 0.5f};
+    expectError(program, {"float attribute 1 (fp8_block) must be a whole "
+                          "number in [1, 65536], found 0.5"});
+    instruction(program, opcode).floatAttrs = {2.0f};
+    expectError(program, {"expected 2 float attributes [fp8_scaling, "
+                          "fp8_block] or none, found 1"});
+  }
+}
+
 TEST(VerifierTest, ExpertAssignmentsMustFitAGemm) {
   // 2^30 tokens, each routed to k = 2 experts: one expert's gathered rows
   // could reach 2^31, one more than a 32-bit GEMM dimension holds.

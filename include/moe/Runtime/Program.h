@@ -16,7 +16,7 @@ namespace moe::rt {
 
 /// The artifact version this runtime reads (major must match, minor <=).
 inline constexpr uint16_t kArtifactVersionMajor = 1;
-inline constexpr uint16_t kArtifactVersionMinor = 2;
+inline constexpr uint16_t kArtifactVersionMinor = 3;
 
 /// The alignment of every arena offset and of all runtime storage. The
 /// compiler's memory planner uses the same constant, so that an offset it

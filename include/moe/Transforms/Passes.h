@@ -26,9 +26,12 @@ void buildTrainingPipeline(OpPassManager &pm, bool sharded = false);
 /// The two halves of buildTrainingPipeline: up to sharding propagation,
 /// and from partitioning on (so tools can look at the sharded global step
 /// in between).
-/// With `pipeline`, the backend also splits the step into pipeline stages
-/// and phases (moe-split-pipeline-stages) before planning its memory.
-void buildTrainingFrontend(OpPassManager &pm, bool sharded = false);
+/// With `fp8`, the frontend marks the GEMMs to run in FP8 (moe-fp8) before
+/// autodiff. With `pipeline`, the backend also splits the step into
+/// pipeline stages and phases (moe-split-pipeline-stages) before planning
+/// its memory.
+void buildTrainingFrontend(OpPassManager &pm, bool sharded = false,
+                           const std::optional<Fp8Options> &fp8 = std::nullopt);
 void buildTrainingBackend(
     OpPassManager &pm, bool sharded = false,
     const std::optional<SplitPipelineStagesOptions> &pipeline = std::nullopt);

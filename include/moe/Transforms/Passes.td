@@ -219,6 +219,41 @@ def SplitPipelineStages : Pass<"moe-split-pipeline-stages", "ModuleOp"> {
   ];
 }
 
+def Fp8 : Pass<"moe-fp8", "ModuleOp"> {
+  let summary = "run chosen GEMMs in FP8, with a scaling recipe";
+  let description = [{
+    Marks the GEMMs the policy selects to read their inputs in FP8 (OCP FP8,
+    round to nearest even, saturating), emulated bit-exactly by the CPU
+    backend: E4M3 activations and weights, and E5M2 gradients with
+    tensorwise scales or E4M3 ones with blockwise scales. Runs on the forward
+    function before moe-autodiff, whose VJPs carry the recipe to the
+    backward GEMMs.
+
+    Policy (`gemms`): `experts`, the grouped expert GEMMs (w1, w3, w2 and
+    their gradients), where an MoE model spends most of its FLOPs. Scaling:
+    `tensorwise` (one scale per GEMM input from its current amax) or
+    `blockwise` (per 1 x `block` activation block and `block` x `block`
+    weight block, as DeepSeek-V3).
+
+    Example, `--moe-fp8="scaling=blockwise block=128"`:
+
+    ```mlir
+    %y = moe.experts %x, %w, %i, %w1, %w3, %w2
+        {fp8 = #moe.fp8<blockwise>, fp8_block = 128 : i64} : ...
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"forward\"",
+           "the forward function">,
+    Option<"gemms", "gemms", "std::string", "\"experts\"",
+           "which GEMMs run in FP8 (experts)">,
+    Option<"scaling", "scaling", "std::string", "\"blockwise\"",
+           "blockwise or tensorwise">,
+    Option<"block", "block", "int64_t", "128",
+           "the block of blockwise scaling">,
+  ];
+}
+
 def PrintShardingRules : Pass<"moe-print-sharding-rules", "ModuleOp"> {
   let summary = "print the factor rule of every op (a remark per op)";
   let description = [{

@@ -88,6 +88,12 @@ FailureOr<MemoryPlan> planMemory(func::FuncOp function);
 /// Writes a plan as moe.offsets / moe.arena_bytes / moe.peak_live_bytes.
 void annotateMemoryPlan(func::FuncOp function, const MemoryPlan &plan);
 
+/// Marks the GEMMs `gemms` selects ("experts") in `function` to read FP8
+/// inputs with `scaling` (`block` for blockwise), see moe-fp8. Fails, on
+/// the function, for an unknown policy, a bad block or nothing to mark.
+LogicalResult applyFp8(func::FuncOp function, StringRef gemms,
+                       Fp8Scaling scaling, int64_t block);
+
 } // namespace mlir::moe
 
 #endif // MOE_TRANSFORMS_TRANSFORMS_H

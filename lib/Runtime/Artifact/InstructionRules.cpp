@@ -35,10 +35,14 @@ struct Signature {
   // one the tokens are split over (version 1.1 losses), or the one the
   // experts are distributed over (Experts, ExpertsGrad).
   bool trailingGroup = false;
+  // The float attributes may also be left out all together (version 1.3:
+  // the FP8 recipe of Experts and ExpertsGrad).
+  bool optionalFloats = false;
 };
 
 constexpr size_t kUnbounded = SIZE_MAX;
 constexpr bool kTrailingGroup = true;
+constexpr bool kOptionalFloats = true;
 
 /// The most elements one collective may move: MPI counts are ints.
 constexpr int64_t kMaxCollectiveElements = std::numeric_limits<int32_t>::max();
@@ -62,8 +66,12 @@ const Signature &signatureOf(Opcode opcode) {
       /*Router*/ {1, 1, 3, {"top_k"}, {"capacity_factor"}, {}, {2}},
       /*RouterGrad*/ {2, 3, 1, {"top_k"}, {}, {}, {}},
       // The optional group distributes the experts (expert parallelism).
-      /*Experts*/ {6, 6, 1, {}, {}, {2}, {}, kTrailingGroup},
-      /*ExpertsGrad*/ {7, 7, 5, {}, {}, {3}, {}, kTrailingGroup},
+      /*Experts*/
+      {6, 6, 1, {}, {"fp8_scaling", "fp8_block"}, {2}, {}, kTrailingGroup,
+       kOptionalFloats},
+      /*ExpertsGrad*/
+      {7, 7, 5, {}, {"fp8_scaling", "fp8_block"}, {3}, {}, kTrailingGroup,
+       kOptionalFloats},
       /*Swiglu*/ {2, 2, 1, {}, {}, {}, {}},
       /*SwigluGrad*/ {3, 3, 2, {}, {}, {}, {}},
       /*Add*/ {2, 2, 1, {}, {}, {}, {}},
@@ -183,10 +191,12 @@ private:
             "expected one float attribute (coefficient) per operand: ",
             plural(operands, "operand"), ", ",
             plural(instruction.floatAttrs.size(), "float attribute")));
-    } else if (instruction.floatAttrs.size() != signature.floatAttrs.size()) {
+    } else if (instruction.floatAttrs.size() != signature.floatAttrs.size() &&
+               !(signature.optionalFloats && instruction.floatAttrs.empty())) {
       return error(absl::StrCat(
           "expected ", plural(signature.floatAttrs.size(), "float attribute"),
-          " ", attrList(signature.floatAttrs), ", found ",
+          " ", attrList(signature.floatAttrs),
+          signature.optionalFloats ? " or none" : "", ", found ",
           instruction.floatAttrs.size()));
     }
     return absl::OkStatus();
@@ -234,6 +244,20 @@ private:
     bool group =
         signature.trailingGroup || instruction.opcode == Opcode::GlobalNorm;
     return group ? "(group) " : "";
+  }
+
+  /// The FP8 recipe of the expert GEMMs, when there is one: the scaling (1
+  /// tensorwise, 2 blockwise) and the block size, whole numbers.
+  absl::Status checkFp8Recipe() {
+    if (instruction.floatAttrs.empty())
+      return absl::OkStatus();
+    float scaling = instruction.floatAttrs[0], block = instruction.floatAttrs[1];
+    MOE_VERIFY_OK(requireFloat(0, scaling == 1.0f || scaling == 2.0f,
+                               "must be 1 (tensorwise) or 2 (blockwise)"));
+    return requireFloat(1,
+                        block >= 1.0f && block <= 65536.0f &&
+                            block == std::floor(block),
+                        "must be a whole number in [1, 65536]");
   }
 
   /// Checks an attribute value; `requirement` reads "must be >= 1".
@@ -399,6 +423,7 @@ private:
     }
     case Opcode::Experts:
       MOE_VERIFY_OK(checkTrailingGroup());
+      MOE_VERIFY_OK(checkFp8Recipe());
       MOE_VERIFY_OK(operandShape(0, {"...", "H"}));
       MOE_VERIFY_OK(operandShape(1, {"...", "k"}));
       MOE_VERIFY_OK(operandShape(2, {"...", "k"}));
@@ -409,6 +434,7 @@ private:
       return resultShape(0, {"...", "H"});
     case Opcode::ExpertsGrad:
       MOE_VERIFY_OK(checkTrailingGroup());
+      MOE_VERIFY_OK(checkFp8Recipe());
       MOE_VERIFY_OK(operandShape(0, {"...", "H"}));
       MOE_VERIFY_OK(operandShape(1, {"...", "H"}));
       MOE_VERIFY_OK(operandShape(2, {"...", "k"}));

@@ -12,7 +12,7 @@
 //
 // With FP8 emulation each GEMM input is rounded onto the FP8 grid first
 // (Fp8Gemms): x, a and the weights in E4M3, dy and the SwiGLU gradients
-// (du, dg) in E5M2. The backward rounds x, a and the weights exactly as the forward
+// (du, dg) in E5M2 with tensorwise scales, E4M3 with blockwise ones. The backward rounds x, a and the weights exactly as the forward
 // did, so it differentiates the function the forward computed.
 //
 //===----------------------------------------------------------------------===//
@@ -77,6 +77,14 @@ void roundActivation(float *x, int64_t rows, int64_t cols, Fp8Format format,
     quantizeBlockwise(x, x, rows, cols, 1, fp8->block, format);
   else
     quantizeTensorwise(x, x, rows * cols, format);
+}
+
+/// The format of gradients: E5M2 with tensorwise scales (Transformer
+/// Engine's hybrid recipe), E4M3 with blockwise ones, whose fine scales
+/// leave E4M3's range enough (DeepSeek-V3's recipe).
+Fp8Format gradFormat(const Fp8Gemms *fp8) {
+  return fp8 && fp8->scaling == Fp8Gemms::Scaling::Blockwise ? Fp8Format::E4M3
+                                                             : Fp8Format::E5M2;
 }
 
 /// The weight as the GEMMs read it: `w` itself, or its E4M3 rounding in
@@ -177,7 +185,7 @@ void expertsBackward(const float *dy, const float *x, const float *weights,
     std::vector<float> dyWeighted;
     if (fp8) {
       dyWeighted.assign(dye.begin(), dye.begin() + n * H);
-      roundActivation(dye.data(), n, H, Fp8Format::E5M2, fp8);
+      roundActivation(dye.data(), n, H, gradFormat(fp8), fp8);
     }
 
     // da' = dy W2[e] (unweighted); dw_j = a . da'; da = w_j da'.
@@ -199,15 +207,15 @@ void expertsBackward(const float *dy, const float *x, const float *weights,
       for (int64_t i = 0; i < H; ++i)
         dyr[i] = exact[i] * w;
     }
-    roundActivation(dye.data(), n, H, Fp8Format::E5M2, fp8);
+    roundActivation(dye.data(), n, H, gradFormat(fp8), fp8);
     // dW2[e] = (w dy)^T a.
     detail::gemm(/*transA=*/true, /*transB=*/false, H, F, n, 1.0f, dye.data(),
                  H, a.data(), F, 0.0f, dw2e, F);
 
     // du = da g silu'(u), dg = da silu(u), written over u and g.
     swigluBackward(da.data(), u.data(), g.data(), u.data(), g.data(), n * F);
-    roundActivation(u.data(), n, F, Fp8Format::E5M2, fp8);
-    roundActivation(g.data(), n, F, Fp8Format::E5M2, fp8);
+    roundActivation(u.data(), n, F, gradFormat(fp8), fp8);
+    roundActivation(g.data(), n, F, gradFormat(fp8), fp8);
 
     // dx_e = du W1[e] + dg W3[e]; dW1[e] = du^T x; dW3[e] = dg^T x.
     detail::gemm(/*transA=*/false, /*transB=*/false, n, H, F, 1.0f, u.data(), F,

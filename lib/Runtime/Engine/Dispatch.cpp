@@ -277,19 +277,23 @@ absl::Status runInstruction(const StepContext &context, size_t index) {
     if (isExpertParallel(ops.instruction))
       return runExpertParallel(context, index);
     const std::vector<int64_t> &w1 = ops.in(3).shape;
+    std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(ops.instruction);
     cpu::expertsForward(ops.inF(0), ops.inF(1), ops.inI(2), ops.inF(3),
                         ops.inF(4), ops.inF(5), ops.outF(0), rows(ops.in(0)),
-                        w1[2], w1[1], w1[0], last(ops.in(1)));
+                        w1[2], w1[1], w1[0], last(ops.in(1)),
+                        fp8 ? &*fp8 : nullptr);
     return absl::OkStatus();
   }
   case Opcode::ExpertsGrad: {
     if (isExpertParallel(ops.instruction))
       return runExpertParallel(context, index);
     const std::vector<int64_t> &w1 = ops.in(4).shape;
+    std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(ops.instruction);
     cpu::expertsBackward(ops.inF(0), ops.inF(1), ops.inF(2), ops.inI(3),
                          ops.inF(4), ops.inF(5), ops.inF(6), ops.outF(0),
                          ops.outF(1), ops.outF(2), ops.outF(3), ops.outF(4),
-                         rows(ops.in(0)), w1[2], w1[1], w1[0], last(ops.in(2)));
+                         rows(ops.in(0)), w1[2], w1[1], w1[0], last(ops.in(2)),
+                         fp8 ? &*fp8 : nullptr);
     return absl::OkStatus();
   }
   case Opcode::Swiglu:

@@ -36,6 +36,7 @@ struct ExpertOperands {
   const int32_t *indices;
   const float *w1, *w3, *w2;
   int64_t tokens, hidden, ffn, localExperts, topK;
+  const cpu::Fp8Gemms *fp8;
 };
 
 /// Who sends which rows to whom; the same agreement on every rank.
@@ -173,7 +174,7 @@ absl::Status forward(comm::Group &group, const ExpertOperands &ops,
   std::vector<float> unit(rows, 1.0f), outputs(rows * H);
   cpu::expertsForward(arrived.data(), unit.data(), plan.recvExperts.data(),
                       ops.w1, ops.w3, ops.w2, outputs.data(), rows, H, ops.ffn,
-                      ops.localExperts, /*topK=*/1);
+                      ops.localExperts, /*topK=*/1, ops.fp8);
   std::vector<float> returned;
   if (absl::Status status = exchangeRows(group, outputs, plan.recvRows,
                                          returned, plan.sendRows, H);
@@ -233,7 +234,7 @@ absl::Status backward(comm::Group &group, const ExpertOperands &ops,
                        plan.recvExperts.data(), ops.w1, ops.w3, ops.w2,
                        dx.data(), dweights.data(), grads.dw1, grads.dw3,
                        grads.dw2, rows, H, ops.ffn, ops.localExperts,
-                       /*topK=*/1);
+                       /*topK=*/1, ops.fp8);
 
   // A row back: [dx | dweight].
   int64_t back = H + 1;
@@ -271,6 +272,16 @@ bool isExpertParallel(const Instruction &instruction) {
          !instruction.intAttrs.empty();
 }
 
+std::optional<cpu::Fp8Gemms> fp8GemmsOf(const Instruction &instruction) {
+  const std::vector<float> &f = instruction.floatAttrs;
+  if (f.size() != 2)
+    return std::nullopt;
+  cpu::Fp8Gemms fp8;
+  fp8.scaling = static_cast<cpu::Fp8Gemms::Scaling>(static_cast<int>(f[0]));
+  fp8.block = static_cast<int64_t>(f[1]);
+  return fp8;
+}
+
 absl::Status runExpertParallel(const StepContext &context, size_t index) {
   const Program &program = context.program;
   const Instruction &inst = program.instructions[index];
@@ -284,6 +295,7 @@ absl::Status runExpertParallel(const StepContext &context, size_t index) {
   const Buffer &x = program.buffers[in[first]];
   const Buffer &ids = program.buffers[in[first + 2]];
   const std::vector<int64_t> &w1 = program.buffers[in[first + 3]].shape;
+  std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(inst);
   ExpertOperands ops{
       f32(in[first]),
       f32(in[first + 1]),
@@ -295,7 +307,8 @@ absl::Status runExpertParallel(const StepContext &context, size_t index) {
       /*hidden=*/x.shape.back(),
       /*ffn=*/w1[1],
       /*localExperts=*/w1[0],
-      /*topK=*/ids.shape.back()};
+      /*topK=*/ids.shape.back(),
+      fp8 ? &*fp8 : nullptr};
 
   comm::Group &group = *context.groups[inst.intAttrs[0]];
   int64_t experts = ops.localExperts * group.size();

@@ -19,10 +19,18 @@
 
 #include "Dispatch.h"
 
+#include "moe/Runtime/Cpu/Kernels.h"
+
+#include <optional>
+
 namespace moe::rt::engine {
 
 /// Whether instruction `index` (Experts or ExpertsGrad) names a group.
 bool isExpertParallel(const Instruction &instruction);
+
+/// The FP8 recipe of an (verified) Experts or ExpertsGrad instruction's
+/// GEMMs, from its float attributes; none when it has none.
+std::optional<cpu::Fp8Gemms> fp8GemmsOf(const Instruction &instruction);
 
 /// Runs Experts or ExpertsGrad instruction `index` (isExpertParallel) over
 /// its group: a collective call of the group. Fails on an expert id

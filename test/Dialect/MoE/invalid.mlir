@@ -475,6 +475,39 @@ func.func @experts_w2(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2x
 
 // -----
 
+func.func @experts_fp8_block_without_blockwise(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
+  // expected-error @+1 {{has fp8_block without fp8 = #moe.fp8<blockwise>}}
+  %y = moe.experts %x, %w, %i, %w1, %w1, %w2 {fp8 = #moe.fp8<tensorwise>, fp8_block = 128} : (tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @experts_fp8_block(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
+  // expected-error @+1 {{expected fp8_block in [1, 65536], found 0}}
+  %y = moe.experts %x, %w, %i, %w1, %w1, %w2 {fp8 = #moe.fp8<blockwise>, fp8_block = 0} : (tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @experts_grad_fp8_block(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
+  // expected-error @+1 {{has fp8_block without fp8 = #moe.fp8<blockwise>}}
+  %dx, %dw, %d1, %d3, %d2 = moe.experts_grad %x, %x, %w, %i, %w1, %w1, %w2 {fp8_block = 64} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> (tensor<8x16xf32>, tensor<8x2xf32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>)
+  return
+}
+
+// -----
+
+func.func @experts_fp8_scaling(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
+  // expected-error @+2 {{expected ::mlir::moe::Fp8Scaling to be one of: tensorwise, blockwise}}
+  // expected-error @+1 {{failed to parse MoE_Fp8ScalingAttr parameter 'value'}}
+  %y = moe.experts %x, %w, %i, %w1, %w1, %w2 {fp8 = #moe.fp8<rowwise>} : (tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
 func.func @experts_grad_grad(%dy: tensor<8x32xf32>, %x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
   // expected-error @+1 {{expected grad to have the input's type}}
   %g:5 = moe.experts_grad %dy, %x, %w, %i, %w1, %w1, %w2 : (tensor<8x32xf32>, tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> (tensor<8x16xf32>, tensor<8x2xf32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>)

@@ -42,8 +42,8 @@ func.func @model_ops(%tokens: tensor<2x4xi32>, %table: tensor<16x8xf32>,
   // CHECK: moe.router {{.*}} {capacity_factor = 1.250000e+00 : f32, top_k = 2 : i64}
   %probs, %weights, %indices = moe.router %logits {top_k = 2, capacity_factor = 1.25 : f32}
       : (tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>)
-  // CHECK: moe.experts
-  %y = moe.experts %a, %weights, %indices, %w1, %w1, %w2
+  // CHECK: moe.experts {{.*}} {fp8 = #moe.fp8<blockwise>, fp8_block = 64 : i64}
+  %y = moe.experts %a, %weights, %indices, %w1, %w1, %w2 {fp8 = #moe.fp8<blockwise>, fp8_block = 64}
       : (tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>, tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<4x8x4xf32>) -> tensor<2x4x8xf32>
   // CHECK: moe.swiglu %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   %s = moe.swiglu %y, %a : tensor<2x4x8xf32>

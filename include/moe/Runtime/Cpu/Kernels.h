@@ -128,10 +128,11 @@ void routerBackward(const float *dweights, const float *dprobs,
 
 /// How the expert GEMMs emulate FP8 (absent: fp32). Every GEMM input is
 /// rounded onto the FP8 grid with its own scales, as an FP8 GEMM would read
-/// it (Transformer Engine's assignment): activations and weights in E4M3,
-/// gradients in E5M2. Tensorwise: one scale per GEMM input (per expert);
-/// blockwise: one per 1 x `block` row block of an activation or gradient
-/// and per `block` x `block` block of a weight (DeepSeek-V3).
+/// it. Tensorwise (Transformer Engine's hybrid recipe): one scale per GEMM
+/// input (per expert), activations and weights in E4M3, gradients in E5M2.
+/// Blockwise (DeepSeek-V3's): one scale per 1 x `block` row block of an
+/// activation or gradient and per `block` x `block` block of a weight, all
+/// in E4M3.
 struct Fp8Gemms {
   enum class Scaling : uint8_t { Tensorwise = 1, Blockwise = 2 };
   Scaling scaling = Scaling::Tensorwise;

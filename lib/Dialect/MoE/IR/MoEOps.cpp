@@ -532,15 +532,34 @@ static LogicalResult verifyExpertsShapes(Operation *op, Value x, Value weights,
   return distributed ? success() : expectTopK(op, ws.back(), experts);
 }
 
+/// `fp8_block` is the block of blockwise FP8 scaling only, and positive.
+static LogicalResult verifyFp8Recipe(Operation *op,
+                                     std::optional<Fp8Scaling> scaling,
+                                     std::optional<uint64_t> block) {
+  if (!block)
+    return success();
+  if (scaling != Fp8Scaling::blockwise)
+    return op->emitOpError()
+           << "has fp8_block without fp8 = #moe.fp8<blockwise>";
+  if (static_cast<int64_t>(*block) <= 0 || *block > 65536)
+    return op->emitOpError() << "expected fp8_block in [1, 65536], found "
+                             << static_cast<int64_t>(*block);
+  return success();
+}
+
 LogicalResult ExpertsOp::verify() {
   if (getResult().getType() != getInput().getType())
     return emitOpError() << "expected the result to have the input's type";
+  if (failed(verifyFp8Recipe(*this, getFp8(), getFp8Block())))
+    return failure();
   return verifyExpertsShapes(*this, getInput(), getWeights(), getIndices(),
                              getW1(), getW3(), getW2(),
                              static_cast<bool>(getExpertAxes()));
 }
 
 LogicalResult ExpertsGradOp::verify() {
+  if (failed(verifyFp8Recipe(*this, getFp8(), getFp8Block())))
+    return failure();
   if (failed(verifyExpertsShapes(*this, getInput(), getWeights(), getIndices(),
                                  getW1(), getW3(), getW2(),
                                  static_cast<bool>(getExpertAxes()))))

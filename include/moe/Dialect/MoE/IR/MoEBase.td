@@ -68,6 +68,30 @@ def MoE_ParamKindAttr : EnumAttr<MoE_Dialect, MoE_ParamKind, "param_kind"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
+def MoE_Fp8Scaling : I32EnumAttr<"Fp8Scaling",
+    "how the inputs of FP8 GEMMs are scaled", [
+  I32EnumAttrCase<"tensorwise", 1>,
+  I32EnumAttrCase<"blockwise", 2>
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::moe";
+}
+
+def MoE_Fp8ScalingAttr : EnumAttr<MoE_Dialect, MoE_Fp8Scaling, "fp8"> {
+  let summary = "FP8 scaling of a GEMM's inputs";
+  let description = [{
+    The GEMMs of an op with this attribute read their inputs rounded to FP8
+    with per-tensor scales (`tensorwise`, from the current amax: E4M3
+    activations and weights, E5M2 gradients, Transformer Engine's hybrid
+    recipe) or per-block scales (`blockwise`: 1 x block rows of activations
+    and gradients, block x block squares of weights, all E4M3 as in
+    DeepSeek-V3).
+
+    Example: `fp8 = #moe.fp8<blockwise>, fp8_block = 128`.
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 // Every float attribute of a moe op (hyper-parameters, coefficients, fill
 // values) must be finite: the runtime would otherwise compute garbage.
 def MoE_FiniteFloatAttributes : NativeOpTrait<"FiniteFloatAttributes"> {

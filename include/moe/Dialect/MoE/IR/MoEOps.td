@@ -412,9 +412,15 @@ def MoE_ExpertsOp : MoE_Op<"experts", [
     the runtime sends every assignment's token to its expert's rank and the
     result back (all-to-all dispatch and combine with per-rank counts).
 
+    FP8: with `fp8` (see `#moe.fp8`), every expert GEMM reads its inputs
+    rounded to FP8 (tokens, SwiGLU activations and weights in E4M3), scaled
+    per tensor or, with `blockwise`, per `fp8_block` block; the VJP rounds
+    the same values and the gradients (E5M2).
+
     Constraints: `input` is `[..., H]`; `weights` (f32) and `indices` (i32)
     are `[..., k]` with the input's leading dimensions; `w1` and `w3` are
-    `[E, F, H]`, `w2` is `[E, H, F]`; the result has the input's type.
+    `[E, F, H]`, `w2` is `[E, H, F]`; the result has the input's type;
+    `fp8_block` (positive) goes with `fp8 = #moe.fp8<blockwise>` only.
 
     Example:
 
@@ -428,7 +434,9 @@ def MoE_ExpertsOp : MoE_Op<"experts", [
   let arguments = (ins MoE_F32Tensor:$input, MoE_F32Tensor:$weights,
                        MoE_I32Tensor:$indices, MoE_F32Tensor:$w1,
                        MoE_F32Tensor:$w3, MoE_F32Tensor:$w2,
-                       OptionalAttr<StrArrayAttr>:$expert_axes);
+                       OptionalAttr<StrArrayAttr>:$expert_axes,
+                       OptionalAttr<MoE_Fp8ScalingAttr>:$fp8,
+                       OptionalAttr<I64Attr>:$fp8_block);
   let results = (outs MoE_F32Tensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -871,7 +879,9 @@ def MoE_ExpertsGradOp : MoE_Op<"experts_grad", [
                        MoE_F32Tensor:$weights, MoE_I32Tensor:$indices,
                        MoE_F32Tensor:$w1, MoE_F32Tensor:$w3,
                        MoE_F32Tensor:$w2,
-                       OptionalAttr<StrArrayAttr>:$expert_axes);
+                       OptionalAttr<StrArrayAttr>:$expert_axes,
+                       OptionalAttr<MoE_Fp8ScalingAttr>:$fp8,
+                       OptionalAttr<I64Attr>:$fp8_block);
   let results = (outs MoE_F32Tensor:$input_grad, MoE_F32Tensor:$weights_grad,
                       MoE_F32Tensor:$w1_grad, MoE_F32Tensor:$w3_grad,
                       MoE_F32Tensor:$w2_grad);

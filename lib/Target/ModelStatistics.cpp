@@ -18,23 +18,13 @@ static int64_t intEntry(DictionaryAttr dict, StringRef key) {
 }
 
 /// Matmul FLOPs of the forward ops (multiply-add = 2 FLOPs).
+/// Model FLOPs of the forward pass, without what is recomputed for the
+/// backward pass.
 static double forwardFlops(func::FuncOp step) {
   double flops = 0;
   step.walk([&](Operation *op) {
-    if (auto linear = dyn_cast<LinearOp>(op)) {
-      auto w = linear.getWeight().getType().getShape();
-      double rows = linear.getInput().getType().getNumElements() / w[1];
-      flops += 2.0 * rows * w[0] * w[1];
-    } else if (auto attention = dyn_cast<AttentionOp>(op)) {
-      auto q = attention.getQuery().getType().getShape();
-      double b = q[0], s = q[1], width = q[2];
-      // QK^T and PV over the causal triangle (s(s+1)/2 score entries).
-      flops += 2.0 * 2.0 * b * width * s * (s + 1) / 2.0;
-    } else if (auto experts = dyn_cast<ExpertsOp>(op)) {
-      auto w1 = experts.getW1().getType().getShape();
-      double assignments = experts.getWeights().getType().getNumElements();
-      flops += 2.0 * assignments * 3.0 * w1[1] * w1[2];
-    }
+    if (!op->hasAttr(kRecomputedAttrName))
+      flops += modelFlops(op);
   });
   return flops;
 }
@@ -133,6 +123,16 @@ ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
     stats.arenaBytes = arena.getInt();
   if (auto peak = step->getAttrOfType<IntegerAttr>(kPeakLiveBytesAttrName))
     stats.peakLiveBytes = peak.getInt();
+  step.walk([&](AdamWUpdateOp update) {
+    stats.gradientBytes += tensorBytes(update.getGrad().getType());
+  });
+  stats.keptActivationBytes = savedActivationBytes(step);
+  if (auto budget = step->getAttrOfType<IntegerAttr>(kMemoryBudgetAttrName))
+    stats.memoryBudget = budget.getInt();
+  if (auto flops = step->getAttrOfType<FloatAttr>(kRecomputeFlopsAttrName))
+    stats.recomputeFlops = flops.getValueAsDouble();
+  if (auto flops = step->getAttrOfType<FloatAttr>(kFullRecomputeFlopsAttrName))
+    stats.fullRecomputeFlops = flops.getValueAsDouble();
   return stats;
 }
 
@@ -197,8 +197,18 @@ void mlir::moe::printMemoryReport(const ModelStatistics &stats,
   printBytesRow(os, "step inputs (tokens, targets, step)", stats.inputBytes);
   printBytesRow(os, "arena: activations and gradients", stats.arenaBytes);
   printBytesRow(os, "  of which live at the peak", stats.peakLiveBytes);
-  printBytesRow(os, "total", stats.paramBytes + stats.optimizerStateBytes +
-                                 stats.inputBytes + stats.arenaBytes);
+  printBytesRow(os, "  gradients", stats.gradientBytes);
+  printBytesRow(os, "  activations kept for backward",
+                stats.keptActivationBytes);
+  uint64_t total = stats.paramBytes + stats.optimizerStateBytes +
+                   stats.inputBytes + stats.arenaBytes;
+  printBytesRow(os, "total (peak)", total);
+  if (stats.memoryBudget > 0) {
+    printBytesRow(os, "budget", stats.memoryBudget);
+    os << llvm::format("  recomputed in backward: %.4g FLOP (full "
+                       "recomputation: %.4g)\n",
+                       stats.recomputeFlops, stats.fullRecomputeFlops);
+  }
   os << llvm::format("  model FLOPs per step: %.4g (%.4g per token)\n",
                      stats.flopsPerStep,
                      stats.batch * stats.seq > 0

@@ -19,9 +19,12 @@ void mlir::moe::buildTrainingFrontend(OpPassManager &pm, bool sharded,
 
 void mlir::moe::buildTrainingBackend(
     OpPassManager &pm, bool sharded,
-    const std::optional<SplitPipelineStagesOptions> &pipeline) {
+    const std::optional<SplitPipelineStagesOptions> &pipeline,
+    const std::optional<RematerializeOptions> &remat) {
   if (sharded)
     pm.addPass(createPartition());
+  if (remat)
+    pm.addPass(createRematerialize(*remat));
   if (pipeline)
     pm.addPass(createSplitPipelineStages(*pipeline));
   pm.addPass(createPlanMemory());

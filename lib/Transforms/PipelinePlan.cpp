@@ -34,25 +34,6 @@ std::optional<unsigned> mlir::moe::pipelineUnitOf(Location loc,
   return std::nullopt;
 }
 
-/// Model FLOPs of one forward op (multiply-add = 2), as ModelStatistics.
-static double forwardFlops(Operation *op) {
-  if (auto linear = dyn_cast<LinearOp>(op)) {
-    auto w = linear.getWeight().getType().getShape();
-    return 2.0 * linear.getInput().getType().getNumElements() / w[1] * w[0] *
-           w[1];
-  }
-  if (auto attention = dyn_cast<AttentionOp>(op)) {
-    auto q = attention.getQuery().getType().getShape();
-    return 2.0 * 2.0 * q[0] * q[2] * q[1] * (q[1] + 1) / 2.0;
-  }
-  if (auto experts = dyn_cast<ExpertsOp>(op)) {
-    auto w1 = experts.getW1().getType().getShape();
-    return 2.0 * experts.getWeights().getType().getNumElements() * 3.0 *
-           w1[1] * w1[2];
-  }
-  return 0;
-}
-
 FailureOr<std::vector<PipelineUnit>>
 mlir::moe::pipelineUnits(ModuleOp module, func::FuncOp step) {
   auto model = module->getAttrOfType<DictionaryAttr>(kModelAttrName);
@@ -79,7 +60,7 @@ mlir::moe::pipelineUnits(ModuleOp module, func::FuncOp step) {
     std::optional<unsigned> unit = pipelineUnitOf(op->getLoc(), layers);
     if (!unit)
       return;
-    units[*unit].flops += 3.0 * forwardFlops(op);
+    units[*unit].flops += 3.0 * modelFlops(op);
     for (Value result : op->getResults())
       units[*unit].activationBytes += tensorBytes(result.getType());
   });

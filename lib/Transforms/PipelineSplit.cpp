@@ -87,15 +87,7 @@ void StageSplitter::assignPhases() {
   for (Operation &op : body.without_terminator())
     if (!isa<GetParamOp>(op))
       ops.push_back(&op);
-  // The forward pass: everything the loss (result 0) depends on.
-  llvm::SetVector<Operation *> forward;
-  SmallVector<Value> worklist{body.getTerminator()->getOperand(0)};
-  while (!worklist.empty()) {
-    Operation *def = worklist.pop_back_val().getDefiningOp();
-    if (!def || isa<GetParamOp>(def) || !forward.insert(def))
-      continue;
-    llvm::append_range(worklist, def->getOperands());
-  }
+  llvm::SetVector<Operation *> forward = forwardOps(step);
   for (Operation *op : ops)
     phase[op] = isOptimizerOp(op)   ? PipelinePhase::Optimizer
                 : forward.count(op) ? PipelinePhase::Forward

@@ -25,6 +25,8 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
@@ -111,6 +113,12 @@ static cl::opt<std::string> fp8Scaling(
 static cl::opt<int64_t> fp8Block("fp8-block",
                                  cl::desc("the block of blockwise FP8 scales"),
                                  cl::init(128), cl::cat(moecCategory));
+static cl::opt<std::string> memoryBudget(
+    "memory-budget",
+    cl::desc("the memory one rank may hold (e.g. 80GiB, 512MiB, 4000000): "
+             "activations are recomputed in the backward pass until the "
+             "step fits"),
+    cl::value_desc("size"), cl::init(""), cl::cat(moecCategory));
 static cl::opt<std::string> stepFunction(
     "step-function", cl::desc("the training-step function to write"),
     cl::init("train_step"), cl::cat(moecCategory));
@@ -184,6 +192,31 @@ static LogicalResult reportSchedule(const ::moe::pipeline::Schedule &schedule,
     file->keep();
   }
   return success();
+}
+
+/// Bytes from "80GiB", "512MiB", "1.5GB", "4000000" (powers of 1024 for
+/// KiB/MiB/GiB/TiB, of 1000 for KB/MB/GB/TB); none for anything else.
+static std::optional<uint64_t> parseBytes(StringRef text) {
+  StringRef number = text.take_while(
+      [](char c) { return llvm::isDigit(c) || c == '.'; });
+  StringRef unit = text.drop_front(number.size()).trim();
+  double value;
+  if (number.empty() || number.getAsDouble(value))
+    return std::nullopt;
+  double scale = llvm::StringSwitch<double>(unit.lower())
+                     .Cases("", "b", 1)
+                     .Case("kib", 1024.0)
+                     .Case("mib", 1048576.0)
+                     .Case("gib", 1073741824.0)
+                     .Case("tib", 1099511627776.0)
+                     .Case("kb", 1e3)
+                     .Case("mb", 1e6)
+                     .Case("gb", 1e9)
+                     .Case("tb", 1e12)
+                     .Default(0);
+  if (scale == 0 || value * scale >= 1.8e19)
+    return std::nullopt;
+  return static_cast<uint64_t>(value * scale);
 }
 
 /// Compiles the step for one microbatch: divides the batch of every
@@ -339,8 +372,27 @@ int main(int argc, char **argv) {
     split->splitWeightGradients =
         schedule->kind == ::moe::pipeline::ScheduleKind::ZeroBubble;
   }
+  std::optional<mlir::moe::RematerializeOptions> remat;
+  if (!memoryBudget.empty()) {
+    std::optional<uint64_t> bytes = parseBytes(memoryBudget);
+    if (!bytes) {
+      llvm::errs() << "moec: error: --memory-budget: expected a size like "
+                      "80GiB, 512MiB or 4000000, found '"
+                   << memoryBudget << "'\n";
+      return 1;
+    }
+    if (pipelineStages * virtualStages > 1) {
+      llvm::errs() << "moec: error: --memory-budget with --pp is not "
+                      "supported yet (the budget would need a plan per "
+                      "stage)\n";
+      return 1;
+    }
+    remat.emplace();
+    remat->function = stepFunction;
+    remat->budget = *bytes;
+  }
   if (!passPipeline.hasAnyOccurrences())
-    mlir::moe::buildTrainingBackend(back, sharded, split);
+    mlir::moe::buildTrainingBackend(back, sharded, split, remat);
   if (failed(back.run(*module)))
     return 1;
   if (wantsSharding && mesh)

@@ -22,6 +22,13 @@ struct ModelStatistics {
   double flopsPerStep = 0;
   uint64_t paramBytes = 0, optimizerStateBytes = 0, inputBytes = 0;
   uint64_t arenaBytes = 0, peakLiveBytes = 0;
+  /// Parts of the arena: the gradients the optimizer reads, and the forward
+  /// values kept for the backward pass.
+  uint64_t gradientBytes = 0, keptActivationBytes = 0;
+  /// moe-rematerialize's budget (0: none) and the model FLOPs it
+  /// recomputes, against recomputing every kept activation.
+  uint64_t memoryBudget = 0;
+  double recomputeFlops = 0, fullRecomputeFlops = 0;
   /// Ranks of the mesh the step is partitioned over.
   int64_t ranks = 1;
 };

@@ -32,9 +32,12 @@ void buildTrainingPipeline(OpPassManager &pm, bool sharded = false);
 /// its memory.
 void buildTrainingFrontend(OpPassManager &pm, bool sharded = false,
                            const std::optional<Fp8Options> &fp8 = std::nullopt);
+/// With `remat`, it recomputes activations to fit a memory budget
+/// (moe-rematerialize) first.
 void buildTrainingBackend(
     OpPassManager &pm, bool sharded = false,
-    const std::optional<SplitPipelineStagesOptions> &pipeline = std::nullopt);
+    const std::optional<SplitPipelineStagesOptions> &pipeline = std::nullopt,
+    const std::optional<RematerializeOptions> &remat = std::nullopt);
 
 /// Registers the default pipeline as `moe-training-pipeline`.
 void registerTrainingPipeline();

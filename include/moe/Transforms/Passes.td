@@ -254,6 +254,38 @@ def Fp8 : Pass<"moe-fp8", "ModuleOp"> {
   ];
 }
 
+def Rematerialize : Pass<"moe-rematerialize", "ModuleOp"> {
+  let summary = "recompute activations in the backward pass to fit a budget";
+  let description = [{
+    Fits one rank's memory (parameters, optimizer state, inputs and the
+    arena the memory plan will need) into `budget` bytes by recomputing
+    forward values right before the backward pass reads them, instead of
+    keeping them alive in between. Op-level and selective: ops are chosen
+    cheapest recompute FLOPs per freed byte first, and only as many as the
+    budget needs (see lib/Transforms/Rematerialize.cpp). Recomputed ops
+    carry `moe.recomputed`; the step records the FLOPs recomputed
+    (`moe.recompute_flops`) and those of full recomputation. Fails with the
+    numbers when even recomputing everything does not fit. Runs on the
+    per-rank step, before moe-plan-memory.
+
+    Example: `--moe-rematerialize="budget=4194304"` turns
+
+    ```mlir
+    %a = moe.swiglu %g, %u : tensor<8x64x128xf32>   // kept for backward
+    ...
+    %d = moe.linear_grad_weight %dy, %a : ...
+    ```
+    into a second `moe.swiglu %g, %u {moe.recomputed}` right before the
+    `linear_grad_weight`.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"train_step\"",
+           "the training step">,
+    Option<"budget", "budget", "uint64_t", "0",
+           "bytes one rank may hold">,
+  ];
+}
+
 def PrintShardingRules : Pass<"moe-print-sharding-rules", "ModuleOp"> {
   let summary = "print the factor rule of every op (a remark per op)";
   let description = [{

@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::moe {
 
@@ -93,6 +94,48 @@ void annotateMemoryPlan(func::FuncOp function, const MemoryPlan &plan);
 /// the function, for an unknown policy, a bad block or nothing to mark.
 LogicalResult applyFp8(func::FuncOp function, StringRef gemms,
                        Fp8Scaling scaling, int64_t block);
+
+/// Model FLOPs of one forward op (a multiply-add is 2; attention over the
+/// causal triangle; experts over their assignments); 0 for the rest.
+double modelFlops(Operation *op);
+
+/// The ops of `step` its loss (result 0) depends on: the forward pass.
+llvm::SetVector<Operation *> forwardOps(func::FuncOp step);
+/// Bytes of the forward values the backward pass of `step` reads (saved
+/// activations), kept alive from the forward to the backward pass.
+uint64_t savedActivationBytes(func::FuncOp step);
+
+/// On the step after moe-rematerialize: the model FLOPs it recomputes, those
+/// of recomputing every saved activation, and the budget it met.
+inline constexpr llvm::StringLiteral kRecomputeFlopsAttrName =
+    "moe.recompute_flops";
+inline constexpr llvm::StringLiteral kFullRecomputeFlopsAttrName =
+    "moe.full_recompute_flops";
+inline constexpr llvm::StringLiteral kMemoryBudgetAttrName =
+    "moe.memory_budget";
+
+/// On an op moe-rematerialize created: it recomputes a forward value for
+/// the backward pass (its FLOPs are not model FLOPs).
+inline constexpr llvm::StringLiteral kRecomputedAttrName = "moe.recomputed";
+
+/// Memory of a training step that moe-rematerialize fits into a budget.
+struct RematerializationPlan {
+  /// The arena's size before and after, and the budget it had to meet.
+  uint64_t arenaBefore = 0, arenaAfter = 0, arenaBudget = 0;
+  /// Forward values kept for the backward pass, and those recomputed.
+  uint64_t keptBytes = 0, recomputedBytes = 0;
+  unsigned recomputedOps = 0;
+  /// Model FLOPs of the recomputation chosen, and of full recomputation
+  /// (the whole forward pass again).
+  double recomputeFlops = 0, fullRecomputeFlops = 0;
+};
+
+/// Recomputes in the backward pass the forward values of `step` that it
+/// reads, cheapest FLOPs per byte first, until the memory plan's arena fits
+/// `arenaBudget` bytes; nothing when it already does. Fails, with the
+/// numbers, when even recomputing every such value does not fit.
+FailureOr<RematerializationPlan> rematerialize(func::FuncOp step,
+                                               uint64_t arenaBudget);
 
 } // namespace mlir::moe
 

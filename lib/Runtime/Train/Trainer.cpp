@@ -5,6 +5,7 @@
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Engine/Executor.h"
 #include "moe/Runtime/IO/Metrics.h"
+#include "moe/Runtime/IO/ProcessMemory.h"
 #include "moe/Runtime/Train/StepDump.h"
 #include "moe/Runtime/Train/Weights.h"
 
@@ -50,6 +51,8 @@ private:
   std::optional<data::BatchSampler> sampler;
   std::optional<io::MetricsWriter> metrics;
   std::vector<int32_t> tokens, targets;
+  /// The step's planned memory, and the resident memory before it.
+  uint64_t plannedBytes = 0, residentAtStart = 0;
   /// Seconds and calls per opcode when profiling.
   std::vector<std::pair<double, int64_t>> opcodeTime =
       std::vector<std::pair<double, int64_t>>(kNumOpcodes);
@@ -124,6 +127,17 @@ absl::Status Run::setUp() {
     return s;
   if (absl::Status s = checkSingleRankFeatures(*program); !s.ok())
     return s;
+  plannedBytes = Executor::bytesPerRank(*program);
+  // OpenBLAS packs GEMM panels into buffers it touches on first use; a
+  // GEMM large enough to use them all, now, keeps them out of the growth
+  // measured from here on, which is then the step's own memory.
+  {
+    constexpr int64_t kWarmUp = 1024;
+    std::vector<float> a(kWarmUp * kWarmUp, 1.0f), c(kWarmUp * kWarmUp);
+    cpu::linearForward(a.data(), a.data(), c.data(), kWarmUp, kWarmUp,
+                       kWarmUp);
+  }
+  residentAtStart = io::residentBytes();
   absl::StatusOr<std::unique_ptr<Executor>> created =
       Executor::create(std::move(*program), options.world);
   if (!created.ok())
@@ -324,6 +338,7 @@ absl::StatusOr<TrainSummary> Run::loop() {
   if (!quiet)
     printHeader();
   TrainSummary summary;
+  summary.plannedBytes = plannedBytes;
   for (int64_t step = options.startStep;
        step < options.startStep + options.steps; ++step)
     if (absl::Status s = runOne(step, summary); !s.ok())
@@ -338,6 +353,9 @@ absl::StatusOr<TrainSummary> Run::loop() {
       return s;
   if (options.profile && reports)
     printProfile(summary.seconds);
+  uint64_t peak = io::peakResidentBytes();
+  if (peak > residentAtStart && residentAtStart > 0)
+    summary.measuredBytes = peak - residentAtStart;
   if (!quiet && !summary.losses.empty()) {
     double first = summary.losses.front(), last = summary.losses.back();
     if (options.plot && summary.losses.size() > 1)
@@ -352,6 +370,11 @@ absl::StatusOr<TrainSummary> Run::loop() {
         last, change, summary.losses.size(), summary.seconds,
         io::formatSiValue(globalTokensPerStep() * summary.losses.size() /
                           summary.seconds));
+    if (summary.measuredBytes > 0)
+      out << absl::StrFormat(
+          "memory per rank: %.2f MiB planned, %.2f MiB measured (resident "
+          "growth to the peak)\n",
+          summary.plannedBytes / 1048576.0, summary.measuredBytes / 1048576.0);
   }
   return summary;
 }

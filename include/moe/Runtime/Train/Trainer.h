@@ -80,6 +80,10 @@ requestedWholeTensorFeature(const TrainOptions &options);
 struct TrainSummary {
   std::vector<double> losses;
   double seconds = 0;
+  /// The memory the compiled step needs on this rank (Executor::
+  /// bytesPerRank), and how much the process's resident memory grew from
+  /// just before allocating it to its peak (0 when the system cannot say).
+  uint64_t plannedBytes = 0, measuredBytes = 0;
 };
 
 /// Runs the training loop; progress goes to `out`. Errors name the file,

@@ -127,6 +127,10 @@ ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
     stats.gradientBytes += tensorBytes(update.getGrad().getType());
   });
   stats.keptActivationBytes = savedActivationBytes(step);
+  stats.workspaceBytes = kernelWorkspaceBytes(module, step);
+  step.walk([&](Operation *op) {
+    stats.recomputedOps += op->hasAttr(kRecomputedAttrName);
+  });
   if (auto budget = step->getAttrOfType<IntegerAttr>(kMemoryBudgetAttrName))
     stats.memoryBudget = budget.getInt();
   if (auto flops = step->getAttrOfType<FloatAttr>(kRecomputeFlopsAttrName))
@@ -200,14 +204,16 @@ void mlir::moe::printMemoryReport(const ModelStatistics &stats,
   printBytesRow(os, "  gradients", stats.gradientBytes);
   printBytesRow(os, "  activations kept for backward",
                 stats.keptActivationBytes);
+  printBytesRow(os, "kernel workspace", stats.workspaceBytes);
   uint64_t total = stats.paramBytes + stats.optimizerStateBytes +
-                   stats.inputBytes + stats.arenaBytes;
+                   stats.inputBytes + stats.arenaBytes + stats.workspaceBytes;
   printBytesRow(os, "total (peak)", total);
   if (stats.memoryBudget > 0) {
     printBytesRow(os, "budget", stats.memoryBudget);
-    os << llvm::format("  recomputed in backward: %.4g FLOP (full "
+    os << llvm::format("  recomputed in backward: %u ops, %.4g FLOP (full "
                        "recomputation: %.4g)\n",
-                       stats.recomputeFlops, stats.fullRecomputeFlops);
+                       stats.recomputedOps, stats.recomputeFlops,
+                       stats.fullRecomputeFlops);
   }
   os << llvm::format("  model FLOPs per step: %.4g (%.4g per token)\n",
                      stats.flopsPerStep,

@@ -1,6 +1,8 @@
 //===- OpCosts.cpp - model FLOPs of forward ops ---------------------------===//
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Transforms/Transforms.h"
+#include "moe/Transforms/Sharding.h"
+#include "moe/Runtime/Cpu/Kernels.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -23,4 +25,53 @@ double mlir::moe::modelFlops(Operation *op) {
     return 2.0 * assignments * 3.0 * w1[1] * w1[2];
   }
   return 0;
+}
+
+uint64_t mlir::moe::kernelWorkspaceBytes(ModuleOp module, func::FuncOp step) {
+  // Mirrors Executor::bytesPerRank: AdamW's chunk buffer (64 Ki floats),
+  // the packing buffer of strided collectives (a whole tensor), and the
+  // experts' scratch (cpu::expertsWorkspaceBytes).
+  constexpr uint64_t kAdamwScratchBytes = (1 << 16) * sizeof(float);
+  MeshOp mesh = getMesh(module);
+  uint64_t pack = 0, experts = 0;
+  auto packs = [&](Value block, Value whole, int64_t dim) {
+    auto shape = cast<ShapedType>(block.getType()).getShape();
+    int64_t outer = 1;
+    for (int64_t d = 0; d < dim && d < static_cast<int64_t>(shape.size()); ++d)
+      outer *= shape[d];
+    if (outer > 1)
+      pack = std::max(pack, tensorBytes(whole.getType()));
+  };
+  auto groupSize = [&](std::optional<ArrayAttr> axes) {
+    int64_t size = 1;
+    if (axes && mesh)
+      for (StringRef axis : axes->getAsValueRange<StringAttr>())
+        size *= mesh.getAxisSize(axis).value_or(1);
+    return size;
+  };
+  auto expertsScratch = [&](Value x, Value ids, Value w1, bool backward,
+                            bool fp8, std::optional<ArrayAttr> axes) {
+    auto xShape = cast<ShapedType>(x.getType());
+    int64_t H = xShape.getShape().back();
+    int64_t topK = cast<ShapedType>(ids.getType()).getShape().back();
+    int64_t F = cast<ShapedType>(w1.getType()).getShape()[1];
+    experts = std::max(experts, ::moe::rt::cpu::expertsWorkspaceBytes(
+                                    xShape.getNumElements() / H, topK, H, F,
+                                    backward, fp8, groupSize(axes)));
+  };
+  step.walk([&](Operation *op) {
+    if (auto gather = dyn_cast<AllGatherOp>(op))
+      packs(gather->getOperand(0), gather->getResult(0), gather.getDim());
+    else if (auto scatter = dyn_cast<ReduceScatterOp>(op))
+      packs(scatter->getResult(0), scatter->getOperand(0), scatter.getDim());
+    else if (auto forward = dyn_cast<ExpertsOp>(op))
+      expertsScratch(forward.getInput(), forward.getIndices(), forward.getW1(),
+                     false, forward.getFp8().has_value(),
+                     forward.getExpertAxes());
+    else if (auto backward = dyn_cast<ExpertsGradOp>(op))
+      expertsScratch(backward.getInput(), backward.getIndices(),
+                     backward.getW1(), true, backward.getFp8().has_value(),
+                     backward.getExpertAxes());
+  });
+  return kAdamwScratchBytes + pack + experts;
 }

@@ -220,8 +220,8 @@ mlir::moe::rematerialize(func::FuncOp step, uint64_t arenaBudget) {
               "recomputed: its arena needs "
            << mebibytes(*least) << " (" << mebibytes(*before)
            << " without recomputation), the budget leaves "
-           << mebibytes(arenaBudget) << " after parameters, optimizer state "
-              "and inputs";
+           << mebibytes(arenaBudget) << " after parameters, optimizer state, "
+              "inputs and kernel workspace";
   // The shortest prefix that fits; more recomputation frees at least as
   // much in practice, and the final plan is checked again.
   size_t low = 0, high = candidates.size();
@@ -264,7 +264,7 @@ struct RematerializePass
     if (failed(step))
       return signalPassFailure();
     // The budget is for everything a rank holds; the arena gets the rest.
-    uint64_t fixed = 0;
+    uint64_t fixed = kernelWorkspaceBytes(module, *step);
     for (ParamOp param : module.getOps<ParamOp>())
       fixed += tensorBytes(param.getTensorType());
     for (Type type : step->getArgumentTypes())
@@ -272,8 +272,8 @@ struct RematerializePass
     if (budget < fixed) {
       step->emitOpError() << "does not fit the memory budget of "
                           << mebibytes(budget)
-                          << ": parameters, optimizer state and inputs "
-                             "alone need "
+                          << ": parameters, optimizer state, inputs and "
+                             "kernel workspace alone need "
                           << mebibytes(fixed);
       return signalPassFailure();
     }

@@ -25,9 +25,12 @@ struct ModelStatistics {
   /// Parts of the arena: the gradients the optimizer reads, and the forward
   /// values kept for the backward pass.
   uint64_t gradientBytes = 0, keptActivationBytes = 0;
+  /// The kernels' own scratch, outside the arena (kernelWorkspaceBytes).
+  uint64_t workspaceBytes = 0;
   /// moe-rematerialize's budget (0: none) and the model FLOPs it
   /// recomputes, against recomputing every kept activation.
   uint64_t memoryBudget = 0;
+  unsigned recomputedOps = 0;
   double recomputeFlops = 0, fullRecomputeFlops = 0;
   /// Ranks of the mesh the step is partitioned over.
   int64_t ranks = 1;

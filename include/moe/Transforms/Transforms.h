@@ -114,6 +114,11 @@ inline constexpr llvm::StringLiteral kFullRecomputeFlopsAttrName =
 inline constexpr llvm::StringLiteral kMemoryBudgetAttrName =
     "moe.memory_budget";
 
+/// The most scratch memory the runtime's kernels take while running `step`
+/// (outside the arena): what Executor::bytesPerRank counts besides the
+/// planned buffers.
+uint64_t kernelWorkspaceBytes(ModuleOp module, func::FuncOp step);
+
 /// On an op moe-rematerialize created: it recomputes a forward value for
 /// the backward pass (its FLOPs are not model FLOPs).
 inline constexpr llvm::StringLiteral kRecomputedAttrName = "moe.recomputed";

@@ -13,6 +13,7 @@
 #include "AlignedBuffer.h"
 #include "Collectives.h"
 #include "Dispatch.h"
+#include "ExpertParallel.h"
 #include "GroupSums.h"
 #include "PipelineStep.h"
 #include "Placement.h"
@@ -38,7 +39,8 @@ struct Executor::Storage {
   AlignedBuffer arena;
   std::vector<uint8_t *> pointers;
   // AdamW scales gradients chunk by chunk through this (256 KiB).
-  std::vector<float> scratch = std::vector<float>(1 << 16);
+  static constexpr size_t kAdamwScratchFloats = 1 << 16;
+  std::vector<float> scratch = std::vector<float>(kAdamwScratchFloats);
   // Strided collectives pack their blocks here (see Collectives.h).
   std::vector<float> packScratch;
 };
@@ -69,13 +71,21 @@ Executor::Executor(std::shared_ptr<const Program> program)
 Executor::~Executor() = default;
 
 uint64_t Executor::bytesPerRank(const Program &program) {
+  // Kernel scratch: AdamW's chunks, strided collectives' packing, and the
+  // experts' gathered rows, of which one instruction runs at a time.
+  uint64_t pack = 0;
+  for (size_t i = 0; i < program.instructions.size(); ++i)
+    pack = std::max<uint64_t>(pack, engine::packElements(program, i));
+  uint64_t scratch = Storage::kAdamwScratchFloats * sizeof(float) +
+                     pack * sizeof(float) +
+                     engine::expertsWorkspaceBytes(program);
   if (program.pipeline.enabled()) {
     uint64_t most = 0;
     for (int32_t rank = 0; rank < program.pipeline.stages; ++rank)
       most = std::max(most, engine::pipelineRankBytes(program, rank));
-    return most;
+    return most + scratch;
   }
-  uint64_t bytes = program.arenaBytes;
+  uint64_t bytes = program.arenaBytes + scratch;
   for (const Buffer &buffer : program.buffers)
     if (buffer.kind != BufferKind::Temporary)
       bytes += buffer.sizeInBytes();

@@ -272,6 +272,28 @@ bool isExpertParallel(const Instruction &instruction) {
          !instruction.intAttrs.empty();
 }
 
+uint64_t expertsWorkspaceBytes(const Program &program) {
+  uint64_t most = 0;
+  for (const Instruction &inst : program.instructions) {
+    bool backward = inst.opcode == Opcode::ExpertsGrad;
+    if (inst.opcode != Opcode::Experts && !backward)
+      continue;
+    size_t first = backward ? 1 : 0;
+    const Buffer &x = program.buffers[inst.operands[first]];
+    const Buffer &ids = program.buffers[inst.operands[first + 2]];
+    const std::vector<int64_t> &w1 =
+        program.buffers[inst.operands[first + 3]].shape;
+    int64_t H = x.shape.back(), topK = ids.shape.back();
+    int64_t group = isExpertParallel(inst)
+                        ? program.partsOf(program.groups[inst.intAttrs[0]])
+                        : 1;
+    most = std::max(most, cpu::expertsWorkspaceBytes(
+                              x.numElements() / H, topK, H, w1[1], backward,
+                              inst.floatAttrs.size() == 2, group));
+  }
+  return most;
+}
+
 std::optional<cpu::Fp8Gemms> fp8GemmsOf(const Instruction &instruction) {
   const std::vector<float> &f = instruction.floatAttrs;
   if (f.size() != 2)

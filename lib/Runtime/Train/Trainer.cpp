@@ -72,7 +72,8 @@ static absl::Status checkFitsInMemory(const Program &program,
   if (bytes <= physical)
     return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "%s needs %.1f GiB per rank (parameters, optimizer state and arena), "
+      "%s needs %.1f GiB per rank (parameters, optimizer state, arena and "
+      "kernel workspace), "
       "this machine has %.1f GiB: shard it over more ranks",
       path, bytes / 1073741824.0, physical / 1073741824.0));
 }

@@ -139,6 +139,33 @@ struct Fp8Gemms {
   int64_t block = 128;
 };
 
+/// The most scratch memory an Experts (or, with `backward`, ExpertsGrad)
+/// instruction allocates for `rows` tokens of width H through experts of
+/// width F: the gathered rows and up projections of one expert, which may
+/// receive every token, the routing tables and, with `fp8`, the rounded
+/// weights. Expert parallel over `groupSize` ranks, an expert may receive
+/// every slot of the group, and the rows travel through exchange buffers.
+/// The compiler and the runtime count it in a rank's memory.
+inline uint64_t expertsWorkspaceBytes(int64_t rows, int64_t topK, int64_t H,
+                                      int64_t F, bool backward, bool fp8,
+                                      int64_t groupSize = 1) {
+  uint64_t exchange = 0;
+  if (groupSize > 1) {
+    int64_t slots = rows * topK;
+    rows = slots * groupSize; // rows arriving, one slot each
+    topK = 1;
+    // Rows leaving and arriving, outputs and the rows coming back; the
+    // backward's carry dy and a weight, and come back with dx and dweight.
+    exchange = (backward ? 8 : 4) * static_cast<uint64_t>(slots + rows) *
+               (H + 1) * sizeof(float);
+  }
+  uint64_t floats = backward ? rows * (4 * H + 4 * F) : rows * (2 * H + 2 * F);
+  if (fp8)
+    floats += 3 * F * H;
+  uint64_t routing = (rows * topK + rows + 1) * sizeof(int64_t);
+  return floats * sizeof(float) + routing + exchange;
+}
+
 /// x: [T, H], weights/indices: [T, topK], w1, w3: [E, F, H], w2: [E, H, F],
 /// y: [T, H]. Tokens are grouped by expert so each expert runs as one GEMM.
 /// Slots whose index is outside [0, E) (capacity drops are -1) contribute

@@ -46,6 +46,9 @@ weights and outputs:
   --dump-step-at N       the step to record (default: the first)
   --log-every N          print every N steps (default 1)
   --profile              print the time spent per kernel at the end
+  --trace FILE           write the steps' timeline, compute and communication
+                         tracks, as a Chrome trace (Perfetto); each rank of a
+                         job writes FILE with .rank<r> before the extension
   --quiet                print nothing but errors
   --no-plot              do not print the loss curve
 )";
@@ -133,6 +136,8 @@ static Command parseArgs(int argc, char **argv) {
       options.savePath = value();
     } else if (arg == "--metrics") {
       options.metricsPath = value();
+    } else if (arg == "--trace") {
+      options.tracePath = value();
     } else if (arg == "--dump-step") {
       options.dumpStepDir = value();
     } else if (arg == "--dump-step-at") {

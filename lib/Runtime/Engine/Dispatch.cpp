@@ -14,6 +14,7 @@
 
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cpu/Kernels.h"
+#include "moe/Runtime/IO/Trace.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -192,7 +193,8 @@ std::string describeInstruction(const Program &program, size_t index) {
   return text;
 }
 
-absl::Status runInstruction(const StepContext &context, size_t index) {
+namespace {
+absl::Status runKernel(const StepContext &context, size_t index) {
   Operands ops(context, index);
   switch (ops.instruction.opcode) {
   case Opcode::Embedding: {
@@ -418,6 +420,26 @@ absl::Status runInstruction(const StepContext &context, size_t index) {
   return absl::InternalError(
       absl::StrCat(describeInstruction(context.program, index),
                    ": opcode without a kernel"));
+}
+
+} // namespace
+
+absl::Status runInstruction(const StepContext &context, size_t index) {
+  if (!context.trace)
+    return runKernel(context, index);
+  const Instruction &instruction = context.program.instructions[index];
+  // Expert parallel instructions record their exchanges and their compute
+  // themselves.
+  if (isExpertParallel(instruction))
+    return runKernel(context, index);
+  bool communicates = instruction.opcode == Opcode::AllReduce ||
+                      instruction.opcode == Opcode::AllGather ||
+                      instruction.opcode == Opcode::ReduceScatter;
+  io::TraceScope span(context.trace,
+                      communicates ? io::TraceTrack::Communication
+                                   : io::TraceTrack::Compute,
+                      opcodeName(instruction.opcode));
+  return runKernel(context, index);
 }
 
 } // namespace moe::rt::engine

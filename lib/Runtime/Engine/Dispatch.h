@@ -21,6 +21,10 @@ namespace moe::rt::comm {
 class Group;
 } // namespace moe::rt::comm
 
+namespace moe::rt::io {
+class Trace;
+} // namespace moe::rt::io
+
 namespace moe::rt::engine {
 
 /// What an instruction needs from the executor.
@@ -40,6 +44,8 @@ struct StepContext {
   /// over the stages instead of reading them here.
   comm::Group *stageGroup = nullptr;
   const std::vector<bool> *foreignGradients = nullptr;
+  /// Where kernels and communication record their spans (moe-run --trace).
+  io::Trace *trace = nullptr;
 };
 
 /// "instruction 3 (Embedding) at loc", for runtime errors.

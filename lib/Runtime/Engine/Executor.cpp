@@ -361,13 +361,14 @@ absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
   if (pipelineStep)
     return pipelineStep->run(tokens, targets, step,
                              {storage->pointers, storage->scratch, groups,
-                              storage->packScratch, hooks});
+                              storage->packScratch, hooks, traceTo});
   size_t count = static_cast<size_t>(tokensPerStep());
   std::memcpy(ids(prog->tokens), tokens, count * sizeof(int32_t));
   std::memcpy(ids(prog->targets), targets, count * sizeof(int32_t));
 
   engine::StepContext context{*prog, storage->pointers, storage->scratch,
                               groups, storage->packScratch};
+  context.trace = traceTo;
   for (size_t index = 0; index < prog->instructions.size(); ++index) {
     const Instruction &instruction = prog->instructions[index];
     if (hooks.beforeInstruction)

@@ -19,6 +19,8 @@
 
 #include "ExpertParallel.h"
 
+#include "moe/Runtime/IO/Trace.h"
+
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 
@@ -37,6 +39,7 @@ struct ExpertOperands {
   const float *w1, *w3, *w2;
   int64_t tokens, hidden, ffn, localExperts, topK;
   const cpu::Fp8Gemms *fp8;
+  io::Trace *trace;
 };
 
 /// Who sends which rows to whom; the same agreement on every rank.
@@ -79,6 +82,8 @@ absl::Status invalidExpertId(const Buffer &ids, const ExpertOperands &ops,
 absl::StatusOr<ExchangePlan> planExchange(comm::Group &group,
                                           const ExpertOperands &ops,
                                           const absl::Status &routing) {
+  io::TraceScope span(ops.trace, io::TraceTrack::Communication,
+                      "expert counts");
   int64_t ranks = group.size(), local = ops.localExperts;
   int64_t experts = local * ranks, width = local + 1;
   ExchangePlan plan;
@@ -135,10 +140,13 @@ absl::StatusOr<ExchangePlan> planExchange(comm::Group &group,
 /// Sends sendRows[d] rows of `width` floats of `send` (packed in group-rank
 /// order) to group rank d and receives recvRows[i] rows from rank i into
 /// `recv`, packed the same way.
+/// `name` labels the exchange's span on the trace's communication track.
 absl::Status exchangeRows(comm::Group &group, const std::vector<float> &send,
                           const std::vector<int64_t> &sendRows,
                           std::vector<float> &recv,
-                          const std::vector<int64_t> &recvRows, int64_t width) {
+                          const std::vector<int64_t> &recvRows, int64_t width,
+                          io::Trace *trace, const char *name) {
+  io::TraceScope span(trace, io::TraceTrack::Communication, name);
   std::vector<int64_t> sendCounts, recvCounts;
   for (int64_t rows : sendRows)
     sendCounts.push_back(rows * width);
@@ -163,7 +171,8 @@ absl::Status forward(comm::Group &group, const ExpertOperands &ops,
   }
   std::vector<float> arrived;
   if (absl::Status status =
-          exchangeRows(group, sent, plan.sendRows, arrived, plan.recvRows, H);
+          exchangeRows(group, sent, plan.sendRows, arrived, plan.recvRows, H,
+                       ops.trace, "expert dispatch");
       !status.ok())
     return status;
 
@@ -172,12 +181,16 @@ absl::Status forward(comm::Group &group, const ExpertOperands &ops,
   // applied at the source, as the kernel applies it.
   int64_t rows = static_cast<int64_t>(plan.recvExperts.size());
   std::vector<float> unit(rows, 1.0f), outputs(rows * H);
-  cpu::expertsForward(arrived.data(), unit.data(), plan.recvExperts.data(),
-                      ops.w1, ops.w3, ops.w2, outputs.data(), rows, H, ops.ffn,
-                      ops.localExperts, /*topK=*/1, ops.fp8);
+  {
+    io::TraceScope compute(ops.trace, io::TraceTrack::Compute, "Experts");
+    cpu::expertsForward(arrived.data(), unit.data(), plan.recvExperts.data(),
+                        ops.w1, ops.w3, ops.w2, outputs.data(), rows, H,
+                        ops.ffn, ops.localExperts, /*topK=*/1, ops.fp8);
+  }
   std::vector<float> returned;
-  if (absl::Status status = exchangeRows(group, outputs, plan.recvRows,
-                                         returned, plan.sendRows, H);
+  if (absl::Status status =
+          exchangeRows(group, outputs, plan.recvRows, returned, plan.sendRows,
+                       H, ops.trace, "expert combine");
       !status.ok())
     return status;
 
@@ -215,7 +228,8 @@ absl::Status backward(comm::Group &group, const ExpertOperands &ops,
   }
   std::vector<float> arrived;
   if (absl::Status status =
-          exchangeRows(group, sent, plan.sendRows, arrived, plan.recvRows, out);
+          exchangeRows(group, sent, plan.sendRows, arrived, plan.recvRows, out,
+                       ops.trace, "expert dispatch (backward)");
       !status.ok())
     return status;
 
@@ -230,11 +244,14 @@ absl::Status backward(comm::Group &group, const ExpertOperands &ops,
   // The local experts' weight gradients sum over every row that arrived:
   // the group's tokens. dx rows come out scaled by their weight.
   std::vector<float> dx(rows * H), dweights(rows);
-  cpu::expertsBackward(dyRows.data(), x.data(), w.data(),
-                       plan.recvExperts.data(), ops.w1, ops.w3, ops.w2,
-                       dx.data(), dweights.data(), grads.dw1, grads.dw3,
-                       grads.dw2, rows, H, ops.ffn, ops.localExperts,
-                       /*topK=*/1, ops.fp8);
+  {
+    io::TraceScope compute(ops.trace, io::TraceTrack::Compute, "ExpertsGrad");
+    cpu::expertsBackward(dyRows.data(), x.data(), w.data(),
+                         plan.recvExperts.data(), ops.w1, ops.w3, ops.w2,
+                         dx.data(), dweights.data(), grads.dw1, grads.dw3,
+                         grads.dw2, rows, H, ops.ffn, ops.localExperts,
+                         /*topK=*/1, ops.fp8);
+  }
 
   // A row back: [dx | dweight].
   int64_t back = H + 1;
@@ -245,8 +262,9 @@ absl::Status backward(comm::Group &group, const ExpertOperands &ops,
     row[H] = dweights[r];
   }
   std::vector<float> returned;
-  if (absl::Status status = exchangeRows(group, results, plan.recvRows,
-                                         returned, plan.sendRows, back);
+  if (absl::Status status =
+          exchangeRows(group, results, plan.recvRows, returned, plan.sendRows,
+                       back, ops.trace, "expert combine (backward)");
       !status.ok())
     return status;
 
@@ -330,7 +348,8 @@ absl::Status runExpertParallel(const StepContext &context, size_t index) {
       /*ffn=*/w1[1],
       /*localExperts=*/w1[0],
       /*topK=*/ids.shape.back(),
-      fp8 ? &*fp8 : nullptr};
+      fp8 ? &*fp8 : nullptr,
+      context.trace};
 
   comm::Group &group = *context.groups[inst.intAttrs[0]];
   int64_t experts = ops.localExperts * group.size();

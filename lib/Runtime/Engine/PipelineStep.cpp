@@ -6,6 +6,7 @@
 #include "GroupSums.h"
 
 #include "moe/Runtime/Comm/Communicator.h"
+#include "moe/Runtime/IO/Trace.h"
 #include "moe/Runtime/PipelineOrder.h"
 
 #include "absl/strings/str_cat.h"
@@ -285,6 +286,9 @@ absl::Status PipelineStep::receive(const PipelineAction &action, Slot &slot) {
                   absl::MakeSpan(reinterpret_cast<int32_t *>(data),
                                  buffer.numElements()),
                   peer, tag);
+    io::TraceScope span(trace, io::TraceTrack::Communication,
+                        absl::StrCat("recv ", buffer.name, " mb ",
+                                     action.microbatch));
     absl::Status status = request.ok() ? request->wait() : request.status();
     if (!status.ok())
       return absl::Status(
@@ -307,6 +311,9 @@ absl::Status PipelineStep::send(const PipelineAction &action, Slot &slot) {
     const Buffer &buffer = program.buffers[transfer.buffer];
     int tag = static_cast<int>(t * program.pipeline.microbatches +
                                action.microbatch);
+    io::TraceScope span(trace, io::TraceTrack::Communication,
+                        absl::StrCat("send ", buffer.name, " mb ",
+                                     action.microbatch));
     // A copy, so that the slot may be reused before the peer has it.
     auto pending = std::make_unique<PendingSend>();
     const uint8_t *data = slot.pointers[transfer.buffer];
@@ -367,6 +374,7 @@ absl::Status PipelineStep::runAction(const PipelineAction &action, Slot &slot,
   env.pointers = slot.pointers;
   StepContext context{program, env.pointers, env.scratch, env.groups,
                       env.packScratch};
+  context.trace = env.trace;
   int32_t stage = action.chunk * program.pipeline.stages + rank;
   for (size_t index : instructionsOf[stage * kActionKinds +
                                      kindIndex(action.kind)]) {
@@ -411,6 +419,7 @@ absl::StatusOr<StepResult> PipelineStep::run(const int32_t *tokens,
                                              int64_t step, Environment env) {
   const Pipeline &pipeline = program.pipeline;
   std::vector<uint8_t *> base = env.pointers;
+  trace = env.trace;
   lossSum = 0;
   for (std::vector<float> &sum : gradientSums)
     std::fill(sum.begin(), sum.end(), 0.0f);
@@ -490,6 +499,7 @@ absl::StatusOr<StepResult> PipelineStep::optimize(int64_t step,
                       env.packScratch};
   context.stageGroup = stageGroup;
   context.foreignGradients = &foreign;
+  context.trace = env.trace;
   for (size_t index : optimizerInstructions) {
     const Instruction &instruction = program.instructions[index];
     if (env.hooks.beforeInstruction)

@@ -31,6 +31,10 @@ namespace moe::rt::comm {
 class Group;
 } // namespace moe::rt::comm
 
+namespace moe::rt::io {
+class Trace;
+} // namespace moe::rt::io
+
 namespace moe::rt::engine {
 
 /// A value one stage produces and another rank's stage reads.
@@ -74,6 +78,7 @@ public:
     const std::vector<std::unique_ptr<comm::Group>> &groups;
     std::vector<float> &packScratch;
     const StepHooks &hooks;
+    io::Trace *trace = nullptr;
   };
   /// Runs the step: `tokens` and `targets` hold this rank's rows of every
   /// microbatch, microbatch after microbatch.
@@ -125,6 +130,8 @@ private:
   std::vector<std::unique_ptr<PendingSend>> pendingSends;
   int32_t lossStage = 0;
   double lossSum = 0;
+  io::Trace *trace = nullptr; // the running step's
+
 };
 
 } // namespace moe::rt::engine

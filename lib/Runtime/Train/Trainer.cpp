@@ -6,6 +6,7 @@
 #include "moe/Runtime/Engine/Executor.h"
 #include "moe/Runtime/IO/Metrics.h"
 #include "moe/Runtime/IO/ProcessMemory.h"
+#include "moe/Runtime/IO/Trace.h"
 #include "moe/Runtime/Train/StepDump.h"
 #include "moe/Runtime/Train/Weights.h"
 
@@ -40,6 +41,9 @@ private:
   int64_t globalTokensPerStep() const;
   /// Rows of the global batch per step, over all ranks and microbatches.
   int64_t globalBatch() const;
+  /// --trace's path, with ".rank<r>" before the extension in a job of
+  /// several ranks.
+  std::string tracePathOfRank() const;
 
   const TrainOptions &options;
   std::ostream &out;
@@ -50,6 +54,7 @@ private:
   std::optional<data::TokenDataset> dataset;
   std::optional<data::BatchSampler> sampler;
   std::optional<io::MetricsWriter> metrics;
+  std::optional<io::Trace> trace;
   std::vector<int32_t> tokens, targets;
   /// The step's planned memory, and the resident memory before it.
   uint64_t plannedBytes = 0, residentAtStart = 0;
@@ -112,6 +117,19 @@ int64_t Run::globalTokensPerStep() const {
   return executor->tokensPerStep() * executor->batchBlock().count;
 }
 
+std::string Run::tracePathOfRank() const {
+  if (executor->numRanks() == 1)
+    return options.tracePath;
+  // trace.json -> trace.rank3.json
+  const std::string &path = options.tracePath;
+  size_t slash = path.find_last_of('/');
+  size_t dot = path.find_last_of('.');
+  std::string suffix = absl::StrCat(".rank", executor->rank());
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+    return path + suffix;
+  return path.substr(0, dot) + suffix + path.substr(dot);
+}
+
 int64_t Run::globalBatch() const {
   return executor->program().model.batch * executor->batchBlock().count *
          executor->microbatches();
@@ -146,6 +164,10 @@ absl::Status Run::setUp() {
         created.status().code(),
         absl::StrCat(options.artifactPath, ": ", created.status().message()));
   executor = std::move(*created);
+  if (!options.tracePath.empty()) {
+    trace.emplace(static_cast<int>(executor->rank()));
+    executor->setTrace(&*trace);
+  }
   if (options.initSeed)
     executor->initialize(*options.initSeed);
   else
@@ -351,6 +373,9 @@ absl::StatusOr<TrainSummary> Run::loop() {
       return s;
   if (metrics)
     if (absl::Status s = metrics->close(); !s.ok())
+      return s;
+  if (trace)
+    if (absl::Status s = trace->write(tracePathOfRank()); !s.ok())
       return s;
   if (options.profile && reports)
     printProfile(summary.seconds);

@@ -40,6 +40,10 @@ class Group;
 class World;
 } // namespace comm
 
+namespace io {
+class Trace;
+} // namespace io
+
 namespace engine {
 class Placement;
 class PipelineStep;
@@ -151,6 +155,10 @@ public:
                                      const int32_t *targets, int64_t step,
                                      const StepHooks &hooks = {});
 
+  /// Records every later step's kernels and communication into `trace`
+  /// (null: stop); it must outlive the steps.
+  void setTrace(io::Trace *trace) { traceTo = trace; }
+
   /// Replaces each of `values` by its sum over the pipeline stages (exact,
   /// in stage order); nothing to do without stages. A collective call of
   /// the ranks of one "pp" group, e.g. to report on every rank what the
@@ -182,6 +190,7 @@ private:
   /// A pipelined program's group over "pp" and the runner of its steps.
   std::unique_ptr<comm::Group> stageGroup;
   std::unique_ptr<engine::PipelineStep> pipelineStep;
+  io::Trace *traceTo = nullptr;
   std::vector<uint32_t> params, states;
   uint64_t parameterBytes = 0, stateBytes = 0;
   // The last instructions writing the loss and the grad norm: where a step

@@ -57,6 +57,9 @@ struct TrainOptions {
   std::optional<int> threads;
   /// Print the time spent per kernel (opcode) at the end.
   bool profile = false;
+  /// Chrome trace of the steps, one file per rank (io::Trace); none when
+  /// empty.
+  std::string tracePath;
   bool quiet = false;
   bool plot = true;
   /// The job's processes, for an artifact partitioned over several ranks

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Summarises moe-run --trace files, one line per rank: how many spans of
+each expert kernel are on the compute track and of each expert exchange on
+the communication track (or, with --prefix, of spans whose names start with
+each prefix), after checking the file is a well-formed Chrome trace: named
+tracks, "X" events with non-negative times, no two spans of one track
+overlapping."""
+import argparse
+import json
+import sys
+
+parser = argparse.ArgumentParser()
+parser.add_argument("traces", nargs="+")
+parser.add_argument("--prefix", action="append", default=[])
+args = parser.parse_args()
+
+EXPERTS = ["Experts", "ExpertsGrad"]
+EXCHANGES = ["expert dispatch", "expert combine", "expert dispatch (backward)",
+             "expert combine (backward)"]
+
+for path in args.traces:
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    threads = {e["tid"]: e["args"]["name"] for e in events
+               if e["ph"] == "M" and e["name"] == "thread_name"}
+    if sorted(threads.values()) != ["communication", "compute"]:
+        sys.exit(f"{path}: tracks {threads}")
+    spans = [e for e in events if e["ph"] == "X"]
+    rank = {e["pid"] for e in events}
+    if len(rank) != 1:
+        sys.exit(f"{path}: events of ranks {rank}")
+    for tid in threads:
+        track = sorted((e["ts"], e["ts"] + e["dur"]) for e in spans
+                       if e["tid"] == tid)
+        for (s0, e0), (s1, e1) in zip(track, track[1:]):
+            if s0 < 0 or e0 < s0 or s1 < e0 - 1e-3:
+                sys.exit(f"{path}: overlapping spans on {threads[tid]}")
+    def count(names, cat):
+        return ", ".join(
+            f"{n} {sum(e['name'] == n and e['cat'] == cat for e in spans)}"
+            for n in names)
+    if args.prefix:
+        summary = ", ".join(
+            f"{p} {sum(e['name'].startswith(p + ' ') for e in spans)}"
+            for p in args.prefix)
+    else:
+        summary = (f"compute {count(EXPERTS, 'compute')}; communication "
+                   f"{count(EXCHANGES, 'communication')}")
+    print(f"rank {rank.pop()}: {summary}")

@@ -46,6 +46,9 @@ weights and outputs:
   --dump-step-at N       the step to record (default: the first)
   --log-every N          print every N steps (default 1)
   --profile              print the time spent per kernel at the end
+  --expert-chunks N      split expert-parallel layers' tokens into N chunks
+                         whose all-to-alls overlap each other's expert
+                         compute (default 4; 1: no overlap)
   --trace FILE           write the steps' timeline, compute and communication
                          tracks, as a Chrome trace (Perfetto); each rank of a
                          job writes FILE with .rank<r> before the extension
@@ -138,6 +141,11 @@ static Command parseArgs(int argc, char **argv) {
       options.metricsPath = value();
     } else if (arg == "--trace") {
       options.tracePath = value();
+    } else if (arg == "--expert-chunks") {
+      int64_t chunks = parseInt(arg, value());
+      if (chunks <= 0 || chunks > 1024)
+        throw UsageError{"--expert-chunks must be in [1, 1024]"};
+      options.expertChunks = chunks;
     } else if (arg == "--dump-step") {
       options.dumpStepDir = value();
     } else if (arg == "--dump-step-at") {

@@ -46,6 +46,11 @@ struct StepContext {
   const std::vector<bool> *foreignGradients = nullptr;
   /// Where kernels and communication record their spans (moe-run --trace).
   io::Trace *trace = nullptr;
+  /// Expert parallel instructions: chunks of tokens, and whether a
+  /// communication thread moves chunk i + 1 while chunk i computes (needs
+  /// an MPI that lets another thread call it).
+  int64_t expertChunks = 1;
+  bool overlapExperts = false;
 };
 
 /// "instruction 3 (Embedding) at loc", for runtime errors.

@@ -134,6 +134,9 @@ absl::Status Executor::connect(comm::World *world) {
   }
   placement =
       std::make_unique<engine::Placement>(*prog, world ? world->rank() : 0);
+  threadsMayCommunicate =
+      world && (world->threadLevel() == comm::ThreadLevel::Serialized ||
+                world->threadLevel() == comm::ThreadLevel::Multiple);
   if (absl::Status status = connectStages(world); !status.ok())
     return status;
   if (prog->groups.empty())
@@ -361,7 +364,9 @@ absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
   if (pipelineStep)
     return pipelineStep->run(tokens, targets, step,
                              {storage->pointers, storage->scratch, groups,
-                              storage->packScratch, hooks, traceTo});
+                              storage->packScratch, hooks, traceTo,
+                              expertChunks,
+                              threadsMayCommunicate && expertChunks > 1});
   size_t count = static_cast<size_t>(tokensPerStep());
   std::memcpy(ids(prog->tokens), tokens, count * sizeof(int32_t));
   std::memcpy(ids(prog->targets), targets, count * sizeof(int32_t));
@@ -369,6 +374,8 @@ absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
   engine::StepContext context{*prog, storage->pointers, storage->scratch,
                               groups, storage->packScratch};
   context.trace = traceTo;
+  context.expertChunks = expertChunks;
+  context.overlapExperts = threadsMayCommunicate && expertChunks > 1;
   for (size_t index = 0; index < prog->instructions.size(); ++index) {
     const Instruction &instruction = prog->instructions[index];
     if (hooks.beforeInstruction)

@@ -21,6 +21,10 @@
 
 #include "moe/Runtime/IO/Trace.h"
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 
@@ -161,125 +165,227 @@ absl::Status exchangeRows(comm::Group &group, const std::vector<float> &send,
                         comm::packedOffsets(recvCounts));
 }
 
-absl::Status forward(comm::Group &group, const ExpertOperands &ops,
-                     const ExchangePlan &plan, float *y) {
-  int64_t H = ops.hidden, topK = ops.topK;
-  std::vector<float> sent(plan.slots.size() * H);
-  for (size_t r = 0; r < plan.slots.size(); ++r) {
-    const float *row = ops.x + plan.slots[r] / topK * H;
-    std::copy(row, row + H, sent.begin() + r * H);
-  }
-  std::vector<float> arrived;
-  if (absl::Status status =
-          exchangeRows(group, sent, plan.sendRows, arrived, plan.recvRows, H,
-                       ops.trace, "expert dispatch");
-      !status.ok())
-    return status;
-
-  // Each arriving row is one assignment to a local expert with weight 1
-  // (exact: the output is the expert's row as is); the routing weight is
-  // applied at the source, as the kernel applies it.
-  int64_t rows = static_cast<int64_t>(plan.recvExperts.size());
-  std::vector<float> unit(rows, 1.0f), outputs(rows * H);
-  {
-    io::TraceScope compute(ops.trace, io::TraceTrack::Compute, "Experts");
-    cpu::expertsForward(arrived.data(), unit.data(), plan.recvExperts.data(),
-                        ops.w1, ops.w3, ops.w2, outputs.data(), rows, H,
-                        ops.ffn, ops.localExperts, /*topK=*/1, ops.fp8);
-  }
-  std::vector<float> returned;
-  if (absl::Status status =
-          exchangeRows(group, outputs, plan.recvRows, returned, plan.sendRows,
-                       H, ops.trace, "expert combine");
-      !status.ok())
-    return status;
-
-  std::fill(y, y + ops.tokens * H, 0.0f);
-  for (size_t r = 0; r < plan.slots.size(); ++r) {
-    int64_t slot = plan.slots[r];
-    float w = ops.weights[slot];
-    float *yr = y + slot / topK * H;
-    const float *zr = returned.data() + r * H;
-    for (int64_t i = 0; i < H; ++i)
-      yr[i] += w * zr[i];
-  }
-  return absl::OkStatus();
-}
-
-/// The results of ExpertsGrad: dx [T, H], dweights [T, k] and the local
-/// experts' dw1, dw3 [El, F, H], dw2 [El, H, F].
 struct ExpertGradients {
   float *dx, *dweights, *dw1, *dw3, *dw2;
 };
 
-absl::Status backward(comm::Group &group, const ExpertOperands &ops,
-                      const ExchangePlan &plan, const float *dy,
-                      const ExpertGradients &grads) {
-  int64_t H = ops.hidden, topK = ops.topK;
-  // A row out: [x | dy | routing weight].
-  int64_t out = 2 * H + 1;
-  std::vector<float> sent(plan.slots.size() * out);
-  for (size_t r = 0; r < plan.slots.size(); ++r) {
-    int64_t slot = plan.slots[r], token = slot / topK;
+/// One chunk of an instruction's tokens on its way through the experts:
+/// dispatched, computed where its experts are, and combined back.
+struct Chunk {
+  ExpertOperands ops;        // this chunk's tokens
+  const float *dy = nullptr; // ExpertsGrad: this chunk's dy
+  int64_t firstToken = 0;
+  ExchangePlan plan;
+  std::vector<float> arrived, results, returned;
+  /// ExpertsGrad after the first chunk: its share of the weight gradients.
+  std::vector<float> dw1, dw3, dw2;
+};
+
+/// Widths of the rows a chunk sends and gets back: forward [x] and [y];
+/// backward [x | dy | routing weight] and [dx | dweight].
+int64_t sentWidth(const Chunk &chunk, bool backward) {
+  return backward ? 2 * chunk.ops.hidden + 1 : chunk.ops.hidden;
+}
+int64_t backWidth(const Chunk &chunk, bool backward) {
+  return backward ? chunk.ops.hidden + 1 : chunk.ops.hidden;
+}
+
+/// Agrees on the chunk's rows with the group and sends them to their
+/// experts' ranks.
+absl::Status dispatch(comm::Group &group, Chunk &chunk,
+                      const absl::Status &routing, bool backward) {
+  absl::StatusOr<ExchangePlan> plan = planExchange(group, chunk.ops, routing);
+  if (!plan.ok())
+    return plan.status();
+  chunk.plan = std::move(*plan);
+  const ExpertOperands &ops = chunk.ops;
+  int64_t H = ops.hidden, out = sentWidth(chunk, backward);
+  std::vector<float> sent(chunk.plan.slots.size() * out);
+  for (size_t r = 0; r < chunk.plan.slots.size(); ++r) {
+    int64_t slot = chunk.plan.slots[r], token = slot / ops.topK;
     float *row = sent.data() + r * out;
     std::copy(ops.x + token * H, ops.x + (token + 1) * H, row);
-    std::copy(dy + token * H, dy + (token + 1) * H, row + H);
-    row[2 * H] = ops.weights[slot];
+    if (backward) {
+      std::copy(chunk.dy + token * H, chunk.dy + (token + 1) * H, row + H);
+      row[2 * H] = ops.weights[slot];
+    }
   }
-  std::vector<float> arrived;
-  if (absl::Status status =
-          exchangeRows(group, sent, plan.sendRows, arrived, plan.recvRows, out,
-                       ops.trace, "expert dispatch (backward)");
-      !status.ok())
-    return status;
+  return exchangeRows(group, sent, chunk.plan.sendRows, chunk.arrived,
+                      chunk.plan.recvRows, out, ops.trace,
+                      backward ? "expert dispatch (backward)"
+                               : "expert dispatch");
+}
 
-  int64_t rows = static_cast<int64_t>(plan.recvExperts.size());
+/// Runs this rank's experts on the rows that arrived. Each arriving row is
+/// one assignment with weight 1 (the routing weight is applied at the
+/// source, as the kernel applies it); backward, the weight travels with
+/// the row, and the local experts' weight gradients sum over every row of
+/// the group's tokens.
+void compute(Chunk &chunk, bool backward, float *dw1, float *dw3,
+             float *dw2) {
+  const ExpertOperands &ops = chunk.ops;
+  int64_t H = ops.hidden, rows = chunk.plan.recvExperts.size();
+  int64_t back = backWidth(chunk, backward);
+  chunk.results.assign(rows * back, 0.0f);
+  if (!backward) {
+    std::vector<float> unit(rows, 1.0f);
+    io::TraceScope span(ops.trace, io::TraceTrack::Compute, "Experts");
+    cpu::expertsForward(chunk.arrived.data(), unit.data(),
+                        chunk.plan.recvExperts.data(), ops.w1, ops.w3, ops.w2,
+                        chunk.results.data(), rows, H, ops.ffn,
+                        ops.localExperts, /*topK=*/1, ops.fp8);
+    return;
+  }
+  int64_t out = sentWidth(chunk, backward);
   std::vector<float> x(rows * H), dyRows(rows * H), w(rows);
   for (int64_t r = 0; r < rows; ++r) {
-    const float *row = arrived.data() + r * out;
+    const float *row = chunk.arrived.data() + r * out;
     std::copy(row, row + H, x.begin() + r * H);
     std::copy(row + H, row + 2 * H, dyRows.begin() + r * H);
     w[r] = row[2 * H];
   }
-  // The local experts' weight gradients sum over every row that arrived:
-  // the group's tokens. dx rows come out scaled by their weight.
   std::vector<float> dx(rows * H), dweights(rows);
   {
-    io::TraceScope compute(ops.trace, io::TraceTrack::Compute, "ExpertsGrad");
+    io::TraceScope span(ops.trace, io::TraceTrack::Compute, "ExpertsGrad");
     cpu::expertsBackward(dyRows.data(), x.data(), w.data(),
-                         plan.recvExperts.data(), ops.w1, ops.w3, ops.w2,
-                         dx.data(), dweights.data(), grads.dw1, grads.dw3,
-                         grads.dw2, rows, H, ops.ffn, ops.localExperts,
-                         /*topK=*/1, ops.fp8);
+                         chunk.plan.recvExperts.data(), ops.w1, ops.w3,
+                         ops.w2, dx.data(), dweights.data(), dw1, dw3, dw2,
+                         rows, H, ops.ffn, ops.localExperts, /*topK=*/1,
+                         ops.fp8);
   }
-
-  // A row back: [dx | dweight].
-  int64_t back = H + 1;
-  std::vector<float> results(rows * back);
   for (int64_t r = 0; r < rows; ++r) {
-    float *row = results.data() + r * back;
+    float *row = chunk.results.data() + r * back;
     std::copy(dx.begin() + r * H, dx.begin() + (r + 1) * H, row);
     row[H] = dweights[r];
   }
-  std::vector<float> returned;
-  if (absl::Status status =
-          exchangeRows(group, results, plan.recvRows, returned, plan.sendRows,
-                       back, ops.trace, "expert combine (backward)");
-      !status.ok())
-    return status;
+}
 
-  // Dropped slots keep dweights = 0, as in the kernel.
-  std::fill(grads.dx, grads.dx + ops.tokens * H, 0.0f);
-  std::fill(grads.dweights, grads.dweights + ops.tokens * topK, 0.0f);
-  for (size_t r = 0; r < plan.slots.size(); ++r) {
-    int64_t slot = plan.slots[r];
-    const float *row = returned.data() + r * back;
-    float *dxr = grads.dx + slot / topK * H;
-    for (int64_t i = 0; i < H; ++i)
-      dxr[i] += row[i];
-    grads.dweights[slot] = row[H];
+/// Sends the results back to the ranks of their tokens.
+absl::Status combine(comm::Group &group, Chunk &chunk, bool backward) {
+  return exchangeRows(group, chunk.results, chunk.plan.recvRows,
+                      chunk.returned, chunk.plan.sendRows,
+                      backWidth(chunk, backward), chunk.ops.trace,
+                      backward ? "expert combine (backward)"
+                               : "expert combine");
+}
+
+/// Runs the chunks' dispatch, compute and combine. With `overlap`, a
+/// communication thread does every exchange, in an order the same on all
+/// ranks (dispatch 0, dispatch 1, combine 0, dispatch 2, combine 1, ...),
+/// while this thread computes: chunk i + 1 travels while chunk i computes.
+/// Only that thread calls the group meanwhile.
+absl::Status runChunks(comm::Group &group, std::vector<Chunk> &chunks,
+                       const absl::Status &routing, bool backward,
+                       bool overlap, const ExpertGradients *grads) {
+  const ExpertOperands &whole = chunks.front().ops;
+  int64_t weights = whole.ffn * whole.hidden * whole.localExperts;
+  auto computeChunk = [&](size_t c) {
+    Chunk &chunk = chunks[c];
+    if (!backward || c == 0) {
+      compute(chunk, backward, grads ? grads->dw1 : nullptr,
+              grads ? grads->dw3 : nullptr, grads ? grads->dw2 : nullptr);
+      return;
+    }
+    chunk.dw1.resize(weights);
+    chunk.dw3.resize(weights);
+    chunk.dw2.resize(weights);
+    compute(chunk, backward, chunk.dw1.data(), chunk.dw3.data(),
+            chunk.dw2.data());
+    // Added in chunk order, so the sums are the same on every run.
+    for (int64_t i = 0; i < weights; ++i) {
+      grads->dw1[i] += chunk.dw1[i];
+      grads->dw3[i] += chunk.dw3[i];
+      grads->dw2[i] += chunk.dw2[i];
+    }
+  };
+  size_t n = chunks.size();
+  if (!overlap || n == 1) {
+    for (size_t c = 0; c < n; ++c) {
+      if (absl::Status s = dispatch(group, chunks[c], routing, backward);
+          !s.ok())
+        return s;
+      computeChunk(c);
+      if (absl::Status s = combine(group, chunks[c], backward); !s.ok())
+        return s;
+    }
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  size_t dispatched = 0, computed = 0;
+  bool failed = false;
+  absl::Status commStatus;
+  std::thread communication([&] {
+    auto fail = [&](absl::Status status) {
+      std::lock_guard<std::mutex> lock(mutex);
+      commStatus = std::move(status);
+      failed = true;
+      changed.notify_all();
+    };
+    for (size_t c = 0; c <= n; ++c) {
+      if (c < n) {
+        if (absl::Status s = dispatch(group, chunks[c], routing, backward);
+            !s.ok())
+          return fail(std::move(s));
+        std::lock_guard<std::mutex> lock(mutex);
+        dispatched = c + 1;
+        changed.notify_all();
+      }
+      if (c == 0)
+        continue;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        changed.wait(lock, [&] { return computed >= c || failed; });
+        if (failed)
+          return;
+      }
+      if (absl::Status s = combine(group, chunks[c - 1], backward); !s.ok())
+        return fail(std::move(s));
+    }
+  });
+  for (size_t c = 0; c < n; ++c) {
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      changed.wait(lock, [&] { return dispatched > c || failed; });
+      if (failed)
+        break;
+    }
+    computeChunk(c);
+    std::lock_guard<std::mutex> lock(mutex);
+    computed = c + 1;
+    changed.notify_all();
+  }
+  communication.join();
+  return commStatus;
+}
+
+/// Adds every chunk's returned rows into this rank's outputs: y (forward),
+/// or dx and dweights (backward; dropped slots keep dweights = 0).
+void finish(const std::vector<Chunk> &chunks, bool backward, float *y,
+            const ExpertGradients *grads) {
+  const ExpertOperands &first = chunks.front().ops;
+  int64_t H = first.hidden, topK = first.topK, tokens = 0;
+  for (const Chunk &chunk : chunks)
+    tokens += chunk.ops.tokens;
+  float *out = backward ? grads->dx : y;
+  std::fill(out, out + tokens * H, 0.0f);
+  if (backward)
+    std::fill(grads->dweights, grads->dweights + tokens * topK, 0.0f);
+  for (const Chunk &chunk : chunks) {
+    int64_t back = backWidth(chunk, backward);
+    for (size_t r = 0; r < chunk.plan.slots.size(); ++r) {
+      int64_t slot = chunk.plan.slots[r];
+      int64_t token = chunk.firstToken + slot / topK;
+      const float *row = chunk.returned.data() + r * back;
+      float *target = out + token * H;
+      float w = backward ? 1.0f : chunk.ops.weights[slot];
+      for (int64_t i = 0; i < H; ++i)
+        target[i] += w * row[i];
+      if (backward)
+        grads->dweights[chunk.firstToken * topK + slot] = row[H];
+    }
+  }
 }
 
 } // namespace
@@ -356,15 +462,33 @@ absl::Status runExpertParallel(const StepContext &context, size_t index) {
   int64_t bad = firstInvalidSlot(ops, experts);
   absl::Status routing =
       bad < 0 ? absl::OkStatus() : invalidExpertId(ids, ops, bad, experts);
-  absl::StatusOr<ExchangePlan> plan = planExchange(group, ops, routing);
-  absl::Status status = plan.status();
-  if (status.ok() && isForward)
-    status = forward(group, ops, *plan, f32(inst.results[0]));
-  else if (status.ok())
-    status = backward(group, ops, *plan, f32(in[0]),
-                      {f32(inst.results[0]), f32(inst.results[1]),
-                       f32(inst.results[2]), f32(inst.results[3]),
-                       f32(inst.results[4])});
+  // The tokens in equal chunks (each token's slots in one), at most one
+  // per token.
+  int64_t count = std::max<int64_t>(
+      1, std::min<int64_t>(context.expertChunks, ops.tokens));
+  std::vector<Chunk> chunks(count);
+  const float *dy = isForward ? nullptr : f32(in[0]);
+  for (int64_t c = 0; c < count; ++c) {
+    int64_t begin = ops.tokens * c / count, end = ops.tokens * (c + 1) / count;
+    Chunk &chunk = chunks[c];
+    chunk.ops = ops;
+    chunk.ops.x = ops.x + begin * ops.hidden;
+    chunk.ops.weights = ops.weights + begin * ops.topK;
+    chunk.ops.indices = ops.indices + begin * ops.topK;
+    chunk.ops.tokens = end - begin;
+    chunk.dy = dy ? dy + begin * ops.hidden : nullptr;
+    chunk.firstToken = begin;
+  }
+  ExpertGradients grads{};
+  if (!isForward)
+    grads = {f32(inst.results[0]), f32(inst.results[1]), f32(inst.results[2]),
+             f32(inst.results[3]), f32(inst.results[4])};
+  absl::Status status =
+      runChunks(group, chunks, routing, !isForward, context.overlapExperts,
+                isForward ? nullptr : &grads);
+  if (status.ok())
+    finish(chunks, !isForward, isForward ? f32(inst.results[0]) : nullptr,
+           isForward ? nullptr : &grads);
   if (status.ok())
     return status;
   return absl::Status(status.code(),

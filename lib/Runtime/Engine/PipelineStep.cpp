@@ -375,6 +375,8 @@ absl::Status PipelineStep::runAction(const PipelineAction &action, Slot &slot,
   StepContext context{program, env.pointers, env.scratch, env.groups,
                       env.packScratch};
   context.trace = env.trace;
+  context.expertChunks = env.expertChunks;
+  context.overlapExperts = env.overlapExperts;
   int32_t stage = action.chunk * program.pipeline.stages + rank;
   for (size_t index : instructionsOf[stage * kActionKinds +
                                      kindIndex(action.kind)]) {

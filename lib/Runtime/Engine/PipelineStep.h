@@ -79,6 +79,8 @@ public:
     std::vector<float> &packScratch;
     const StepHooks &hooks;
     io::Trace *trace = nullptr;
+    int64_t expertChunks = 1;
+    bool overlapExperts = false;
   };
   /// Runs the step: `tokens` and `targets` hold this rank's rows of every
   /// microbatch, microbatch after microbatch.

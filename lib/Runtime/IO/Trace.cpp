@@ -14,6 +14,7 @@ void Trace::span(TraceTrack track, std::string name, Clock::time_point start) {
   auto us = [&](Clock::time_point t) {
     return std::chrono::duration<double, std::micro>(t - origin).count();
   };
+  std::lock_guard<std::mutex> lock(mutex);
   spans.push_back({track, std::move(name), us(start), us(end) - us(start)});
 }
 

@@ -164,6 +164,7 @@ absl::Status Run::setUp() {
         created.status().code(),
         absl::StrCat(options.artifactPath, ": ", created.status().message()));
   executor = std::move(*created);
+  executor->setExpertChunks(options.expertChunks);
   if (!options.tracePath.empty()) {
     trace.emplace(static_cast<int>(executor->rank()));
     executor->setTrace(&*trace);

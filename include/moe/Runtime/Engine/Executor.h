@@ -159,6 +159,11 @@ public:
   /// (null: stop); it must outlive the steps.
   void setTrace(io::Trace *trace) { traceTo = trace; }
 
+  /// Splits the tokens of every expert-parallel instruction into `chunks`
+  /// and, where MPI lets a second thread call it, moves chunk i + 1 while
+  /// chunk i computes (1: one exchange each way, no thread).
+  void setExpertChunks(int64_t chunks) { expertChunks = chunks; }
+
   /// Replaces each of `values` by its sum over the pipeline stages (exact,
   /// in stage order); nothing to do without stages. A collective call of
   /// the ranks of one "pp" group, e.g. to report on every rank what the
@@ -191,6 +196,9 @@ private:
   std::unique_ptr<comm::Group> stageGroup;
   std::unique_ptr<engine::PipelineStep> pipelineStep;
   io::Trace *traceTo = nullptr;
+  int64_t expertChunks = 1;
+  /// Whether threads other than the main one may call MPI (serialized).
+  bool threadsMayCommunicate = false;
   std::vector<uint32_t> params, states;
   uint64_t parameterBytes = 0, stateBytes = 0;
   // The last instructions writing the loss and the grad norm: where a step

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,7 @@ public:
   explicit Trace(int rank);
 
   Clock::time_point now() const { return Clock::now(); }
-  /// Records a span from `start` to now.
+  /// Records a span from `start` to now; callable from several threads.
   void span(TraceTrack track, std::string name, Clock::time_point start);
 
   size_t size() const { return spans.size(); }
@@ -46,6 +47,7 @@ private:
   };
   int rank;
   Clock::time_point origin;
+  std::mutex mutex; // guards spans
   std::vector<Span> spans;
 };
 

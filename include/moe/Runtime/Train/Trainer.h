@@ -60,6 +60,9 @@ struct TrainOptions {
   /// Chrome trace of the steps, one file per rank (io::Trace); none when
   /// empty.
   std::string tracePath;
+  /// Chunks the tokens of expert-parallel layers are split into, so that
+  /// one chunk's all-to-all overlaps another's expert compute.
+  int64_t expertChunks = 4;
   bool quiet = false;
   bool plot = true;
   /// The job's processes, for an artifact partitioned over several ranks

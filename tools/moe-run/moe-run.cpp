@@ -48,7 +48,7 @@ weights and outputs:
   --profile              print the time spent per kernel at the end
   --expert-chunks N      split expert-parallel layers' tokens into N chunks
                          whose all-to-alls overlap each other's expert
-                         compute (default 4; 1: no overlap)
+                         compute (default 1: no overlap)
   --trace FILE           write the steps' timeline, compute and communication
                          tracks, as a Chrome trace (Perfetto); each rank of a
                          job writes FILE with .rank<r> before the extension

@@ -61,8 +61,9 @@ struct TrainOptions {
   /// empty.
   std::string tracePath;
   /// Chunks the tokens of expert-parallel layers are split into, so that
-  /// one chunk's all-to-all overlaps another's expert compute.
-  int64_t expertChunks = 4;
+  /// one chunk's all-to-all overlaps another's expert compute (1: none;
+  /// bench/overlap.sh measures whether more pays on a given machine).
+  int64_t expertChunks = 1;
   bool quiet = false;
   bool plot = true;
   /// The job's processes, for an artifact partitioned over several ranks

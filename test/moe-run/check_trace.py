@@ -41,7 +41,7 @@ for path in args.traces:
             for n in names)
     if args.prefix:
         summary = ", ".join(
-            f"{p} {sum(e['name'].startswith(p + ' ') for e in spans)}"
+            f"{p} {sum(e['name'] == p or e['name'].startswith(p + ' ') for e in spans)}"
             for p in args.prefix)
     else:
         summary = (f"compute {count(EXPERTS, 'compute')}; communication "

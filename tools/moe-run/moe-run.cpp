@@ -49,6 +49,8 @@ weights and outputs:
   --expert-chunks N      split expert-parallel layers' tokens into N chunks
                          whose all-to-alls overlap each other's expert
                          compute (default 1: no overlap)
+  --async-collectives    run gradient reductions and FSDP all-gathers (one
+                         layer ahead) on a communication thread
   --trace FILE           write the steps' timeline, compute and communication
                          tracks, as a Chrome trace (Perfetto); each rank of a
                          job writes FILE with .rank<r> before the extension
@@ -141,6 +143,8 @@ static Command parseArgs(int argc, char **argv) {
       options.metricsPath = value();
     } else if (arg == "--trace") {
       options.tracePath = value();
+    } else if (arg == "--async-collectives") {
+      options.asyncCollectives = true;
     } else if (arg == "--expert-chunks") {
       int64_t chunks = parseInt(arg, value());
       if (chunks <= 0 || chunks > 1024)

@@ -11,6 +11,7 @@
 #include "moe/Runtime/Engine/Executor.h"
 
 #include "AlignedBuffer.h"
+#include "AsyncCollectives.h"
 #include "Collectives.h"
 #include "Dispatch.h"
 #include "ExpertParallel.h"
@@ -334,6 +335,13 @@ int64_t Executor::tokensPerStep() const {
   return prog->buffers[prog->tokens].numElements() * microbatches();
 }
 
+bool Executor::setAsyncCollectives(bool on) {
+  asyncCollectives.reset();
+  if (on && threadsMayCommunicate && !pipelineStep && !prog->groups.empty())
+    asyncCollectives = std::make_unique<engine::AsyncCollectives>(*prog);
+  return asyncCollectives != nullptr;
+}
+
 absl::Status Executor::sumOverStages(absl::Span<double> values) {
   if (!stageGroup)
     return absl::OkStatus();
@@ -380,10 +388,15 @@ absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
     const Instruction &instruction = prog->instructions[index];
     if (hooks.beforeInstruction)
       hooks.beforeInstruction(index, instruction);
-    if (absl::Status status = engine::runInstruction(context, index);
-        !status.ok())
+    absl::Status status =
+        asyncCollectives ? asyncCollectives->run(context, index)
+                         : engine::runInstruction(context, index);
+    if (!status.ok()) {
+      if (asyncCollectives)
+        asyncCollectives->drain(context).IgnoreError();
       return absl::Status(status.code(),
                           absl::StrCat("step ", step, ": ", status.message()));
+    }
     if (hooks.afterInstruction)
       hooks.afterInstruction(index, instruction);
     // Checked where they are produced, so that a diverged step stops before
@@ -394,6 +407,10 @@ absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
       return nonFinite(step, "gradient norm", *data(prog->gradNorm));
   }
 
+  if (asyncCollectives)
+    if (absl::Status status = asyncCollectives->drain(context); !status.ok())
+      return absl::Status(status.code(),
+                          absl::StrCat("step ", step, ": ", status.message()));
   StepResult result;
   result.loss = *data(prog->loss);
   result.gradNorm = *data(prog->gradNorm);

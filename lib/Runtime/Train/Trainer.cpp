@@ -165,6 +165,11 @@ absl::Status Run::setUp() {
         absl::StrCat(options.artifactPath, ": ", created.status().message()));
   executor = std::move(*created);
   executor->setExpertChunks(options.expertChunks);
+  if (options.asyncCollectives && !executor->setAsyncCollectives(true) &&
+      reports && !options.quiet)
+    out << "note: --async-collectives needs a partitioned, unpipelined "
+           "artifact and an MPI that lets a second thread call it; "
+           "collectives stay blocking\n";
   if (!options.tracePath.empty()) {
     trace.emplace(static_cast<int>(executor->rank()));
     executor->setTrace(&*trace);

@@ -45,6 +45,7 @@ class Trace;
 } // namespace io
 
 namespace engine {
+class AsyncCollectives;
 class Placement;
 class PipelineStep;
 } // namespace engine
@@ -164,6 +165,13 @@ public:
   /// chunk i computes (1: one exchange each way, no thread).
   void setExpertChunks(int64_t chunks) { expertChunks = chunks; }
 
+  /// Runs gradient reductions and parameter all-gathers on a communication
+  /// thread while the step goes on (see lib/Runtime/Engine/
+  /// AsyncCollectives.h): no change in the numbers. Only for a program that
+  /// is partitioned and not pipelined, where MPI lets a second thread call
+  /// it; returns whether it is on.
+  bool setAsyncCollectives(bool on);
+
   /// Replaces each of `values` by its sum over the pipeline stages (exact,
   /// in stage order); nothing to do without stages. A collective call of
   /// the ranks of one "pp" group, e.g. to report on every rank what the
@@ -197,6 +205,7 @@ private:
   std::unique_ptr<engine::PipelineStep> pipelineStep;
   io::Trace *traceTo = nullptr;
   int64_t expertChunks = 1;
+  std::unique_ptr<engine::AsyncCollectives> asyncCollectives;
   /// Whether threads other than the main one may call MPI (serialized).
   bool threadsMayCommunicate = false;
   std::vector<uint32_t> params, states;

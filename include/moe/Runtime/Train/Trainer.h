@@ -64,6 +64,8 @@ struct TrainOptions {
   /// one chunk's all-to-all overlaps another's expert compute (1: none;
   /// bench/overlap.sh measures whether more pays on a given machine).
   int64_t expertChunks = 1;
+  /// Gradient reductions and FSDP all-gathers on a communication thread.
+  bool asyncCollectives = false;
   bool quiet = false;
   bool plot = true;
   /// The job's processes, for an artifact partitioned over several ranks

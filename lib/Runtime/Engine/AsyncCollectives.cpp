@@ -1,0 +1,228 @@
+//===- AsyncCollectives.cpp - collectives off the critical path -----------===//
+
+#include "AsyncCollectives.h"
+
+#include "Collectives.h"
+#include "ExpertParallel.h"
+
+#include "moe/Runtime/IO/Trace.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cstring>
+
+namespace moe::rt::engine {
+
+struct AsyncCollectives::Operation {
+  size_t index = 0;
+  /// The step's addresses with the input and result redirected here.
+  std::vector<uint8_t *> pointers;
+  std::vector<uint8_t> input, output;
+  StepContext context;
+  absl::Status status;
+  bool done = false;
+
+  Operation(const StepContext &step)
+      : context{step.program, pointers, step.scratch, step.groups,
+                step.packScratch} {
+    context.trace = step.trace;
+  }
+};
+
+namespace {
+
+/// Whether the instruction calls MPI itself (and so must not run while the
+/// communication thread does): collectives, expert exchanges and the
+/// losses and norms combined over a group.
+bool callsMpi(const Program &program, const Instruction &inst) {
+  switch (inst.opcode) {
+  case Opcode::AllReduce:
+  case Opcode::AllGather:
+  case Opcode::ReduceScatter:
+    return true;
+  case Opcode::Experts:
+  case Opcode::ExpertsGrad:
+    return isExpertParallel(inst);
+  case Opcode::GlobalNorm:
+    return !inst.intAttrs.empty();
+  case Opcode::CrossEntropy:
+  case Opcode::CrossEntropyGrad:
+    return !inst.intAttrs.empty();
+  case Opcode::AuxLoss:
+  case Opcode::AuxLossGrad:
+    return inst.intAttrs.size() > 1;
+  default:
+    return false;
+  }
+}
+
+} // namespace
+
+AsyncCollectives::AsyncCollectives(const Program &program)
+    : program(program), deferred(program.instructions.size(), false),
+      prefetchNext(program.instructions.size(), -1),
+      inFlight(program.buffers.size()),
+      communicates(program.instructions.size(), false) {
+  size_t n = program.instructions.size();
+  // First reader of every buffer after its writer.
+  std::vector<int64_t> firstRead(program.buffers.size(), -1);
+  for (size_t i = n; i-- > 0;)
+    for (uint32_t b : program.instructions[i].operands)
+      firstRead[b] = static_cast<int64_t>(i);
+  int64_t lastGather = -1;
+  for (size_t i = 0; i < n; ++i) {
+    const Instruction &inst = program.instructions[i];
+    communicates[i] = callsMpi(program, inst);
+    bool reduction = inst.opcode == Opcode::AllReduce ||
+                     inst.opcode == Opcode::ReduceScatter;
+    // Worth it when something else runs before the result is needed.
+    if (reduction && firstRead[inst.results[0]] > static_cast<int64_t>(i) + 1)
+      deferred[i] = true;
+    bool parameterGather =
+        inst.opcode == Opcode::AllGather &&
+        program.buffers[inst.operands[0]].kind == BufferKind::Parameter;
+    if (parameterGather) {
+      if (lastGather >= 0)
+        prefetchNext[lastGather] = static_cast<int64_t>(i);
+      lastGather = static_cast<int64_t>(i);
+    }
+  }
+  worker = std::thread([this] { serve(); });
+}
+
+AsyncCollectives::~AsyncCollectives() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stopping = true;
+    changed.notify_all();
+  }
+  worker.join();
+}
+
+void AsyncCollectives::serve() {
+  for (;;) {
+    std::shared_ptr<Operation> operation;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      changed.wait(lock, [&] { return stopping || !queue.empty(); });
+      if (queue.empty())
+        return;
+      operation = queue.front();
+      queue.pop_front();
+    }
+    absl::Status status;
+    {
+      const Instruction &inst = program.instructions[operation->index];
+      io::TraceScope span(operation->context.trace,
+                          io::TraceTrack::Communication,
+                          absl::StrCat(opcodeName(inst.opcode), " (async)"));
+      status = runCollective(operation->context, operation->index);
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    operation->status = std::move(status);
+    operation->done = true;
+    changed.notify_all();
+  }
+}
+
+absl::Status AsyncCollectives::start(const StepContext &context,
+                                     size_t index) {
+  const Instruction &inst = program.instructions[index];
+  uint32_t in = inst.operands[0], out = inst.results[0];
+  if (inFlight[out])
+    return absl::OkStatus(); // prefetched already
+  auto operation = std::make_shared<Operation>(context);
+  operation->index = index;
+  operation->pointers = context.pointers;
+  const Buffer &input = program.buffers[in];
+  // Parameters stay put until the optimizer; temporaries may be reused.
+  if (input.kind == BufferKind::Temporary) {
+    operation->input.assign(context.pointers[in],
+                            context.pointers[in] + input.sizeInBytes());
+    operation->pointers[in] = operation->input.data();
+  }
+  operation->output.resize(program.buffers[out].sizeInBytes());
+  operation->pointers[out] = operation->output.data();
+  inFlight[out] = operation;
+  std::lock_guard<std::mutex> lock(mutex);
+  queue.push_back(std::move(operation));
+  changed.notify_all();
+  return absl::OkStatus();
+}
+
+absl::Status AsyncCollectives::finish(const StepContext &context,
+                                      uint32_t result) {
+  std::shared_ptr<Operation> operation = std::move(inFlight[result]);
+  if (!operation)
+    return absl::OkStatus();
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return operation->done; });
+  }
+  if (!operation->status.ok())
+    return absl::Status(operation->status.code(),
+                        absl::StrCat(describeInstruction(program,
+                                                         operation->index),
+                                     ": ", operation->status.message()));
+  std::memcpy(context.pointers[result], operation->output.data(),
+              operation->output.size());
+  return absl::OkStatus();
+}
+
+void AsyncCollectives::waitIdle() {
+  std::unique_lock<std::mutex> lock(mutex);
+  changed.wait(lock, [&] {
+    if (!queue.empty())
+      return false;
+    for (const std::shared_ptr<Operation> &operation : inFlight)
+      if (operation && !operation->done)
+        return false;
+    return true;
+  });
+}
+
+absl::Status AsyncCollectives::drain(const StepContext &context) {
+  absl::Status first;
+  for (uint32_t b = 0; b < inFlight.size(); ++b)
+    if (inFlight[b])
+      if (absl::Status s = finish(context, b); !s.ok() && first.ok())
+        first = s;
+  return first;
+}
+
+absl::Status AsyncCollectives::run(const StepContext &context, size_t index) {
+  const Instruction &inst = program.instructions[index];
+  for (uint32_t b : inst.operands)
+    if (inFlight[b])
+      if (absl::Status s = finish(context, b); !s.ok())
+        return s;
+  if (deferred[index])
+    return start(context, index);
+  bool prefetched = inst.opcode == Opcode::AllGather &&
+                    inFlight[inst.results[0]] != nullptr;
+  if (prefetched) {
+    if (absl::Status s = finish(context, inst.results[0]); !s.ok())
+      return s;
+  } else {
+    // Nothing else may call MPI while the communication thread does. What
+    // it finished stays out of the arena until its own position: the plan
+    // gives its result's bytes to other values until then.
+    if (communicates[index])
+      waitIdle();
+    if (inst.opcode == Opcode::AllGather && prefetchNext[index] >= 0) {
+      // A parameter gather runs on the thread too, so that the next can
+      // follow it there while this one's layer computes.
+      if (absl::Status s = start(context, index); !s.ok())
+        return s;
+      if (absl::Status s = finish(context, inst.results[0]); !s.ok())
+        return s;
+    } else if (absl::Status s = runInstruction(context, index); !s.ok()) {
+      return s;
+    }
+  }
+  if (prefetchNext[index] >= 0)
+    return start(context, prefetchNext[index]);
+  return absl::OkStatus();
+}
+
+} // namespace moe::rt::engine

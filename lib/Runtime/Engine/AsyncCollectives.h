@@ -1,0 +1,78 @@
+//===- AsyncCollectives.h - collectives off the critical path ---*- C++ -*-===//
+//
+// Private to the executor. With `moe-run --async-collectives`, a
+// communication thread runs two kinds of collectives while the step goes on:
+//   * reductions (all-reduce, reduce-scatter) whose result is read later
+//     than the next instruction, such as the gradient reductions the
+//     optimizer reads: started where the program has them, finished where
+//     their result is first read;
+//   * all-gathers of parameters (FSDP): the next one is started as soon as
+//     the previous one finishes, one layer ahead of its use.
+// The memory plan is made for blocking collectives, so an operation in
+// flight works on private copies: its input is copied when it starts (the
+// arena may reuse that memory right after) and its result is copied into
+// the arena when it finishes (the plan keeps that range free from the
+// collective's own position on). Only the communication thread calls MPI
+// while operations run; before anything else communicates, they complete
+// (their results still wait for their positions). The collectives are the same calls in the same order on
+// every rank, so the numbers are bitwise those of the blocking step.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_LIB_RUNTIME_ENGINE_ASYNCCOLLECTIVES_H
+#define MOE_LIB_RUNTIME_ENGINE_ASYNCCOLLECTIVES_H
+
+#include "Dispatch.h"
+
+#include "absl/status/status.h"
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace moe::rt::engine {
+
+class AsyncCollectives {
+public:
+  /// What runs asynchronously in `program` (see the file comment).
+  explicit AsyncCollectives(const Program &program);
+  ~AsyncCollectives();
+  AsyncCollectives(const AsyncCollectives &) = delete;
+  AsyncCollectives &operator=(const AsyncCollectives &) = delete;
+
+  /// Runs instruction `index` of a step, the asynchronous way where it
+  /// can: finishes what it reads, starts or finishes collectives, starts
+  /// the next prefetch, and otherwise runs it in place.
+  absl::Status run(const StepContext &context, size_t index);
+  /// Finishes everything in flight (the end of a step, or an error).
+  absl::Status drain(const StepContext &context);
+
+private:
+  struct Operation;
+  absl::Status start(const StepContext &context, size_t index);
+  absl::Status finish(const StepContext &context, uint32_t result);
+  /// Waits until the communication thread has nothing to do.
+  void waitIdle();
+  void serve();
+
+  const Program &program;
+  /// Reductions run asynchronously, and the parameter all-gathers in
+  /// program order (prefetchNext[i]: the one to start after i's).
+  std::vector<bool> deferred;
+  std::vector<int64_t> prefetchNext;
+  /// Operations in flight, by the buffer they produce.
+  std::vector<std::shared_ptr<Operation>> inFlight;
+  std::vector<bool> communicates; // instructions that call MPI themselves
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<std::shared_ptr<Operation>> queue;
+  bool stopping = false;
+  std::thread worker;
+};
+
+} // namespace moe::rt::engine
+
+#endif // MOE_LIB_RUNTIME_ENGINE_ASYNCCOLLECTIVES_H

@@ -30,10 +30,11 @@ double mlir::moe::modelFlops(Operation *op) {
 uint64_t mlir::moe::kernelWorkspaceBytes(ModuleOp module, func::FuncOp step) {
   // Mirrors Executor::bytesPerRank: AdamW's chunk buffer (64 Ki floats),
   // the packing buffer of strided collectives (a whole tensor), and the
-  // experts' scratch (cpu::expertsWorkspaceBytes).
+  // largest scratch of one experts or attention kernel (cpu::
+  // expertsWorkspaceBytes, attentionWorkspaceBytes). `largest` holds it.
   constexpr uint64_t kAdamwScratchBytes = (1 << 16) * sizeof(float);
   MeshOp mesh = getMesh(module);
-  uint64_t pack = 0, experts = 0;
+  uint64_t pack = 0, largest = 0;
   auto packs = [&](Value block, Value whole, int64_t dim) {
     auto shape = cast<ShapedType>(block.getType()).getShape();
     int64_t outer = 1;
@@ -55,11 +56,22 @@ uint64_t mlir::moe::kernelWorkspaceBytes(ModuleOp module, func::FuncOp step) {
     int64_t H = xShape.getShape().back();
     int64_t topK = cast<ShapedType>(ids.getType()).getShape().back();
     int64_t F = cast<ShapedType>(w1.getType()).getShape()[1];
-    experts = std::max(experts, ::moe::rt::cpu::expertsWorkspaceBytes(
+    largest = std::max(largest, ::moe::rt::cpu::expertsWorkspaceBytes(
                                     xShape.getNumElements() / H, topK, H, F,
                                     backward, fp8, groupSize(axes)));
   };
   step.walk([&](Operation *op) {
+    if (auto attention = dyn_cast<AttentionOp>(op))
+      largest = std::max(largest,
+                         ::moe::rt::cpu::attentionWorkspaceBytes(
+                             attention.getQuery().getType().getShape()[1],
+                             false));
+    else if (auto grad = dyn_cast<AttentionGradOp>(op))
+      largest = std::max(largest,
+                         ::moe::rt::cpu::attentionWorkspaceBytes(
+                             cast<ShapedType>(grad->getOperand(1).getType())
+                                 .getShape()[1],
+                             true));
     if (auto gather = dyn_cast<AllGatherOp>(op))
       packs(gather->getOperand(0), gather->getResult(0), gather.getDim());
     else if (auto scatter = dyn_cast<ReduceScatterOp>(op))
@@ -73,5 +85,5 @@ uint64_t mlir::moe::kernelWorkspaceBytes(ModuleOp module, func::FuncOp step) {
                      backward.getW1(), true, backward.getFp8().has_value(),
                      backward.getExpertAxes());
   });
-  return kAdamwScratchBytes + pack + experts;
+  return kAdamwScratchBytes + pack + largest;
 }

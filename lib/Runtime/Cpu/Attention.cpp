@@ -24,9 +24,7 @@
 namespace moe::rt::cpu {
 
 namespace {
-/// Query rows per block: large enough for sgemm to run near peak, small
-/// enough that the [block, S] scratch stays in cache-friendly sizes.
-constexpr int64_t kBlockRows = 64;
+constexpr int64_t kBlockRows = kAttentionBlockRows;
 
 /// Strided views of one (batch, query head) and its key/value head.
 struct HeadView {

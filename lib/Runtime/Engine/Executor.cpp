@@ -73,13 +73,13 @@ Executor::~Executor() = default;
 
 uint64_t Executor::bytesPerRank(const Program &program) {
   // Kernel scratch: AdamW's chunks, strided collectives' packing, and the
-  // experts' gathered rows, of which one instruction runs at a time.
+  // experts' gathered rows or attention's blocks, one instruction at a time.
   uint64_t pack = 0;
   for (size_t i = 0; i < program.instructions.size(); ++i)
     pack = std::max<uint64_t>(pack, engine::packElements(program, i));
   uint64_t scratch = Storage::kAdamwScratchFloats * sizeof(float) +
                      pack * sizeof(float) +
-                     engine::expertsWorkspaceBytes(program);
+                     engine::kernelWorkspaceBytes(program);
   if (program.pipeline.enabled()) {
     uint64_t most = 0;
     for (int32_t rank = 0; rank < program.pipeline.stages; ++rank)

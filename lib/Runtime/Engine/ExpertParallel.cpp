@@ -396,9 +396,19 @@ bool isExpertParallel(const Instruction &instruction) {
          !instruction.intAttrs.empty();
 }
 
-uint64_t expertsWorkspaceBytes(const Program &program) {
+uint64_t kernelWorkspaceBytes(const Program &program) {
   uint64_t most = 0;
   for (const Instruction &inst : program.instructions) {
+    if (inst.opcode == Opcode::Attention ||
+        inst.opcode == Opcode::AttentionGrad) {
+      // q (Attention's operand 0, AttentionGrad's 1) is [B, S, width].
+      size_t q = inst.opcode == Opcode::Attention ? 0 : 1;
+      const std::vector<int64_t> &shape =
+          program.buffers[inst.operands[q]].shape;
+      most = std::max(most, cpu::attentionWorkspaceBytes(
+                                shape[1], inst.opcode == Opcode::AttentionGrad));
+      continue;
+    }
     bool backward = inst.opcode == Opcode::ExpertsGrad;
     if (inst.opcode != Opcode::Experts && !backward)
       continue;

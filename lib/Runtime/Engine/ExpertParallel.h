@@ -28,9 +28,10 @@ namespace moe::rt::engine {
 /// Whether instruction `index` (Experts or ExpertsGrad) names a group.
 bool isExpertParallel(const Instruction &instruction);
 
-/// The most scratch memory the program's Experts and ExpertsGrad
-/// instructions allocate (cpu::expertsWorkspaceBytes), at any one time.
-uint64_t expertsWorkspaceBytes(const Program &program);
+/// The most scratch memory one of the program's Experts, ExpertsGrad,
+/// Attention or AttentionGrad instructions allocates (cpu::
+/// expertsWorkspaceBytes, attentionWorkspaceBytes): they run one at a time.
+uint64_t kernelWorkspaceBytes(const Program &program);
 
 /// The FP8 recipe of an (verified) Experts or ExpertsGrad instruction's
 /// GEMMs, from its float attributes; none when it has none.

@@ -90,6 +90,19 @@ void ropeBackward(const float *dy, float *dx, int64_t B, int64_t S,
 // Causal attention with grouped-query heads
 //===----------------------------------------------------------------------===//
 
+/// Query rows attention works on at a time: large enough for sgemm to run
+/// near peak, small enough that the [block, S] scratch stays small.
+inline constexpr int64_t kAttentionBlockRows = 64;
+
+/// The scratch attentionForward (or, with `backward`, attentionBackward)
+/// allocates at sequence length S: one block of scores, or of
+/// probabilities, their gradients and the row sums.
+inline uint64_t attentionWorkspaceBytes(int64_t S, bool backward) {
+  int64_t rows = S < kAttentionBlockRows ? S : kAttentionBlockRows;
+  uint64_t floats = backward ? 2 * rows * S + rows : rows * S;
+  return floats * sizeof(float);
+}
+
 /// q: [B, S, heads*d], k, v: [B, S, kvHeads*d], out: [B, S, heads*d],
 /// lse: [B, heads, S]. Scale 1/sqrt(d); causal. heads % kvHeads == 0.
 /// Works on blocks of query rows; scratch is O(64 * S) floats, never S x S.

@@ -75,8 +75,9 @@ public:
   /// The candidates, cheapest recompute per saved byte first.
   std::vector<Candidate> candidates();
 
-  /// Recomputes, in `function` (the step or a copy of it, `mapping` taking
-  /// the step's ops to its), the chosen ops before their backward readers.
+  /// Recomputes the chosen forward ops (of one function, whose forward pass
+  /// is `forward`) right before their backward readers, which then read the
+  /// recomputation.
   static void apply(ArrayRef<Operation *> chosen,
                     const llvm::SetVector<Operation *> &forward);
 

@@ -207,13 +207,15 @@ FailureOr<PendingInstruction> ArtifactBuilder::describe(Operation *op) {
   };
   auto f = [](FloatAttr attr) { return attr.getValue().convertToFloat(); };
   // The experts' FP8 recipe as float attributes (version 1.3): the scaling
-  // (1 tensorwise, 2 blockwise) and the block (128 unless given).
+  // (1 tensorwise, 2 blockwise), the block (128 unless given) and whether
+  // tokens travel in FP8.
   auto fp8Recipe = [](std::optional<Fp8Scaling> scaling,
-                      std::optional<uint64_t> block) {
+                      std::optional<uint64_t> block, bool dispatch) {
     SmallVector<float> floats;
     if (scaling) {
       floats.push_back(static_cast<float>(static_cast<int>(*scaling)));
       floats.push_back(static_cast<float>(block.value_or(128)));
+      floats.push_back(dispatch ? 1.0f : 0.0f);
     }
     return floats;
   };
@@ -266,11 +268,13 @@ FailureOr<PendingInstruction> ArtifactBuilder::describe(Operation *op) {
           })
           .Case([&](ExpertsOp o) {
             return set(fb::Opcode::Experts, tokenGroup(o.getExpertAxes()),
-                       fp8Recipe(o.getFp8(), o.getFp8Block()));
+                       fp8Recipe(o.getFp8(), o.getFp8Block(),
+                                 o.getFp8Dispatch()));
           })
           .Case([&](ExpertsGradOp o) {
             return set(fb::Opcode::ExpertsGrad, tokenGroup(o.getExpertAxes()),
-                       fp8Recipe(o.getFp8(), o.getFp8Block()));
+                       fp8Recipe(o.getFp8(), o.getFp8Block(),
+                                 o.getFp8Dispatch()));
           })
           .Case([&](SwiGLUOp) { return set(fb::Opcode::Swiglu); })
           .Case([&](SwiGLUGradOp) { return set(fb::Opcode::SwigluGrad); })

@@ -134,7 +134,8 @@ public:
                                      router.getIndices(), w1, w3, w2,
                                      /*expert_axes=*/ArrayAttr(),
                                      /*fp8=*/Fp8ScalingAttr(),
-                                     /*fp8_block=*/IntegerAttr());
+                                     /*fp8_block=*/IntegerAttr(),
+                                     /*fp8_dispatch=*/UnitAttr());
     Value aux = body.create<AuxLossOp>(
         loc, RankedTensorType::get({}, body.getF32Type()), router.getProbs(),
         body.getI64IntegerAttr(topK), /*token_axes=*/ArrayAttr());

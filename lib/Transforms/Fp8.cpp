@@ -14,7 +14,8 @@ using namespace mlir;
 using namespace mlir::moe;
 
 LogicalResult mlir::moe::applyFp8(func::FuncOp function, StringRef gemms,
-                                  Fp8Scaling scaling, int64_t block) {
+                                  Fp8Scaling scaling, int64_t block,
+                                  bool dispatch) {
   if (gemms != "experts")
     return function.emitOpError()
            << "fp8 for the '" << gemms
@@ -28,6 +29,8 @@ LogicalResult mlir::moe::applyFp8(func::FuncOp function, StringRef gemms,
     experts.setFp8Attr(Fp8ScalingAttr::get(function.getContext(), scaling));
     if (scaling == Fp8Scaling::blockwise)
       experts.setFp8BlockAttr(builder.getI64IntegerAttr(block));
+    if (dispatch)
+      experts.setFp8Dispatch(true);
     ++marked;
   });
   if (marked == 0)
@@ -49,7 +52,7 @@ struct Fp8Pass : public mlir::moe::impl::Fp8Base<Fp8Pass> {
     }
     FailureOr<func::FuncOp> forward =
         lookupFunction(module, function, "to run in fp8");
-    if (failed(forward) || failed(applyFp8(*forward, gemms, *parsed, block)))
+    if (failed(forward) || failed(applyFp8(*forward, gemms, *parsed, block, dispatch)))
       return signalPassFailure();
   }
 };

@@ -113,6 +113,11 @@ static cl::opt<std::string> fp8Scaling(
 static cl::opt<int64_t> fp8Block("fp8-block",
                                  cl::desc("the block of blockwise FP8 scales"),
                                  cl::init(128), cl::cat(moecCategory));
+static cl::opt<bool> fp8Dispatch(
+    "fp8-dispatch",
+    cl::desc("with --fp8=experts and expert parallelism, send tokens to the "
+             "experts as FP8 codes (a quarter of the bytes)"),
+    cl::init(false), cl::cat(moecCategory));
 static cl::opt<std::string> memoryBudget(
     "memory-budget",
     cl::desc("the memory one rank may hold (e.g. 80GiB, 512MiB, 4000000): "
@@ -314,11 +319,16 @@ int main(int argc, char **argv) {
       return 1;
   } else {
     std::optional<mlir::moe::Fp8Options> fp8;
+    if (fp8Dispatch && fp8Gemms.empty()) {
+      llvm::errs() << "moec: error: --fp8-dispatch needs --fp8=experts\n";
+      return 1;
+    }
     if (!fp8Gemms.empty()) {
       fp8.emplace();
       fp8->gemms = fp8Gemms;
       fp8->scaling = fp8Scaling;
       fp8->block = fp8Block;
+      fp8->dispatch = fp8Dispatch;
     }
     mlir::moe::buildTrainingFrontend(front, sharded, fp8);
   }

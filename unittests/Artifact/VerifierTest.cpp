@@ -501,19 +501,22 @@ TEST(VerifierTest, ExpertsFp8Recipe) {
   for (Opcode opcode : {Opcode::Experts, Opcode::ExpertsGrad}) {
     SCOPED_TRACE(opcodeName(opcode));
     Program program = makeMoeProgram();
-    instruction(program, opcode).floatAttrs = {2.0f, 128.0f};
+    instruction(program, opcode).floatAttrs = {2.0f, 128.0f, 0.0f};
     expectValid(program);
-    instruction(program, opcode).floatAttrs = {1.0f, 1.0f};
+    instruction(program, opcode).floatAttrs = {1.0f, 1.0f, 1.0f};
     expectValid(program);
-    instruction(program, opcode).floatAttrs = {3.0f, 128.0f};
+    instruction(program, opcode).floatAttrs = {3.0f, 128.0f, 0.0f};
     expectError(program, {"float attribute 0 (fp8_scaling) must be 1 "
                           "(tensorwise) or 2 (blockwise), found 3"});
-    instruction(program, opcode).floatAttrs = {2.0f, 0.5f};
+    instruction(program, opcode).floatAttrs = {2.0f, 0.5f, 0.0f};
     expectError(program, {"float attribute 1 (fp8_block) must be a whole "
                           "number in [1, 65536], found 0.5"});
-    instruction(program, opcode).floatAttrs = {2.0f};
-    expectError(program, {"expected 2 float attributes [fp8_scaling, "
-                          "fp8_block] or none, found 1"});
+    instruction(program, opcode).floatAttrs = {2.0f, 128.0f, 2.0f};
+    expectError(program, {"float attribute 2 (fp8_dispatch) must be 0 or 1 "
+                          "(FP8 token dispatch), found 2"});
+    instruction(program, opcode).floatAttrs = {2.0f, 128.0f};
+    expectError(program, {"expected 3 float attributes [fp8_scaling, "
+                          "fp8_block, fp8_dispatch] or none, found 2"});
   }
 }
 

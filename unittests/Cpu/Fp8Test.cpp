@@ -233,5 +233,21 @@ TEST(Fp8Test, DelayedScalingUsesTheHistory) {
   EXPECT_EQ(history, (std::vector<float>{2.0f, 8.0f, 8.0f}));
 }
 
+TEST(Fp8Test, RowsTravelAsCodesAndBlockScales) {
+  // 10 values in blocks of 4: 3 code words (10 bytes, padded) and 3 scales.
+  std::vector<float> row = {1.0f, -2.0f, 0.5f, 3.0f, 1e-3f, 0.0f,
+                            -7.0f, 2.5f, 100.0f, -0.25f};
+  EXPECT_EQ(packedFp8Words(10, 4), 3 + 3);
+  for (Fp8Format format : kFormats) {
+    std::vector<int32_t> words(packedFp8Words(10, 4));
+    packFp8Row(row.data(), 10, 4, format, words.data());
+    std::vector<float> back(10), expected(10);
+    unpackFp8Row(words.data(), 10, 4, format, back.data());
+    // Exactly what blockwise quantize-dequantize gives, block by block.
+    quantizeBlockwise(row.data(), expected.data(), 1, 10, 1, 4, format);
+    EXPECT_EQ(back, expected) << fp8FormatName(format);
+  }
+}
+
 } // namespace
 } // namespace moe::rt::cpu

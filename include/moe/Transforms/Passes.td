@@ -251,6 +251,8 @@ def Fp8 : Pass<"moe-fp8", "ModuleOp"> {
            "blockwise or tensorwise">,
     Option<"block", "block", "int64_t", "128",
            "the block of blockwise scaling">,
+    Option<"dispatch", "dispatch", "bool", "false",
+           "send tokens to the experts as FP8 codes (expert parallelism)">,
   ];
 }
 

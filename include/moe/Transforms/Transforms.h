@@ -92,8 +92,10 @@ void annotateMemoryPlan(func::FuncOp function, const MemoryPlan &plan);
 /// Marks the GEMMs `gemms` selects ("experts") in `function` to read FP8
 /// inputs with `scaling` (`block` for blockwise), see moe-fp8. Fails, on
 /// the function, for an unknown policy, a bad block or nothing to mark.
+/// With `dispatch`, expert parallelism also sends tokens as FP8 codes.
 LogicalResult applyFp8(func::FuncOp function, StringRef gemms,
-                       Fp8Scaling scaling, int64_t block);
+                       Fp8Scaling scaling, int64_t block,
+                       bool dispatch = false);
 
 /// Model FLOPs of one forward op (a multiply-add is 2; attention over the
 /// causal triangle; experts over their assignments); 0 for the rest.

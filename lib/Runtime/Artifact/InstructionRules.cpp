@@ -67,11 +67,11 @@ const Signature &signatureOf(Opcode opcode) {
       /*RouterGrad*/ {2, 3, 1, {"top_k"}, {}, {}, {}},
       // The optional group distributes the experts (expert parallelism).
       /*Experts*/
-      {6, 6, 1, {}, {"fp8_scaling", "fp8_block"}, {2}, {}, kTrailingGroup,
-       kOptionalFloats},
+      {6, 6, 1, {}, {"fp8_scaling", "fp8_block", "fp8_dispatch"}, {2}, {},
+       kTrailingGroup, kOptionalFloats},
       /*ExpertsGrad*/
-      {7, 7, 5, {}, {"fp8_scaling", "fp8_block"}, {3}, {}, kTrailingGroup,
-       kOptionalFloats},
+      {7, 7, 5, {}, {"fp8_scaling", "fp8_block", "fp8_dispatch"}, {3}, {},
+       kTrailingGroup, kOptionalFloats},
       /*Swiglu*/ {2, 2, 1, {}, {}, {}, {}},
       /*SwigluGrad*/ {3, 3, 2, {}, {}, {}, {}},
       /*Add*/ {2, 2, 1, {}, {}, {}, {}},
@@ -247,17 +247,21 @@ private:
   }
 
   /// The FP8 recipe of the expert GEMMs, when there is one: the scaling (1
-  /// tensorwise, 2 blockwise) and the block size, whole numbers.
+  /// tensorwise, 2 blockwise), the block size, and whether tokens travel
+  /// in FP8, whole numbers.
   absl::Status checkFp8Recipe() {
     if (instruction.floatAttrs.empty())
       return absl::OkStatus();
     float scaling = instruction.floatAttrs[0], block = instruction.floatAttrs[1];
     MOE_VERIFY_OK(requireFloat(0, scaling == 1.0f || scaling == 2.0f,
                                "must be 1 (tensorwise) or 2 (blockwise)"));
-    return requireFloat(1,
-                        block >= 1.0f && block <= 65536.0f &&
-                            block == std::floor(block),
-                        "must be a whole number in [1, 65536]");
+    MOE_VERIFY_OK(requireFloat(1,
+                               block >= 1.0f && block <= 65536.0f &&
+                                   block == std::floor(block),
+                               "must be a whole number in [1, 65536]"));
+    float dispatch = instruction.floatAttrs[2];
+    return requireFloat(2, dispatch == 0.0f || dispatch == 1.0f,
+                        "must be 0 or 1 (FP8 token dispatch)");
   }
 
   /// Checks an attribute value; `requirement` reads "must be >= 1".

@@ -79,12 +79,8 @@ void roundActivation(float *x, int64_t rows, int64_t cols, Fp8Format format,
     quantizeTensorwise(x, x, rows * cols, format);
 }
 
-/// The format of gradients: E5M2 with tensorwise scales (Transformer
-/// Engine's hybrid recipe), E4M3 with blockwise ones, whose fine scales
-/// leave E4M3's range enough (DeepSeek-V3's recipe).
 Fp8Format gradFormat(const Fp8Gemms *fp8) {
-  return fp8 && fp8->scaling == Fp8Gemms::Scaling::Blockwise ? Fp8Format::E4M3
-                                                             : Fp8Format::E5M2;
+  return fp8 ? fp8GradientFormat(*fp8) : Fp8Format::E5M2;
 }
 
 /// The weight as the GEMMs read it: `w` itself, or its E4M3 rounding in

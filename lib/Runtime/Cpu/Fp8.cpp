@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace moe::rt::cpu {
@@ -156,6 +157,37 @@ float quantizeDelayed(const float *x, float *out, int64_t n, Fp8Format format,
     history.back() = amax;
   }
   return amax;
+}
+
+int64_t packedFp8Words(int64_t n, int64_t block) {
+  return (n + 3) / 4 + (n + block - 1) / block;
+}
+
+void packFp8Row(const float *row, int64_t n, int64_t block, Fp8Format format,
+                int32_t *words) {
+  int64_t codeWords = (n + 3) / 4;
+  std::fill(words, words + codeWords, 0);
+  auto *codes = reinterpret_cast<uint8_t *>(words);
+  for (int64_t b0 = 0, k = 0; b0 < n; b0 += block, ++k) {
+    int64_t b1 = std::min(n, b0 + block);
+    float scale = fp8Scale(absMax(row + b0, b1 - b0), format);
+    for (int64_t i = b0; i < b1; ++i)
+      codes[i] = encodeFp8(row[i] * scale, format);
+    std::memcpy(words + codeWords + k, &scale, sizeof(float));
+  }
+}
+
+void unpackFp8Row(const int32_t *words, int64_t n, int64_t block,
+                  Fp8Format format, float *row) {
+  int64_t codeWords = (n + 3) / 4;
+  const auto *codes = reinterpret_cast<const uint8_t *>(words);
+  for (int64_t b0 = 0, k = 0; b0 < n; b0 += block, ++k) {
+    float scale;
+    std::memcpy(&scale, words + codeWords + k, sizeof(float));
+    int64_t b1 = std::min(n, b0 + block);
+    for (int64_t i = b0; i < b1; ++i)
+      row[i] = decodeFp8(codes[i], format) / scale;
+  }
 }
 
 } // namespace moe::rt::cpu

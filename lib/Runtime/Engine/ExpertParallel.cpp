@@ -22,6 +22,7 @@
 #include "moe/Runtime/IO/Trace.h"
 
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -145,9 +146,10 @@ absl::StatusOr<ExchangePlan> planExchange(comm::Group &group,
 /// order) to group rank d and receives recvRows[i] rows from rank i into
 /// `recv`, packed the same way.
 /// `name` labels the exchange's span on the trace's communication track.
-absl::Status exchangeRows(comm::Group &group, const std::vector<float> &send,
+template <typename T>
+absl::Status exchangeRows(comm::Group &group, const std::vector<T> &send,
                           const std::vector<int64_t> &sendRows,
-                          std::vector<float> &recv,
+                          std::vector<T> &recv,
                           const std::vector<int64_t> &recvRows, int64_t width,
                           io::Trace *trace, const char *name) {
   io::TraceScope span(trace, io::TraceTrack::Communication, name);
@@ -190,6 +192,52 @@ int64_t backWidth(const Chunk &chunk, bool backward) {
   return backward ? chunk.ops.hidden + 1 : chunk.ops.hidden;
 }
 
+/// dispatch() with FP8 rows on the wire (Fp8Gemms::dispatch): tokens in
+/// E4M3 and, backward, their gradients in the gradient format, with one
+/// scale per block of a row, and the routing weight as fp32 bits; unpacked
+/// on arrival into the rows dispatch() would have delivered, now on the
+/// FP8 grid. A quarter of the bytes, for the rounding the expert GEMMs do
+/// anyway.
+absl::Status dispatchFp8(comm::Group &group, Chunk &chunk, bool backward) {
+  const ExpertOperands &ops = chunk.ops;
+  int64_t H = ops.hidden, block = ops.fp8->block;
+  int64_t rowWords = cpu::packedFp8Words(H, block);
+  int64_t words = backward ? 2 * rowWords + 1 : rowWords;
+  cpu::Fp8Format gradients = cpu::fp8GradientFormat(*ops.fp8);
+  std::vector<int32_t> sent(chunk.plan.slots.size() * words);
+  for (size_t r = 0; r < chunk.plan.slots.size(); ++r) {
+    int64_t slot = chunk.plan.slots[r], token = slot / ops.topK;
+    int32_t *row = sent.data() + r * words;
+    cpu::packFp8Row(ops.x + token * H, H, block, cpu::Fp8Format::E4M3, row);
+    if (backward) {
+      cpu::packFp8Row(chunk.dy + token * H, H, block, gradients,
+                      row + rowWords);
+      std::memcpy(row + 2 * rowWords, &ops.weights[slot], sizeof(float));
+    }
+  }
+  std::vector<int32_t> arrived;
+  if (absl::Status status = exchangeRows(
+          group, sent, chunk.plan.sendRows, arrived, chunk.plan.recvRows,
+          words, ops.trace,
+          backward ? "expert dispatch (fp8, backward)"
+                   : "expert dispatch (fp8)");
+      !status.ok())
+    return status;
+  int64_t rows = static_cast<int64_t>(arrived.size()) / words;
+  int64_t out = sentWidth(chunk, backward);
+  chunk.arrived.resize(rows * out);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t *row = arrived.data() + r * words;
+    float *values = chunk.arrived.data() + r * out;
+    cpu::unpackFp8Row(row, H, block, cpu::Fp8Format::E4M3, values);
+    if (backward) {
+      cpu::unpackFp8Row(row + rowWords, H, block, gradients, values + H);
+      std::memcpy(values + 2 * H, row + 2 * rowWords, sizeof(float));
+    }
+  }
+  return absl::OkStatus();
+}
+
 /// Agrees on the chunk's rows with the group and sends them to their
 /// experts' ranks.
 absl::Status dispatch(comm::Group &group, Chunk &chunk,
@@ -200,6 +248,8 @@ absl::Status dispatch(comm::Group &group, Chunk &chunk,
   chunk.plan = std::move(*plan);
   const ExpertOperands &ops = chunk.ops;
   int64_t H = ops.hidden, out = sentWidth(chunk, backward);
+  if (ops.fp8 && ops.fp8->dispatch)
+    return dispatchFp8(group, chunk, backward);
   std::vector<float> sent(chunk.plan.slots.size() * out);
   for (size_t r = 0; r < chunk.plan.slots.size(); ++r) {
     int64_t slot = chunk.plan.slots[r], token = slot / ops.topK;
@@ -423,18 +473,19 @@ uint64_t kernelWorkspaceBytes(const Program &program) {
                         : 1;
     most = std::max(most, cpu::expertsWorkspaceBytes(
                               x.numElements() / H, topK, H, w1[1], backward,
-                              inst.floatAttrs.size() == 2, group));
+                              !inst.floatAttrs.empty(), group));
   }
   return most;
 }
 
 std::optional<cpu::Fp8Gemms> fp8GemmsOf(const Instruction &instruction) {
   const std::vector<float> &f = instruction.floatAttrs;
-  if (f.size() != 2)
+  if (f.size() != 3)
     return std::nullopt;
   cpu::Fp8Gemms fp8;
   fp8.scaling = static_cast<cpu::Fp8Gemms::Scaling>(static_cast<int>(f[0]));
   fp8.block = static_cast<int64_t>(f[1]);
+  fp8.dispatch = f[2] != 0.0f;
   return fp8;
 }
 

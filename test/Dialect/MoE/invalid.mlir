@@ -786,3 +786,11 @@ func.func @global_norm_axes(%g: tensor<4xf32>) {
   %n = moe.global_norm %g {input_axes = [["dp"], []]} : (tensor<4xf32>) -> tensor<f32>
   return
 }
+
+// -----
+
+func.func @experts_fp8_dispatch(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
+  // expected-error @+1 {{has fp8_dispatch without fp8}}
+  %y = moe.experts %x, %w, %i, %w1, %w1, %w2 {fp8_dispatch} : (tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<8x16xf32>
+  return
+}

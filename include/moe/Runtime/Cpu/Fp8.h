@@ -84,6 +84,18 @@ void quantizeBlockwise(const float *x, float *out, int64_t rows, int64_t cols,
 float quantizeDelayed(const float *x, float *out, int64_t n, Fp8Format format,
                       std::vector<float> &history);
 
+/// FP8 rows on the wire (FP8 token dispatch): a row of n floats becomes n
+/// codes, four to a 32-bit word, followed by one scale per `block`
+/// elements (as fp32 bits): packedFp8Words(n, block) words in all.
+int64_t packedFp8Words(int64_t n, int64_t block);
+/// Packs `row` blockwise (each block's amax onto the largest value,
+/// saturating) into `words`.
+void packFp8Row(const float *row, int64_t n, int64_t block, Fp8Format format,
+                int32_t *words);
+/// The values packFp8Row packed: each code's value over its block's scale.
+void unpackFp8Row(const int32_t *words, int64_t n, int64_t block,
+                  Fp8Format format, float *row);
+
 } // namespace moe::rt::cpu
 
 #endif // MOE_RUNTIME_CPU_FP8_H

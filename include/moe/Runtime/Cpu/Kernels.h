@@ -11,6 +11,8 @@
 #ifndef MOE_RUNTIME_CPU_KERNELS_H
 #define MOE_RUNTIME_CPU_KERNELS_H
 
+#include "moe/Runtime/Cpu/Fp8.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -150,7 +152,18 @@ struct Fp8Gemms {
   enum class Scaling : uint8_t { Tensorwise = 1, Blockwise = 2 };
   Scaling scaling = Scaling::Tensorwise;
   int64_t block = 128;
+  /// Expert parallelism: tokens (and their gradients) travel to the
+  /// experts as FP8 codes with one scale per `block` elements of a row.
+  bool dispatch = false;
 };
+
+/// The format of gradients under `fp8`: E5M2 with tensorwise scales
+/// (Transformer Engine's hybrid recipe), E4M3 with blockwise ones, whose
+/// fine scales leave E4M3's range enough (DeepSeek-V3's recipe).
+inline Fp8Format fp8GradientFormat(const Fp8Gemms &fp8) {
+  return fp8.scaling == Fp8Gemms::Scaling::Blockwise ? Fp8Format::E4M3
+                                                     : Fp8Format::E5M2;
+}
 
 /// The most scratch memory an Experts (or, with `backward`, ExpertsGrad)
 /// instruction allocates for `rows` tokens of width H through experts of

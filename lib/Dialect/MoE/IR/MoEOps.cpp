@@ -535,7 +535,10 @@ static LogicalResult verifyExpertsShapes(Operation *op, Value x, Value weights,
 /// `fp8_block` is the block of blockwise FP8 scaling only, and positive.
 static LogicalResult verifyFp8Recipe(Operation *op,
                                      std::optional<Fp8Scaling> scaling,
-                                     std::optional<uint64_t> block) {
+                                     std::optional<uint64_t> block,
+                                     bool dispatch) {
+  if (dispatch && !scaling)
+    return op->emitOpError() << "has fp8_dispatch without fp8";
   if (!block)
     return success();
   if (scaling != Fp8Scaling::blockwise)
@@ -550,7 +553,7 @@ static LogicalResult verifyFp8Recipe(Operation *op,
 LogicalResult ExpertsOp::verify() {
   if (getResult().getType() != getInput().getType())
     return emitOpError() << "expected the result to have the input's type";
-  if (failed(verifyFp8Recipe(*this, getFp8(), getFp8Block())))
+  if (failed(verifyFp8Recipe(*this, getFp8(), getFp8Block(), getFp8Dispatch())))
     return failure();
   return verifyExpertsShapes(*this, getInput(), getWeights(), getIndices(),
                              getW1(), getW3(), getW2(),
@@ -558,7 +561,7 @@ LogicalResult ExpertsOp::verify() {
 }
 
 LogicalResult ExpertsGradOp::verify() {
-  if (failed(verifyFp8Recipe(*this, getFp8(), getFp8Block())))
+  if (failed(verifyFp8Recipe(*this, getFp8(), getFp8Block(), getFp8Dispatch())))
     return failure();
   if (failed(verifyExpertsShapes(*this, getInput(), getWeights(), getIndices(),
                                  getW1(), getW3(), getW2(),

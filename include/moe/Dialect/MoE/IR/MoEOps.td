@@ -415,12 +415,14 @@ def MoE_ExpertsOp : MoE_Op<"experts", [
     FP8: with `fp8` (see `#moe.fp8`), every expert GEMM reads its inputs
     rounded to FP8 (tokens, SwiGLU activations and weights in E4M3), scaled
     per tensor or, with `blockwise`, per `fp8_block` block; the VJP rounds
-    the same values and the gradients (E5M2).
+    the same values and the gradients. With `fp8_dispatch` as well, expert
+    parallelism sends the tokens to the experts as FP8 codes.
 
     Constraints: `input` is `[..., H]`; `weights` (f32) and `indices` (i32)
     are `[..., k]` with the input's leading dimensions; `w1` and `w3` are
     `[E, F, H]`, `w2` is `[E, H, F]`; the result has the input's type;
-    `fp8_block` (positive) goes with `fp8 = #moe.fp8<blockwise>` only.
+    `fp8_block` (positive) goes with `fp8 = #moe.fp8<blockwise>` only, and
+    `fp8_dispatch` with `fp8`.
 
     Example:
 
@@ -436,7 +438,8 @@ def MoE_ExpertsOp : MoE_Op<"experts", [
                        MoE_F32Tensor:$w3, MoE_F32Tensor:$w2,
                        OptionalAttr<StrArrayAttr>:$expert_axes,
                        OptionalAttr<MoE_Fp8ScalingAttr>:$fp8,
-                       OptionalAttr<I64Attr>:$fp8_block);
+                       OptionalAttr<I64Attr>:$fp8_block,
+                       UnitAttr:$fp8_dispatch);
   let results = (outs MoE_F32Tensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -881,7 +884,8 @@ def MoE_ExpertsGradOp : MoE_Op<"experts_grad", [
                        MoE_F32Tensor:$w2,
                        OptionalAttr<StrArrayAttr>:$expert_axes,
                        OptionalAttr<MoE_Fp8ScalingAttr>:$fp8,
-                       OptionalAttr<I64Attr>:$fp8_block);
+                       OptionalAttr<I64Attr>:$fp8_block,
+                       UnitAttr:$fp8_dispatch);
   let results = (outs MoE_F32Tensor:$input_grad, MoE_F32Tensor:$weights_grad,
                       MoE_F32Tensor:$w1_grad, MoE_F32Tensor:$w3_grad,
                       MoE_F32Tensor:$w2_grad);

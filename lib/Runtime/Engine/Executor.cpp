@@ -369,21 +369,18 @@ absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
         absl::StrCat("step ", step, " is outside [0, ",
                      std::numeric_limits<int32_t>::max(), "]"));
   *ids(prog->step) = static_cast<int32_t>(step);
-  if (pipelineStep)
-    return pipelineStep->run(tokens, targets, step,
-                             {storage->pointers, storage->scratch, groups,
-                              storage->packScratch, hooks, traceTo,
-                              expertChunks,
-                              threadsMayCommunicate && expertChunks > 1});
-  size_t count = static_cast<size_t>(tokensPerStep());
-  std::memcpy(ids(prog->tokens), tokens, count * sizeof(int32_t));
-  std::memcpy(ids(prog->targets), targets, count * sizeof(int32_t));
-
   engine::StepContext context{*prog, storage->pointers, storage->scratch,
                               groups, storage->packScratch};
   context.trace = traceTo;
   context.expertChunks = expertChunks;
   context.overlapExperts = threadsMayCommunicate && expertChunks > 1;
+  if (pipelineStep)
+    return pipelineStep->run(tokens, targets, step,
+                             {context, storage->pointers, hooks});
+  size_t count = static_cast<size_t>(tokensPerStep());
+  std::memcpy(ids(prog->tokens), tokens, count * sizeof(int32_t));
+  std::memcpy(ids(prog->targets), targets, count * sizeof(int32_t));
+
   for (size_t index = 0; index < prog->instructions.size(); ++index) {
     const Instruction &instruction = prog->instructions[index];
     if (hooks.beforeInstruction)

@@ -372,11 +372,7 @@ absl::Status PipelineStep::runAction(const PipelineAction &action, Slot &slot,
   if (absl::Status status = receive(action, slot); !status.ok())
     return status;
   env.pointers = slot.pointers;
-  StepContext context{program, env.pointers, env.scratch, env.groups,
-                      env.packScratch};
-  context.trace = env.trace;
-  context.expertChunks = env.expertChunks;
-  context.overlapExperts = env.overlapExperts;
+  const StepContext &context = env.context;
   int32_t stage = action.chunk * program.pipeline.stages + rank;
   for (size_t index : instructionsOf[stage * kActionKinds +
                                      kindIndex(action.kind)]) {
@@ -421,7 +417,7 @@ absl::StatusOr<StepResult> PipelineStep::run(const int32_t *tokens,
                                              int64_t step, Environment env) {
   const Pipeline &pipeline = program.pipeline;
   std::vector<uint8_t *> base = env.pointers;
-  trace = env.trace;
+  trace = env.context.trace;
   lossSum = 0;
   for (std::vector<float> &sum : gradientSums)
     std::fill(sum.begin(), sum.end(), 0.0f);
@@ -497,11 +493,9 @@ absl::StatusOr<StepResult> PipelineStep::optimize(int64_t step,
         pipeline.instructionStage[i] % pipeline.stages != rank)
       foreign[inst.operands[1]] = true;
   }
-  StepContext context{program, env.pointers, env.scratch, env.groups,
-                      env.packScratch};
+  StepContext context = env.context;
   context.stageGroup = stageGroup;
   context.foreignGradients = &foreign;
-  context.trace = env.trace;
   for (size_t index : optimizerInstructions) {
     const Instruction &instruction = program.instructions[index];
     if (env.hooks.beforeInstruction)

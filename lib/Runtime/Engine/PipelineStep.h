@@ -17,6 +17,7 @@
 #define MOE_LIB_RUNTIME_ENGINE_PIPELINESTEP_H
 
 #include "AlignedBuffer.h"
+#include "Dispatch.h"
 
 #include "moe/Runtime/Engine/Executor.h"
 #include "moe/Runtime/Program.h"
@@ -26,10 +27,6 @@
 #include <cstdint>
 #include <memory>
 #include <vector>
-
-namespace moe::rt::comm {
-class Group;
-} // namespace moe::rt::comm
 
 namespace moe::rt::io {
 class Trace;
@@ -66,21 +63,16 @@ public:
 
   ~PipelineStep();
 
-  /// What a step borrows from the executor: the address of every buffer
-  /// (persistent ones fixed, null for other stages' weights; temporaries,
-  /// tokens and targets are pointed at the running slot's, and on return at
-  /// the slot the optimizer ran in, so that outputs and gradients read as
-  /// after a plain step), the scratch vectors, the program's groups and the
-  /// hooks.
+  /// What a step borrows from the executor: its context for the step (the
+  /// trace and expert settings included), whose pointers are `pointers`:
+  /// persistent buffers fixed (null for other stages' weights), while
+  /// temporaries, tokens and targets are pointed at the running slot's, and
+  /// on return at the slot the optimizer ran in, so that outputs and
+  /// gradients read as after a plain step.
   struct Environment {
+    const StepContext &context;
     std::vector<uint8_t *> &pointers;
-    std::vector<float> &scratch;
-    const std::vector<std::unique_ptr<comm::Group>> &groups;
-    std::vector<float> &packScratch;
     const StepHooks &hooks;
-    io::Trace *trace = nullptr;
-    int64_t expertChunks = 1;
-    bool overlapExperts = false;
   };
   /// Runs the step: `tokens` and `targets` hold this rank's rows of every
   /// microbatch, microbatch after microbatch.

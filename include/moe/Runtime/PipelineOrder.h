@@ -12,6 +12,8 @@
 #include "moe/Pipeline/Schedule.h"
 #include "moe/Runtime/Program.h"
 
+#include <vector>
+
 namespace moe::rt {
 
 static_assert(static_cast<int>(PipelineAction::Kind::Forward) ==
@@ -43,6 +45,14 @@ inline pipeline::Phase toSchedule(PipelinePhase phase) {
 inline bool actionRuns(PipelineAction::Kind kind, PipelinePhase phase) {
   return pipeline::actionRuns(toSchedule(kind), toSchedule(phase));
 }
+
+/// The model stage holding each parameter and optimizer state of a
+/// pipelined program whose stage tags are in range: its AdamW's, or, for a
+/// parameter nothing updates, that of the first microbatch instruction
+/// reading it; -1 for the other buffers and for what no stage touches. The
+/// verifier requires every reader to be on that stage; the runtime keeps
+/// the buffer on that stage's rank only.
+std::vector<int32_t> persistentBufferStages(const Program &program);
 
 } // namespace moe::rt
 

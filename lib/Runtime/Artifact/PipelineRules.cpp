@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 
 namespace moe::rt::verifier {
 namespace {
@@ -171,18 +170,14 @@ absl::Status verifyDataflowOrder(const Program &program) {
   const Pipeline &pipeline = program.pipeline;
   std::vector<int64_t> producer = program.lastWriters();
   // Gradients: what the optimizer averages over the microbatches, each from
-  // the stage holding its parameter. A parameter lives where its AdamW
-  // runs, or where it is first read when nothing updates it.
+  // the stage holding its parameter (persistentBufferStages).
   std::map<uint32_t, int32_t> gradientStage;
-  std::map<uint32_t, int32_t> parameterStage;
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction &inst = program.instructions[i];
-    if (inst.opcode != Opcode::AdamW)
-      continue;
-    int32_t stage = pipeline.instructionStage[i];
-    gradientStage[inst.operands[1]] = stage;
-    parameterStage[inst.operands[0]] = stage;
+    if (inst.opcode == Opcode::AdamW)
+      gradientStage[inst.operands[1]] = pipeline.instructionStage[i];
   }
+  std::vector<int32_t> parameterStage = persistentBufferStages(program);
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction &inst = program.instructions[i];
     int32_t stage = pipeline.instructionStage[i];
@@ -192,13 +187,12 @@ absl::Status verifyDataflowOrder(const Program &program) {
       uint32_t b = inst.operands[o];
       const Buffer &buffer = program.buffers[b];
       if (buffer.kind == BufferKind::Parameter && !optimizer) {
-        auto owner = parameterStage.emplace(b, stage).first;
-        if (owner->second != stage)
+        if (parameterStage[b] != stage)
           return instructionError(
               program, i,
               absl::StrCat("reads ", describeBuffer(program, b),
                            " on pipeline stage ", stage,
-                           ", but it lives on stage ", owner->second));
+                           ", but it lives on stage ", parameterStage[b]));
       }
       if (buffer.kind != BufferKind::Temporary || producer[b] < 0)
         continue;
@@ -345,3 +339,26 @@ absl::Status verifyPipeline(const Program &program) {
 }
 
 } // namespace moe::rt::verifier
+
+namespace moe::rt {
+
+std::vector<int32_t> persistentBufferStages(const Program &program) {
+  const Pipeline &pipeline = program.pipeline;
+  std::vector<int32_t> stage(program.buffers.size(), -1);
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &inst = program.instructions[i];
+    if (inst.opcode == Opcode::AdamW)
+      for (size_t o : {0, 2, 3})
+        stage[inst.operands[o]] = pipeline.instructionStage[i];
+  }
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    if (pipeline.instructionPhase[i] == PipelinePhase::Optimizer)
+      continue;
+    for (uint32_t b : program.instructions[i].operands)
+      if (program.buffers[b].kind == BufferKind::Parameter && stage[b] < 0)
+        stage[b] = pipeline.instructionStage[i];
+  }
+  return stage;
+}
+
+} // namespace moe::rt

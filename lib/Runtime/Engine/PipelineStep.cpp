@@ -27,24 +27,6 @@ constexpr int kActionKinds = 4;
 
 size_t kindIndex(PipelineAction::Kind kind) { return static_cast<size_t>(kind); }
 
-/// The stage each parameter and optimizer state lives on: its AdamW's, or
-/// its first reader's when nothing updates it (-1: read by no stage).
-std::vector<int32_t> persistentStages(const Program &program) {
-  const Pipeline &pipeline = program.pipeline;
-  std::vector<int32_t> stage(program.buffers.size(), -1);
-  for (size_t i = 0; i < program.instructions.size(); ++i) {
-    const Instruction &inst = program.instructions[i];
-    if (inst.opcode == Opcode::AdamW)
-      for (size_t o : {0, 2, 3})
-        stage[inst.operands[o]] = pipeline.instructionStage[i];
-  }
-  for (size_t i = 0; i < program.instructions.size(); ++i)
-    for (uint32_t b : program.instructions[i].operands)
-      if (program.buffers[b].kind == BufferKind::Parameter && stage[b] < 0)
-        stage[b] = pipeline.instructionStage[i];
-  return stage;
-}
-
 /// The microbatches `rank` holds at once: each from its first action to its
 /// last (at least one, the optimizer's slot).
 size_t peakSlots(const Pipeline &pipeline, int32_t rank) {
@@ -72,7 +54,7 @@ uint64_t padded(uint64_t bytes) {
 
 uint64_t pipelineRankBytes(const Program &program, int32_t rank) {
   const Pipeline &pipeline = program.pipeline;
-  std::vector<int32_t> stages = persistentStages(program);
+  std::vector<int32_t> stages = persistentBufferStages(program);
   uint64_t bytes = 0;
   for (uint32_t b = 0; b < program.buffers.size(); ++b) {
     const Buffer &buffer = program.buffers[b];
@@ -161,7 +143,7 @@ PipelineStep::create(const Program &program, int32_t rank,
         pipeline.microbatches, " microbatches need more than ", kMaxTags,
         " message tags"));
 
-  std::vector<int32_t> stages = persistentStages(program);
+  std::vector<int32_t> stages = persistentBufferStages(program);
   runner->held.assign(program.buffers.size(), true);
   for (uint32_t b = 0; b < program.buffers.size(); ++b) {
     BufferKind kind = program.buffers[b].kind;

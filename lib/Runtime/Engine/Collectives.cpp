@@ -125,17 +125,21 @@ bool isCollective(Opcode opcode) {
          opcode == Opcode::ReduceScatter || opcode == Opcode::Slice;
 }
 
-int64_t packElements(const Program &program, size_t index) {
-  const Instruction &inst = program.instructions[index];
-  if (inst.opcode != Opcode::AllGather && inst.opcode != Opcode::ReduceScatter)
-    return 0;
-  if (blocksAround(blockBuffer(program, inst).shape, inst.intAttrs[1]).outer ==
-      1)
-    return 0;
-  // The whole (gathered or unscattered) tensor.
-  uint32_t whole =
-      inst.opcode == Opcode::AllGather ? inst.results[0] : inst.operands[0];
-  return program.buffers[whole].numElements();
+int64_t packElements(const Program &program) {
+  int64_t most = 0;
+  for (const Instruction &inst : program.instructions) {
+    if (inst.opcode != Opcode::AllGather &&
+        inst.opcode != Opcode::ReduceScatter)
+      continue;
+    if (blocksAround(blockBuffer(program, inst).shape, inst.intAttrs[1])
+            .outer == 1)
+      continue;
+    // The whole (gathered or unscattered) tensor.
+    uint32_t whole =
+        inst.opcode == Opcode::AllGather ? inst.results[0] : inst.operands[0];
+    most = std::max(most, program.buffers[whole].numElements());
+  }
+  return most;
 }
 
 absl::Status runCollective(const StepContext &context, size_t index) {

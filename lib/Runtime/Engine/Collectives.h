@@ -19,10 +19,10 @@ namespace moe::rt::engine {
 /// Whether `opcode` is one of the four collectives.
 bool isCollective(Opcode opcode);
 
-/// The pack space (in elements) instruction `index` needs: the size of its
-/// gathered or scattered buffer when its dimension has non-trivial
-/// dimensions before it, else 0.
-int64_t packElements(const Program &program, size_t index);
+/// The pack space (in elements) the program's collectives need: the size of
+/// the largest gathered or scattered buffer whose dimension has non-trivial
+/// dimensions before it (0 when there is none).
+int64_t packElements(const Program &program);
 
 /// Runs collective instruction `index` (isCollective) on its group.
 absl::Status runCollective(const StepContext &context, size_t index);

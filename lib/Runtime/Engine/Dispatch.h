@@ -37,7 +37,7 @@ struct StepContext {
   /// The communication group of each of the program's groups, by index.
   const std::vector<std::unique_ptr<comm::Group>> &groups;
   /// Space for collectives that pack or unpack strided blocks, as large as
-  /// the largest packElements() of the program.
+  /// packElements() of the program.
   std::vector<float> &packScratch;
   /// A pipelined step's optimizer: the group over the pipeline stages, and
   /// the gradients other stages hold. The global norm adds their squares

@@ -74,11 +74,8 @@ Executor::~Executor() = default;
 uint64_t Executor::bytesPerRank(const Program &program) {
   // Kernel scratch: AdamW's chunks, strided collectives' packing, and the
   // experts' gathered rows or attention's blocks, one instruction at a time.
-  uint64_t pack = 0;
-  for (size_t i = 0; i < program.instructions.size(); ++i)
-    pack = std::max<uint64_t>(pack, engine::packElements(program, i));
   uint64_t scratch = Storage::kAdamwScratchFloats * sizeof(float) +
-                     pack * sizeof(float) +
+                     engine::packElements(program) * sizeof(float) +
                      engine::kernelWorkspaceBytes(program);
   if (program.pipeline.enabled()) {
     uint64_t most = 0;
@@ -245,10 +242,7 @@ absl::Status Executor::allocate() {
     if (absl::Status status = pipelineStep->reserve(storage->pointers);
         !status.ok())
       return status;
-  int64_t pack = 0;
-  for (size_t i = 0; i < prog->instructions.size(); ++i)
-    pack = std::max(pack, engine::packElements(*prog, i));
-  storage->packScratch.resize(pack);
+  storage->packScratch.resize(engine::packElements(*prog));
   lossReadyAt = lastWriterOf(*prog, prog->loss);
   gradNormReadyAt = lastWriterOf(*prog, prog->gradNorm);
   return absl::OkStatus();

@@ -64,12 +64,10 @@ private:
 };
 } // namespace
 
-/// Refuses a program whose memory exceeds the machine's physical memory,
-/// instead of letting the kernel kill the process half-way through
-/// initialisation.
-static absl::Status checkFitsInMemory(const Program &program,
-                                      const std::string &path) {
-  uint64_t bytes = Executor::bytesPerRank(program);
+/// Refuses a program needing more than the machine's physical memory
+/// (`bytes`, Executor::bytesPerRank), instead of letting the kernel kill
+/// the process half-way through initialisation.
+static absl::Status checkFitsInMemory(uint64_t bytes, const std::string &path) {
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || pageSize <= 0)
     return absl::OkStatus();
@@ -141,12 +139,12 @@ absl::Status Run::setUp() {
   absl::StatusOr<Program> program = readArtifact(options.artifactPath);
   if (!program.ok())
     return program.status();
-  if (absl::Status s = checkFitsInMemory(*program, options.artifactPath);
+  plannedBytes = Executor::bytesPerRank(*program);
+  if (absl::Status s = checkFitsInMemory(plannedBytes, options.artifactPath);
       !s.ok())
     return s;
   if (absl::Status s = checkSingleRankFeatures(*program); !s.ok())
     return s;
-  plannedBytes = Executor::bytesPerRank(*program);
   // OpenBLAS packs GEMM panels into buffers it touches on first use; a
   // GEMM large enough to use them all, now, keeps them out of the growth
   // measured from here on, which is then the step's own memory.

@@ -45,14 +45,28 @@ llvm::SetVector<Operation *> mlir::moe::forwardOps(func::FuncOp step) {
   return forward;
 }
 
+/// Whether `user` belongs to the backward pass (or the optimizer) of the
+/// step whose forward pass is `forward`: a reader that keeps a forward
+/// value alive past the forward pass.
+static bool isBackwardReader(Operation *user,
+                             const llvm::SetVector<Operation *> &forward) {
+  return !forward.contains(user) && !isa<func::ReturnOp>(user);
+}
+
+/// Whether the backward pass reads `value`, a forward value.
+static bool isSavedActivation(Value value,
+                              const llvm::SetVector<Operation *> &forward) {
+  return llvm::any_of(value.getUsers(), [&](Operation *user) {
+    return isBackwardReader(user, forward);
+  });
+}
+
 uint64_t mlir::moe::savedActivationBytes(func::FuncOp step) {
   llvm::SetVector<Operation *> forward = forwardOps(step);
   uint64_t bytes = 0;
   for (Operation *op : forward)
     for (Value result : op->getResults())
-      if (llvm::any_of(result.getUsers(), [&](Operation *user) {
-            return !forward.contains(user) && !isa<func::ReturnOp>(user);
-          }))
+      if (isSavedActivation(result, forward))
         bytes += tensorBytes(result.getType());
   return bytes;
 }
@@ -85,14 +99,8 @@ public:
   llvm::SetVector<Operation *> forward;
 
 private:
-  bool isSaved(Value value) const;
+  bool isSaved(Value value) const { return isSavedActivation(value, forward); }
 };
-
-bool Rematerializer::isSaved(Value value) const {
-  return llvm::any_of(value.getUsers(), [&](Operation *user) {
-    return !forward.contains(user) && !isa<func::ReturnOp>(user);
-  });
-}
 
 std::vector<Candidate> Rematerializer::candidates() {
   std::vector<Candidate> result;
@@ -144,7 +152,7 @@ void Rematerializer::apply(ArrayRef<Operation *> chosen,
     for (Operation *user : op->getUsers()) {
       if (set.contains(user))
         consider(anchor.lookup(user));
-      else if (!forward.contains(user) && !isa<func::ReturnOp>(user))
+      else if (isBackwardReader(user, forward))
         consider(user);
     }
     anchor[op] = first;
@@ -160,8 +168,7 @@ void Rematerializer::apply(ArrayRef<Operation *> chosen,
          llvm::zip(op->getResults(), clone->getResults()))
       original.replaceUsesWithIf(copy, [&](OpOperand &use) {
         Operation *user = use.getOwner();
-        return user != clone && !forward.contains(user) &&
-               !isa<func::ReturnOp>(user) && !set.contains(user) &&
+        return user != clone && isBackwardReader(user, forward) &&
                !user->hasAttr(kRecomputedAttrName);
       });
   }

@@ -65,6 +65,14 @@ private:
   void hoistUnnamedOps();
   void deferGradientReductions();
 
+  /// Fills `ops` in block order.
+  void collectOps() {
+    ops.clear();
+    for (Operation &op : step.getBody().front().without_terminator())
+      if (!isa<GetParamOp>(op))
+        ops.push_back(&op);
+  }
+
   /// The tagged op defining `value`, or null (arguments, parameters).
   Operation *taggedDefiningOp(Value value) const {
     Operation *def = value.getDefiningOp();
@@ -83,10 +91,7 @@ private:
 };
 
 void StageSplitter::assignPhases() {
-  Block &body = step.getBody().front();
-  for (Operation &op : body.without_terminator())
-    if (!isa<GetParamOp>(op))
-      ops.push_back(&op);
+  collectOps();
   llvm::SetVector<Operation *> forward = forwardOps(step);
   for (Operation *op : ops)
     phase[op] = isOptimizerOp(op)   ? PipelinePhase::Optimizer
@@ -306,10 +311,7 @@ void StageSplitter::hoistUnnamedOps() {
       op->moveAfter(last);
   }
   // Later steps walk the ops in their new block order.
-  ops.clear();
-  for (Operation &op : step.getBody().front().without_terminator())
-    if (!isa<GetParamOp>(op))
-      ops.push_back(&op);
+  collectOps();
 }
 
 /// A reduction of a gradient that only the optimizer reads (a data-parallel

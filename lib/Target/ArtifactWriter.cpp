@@ -207,13 +207,15 @@ FailureOr<PendingInstruction> ArtifactBuilder::describe(Operation *op) {
   };
   auto f = [](FloatAttr attr) { return attr.getValue().convertToFloat(); };
   // The experts' FP8 recipe as float attributes (version 1.3): the scaling
-  // (1 tensorwise, 2 blockwise), the block (128 unless given) and whether
-  // tokens travel in FP8.
+  // (0 none, i.e. FP8 on the wire only, 1 tensorwise, 2 blockwise, 3
+  // delayed; 1.4), the block (128 unless given) and whether tokens travel
+  // in FP8.
   auto fp8Recipe = [](std::optional<Fp8Scaling> scaling,
                       std::optional<uint64_t> block, bool dispatch) {
     SmallVector<float> floats;
-    if (scaling) {
-      floats.push_back(static_cast<float>(static_cast<int>(*scaling)));
+    if (scaling || dispatch) {
+      floats.push_back(
+          scaling ? static_cast<float>(static_cast<int>(*scaling)) : 0.0f);
       floats.push_back(static_cast<float>(block.value_or(128)));
       floats.push_back(dispatch ? 1.0f : 0.0f);
     }
@@ -339,6 +341,12 @@ FailureOr<PendingInstruction> ArtifactBuilder::describe(Operation *op) {
                        {int64_t(o.getWarmup()), int64_t(o.getDecaySteps())},
                        {f(o.getPeakAttr()), f(o.getMinAttr())});
           })
+          .Case([&](Fp8AmaxUpdateOp o) {
+            SmallVector<int64_t> ints;
+            if (std::optional<ArrayAttr> axes = o.getAxes())
+              ints.push_back(groupOf(names(*axes)));
+            return set(fb::Opcode::Fp8AmaxUpdate, ints);
+          })
           .Case([&](AdamWUpdateOp o) {
             return set(fb::Opcode::AdamW, {},
                        {f(o.getBeta1Attr()), f(o.getBeta2Attr()),
@@ -364,9 +372,17 @@ FailureOr<PendingInstruction> ArtifactBuilder::describe(Operation *op) {
                      valueBuffers.lookup(update.getLr()),
                      valueBuffers.lookup(update.getGradScale()),
                      valueBuffers.lookup(update.getStep())};
+  } else if (auto update = dyn_cast<Fp8AmaxUpdateOp>(op)) {
+    if (!updated.insert(update.getHistoryAttr()).second)
+      return update.emitOpError() << "updates " << update.getHistoryAttr()
+                                  << " a second time in one step";
+    inst.operands = {paramBuffer(update.getHistoryAttr())};
   } else {
     for (Value operand : op->getOperands())
       inst.operands.push_back(valueBuffers.lookup(operand));
+    // Delayed FP8 scaling's amax history follows the weights.
+    if (auto history = op->getAttrOfType<FlatSymbolRefAttr>("fp8_history"))
+      inst.operands.push_back(paramBuffer(history));
   }
   inst.location = locationString(op->getLoc());
   return inst;

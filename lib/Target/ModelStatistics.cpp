@@ -39,7 +39,8 @@ static void accountPipelineRanks(ModuleOp module, func::FuncOp step,
     return;
   int64_t ranks = ranksAttr.getInt();
   SymbolTable symbols(module);
-  std::vector<uint64_t> params(ranks, 0), states(ranks, 0);
+  std::vector<uint64_t> params(ranks, 0), states(ranks, 0),
+      histories(ranks, 0);
   step.walk([&](AdamWUpdateOp update) {
     auto stage = update->getAttrOfType<IntegerAttr>(kPipelineStageAttrName);
     if (!stage || stage.getInt() < 0)
@@ -53,12 +54,21 @@ static void accountPipelineRanks(ModuleOp module, func::FuncOp step,
     states[rank] += bytesOf(update.getExpAvgAttr()) +
                     bytesOf(update.getExpAvgSqAttr());
   });
+  // An amax history lives on the stage that moves it on.
+  step.walk([&](Fp8AmaxUpdateOp update) {
+    auto stage = update->getAttrOfType<IntegerAttr>(kPipelineStageAttrName);
+    auto param = symbols.lookup<ParamOp>(update.getHistoryAttr().getAttr());
+    if (stage && stage.getInt() >= 0 && param)
+      histories[stage.getInt() % ranks] += tensorBytes(param.getTensorType());
+  });
+  auto held = [&](int64_t r) { return params[r] + states[r] + histories[r]; };
   int64_t busiest = 0;
   for (int64_t r = 1; r < ranks; ++r)
-    if (params[r] + states[r] > params[busiest] + states[busiest])
+    if (held(r) > held(busiest))
       busiest = r;
   stats.paramBytes = params[busiest];
   stats.optimizerStateBytes = states[busiest];
+  stats.fp8HistoryBytes = histories[busiest];
   stats.ranks *= ranks;
 }
 
@@ -106,6 +116,10 @@ ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
       elements *= size;
     if (param.getKind() == ParamKind::optimizer_state) {
       stats.optimizerStateBytes += localElements * 4;
+      continue;
+    }
+    if (param.getKind() == ParamKind::fp8_history) {
+      stats.fp8HistoryBytes += localElements * 4;
       continue;
     }
     stats.paramBytes += localElements * 4;
@@ -198,6 +212,8 @@ void mlir::moe::printMemoryReport(const ModelStatistics &stats,
   printBytesRow(os, "parameters", stats.paramBytes);
   printBytesRow(os, "optimizer state (AdamW m, v)",
                 stats.optimizerStateBytes);
+  if (stats.fp8HistoryBytes > 0)
+    printBytesRow(os, "fp8 amax histories", stats.fp8HistoryBytes);
   printBytesRow(os, "step inputs (tokens, targets, step)", stats.inputBytes);
   printBytesRow(os, "arena: activations and gradients", stats.arenaBytes);
   printBytesRow(os, "  of which live at the peak", stats.peakLiveBytes);
@@ -206,7 +222,8 @@ void mlir::moe::printMemoryReport(const ModelStatistics &stats,
                 stats.keptActivationBytes);
   printBytesRow(os, "kernel workspace", stats.workspaceBytes);
   uint64_t total = stats.paramBytes + stats.optimizerStateBytes +
-                   stats.inputBytes + stats.arenaBytes + stats.workspaceBytes;
+                   stats.fp8HistoryBytes + stats.inputBytes +
+                   stats.arenaBytes + stats.workspaceBytes;
   printBytesRow(os, "total (peak)", total);
   if (stats.memoryBudget > 0) {
     printBytesRow(os, "budget", stats.memoryBudget);

@@ -135,7 +135,8 @@ public:
                                      /*expert_axes=*/ArrayAttr(),
                                      /*fp8=*/Fp8ScalingAttr(),
                                      /*fp8_block=*/IntegerAttr(),
-                                     /*fp8_dispatch=*/UnitAttr());
+                                     /*fp8_dispatch=*/UnitAttr(),
+                                     /*fp8_history=*/FlatSymbolRefAttr());
     Value aux = body.create<AuxLossOp>(
         loc, RankedTensorType::get({}, body.getF32Type()), router.getProbs(),
         body.getI64IntegerAttr(topK), /*token_axes=*/ArrayAttr());

@@ -1,6 +1,16 @@
 //===- Fp8.cpp - mark the GEMMs that run in FP8 ---------------------------===//
+//
+// The pass decides per target: where GEMMs cannot read FP8 (the A100), FP8
+// is kept for what it can still do there, the expert token dispatch, and the
+// GEMMs stay in full precision. Delayed scaling declares one amax history
+// per expert layer, a persistent parameter the step updates; moe-optimizer
+// ends its step.
+//
+//===----------------------------------------------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Transforms/Passes.h"
+#include "moe/Transforms/Target.h"
 #include "moe/Transforms/Transforms.h"
 
 #include "mlir/IR/Builders.h"
@@ -13,26 +23,89 @@ namespace mlir::moe {
 using namespace mlir;
 using namespace mlir::moe;
 
-LogicalResult mlir::moe::applyFp8(func::FuncOp function, StringRef gemms,
-                                  Fp8Scaling scaling, int64_t block,
-                                  bool dispatch) {
-  if (gemms != "experts")
+static_assert(kFp8HistoryRoles == ::moe::rt::cpu::kFp8ExpertRoles,
+              "the compiler's amax histories are the kernels'");
+
+static constexpr llvm::StringLiteral kW1Suffix = "{e}.w1.weight";
+
+/// The amax history's name: the experts' own prefix (from w1's HF name)
+/// with "fp8_amax_history", or a numbered name for experts whose weights are
+/// not parameters.
+static std::string historyName(ExpertsOp experts, unsigned index) {
+  if (auto read = experts.getW1().getDefiningOp<GetParamOp>()) {
+    StringRef w1 = read.getParam();
+    if (w1.ends_with(kW1Suffix))
+      return (w1.drop_back(kW1Suffix.size()) + "fp8_amax_history").str();
+  }
+  return ("fp8_amax_history." + Twine(index)).str();
+}
+
+/// Declares the zero-initialised amax history of `experts` before
+/// `function`.
+static ParamOp declareHistory(func::FuncOp function, ExpertsOp experts,
+                              unsigned index, int64_t pastSteps) {
+  OpBuilder builder(function);
+  int64_t numExperts =
+      cast<ShapedType>(experts.getW1().getType()).getDimSize(0);
+  auto type = RankedTensorType::get(
+      {numExperts, kFp8HistoryRoles, pastSteps + 1}, builder.getF32Type());
+  return builder.create<ParamOp>(
+      experts.getLoc(), historyName(experts, index), type, InitKind::zeros,
+      FloatAttr(), ParamKind::fp8_history, /*no_weight_decay=*/true,
+      ShardingAttr());
+}
+
+LogicalResult mlir::moe::applyFp8(func::FuncOp function,
+                                  const Fp8Policy &policy) {
+  if (policy.gemms != "experts" && policy.gemms != "none")
     return function.emitOpError()
-           << "fp8 for the '" << gemms
-           << "' GEMMs is not supported: choose 'experts'";
-  if (block <= 0 || block > 65536)
+           << "fp8 for the '" << policy.gemms
+           << "' GEMMs is not supported: choose 'experts' or 'none'";
+  if (policy.block <= 0 || policy.block > 65536)
     return function.emitOpError()
-           << "expected an fp8 block in [1, 65536], found " << block;
+           << "expected an fp8 block in [1, 65536], found " << policy.block;
+  if (policy.scaling == Fp8Scaling::delayed &&
+      (policy.pastSteps < 1 || policy.pastSteps > 65536))
+    return function.emitOpError()
+           << "expected an fp8 amax history of [1, 65536] steps, found "
+           << policy.pastSteps;
+  bool gemms = policy.gemms == "experts";
+  bool dispatch = policy.dispatch;
+  if (gemms && !policy.target.fp8Gemms) {
+    // Storage and communication only: the tokens still travel in FP8.
+    function.emitWarning()
+        << "target '" << policy.target.name << "' (sm_"
+        << policy.target.computeCapability
+        << ") has no fp8 tensor cores: the expert GEMMs stay in full "
+           "precision, and fp8 carries only the expert token dispatch";
+    gemms = false;
+    dispatch = true;
+  }
+  if (!gemms && !dispatch)
+    return function.emitOpError()
+           << "has nothing to run in fp8: no GEMMs and no dispatch";
+
   Builder builder(function.getContext());
   unsigned marked = 0;
-  function.walk([&](ExpertsOp experts) {
-    experts.setFp8Attr(Fp8ScalingAttr::get(function.getContext(), scaling));
-    if (scaling == Fp8Scaling::blockwise)
-      experts.setFp8BlockAttr(builder.getI64IntegerAttr(block));
+  SmallVector<ExpertsOp> layers;
+  function.walk([&](ExpertsOp experts) { layers.push_back(experts); });
+  for (ExpertsOp experts : layers) {
+    if (gemms) {
+      experts.setFp8Attr(
+          Fp8ScalingAttr::get(function.getContext(), policy.scaling));
+      if (policy.scaling == Fp8Scaling::delayed) {
+        ParamOp history =
+            declareHistory(function, experts, marked, policy.pastSteps);
+        experts.setFp8HistoryAttr(
+            FlatSymbolRefAttr::get(history.getSymNameAttr()));
+      }
+    }
+    if ((gemms && policy.scaling == Fp8Scaling::blockwise) || !gemms)
+      experts.setFp8BlockAttr(builder.getI64IntegerAttr(policy.block));
     if (dispatch)
       experts.setFp8Dispatch(true);
     ++marked;
-  });
+  }
   if (marked == 0)
     return function.emitOpError()
            << "has no expert GEMMs to run in fp8 (a dense model?)";
@@ -47,12 +120,19 @@ struct Fp8Pass : public mlir::moe::impl::Fp8Base<Fp8Pass> {
     std::optional<Fp8Scaling> parsed = symbolizeFp8Scaling(scaling);
     if (!parsed) {
       module.emitError() << "unknown fp8 scaling '" << scaling
-                         << "': expected tensorwise or blockwise";
+                         << "': expected tensorwise, blockwise or delayed";
+      return signalPassFailure();
+    }
+    const Target *known = lookupTarget(target);
+    if (!known) {
+      module.emitError() << "unknown target '" << target
+                         << "': expected cpu, a100, h100 or h200";
       return signalPassFailure();
     }
     FailureOr<func::FuncOp> forward =
         lookupFunction(module, function, "to run in fp8");
-    if (failed(forward) || failed(applyFp8(*forward, gemms, *parsed, block, dispatch)))
+    Fp8Policy policy{gemms, *parsed, block, dispatch, amaxHistory, *known};
+    if (failed(forward) || failed(applyFp8(*forward, policy)))
       return signalPassFailure();
   }
 };

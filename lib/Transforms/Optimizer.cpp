@@ -101,6 +101,13 @@ LogicalResult mlir::moe::appendOptimizerStep(func::FuncOp step,
         builder.getF32FloatAttr(settings.eps),
         builder.getF32FloatAttr(decay));
   }
+  // Delayed FP8 scaling: each amax history moves on after the step's last
+  // GEMM has folded its amaxes in.
+  for (ParamOp history : module.getOps<ParamOp>())
+    if (history.getKind() == ParamKind::fp8_history)
+      builder.create<Fp8AmaxUpdateOp>(
+          loc, FlatSymbolRefAttr::get(history.getSymNameAttr()),
+          FlatSymbolRefAttr(), ArrayAttr());
   Value loss = returnOp.getOperand(0);
   builder.create<func::ReturnOp>(returnOp.getLoc(),
                                  ValueRange{loss, norm, lr});

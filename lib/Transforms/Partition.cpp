@@ -86,6 +86,8 @@ private:
   Value reshard(Value global, const Dims &target, Location loc);
   LogicalResult partitionRuled(Operation *op, const ShardingRule &rule);
   LogicalResult partitionOp(Operation *op);
+  DimAxes expertAxesOf(Operation *op, const ShardingRule &rule);
+  LogicalResult shardFp8Histories();
   void localizeParams();
 
   ModuleOp module;
@@ -301,8 +303,7 @@ LogicalResult Partitioner::partitionRuled(Operation *op,
   // the expert factor contributes no partial sums.
   DimAxes expertAxes;
   if (isa<ExpertsOp, ExpertsGradOp>(op)) {
-    unsigned expertFactor = rule.getOperands()[4][0].front();
-    expertAxes = axes[expertFactor];
+    expertAxes = expertAxesOf(op, rule);
     DimAxes tokenAxesOfOp;
     for (auto [f, factor] : llvm::enumerate(rule.getFactors()))
       if (StringRef(factor.name).starts_with("*"))
@@ -440,6 +441,24 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     builder.clone(*op, mapping);
     return success();
   }
+  if (auto update = dyn_cast<Fp8AmaxUpdateOp>(op)) {
+    // The ranks that differ only on the axes the history is not split over
+    // hold the same block: their amaxes combine into one maximum.
+    auto param = module.lookupSymbol<ParamOp>(update.getHistoryAttr());
+    DimAxes split;
+    if (param.getSharding())
+      split = param.getSharding()->axesOf(0);
+    SmallVector<StringRef> copies;
+    for (StringRef axis : mesh.getAxes().getAsValueRange<StringAttr>())
+      if (!llvm::is_contained(split, axis) && *mesh.getAxisSize(axis) > 1)
+        copies.push_back(axis);
+    auto clone = cast<Fp8AmaxUpdateOp>(builder.clone(*op));
+    if (!copies.empty()) {
+      clone.setMeshAttr(meshRef);
+      clone.setAxesAttr(axesAttr(copies));
+    }
+    return success();
+  }
   if (auto norm = dyn_cast<GlobalNormOp>(op)) {
     // Gradients are norm'ed where their AdamW update wants them (FSDP: the
     // reduce-scattered shards), so the reduction is shared and each rank
@@ -485,6 +504,33 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   return partitionRuled(op, rule->second);
 }
 
+/// The axes the experts of an ExpertsOp or ExpertsGradOp are split over.
+DimAxes Partitioner::expertAxesOf(Operation *op, const ShardingRule &rule) {
+  unsigned expertFactor = rule.getOperands()[4][0].front();
+  return factorAxes(op, rule)[expertFactor];
+}
+
+/// An FP8 amax history is split like the experts it belongs to, so each
+/// rank holds the histories of its own experts. Set before the parameters
+/// turn local.
+LogicalResult Partitioner::shardFp8Histories() {
+  for (auto [op, rule] : rules) {
+    auto history = op->getAttrOfType<FlatSymbolRefAttr>("fp8_history");
+    if (!history || !isa<ExpertsOp, ExpertsGradOp>(op))
+      continue;
+    auto param = module.lookupSymbol<ParamOp>(history.getAttr());
+    SmallVector<SmallVector<StringRef>> dims(param.getTensorType().getRank());
+    dims[0] = SmallVector<StringRef>(expertAxesOf(op, rule));
+    auto sharding = ShardingAttr::get(meshRef, dims);
+    if (param.getShardingAttr() && param.getShardingAttr() != sharding)
+      return op->emitOpError()
+             << "splits its experts unlike another user of " << history
+             << ", which holds " << param.getShardingAttr();
+    param.setShardingAttr(sharding);
+  }
+  return success();
+}
+
 void Partitioner::localizeParams() {
   for (ParamOp param : module.getOps<ParamOp>()) {
     if (!param.getSharding())
@@ -520,6 +566,8 @@ LogicalResult Partitioner::run() {
     original.push_back(&op);
   // Local parameter types first: get_param of a localized parameter reads
   // its local block.
+  if (failed(shardFp8Histories()))
+    return failure();
   localizeParams();
   for (Operation *op : original)
     if (failed(partitionOp(op)))

@@ -41,8 +41,8 @@ StringRef mlir::moe::toString(PipelinePhase phase) {
 namespace {
 
 bool isOptimizerOp(Operation *op) {
-  return isa<AdamWUpdateOp, GlobalNormOp, ClipCoefficientOp, LearningRateOp>(
-      op);
+  return isa<AdamWUpdateOp, GlobalNormOp, ClipCoefficientOp, LearningRateOp,
+             Fp8AmaxUpdateOp>(op);
 }
 
 class StageSplitter {
@@ -198,22 +198,34 @@ LogicalResult StageSplitter::assignOptimizerStages() {
   for (Operation *op : ops) {
     if (!stage.count(op))
       continue;
-    for (Value operand : op->getOperands()) {
-      auto read = operand.getDefiningOp<GetParamOp>();
-      if (!read)
-        continue;
-      auto [it, inserted] =
-          paramStage.try_emplace(read.getParamAttr().getAttr(), stage[op]);
+    SmallVector<FlatSymbolRefAttr> params;
+    for (Value operand : op->getOperands())
+      if (auto read = operand.getDefiningOp<GetParamOp>())
+        params.push_back(read.getParamAttr());
+    // Delayed FP8 scaling's amax history, read and updated in place.
+    if (auto history = op->getAttrOfType<FlatSymbolRefAttr>("fp8_history"))
+      params.push_back(history);
+    for (FlatSymbolRefAttr param : params) {
+      auto [it, inserted] = paramStage.try_emplace(param.getAttr(), stage[op]);
       if (!inserted && it->second != stage[op])
         return op->emitOpError()
-               << "reads " << read.getParamAttr() << " on pipeline stage "
-               << stage[op] << ", which stage " << it->second
+               << "reads " << param << " on pipeline stage " << stage[op]
+               << ", which stage " << it->second
                << " reads too: a parameter lives on one stage";
     }
   }
   for (Operation *op : ops) {
     if (phase[op] != PipelinePhase::Optimizer)
       continue;
+    if (auto history = dyn_cast<Fp8AmaxUpdateOp>(op)) {
+      auto it = paramStage.find(history.getHistoryAttr().getAttr());
+      if (it == paramStage.end())
+        return history.emitOpError()
+               << "updates " << history.getHistoryAttr()
+               << ", which no pipeline stage reads";
+      stage[op] = it->second;
+      continue;
+    }
     auto update = dyn_cast<AdamWUpdateOp>(op);
     if (!update) {
       stage[op] = -1;

@@ -247,7 +247,8 @@ LogicalResult mlir::moe::seedShardings(ModuleOp module, func::FuncOp step,
     weightSeeds[param.getSymName()] = {*param.getSharding(), origin};
   }
   for (ParamOp param : module.getOps<ParamOp>()) {
-    if (param.getKind() == ParamKind::weight)
+    // FP8 amax histories follow their experts when partitioned.
+    if (param.getKind() != ParamKind::optimizer_state)
       continue;
     StringRef weight = param.getSymName();
     weight = weight.drop_back(weight.ends_with(".exp_avg_sq")

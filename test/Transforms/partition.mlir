@@ -1,4 +1,12 @@
 // RUN: moe-opt %s --split-input-file --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-propagate-sharding --moe-partition --verify-diagnostics | FileCheck %s
+// RUN: moe-opt %S/Inputs/delayed-fp8.mlir --moe-expand-transformer --moe-fp8="scaling=delayed amax-history=4" --moe-autodiff --moe-optimizer --moe-propagate-sharding --moe-partition | FileCheck %s --check-prefix=FP8
+
+// An FP8 amax history is split like its experts, over ep: each rank keeps
+// the histories of its 2 experts. Ranks differing on dp hold copies, whose
+// amaxes the update combines into one maximum.
+// FP8: moe.param @model.layers.0.block_sparse_moe.experts.fp8_amax_history : tensor<2x9x5xf32> {{{.*}}sharding = #moe.sharding<@mesh, [{ep}, {}, {}]>}
+// FP8: moe.experts {{.*}}expert_axes = ["ep"], fp8 = #moe.fp8<delayed>, fp8_history = @model.layers.0.block_sparse_moe.experts.fp8_amax_history
+// FP8: moe.fp8_amax_update @model.layers.0.block_sparse_moe.experts.fp8_amax_history {axes = ["dp"], mesh = @mesh}
 
 // FSDP x tensor parallelism with Megatron's sequence parallelism: weights
 // are stored as per-rank blocks and gathered over fsdp right before use;

@@ -1,4 +1,5 @@
 // RUN: moe-opt %models/tiny.mlir --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-split-pipeline-stages="unit-stages=0,0,1,1 ranks=2 split-weight-gradients=true" | FileCheck %s --check-prefix=TINY
+// RUN: moe-opt %models/tiny.mlir --moe-expand-transformer --moe-fp8="scaling=delayed" --moe-autodiff --moe-optimizer --moe-split-pipeline-stages="unit-stages=0,0,0,1 ranks=2" | FileCheck %s --check-prefix=FP8
 // RUN: not moe-opt %models/tiny.mlir --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-split-pipeline-stages="unit-stages=1,0,1,1 ranks=2" 2>&1 | FileCheck %s --check-prefix=ORDER
 // RUN: not moe-opt %models/tiny.mlir --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-split-pipeline-stages="unit-stages=0,1" 2>&1 | FileCheck %s --check-prefix=UNITS
 // RUN: not moe-opt %s --moe-split-pipeline-stages="function=shared unit-stages=0,0,1,1 ranks=2" 2>&1 | FileCheck %s --check-prefix=SHARED
@@ -25,6 +26,11 @@
 // TINY: moe.global_norm {{.*}}moe.pipeline_phase = "optimizer", moe.pipeline_stage = -1 : i64
 // TINY: moe.adamw_update @model.embed_tokens.weight, {{.*}}moe.pipeline_phase = "optimizer", moe.pipeline_stage = 0 : i64
 // TINY: moe.adamw_update @lm_head.weight, {{.*}}moe.pipeline_phase = "optimizer", moe.pipeline_stage = 1 : i64
+
+// An FP8 amax history lives with the experts that read it (layer 1 on
+// stage 0 here), and moves on in that stage's optimizer.
+// FP8: moe.experts {{.*}}moe.pipeline_phase = "forward", moe.pipeline_stage = 0 : i64
+// FP8: moe.fp8_amax_update @model.layers.1.block_sparse_moe.experts.fp8_amax_history {moe.pipeline_phase = "optimizer", moe.pipeline_stage = 0 : i64}
 
 // ORDER: error: 'moe.rms_norm' op in the forward of pipeline stage 0 reads a value of the forward of stage 1, which a pipeline schedule runs later
 // UNITS: error: 'moe.rms_norm' op belongs to pipeline unit 2, but only 2 units have a stage

@@ -13,6 +13,7 @@
 #include "moe/Target/ShardingReport.h"
 #include "moe/Transforms/Sharding.h"
 #include "moe/Transforms/Passes.h"
+#include "moe/Transforms/Target.h"
 #include "moe/Pipeline/Schedule.h"
 #include "moe/Transforms/Pipeline.h"
 #include "moe/Transforms/Transforms.h"
@@ -107,16 +108,29 @@ static cl::opt<std::string> fp8Gemms(
 static cl::opt<std::string> fp8Scaling(
     "fp8-scaling",
     cl::desc("FP8 scales: blockwise (1 x block activations and gradients, "
-             "block x block weights, all E4M3; default) or tensorwise (per "
-             "GEMM input, E5M2 gradients)"),
+             "block x block weights, all E4M3; default), tensorwise (per "
+             "GEMM input from its amax, E5M2 gradients) or delayed (per GEMM "
+             "input from its amax history, E5M2 gradients)"),
     cl::init("blockwise"), cl::cat(moecCategory));
+static cl::opt<int64_t> fp8AmaxHistory(
+    "fp8-amax-history",
+    cl::desc("delayed FP8 scaling: the past steps whose largest amax sets a "
+             "scale"),
+    cl::init(16), cl::cat(moecCategory));
+static cl::opt<std::string> target(
+    "target",
+    cl::desc("the hardware the step is compiled for: cpu (default; FP8 "
+             "emulated), a100 (no FP8 GEMMs: FP8 only for the expert "
+             "dispatch), h100, h200"),
+    cl::init("cpu"), cl::cat(moecCategory));
 static cl::opt<int64_t> fp8Block("fp8-block",
                                  cl::desc("the block of blockwise FP8 scales"),
                                  cl::init(128), cl::cat(moecCategory));
 static cl::opt<bool> fp8Dispatch(
     "fp8-dispatch",
-    cl::desc("with --fp8=experts and expert parallelism, send tokens to the "
-             "experts as FP8 codes (a quarter of the bytes)"),
+    cl::desc("with expert parallelism, send tokens to the experts as FP8 "
+             "codes (a quarter of the bytes); alone, the GEMMs stay in full "
+             "precision"),
     cl::init(false), cl::cat(moecCategory));
 static cl::opt<std::string> memoryBudget(
     "memory-budget",
@@ -319,16 +333,19 @@ int main(int argc, char **argv) {
       return 1;
   } else {
     std::optional<mlir::moe::Fp8Options> fp8;
-    if (fp8Dispatch && fp8Gemms.empty()) {
-      llvm::errs() << "moec: error: --fp8-dispatch needs --fp8=experts\n";
+    if (!mlir::moe::lookupTarget(target)) {
+      llvm::errs() << "moec: error: unknown target '" << target
+                   << "': expected cpu, a100, h100 or h200\n";
       return 1;
     }
-    if (!fp8Gemms.empty()) {
+    if (!fp8Gemms.empty() || fp8Dispatch) {
       fp8.emplace();
-      fp8->gemms = fp8Gemms;
+      fp8->gemms = fp8Gemms.empty() ? std::string("none") : fp8Gemms.getValue();
       fp8->scaling = fp8Scaling;
       fp8->block = fp8Block;
       fp8->dispatch = fp8Dispatch;
+      fp8->amaxHistory = fp8AmaxHistory;
+      fp8->target = target;
     }
     mlir::moe::buildTrainingFrontend(front, sharded, fp8);
   }

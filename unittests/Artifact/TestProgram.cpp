@@ -32,17 +32,24 @@ uint32_t ProgramBuilder::parameter(const std::string &name,
 }
 
 std::pair<uint32_t, uint32_t> ProgramBuilder::moments(uint32_t param) {
-  auto state = [&](const char *suffix) {
-    Buffer buffer;
-    buffer.name = program.buffers[param].name + suffix;
-    buffer.kind = BufferKind::OptimizerState;
-    buffer.shape = program.buffers[param].shape;
-    buffer.split = program.buffers[param].split;
-    buffer.init = Init::Zeros;
-    return add(std::move(buffer));
-  };
-  uint32_t expAvg = state(".exp_avg");
-  return {expAvg, state(".exp_avg_sq")};
+  const Buffer &weight = program.buffers[param];
+  std::string name = weight.name;
+  std::vector<int64_t> shape = weight.shape;
+  std::vector<AxisList> split = weight.split;
+  uint32_t expAvg = state(name + ".exp_avg", shape, split);
+  return {expAvg, state(name + ".exp_avg_sq", shape, split)};
+}
+
+uint32_t ProgramBuilder::state(const std::string &name,
+                               std::vector<int64_t> shape,
+                               std::vector<AxisList> split) {
+  Buffer buffer;
+  buffer.name = name;
+  buffer.kind = BufferKind::OptimizerState;
+  buffer.shape = std::move(shape);
+  buffer.split = std::move(split);
+  buffer.init = Init::Zeros;
+  return add(std::move(buffer));
 }
 
 uint32_t ProgramBuilder::input(const std::string &name, DType dtype,

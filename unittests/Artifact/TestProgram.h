@@ -27,6 +27,10 @@ public:
                      Init init, float initStd = 0.0f, bool weightDecay = true);
   /// The two AdamW moments of `param`, named as in PyTorch's state dict.
   std::pair<uint32_t, uint32_t> moments(uint32_t param);
+  /// Zero-initialised state the step keeps (optimizer state kind), such as
+  /// an FP8 amax history.
+  uint32_t state(const std::string &name, std::vector<int64_t> shape,
+                 std::vector<AxisList> split = {});
   uint32_t input(const std::string &name, DType dtype,
                  std::vector<int64_t> shape);
   uint32_t temporary(const std::string &name, std::vector<int64_t> shape,

@@ -505,9 +505,16 @@ TEST(VerifierTest, ExpertsFp8Recipe) {
     expectValid(program);
     instruction(program, opcode).floatAttrs = {1.0f, 1.0f, 1.0f};
     expectValid(program);
-    instruction(program, opcode).floatAttrs = {3.0f, 128.0f, 0.0f};
-    expectError(program, {"float attribute 0 (fp8_scaling) must be 1 "
-                          "(tensorwise) or 2 (blockwise), found 3"});
+    // FP8 on the wire only (targets without FP8 GEMMs).
+    instruction(program, opcode).floatAttrs = {0.0f, 128.0f, 1.0f};
+    expectValid(program);
+    instruction(program, opcode).floatAttrs = {0.0f, 128.0f, 0.0f};
+    expectError(program, {"float attribute 0 (fp8_scaling) must not be 0 "
+                          "(none) without FP8 token dispatch"});
+    instruction(program, opcode).floatAttrs = {4.0f, 128.0f, 0.0f};
+    expectError(program, {"float attribute 0 (fp8_scaling) must be 0 (none), "
+                          "1 (tensorwise), 2 (blockwise) or 3 (delayed), "
+                          "found 4"});
     instruction(program, opcode).floatAttrs = {2.0f, 0.5f, 0.0f};
     expectError(program, {"float attribute 1 (fp8_block) must be a whole "
                           "number in [1, 65536], found 0.5"});
@@ -518,6 +525,55 @@ TEST(VerifierTest, ExpertsFp8Recipe) {
     expectError(program, {"expected 3 float attributes [fp8_scaling, "
                           "fp8_block, fp8_dispatch] or none, found 2"});
   }
+}
+
+// Delayed scaling reads and updates an amax history [E, 9, L], state that
+// persists across steps; Fp8AmaxUpdate ends its step, once.
+TEST(VerifierTest, ExpertsFp8AmaxHistory) {
+  auto withHistory = [](std::vector<int64_t> shape, bool state = true) {
+    Program program = makeMoeProgram();
+    testing::ProgramBuilder b(program);
+    uint32_t history =
+        state ? b.state("experts.fp8_amax_history", shape)
+              : b.parameter("experts.fp8_amax_history", shape, Init::Zeros);
+    for (Opcode opcode : {Opcode::Experts, Opcode::ExpertsGrad}) {
+      instruction(program, opcode).floatAttrs = {3.0f, 128.0f, 0.0f};
+      instruction(program, opcode).operands.push_back(history);
+    }
+    b.emit(Opcode::Fp8AmaxUpdate, {history}, {});
+    return program;
+  };
+  expectValid(withHistory({4, 9, 17}));
+  expectError(withHistory({4, 9, 1}),
+              {"(Experts): operand 6 (buffer", "has shape [4, 9, 1], expected "
+               "an amax history [4, 9, L >= 2]"});
+  expectError(withHistory({2, 9, 4}), {"expected an amax history [4, 9"});
+  expectError(withHistory({4, 9, 4}, /*state=*/false),
+              {"(Experts): operand 6 (buffer", "must be an optimizer state"});
+
+  Program program = withHistory({4, 9, 4});
+  instruction(program, Opcode::ExpertsGrad).floatAttrs = {1.0f, 128.0f, 0.0f};
+  expectError(program, {"(ExpertsGrad): operand 7 (an FP8 amax history) needs "
+                        "delayed FP8 scaling (fp8_scaling 3)"});
+  program = withHistory({4, 9, 4});
+  instruction(program, Opcode::Experts).floatAttrs.clear();
+  expectError(program, {"(Experts): operand 6 (an FP8 amax history) needs "
+                        "delayed FP8 scaling"});
+  program = withHistory({4, 9, 4});
+  instruction(program, Opcode::Experts).operands.pop_back();
+  expectError(program, {"(Experts): delayed FP8 scaling needs an amax history "
+                        "as operand 6"});
+
+  program = withHistory({4, 9, 4});
+  program.instructions.push_back(program.instructions.back());
+  expectError(program, {"(Fp8AmaxUpdate): operand 0 (buffer",
+                        "is already updated by instruction"});
+  program = withHistory({4, 9, 4});
+  program.instructions.back().operands = {
+      bufferNamed(program, "model.layers.0.block_sparse_moe.experts.{e}.w1."
+                           "weight.exp_avg")};
+  expectError(program, {"(Fp8AmaxUpdate): operand 0 (buffer",
+                        "expected an amax history"});
 }
 
 TEST(VerifierTest, ExpertAssignmentsMustFitAGemm) {

@@ -220,3 +220,54 @@ TEST(ExpertsTest, Fp8GemmsStayCloseToFp32) {
     EXPECT_EQ(runExperts(c, fp8).dw1, r.dw1);
   }
 }
+
+// Delayed scaling: the first step has no history and scales by the current
+// amaxes, exactly as tensorwise scaling does; every GEMM input of every
+// expert that received tokens records its amax. A later step scales by the
+// history, not by its own tensors.
+TEST(ExpertsTest, Fp8DelayedScalingRecordsAmaxesAndUsesThem) {
+  ExpertsCase c(37, 24, 20, 4, 2, 0.0f, 91);
+  constexpr int64_t kLength = 4;
+  std::vector<float> history(c.E * kFp8ExpertRoles * kLength, 0.0f);
+  Fp8Gemms delayed{Fp8Gemms::Scaling::Delayed, 128};
+  delayed.history = history.data();
+  delayed.historyLength = kLength;
+  Fp8Gemms tensorwise{Fp8Gemms::Scaling::Tensorwise, 128};
+  ExpertsResult first = runExperts(c, &delayed);
+  ExpertsResult current = runExperts(c, &tensorwise);
+  EXPECT_EQ(first.y, current.y);
+  EXPECT_EQ(first.dw1, current.dw1);
+  EXPECT_EQ(first.dx, current.dx);
+  for (int64_t e = 0; e < c.E; ++e)
+    for (int64_t role = 0; role < kFp8ExpertRoles; ++role) {
+      const float *amaxes = history.data() + (e * kFp8ExpertRoles + role) * kLength;
+      EXPECT_GT(amaxes[0], 0.0f) << "expert " << e << " role " << role;
+      EXPECT_EQ(amaxes[1], 0.0f);
+    }
+  // The weights' amaxes are the weights' own.
+  float w1Amax = absMax(c.w1.data(), c.F * c.H);
+  EXPECT_EQ(history[static_cast<int64_t>(Fp8ExpertRole::W1) * kLength], w1Amax);
+
+  // Next step: a history twice as large halves every scale, so the results
+  // move, and stay close to fp32.
+  for (int64_t i = 0; i < c.E * kFp8ExpertRoles; ++i) {
+    history[i * kLength + 1] = 2.0f * history[i * kLength];
+    history[i * kLength] = 0.0f;
+  }
+  ExpertsResult exact = runExperts(c, nullptr);
+  ExpertsResult later = runExperts(c, &delayed);
+  EXPECT_NE(later.y, first.y);
+  EXPECT_LT(relativeError(later.y, exact.y), 0.06);
+  EXPECT_LT(relativeError(later.dw1, exact.dw1), 0.12);
+}
+
+// FP8 only on the wire (targets without FP8 GEMMs): the kernels read full
+// precision.
+TEST(ExpertsTest, Fp8DispatchOnlyLeavesTheGemmsExact) {
+  ExpertsCase c(37, 24, 20, 4, 2, 0.0f, 91);
+  Fp8Gemms none{Fp8Gemms::Scaling::None, 128, /*dispatch=*/true};
+  ExpertsResult exact = runExperts(c, nullptr);
+  ExpertsResult r = runExperts(c, &none);
+  EXPECT_EQ(r.y, exact.y);
+  EXPECT_EQ(r.dw2, exact.dw2);
+}

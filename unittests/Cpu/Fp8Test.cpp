@@ -216,21 +216,43 @@ TEST(Fp8Test, BlockwiseScalesEachBlockByItsOwnAmax) {
 }
 
 TEST(Fp8Test, DelayedScalingUsesTheHistory) {
+  // [0] this step's amax, [1, 3) the last two steps', newest first.
   std::vector<float> history(3, 0.0f);
   std::vector<float> x = {1.0f, -2.0f}, out(2);
   // First step: no history yet, the current amax is used, then recorded.
-  EXPECT_EQ(quantizeDelayed(x.data(), out.data(), 2, Fp8Format::E4M3, history),
+  EXPECT_EQ(quantizeDelayed(x.data(), out.data(), 2, Fp8Format::E4M3,
+                            history.data(), 3),
             2.0f);
-  EXPECT_EQ(history, (std::vector<float>{0.0f, 0.0f, 2.0f}));
+  EXPECT_EQ(history, (std::vector<float>{2.0f, 0.0f, 0.0f}));
   EXPECT_EQ(out[1], -2.0f);
+  // Within a step the amax only grows; the scale does not change.
+  std::vector<float> small = {0.5f, 0.25f};
+  quantizeDelayed(small.data(), out.data(), 2, Fp8Format::E4M3,
+                  history.data(), 3);
+  EXPECT_EQ(history, (std::vector<float>{2.0f, 0.0f, 0.0f}));
+  rollAmaxHistory(history.data(), 3);
+  EXPECT_EQ(history, (std::vector<float>{0.0f, 2.0f, 0.0f}));
   // A larger value now is scaled by the history's amax (2) and saturates.
   std::vector<float> y = {8.0f, 1.0f};
-  quantizeDelayed(y.data(), out.data(), 2, Fp8Format::E4M3, history);
+  quantizeDelayed(y.data(), out.data(), 2, Fp8Format::E4M3, history.data(), 3);
   EXPECT_EQ(out[0], 448.0f / (448.0f / 2.0f)); // clipped to the old range
-  EXPECT_EQ(history, (std::vector<float>{0.0f, 2.0f, 8.0f}));
-  quantizeDelayed(y.data(), out.data(), 2, Fp8Format::E4M3, history);
+  EXPECT_EQ(history, (std::vector<float>{8.0f, 2.0f, 0.0f}));
+  rollAmaxHistory(history.data(), 3);
+  quantizeDelayed(y.data(), out.data(), 2, Fp8Format::E4M3, history.data(), 3);
   EXPECT_EQ(out[0], 8.0f);
-  EXPECT_EQ(history, (std::vector<float>{2.0f, 8.0f, 8.0f}));
+  rollAmaxHistory(history.data(), 3);
+  EXPECT_EQ(history, (std::vector<float>{0.0f, 8.0f, 8.0f}));
+  // The oldest step drops out.
+  quantizeDelayed(x.data(), out.data(), 2, Fp8Format::E4M3, history.data(), 3);
+  rollAmaxHistory(history.data(), 3);
+  EXPECT_EQ(history, (std::vector<float>{0.0f, 2.0f, 8.0f}));
+}
+
+TEST(Fp8Test, DelayedScalingKeepsANanAmax) {
+  std::vector<float> history = {1.0f, 1.0f};
+  std::vector<float> x = {std::nanf(""), 1.0f}, out(2);
+  quantizeDelayed(x.data(), out.data(), 2, Fp8Format::E4M3, history.data(), 2);
+  EXPECT_TRUE(std::isnan(history[0]));
 }
 
 TEST(Fp8Test, RowsTravelAsCodesAndBlockScales) {

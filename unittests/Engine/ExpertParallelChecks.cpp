@@ -294,3 +294,66 @@ void checkExpertParallelBadIds(const ExpertParallelConfig &config,
 }
 
 } // namespace moe::rt::testing
+
+namespace moe::rt::testing {
+
+void checkFp8AmaxHistoryCopies(const ExpertParallelConfig &config,
+                               comm::World *world) {
+  const int64_t dp = config.dp, ep = config.ep, El = config.localExperts;
+  constexpr int64_t kLength = 4;
+  SCOPED_TRACE(::testing::Message() << "delayed fp8, mesh dp=" << dp
+                                    << " x ep=" << ep);
+  Program program = makeExpertParallelProgram(config);
+  ProgramBuilder b(program);
+  uint32_t history = b.state("experts.fp8_amax_history",
+                             {El, cpu::kFp8ExpertRoles, kLength},
+                             {{"ep"}, {}, {}});
+  for (Instruction &inst : program.instructions)
+    if (inst.opcode == Opcode::Experts || inst.opcode == Opcode::ExpertsGrad) {
+      inst.floatAttrs = {3.0f, 128.0f, 0.0f};
+      inst.operands.push_back(history);
+    }
+  // Ranks that differ only on dp hold copies of the same experts' history.
+  std::vector<int64_t> group;
+  if (dp > 1)
+    group.push_back(b.group({"dp"}));
+  b.emit(Opcode::Fp8AmaxUpdate, {history}, {}, group);
+  absl::StatusOr<std::unique_ptr<Executor>> created =
+      Executor::create(program, world);
+  ASSERT_TRUE(created.ok()) << created.status();
+  Executor &executor = **created;
+  executor.initialize();
+  int64_t rank = world ? world->rank() : 0;
+  GlobalBatch batch = makeBatch(dp * ep);
+  for (int64_t step = 0; step < 2; ++step) {
+    absl::StatusOr<StepResult> result = executor.runStep(
+        batch.tokens.data() + rank * T, batch.targets.data() + rank * T, step);
+    ASSERT_TRUE(result.ok()) << result.status();
+  }
+
+  // Each rank's tokens differ, so before the update its amaxes did too;
+  // after it the copies agree bitwise, hold two steps' amaxes, and [0] is
+  // cleared for the next step.
+  int64_t count = program.buffers[history].numElements();
+  std::vector<float> all =
+      Gatherer(config, world).gather(executor.data(history), count);
+  int64_t epAt = rank % ep;
+  for (int64_t other = 0; other < dp * ep; ++other) {
+    if (other % ep != epAt)
+      continue;
+    expectBitwise(&all[other * count], executor.data(history), count,
+                  "amax history copy");
+  }
+  // An expert that no token reached records nothing; the ones that did
+  // record every GEMM input.
+  int64_t recorded = 0;
+  for (int64_t row = 0; row < dp * ep * El * cpu::kFp8ExpertRoles; ++row) {
+    const float *amaxes = all.data() + row * kLength;
+    EXPECT_EQ(amaxes[0], 0.0f) << "row " << row;
+    EXPECT_EQ(amaxes[3], 0.0f) << "row " << row;
+    recorded += amaxes[1] > 0.0f && amaxes[2] > 0.0f;
+  }
+  EXPECT_GT(recorded, 0);
+}
+
+} // namespace moe::rt::testing

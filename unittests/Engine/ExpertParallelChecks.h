@@ -36,6 +36,13 @@ void checkExpertParallelStep(const ExpertParallelConfig &config,
 void checkExpertParallelBadIds(const ExpertParallelConfig &config,
                                comm::World *world);
 
+/// Runs two steps of makeExpertParallelProgram(config) with delayed FP8
+/// scaling and checks the amax history each rank ends with: the ranks that
+/// hold copies of one block (differing only on dp) agree bitwise, and each
+/// row holds the two steps' amaxes with this step's cleared.
+void checkFp8AmaxHistoryCopies(const ExpertParallelConfig &config,
+                               comm::World *world);
+
 } // namespace moe::rt::testing
 
 #endif // MOE_UNITTESTS_ENGINE_EXPERTPARALLELCHECKS_H

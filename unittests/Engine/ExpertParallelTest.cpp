@@ -32,6 +32,10 @@ TEST(ExpertParallelTest, DroppedSlotsContributeNothing) {
                                    nullptr);
 }
 
+TEST(ExpertParallelTest, DelayedFp8KeepsAnAmaxHistory) {
+  testing::checkFp8AmaxHistoryCopies({1, 1, 4, 3}, nullptr);
+}
+
 TEST(ExpertParallelTest, BadExpertIdNamesTheInstructionAndToken) {
   testing::checkExpertParallelBadIds({1, 1, 4, 2}, nullptr);
 }

@@ -44,6 +44,7 @@ TEST(MeshExecutorTest, ExpertParallelOverEveryMesh) {
     testing::checkExpertParallelStep({dp, ep, 3, 3}, world);
     testing::checkExpertParallelStep({dp, ep, 2, 2, 0.5f}, world);
     testing::checkExpertParallelBadIds({dp, ep, 2, 2}, world);
+    testing::checkFp8AmaxHistoryCopies({dp, ep, 3, 3}, world);
   }
 }
 

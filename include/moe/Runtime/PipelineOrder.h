@@ -47,7 +47,8 @@ inline bool actionRuns(PipelineAction::Kind kind, PipelinePhase phase) {
 }
 
 /// The model stage holding each parameter and optimizer state of a
-/// pipelined program whose stage tags are in range: its AdamW's, or, for a
+/// pipelined program whose stage tags are in range: its AdamW's (or
+/// Fp8AmaxUpdate's), or, for a
 /// parameter nothing updates, that of the first microbatch instruction
 /// reading it; -1 for the other buffers and for what no stage touches. The
 /// verifier requires every reader to be on that stage; the runtime keeps

@@ -16,7 +16,7 @@ namespace moe::rt {
 
 /// The artifact version this runtime reads (major must match, minor <=).
 inline constexpr uint16_t kArtifactVersionMajor = 1;
-inline constexpr uint16_t kArtifactVersionMinor = 3;
+inline constexpr uint16_t kArtifactVersionMinor = 4;
 
 /// The alignment of every arena offset and of all runtime storage. The
 /// compiler's memory planner uses the same constant, so that an offset it
@@ -67,8 +67,10 @@ enum class Opcode : uint16_t {
   AllGather,
   ReduceScatter,
   Slice,
+  // Version 1.4.
+  Fp8AmaxUpdate,
 };
-inline constexpr int kNumOpcodes = static_cast<int>(Opcode::Slice) + 1;
+inline constexpr int kNumOpcodes = static_cast<int>(Opcode::Fp8AmaxUpdate) + 1;
 
 /// Mesh axis names: the axes one tensor dimension is split over, or the axes
 /// a group spans (the ranks that differ only on them).

@@ -21,6 +21,8 @@ struct ModelStatistics {
   /// backward, not counting recomputation), causal attention counted half.
   double flopsPerStep = 0;
   uint64_t paramBytes = 0, optimizerStateBytes = 0, inputBytes = 0;
+  /// Delayed FP8 scaling's amax histories (kept across steps).
+  uint64_t fp8HistoryBytes = 0;
   uint64_t arenaBytes = 0, peakLiveBytes = 0;
   /// Parts of the arena: the gradients the optimizer reads, and the forward
   /// values kept for the backward pass.

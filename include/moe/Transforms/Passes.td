@@ -225,15 +225,23 @@ def Fp8 : Pass<"moe-fp8", "ModuleOp"> {
     Marks the GEMMs the policy selects to read their inputs in FP8 (OCP FP8,
     round to nearest even, saturating), emulated bit-exactly by the CPU
     backend: E4M3 activations and weights, and E5M2 gradients with
-    tensorwise scales or E4M3 ones with blockwise scales. Runs on the forward
-    function before moe-autodiff, whose VJPs carry the recipe to the
-    backward GEMMs.
+    per-tensor scales or E4M3 ones with blockwise scales. Runs on the
+    forward function before moe-autodiff, whose VJPs carry the recipe to
+    the backward GEMMs.
 
     Policy (`gemms`): `experts`, the grouped expert GEMMs (w1, w3, w2 and
-    their gradients), where an MoE model spends most of its FLOPs. Scaling:
-    `tensorwise` (one scale per GEMM input from its current amax) or
-    `blockwise` (per 1 x `block` activation block and `block` x `block`
-    weight block, as DeepSeek-V3).
+    their gradients), where an MoE model spends most of its FLOPs; `none`,
+    only the token dispatch (with `dispatch`). Scaling: `tensorwise` (one
+    scale per GEMM input from its current amax), `delayed` (the same, from
+    the largest amax of the last `amax-history` steps, as Transformer
+    Engine; declares one `fp8_history` parameter per expert layer, which
+    moe-optimizer's `moe.fp8_amax_update` moves on each step) or `blockwise`
+    (per 1 x `block` activation block and `block` x `block` weight block, as
+    DeepSeek-V3).
+
+    Target: on one without FP8 tensor cores (`a100`, sm_80), FP8 cannot make
+    a GEMM faster, only what travels smaller: the pass warns, leaves the
+    GEMMs in full precision and sends the expert tokens as FP8 codes.
 
     Example, `--moe-fp8="scaling=blockwise block=128"`:
 
@@ -246,13 +254,17 @@ def Fp8 : Pass<"moe-fp8", "ModuleOp"> {
     Option<"function", "function", "std::string", "\"forward\"",
            "the forward function">,
     Option<"gemms", "gemms", "std::string", "\"experts\"",
-           "which GEMMs run in FP8 (experts)">,
+           "which GEMMs run in FP8 (experts, none)">,
     Option<"scaling", "scaling", "std::string", "\"blockwise\"",
-           "blockwise or tensorwise">,
+           "blockwise, tensorwise or delayed">,
     Option<"block", "block", "int64_t", "128",
-           "the block of blockwise scaling">,
+           "the block of blockwise scaling and of the FP8 dispatch">,
     Option<"dispatch", "dispatch", "bool", "false",
            "send tokens to the experts as FP8 codes (expert parallelism)">,
+    Option<"amaxHistory", "amax-history", "int64_t", "16",
+           "delayed scaling: the past steps whose amaxes set a scale">,
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "the hardware: cpu (emulation), a100, h100, h200">,
   ];
 }
 

@@ -9,6 +9,7 @@
 #define MOE_TRANSFORMS_TRANSFORMS_H
 
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Transforms/Target.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -89,13 +90,26 @@ FailureOr<MemoryPlan> planMemory(func::FuncOp function);
 /// Writes a plan as moe.offsets / moe.arena_bytes / moe.peak_live_bytes.
 void annotateMemoryPlan(func::FuncOp function, const MemoryPlan &plan);
 
-/// Marks the GEMMs `gemms` selects ("experts") in `function` to read FP8
-/// inputs with `scaling` (`block` for blockwise), see moe-fp8. Fails, on
-/// the function, for an unknown policy, a bad block or nothing to mark.
-/// With `dispatch`, expert parallelism also sends tokens as FP8 codes.
-LogicalResult applyFp8(func::FuncOp function, StringRef gemms,
-                       Fp8Scaling scaling, int64_t block,
-                       bool dispatch = false);
+/// What moe-fp8 runs in FP8, and how.
+struct Fp8Policy {
+  /// "experts" (the expert GEMMs) or "none" (only the dispatch).
+  StringRef gemms;
+  Fp8Scaling scaling;
+  /// Blockwise scaling's block, and the FP8 dispatch's.
+  int64_t block;
+  /// Expert parallelism sends tokens as FP8 codes.
+  bool dispatch;
+  /// Delayed scaling: the past steps an amax history keeps.
+  int64_t pastSteps;
+  const Target &target;
+};
+
+/// Marks the expert GEMMs of `function` to read FP8 inputs as `policy`
+/// says (see moe-fp8), declaring the amax histories of delayed scaling
+/// before `function`. On a target without FP8 GEMMs, warns and keeps FP8
+/// for the dispatch only. Fails, on the function, for an unknown policy, a
+/// bad block or history, or nothing to mark.
+LogicalResult applyFp8(func::FuncOp function, const Fp8Policy &policy);
 
 /// Model FLOPs of one forward op (a multiply-add is 2; attention over the
 /// causal triangle; experts over their assignments); 0 for the rest.

@@ -144,13 +144,17 @@ private:
     return absl::OkStatus();
   }
 
-  /// Each parameter and each moment buffer belongs to exactly one update;
-  /// sharing one would apply two steps or mix two parameters' statistics.
+  /// Each parameter, each moment buffer and each FP8 amax history belongs
+  /// to exactly one update; sharing one would apply two steps or mix two
+  /// parameters' statistics.
   absl::Status checkOptimizerState(size_t index) {
     const Instruction &instruction = program.instructions[index];
-    if (instruction.opcode != Opcode::AdamW)
-      return absl::OkStatus();
-    for (size_t i : {0, 2, 3}) {
+    std::vector<size_t> updated;
+    if (instruction.opcode == Opcode::AdamW)
+      updated = {0, 2, 3};
+    else if (instruction.opcode == Opcode::Fp8AmaxUpdate)
+      updated = {0};
+    for (size_t i : updated) {
       uint32_t b = instruction.operands[i];
       if (optimizerUser[b] != kNever)
         return instructionError(

@@ -11,6 +11,8 @@
 #include "ShapePattern.h"
 #include "VerifierSupport.h"
 
+#include "moe/Runtime/Cpu/Kernels.h"
+
 #include "absl/strings/str_join.h"
 
 #include <algorithm>
@@ -66,11 +68,12 @@ const Signature &signatureOf(Opcode opcode) {
       /*Router*/ {1, 1, 3, {"top_k"}, {"capacity_factor"}, {}, {2}},
       /*RouterGrad*/ {2, 3, 1, {"top_k"}, {}, {}, {}},
       // The optional group distributes the experts (expert parallelism).
+      // Delayed FP8 scaling adds the amax history as the last operand.
       /*Experts*/
-      {6, 6, 1, {}, {"fp8_scaling", "fp8_block", "fp8_dispatch"}, {2}, {},
+      {6, 7, 1, {}, {"fp8_scaling", "fp8_block", "fp8_dispatch"}, {2}, {},
        kTrailingGroup, kOptionalFloats},
       /*ExpertsGrad*/
-      {7, 7, 5, {}, {"fp8_scaling", "fp8_block", "fp8_dispatch"}, {3}, {},
+      {7, 8, 5, {}, {"fp8_scaling", "fp8_block", "fp8_dispatch"}, {3}, {},
        kTrailingGroup, kOptionalFloats},
       /*Swiglu*/ {2, 2, 1, {}, {}, {}, {}},
       /*SwigluGrad*/ {3, 3, 2, {}, {}, {}, {}},
@@ -91,6 +94,8 @@ const Signature &signatureOf(Opcode opcode) {
       /*AllGather*/ {1, 1, 1, {"group", "dim"}, {}, {}, {}},
       /*ReduceScatter*/ {1, 1, 1, {"group", "dim"}, {}, {}, {}},
       /*Slice*/ {1, 1, 1, {"group", "dim"}, {}, {}, {}},
+      // The optional group holds copies of the history (a maximum over it).
+      /*Fp8AmaxUpdate*/ {1, 1, 0, {}, {}, {}, {}, kTrailingGroup},
   };
   static_assert(sizeof(kSignatures) / sizeof(kSignatures[0]) == kNumOpcodes,
                 "every opcode needs a signature");
@@ -246,22 +251,58 @@ private:
     return group ? "(group) " : "";
   }
 
-  /// The FP8 recipe of the expert GEMMs, when there is one: the scaling (1
-  /// tensorwise, 2 blockwise), the block size, and whether tokens travel
-  /// in FP8, whole numbers.
-  absl::Status checkFp8Recipe() {
-    if (instruction.floatAttrs.empty())
+  /// The FP8 recipe of the expert GEMMs, when there is one: the scaling (0
+  /// none: FP8 on the wire only, 1 tensorwise, 2 blockwise, 3 delayed), the
+  /// block size, and whether tokens travel in FP8, whole numbers. Delayed
+  /// scaling, and only it, comes with an amax history operand after the
+  /// weights (`first` is w1's position).
+  absl::Status checkFp8Recipe(size_t first) {
+    bool history = instruction.operands.size() == first + 4;
+    if (instruction.floatAttrs.empty()) {
+      if (history)
+        return error(absl::StrCat("operand ", first + 3,
+                                  " (an FP8 amax history) needs delayed FP8 "
+                                  "scaling (fp8_scaling 3)"));
       return absl::OkStatus();
+    }
     float scaling = instruction.floatAttrs[0], block = instruction.floatAttrs[1];
-    MOE_VERIFY_OK(requireFloat(0, scaling == 1.0f || scaling == 2.0f,
-                               "must be 1 (tensorwise) or 2 (blockwise)"));
+    float dispatch = instruction.floatAttrs[2];
+    MOE_VERIFY_OK(requireFloat(0, scaling >= 0.0f && scaling <= 3.0f &&
+                                      scaling == std::floor(scaling),
+                               "must be 0 (none), 1 (tensorwise), 2 "
+                               "(blockwise) or 3 (delayed)"));
     MOE_VERIFY_OK(requireFloat(1,
                                block >= 1.0f && block <= 65536.0f &&
                                    block == std::floor(block),
                                "must be a whole number in [1, 65536]"));
-    float dispatch = instruction.floatAttrs[2];
-    return requireFloat(2, dispatch == 0.0f || dispatch == 1.0f,
-                        "must be 0 or 1 (FP8 token dispatch)");
+    MOE_VERIFY_OK(requireFloat(2, dispatch == 0.0f || dispatch == 1.0f,
+                               "must be 0 or 1 (FP8 token dispatch)"));
+    if (scaling == 0.0f && dispatch == 0.0f)
+      return requireFloat(0, false,
+                          "must not be 0 (none) without FP8 token dispatch");
+    if ((scaling == 3.0f) != history)
+      return error(history ? absl::StrCat("operand ", first + 3,
+                                          " (an FP8 amax history) needs "
+                                          "delayed FP8 scaling (fp8_scaling 3)")
+                           : absl::StrCat("delayed FP8 scaling needs an amax "
+                                          "history as operand ",
+                                          first + 3));
+    return history ? checkAmaxHistory(first + 3, bound("E")) : absl::OkStatus();
+  }
+
+  /// An amax history of `experts` experts: optimizer state (it persists
+  /// across steps) of shape [experts, roles, length >= 2].
+  absl::Status checkAmaxHistory(size_t i, int64_t experts) {
+    MOE_VERIFY_OK(requireKind(i, BufferKind::OptimizerState));
+    const std::vector<int64_t> &shape = operand(i).shape;
+    if (shape.size() != 3 || shape[0] != experts ||
+        shape[1] != cpu::kFp8ExpertRoles || shape[2] < 2)
+      return error(absl::StrCat(
+          "operand ", i, " (", describeBuffer(program, instruction.operands[i]),
+          ") has shape ", formatShape(shape), ", expected an amax history [",
+          experts < 0 ? std::string("E") : absl::StrCat(experts), ", ",
+          cpu::kFp8ExpertRoles, ", L >= 2]"));
+    return absl::OkStatus();
   }
 
   /// Checks an attribute value; `requirement` reads "must be >= 1".
@@ -427,18 +468,17 @@ private:
     }
     case Opcode::Experts:
       MOE_VERIFY_OK(checkTrailingGroup());
-      MOE_VERIFY_OK(checkFp8Recipe());
       MOE_VERIFY_OK(operandShape(0, {"...", "H"}));
       MOE_VERIFY_OK(operandShape(1, {"...", "k"}));
       MOE_VERIFY_OK(operandShape(2, {"...", "k"}));
       MOE_VERIFY_OK(operandShape(3, {"E", "F", "H"}));
       MOE_VERIFY_OK(operandShape(4, {"E", "F", "H"}));
       MOE_VERIFY_OK(operandShape(5, {"E", "H", "F"}));
+      MOE_VERIFY_OK(checkFp8Recipe(3));
       MOE_VERIFY_OK(checkExpertRouting(1));
       return resultShape(0, {"...", "H"});
     case Opcode::ExpertsGrad:
       MOE_VERIFY_OK(checkTrailingGroup());
-      MOE_VERIFY_OK(checkFp8Recipe());
       MOE_VERIFY_OK(operandShape(0, {"...", "H"}));
       MOE_VERIFY_OK(operandShape(1, {"...", "H"}));
       MOE_VERIFY_OK(operandShape(2, {"...", "k"}));
@@ -446,6 +486,7 @@ private:
       MOE_VERIFY_OK(operandShape(4, {"E", "F", "H"}));
       MOE_VERIFY_OK(operandShape(5, {"E", "F", "H"}));
       MOE_VERIFY_OK(operandShape(6, {"E", "H", "F"}));
+      MOE_VERIFY_OK(checkFp8Recipe(4));
       MOE_VERIFY_OK(checkExpertRouting(2));
       MOE_VERIFY_OK(resultShape(0, {"...", "H"}));
       MOE_VERIFY_OK(resultShape(1, {"...", "k"}));
@@ -521,6 +562,11 @@ private:
     case Opcode::ReduceScatter:
     case Opcode::Slice:
       return checkCollective();
+    case Opcode::Fp8AmaxUpdate:
+      MOE_VERIFY_OK(checkTrailingGroup());
+      return checkAmaxHistory(0, operand(0).shape.empty()
+                                     ? -1
+                                     : operand(0).shape[0]);
     }
     return error("unknown opcode");
   }

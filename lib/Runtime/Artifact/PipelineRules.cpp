@@ -350,6 +350,8 @@ std::vector<int32_t> persistentBufferStages(const Program &program) {
     if (inst.opcode == Opcode::AdamW)
       for (size_t o : {0, 2, 3})
         stage[inst.operands[o]] = pipeline.instructionStage[i];
+    if (inst.opcode == Opcode::Fp8AmaxUpdate)
+      stage[inst.operands[0]] = pipeline.instructionStage[i];
   }
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     if (pipeline.instructionPhase[i] == PipelinePhase::Optimizer)

@@ -29,6 +29,7 @@ const char *opcodeName(Opcode opcode) {
       "LearningRate",     "AdamW",
       "AllReduce",        "AllGather",
       "ReduceScatter",    "Slice",
+      "Fp8AmaxUpdate",
   };
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == kNumOpcodes,
                 "every opcode needs a name");

@@ -12,8 +12,10 @@
 //
 // With FP8 emulation each GEMM input is rounded onto the FP8 grid first
 // (Fp8Gemms): x, a and the weights in E4M3, dy and the SwiGLU gradients
-// (du, dg) in E5M2 with tensorwise scales, E4M3 with blockwise ones. The backward rounds x, a and the weights exactly as the forward
-// did, so it differentiates the function the forward computed.
+// (du, dg) in E5M2 with per-tensor scales, E4M3 with blockwise ones. The
+// backward rounds x, a and the weights exactly as the forward did (delayed
+// scales do not change within a step), so it differentiates the function
+// the forward computed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,36 +69,63 @@ void gatherRows(const float *src, const int64_t *slots, int64_t n,
   }
 }
 
-/// Rounds a GEMM input onto the FP8 grid in place (nothing without fp8):
-/// an activation or gradient [rows, cols] by rows, a weight by squares.
-void roundActivation(float *x, int64_t rows, int64_t cols, Fp8Format format,
-                     const Fp8Gemms *fp8) {
-  if (!fp8)
-    return;
-  if (fp8->scaling == Fp8Gemms::Scaling::Blockwise)
-    quantizeBlockwise(x, x, rows, cols, 1, fp8->block, format);
-  else
-    quantizeTensorwise(x, x, rows * cols, format);
-}
+/// How the GEMM inputs of expert `e` are rounded onto the FP8 grid
+/// (nothing without FP8 GEMMs): activations and gradients [rows, cols] by
+/// rows, weights by squares, or per tensor; under delayed scaling with the
+/// scale of the input's amax history, `role`.
+class Fp8Rounding {
+public:
+  explicit Fp8Rounding(const Fp8Gemms *fp8)
+      : fp8(fp8 && fp8->roundsGemms() ? fp8 : nullptr) {}
 
-Fp8Format gradFormat(const Fp8Gemms *fp8) {
-  return fp8 ? fp8GradientFormat(*fp8) : Fp8Format::E5M2;
-}
+  bool enabled() const { return fp8 != nullptr; }
+  Fp8Format gradientFormat() const {
+    return fp8 ? fp8GradientFormat(*fp8) : Fp8Format::E5M2;
+  }
 
-/// The weight as the GEMMs read it: `w` itself, or its E4M3 rounding in
-/// `scratch`.
-const float *roundWeight(const float *w, int64_t rows, int64_t cols,
-                         std::vector<float> &scratch, const Fp8Gemms *fp8) {
-  if (!fp8)
-    return w;
-  scratch.resize(rows * cols);
-  if (fp8->scaling == Fp8Gemms::Scaling::Blockwise)
-    quantizeBlockwise(w, scratch.data(), rows, cols, fp8->block, fp8->block,
-                      Fp8Format::E4M3);
-  else
-    quantizeTensorwise(w, scratch.data(), rows * cols, Fp8Format::E4M3);
-  return scratch.data();
-}
+  /// Rounds an activation or gradient in place.
+  void activation(float *x, int64_t rows, int64_t cols, Fp8Format format,
+                  int64_t e, Fp8ExpertRole role) const {
+    if (fp8)
+      round(x, x, rows, cols, 1, format, e, role);
+  }
+
+  /// The weight as the GEMMs read it: `w` itself, or its E4M3 rounding in
+  /// `scratch`.
+  const float *weight(const float *w, int64_t rows, int64_t cols,
+                      std::vector<float> &scratch, int64_t e,
+                      Fp8ExpertRole role) const {
+    if (!fp8)
+      return w;
+    scratch.resize(rows * cols);
+    round(w, scratch.data(), rows, cols, fp8->block, Fp8Format::E4M3, e, role);
+    return scratch.data();
+  }
+
+private:
+  void round(const float *in, float *out, int64_t rows, int64_t cols,
+             int64_t blockRows, Fp8Format format, int64_t e,
+             Fp8ExpertRole role) const {
+    switch (fp8->scaling) {
+    case Fp8Gemms::Scaling::Blockwise:
+      quantizeBlockwise(in, out, rows, cols, blockRows, fp8->block, format);
+      return;
+    case Fp8Gemms::Scaling::Delayed:
+      quantizeDelayed(in, out, rows * cols, format,
+                      fp8->history + (e * kFp8ExpertRoles +
+                                      static_cast<int64_t>(role)) *
+                                         fp8->historyLength,
+                      fp8->historyLength);
+      return;
+    case Fp8Gemms::Scaling::Tensorwise:
+    case Fp8Gemms::Scaling::None:
+      quantizeTensorwise(in, out, rows * cols, format);
+      return;
+    }
+  }
+
+  const Fp8Gemms *fp8;
+};
 
 /// u = x W1[e]^T and g = x W3[e]^T for n gathered rows.
 void upProjections(const float *xe, const float *w1e, const float *w3e,
@@ -117,22 +146,25 @@ void expertsForward(const float *x, const float *weights,
   int64_t cap = groups.maxRows;
   std::vector<float> xe(cap * H), u(cap * F), g(cap * F), ze(cap * H);
   std::vector<float> w1q, w3q, w2q;
+  Fp8Rounding rounding(fp8);
+  using Role = Fp8ExpertRole;
   for (int64_t e = 0; e < E; ++e) {
     int64_t n = groups.rows(e);
     if (n == 0)
       continue;
     const int64_t *slots = groups.slots.data() + groups.begin(e);
     gatherRows(x, slots, n, topK, H, xe.data());
-    roundActivation(xe.data(), n, H, Fp8Format::E4M3, fp8);
-    upProjections(xe.data(), roundWeight(w1 + e * F * H, F, H, w1q, fp8),
-                  roundWeight(w3 + e * F * H, F, H, w3q, fp8), u.data(),
-                  g.data(), n, H, F);
+    rounding.activation(xe.data(), n, H, Fp8Format::E4M3, e, Role::Input);
+    upProjections(xe.data(),
+                  rounding.weight(w1 + e * F * H, F, H, w1q, e, Role::W1),
+                  rounding.weight(w3 + e * F * H, F, H, w3q, e, Role::W3),
+                  u.data(), g.data(), n, H, F);
     // a = silu(u) * g, in place of u.
     swigluForward(u.data(), g.data(), u.data(), n * F);
-    roundActivation(u.data(), n, F, Fp8Format::E4M3, fp8);
+    rounding.activation(u.data(), n, F, Fp8Format::E4M3, e, Role::Activation);
     detail::gemm(/*transA=*/false, /*transB=*/true, n, H, F, 1.0f, u.data(), F,
-                 roundWeight(w2 + e * H * F, H, F, w2q, fp8), F, 0.0f,
-                 ze.data(), H);
+                 rounding.weight(w2 + e * H * F, H, F, w2q, e, Role::W2), F,
+                 0.0f, ze.data(), H);
     for (int64_t r = 0; r < n; ++r) {
       float w = weights[slots[r]];
       float *yr = y + (slots[r] / topK) * H;
@@ -156,6 +188,9 @@ void expertsBackward(const float *dy, const float *x, const float *weights,
   std::vector<float> xe(cap * H), dye(cap * H), dxe(cap * H);
   std::vector<float> u(cap * F), g(cap * F), a(cap * F), da(cap * F);
   std::vector<float> w1q, w3q, w2q;
+  Fp8Rounding rounding(fp8);
+  Fp8Format gradFormat = rounding.gradientFormat();
+  using Role = Fp8ExpertRole;
   for (int64_t e = 0; e < E; ++e) {
     float *dw1e = dw1 + e * F * H, *dw3e = dw3 + e * F * H;
     float *dw2e = dw2 + e * H * F;
@@ -166,22 +201,22 @@ void expertsBackward(const float *dy, const float *x, const float *weights,
       std::fill(dw2e, dw2e + H * F, 0.0f);
       continue;
     }
-    const float *w1e = roundWeight(w1 + e * F * H, F, H, w1q, fp8);
-    const float *w3e = roundWeight(w3 + e * F * H, F, H, w3q, fp8);
-    const float *w2e = roundWeight(w2 + e * H * F, H, F, w2q, fp8);
+    const float *w1e = rounding.weight(w1 + e * F * H, F, H, w1q, e, Role::W1);
+    const float *w3e = rounding.weight(w3 + e * F * H, F, H, w3q, e, Role::W3);
+    const float *w2e = rounding.weight(w2 + e * H * F, H, F, w2q, e, Role::W2);
     const int64_t *slots = groups.slots.data() + groups.begin(e);
     gatherRows(x, slots, n, topK, H, xe.data());
-    roundActivation(xe.data(), n, H, Fp8Format::E4M3, fp8);
+    rounding.activation(xe.data(), n, H, Fp8Format::E4M3, e, Role::Input);
     gatherRows(dy, slots, n, topK, H, dye.data());
     upProjections(xe.data(), w1e, w3e, u.data(), g.data(), n, H, F);
     swigluForward(u.data(), g.data(), a.data(), n * F);
-    roundActivation(a.data(), n, F, Fp8Format::E4M3, fp8);
+    rounding.activation(a.data(), n, F, Fp8Format::E4M3, e, Role::Activation);
     // The unweighted dy for da', then w dy for dW2: each rounded as the
     // GEMM reading it sees it.
     std::vector<float> dyWeighted;
-    if (fp8) {
+    if (rounding.enabled()) {
       dyWeighted.assign(dye.begin(), dye.begin() + n * H);
-      roundActivation(dye.data(), n, H, gradFormat(fp8), fp8);
+      rounding.activation(dye.data(), n, H, gradFormat, e, Role::OutputGrad);
     }
 
     // da' = dy W2[e] (unweighted); dw_j = a . da'; da = w_j da'.
@@ -199,19 +234,20 @@ void expertsBackward(const float *dy, const float *x, const float *weights,
         dar[f] *= w;
       // dW2 needs w_j dy; scale the gathered copy now that da' is done.
       float *dyr = dye.data() + r * H;
-      const float *exact = fp8 ? dyWeighted.data() + r * H : dyr;
+      const float *exact = rounding.enabled() ? dyWeighted.data() + r * H : dyr;
       for (int64_t i = 0; i < H; ++i)
         dyr[i] = exact[i] * w;
     }
-    roundActivation(dye.data(), n, H, gradFormat(fp8), fp8);
+    rounding.activation(dye.data(), n, H, gradFormat, e,
+                        Role::WeightedOutputGrad);
     // dW2[e] = (w dy)^T a.
     detail::gemm(/*transA=*/true, /*transB=*/false, H, F, n, 1.0f, dye.data(),
                  H, a.data(), F, 0.0f, dw2e, F);
 
     // du = da g silu'(u), dg = da silu(u), written over u and g.
     swigluBackward(da.data(), u.data(), g.data(), u.data(), g.data(), n * F);
-    roundActivation(u.data(), n, F, gradFormat(fp8), fp8);
-    roundActivation(g.data(), n, F, gradFormat(fp8), fp8);
+    rounding.activation(u.data(), n, F, gradFormat, e, Role::UpGrad);
+    rounding.activation(g.data(), n, F, gradFormat, e, Role::GateGrad);
 
     // dx_e = du W1[e] + dg W3[e]; dW1[e] = du^T x; dW3[e] = dg^T x.
     detail::gemm(/*transA=*/false, /*transB=*/false, n, H, F, 1.0f, u.data(), F,

@@ -145,18 +145,25 @@ void quantizeBlockwise(const float *x, float *out, int64_t rows, int64_t cols,
 }
 
 float quantizeDelayed(const float *x, float *out, int64_t n, Fp8Format format,
-                      std::vector<float> &history) {
+                      float *amaxes, int64_t length) {
   float amax = absMax(x, n);
   float past = 0.0f;
-  for (float h : history)
-    past = std::max(past, h);
+  for (int64_t i = 1; i < length; ++i)
+    past = std::max(past, amaxes[i]);
   quantizeDequantize(x, out, n, fp8Scale(past > 0.0f ? past : amax, format),
                      format);
-  if (!history.empty()) {
-    std::rotate(history.begin(), history.begin() + 1, history.end());
-    history.back() = amax;
-  }
+  // A NaN amax stays (std::max would drop it): the history then says the
+  // step went wrong, and the trainer's NaN check names the step.
+  if (!(amax <= amaxes[0]))
+    amaxes[0] = amax;
   return amax;
+}
+
+void rollAmaxHistory(float *amaxes, int64_t length) {
+  if (length < 2)
+    return;
+  std::copy_backward(amaxes, amaxes + length - 1, amaxes + length);
+  amaxes[0] = 0.0f;
 }
 
 int64_t packedFp8Words(int64_t n, int64_t block) {

@@ -11,6 +11,7 @@
 #include "Collectives.h"
 
 #include "moe/Runtime/Comm/Communicator.h"
+#include "moe/Runtime/Cpu/Fp8.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -150,6 +151,41 @@ absl::Status runCollective(const StepContext &context, size_t index) {
   return absl::Status(status.code(),
                       absl::StrCat(describeInstruction(context.program, index),
                                    ": ", status.message()));
+}
+
+absl::Status runFp8AmaxUpdate(const StepContext &context, size_t index) {
+  const Instruction &inst = context.program.instructions[index];
+  const Buffer &buffer = context.program.buffers[inst.operands[0]];
+  auto *history = reinterpret_cast<float *>(context.pointers[inst.operands[0]]);
+  int64_t length = buffer.shape[2];
+  int64_t rows = buffer.numElements() / length;
+  if (!inst.intAttrs.empty()) {
+    // A maximum over the group from an all-gather of each rank's current
+    // amaxes: the sums of the communication layer cannot take maxima, and
+    // the rows are few (experts x 9).
+    comm::Group &group = *context.groups[inst.intAttrs[0]];
+    std::vector<float> mine(rows), all(rows * group.size());
+    for (int64_t r = 0; r < rows; ++r)
+      mine[r] = history[r * length];
+    if (absl::Status status = group.allGather(mine, absl::MakeSpan(all));
+        !status.ok())
+      return absl::Status(status.code(),
+                          absl::StrCat(describeInstruction(context.program,
+                                                           index),
+                                       ": ", status.message()));
+    for (int64_t r = 0; r < rows; ++r) {
+      float amax = 0.0f;
+      for (int rank = 0; rank < group.size(); ++rank) {
+        float value = all[rank * rows + r];
+        if (!(value <= amax)) // keeps a NaN
+          amax = value;
+      }
+      history[r * length] = amax;
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    cpu::rollAmaxHistory(history + r * length, length);
+  return absl::OkStatus();
 }
 
 } // namespace moe::rt::engine

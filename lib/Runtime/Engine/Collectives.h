@@ -27,6 +27,12 @@ int64_t packElements(const Program &program);
 /// Runs collective instruction `index` (isCollective) on its group.
 absl::Status runCollective(const StepContext &context, size_t index);
 
+/// Runs Fp8AmaxUpdate instruction `index`: this step's amaxes become the
+/// maximum over the group (if it names one, a collective call of the
+/// group), so that every copy of the history stays the same, and then
+/// every history moves one step on (cpu::rollAmaxHistory).
+absl::Status runFp8AmaxUpdate(const StepContext &context, size_t index);
+
 } // namespace moe::rt::engine
 
 #endif // MOE_LIB_RUNTIME_ENGINE_COLLECTIVES_H

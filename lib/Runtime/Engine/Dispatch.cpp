@@ -279,7 +279,7 @@ absl::Status runKernel(const StepContext &context, size_t index) {
     if (isExpertParallel(ops.instruction))
       return runExpertParallel(context, index);
     const std::vector<int64_t> &w1 = ops.in(3).shape;
-    std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(ops.instruction);
+    std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(ops.instruction, &context);
     cpu::expertsForward(ops.inF(0), ops.inF(1), ops.inI(2), ops.inF(3),
                         ops.inF(4), ops.inF(5), ops.outF(0), rows(ops.in(0)),
                         w1[2], w1[1], w1[0], last(ops.in(1)),
@@ -290,7 +290,7 @@ absl::Status runKernel(const StepContext &context, size_t index) {
     if (isExpertParallel(ops.instruction))
       return runExpertParallel(context, index);
     const std::vector<int64_t> &w1 = ops.in(4).shape;
-    std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(ops.instruction);
+    std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(ops.instruction, &context);
     cpu::expertsBackward(ops.inF(0), ops.inF(1), ops.inF(2), ops.inI(3),
                          ops.inF(4), ops.inF(5), ops.inF(6), ops.outF(0),
                          ops.outF(1), ops.outF(2), ops.outF(3), ops.outF(4),
@@ -416,6 +416,8 @@ absl::Status runKernel(const StepContext &context, size_t index) {
   case Opcode::ReduceScatter:
   case Opcode::Slice:
     return runCollective(context, index);
+  case Opcode::Fp8AmaxUpdate:
+    return runFp8AmaxUpdate(context, index);
   }
   return absl::InternalError(
       absl::StrCat(describeInstruction(context.program, index),

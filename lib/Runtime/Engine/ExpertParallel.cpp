@@ -471,14 +471,16 @@ uint64_t kernelWorkspaceBytes(const Program &program) {
     int64_t group = isExpertParallel(inst)
                         ? program.partsOf(program.groups[inst.intAttrs[0]])
                         : 1;
+    std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(inst);
     most = std::max(most, cpu::expertsWorkspaceBytes(
                               x.numElements() / H, topK, H, w1[1], backward,
-                              !inst.floatAttrs.empty(), group));
+                              fp8 && fp8->roundsGemms(), group));
   }
   return most;
 }
 
-std::optional<cpu::Fp8Gemms> fp8GemmsOf(const Instruction &instruction) {
+std::optional<cpu::Fp8Gemms> fp8GemmsOf(const Instruction &instruction,
+                                        const StepContext *context) {
   const std::vector<float> &f = instruction.floatAttrs;
   if (f.size() != 3)
     return std::nullopt;
@@ -486,6 +488,13 @@ std::optional<cpu::Fp8Gemms> fp8GemmsOf(const Instruction &instruction) {
   fp8.scaling = static_cast<cpu::Fp8Gemms::Scaling>(static_cast<int>(f[0]));
   fp8.block = static_cast<int64_t>(f[1]);
   fp8.dispatch = f[2] != 0.0f;
+  // Delayed scaling's amax history follows w2 (verified).
+  size_t history = instruction.opcode == Opcode::Experts ? 6 : 7;
+  if (fp8.scaling == cpu::Fp8Gemms::Scaling::Delayed && context) {
+    uint32_t b = instruction.operands[history];
+    fp8.history = reinterpret_cast<float *>(context->pointers[b]);
+    fp8.historyLength = context->program.buffers[b].shape[2];
+  }
   return fp8;
 }
 
@@ -502,7 +511,7 @@ absl::Status runExpertParallel(const StepContext &context, size_t index) {
   const Buffer &x = program.buffers[in[first]];
   const Buffer &ids = program.buffers[in[first + 2]];
   const std::vector<int64_t> &w1 = program.buffers[in[first + 3]].shape;
-  std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(inst);
+  std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(inst, &context);
   ExpertOperands ops{
       f32(in[first]),
       f32(in[first + 1]),

@@ -34,8 +34,11 @@ bool isExpertParallel(const Instruction &instruction);
 uint64_t kernelWorkspaceBytes(const Program &program);
 
 /// The FP8 recipe of an (verified) Experts or ExpertsGrad instruction's
-/// GEMMs, from its float attributes; none when it has none.
-std::optional<cpu::Fp8Gemms> fp8GemmsOf(const Instruction &instruction);
+/// GEMMs, from its float attributes; none when it has none. With the
+/// step's `context`, delayed scaling points at the instruction's amax
+/// history.
+std::optional<cpu::Fp8Gemms> fp8GemmsOf(const Instruction &instruction,
+                                        const StepContext *context = nullptr);
 
 /// Runs Experts or ExpertsGrad instruction `index` (isExpertParallel) over
 /// its group: a collective call of the group. Fails on an expert id

@@ -112,7 +112,8 @@ absl::Status loadWeights(Executor &executor, const std::string &path,
   }
   for (const io::TensorData &tensor : file->tensors) {
     bool isState = absl::EndsWith(tensor.name, ".exp_avg") ||
-                   absl::EndsWith(tensor.name, ".exp_avg_sq");
+                   absl::EndsWith(tensor.name, ".exp_avg_sq") ||
+                   absl::EndsWith(tensor.name, ".fp8_amax_history");
     // Optimizer state in a parameters-only load is ignored on purpose: a
     // checkpoint can be loaded to restart training with fresh moments.
     if (!used.count(tensor.name) && !(isState && set == WeightSet::Parameters))

@@ -476,7 +476,7 @@ func.func @experts_w2(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2x
 // -----
 
 func.func @experts_fp8_block_without_blockwise(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
-  // expected-error @+1 {{has fp8_block without fp8 = #moe.fp8<blockwise>}}
+  // expected-error @+1 {{has fp8_block without fp8 = #moe.fp8<blockwise> or fp8_dispatch alone}}
   %y = moe.experts %x, %w, %i, %w1, %w1, %w2 {fp8 = #moe.fp8<tensorwise>, fp8_block = 128} : (tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<8x16xf32>
   return
 }
@@ -492,7 +492,7 @@ func.func @experts_fp8_block(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tens
 // -----
 
 func.func @experts_grad_fp8_block(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
-  // expected-error @+1 {{has fp8_block without fp8 = #moe.fp8<blockwise>}}
+  // expected-error @+1 {{has fp8_block without fp8 = #moe.fp8<blockwise> or fp8_dispatch alone}}
   %dx, %dw, %d1, %d3, %d2 = moe.experts_grad %x, %x, %w, %i, %w1, %w1, %w2 {fp8_block = 64} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> (tensor<8x16xf32>, tensor<8x2xf32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>)
   return
 }
@@ -789,8 +789,69 @@ func.func @global_norm_axes(%g: tensor<4xf32>) {
 
 // -----
 
-func.func @experts_fp8_dispatch(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
-  // expected-error @+1 {{has fp8_dispatch without fp8}}
-  %y = moe.experts %x, %w, %i, %w1, %w1, %w2 {fp8_dispatch} : (tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<8x16xf32>
+func.func @experts_fp8_history_without_delayed(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
+  // expected-error @+1 {{has fp8_history without fp8 = #moe.fp8<delayed>}}
+  %y = moe.experts %x, %w, %i, %w1, %w1, %w2 {fp8 = #moe.fp8<tensorwise>, fp8_history = @h} : (tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @experts_delayed_without_history(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
+  // expected-error @+1 {{expected fp8_history with fp8 = #moe.fp8<delayed>}}
+  %y = moe.experts %x, %w, %i, %w1, %w1, %w2 {fp8 = #moe.fp8<delayed>} : (tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+moe.param @h : tensor<4x9x17xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+func.func @experts_history_not_a_history(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
+  // expected-error @+1 {{fp8_history @h does not name a moe.param of kind fp8_history}}
+  %y = moe.experts %x, %w, %i, %w1, %w1, %w2 {fp8 = #moe.fp8<delayed>, fp8_history = @h} : (tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+moe.param @h : tensor<4x8x17xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<fp8_history>}
+func.func @experts_grad_history_shape(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
+  // expected-error @+1 {{expected fp8_history @h of shape [4, 9, L >= 2], got 'tensor<4x8x17xf32>'}}
+  %dx, %dw, %d1, %d3, %d2 = moe.experts_grad %x, %x, %w, %i, %w1, %w1, %w2 {fp8 = #moe.fp8<delayed>, fp8_history = @h} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> (tensor<8x16xf32>, tensor<8x2xf32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>)
+  return
+}
+
+// -----
+
+// An amax history starts at zero, like optimizer state.
+// expected-error @+1 {{expected an fp8 amax history to be initialised with zeros}}
+moe.param @h : tensor<4x9x17xf32> {init = #moe.init<ones>, kind = #moe.param_kind<fp8_history>}
+
+// -----
+
+moe.param @w : tensor<4x9x17xf32> {init = #moe.init<zeros>}
+func.func @fp8_amax_update_of_a_weight() {
+  // expected-error @+1 {{@w does not name a moe.param of kind fp8_history}}
+  moe.fp8_amax_update @w
+  return
+}
+
+// -----
+
+moe.mesh @mesh(dp = 2)
+moe.param @h : tensor<4x9x17xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<fp8_history>}
+func.func @fp8_amax_update_mesh_without_axes() {
+  // expected-error @+1 {{expected mesh and axes together}}
+  moe.fp8_amax_update @h {mesh = @mesh}
+  return
+}
+
+// -----
+
+moe.mesh @mesh(dp = 2)
+moe.param @h : tensor<4x9x17xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<fp8_history>}
+func.func @fp8_amax_update_unknown_axis() {
+  // expected-error @+1 {{mesh @mesh has no axis 'tp'}}
+  moe.fp8_amax_update @h {mesh = @mesh, axes = ["tp"]}
   return
 }

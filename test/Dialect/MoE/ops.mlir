@@ -10,6 +10,8 @@ moe.adamw_config {lr = 3.0e-3 : f32, warmup = 5}
 
 // CHECK: moe.param @w : tensor<8x8xf32> {init = #moe.init<normal>, init_std = 2.000000e-02 : f32}
 moe.param @w : tensor<8x8xf32> {init = #moe.init<normal>, init_std = 0.02 : f32}
+// CHECK: moe.param @history : tensor<4x9x17xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<fp8_history>}
+moe.param @history : tensor<4x9x17xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<fp8_history>}
 // CHECK: moe.param @w.exp_avg : tensor<8x8xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
 moe.param @w.exp_avg : tensor<8x8xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
 moe.param @w.exp_avg_sq : tensor<8x8xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
@@ -45,6 +47,15 @@ func.func @model_ops(%tokens: tensor<2x4xi32>, %table: tensor<16x8xf32>,
   // CHECK: moe.experts {{.*}} {fp8 = #moe.fp8<blockwise>, fp8_block = 64 : i64}
   %y = moe.experts %a, %weights, %indices, %w1, %w1, %w2 {fp8 = #moe.fp8<blockwise>, fp8_block = 64}
       : (tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>, tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<4x8x4xf32>) -> tensor<2x4x8xf32>
+  // Delayed scaling reads and updates an amax history; FP8 on the wire only.
+  // CHECK: moe.experts {{.*}} {fp8 = #moe.fp8<delayed>, fp8_history = @history}
+  %yd = moe.experts %a, %weights, %indices, %w1, %w1, %w2 {fp8 = #moe.fp8<delayed>, fp8_history = @history}
+      : (tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>, tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<4x8x4xf32>) -> tensor<2x4x8xf32>
+  // CHECK: moe.experts {{.*}} {fp8_block = 128 : i64, fp8_dispatch}
+  %yw = moe.experts %a, %weights, %indices, %w1, %w1, %w2 {fp8_block = 128, fp8_dispatch}
+      : (tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>, tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<4x8x4xf32>) -> tensor<2x4x8xf32>
+  // CHECK: moe.fp8_amax_update @history
+  moe.fp8_amax_update @history
   // CHECK: moe.swiglu %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   %s = moe.swiglu %y, %a : tensor<2x4x8xf32>
   %vocab = moe.linear %s, %table : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>

@@ -76,13 +76,22 @@ float quantizeTensorwise(const float *x, float *out, int64_t n,
 void quantizeBlockwise(const float *x, float *out, int64_t rows, int64_t cols,
                        int64_t blockRows, int64_t blockCols, Fp8Format format);
 
-/// Delayed scaling (Transformer Engine's recipe): the scale comes from the
-/// largest amax of the last `history.size()` steps, not the current one;
-/// then the current amax is pushed into the history (oldest out). A history
-/// of zeros (the first step) falls back to the current amax, so the first
-/// step does not run with scale 1. Returns the current amax.
+/// Delayed scaling (Transformer Engine's recipe). `amaxes` is one GEMM
+/// input's amax history: [0] the largest amax seen in this step so far,
+/// [1, length) the amaxes of the last length - 1 steps, newest first. The
+/// scale comes from the largest amax of the past steps, not from `x`; a
+/// history of zeros (the first step) falls back to x's own amax, so the
+/// first step does not run with scale 1. Then x's amax is folded into [0]
+/// (a maximum, so calls that see the same tensor twice, such as a backward
+/// pass recomputing its input, and several microbatches give one value).
+/// Returns x's amax.
 float quantizeDelayed(const float *x, float *out, int64_t n, Fp8Format format,
-                      std::vector<float> &history);
+                      float *amaxes, int64_t length);
+
+/// The end of a step for one amax history (see quantizeDelayed): this
+/// step's amax becomes the newest past one, the oldest drops out, and [0]
+/// starts again from zero.
+void rollAmaxHistory(float *amaxes, int64_t length);
 
 /// FP8 rows on the wire (FP8 token dispatch): a row of n floats becomes n
 /// codes, four to a 32-bit word, followed by one scale per `block`

@@ -144,25 +144,59 @@ void routerBackward(const float *dweights, const float *dprobs,
 /// How the expert GEMMs emulate FP8 (absent: fp32). Every GEMM input is
 /// rounded onto the FP8 grid with its own scales, as an FP8 GEMM would read
 /// it. Tensorwise (Transformer Engine's hybrid recipe): one scale per GEMM
-/// input (per expert), activations and weights in E4M3, gradients in E5M2.
+/// input (per expert) from its current amax, activations and weights in
+/// E4M3, gradients in E5M2. Delayed (Transformer Engine's default): the same,
+/// with each scale from the input's amax history (quantizeDelayed).
 /// Blockwise (DeepSeek-V3's): one scale per 1 x `block` row block of an
 /// activation or gradient and per `block` x `block` block of a weight, all
-/// in E4M3.
+/// in E4M3. None: the GEMMs read full precision; only the token dispatch is
+/// FP8 (targets without FP8 tensor cores, such as the A100).
 struct Fp8Gemms {
-  enum class Scaling : uint8_t { Tensorwise = 1, Blockwise = 2 };
+  enum class Scaling : uint8_t {
+    None = 0,
+    Tensorwise = 1,
+    Blockwise = 2,
+    Delayed = 3
+  };
   Scaling scaling = Scaling::Tensorwise;
   int64_t block = 128;
   /// Expert parallelism: tokens (and their gradients) travel to the
   /// experts as FP8 codes with one scale per `block` elements of a row.
   bool dispatch = false;
+  /// Delayed scaling: the amax histories of the experts' GEMM inputs,
+  /// [experts, kFp8ExpertRoles, historyLength] (see quantizeDelayed); the
+  /// kernels fold this step's amaxes into them.
+  float *history = nullptr;
+  int64_t historyLength = 0;
+
+  /// Whether the GEMMs read FP8 (not only the dispatch).
+  bool roundsGemms() const { return scaling != Scaling::None; }
 };
 
-/// The format of gradients under `fp8`: E5M2 with tensorwise scales
-/// (Transformer Engine's hybrid recipe), E4M3 with blockwise ones, whose
-/// fine scales leave E4M3's range enough (DeepSeek-V3's recipe).
+/// The GEMM inputs of one expert that have an amax history under delayed
+/// scaling, in the order of the history's second dimension.
+enum class Fp8ExpertRole : int64_t {
+  Input = 0,          // x, the tokens
+  W1,
+  W3,
+  Activation,         // a = silu(W1 x) * (W3 x)
+  W2,
+  OutputGrad,         // dy, for da
+  WeightedOutputGrad, // w dy, for dW2
+  UpGrad,             // du
+  GateGrad,           // dg
+};
+inline constexpr int64_t kFp8ExpertRoles = 9;
+
+/// The format of gradients under `fp8`: E5M2 with per-tensor scales
+/// (Transformer Engine's hybrid recipe), E4M3 with block scales, whose fine
+/// scales leave E4M3's range enough (DeepSeek-V3's recipe; also the FP8
+/// token dispatch of targets without FP8 GEMMs).
 inline Fp8Format fp8GradientFormat(const Fp8Gemms &fp8) {
-  return fp8.scaling == Fp8Gemms::Scaling::Blockwise ? Fp8Format::E4M3
-                                                     : Fp8Format::E5M2;
+  return fp8.scaling == Fp8Gemms::Scaling::Tensorwise ||
+                 fp8.scaling == Fp8Gemms::Scaling::Delayed
+             ? Fp8Format::E5M2
+             : Fp8Format::E4M3;
 }
 
 /// The most scratch memory an Experts (or, with `backward`, ExpertsGrad)

@@ -92,3 +92,16 @@ ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
 LogicalResult SliceOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return verifyBlocks(*this, symbols, /*gathers=*/false);
 }
+
+LogicalResult
+Fp8AmaxUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto history = symbols.lookupNearestSymbolFrom<ParamOp>(*this, getHistoryAttr());
+  if (!history || history.getKind() != ParamKind::fp8_history)
+    return emitOpError() << getHistoryAttr()
+                         << " does not name a moe.param of kind fp8_history";
+  if (static_cast<bool>(getMeshAttr()) != static_cast<bool>(getAxesAttr()))
+    return emitOpError() << "expected mesh and axes together";
+  if (!getMeshAttr())
+    return success();
+  return groupSize(*this, getMeshAttr(), *getAxes(), symbols);
+}

@@ -265,10 +265,12 @@ LogicalResult ParamOp::verify() {
   if (getInit() == InitKind::normal &&
       !(getInitStd() && getInitStd()->convertToFloat() > 0))
     return emitOpError() << "expected init_std > 0 for normal initialisation";
-  if (getKind() == ParamKind::optimizer_state &&
-      getInit() != InitKind::zeros)
-    return emitOpError() << "expected optimizer state to be initialised "
-                            "with zeros";
+  if (getKind() != ParamKind::weight && getInit() != InitKind::zeros)
+    return emitOpError() << "expected "
+                         << (getKind() == ParamKind::optimizer_state
+                                 ? "optimizer state"
+                                 : "an fp8 amax history")
+                         << " to be initialised with zeros";
   StringRef name = getSymName();
   size_t first = name.find("{e}");
   if (first != StringRef::npos) {
@@ -532,28 +534,91 @@ static LogicalResult verifyExpertsShapes(Operation *op, Value x, Value weights,
   return distributed ? success() : expectTopK(op, ws.back(), experts);
 }
 
-/// `fp8_block` is the block of blockwise FP8 scaling only, and positive.
+/// `fp8_block` is the block of blockwise FP8 scaling or of an FP8 dispatch
+/// alone, and positive; delayed scaling, and only it, has an amax history.
 static LogicalResult verifyFp8Recipe(Operation *op,
                                      std::optional<Fp8Scaling> scaling,
                                      std::optional<uint64_t> block,
-                                     bool dispatch) {
-  if (dispatch && !scaling)
-    return op->emitOpError() << "has fp8_dispatch without fp8";
+                                     bool dispatch, FlatSymbolRefAttr history) {
+  if ((scaling == Fp8Scaling::delayed) != static_cast<bool>(history))
+    return op->emitOpError()
+           << (history ? "has fp8_history without fp8 = #moe.fp8<delayed>"
+                       : "expected fp8_history with fp8 = #moe.fp8<delayed>");
   if (!block)
     return success();
-  if (scaling != Fp8Scaling::blockwise)
-    return op->emitOpError()
-           << "has fp8_block without fp8 = #moe.fp8<blockwise>";
+  if (scaling != Fp8Scaling::blockwise && !(dispatch && !scaling))
+    return op->emitOpError() << "has fp8_block without fp8 = "
+                                "#moe.fp8<blockwise> or fp8_dispatch alone";
   if (static_cast<int64_t>(*block) <= 0 || *block > 65536)
     return op->emitOpError() << "expected fp8_block in [1, 65536], found "
                              << static_cast<int64_t>(*block);
   return success();
 }
 
+/// An amax history is a moe.param of kind fp8_history, [E, 9, L >= 2] for
+/// the op's experts (`localExperts` per rank when they are distributed).
+static LogicalResult verifyFp8History(Operation *op, FlatSymbolRefAttr ref,
+                                      Value w1, bool distributed,
+                                      SymbolTableCollection &symbols) {
+  if (!ref)
+    return success();
+  auto history = symbols.lookupNearestSymbolFrom<ParamOp>(op, ref);
+  if (!history || history.getKind() != ParamKind::fp8_history)
+    return op->emitOpError()
+           << "fp8_history " << ref
+           << " does not name a moe.param of kind fp8_history";
+  ArrayRef<int64_t> shape = history.getTensorType().getShape();
+  int64_t local = cast<ShapedType>(w1.getType()).getDimSize(0);
+  bool expertsMatch = shape.size() == 3 &&
+                      (distributed ? local > 0 && shape[0] % local == 0
+                                   : shape[0] == local);
+  if (!expertsMatch || shape[1] != kFp8HistoryRoles || shape[2] < 2)
+    return op->emitOpError()
+           << "expected fp8_history " << ref << " of shape [" << local
+           << (distributed ? " x ranks" : "") << ", " << kFp8HistoryRoles
+           << ", L >= 2], got " << history.getTensorType();
+  return success();
+}
+
+/// Delayed FP8 scaling reads and updates the amax history; otherwise the
+/// op has no side effects.
+static void fp8HistoryEffects(
+    FlatSymbolRefAttr history,
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  if (!history)
+    return;
+  effects.emplace_back(MemoryEffects::Read::get());
+  effects.emplace_back(MemoryEffects::Write::get());
+}
+
+void ExpertsOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  fp8HistoryEffects(getFp8HistoryAttr(), effects);
+}
+
+void ExpertsGradOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  fp8HistoryEffects(getFp8HistoryAttr(), effects);
+}
+
+LogicalResult ExpertsOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyFp8History(*this, getFp8HistoryAttr(), getW1(),
+                          static_cast<bool>(getExpertAxes()), symbols);
+}
+
+LogicalResult ExpertsGradOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyFp8History(*this, getFp8HistoryAttr(), getW1(),
+                          static_cast<bool>(getExpertAxes()), symbols);
+}
+
 LogicalResult ExpertsOp::verify() {
   if (getResult().getType() != getInput().getType())
     return emitOpError() << "expected the result to have the input's type";
-  if (failed(verifyFp8Recipe(*this, getFp8(), getFp8Block(), getFp8Dispatch())))
+  if (failed(verifyFp8Recipe(*this, getFp8(), getFp8Block(), getFp8Dispatch(),
+                             getFp8HistoryAttr())))
     return failure();
   return verifyExpertsShapes(*this, getInput(), getWeights(), getIndices(),
                              getW1(), getW3(), getW2(),
@@ -561,7 +626,8 @@ LogicalResult ExpertsOp::verify() {
 }
 
 LogicalResult ExpertsGradOp::verify() {
-  if (failed(verifyFp8Recipe(*this, getFp8(), getFp8Block(), getFp8Dispatch())))
+  if (failed(verifyFp8Recipe(*this, getFp8(), getFp8Block(), getFp8Dispatch(),
+                             getFp8HistoryAttr())))
     return failure();
   if (failed(verifyExpertsShapes(*this, getInput(), getWeights(), getIndices(),
                                  getW1(), getW3(), getW2(),

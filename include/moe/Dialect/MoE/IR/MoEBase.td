@@ -57,7 +57,8 @@ def MoE_InitKindAttr : EnumAttr<MoE_Dialect, MoE_InitKind, "init"> {
 
 def MoE_ParamKind : I32EnumAttr<"ParamKind", "what a parameter symbol holds", [
   I32EnumAttrCase<"weight", 0>,
-  I32EnumAttrCase<"optimizer_state", 1>
+  I32EnumAttrCase<"optimizer_state", 1>,
+  I32EnumAttrCase<"fp8_history", 2>
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::moe";
@@ -71,7 +72,8 @@ def MoE_ParamKindAttr : EnumAttr<MoE_Dialect, MoE_ParamKind, "param_kind"> {
 def MoE_Fp8Scaling : I32EnumAttr<"Fp8Scaling",
     "how the inputs of FP8 GEMMs are scaled", [
   I32EnumAttrCase<"tensorwise", 1>,
-  I32EnumAttrCase<"blockwise", 2>
+  I32EnumAttrCase<"blockwise", 2>,
+  I32EnumAttrCase<"delayed", 3>
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::moe";
@@ -85,7 +87,10 @@ def MoE_Fp8ScalingAttr : EnumAttr<MoE_Dialect, MoE_Fp8Scaling, "fp8"> {
     activations and weights, E5M2 gradients, Transformer Engine's hybrid
     recipe) or per-block scales (`blockwise`: 1 x block rows of activations
     and gradients, block x block squares of weights, all E4M3 as in
-    DeepSeek-V3).
+    DeepSeek-V3). `delayed` is Transformer Engine's default recipe: per-tensor
+    scales as `tensorwise`, each from the largest amax of the tensor's last
+    steps, kept in an amax history (`fp8_history`, a `moe.param` of kind
+    `fp8_history`) instead of the tensor's own.
 
     Example: `fp8 = #moe.fp8<blockwise>, fp8_block = 128`.
   }];

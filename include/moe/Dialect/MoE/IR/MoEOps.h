@@ -30,6 +30,11 @@ namespace mlir::moe {
 /// its parameter types are then this rank's blocks.
 inline constexpr llvm::StringLiteral kPartitionedAttrName = "moe.partitioned";
 
+/// The GEMM inputs of one expert with an FP8 amax history under delayed
+/// scaling (x, w1, w3, a, w2, dy, w dy, du, dg): the second dimension of a
+/// `fp8_history` parameter. The runtime's kernels index it in this order.
+inline constexpr int64_t kFp8HistoryRoles = 9;
+
 /// Checks `sharding` against a value of `type` used by `op`: the mesh
 /// exists, one entry per dimension, known axes, and (unless `type` is
 /// already a per-rank block) divisible dimensions.

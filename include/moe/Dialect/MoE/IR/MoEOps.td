@@ -396,7 +396,9 @@ def MoE_RouterOp : MoE_Op<"router", [
 }
 
 def MoE_ExpertsOp : MoE_Op<"experts", [
-    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
   let summary = "grouped SwiGLU experts combined with router weights";
   let description = [{
@@ -415,14 +417,21 @@ def MoE_ExpertsOp : MoE_Op<"experts", [
     FP8: with `fp8` (see `#moe.fp8`), every expert GEMM reads its inputs
     rounded to FP8 (tokens, SwiGLU activations and weights in E4M3), scaled
     per tensor or, with `blockwise`, per `fp8_block` block; the VJP rounds
-    the same values and the gradients. With `fp8_dispatch` as well, expert
-    parallelism sends the tokens to the experts as FP8 codes.
+    the same values and the gradients. With `delayed` scaling, the op reads
+    its scales from the amax history `fp8_history` and folds this step's
+    amaxes into it (so it writes that parameter; `moe.fp8_amax_update` ends
+    the step). With `fp8_dispatch`, expert parallelism sends the tokens to
+    the experts as FP8 codes with one scale per `fp8_block` (128) elements of
+    a row; without `fp8`, that is all FP8 does (a target without FP8 tensor
+    cores: the GEMMs read full precision).
 
     Constraints: `input` is `[..., H]`; `weights` (f32) and `indices` (i32)
     are `[..., k]` with the input's leading dimensions; `w1` and `w3` are
     `[E, F, H]`, `w2` is `[E, H, F]`; the result has the input's type;
-    `fp8_block` (positive) goes with `fp8 = #moe.fp8<blockwise>` only, and
-    `fp8_dispatch` with `fp8`.
+    `fp8_block` (positive) goes with `fp8 = #moe.fp8<blockwise>` or with
+    `fp8_dispatch` alone; `fp8_history` goes with `#moe.fp8<delayed>`, which
+    needs it, and names a `moe.param` of kind `fp8_history` of shape
+    `[E, 9, L]`, `L >= 2` (E the global number of experts).
 
     Example:
 
@@ -439,7 +448,8 @@ def MoE_ExpertsOp : MoE_Op<"experts", [
                        OptionalAttr<StrArrayAttr>:$expert_axes,
                        OptionalAttr<MoE_Fp8ScalingAttr>:$fp8,
                        OptionalAttr<I64Attr>:$fp8_block,
-                       UnitAttr:$fp8_dispatch);
+                       UnitAttr:$fp8_dispatch,
+                       OptionalAttr<FlatSymbolRefAttr>:$fp8_history);
   let results = (outs MoE_F32Tensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -856,7 +866,9 @@ def MoE_RouterGradOp : MoE_Op<"router_grad", [
 }
 
 def MoE_ExpertsGradOp : MoE_Op<"experts_grad", [
-    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "gradients of the experts' input, weights and parameters";
   let description = [{
     Recomputes each expert's `w1 x` and `w3 x` instead of keeping them.
@@ -885,7 +897,8 @@ def MoE_ExpertsGradOp : MoE_Op<"experts_grad", [
                        OptionalAttr<StrArrayAttr>:$expert_axes,
                        OptionalAttr<MoE_Fp8ScalingAttr>:$fp8,
                        OptionalAttr<I64Attr>:$fp8_block,
-                       UnitAttr:$fp8_dispatch);
+                       UnitAttr:$fp8_dispatch,
+                       OptionalAttr<FlatSymbolRefAttr>:$fp8_history);
   let results = (outs MoE_F32Tensor:$input_grad, MoE_F32Tensor:$weights_grad,
                       MoE_F32Tensor:$w1_grad, MoE_F32Tensor:$w3_grad,
                       MoE_F32Tensor:$w2_grad);
@@ -1064,6 +1077,37 @@ def MoE_AdamWUpdateOp : MoE_Op<"adamw_update", [
     $step attr-dict `:` type($grad)
   }];
   let hasVerifier = 1;
+}
+
+def MoE_Fp8AmaxUpdateOp : MoE_Op<"fp8_amax_update", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "ends the step of an FP8 amax history, in place";
+  let description = [{
+    The amax history `history` (a `moe.param` of kind `fp8_history`,
+    `[E, 9, L]`: per expert and GEMM input, this step's amax at `[0]` and
+    the last `L - 1` steps' after it, newest first) moves one step on: this
+    step's amax becomes the newest past one, the oldest drops out, and `[0]`
+    starts again from zero. After partitioning, `axes` names the mesh axes
+    over which ranks hold copies of the same block of the history: this
+    step's amax is first the maximum over them, so the copies, and the
+    scales the next step reads from them, stay the same on every rank.
+
+    Constraints: `history` names a `moe.param` of kind `fp8_history`;
+    `mesh` and `axes` come together, `mesh` names a moe.mesh with all of
+    `axes`, each at most once.
+
+    Example:
+
+    ```mlir
+    moe.fp8_amax_update @"model.layers.0.block_sparse_moe.experts.fp8_amax_history"
+        {mesh = @mesh, axes = ["dp"]}
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$history,
+                       OptionalAttr<FlatSymbolRefAttr>:$mesh,
+                       OptionalAttr<StrArrayAttr>:$axes);
+  let assemblyFormat = "$history attr-dict";
 }
 
 #endif // MOE_DIALECT_MOE_IR_MOEOPS_TD

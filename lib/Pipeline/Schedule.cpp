@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <set>
 
 namespace moe::pipeline {
 namespace {
@@ -271,6 +273,32 @@ std::vector<int> peakInFlight(const Schedule &schedule) {
         --alive;
     }
     peaks.push_back(peak);
+  }
+  return peaks;
+}
+
+int peakOpenMicrobatches(const std::vector<int> &order) {
+  std::map<int, int> left;
+  for (int microbatch : order)
+    ++left[microbatch];
+  std::set<int> started;
+  int open = 0, peak = 1;
+  for (int microbatch : order) {
+    if (started.insert(microbatch).second)
+      peak = std::max(peak, ++open);
+    if (--left[microbatch] == 0)
+      --open;
+  }
+  return peak;
+}
+
+std::vector<int> peakMicrobatchSlots(const Schedule &schedule) {
+  std::vector<int> peaks;
+  for (const std::vector<Action> &actions : schedule.ranks) {
+    std::vector<int> order;
+    for (const Action &a : actions)
+      order.push_back(a.microbatch);
+    peaks.push_back(peakOpenMicrobatches(order));
   }
   return peaks;
 }

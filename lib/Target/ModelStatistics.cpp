@@ -29,47 +29,30 @@ static double forwardFlops(func::FuncOp step) {
   return flops;
 }
 
-/// A step split into pipeline stages holds each parameter and its moments
-/// on the rank of the stage updating it: the bytes per rank are those of
-/// the busiest rank, and the stages multiply the ranks.
+/// A step split into pipeline stages holds each parameter, its moments and
+/// an amax history on the rank of the stage updating it, and an arena slot
+/// (with its tokens and targets) per microbatch in flight: the bytes per
+/// rank are those of the busiest rank, and the stages multiply the ranks.
+/// Needs the arena and input bytes.
 static void accountPipelineRanks(ModuleOp module, func::FuncOp step,
                                  ModelStatistics &stats) {
-  auto ranksAttr = step->getAttrOfType<IntegerAttr>(kPipelineRanksAttrName);
-  if (!ranksAttr || ranksAttr.getInt() <= 1)
+  SmallVector<PipelineRankMemory> ranks = pipelineRankMemory(module, step);
+  if (ranks.empty())
     return;
-  int64_t ranks = ranksAttr.getInt();
-  SymbolTable symbols(module);
-  std::vector<uint64_t> params(ranks, 0), states(ranks, 0),
-      histories(ranks, 0);
-  step.walk([&](AdamWUpdateOp update) {
-    auto stage = update->getAttrOfType<IntegerAttr>(kPipelineStageAttrName);
-    if (!stage || stage.getInt() < 0)
-      return;
-    int64_t rank = stage.getInt() % ranks;
-    auto bytesOf = [&](FlatSymbolRefAttr ref) -> uint64_t {
-      auto param = symbols.lookup<ParamOp>(ref.getAttr());
-      return param ? tensorBytes(param.getTensorType()) : 0;
-    };
-    params[rank] += bytesOf(update.getParamAttr());
-    states[rank] += bytesOf(update.getExpAvgAttr()) +
-                    bytesOf(update.getExpAvgSqAttr());
-  });
-  // An amax history lives on the stage that moves it on.
-  step.walk([&](Fp8AmaxUpdateOp update) {
-    auto stage = update->getAttrOfType<IntegerAttr>(kPipelineStageAttrName);
-    auto param = symbols.lookup<ParamOp>(update.getHistoryAttr().getAttr());
-    if (stage && stage.getInt() >= 0 && param)
-      histories[stage.getInt() % ranks] += tensorBytes(param.getTensorType());
-  });
-  auto held = [&](int64_t r) { return params[r] + states[r] + histories[r]; };
-  int64_t busiest = 0;
-  for (int64_t r = 1; r < ranks; ++r)
-    if (held(r) > held(busiest))
-      busiest = r;
-  stats.paramBytes = params[busiest];
-  stats.optimizerStateBytes = states[busiest];
-  stats.fp8HistoryBytes = histories[busiest];
-  stats.ranks *= ranks;
+  uint64_t slot = stats.arenaBytes + stats.inputBytes;
+  auto held = [&](const PipelineRankMemory &rank) {
+    return rank.persistentBytes() + rank.slots * slot;
+  };
+  const PipelineRankMemory *busiest = &ranks.front();
+  for (const PipelineRankMemory &rank : ranks)
+    if (held(rank) > held(*busiest))
+      busiest = &rank;
+  stats.paramBytes = busiest->paramBytes;
+  stats.optimizerStateBytes = busiest->optimizerStateBytes;
+  stats.fp8HistoryBytes = busiest->fp8HistoryBytes;
+  stats.gradientSumBytes = busiest->gradientSumBytes;
+  stats.pipelineSlots = busiest->slots;
+  stats.ranks *= ranks.size();
 }
 
 ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
@@ -131,10 +114,10 @@ ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
             ? elements / global[0] * std::min<int64_t>(stats.topK, global[0])
             : elements;
   }
-  accountPipelineRanks(module, step, stats);
   stats.flopsPerStep = 3.0 * forwardFlops(step);
   if (auto arena = step->getAttrOfType<IntegerAttr>(kArenaBytesAttrName))
     stats.arenaBytes = arena.getInt();
+  accountPipelineRanks(module, step, stats);
   if (auto peak = step->getAttrOfType<IntegerAttr>(kPeakLiveBytesAttrName))
     stats.peakLiveBytes = peak.getInt();
   step.walk([&](AdamWUpdateOp update) {
@@ -214,16 +197,25 @@ void mlir::moe::printMemoryReport(const ModelStatistics &stats,
                 stats.optimizerStateBytes);
   if (stats.fp8HistoryBytes > 0)
     printBytesRow(os, "fp8 amax histories", stats.fp8HistoryBytes);
+  if (stats.pipelineSlots > 0)
+    printBytesRow(os, "gradients summed over microbatches",
+                  stats.gradientSumBytes);
   printBytesRow(os, "step inputs (tokens, targets, step)", stats.inputBytes);
   printBytesRow(os, "arena: activations and gradients", stats.arenaBytes);
   printBytesRow(os, "  of which live at the peak", stats.peakLiveBytes);
   printBytesRow(os, "  gradients", stats.gradientBytes);
   printBytesRow(os, "  activations kept for backward",
                 stats.keptActivationBytes);
+  if (stats.pipelineSlots > 0)
+    os << llvm::format("  microbatches in flight: %lld, each with its "
+                       "inputs and arena\n",
+                       static_cast<long long>(stats.pipelineSlots));
   printBytesRow(os, "kernel workspace", stats.workspaceBytes);
+  uint64_t slots = std::max<int64_t>(1, stats.pipelineSlots);
   uint64_t total = stats.paramBytes + stats.optimizerStateBytes +
-                   stats.fp8HistoryBytes + stats.inputBytes +
-                   stats.arenaBytes + stats.workspaceBytes;
+                   stats.fp8HistoryBytes + stats.gradientSumBytes +
+                   slots * (stats.inputBytes + stats.arenaBytes) +
+                   stats.workspaceBytes;
   printBytesRow(os, "total (peak)", total);
   if (stats.memoryBudget > 0) {
     printBytesRow(os, "budget", stats.memoryBudget);

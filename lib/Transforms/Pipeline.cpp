@@ -23,10 +23,12 @@ void mlir::moe::buildTrainingBackend(
     const std::optional<RematerializeOptions> &remat) {
   if (sharded)
     pm.addPass(createPartition());
-  if (remat)
-    pm.addPass(createRematerialize(*remat));
+  // Rematerialization plans for the pipeline's ranks and slots when there
+  // is one, so it runs on the split step.
   if (pipeline)
     pm.addPass(createSplitPipelineStages(*pipeline));
+  if (remat)
+    pm.addPass(createRematerialize(*remat));
   pm.addPass(createPlanMemory());
 }
 

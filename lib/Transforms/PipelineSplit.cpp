@@ -398,6 +398,17 @@ struct SplitPipelineStagesPass
         failed(splitPipelineStages(*step, layersAttr.getInt(), stages, ranks,
                                    splitWeightGradients)))
       return signalPassFailure();
+    if (slots.empty())
+      return;
+    if (slots.size() != ranks || llvm::is_contained(slots, 0u)) {
+      module.emitError() << "expected one positive slot count per pipeline "
+                            "rank ("
+                         << ranks << "), got " << slots.size();
+      return signalPassFailure();
+    }
+    SmallVector<int64_t> counts(slots.begin(), slots.end());
+    (*step)->setAttr(kPipelineSlotsAttrName,
+                     DenseI64ArrayAttr::get(module.getContext(), counts));
   }
 };
 

@@ -100,6 +100,21 @@ public:
 
 private:
   bool isSaved(Value value) const { return isSavedActivation(value, forward); }
+
+  /// In a pipelined step, an op is recomputed in the backward of its own
+  /// stage, where its weights and inputs are: every backward reader must be
+  /// on that stage. (A value another stage reads travels there once.)
+  bool recomputableOnItsStage(Operation *op) const {
+    auto stage = op->getAttrOfType<IntegerAttr>(kPipelineStageAttrName);
+    if (!stage)
+      return true;
+    for (Value result : op->getResults())
+      for (Operation *user : result.getUsers())
+        if (isBackwardReader(user, forward) &&
+            user->getAttr(kPipelineStageAttrName) != stage)
+          return false;
+    return true;
+  }
 };
 
 std::vector<Candidate> Rematerializer::candidates() {
@@ -120,7 +135,7 @@ std::vector<Candidate> Rematerializer::candidates() {
       Operation *def = operand.getDefiningOp();
       return !def || isa<GetParamOp>(def) || isSaved(operand);
     });
-    if (!readsSavedOnly)
+    if (!readsSavedOnly || !recomputableOnItsStage(op))
       continue;
     double flops = modelFlops(op);
     result.push_back({op, saved, flops > 0 ? flops : elements, flops});
@@ -161,9 +176,14 @@ void Rematerializer::apply(ArrayRef<Operation *> chosen,
   IRMapping recomputed;
   OpBuilder builder(ordered.front()->getContext());
   for (Operation *op : ordered) {
-    builder.setInsertionPoint(anchor.lookup(op));
+    Operation *position = anchor.lookup(op);
+    builder.setInsertionPoint(position);
     Operation *clone = builder.clone(*op, recomputed);
     clone->setAttr(kRecomputedAttrName, builder.getUnitAttr());
+    // Pipelined: the recomputation runs in the action of the op it
+    // precedes, a backward (or weight-gradient) pass of the same stage.
+    if (Attribute phase = position->getAttr(kPipelinePhaseAttrName))
+      clone->setAttr(kPipelinePhaseAttrName, phase);
     for (auto [original, copy] :
          llvm::zip(op->getResults(), clone->getResults()))
       original.replaceUsesWithIf(copy, [&](OpOperand &use) {
@@ -261,6 +281,45 @@ mlir::moe::rematerialize(func::FuncOp step, uint64_t arenaBudget) {
   return result;
 }
 
+/// The arena a step may plan when a rank may hold `budget` bytes: what is
+/// left after its parameters, optimizer state, inputs and the kernels'
+/// workspace. A pipelined step holds its stages' parameters and one arena
+/// and set of inputs per microbatch in flight, on each rank; the tightest
+/// rank sets the arena. Fails, on the step, when those alone do not fit.
+static FailureOr<uint64_t> arenaBudgetOf(ModuleOp module, func::FuncOp step,
+                                         uint64_t budget) {
+  uint64_t workspace = kernelWorkspaceBytes(module, step);
+  uint64_t inputs = 0;
+  for (Type type : step.getArgumentTypes())
+    inputs += tensorBytes(type);
+  SmallVector<PipelineRankMemory> ranks = pipelineRankMemory(module, step);
+  if (ranks.empty()) {
+    PipelineRankMemory whole;
+    for (ParamOp param : module.getOps<ParamOp>())
+      whole.paramBytes += tensorBytes(param.getTensorType());
+    ranks.push_back(whole);
+  }
+  std::optional<uint64_t> arena;
+  for (auto [rank, memory] : llvm::enumerate(ranks)) {
+    uint64_t fixed = workspace + memory.persistentBytes() +
+                     memory.slots * inputs;
+    if (budget < fixed) {
+      InFlightDiagnostic diag = step.emitOpError();
+      diag << "does not fit the memory budget of " << mebibytes(budget)
+           << ": parameters, optimizer state, inputs and kernel workspace "
+              "alone need "
+           << mebibytes(fixed);
+      if (ranks.size() > 1)
+        diag << " on pipeline rank " << rank << " (" << memory.slots
+             << " microbatches in flight)";
+      return failure();
+    }
+    uint64_t perSlot = (budget - fixed) / memory.slots;
+    arena = arena ? std::min(*arena, perSlot) : perSlot;
+  }
+  return *arena;
+}
+
 namespace {
 struct RematerializePass
     : public mlir::moe::impl::RematerializeBase<RematerializePass> {
@@ -271,22 +330,11 @@ struct RematerializePass
         lookupFunction(module, function, "to rematerialize");
     if (failed(step))
       return signalPassFailure();
-    // The budget is for everything a rank holds; the arena gets the rest.
-    uint64_t fixed = kernelWorkspaceBytes(module, *step);
-    for (ParamOp param : module.getOps<ParamOp>())
-      fixed += tensorBytes(param.getTensorType());
-    for (Type type : step->getArgumentTypes())
-      fixed += tensorBytes(type);
-    if (budget < fixed) {
-      step->emitOpError() << "does not fit the memory budget of "
-                          << mebibytes(budget)
-                          << ": parameters, optimizer state, inputs and "
-                             "kernel workspace alone need "
-                          << mebibytes(fixed);
+    FailureOr<uint64_t> arenaBudget = arenaBudgetOf(module, *step, budget);
+    if (failed(arenaBudget))
       return signalPassFailure();
-    }
     FailureOr<RematerializationPlan> plan =
-        rematerialize(*step, budget - fixed);
+        rematerialize(*step, *arenaBudget);
     if (failed(plan))
       return signalPassFailure();
     Builder builder(module.getContext());

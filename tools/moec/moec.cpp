@@ -365,7 +365,8 @@ int main(int argc, char **argv) {
     return 1;
   std::optional<::moe::pipeline::Schedule> schedule;
   std::optional<mlir::moe::SplitPipelineStagesOptions> split;
-  std::vector<unsigned> unitStages; // split's options refer to it
+  // split's options refer to these.
+  std::vector<unsigned> unitStages, rankSlots;
   if (llvm::is_contained(reports, Report::Pipeline) || isPipelined()) {
     FailureOr<std::vector<mlir::moe::PipelineUnit>> units =
         mlir::moe::pipelineUnits(*module, step);
@@ -398,6 +399,9 @@ int main(int argc, char **argv) {
     split->ranks = pipelineStages;
     split->splitWeightGradients =
         schedule->kind == ::moe::pipeline::ScheduleKind::ZeroBubble;
+    for (int slots : ::moe::pipeline::peakMicrobatchSlots(*schedule))
+      rankSlots.push_back(slots);
+    split->slots = rankSlots;
   }
   std::optional<mlir::moe::RematerializeOptions> remat;
   if (!memoryBudget.empty()) {
@@ -406,12 +410,6 @@ int main(int argc, char **argv) {
       llvm::errs() << "moec: error: --memory-budget: expected a size like "
                       "80GiB, 512MiB or 4000000, found '"
                    << memoryBudget << "'\n";
-      return 1;
-    }
-    if (pipelineStages * virtualStages > 1) {
-      llvm::errs() << "moec: error: --memory-budget with --pp is not "
-                      "supported yet (the budget would need a plan per "
-                      "stage)\n";
       return 1;
     }
     remat.emplace();

@@ -150,6 +150,14 @@ std::optional<std::string> verifySchedule(const Schedule &schedule);
 /// and output gradients of its stage's linear layers).
 std::vector<int> peakInFlight(const Schedule &schedule);
 
+/// The most microbatches a rank holds at once when it runs actions of the
+/// microbatches `order` (in its order): each from its first action to its
+/// last; at least 1 (the optimizer's). One arena slot each: the memory the
+/// runtime reserves, and the compiler plans for.
+int peakOpenMicrobatches(const std::vector<int> &order);
+/// peakOpenMicrobatches of each rank of `schedule`.
+std::vector<int> peakMicrobatchSlots(const Schedule &schedule);
+
 const char *toString(ScheduleKind kind);
 /// "F", "B" (BackwardInput and fused Backward) or "W".
 const char *toString(ActionKind kind);

@@ -34,8 +34,15 @@ struct ModelStatistics {
   uint64_t memoryBudget = 0;
   unsigned recomputedOps = 0;
   double recomputeFlops = 0, fullRecomputeFlops = 0;
-  /// Ranks of the mesh the step is partitioned over.
+  /// Ranks of the mesh the step is partitioned over (times the pipeline
+  /// ranks).
   int64_t ranks = 1;
+  /// A pipelined step: the microbatches the busiest rank holds at once, one
+  /// arena and one set of inputs each; 0 without a pipeline.
+  int64_t pipelineSlots = 0;
+  /// A pipelined step: the sums over the microbatches of the gradients
+  /// (what the optimizer reads) the busiest rank keeps outside its slots.
+  uint64_t gradientSumBytes = 0;
 };
 
 /// Statistics of `step` from the module's moe.model attribute, its

@@ -194,7 +194,9 @@ def SplitPipelineStages : Pass<"moe-split-pipeline-stages", "ModuleOp"> {
         move after their stage's last backward op, so that the memory plan
         made afterwards holds for running them later.
     The function gets `moe.pipeline_ranks`, which moe-plan-memory reads to
-    let values of different ranks share arena bytes.
+    let values of different ranks share arena bytes, and
+    `moe.pipeline_slots`, the microbatches each rank holds at once (`slots`),
+    which the memory report and moe-rematerialize count.
     Fails, at the op, when a value would flow against the schedule's order
     (e.g. a forward op reading a later stage) or a parameter is read by two
     stages.
@@ -216,6 +218,9 @@ def SplitPipelineStages : Pass<"moe-split-pipeline-stages", "ModuleOp"> {
            "pipeline ranks; model stage s runs on rank s % ranks">,
     Option<"splitWeightGradients", "split-weight-gradients", "bool",
            "false", "split weight gradients off the backward (zero bubble)">,
+    ListOption<"slots", "slots", "unsigned",
+               "the microbatches each rank holds at once under the schedule "
+               "(one arena slot each; default 1)">,
   ];
 }
 

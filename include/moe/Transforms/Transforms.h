@@ -37,6 +37,10 @@ inline constexpr llvm::StringLiteral kPipelinePhaseAttrName =
 /// On the split step: the pipeline ranks its stages run on (stage % ranks).
 inline constexpr llvm::StringLiteral kPipelineRanksAttrName =
     "moe.pipeline_ranks";
+/// On the split step: the microbatches each pipeline rank holds at once
+/// under the schedule, one arena slot each.
+inline constexpr llvm::StringLiteral kPipelineSlotsAttrName =
+    "moe.pipeline_slots";
 inline constexpr llvm::StringLiteral kPeakLiveBytesAttrName =
     "moe.peak_live_bytes";
 
@@ -89,6 +93,25 @@ FailureOr<MemoryPlan> planMemory(func::FuncOp function);
 
 /// Writes a plan as moe.offsets / moe.arena_bytes / moe.peak_live_bytes.
 void annotateMemoryPlan(func::FuncOp function, const MemoryPlan &plan);
+
+/// What one pipeline rank of a split step holds: the weights, moments and
+/// amax histories of the stages it updates, the sums over the microbatches
+/// of what its optimizer reads (the gradients), and `slots` arena slots.
+struct PipelineRankMemory {
+  uint64_t paramBytes = 0, optimizerStateBytes = 0, fp8HistoryBytes = 0;
+  uint64_t gradientSumBytes = 0;
+  int64_t slots = 1;
+  /// What the rank holds outside its slots.
+  uint64_t persistentBytes() const {
+    return paramBytes + optimizerStateBytes + fp8HistoryBytes +
+           gradientSumBytes;
+  }
+};
+
+/// Per pipeline rank of a step split by moe-split-pipeline-stages (its
+/// `moe.pipeline_ranks` and `moe.pipeline_slots`); empty when not split.
+SmallVector<PipelineRankMemory> pipelineRankMemory(ModuleOp module,
+                                                   func::FuncOp step);
 
 /// What moe-fp8 runs in FP8, and how.
 struct Fp8Policy {

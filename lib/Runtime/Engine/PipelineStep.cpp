@@ -27,23 +27,12 @@ constexpr int kActionKinds = 4;
 
 size_t kindIndex(PipelineAction::Kind kind) { return static_cast<size_t>(kind); }
 
-/// The microbatches `rank` holds at once: each from its first action to its
-/// last (at least one, the optimizer's slot).
+/// The microbatches `rank` holds at once (pipeline::peakOpenMicrobatches).
 size_t peakSlots(const Pipeline &pipeline, int32_t rank) {
-  std::vector<int32_t> left(pipeline.microbatches, 0);
+  std::vector<int> order;
   for (const PipelineAction &action : pipeline.ranks[rank])
-    ++left[action.microbatch];
-  std::vector<bool> started(pipeline.microbatches, false);
-  size_t inFlight = 0, peak = 1;
-  for (const PipelineAction &action : pipeline.ranks[rank]) {
-    if (!started[action.microbatch]) {
-      started[action.microbatch] = true;
-      peak = std::max(peak, ++inFlight);
-    }
-    if (--left[action.microbatch] == 0)
-      --inFlight;
-  }
-  return peak;
+    order.push_back(action.microbatch);
+  return pipeline::peakOpenMicrobatches(order);
 }
 
 uint64_t padded(uint64_t bytes) {
@@ -64,9 +53,35 @@ uint64_t pipelineRankBytes(const Program &program, int32_t rank) {
         (!stageBound || (stages[b] >= 0 && stages[b] % pipeline.stages == rank)))
       bytes += padded(buffer.sizeInBytes());
   }
+  for (auto [b, stage] : optimizerSums(program, rank))
+    bytes += program.buffers[b].sizeInBytes();
   uint64_t slot = program.arenaBytes +
                   2 * padded(program.buffers[program.tokens].sizeInBytes());
   return bytes + slot * peakSlots(pipeline, rank);
+}
+
+std::vector<std::pair<uint32_t, int32_t>>
+optimizerSums(const Program &program, int32_t rank) {
+  const Pipeline &pipeline = program.pipeline;
+  std::vector<int64_t> producer = program.lastWriters();
+  std::vector<bool> seen(program.buffers.size(), false);
+  std::vector<std::pair<uint32_t, int32_t>> sums;
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    int32_t stage = pipeline.instructionStage[i];
+    if (pipeline.instructionPhase[i] != PipelinePhase::Optimizer ||
+        (stage >= 0 && stage % pipeline.stages != rank))
+      continue;
+    for (uint32_t b : program.instructions[i].operands) {
+      int64_t p = producer[b];
+      if (p < 0 || seen[b] ||
+          pipeline.instructionPhase[p] == PipelinePhase::Optimizer ||
+          pipeline.instructionStage[p] % pipeline.stages != rank)
+        continue;
+      seen[b] = true;
+      sums.emplace_back(b, pipeline.instructionStage[p]);
+    }
+  }
+  return sums;
 }
 
 std::vector<StageTransfer> stageTransfers(const Program &program) {
@@ -153,27 +168,18 @@ PipelineStep::create(const Program &program, int32_t rank,
 
   std::vector<int64_t> producer = program.lastWriters();
   runner->instructionsOf.resize(pipeline.modelStages() * kActionKinds);
-  std::vector<bool> accumulated(program.buffers.size(), false);
+  // What the optimizer reads of the microbatches is summed over them.
+  for (auto [b, stage] : optimizerSums(program, rank)) {
+    runner->gradients.push_back(b);
+    runner->gradientStages.push_back(stage);
+    runner->gradientSums.emplace_back(program.buffers[b].numElements());
+  }
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     int32_t stage = pipeline.instructionStage[i];
     PipelinePhase phase = pipeline.instructionPhase[i];
     if (phase == PipelinePhase::Optimizer) {
-      if (stage >= 0 && stage % pipeline.stages != rank)
-        continue;
-      runner->optimizerInstructions.push_back(i);
-      // What the optimizer reads of the microbatches is summed over them:
-      // the gradients, or what a deferred reduction reduces once.
-      for (uint32_t b : program.instructions[i].operands) {
-        int64_t p = producer[b];
-        if (p < 0 || accumulated[b] ||
-            pipeline.instructionPhase[p] == PipelinePhase::Optimizer ||
-            pipeline.instructionStage[p] % pipeline.stages != rank)
-          continue;
-        accumulated[b] = true;
-        runner->gradients.push_back(b);
-        runner->gradientStages.push_back(pipeline.instructionStage[p]);
-        runner->gradientSums.emplace_back(program.buffers[b].numElements());
-      }
+      if (stage < 0 || stage % pipeline.stages == rank)
+        runner->optimizerInstructions.push_back(i);
       continue;
     }
     for (int k = 0; k < kActionKinds; ++k)

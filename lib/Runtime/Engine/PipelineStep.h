@@ -45,9 +45,17 @@ struct StageTransfer {
 };
 
 /// The bytes pipeline rank `rank` of a verified pipelined program holds:
-/// its stages' parameters and optimizer state, the inputs, and an arena
-/// with tokens and targets per microbatch its schedule keeps in flight.
+/// its stages' parameters and optimizer state, the inputs, the sums over
+/// the microbatches of what its optimizer reads, and an arena with tokens
+/// and targets per microbatch its schedule keeps in flight.
 uint64_t pipelineRankBytes(const Program &program, int32_t rank);
+
+/// What the optimizer of pipeline rank `rank` reads of the microbatches,
+/// summed over them: the buffers (gradients, or what a deferred reduction
+/// reduces once) that a non-optimizer instruction on this rank writes,
+/// each with the model stage writing it.
+std::vector<std::pair<uint32_t, int32_t>>
+optimizerSums(const Program &program, int32_t rank);
 
 /// The transfers of a (verified) pipelined program, in buffer order.
 std::vector<StageTransfer> stageTransfers(const Program &program);

@@ -32,8 +32,8 @@ struct AsyncCollectives::Operation {
 namespace {
 
 /// Whether the instruction calls MPI itself (and so must not run while the
-/// communication thread does): collectives, expert exchanges and the
-/// losses and norms combined over a group.
+/// communication thread does): collectives, expert exchanges, the losses
+/// and norms combined over a group, and amax histories kept alike over one.
 bool callsMpi(const Program &program, const Instruction &inst) {
   switch (inst.opcode) {
   case Opcode::AllReduce:
@@ -51,6 +51,8 @@ bool callsMpi(const Program &program, const Instruction &inst) {
   case Opcode::AuxLoss:
   case Opcode::AuxLossGrad:
     return inst.intAttrs.size() > 1;
+  case Opcode::Fp8AmaxUpdate:
+    return !inst.intAttrs.empty();
   default:
     return false;
   }

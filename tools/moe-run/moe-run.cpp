@@ -10,6 +10,9 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Train/Trainer.h"
+#ifdef MOE_HAVE_CUDA
+#include "moe/Runtime/Cuda/Device.h"
+#endif
 
 #include <charconv>
 #include <cstdlib>
@@ -35,7 +38,7 @@ training:
   --steps N              steps to run (required)
   --start-step N         first step (LR schedule position; default 0)
   --seed N               parameter initialisation seed (default: the artifact's)
-  --device D             cpu (default); cuda needs the CUDA backend
+  --device D             cpu (default) or cuda (a GPU, the CUDA backend)
   --threads N            GEMM threads (default: OPENBLAS_NUM_THREADS or all cores)
 weights and outputs:
   --load FILE            start from these weights (safetensors, HF names)
@@ -86,6 +89,8 @@ namespace {
 /// What the command line asks for.
 struct Command {
   train::TrainOptions options;
+  /// cpu or cuda.
+  std::string device = "cpu";
   bool help = false;
 };
 } // namespace
@@ -195,10 +200,9 @@ static Command parseArgs(int argc, char **argv) {
                        std::to_string(options.startStep) + ", " +
                        std::to_string(end) + ")"};
   }
-  if (device != "cpu")
-    throw UsageError{"device '" + device +
-                     "' is not available: this moe-run has the cpu backend "
-                     "only"};
+  if (device != "cpu" && device != "cuda")
+    throw UsageError{"unknown device '" + device + "': expected cpu or cuda"};
+  command.device = device;
   return command;
 }
 
@@ -223,6 +227,26 @@ static bool startedByLauncher() {
     if (std::getenv(var))
       return true;
   return false;
+}
+
+/// Whether `device` can run the step on this machine; the reason if not.
+static absl::Status checkDevice(const std::string &device) {
+  if (device == "cpu")
+    return absl::OkStatus();
+#ifdef MOE_HAVE_CUDA
+  absl::StatusOr<std::vector<cuda::DeviceInfo>> devices = cuda::listDevices();
+  if (!devices.ok())
+    return absl::FailedPreconditionError(
+        "--device cuda: " + std::string(devices.status().message()));
+  return absl::UnimplementedError(
+      "--device cuda: found " + devices->front().name +
+      ", but the CUDA executor is not part of this moe-run yet (issue 6: "
+      "the kernels and cuBLASLt GEMMs come first)");
+#else
+  return absl::FailedPreconditionError(
+      "--device cuda: this moe-run was built without the CUDA backend "
+      "(configure with the CUDA toolkit, MOE_ENABLE_CUDA=ON)");
+#endif
 }
 
 int main(int argc, char **argv) {
@@ -252,6 +276,11 @@ int main(int argc, char **argv) {
     if (speaks)
       std::cout << kUsage;
     return 0;
+  }
+  if (absl::Status status = checkDevice(command.device); !status.ok()) {
+    if (speaks)
+      std::cerr << "moe-run: error: " << status.message() << "\n";
+    return 1;
   }
   command.options.world = world->get();
   absl::StatusOr<train::TrainSummary> summary =

@@ -36,6 +36,18 @@ if os.path.exists(hf_python):
     config.available_features.add("hf-transformers")
     config.substitutions.append(("%hf_python", hf_python))
 
+# A GPU the CUDA backend can use (the device machine; never CI): the tests
+# that train on it need this feature.
+import shutil, subprocess
+if shutil.which("nvidia-smi"):
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                                text=True, timeout=30)
+        if listed.returncode == 0 and "GPU" in listed.stdout:
+            config.available_features.add("cuda-device")
+    except (OSError, subprocess.SubprocessError):
+        pass
+
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.moe_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

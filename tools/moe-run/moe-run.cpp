@@ -10,9 +10,6 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Train/Trainer.h"
-#ifdef MOE_HAVE_CUDA
-#include "moe/Runtime/Cuda/Device.h"
-#endif
 
 #include <charconv>
 #include <cstdlib>
@@ -89,8 +86,6 @@ namespace {
 /// What the command line asks for.
 struct Command {
   train::TrainOptions options;
-  /// cpu or cuda.
-  std::string device = "cpu";
   bool help = false;
 };
 } // namespace
@@ -202,7 +197,7 @@ static Command parseArgs(int argc, char **argv) {
   }
   if (device != "cpu" && device != "cuda")
     throw UsageError{"unknown device '" + device + "': expected cpu or cuda"};
-  command.device = device;
+  options.device = device;
   return command;
 }
 
@@ -227,26 +222,6 @@ static bool startedByLauncher() {
     if (std::getenv(var))
       return true;
   return false;
-}
-
-/// Whether `device` can run the step on this machine; the reason if not.
-static absl::Status checkDevice(const std::string &device) {
-  if (device == "cpu")
-    return absl::OkStatus();
-#ifdef MOE_HAVE_CUDA
-  absl::StatusOr<std::vector<cuda::DeviceInfo>> devices = cuda::listDevices();
-  if (!devices.ok())
-    return absl::FailedPreconditionError(
-        "--device cuda: " + std::string(devices.status().message()));
-  return absl::UnimplementedError(
-      "--device cuda: found " + devices->front().name +
-      ", but the CUDA executor is not part of this moe-run yet (issue 6: "
-      "the kernels and cuBLASLt GEMMs come first)");
-#else
-  return absl::FailedPreconditionError(
-      "--device cuda: this moe-run was built without the CUDA backend "
-      "(configure with the CUDA toolkit, MOE_ENABLE_CUDA=ON)");
-#endif
 }
 
 int main(int argc, char **argv) {
@@ -276,11 +251,6 @@ int main(int argc, char **argv) {
     if (speaks)
       std::cout << kUsage;
     return 0;
-  }
-  if (absl::Status status = checkDevice(command.device); !status.ok()) {
-    if (speaks)
-      std::cerr << "moe-run: error: " << status.message() << "\n";
-    return 1;
   }
   command.options.world = world->get();
   absl::StatusOr<train::TrainSummary> summary =

@@ -191,6 +191,12 @@ struct Program {
   std::string meshDescription() const;
 };
 
+/// "instruction 3 (Embedding) at loc", for runtime errors.
+std::string describeInstruction(const Program &program, size_t index);
+/// "position 5 (batch 1, seq 1)" for ids laid out as [B, S], a plain
+/// "position 5" otherwise.
+std::string describeIdPosition(const Buffer &ids, int64_t position);
+
 } // namespace moe::rt
 
 #endif // MOE_RUNTIME_PROGRAM_H

@@ -8,6 +8,8 @@
 
 #include "moe/Runtime/Program.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace moe::rt {
 
 const char *opcodeName(Opcode opcode) {
@@ -86,6 +88,23 @@ std::vector<int64_t> Program::lastWriters() const {
       if (result < writer.size())
         writer[result] = static_cast<int64_t>(i);
   return writer;
+}
+
+std::string describeInstruction(const Program &program, size_t index) {
+  const Instruction &instruction = program.instructions[index];
+  std::string text = absl::StrCat("instruction ", index, " (",
+                                  opcodeName(instruction.opcode), ")");
+  if (!instruction.location.empty())
+    absl::StrAppend(&text, " at ", instruction.location);
+  return text;
+}
+
+std::string describeIdPosition(const Buffer &ids, int64_t position) {
+  std::string text = absl::StrCat("position ", position);
+  if (ids.shape.size() == 2 && ids.shape[1] > 0)
+    absl::StrAppend(&text, " (batch ", position / ids.shape[1], ", seq ",
+                    position % ids.shape[1], ")");
+  return text;
 }
 
 } // namespace moe::rt

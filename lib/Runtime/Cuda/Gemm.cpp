@@ -223,8 +223,9 @@ GemmRunner::~GemmRunner() {
     cublasLtDestroy(handle);
 }
 
-absl::StatusOr<GemmRunner::Plan *> GemmRunner::plan(const GemmSpec &spec) {
-  auto found = plans.find(spec);
+absl::StatusOr<GemmRunner::Plan *> GemmRunner::plan(const GemmSpec &spec,
+                                                    uint32_t alignment) {
+  auto found = plans.find({spec, alignment});
   if (found != plans.end())
     return found->second.get();
   absl::StatusOr<std::unique_ptr<GemmDescriptors>> descriptors =
@@ -236,6 +237,14 @@ absl::StatusOr<GemmRunner::Plan *> GemmRunner::plan(const GemmSpec &spec) {
   cublasStatus_t set = cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
       sizeof(workspaceBytes));
+  for (cublasLtMatmulPreferenceAttributes_t attribute :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    if (set == CUBLAS_STATUS_SUCCESS)
+      set = cublasLtMatmulPreferenceSetAttribute(preference, attribute,
+                                                 &alignment, sizeof(alignment));
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
   cublasStatus_t heuristic =
@@ -255,7 +264,7 @@ absl::StatusOr<GemmRunner::Plan *> GemmRunner::plan(const GemmSpec &spec) {
   plan->descriptors = std::move(*descriptors);
   plan->algorithm = result.algo;
   Plan *raw = plan.get();
-  plans.emplace(spec, std::move(plan));
+  plans.emplace(std::make_pair(spec, alignment), std::move(plan));
   return raw;
 }
 
@@ -263,7 +272,13 @@ absl::Status GemmRunner::run(const GemmSpec &spec, float alpha, const void *a,
                              const void *b, float beta, float *c,
                              cudaStream_t stream, const float *aScale,
                              const float *bScale) {
-  absl::StatusOr<Plan *> planned = plan(spec);
+  // The largest power of two (up to 16) that every operand address is a
+  // multiple of: sub-blocks of stacked activations need not be 16-aligned.
+  uintptr_t addresses = reinterpret_cast<uintptr_t>(a) |
+                        reinterpret_cast<uintptr_t>(b) |
+                        reinterpret_cast<uintptr_t>(c) | 16;
+  uint32_t alignment = static_cast<uint32_t>(addresses & (~addresses + 1));
+  absl::StatusOr<Plan *> planned = plan(spec, alignment);
   if (!planned.ok())
     return planned.status();
   const GemmDescriptors &d = *(*planned)->descriptors;

@@ -66,15 +66,6 @@ int64_t rows(const Buffer &buffer) {
 
 int64_t last(const Buffer &buffer) { return buffer.shape.back(); }
 
-/// "position 5 (batch 1, seq 1)" for ids laid out as [B, S].
-std::string describePosition(const Buffer &ids, int64_t position) {
-  std::string text = absl::StrCat("position ", position);
-  if (ids.shape.size() == 2 && ids.shape[1] > 0)
-    absl::StrAppend(&text, " (batch ", position / ids.shape[1], ", seq ",
-                    position % ids.shape[1], ")");
-  return text;
-}
-
 /// Targets index the logits' last dim; negative ones are ignored (HF -100),
 /// ones >= V have no logit and are a data error.
 absl::Status checkTargets(const StepContext &context, size_t index,
@@ -86,7 +77,7 @@ absl::Status checkTargets(const StepContext &context, size_t index,
     if (targets[t] >= vocab)
       return absl::InvalidArgumentError(absl::StrCat(
           describeInstruction(context.program, index), ": target id ",
-          targets[t], " at ", describePosition(ops.in(targetOperand), t),
+          targets[t], " at ", describeIdPosition(ops.in(targetOperand), t),
           " is outside the vocabulary [0, ", vocab, ")"));
   return absl::OkStatus();
 }
@@ -182,18 +173,6 @@ void adamwScaled(const Operands &ops, std::vector<float> &scratch) {
   }
 }
 
-} // namespace
-
-std::string describeInstruction(const Program &program, size_t index) {
-  const Instruction &instruction = program.instructions[index];
-  std::string text = absl::StrCat("instruction ", index, " (",
-                                  opcodeName(instruction.opcode), ")");
-  if (!instruction.location.empty())
-    absl::StrAppend(&text, " at ", instruction.location);
-  return text;
-}
-
-namespace {
 absl::Status runKernel(const StepContext &context, size_t index) {
   Operands ops(context, index);
   switch (ops.instruction.opcode) {
@@ -204,7 +183,7 @@ absl::Status runKernel(const StepContext &context, size_t index) {
     if (bad >= 0)
       return absl::InvalidArgumentError(absl::StrCat(
           describeInstruction(context.program, index), ": token id ",
-          ops.inI(0)[bad], " at ", describePosition(ops.in(0), bad),
+          ops.inI(0)[bad], " at ", describeIdPosition(ops.in(0), bad),
           " is outside the embedding table [0, ", vocab, ")"));
     return absl::OkStatus();
   }

@@ -53,9 +53,6 @@ struct StepContext {
   bool overlapExperts = false;
 };
 
-/// "instruction 3 (Embedding) at loc", for runtime errors.
-std::string describeInstruction(const Program &program, size_t index);
-
 /// Runs instruction `index`. Fails only on data the verifier cannot see
 /// (token ids outside the embedding table, targets outside the vocabulary,
 /// expert ids outside the experts of an expert-parallel group) and on

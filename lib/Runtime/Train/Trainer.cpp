@@ -1,5 +1,8 @@
 //===- Trainer.cpp - the training loop of moe-run -------------------------===//
 #include "moe/Runtime/Train/Trainer.h"
+#ifdef MOE_HAVE_CUDA
+#include "moe/Runtime/Cuda/DeviceExecutor.h"
+#endif
 #include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cpu/Kernels.h"
@@ -33,6 +36,10 @@ public:
   absl::StatusOr<TrainSummary> loop();
 
 private:
+  /// With --device cuda, the device copy of the step (after the weights
+  /// are initialised or loaded).
+  absl::Status setUpDevice();
+  absl::StatusOr<StepResult> runStep(int64_t step, const StepHooks &hooks);
   absl::Status checkSingleRankFeatures(const Program &program) const;
   absl::Status runOne(int64_t step, TrainSummary &summary);
   void printHeader() const;
@@ -51,6 +58,11 @@ private:
   bool reports;
   bool quiet;
   std::unique_ptr<Executor> executor;
+#ifdef MOE_HAVE_CUDA
+  /// With --device cuda: the steps run here; `executor` keeps the weights
+  /// for loading and saving.
+  std::unique_ptr<cuda::DeviceExecutor> device;
+#endif
   std::optional<data::TokenDataset> dataset;
   std::optional<data::BatchSampler> sampler;
   std::optional<io::MetricsWriter> metrics;
@@ -109,6 +121,50 @@ absl::Status Run::checkSingleRankFeatures(const Program &program) const {
         absl::StrCat(feature->what, " (", feature->flag,
                      ") is not supported with ", ranks, " ranks yet"));
   return absl::OkStatus();
+}
+
+absl::Status Run::setUpDevice() {
+  if (options.device == "cpu")
+    return absl::OkStatus();
+#ifdef MOE_HAVE_CUDA
+  if (options.device != "cuda")
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown device '", options.device, "'"));
+  if (!options.dumpStepDir.empty() || options.profile ||
+      !options.tracePath.empty())
+    return absl::UnimplementedError(
+        "--dump-step, --profile and --trace need --device cpu for now");
+  absl::StatusOr<std::vector<cuda::DeviceInfo>> devices = cuda::listDevices();
+  if (!devices.ok())
+    return absl::FailedPreconditionError(
+        absl::StrCat("--device cuda: ", devices.status().message()));
+  absl::StatusOr<std::unique_ptr<cuda::DeviceExecutor>> created =
+      cuda::DeviceExecutor::create(*executor, devices->front());
+  if (!created.ok())
+    return absl::Status(created.status().code(),
+                        absl::StrCat("--device cuda (", devices->front().name,
+                                     "): ", created.status().message()));
+  device = std::move(*created);
+  if (!quiet)
+    out << absl::StrFormat("device: %s (sm_%d, %.1f GiB), %s B on it\n",
+                           devices->front().name,
+                           devices->front().computeCapability,
+                           devices->front().memoryBytes / 1073741824.0,
+                           io::formatSiValue(device->allocatedBytes()));
+  return absl::OkStatus();
+#else
+  return absl::FailedPreconditionError(
+      absl::StrCat("--device ", options.device,
+                   ": this moe-run was built without the CUDA backend"));
+#endif
+}
+
+absl::StatusOr<StepResult> Run::runStep(int64_t step, const StepHooks &hooks) {
+#ifdef MOE_HAVE_CUDA
+  if (device)
+    return device->runStep(tokens.data(), targets.data(), step);
+#endif
+  return executor->runStep(tokens.data(), targets.data(), step, hooks);
 }
 
 int64_t Run::globalTokensPerStep() const {
@@ -181,6 +237,8 @@ absl::Status Run::setUp() {
                                      WeightSet::Parameters);
         !s.ok())
       return s;
+  if (absl::Status s = setUpDevice(); !s.ok())
+    return s;
 
   const ModelInfo &model = executor->program().model;
   absl::StatusOr<data::TokenDataset> opened =
@@ -305,8 +363,7 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   };
 
   auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<StepResult> result =
-      executor->runStep(tokens.data(), targets.data(), step, hooks);
+  absl::StatusOr<StepResult> result = runStep(step, hooks);
   double seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - start)
                        .count();
@@ -370,6 +427,11 @@ absl::StatusOr<TrainSummary> Run::loop() {
        step < options.startStep + options.steps; ++step)
     if (absl::Status s = runOne(step, summary); !s.ok())
       return s;
+#ifdef MOE_HAVE_CUDA
+  if (device)
+    if (absl::Status s = device->download(*executor); !s.ok())
+      return s;
+#endif
   if (!options.savePath.empty())
     if (absl::Status s = saveWeights(*executor, options.savePath,
                                      WeightSet::Parameters);

@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <utility>
 
 namespace moe::rt::cuda {
 
@@ -133,13 +134,15 @@ public:
 private:
   struct Plan;
   GemmRunner() = default;
-  absl::StatusOr<Plan *> plan(const GemmSpec &spec);
+  /// The plan of `spec` with operands aligned to `alignment` bytes (the
+  /// heuristic's algorithms may assume it).
+  absl::StatusOr<Plan *> plan(const GemmSpec &spec, uint32_t alignment);
 
   int computeCapability = 0;
   cublasLtHandle_t handle = nullptr;
   void *workspace = nullptr;
   uint64_t workspaceBytes = 0;
-  std::map<GemmSpec, std::unique_ptr<Plan>> plans;
+  std::map<std::pair<GemmSpec, uint32_t>, std::unique_ptr<Plan>> plans;
 };
 
 } // namespace moe::rt::cuda

@@ -68,6 +68,9 @@ struct TrainOptions {
   bool asyncCollectives = false;
   bool quiet = false;
   bool plot = true;
+  /// Where the steps run: "cpu" or "cuda" (the first GPU, with the CUDA
+  /// backend; not for step dumps, profiles or traces yet).
+  std::string device = "cpu";
   /// The job's processes, for an artifact partitioned over several ranks
   /// (its rank count must equal the world's size); none for one rank.
   comm::World *world = nullptr;

@@ -1,0 +1,220 @@
+//===- Kernels.h - the CUDA backend's kernels -------------------*- C++ -*-===//
+//
+// The CUDA twins of moe/Runtime/Cpu/Kernels.h: the same functions, shapes
+// and conventions (row-major, fp32 activations, int32 ids), on device
+// pointers, enqueued on `stream`. Each returns the launch's status (a bad
+// configuration, no device); errors inside a kernel surface at the next
+// synchronisation. GEMMs are Gemm.h's.
+//
+// Numerics follow the CPU kernels up to the order of floating-point sums
+// (reductions run in parallel trees, not in sequence), so results agree to
+// rounding, not bitwise; test/gpu compares each kernel with its CPU twin.
+// Where the CPU accumulates in double (norms, softmax sums, losses), so do
+// these.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_CUDA_KERNELS_H
+#define MOE_RUNTIME_CUDA_KERNELS_H
+
+#include "absl/status/status.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace moe::rt::cuda {
+
+//===----------------------------------------------------------------------===//
+// Elementwise and casts
+//===----------------------------------------------------------------------===//
+
+/// y = a + b over n elements (y may alias a or b).
+absl::Status add(const float *a, const float *b, float *y, int64_t n,
+                 cudaStream_t stream);
+/// y = silu(gate) * up.
+absl::Status swigluForward(const float *gate, const float *up, float *y,
+                           int64_t n, cudaStream_t stream);
+/// dgate = dy * up * silu'(gate), dup = dy * silu(gate); may alias inputs.
+absl::Status swigluBackward(const float *dy, const float *gate,
+                            const float *up, float *dgate, float *dup,
+                            int64_t n, cudaStream_t stream);
+/// x[0, n) = value.
+absl::Status fill(float *x, float value, int64_t n, cudaStream_t stream);
+/// out = bf16(x), rounding to nearest even: a GEMM's BF16 input.
+absl::Status castToBf16(const float *x, uint16_t *out, int64_t n,
+                        cudaStream_t stream);
+
+/// OCP FP8 formats (as cpu::Fp8Format).
+enum class Fp8Format : uint8_t { E4M3 = 0, E5M2 = 1 };
+
+/// amax[0] = max |x| over n elements (NaN if any is NaN).
+absl::Status absMax(const float *x, int64_t n, float *amax,
+                    cudaStream_t stream);
+/// Tensorwise FP8 cast of an FP8 GEMM input: scale = maxFinite / amax (1
+/// for 0 or a non-finite amax, as cpu::fp8Scale), codes[i] = fp8(x[i] *
+/// scale) rounded to nearest even, saturating; inverseScale[0] = 1 / scale
+/// (the GEMM's dequantization scale). `amax` is a device scalar (absMax's,
+/// or a delayed scaling's history maximum).
+absl::Status castToFp8(const float *x, const float *amax, uint8_t *codes,
+                       float *inverseScale, int64_t n, Fp8Format format,
+                       cudaStream_t stream);
+/// The transpose of a row-major [rows, cols] matrix, cast as castToFp8
+/// does: out is [cols, rows]. FP8 GEMMs read only x W^T, so the backward's
+/// operands are transposed on the way (Transformer Engine's cast-transpose).
+absl::Status castTransposeToFp8(const float *x, const float *amax,
+                                uint8_t *codes, float *inverseScale,
+                                int64_t rows, int64_t cols, Fp8Format format,
+                                cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Embedding
+//===----------------------------------------------------------------------===//
+
+/// y[t, :] = table[tokens[t], :]; rows of ids outside [0, V) are zero and
+/// *firstBad (device, initialised by the call) becomes the least such t,
+/// or -1 when all are valid.
+absl::Status embeddingForward(const int32_t *tokens, const float *table,
+                              float *y, int64_t T, int64_t V, int64_t H,
+                              int64_t *firstBad, cudaStream_t stream);
+/// dtable[V, H] = sum over t with tokens[t] = v of dy[t, :] (overwritten);
+/// ids outside [0, V) are skipped. Sums rows of one id in token order.
+absl::Status embeddingBackward(const float *dy, const int32_t *tokens,
+                               float *dtable, int64_t T, int64_t V, int64_t H,
+                               cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// RMSNorm and RoPE
+//===----------------------------------------------------------------------===//
+
+absl::Status rmsNormForward(const float *x, const float *w, float *y,
+                            int64_t T, int64_t H, float eps,
+                            cudaStream_t stream);
+/// dx[T, H] and dw[H] (summed over the rows), both overwritten.
+absl::Status rmsNormBackward(const float *dy, const float *x, const float *w,
+                             float *dx, float *dw, int64_t T, int64_t H,
+                             float eps, cudaStream_t stream);
+/// Rotate-half RoPE of x viewed as [B, S, heads, headDim] (y may alias x).
+absl::Status ropeForward(const float *x, float *y, int64_t B, int64_t S,
+                         int64_t heads, int64_t headDim, float theta,
+                         cudaStream_t stream);
+absl::Status ropeBackward(const float *dy, float *dx, int64_t B, int64_t S,
+                          int64_t heads, int64_t headDim, float theta,
+                          cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Causal attention with grouped-query heads
+//===----------------------------------------------------------------------===//
+
+/// As cpu::attentionForward: q [B, S, heads*d], k, v [B, S, kvHeads*d],
+/// out [B, S, heads*d], lse [B, heads, S]; scale 1/sqrt(d); causal. One
+/// warp per query row with an online softmax over the keys: no S x S scores
+/// in memory. headDim <= 256.
+absl::Status attentionForward(const float *q, const float *k, const float *v,
+                              float *out, float *lse, int64_t B, int64_t S,
+                              int64_t heads, int64_t kvHeads, int64_t headDim,
+                              cudaStream_t stream);
+/// The scratch attentionBackward needs: B * heads * S floats (the rows'
+/// dout . out).
+uint64_t attentionBackwardWorkspaceBytes(int64_t B, int64_t S, int64_t heads);
+/// As cpu::attentionBackward, recomputing the probabilities from lse; dq,
+/// dk, dv overwritten (a group's query heads sum into dk, dv in head order).
+absl::Status attentionBackward(const float *dout, const float *q,
+                               const float *k, const float *v,
+                               const float *out, const float *lse, float *dq,
+                               float *dk, float *dv, int64_t B, int64_t S,
+                               int64_t heads, int64_t kvHeads,
+                               int64_t headDim, float *workspace,
+                               cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Router and experts
+//===----------------------------------------------------------------------===//
+
+/// As cpu::routerForward: softmax, top-k (descending, ties to the lower
+/// id), renormalised weights, then capacity dropping (slot-major, -1).
+/// E <= 1024.
+absl::Status routerForward(const float *logits, float *probs, float *weights,
+                           int32_t *indices, int64_t T, int64_t E, int64_t topK,
+                           float capacityFactor, cudaStream_t stream);
+/// As cpu::routerBackward (dprobs may be null).
+absl::Status routerBackward(const float *dweights, const float *dprobs,
+                            const float *probs, float *dlogits, int64_t T,
+                            int64_t E, int64_t topK, cudaStream_t stream);
+
+/// Tokens grouped by expert (the permutation of the grouped GEMMs), as
+/// cpu's ExpertGroups: offsets[e] .. offsets[e + 1] are the flat slots
+/// t * topK + j routed to expert e, ascending (ids outside [0, E) skipped).
+/// offsets has E + 1 entries, slots T * topK (the first offsets[E] used).
+absl::Status groupByExpert(const int32_t *indices, int64_t T, int64_t E,
+                           int64_t topK, int64_t *offsets, int64_t *slots,
+                           cudaStream_t stream);
+/// Permute: rows[r, :] = x[slots[r] / topK, :] for r < count.
+absl::Status gatherRows(const float *x, const int64_t *slots, int64_t count,
+                        int64_t topK, int64_t width, float *rows,
+                        cudaStream_t stream);
+/// Unpermute and combine: y[t, :] = sum over j (in expert order, as the CPU
+/// adds them) of weights[t, j] * rows[position of slot t * topK + j, :];
+/// `positionOfSlot` [T * topK] gives each slot's row (-1: dropped, adds
+/// nothing). y is overwritten.
+absl::Status combineRows(const float *rows, const int64_t *positionOfSlot,
+                         const int32_t *indices, const float *weights,
+                         int64_t T, int64_t topK, int64_t width, float *y,
+                         cudaStream_t stream);
+/// out[r] = sum_i a[r, i] * b[r, i] (in double) for `rows` rows of
+/// `width`: the routing weights' gradients (a . da').
+absl::Status rowDots(const float *a, const float *b, int64_t rows,
+                     int64_t width, float *out, cudaStream_t stream);
+/// x[r, :] *= scales[r] for `rows` rows of `width`.
+absl::Status scaleRows(float *x, const float *scales, int64_t rows,
+                       int64_t width, cudaStream_t stream);
+/// out[slots[r]] = values[r] for r < count (other elements untouched).
+absl::Status scatterValues(const float *values, const int64_t *slots,
+                           int64_t count, float *out, cudaStream_t stream);
+/// positionOfSlot[slots[r]] = r for r < offsets[E]; -1 for the other slots.
+absl::Status invertSlots(const int64_t *slots, const int64_t *offsets,
+                         int64_t E, int64_t numSlots, int64_t *positionOfSlot,
+                         cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+/// sums[0] += sum over rows with a target in [0, V) of -log softmax[target]
+/// (double), count[0] += those rows; both device scalars the caller zeroes.
+absl::Status crossEntropySums(const float *logits, const int32_t *targets,
+                              int64_t T, int64_t V, double *sum,
+                              unsigned long long *count, cudaStream_t stream);
+/// dlogits = (dloss / count) (softmax - onehot) on counted rows, 0 elsewhere
+/// and everywhere when count is 0. dloss and count are host values.
+absl::Status crossEntropyBackward(float dloss, const float *logits,
+                                  const int32_t *targets, float *dlogits,
+                                  int64_t T, int64_t V, int64_t count,
+                                  cudaStream_t stream);
+/// The load-balancing loss's statistics (cpu::AuxLossStatistics):
+/// count[e] (top-k selections, recomputed from probs) and probSum[e]
+/// (double), overwritten.
+absl::Status auxLossStatistics(const float *probs, int64_t T, int64_t E,
+                               int64_t topK, unsigned long long *count,
+                               double *probSum, cudaStream_t stream);
+/// dprobs[t, e] = dloss * E * count[e] / tokens^2 (count on the device).
+absl::Status auxLossBackward(float dloss, const unsigned long long *count,
+                             int64_t tokens, float *dprobs, int64_t T,
+                             int64_t E, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+/// sum[0] += sum of squares of g (double); the caller zeroes it.
+absl::Status sumOfSquares(const float *g, int64_t n, double *sum,
+                          cudaStream_t stream);
+/// As cpu::adamw, with the gradient scaled by *gradScale (device scalar:
+/// the clipping coefficient) and lr a host value.
+absl::Status adamw(float *param, const float *grad, const float *gradScale,
+                   float *expAvg, float *expAvgSq, int64_t n, float lr,
+                   float beta1, float beta2, float eps, float weightDecay,
+                   int64_t step, cudaStream_t stream);
+
+} // namespace moe::rt::cuda
+
+#endif // MOE_RUNTIME_CUDA_KERNELS_H

@@ -1,0 +1,341 @@
+//===- DeviceDispatch.cpp - run one instruction with the CUDA kernels -----===//
+//
+// One case per opcode, as lib/Runtime/Engine/Dispatch.cpp for the CPU; the
+// verifier guarantees the shapes read here. A one-rank program's groups are
+// groups of one, so collectives are copies and sums over ranks are the
+// rank's own.
+//
+//===----------------------------------------------------------------------===//
+#include "DeviceStep.h"
+
+#include "DeviceBuffer.h"
+
+#include "moe/Runtime/Cpu/Kernels.h"
+#include "moe/Runtime/Cuda/Kernels.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace moe::rt::cuda {
+namespace {
+
+class Operands {
+public:
+  Operands(const DeviceStep &step, size_t index)
+      : step(step), instruction(step.program.instructions[index]) {}
+  const Buffer &in(size_t i) const { return step.buffer(instruction.operands[i]); }
+  const Buffer &out(size_t i) const { return step.buffer(instruction.results[i]); }
+  float *inF(size_t i) const { return step.f32(instruction.operands[i]); }
+  float *outF(size_t i) const { return step.f32(instruction.results[i]); }
+  int32_t *inI(size_t i) const { return step.i32(instruction.operands[i]); }
+  int32_t *outI(size_t i) const { return step.i32(instruction.results[i]); }
+  int64_t intAttr(size_t i) const { return instruction.intAttrs[i]; }
+  float floatAttr(size_t i) const { return instruction.floatAttrs[i]; }
+  uint32_t operand(size_t i) const { return instruction.operands[i]; }
+  uint32_t result(size_t i) const { return instruction.results[i]; }
+
+  const DeviceStep &step;
+  const Instruction &instruction;
+};
+
+int64_t last(const Buffer &buffer) { return buffer.shape.back(); }
+
+/// The targets of a loss, read back: ids >= V are a data error (as on the
+/// CPU); the count of those in [0, V) divides the mean.
+absl::StatusOr<int64_t> countTargets(const Operands &ops, size_t index,
+                                     size_t operand, int64_t vocab) {
+  absl::StatusOr<std::vector<int32_t>> targets =
+      ops.step.readIds(ops.operand(operand));
+  if (!targets.ok())
+    return targets.status();
+  int64_t count = 0;
+  for (size_t t = 0; t < targets->size(); ++t) {
+    int32_t id = (*targets)[t];
+    if (id >= vocab)
+      return absl::InvalidArgumentError(absl::StrCat(
+          describeInstruction(ops.step.program, index), ": target id ", id, " at ",
+          describeIdPosition(ops.in(operand), static_cast<int64_t>(t)),
+          " is outside the vocabulary [0, ", vocab, ")"));
+    count += id >= 0;
+  }
+  return count;
+}
+
+absl::Status embedding(const Operands &ops, size_t index) {
+  int64_t vocab = ops.in(1).shape[0], hidden = ops.in(1).shape[1];
+  int64_t T = ops.in(0).numElements();
+  MOE_DEVICE_BUFFER(int64_t, firstBad, 1, ops.step.stream);
+  MOE_CUDA_TRY(embeddingForward(ops.inI(0), ops.inF(1), ops.outF(0), T, vocab,
+                                hidden, firstBad.get(), ops.step.stream));
+  int64_t bad = -1;
+  MOE_CUDA_TRY(ops.step.read(firstBad.get(), 1, &bad));
+  if (bad < 0)
+    return absl::OkStatus();
+  int32_t id = 0;
+  MOE_CUDA_TRY(ops.step.read(ops.inI(0) + bad, 1, &id));
+  return absl::InvalidArgumentError(absl::StrCat(
+      describeInstruction(ops.step.program, index), ": token id ", id, " at ",
+      describeIdPosition(ops.in(0), bad), " is outside the embedding table [0, ",
+      vocab, ")"));
+}
+
+absl::Status crossEntropy(const Operands &ops, size_t index) {
+  int64_t vocab = last(ops.in(0)), T = rowsOf(ops.in(0));
+  absl::StatusOr<int64_t> count = countTargets(ops, index, 1, vocab);
+  if (!count.ok())
+    return count.status();
+  MOE_DEVICE_BUFFER(double, sum, 1, ops.step.stream);
+  MOE_DEVICE_BUFFER(unsigned long long, counted, 1, ops.step.stream);
+  MOE_CUDA_OK(cudaMemsetAsync(sum.get(), 0, sizeof(double), ops.step.stream));
+  MOE_CUDA_OK(cudaMemsetAsync(counted.get(), 0, sizeof(unsigned long long),
+                              ops.step.stream));
+  MOE_CUDA_TRY(crossEntropySums(ops.inF(0), ops.inI(1), T, vocab, sum.get(),
+                                counted.get(), ops.step.stream));
+  cpu::CrossEntropySums sums;
+  MOE_CUDA_TRY(ops.step.read(sum.get(), 1, &sums.sum));
+  sums.count = *count;
+  return ops.step.writeScalar(ops.result(0), cpu::crossEntropyMean(sums));
+}
+
+absl::Status crossEntropyGrad(const Operands &ops, size_t index) {
+  int64_t vocab = last(ops.in(1)), T = rowsOf(ops.in(1));
+  absl::StatusOr<int64_t> count = countTargets(ops, index, 2, vocab);
+  if (!count.ok())
+    return count.status();
+  absl::StatusOr<float> dloss = ops.step.readScalar(ops.operand(0));
+  if (!dloss.ok())
+    return dloss.status();
+  return crossEntropyBackward(*dloss, ops.inF(1), ops.inI(2), ops.outF(0), T,
+                              vocab, *count, ops.step.stream);
+}
+
+absl::Status auxLoss(const Operands &ops, bool forward) {
+  const Buffer &probs = ops.in(forward ? 0 : 1);
+  const float *p = ops.inF(forward ? 0 : 1);
+  int64_t T = rowsOf(probs), E = last(probs), topK = ops.intAttr(0);
+  cudaStream_t stream = ops.step.stream;
+  MOE_DEVICE_BUFFER(unsigned long long, count, E, stream);
+  MOE_DEVICE_BUFFER(double, probSum, E, stream);
+  MOE_CUDA_TRY(auxLossStatistics(p, T, E, topK, count.get(), probSum.get(),
+                                 stream));
+  if (!forward) {
+    absl::StatusOr<float> dloss = ops.step.readScalar(ops.operand(0));
+    if (!dloss.ok())
+      return dloss.status();
+    return auxLossBackward(*dloss, count.get(), T, ops.outF(0), T, E, stream);
+  }
+  cpu::AuxLossStatistics stats;
+  std::vector<unsigned long long> counts(E);
+  stats.probSum.resize(E);
+  MOE_CUDA_TRY(ops.step.read(count.get(), E, counts.data()));
+  MOE_CUDA_TRY(ops.step.read(probSum.get(), E, stats.probSum.data()));
+  stats.count.assign(counts.begin(), counts.end());
+  stats.tokens = T;
+  return ops.step.writeScalar(ops.result(0), cpu::auxLossFromStatistics(stats));
+}
+
+absl::Status globalNorm(const Operands &ops) {
+  size_t n = ops.instruction.operands.size();
+  MOE_DEVICE_BUFFER(double, squares, n, ops.step.stream);
+  MOE_CUDA_OK(cudaMemsetAsync(squares.get(), 0, n * sizeof(double),
+                              ops.step.stream));
+  for (size_t i = 0; i < n; ++i)
+    MOE_CUDA_TRY(sumOfSquares(ops.inF(i), ops.in(i).numElements(),
+                              squares.get() + i, ops.step.stream));
+  std::vector<double> host(n);
+  MOE_CUDA_TRY(ops.step.read(squares.get(), static_cast<int64_t>(n),
+                             host.data()));
+  // Added in operand order, as on the CPU.
+  double sum = 0.0;
+  for (double square : host)
+    sum += square;
+  return ops.step.writeScalar(ops.result(0),
+                              static_cast<float>(std::sqrt(sum)));
+}
+
+absl::Status adamwUpdate(const Operands &ops) {
+  absl::StatusOr<float> lr = ops.step.readScalar(ops.operand(4));
+  if (!lr.ok())
+    return lr.status();
+  int32_t step = 0;
+  MOE_CUDA_TRY(ops.step.read(ops.inI(6), 1, &step));
+  return adamw(ops.inF(0), ops.inF(1), ops.inF(5), ops.inF(2), ops.inF(3),
+               ops.in(0).numElements(), *lr, ops.floatAttr(0),
+               ops.floatAttr(1), ops.floatAttr(2), ops.floatAttr(3), step,
+               ops.step.stream);
+}
+
+/// A collective over a group of one: its result is its operand.
+absl::Status copyOfOperand(const Operands &ops) {
+  if (ops.inF(0) == ops.outF(0))
+    return absl::OkStatus();
+  MOE_CUDA_OK(cudaMemcpyAsync(ops.outF(0), ops.inF(0),
+                              ops.out(0).sizeInBytes(),
+                              cudaMemcpyDeviceToDevice, ops.step.stream));
+  return absl::OkStatus();
+}
+
+absl::Status runKernel(const DeviceStep &step, size_t index) {
+  Operands ops(step, index);
+  cudaStream_t stream = step.stream;
+  switch (ops.instruction.opcode) {
+  case Opcode::Embedding:
+    return embedding(ops, index);
+  case Opcode::EmbeddingGrad:
+    return embeddingBackward(ops.inF(0), ops.inI(1), ops.outF(0),
+                             ops.in(1).numElements(), ops.out(0).shape[0],
+                             ops.out(0).shape[1], stream);
+  case Opcode::RmsNorm:
+    return rmsNormForward(ops.inF(0), ops.inF(1), ops.outF(0), rowsOf(ops.in(0)),
+                          last(ops.in(0)), ops.floatAttr(0), stream);
+  case Opcode::RmsNormGrad:
+    return rmsNormBackward(ops.inF(0), ops.inF(1), ops.inF(2), ops.outF(0),
+                           ops.outF(1), rowsOf(ops.in(0)), last(ops.in(0)),
+                           ops.floatAttr(0), stream);
+  case Opcode::Linear: {
+    // y[T, N] = x[T, K] w[N, K]^T.
+    int64_t T = rowsOf(ops.in(0)), K = last(ops.in(0)), N = ops.in(1).shape[0];
+    GemmSpec spec;
+    spec.transB = true;
+    spec.m = T, spec.n = N, spec.k = K, spec.lda = K, spec.ldb = K, spec.ldc = N;
+    return step.bf16Gemm(spec, ops.inF(0), T * K, ops.inF(1), N * K, 0.0f,
+                         ops.outF(0));
+  }
+  case Opcode::LinearGradInput: {
+    // dx[T, K] = dy[T, N] w[N, K].
+    int64_t T = rowsOf(ops.in(0)), N = last(ops.in(0)), K = ops.in(1).shape[1];
+    GemmSpec spec;
+    spec.m = T, spec.n = K, spec.k = N, spec.lda = N, spec.ldb = K, spec.ldc = K;
+    return step.bf16Gemm(spec, ops.inF(0), T * N, ops.inF(1), N * K, 0.0f,
+                         ops.outF(0));
+  }
+  case Opcode::LinearGradWeight: {
+    // dw[N, K] = dy[T, N]^T x[T, K].
+    int64_t T = rowsOf(ops.in(0)), N = last(ops.in(0)), K = last(ops.in(1));
+    GemmSpec spec;
+    spec.transA = true;
+    spec.m = N, spec.n = K, spec.k = T, spec.lda = N, spec.ldb = K, spec.ldc = K;
+    return step.bf16Gemm(spec, ops.inF(0), T * N, ops.inF(1), T * K, 0.0f,
+                         ops.outF(0));
+  }
+  case Opcode::Rope:
+  case Opcode::RopeGrad: {
+    const std::vector<int64_t> &shape = ops.in(0).shape;
+    int64_t heads = ops.intAttr(0);
+    auto kernel = ops.instruction.opcode == Opcode::Rope ? ropeForward
+                                                         : ropeBackward;
+    return kernel(ops.inF(0), ops.outF(0), shape[0], shape[1], heads,
+                  shape[2] / heads, ops.floatAttr(0), stream);
+  }
+  case Opcode::Attention: {
+    const std::vector<int64_t> &q = ops.in(0).shape;
+    int64_t heads = ops.intAttr(0);
+    return attentionForward(ops.inF(0), ops.inF(1), ops.inF(2), ops.outF(0),
+                            ops.outF(1), q[0], q[1], heads, ops.intAttr(1),
+                            q[2] / heads, stream);
+  }
+  case Opcode::AttentionGrad: {
+    const std::vector<int64_t> &q = ops.in(1).shape;
+    int64_t heads = ops.intAttr(0);
+    MOE_DEVICE_BUFFER(float, workspace,
+                      attentionBackwardWorkspaceBytes(q[0], q[1], heads) /
+                          sizeof(float),
+                      stream);
+    return attentionBackward(ops.inF(0), ops.inF(1), ops.inF(2), ops.inF(3),
+                             ops.inF(4), ops.inF(5), ops.outF(0), ops.outF(1),
+                             ops.outF(2), q[0], q[1], heads, ops.intAttr(1),
+                             q[2] / heads, workspace.get(), stream);
+  }
+  case Opcode::Router:
+    return routerForward(ops.inF(0), ops.outF(0), ops.outF(1), ops.outI(2),
+                         rowsOf(ops.in(0)), last(ops.in(0)), ops.intAttr(0),
+                         ops.floatAttr(0), stream);
+  case Opcode::RouterGrad: {
+    const float *dprobs =
+        ops.instruction.operands.size() == 3 ? ops.inF(2) : nullptr;
+    return routerBackward(ops.inF(0), dprobs, ops.inF(1), ops.outF(0),
+                          rowsOf(ops.in(1)), last(ops.in(1)), ops.intAttr(0),
+                          stream);
+  }
+  case Opcode::Experts:
+    return runExpertsForward(step, index);
+  case Opcode::ExpertsGrad:
+    return runExpertsBackward(step, index);
+  case Opcode::Swiglu:
+    return swigluForward(ops.inF(0), ops.inF(1), ops.outF(0),
+                         ops.in(0).numElements(), stream);
+  case Opcode::SwigluGrad:
+    return swigluBackward(ops.inF(0), ops.inF(1), ops.inF(2), ops.outF(0),
+                          ops.outF(1), ops.in(0).numElements(), stream);
+  case Opcode::Add:
+    return add(ops.inF(0), ops.inF(1), ops.outF(0), ops.in(0).numElements(),
+               stream);
+  case Opcode::CrossEntropy:
+    return crossEntropy(ops, index);
+  case Opcode::CrossEntropyGrad:
+    return crossEntropyGrad(ops, index);
+  case Opcode::AuxLoss:
+  case Opcode::AuxLossGrad:
+    return auxLoss(ops, ops.instruction.opcode == Opcode::AuxLoss);
+  case Opcode::WeightedSum: {
+    double sum = 0.0;
+    for (size_t i = 0; i < ops.instruction.operands.size(); ++i) {
+      absl::StatusOr<float> value = step.readScalar(ops.operand(i));
+      if (!value.ok())
+        return value.status();
+      sum += static_cast<double>(ops.floatAttr(i)) * *value;
+    }
+    return step.writeScalar(ops.result(0), static_cast<float>(sum));
+  }
+  case Opcode::Constant:
+    return fill(ops.outF(0), ops.floatAttr(0), ops.out(0).numElements(),
+                stream);
+  case Opcode::GlobalNorm:
+    return globalNorm(ops);
+  case Opcode::ClipCoefficient: {
+    // PyTorch clip_grad_norm_, as on the CPU.
+    absl::StatusOr<float> norm = step.readScalar(ops.operand(0));
+    if (!norm.ok())
+      return norm.status();
+    float maxNorm = ops.floatAttr(0), coefficient = 1.0f;
+    if (maxNorm > 0)
+      coefficient = std::min(1.0f, maxNorm / (*norm + 1e-6f));
+    return step.writeScalar(ops.result(0), coefficient);
+  }
+  case Opcode::LearningRate: {
+    int32_t at = 0;
+    MOE_CUDA_TRY(step.read(ops.inI(0), 1, &at));
+    return step.writeScalar(
+        ops.result(0), cpu::learningRate(at, ops.floatAttr(0), ops.floatAttr(1),
+                                         ops.intAttr(0), ops.intAttr(1)));
+  }
+  case Opcode::AdamW:
+    return adamwUpdate(ops);
+  case Opcode::AllReduce:
+  case Opcode::AllGather:
+  case Opcode::ReduceScatter:
+  case Opcode::Slice:
+    return copyOfOperand(ops);
+  case Opcode::Fp8AmaxUpdate:
+    break;
+  }
+  return absl::UnimplementedError(
+      absl::StrCat(describeInstruction(step.program, index),
+                   ": no CUDA kernel for this opcode yet"));
+}
+
+} // namespace
+
+absl::Status runDeviceInstruction(const DeviceStep &step, size_t index) {
+  absl::Status status = runKernel(step, index);
+  if (status.ok() || absl::StrContains(status.message(), "instruction "))
+    return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(describeInstruction(step.program, index), ": ",
+                                   status.message()));
+}
+
+} // namespace moe::rt::cuda

@@ -1,0 +1,189 @@
+//===- DeviceExecutor.cpp - a training step on a GPU ----------------------===//
+#include "moe/Runtime/Cuda/DeviceExecutor.h"
+
+#include "DeviceBuffer.h"
+#include "DeviceStep.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cmath>
+
+namespace moe::rt::cuda {
+
+struct DeviceExecutor::State {
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<GemmRunner> gemms;
+  /// One allocation per persistent buffer (parameters, optimizer state,
+  /// inputs) and one arena for the temporaries, at their planned offsets.
+  std::vector<void *> pointers;
+  std::vector<void *> owned;
+  void *arena = nullptr;
+  size_t lossReadyAt = 0, gradNormReadyAt = 0;
+
+  ~State() {
+    if (stream)
+      cudaStreamSynchronize(stream);
+    for (void *p : owned)
+      cudaFree(p);
+    if (arena)
+      cudaFree(arena);
+    gemms.reset();
+    if (stream)
+      cudaStreamDestroy(stream);
+  }
+};
+
+namespace {
+
+/// What this executor cannot run yet, named; OK otherwise.
+absl::Status checkSupported(const Program &program) {
+  if (program.numRanks() > 1)
+    return absl::UnimplementedError(absl::StrCat(
+        "the CUDA backend runs one-rank programs so far; this one is "
+        "partitioned over ",
+        program.numRanks(), " ranks (NCCL communicators come next)"));
+  if (program.pipeline.enabled())
+    return absl::UnimplementedError(
+        "the CUDA backend does not run pipelined programs yet");
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &inst = program.instructions[i];
+    bool fp8 = (inst.opcode == Opcode::Experts ||
+                inst.opcode == Opcode::ExpertsGrad) &&
+               !inst.floatAttrs.empty();
+    if (fp8 || inst.opcode == Opcode::Fp8AmaxUpdate)
+      return absl::UnimplementedError(absl::StrCat(
+          "instruction ", i, " (", opcodeName(inst.opcode),
+          "): FP8 recipes do not run on the CUDA backend yet (compile "
+          "without --fp8)"));
+  }
+  return absl::OkStatus();
+}
+
+/// The last instruction writing `buffer` (0 when none does).
+size_t lastWriterOf(const Program &program, uint32_t buffer) {
+  std::vector<int64_t> writers = program.lastWriters();
+  return writers[buffer] < 0 ? 0 : static_cast<size_t>(writers[buffer]);
+}
+
+absl::Status nonFinite(int64_t step, const char *what, float value) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("step ", step, ": ", what, " is not finite (", value, ")"));
+}
+
+} // namespace
+
+DeviceExecutor::DeviceExecutor(const Program &program, const DeviceInfo &device)
+    : program(program), info(device), state(std::make_unique<State>()) {}
+
+DeviceExecutor::~DeviceExecutor() = default;
+
+absl::StatusOr<std::unique_ptr<DeviceExecutor>>
+DeviceExecutor::create(const Executor &host, const DeviceInfo &device) {
+  const Program &program = host.program();
+  MOE_CUDA_TRY(checkSupported(program));
+  std::unique_ptr<DeviceExecutor> executor(new DeviceExecutor(program, device));
+  State &state = *executor->state;
+  MOE_CUDA_OK(cudaSetDevice(device.ordinal));
+  MOE_CUDA_OK(cudaStreamCreateWithFlags(&state.stream, cudaStreamNonBlocking));
+  absl::StatusOr<std::unique_ptr<GemmRunner>> gemms =
+      GemmRunner::create(device.computeCapability);
+  if (!gemms.ok())
+    return gemms.status();
+  state.gemms = std::move(*gemms);
+  state.pointers.assign(program.buffers.size(), nullptr);
+  MOE_CUDA_OK(cudaMalloc(&state.arena, std::max<uint64_t>(program.arenaBytes, 1)));
+  executor->allocated += program.arenaBytes;
+  for (uint32_t b = 0; b < program.buffers.size(); ++b) {
+    const Buffer &buffer = program.buffers[b];
+    if (buffer.kind == BufferKind::Temporary) {
+      state.pointers[b] = static_cast<char *>(state.arena) + buffer.offset;
+      continue;
+    }
+    void *storage = nullptr;
+    MOE_CUDA_OK(cudaMalloc(&storage, std::max<uint64_t>(buffer.sizeInBytes(), 1)));
+    state.owned.push_back(storage);
+    state.pointers[b] = storage;
+    executor->allocated += buffer.sizeInBytes();
+  }
+  state.lossReadyAt = lastWriterOf(program, program.loss);
+  state.gradNormReadyAt = lastWriterOf(program, program.gradNorm);
+  MOE_CUDA_TRY(executor->upload(host));
+  return executor;
+}
+
+absl::Status DeviceExecutor::upload(const Executor &host) {
+  for (uint32_t b = 0; b < program.buffers.size(); ++b) {
+    const Buffer &buffer = program.buffers[b];
+    if (buffer.kind != BufferKind::Parameter &&
+        buffer.kind != BufferKind::OptimizerState)
+      continue;
+    MOE_CUDA_OK(cudaMemcpy(state->pointers[b], host.data(b),
+                           buffer.sizeInBytes(), cudaMemcpyHostToDevice));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceExecutor::download(Executor &host) const {
+  MOE_CUDA_OK(cudaStreamSynchronize(state->stream));
+  for (uint32_t b = 0; b < program.buffers.size(); ++b) {
+    const Buffer &buffer = program.buffers[b];
+    if (buffer.kind != BufferKind::Parameter &&
+        buffer.kind != BufferKind::OptimizerState)
+      continue;
+    MOE_CUDA_OK(cudaMemcpy(host.data(b), state->pointers[b],
+                           buffer.sizeInBytes(), cudaMemcpyDeviceToHost));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> DeviceExecutor::runStep(const int32_t *tokens,
+                                                   const int32_t *targets,
+                                                   int64_t step) {
+  cudaStream_t stream = state->stream;
+  uint64_t inputBytes = program.buffers[program.tokens].sizeInBytes();
+  int32_t at = static_cast<int32_t>(step);
+  MOE_CUDA_OK(cudaMemcpyAsync(state->pointers[program.tokens], tokens,
+                              inputBytes, cudaMemcpyHostToDevice, stream));
+  MOE_CUDA_OK(cudaMemcpyAsync(state->pointers[program.targets], targets,
+                              inputBytes, cudaMemcpyHostToDevice, stream));
+  MOE_CUDA_OK(cudaMemcpyAsync(state->pointers[program.step], &at,
+                              sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+  DeviceStep context{program, state->pointers, stream, *state->gemms, step};
+  auto failed = [&](const absl::Status &status) {
+    return absl::Status(status.code(),
+                        absl::StrCat("step ", step, ": ", status.message()));
+  };
+  for (size_t index = 0; index < program.instructions.size(); ++index) {
+    if (absl::Status status = runDeviceInstruction(context, index);
+        !status.ok())
+      return failed(status);
+    // As on the CPU: a diverged step stops before the optimizer writes
+    // non-finite values into the weights.
+    for (auto [readyAt, buffer, what] :
+         {std::make_tuple(state->lossReadyAt, program.loss, "loss"),
+          std::make_tuple(state->gradNormReadyAt, program.gradNorm,
+                          "gradient norm")}) {
+      if (index != readyAt)
+        continue;
+      absl::StatusOr<float> value = context.readScalar(buffer);
+      if (!value.ok())
+        return failed(value.status());
+      if (!std::isfinite(*value))
+        return nonFinite(step, what, *value);
+    }
+  }
+  StepResult result;
+  for (auto [buffer, into] : {std::make_pair(program.loss, &result.loss),
+                              std::make_pair(program.gradNorm, &result.gradNorm),
+                              std::make_pair(program.lr, &result.lr)}) {
+    absl::StatusOr<float> value = context.readScalar(buffer);
+    if (!value.ok())
+      return failed(value.status());
+    *into = *value;
+  }
+  // Errors inside kernels surface at a synchronisation; this is the last.
+  MOE_CUDA_OK(cudaStreamSynchronize(stream));
+  return result;
+}
+
+} // namespace moe::rt::cuda

@@ -1,0 +1,242 @@
+//===- DeviceExperts.cpp - SwiGLU experts on one GPU ----------------------===//
+//
+// As the CPU kernel (lib/Runtime/Cpu/Experts.cpp): the routed slots are
+// grouped by expert (a stable sort), their tokens gathered into one array
+// in expert order, and each expert runs its GEMMs on its rows of it (BF16
+// inputs, fp32 out). The outputs are added back into each token in expert
+// order, as the CPU adds them. The group offsets come back to the host: the
+// GEMMs' sizes are theirs.
+//
+// The backward recomputes W1 x and W3 x, as the CPU does, and gets the
+// routing weights' gradients as a . (W2^T dy).
+//
+//===----------------------------------------------------------------------===//
+#include "DeviceStep.h"
+
+#include "DeviceBuffer.h"
+
+#include "moe/Runtime/Cuda/Kernels.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <vector>
+
+namespace moe::rt::cuda {
+namespace {
+
+/// The slots of a step grouped by expert, on the device, with the group
+/// offsets on the host too.
+struct Groups {
+  DeviceBuffer<int64_t> offsets, slots, positionOfSlot;
+  std::vector<int64_t> hostOffsets;
+  int64_t rows() const { return hostOffsets.back(); }
+
+  /// Calls fn(e, begin, n) for each expert e with n > 0 rows, which start
+  /// at row `begin` of the stacked arrays; stops at the first error.
+  template <typename Fn> absl::Status forEachExpert(Fn fn) const {
+    for (size_t e = 0; e + 1 < hostOffsets.size(); ++e) {
+      int64_t begin = hostOffsets[e], n = hostOffsets[e + 1] - begin;
+      if (n > 0)
+        MOE_CUDA_TRY(fn(static_cast<int64_t>(e), begin, n));
+    }
+    return absl::OkStatus();
+  }
+};
+
+absl::StatusOr<Groups> groupSlots(const DeviceStep &step,
+                                  const int32_t *indices, int64_t T, int64_t E,
+                                  int64_t topK) {
+  Groups groups;
+  int64_t numSlots = T * topK;
+  MOE_DEVICE_BUFFER(int64_t, offsets, E + 1, step.stream);
+  MOE_DEVICE_BUFFER(int64_t, slots, numSlots, step.stream);
+  MOE_DEVICE_BUFFER(int64_t, positions, numSlots, step.stream);
+  MOE_CUDA_TRY(groupByExpert(indices, T, E, topK, offsets.get(), slots.get(),
+                             step.stream));
+  MOE_CUDA_TRY(invertSlots(slots.get(), offsets.get(), E, numSlots,
+                           positions.get(), step.stream));
+  groups.hostOffsets.resize(E + 1);
+  MOE_CUDA_TRY(step.read(offsets.get(), E + 1, groups.hostOffsets.data()));
+  groups.offsets = std::move(offsets);
+  groups.slots = std::move(slots);
+  groups.positionOfSlot = std::move(positions);
+  return groups;
+}
+
+/// A row-major GEMM on rows [begin, begin + n) of stacked activations.
+GemmSpec rowsGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                  int64_t lda, int64_t ldb, int64_t ldc) {
+  GemmSpec spec;
+  spec.transA = transA, spec.transB = transB;
+  spec.m = m, spec.n = n, spec.k = k;
+  spec.lda = lda, spec.ldb = ldb, spec.ldc = ldc;
+  return spec;
+}
+
+struct ExpertShapes {
+  int64_t T, H, F, E, topK;
+};
+
+/// u = x W1^T and g = x W3^T for every expert's rows of the stacked xs.
+absl::Status upProjections(const DeviceStep &step, const Groups &groups,
+                           const ExpertShapes &s, const uint16_t *xs,
+                           const uint16_t *w1, const uint16_t *w3, float *u,
+                           float *g) {
+  return groups.forEachExpert([&](int64_t e, int64_t begin, int64_t n) {
+    GemmSpec up = rowsGemm(false, true, n, s.F, s.H, s.H, s.H, s.F);
+    MOE_CUDA_TRY(step.gemm(up, xs + begin * s.H, w1 + e * s.F * s.H, 0.0f,
+                           u + begin * s.F));
+    return step.gemm(up, xs + begin * s.H, w3 + e * s.F * s.H, 0.0f,
+                     g + begin * s.F);
+  });
+}
+
+/// BF16 copies of `count` floats.
+absl::StatusOr<DeviceBuffer<uint16_t>> bf16Copy(const DeviceStep &step,
+                                                const float *x, int64_t count) {
+  MOE_DEVICE_BUFFER(uint16_t, copy, count, step.stream);
+  MOE_CUDA_TRY(castToBf16(x, copy.get(), count, step.stream));
+  return copy;
+}
+
+#define MOE_BF16_COPY(name, x, count)                                          \
+  auto name##_made = bf16Copy(step, (x), (count));                             \
+  if (!name##_made.ok())                                                       \
+    return name##_made.status();                                               \
+  DeviceBuffer<uint16_t> name = std::move(*name##_made)
+
+} // namespace
+
+absl::Status runExpertsForward(const DeviceStep &step, size_t index) {
+  const Instruction &inst = step.program.instructions[index];
+  const std::vector<uint32_t> &in = inst.operands;
+  const std::vector<int64_t> &w1Shape = step.buffer(in[3]).shape;
+  const Buffer &x = step.buffer(in[0]);
+  ExpertShapes s{rowsOf(x), x.shape.back(), w1Shape[1], w1Shape[0],
+                 step.buffer(in[1]).shape.back()};
+  cudaStream_t stream = step.stream;
+  absl::StatusOr<Groups> groups =
+      groupSlots(step, step.i32(in[2]), s.T, s.E, s.topK);
+  if (!groups.ok())
+    return groups.status();
+  int64_t rows = groups->rows();
+  float *y = step.f32(inst.results[0]);
+  if (rows == 0)
+    return fill(y, 0.0f, s.T * s.H, stream);
+
+  MOE_DEVICE_BUFFER(float, xs, rows * s.H, stream);
+  MOE_CUDA_TRY(gatherRows(step.f32(in[0]), groups->slots.get(), rows, s.topK,
+                          s.H, xs.get(), stream));
+  MOE_BF16_COPY(xsBf16, xs.get(), rows * s.H);
+  MOE_BF16_COPY(w1, step.f32(in[3]), s.E * s.F * s.H);
+  MOE_BF16_COPY(w3, step.f32(in[4]), s.E * s.F * s.H);
+  MOE_BF16_COPY(w2, step.f32(in[5]), s.E * s.H * s.F);
+  MOE_DEVICE_BUFFER(float, u, rows * s.F, stream);
+  MOE_DEVICE_BUFFER(float, g, rows * s.F, stream);
+  MOE_CUDA_TRY(upProjections(step, *groups, s, xsBf16.get(), w1.get(), w3.get(),
+                             u.get(), g.get()));
+  // a = silu(u) * g, in place of u.
+  MOE_CUDA_TRY(swigluForward(u.get(), g.get(), u.get(), rows * s.F, stream));
+  MOE_BF16_COPY(a, u.get(), rows * s.F);
+  MOE_DEVICE_BUFFER(float, z, rows * s.H, stream);
+  MOE_CUDA_TRY(groups->forEachExpert([&](int64_t e, int64_t begin, int64_t n) {
+    return step.gemm(rowsGemm(false, true, n, s.H, s.F, s.F, s.F, s.H),
+                     a.get() + begin * s.F, w2.get() + e * s.H * s.F, 0.0f,
+                     z.get() + begin * s.H);
+  }));
+  return combineRows(z.get(), groups->positionOfSlot.get(), step.i32(in[2]),
+                     step.f32(in[1]), s.T, s.topK, s.H, y, stream);
+}
+
+absl::Status runExpertsBackward(const DeviceStep &step, size_t index) {
+  const Instruction &inst = step.program.instructions[index];
+  const std::vector<uint32_t> &in = inst.operands, &out = inst.results;
+  const std::vector<int64_t> &w1Shape = step.buffer(in[4]).shape;
+  const Buffer &x = step.buffer(in[1]);
+  ExpertShapes s{rowsOf(x), x.shape.back(), w1Shape[1], w1Shape[0],
+                 step.buffer(in[2]).shape.back()};
+  cudaStream_t stream = step.stream;
+  float *dx = step.f32(out[0]), *dweights = step.f32(out[1]);
+  float *dw1 = step.f32(out[2]), *dw3 = step.f32(out[3]), *dw2 = step.f32(out[4]);
+  // Experts no token reached, and dropped slots, get zero gradients.
+  MOE_CUDA_TRY(fill(dweights, 0.0f, s.T * s.topK, stream));
+  MOE_CUDA_TRY(fill(dw1, 0.0f, s.E * s.F * s.H, stream));
+  MOE_CUDA_TRY(fill(dw3, 0.0f, s.E * s.F * s.H, stream));
+  MOE_CUDA_TRY(fill(dw2, 0.0f, s.E * s.H * s.F, stream));
+  const int32_t *indices = step.i32(in[3]);
+  absl::StatusOr<Groups> groups = groupSlots(step, indices, s.T, s.E, s.topK);
+  if (!groups.ok())
+    return groups.status();
+  int64_t rows = groups->rows();
+  if (rows == 0)
+    return fill(dx, 0.0f, s.T * s.H, stream);
+
+  const int64_t *slots = groups->slots.get();
+  MOE_DEVICE_BUFFER(float, xs, rows * s.H, stream);
+  MOE_DEVICE_BUFFER(float, dys, rows * s.H, stream);
+  MOE_DEVICE_BUFFER(float, rowWeights, rows, stream);
+  MOE_CUDA_TRY(gatherRows(step.f32(in[1]), slots, rows, s.topK, s.H, xs.get(),
+                          stream));
+  MOE_CUDA_TRY(gatherRows(step.f32(in[0]), slots, rows, s.topK, s.H, dys.get(),
+                          stream));
+  // The weights [T, topK] are indexed by slot: a gather with topK 1.
+  MOE_CUDA_TRY(gatherRows(step.f32(in[2]), slots, rows, 1, 1, rowWeights.get(),
+                          stream));
+  MOE_BF16_COPY(xsBf16, xs.get(), rows * s.H);
+  MOE_BF16_COPY(w1, step.f32(in[4]), s.E * s.F * s.H);
+  MOE_BF16_COPY(w3, step.f32(in[5]), s.E * s.F * s.H);
+  MOE_BF16_COPY(w2, step.f32(in[6]), s.E * s.H * s.F);
+  MOE_DEVICE_BUFFER(float, u, rows * s.F, stream);
+  MOE_DEVICE_BUFFER(float, g, rows * s.F, stream);
+  MOE_DEVICE_BUFFER(float, a, rows * s.F, stream);
+  MOE_CUDA_TRY(upProjections(step, *groups, s, xsBf16.get(), w1.get(), w3.get(),
+                             u.get(), g.get()));
+  MOE_CUDA_TRY(swigluForward(u.get(), g.get(), a.get(), rows * s.F, stream));
+
+  // da' = dy W2 (unweighted); dweights = a . da'; da = w da'.
+  MOE_BF16_COPY(dysBf16, dys.get(), rows * s.H);
+  MOE_DEVICE_BUFFER(float, da, rows * s.F, stream);
+  MOE_CUDA_TRY(groups->forEachExpert([&](int64_t e, int64_t begin, int64_t n) {
+    return step.gemm(rowsGemm(false, false, n, s.F, s.H, s.H, s.F, s.F),
+                     dysBf16.get() + begin * s.H, w2.get() + e * s.H * s.F,
+                     0.0f, da.get() + begin * s.F);
+  }));
+  MOE_DEVICE_BUFFER(float, dots, rows, stream);
+  MOE_CUDA_TRY(rowDots(a.get(), da.get(), rows, s.F, dots.get(), stream));
+  MOE_CUDA_TRY(scatterValues(dots.get(), slots, rows, dweights, stream));
+  MOE_CUDA_TRY(scaleRows(da.get(), rowWeights.get(), rows, s.F, stream));
+
+  // dW2 = (w dy)^T a.
+  MOE_CUDA_TRY(scaleRows(dys.get(), rowWeights.get(), rows, s.H, stream));
+  MOE_BF16_COPY(weightedDy, dys.get(), rows * s.H);
+  MOE_BF16_COPY(aBf16, a.get(), rows * s.F);
+  // du = da g silu'(u), dg = da silu(u), over u and g.
+  MOE_CUDA_TRY(swigluBackward(da.get(), u.get(), g.get(), u.get(), g.get(),
+                              rows * s.F, stream));
+  MOE_BF16_COPY(du, u.get(), rows * s.F);
+  MOE_BF16_COPY(dg, g.get(), rows * s.F);
+  MOE_DEVICE_BUFFER(float, dxs, rows * s.H, stream);
+  MOE_CUDA_TRY(groups->forEachExpert([&](int64_t e, int64_t begin, int64_t n) {
+    MOE_CUDA_TRY(step.gemm(rowsGemm(true, false, s.H, s.F, n, s.H, s.F, s.F),
+                           weightedDy.get() + begin * s.H,
+                           aBf16.get() + begin * s.F, 0.0f, dw2 + e * s.H * s.F));
+    // dx_e = du W1 + dg W3; dW1 = du^T x; dW3 = dg^T x.
+    GemmSpec down = rowsGemm(false, false, n, s.H, s.F, s.F, s.H, s.H);
+    MOE_CUDA_TRY(step.gemm(down, du.get() + begin * s.F, w1.get() + e * s.F * s.H,
+                           0.0f, dxs.get() + begin * s.H));
+    MOE_CUDA_TRY(step.gemm(down, dg.get() + begin * s.F, w3.get() + e * s.F * s.H,
+                           1.0f, dxs.get() + begin * s.H));
+    GemmSpec weight = rowsGemm(true, false, s.F, s.H, n, s.F, s.H, s.H);
+    MOE_CUDA_TRY(step.gemm(weight, du.get() + begin * s.F,
+                           xsBf16.get() + begin * s.H, 0.0f, dw1 + e * s.F * s.H));
+    return step.gemm(weight, dg.get() + begin * s.F,
+                     xsBf16.get() + begin * s.H, 0.0f, dw3 + e * s.F * s.H);
+  }));
+  // dx adds each token's rows in expert order, unweighted.
+  MOE_DEVICE_BUFFER(float, ones, s.T * s.topK, stream);
+  MOE_CUDA_TRY(fill(ones.get(), 1.0f, s.T * s.topK, stream));
+  return combineRows(dxs.get(), groups->positionOfSlot.get(), indices,
+                     ones.get(), s.T, s.topK, s.H, dx, stream);
+}
+
+} // namespace moe::rt::cuda

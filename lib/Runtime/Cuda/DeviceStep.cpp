@@ -1,0 +1,74 @@
+//===- DeviceStep.cpp - scalars and BF16 GEMMs of a step on the GPU -------===//
+#include "DeviceStep.h"
+
+#include "DeviceBuffer.h"
+
+#include "moe/Runtime/Cuda/Kernels.h"
+
+namespace moe::rt::cuda {
+
+int64_t rowsOf(const Buffer &buffer) {
+  int64_t count = 1;
+  for (size_t d = 0; d + 1 < buffer.shape.size(); ++d)
+    count *= buffer.shape[d];
+  return count;
+}
+
+template <typename T>
+absl::Status DeviceStep::read(const T *device, int64_t count, T *host) const {
+  MOE_CUDA_OK(cudaMemcpyAsync(host, device, count * sizeof(T),
+                              cudaMemcpyDeviceToHost, stream));
+  MOE_CUDA_OK(cudaStreamSynchronize(stream));
+  return absl::OkStatus();
+}
+
+template absl::Status DeviceStep::read(const float *, int64_t, float *) const;
+template absl::Status DeviceStep::read(const double *, int64_t,
+                                       double *) const;
+template absl::Status DeviceStep::read(const int64_t *, int64_t,
+                                       int64_t *) const;
+template absl::Status DeviceStep::read(const int32_t *, int64_t,
+                                       int32_t *) const;
+template absl::Status DeviceStep::read(const unsigned long long *, int64_t,
+                                       unsigned long long *) const;
+
+absl::StatusOr<float> DeviceStep::readScalar(uint32_t buffer) const {
+  float value = 0.0f;
+  MOE_CUDA_TRY(read(f32(buffer), 1, &value));
+  return value;
+}
+
+absl::Status DeviceStep::writeScalar(uint32_t buffer, float value) const {
+  // The copy is enqueued on the stream; the value must outlive it.
+  MOE_CUDA_OK(cudaMemcpyAsync(f32(buffer), &value, sizeof(float),
+                              cudaMemcpyHostToDevice, stream));
+  MOE_CUDA_OK(cudaStreamSynchronize(stream));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int32_t>>
+DeviceStep::readIds(uint32_t buffer) const {
+  std::vector<int32_t> ids(this->buffer(buffer).numElements());
+  MOE_CUDA_TRY(read(i32(buffer), static_cast<int64_t>(ids.size()), ids.data()));
+  return ids;
+}
+
+absl::Status DeviceStep::gemm(const GemmSpec &spec, const uint16_t *a,
+                              const uint16_t *b, float beta, float *c) const {
+  GemmSpec bf16 = spec;
+  bf16.a = bf16.b = GemmInput::BF16;
+  return gemms.run(bf16, 1.0f, a, b, beta, c, stream);
+}
+
+absl::Status DeviceStep::bf16Gemm(const GemmSpec &spec, const float *a,
+                                  int64_t aElements, const float *b,
+                                  int64_t bElements, float beta,
+                                  float *c) const {
+  MOE_DEVICE_BUFFER(uint16_t, aBf16, aElements, stream);
+  MOE_DEVICE_BUFFER(uint16_t, bBf16, bElements, stream);
+  MOE_CUDA_TRY(castToBf16(a, aBf16.get(), aElements, stream));
+  MOE_CUDA_TRY(castToBf16(b, bBf16.get(), bElements, stream));
+  return gemm(spec, aBf16.get(), bBf16.get(), beta, c);
+}
+
+} // namespace moe::rt::cuda

@@ -1,0 +1,70 @@
+//===- DeviceStep.h - one instruction of a step on the GPU ------*- C++ -*-===//
+//
+// Private to the CUDA backend: what the dispatch of one instruction sees
+// (the program, the device address of every buffer, the stream, the GEMM
+// runner) and the helpers it shares. Scalars the CPU computes on the host
+// (losses from their sums, norms, the learning rate) are read back and
+// written again here: a handful per step, against kernels of milliseconds.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_LIB_RUNTIME_CUDA_DEVICESTEP_H
+#define MOE_LIB_RUNTIME_CUDA_DEVICESTEP_H
+
+#include "moe/Runtime/Cuda/Gemm.h"
+#include "moe/Runtime/Program.h"
+
+#include "absl/status/statusor.h"
+
+#include <vector>
+
+namespace moe::rt::cuda {
+
+struct DeviceStep {
+  const Program &program;
+  /// The device address of every buffer, by index.
+  const std::vector<void *> &pointers;
+  cudaStream_t stream;
+  GemmRunner &gemms;
+  int64_t step;
+
+  float *f32(uint32_t buffer) const {
+    return static_cast<float *>(pointers[buffer]);
+  }
+  int32_t *i32(uint32_t buffer) const {
+    return static_cast<int32_t *>(pointers[buffer]);
+  }
+  const Buffer &buffer(uint32_t index) const { return program.buffers[index]; }
+
+  /// The value of a one-element f32 buffer (waits for the stream).
+  absl::StatusOr<float> readScalar(uint32_t buffer) const;
+  absl::Status writeScalar(uint32_t buffer, float value) const;
+  /// The contents of an i32 buffer (waits for the stream).
+  absl::StatusOr<std::vector<int32_t>> readIds(uint32_t buffer) const;
+  /// Any device array (waits for the stream).
+  template <typename T>
+  absl::Status read(const T *device, int64_t count, T *host) const;
+
+  /// c = alpha op(a) op(b) + beta c with BF16 inputs: a and b (fp32, of
+  /// aElements and bElements) are cast first.
+  absl::Status bf16Gemm(const GemmSpec &spec, const float *a,
+                        int64_t aElements, const float *b, int64_t bElements,
+                        float beta, float *c) const;
+  /// The same with inputs already in BF16.
+  absl::Status gemm(const GemmSpec &spec, const uint16_t *a, const uint16_t *b,
+                    float beta, float *c) const;
+};
+
+/// Runs instruction `index` of the step.
+absl::Status runDeviceInstruction(const DeviceStep &step, size_t index);
+
+/// Experts and ExpertsGrad (one rank): tokens grouped by expert, one GEMM
+/// per expert and projection.
+absl::Status runExpertsForward(const DeviceStep &step, size_t index);
+absl::Status runExpertsBackward(const DeviceStep &step, size_t index);
+
+/// Rows of an activation [..., X]: the product of its leading dimensions.
+int64_t rowsOf(const Buffer &buffer);
+
+} // namespace moe::rt::cuda
+
+#endif // MOE_LIB_RUNTIME_CUDA_DEVICESTEP_H

@@ -1,0 +1,216 @@
+//===- Elementwise.cu - adds, SwiGLU, fills and the casts of GEMM inputs --===//
+//
+// Grid-stride loops, one element per iteration. The FP8 casts use CUDA's
+// conversion intrinsics (round to nearest even, saturating to the largest
+// finite value), which the CPU's emulation (cpu::encodeFp8) matches code
+// for code.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Runtime/Cuda/Kernels.h"
+
+#include "BlockReduce.cuh"
+#include "Launch.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+namespace moe::rt::cuda {
+namespace {
+
+#define GRID_STRIDE(i, n)                                                      \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);   \
+       i += int64_t(blockDim.x) * gridDim.x)
+
+__device__ float silu(float x) { return x / (1.0f + expf(-x)); }
+
+__global__ void addKernel(const float *a, const float *b, float *y, int64_t n) {
+  GRID_STRIDE(i, n) y[i] = a[i] + b[i];
+}
+
+__global__ void swigluForwardKernel(const float *gate, const float *up,
+                                    float *y, int64_t n) {
+  GRID_STRIDE(i, n) y[i] = silu(gate[i]) * up[i];
+}
+
+__global__ void swigluBackwardKernel(const float *dy, const float *gate,
+                                     const float *up, float *dgate, float *dup,
+                                     int64_t n) {
+  GRID_STRIDE(i, n) {
+    float g = gate[i], u = up[i], d = dy[i];
+    float sigmoid = 1.0f / (1.0f + expf(-g));
+    float s = g * sigmoid;
+    // silu'(g) = sigmoid(g) (1 + g (1 - sigmoid(g))).
+    dgate[i] = d * u * sigmoid * (1.0f + g * (1.0f - sigmoid));
+    dup[i] = d * s;
+  }
+}
+
+__global__ void fillKernel(float *x, float value, int64_t n) {
+  GRID_STRIDE(i, n) x[i] = value;
+}
+
+__global__ void castToBf16Kernel(const float *x, uint16_t *out, int64_t n) {
+  GRID_STRIDE(i, n) out[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i]));
+}
+
+/// |x| as unsigned bits: for non-negative floats the integer order is the
+/// float order, and NaN (above infinity) wins a maximum, as cpu::absMax
+/// returns NaN for a tensor holding one.
+__global__ void absMaxKernel(const float *x, int64_t n, unsigned *amaxBits) {
+  __shared__ unsigned block[kThreads];
+  unsigned mine = 0;
+  GRID_STRIDE(i, n) mine = max(mine, __float_as_uint(fabsf(x[i])));
+  mine = blockReduce(mine, block, [](unsigned a, unsigned b) { return max(a, b); });
+  if (threadIdx.x == 0)
+    atomicMax(amaxBits, mine);
+}
+
+__device__ float maxFinite(Fp8Format format) {
+  return format == Fp8Format::E4M3 ? 448.0f : 57344.0f;
+}
+
+/// cpu::fp8Scale.
+__device__ float fp8Scale(float amax, Fp8Format format) {
+  if (!(amax > 0.0f) || !isfinite(amax))
+    return 1.0f;
+  float scale = maxFinite(format) / amax;
+  return isfinite(scale) ? scale : 3.402823466e38f;
+}
+
+__device__ uint8_t encode(float value, Fp8Format format) {
+  return __nv_cvt_float_to_fp8(value, __NV_SATFINITE,
+                               format == Fp8Format::E4M3 ? __NV_E4M3
+                                                         : __NV_E5M2);
+}
+
+__global__ void castToFp8Kernel(const float *x, const float *amax,
+                                uint8_t *codes, float *inverseScale, int64_t n,
+                                Fp8Format format) {
+  float scale = fp8Scale(*amax, format);
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    *inverseScale = 1.0f / scale;
+  GRID_STRIDE(i, n) codes[i] = encode(x[i] * scale, format);
+}
+
+/// Output element i = (c, r) of the [cols, rows] transpose; consecutive
+/// threads write consecutive codes.
+__global__ void castTransposeToFp8Kernel(const float *x, const float *amax,
+                                         uint8_t *codes, float *inverseScale,
+                                         int64_t rows, int64_t cols,
+                                         Fp8Format format) {
+  float scale = fp8Scale(*amax, format);
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    *inverseScale = 1.0f / scale;
+  GRID_STRIDE(i, rows * cols) {
+    int64_t c = i / rows, r = i % rows;
+    codes[i] = encode(x[r * cols + c] * scale, format);
+  }
+}
+
+/// One block per row; the row's products summed in double.
+__global__ void rowDotsKernel(const float *a, const float *b, int64_t width,
+                              float *out) {
+  __shared__ double partial[kThreads];
+  const float *ar = a + blockIdx.x * width, *br = b + blockIdx.x * width;
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
+    sum += static_cast<double>(ar[i]) * br[i];
+  sum = blockSum(sum, partial);
+  if (threadIdx.x == 0)
+    out[blockIdx.x] = static_cast<float>(sum);
+}
+
+__global__ void scaleRowsKernel(float *x, const float *scales, int64_t rows,
+                                int64_t width) {
+  GRID_STRIDE(i, rows * width) x[i] *= scales[i / width];
+}
+
+__global__ void scatterValuesKernel(const float *values, const int64_t *slots,
+                                    int64_t count, float *out) {
+  GRID_STRIDE(r, count) out[slots[r]] = values[r];
+}
+
+} // namespace
+
+absl::Status rowDots(const float *a, const float *b, int64_t rows,
+                     int64_t width, float *out, cudaStream_t stream) {
+  if (rows == 0)
+    return absl::OkStatus();
+  if (rows > 0x7fffffff)
+    return absl::InvalidArgumentError("rowDots: more than 2^31 - 1 rows");
+  rowDotsKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      a, b, width, out);
+  return launched("rowDots");
+}
+
+absl::Status scaleRows(float *x, const float *scales, int64_t rows,
+                       int64_t width, cudaStream_t stream) {
+  scaleRowsKernel<<<gridFor(rows * width), kThreads, 0, stream>>>(
+      x, scales, rows, width);
+  return launched("scaleRows");
+}
+
+absl::Status scatterValues(const float *values, const int64_t *slots,
+                           int64_t count, float *out, cudaStream_t stream) {
+  scatterValuesKernel<<<gridFor(count), kThreads, 0, stream>>>(values, slots,
+                                                               count, out);
+  return launched("scatterValues");
+}
+
+absl::Status add(const float *a, const float *b, float *y, int64_t n,
+                 cudaStream_t stream) {
+  addKernel<<<gridFor(n), kThreads, 0, stream>>>(a, b, y, n);
+  return launched("add");
+}
+
+absl::Status swigluForward(const float *gate, const float *up, float *y,
+                           int64_t n, cudaStream_t stream) {
+  swigluForwardKernel<<<gridFor(n), kThreads, 0, stream>>>(gate, up, y, n);
+  return launched("swigluForward");
+}
+
+absl::Status swigluBackward(const float *dy, const float *gate,
+                            const float *up, float *dgate, float *dup,
+                            int64_t n, cudaStream_t stream) {
+  swigluBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(dy, gate, up,
+                                                            dgate, dup, n);
+  return launched("swigluBackward");
+}
+
+absl::Status fill(float *x, float value, int64_t n, cudaStream_t stream) {
+  fillKernel<<<gridFor(n), kThreads, 0, stream>>>(x, value, n);
+  return launched("fill");
+}
+
+absl::Status castToBf16(const float *x, uint16_t *out, int64_t n,
+                        cudaStream_t stream) {
+  castToBf16Kernel<<<gridFor(n), kThreads, 0, stream>>>(x, out, n);
+  return launched("castToBf16");
+}
+
+absl::Status absMax(const float *x, int64_t n, float *amax,
+                    cudaStream_t stream) {
+  MOE_CUDA_OK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  absMaxKernel<<<gridFor(n), kThreads, 0, stream>>>(
+      x, n, reinterpret_cast<unsigned *>(amax));
+  return launched("absMax");
+}
+
+absl::Status castToFp8(const float *x, const float *amax, uint8_t *codes,
+                       float *inverseScale, int64_t n, Fp8Format format,
+                       cudaStream_t stream) {
+  castToFp8Kernel<<<gridFor(n), kThreads, 0, stream>>>(x, amax, codes,
+                                                       inverseScale, n, format);
+  return launched("castToFp8");
+}
+
+absl::Status castTransposeToFp8(const float *x, const float *amax,
+                                uint8_t *codes, float *inverseScale,
+                                int64_t rows, int64_t cols, Fp8Format format,
+                                cudaStream_t stream) {
+  castTransposeToFp8Kernel<<<gridFor(rows * cols), kThreads, 0, stream>>>(
+      x, amax, codes, inverseScale, rows, cols, format);
+  return launched("castTransposeToFp8");
+}
+
+} // namespace moe::rt::cuda

@@ -1,0 +1,294 @@
+//===- Losses.cu - Cross-entropy and the load-balancing loss --------------===//
+//
+// Cross-entropy runs one block per row (rows stride over a capped grid):
+// a block-wide float maximum, then the sum of exp(x - max) in double, as
+// cpu's logSumExp. The sums kernel keeps its rows' losses and count in
+// thread 0 and adds them to the caller's scalars once per block, so the
+// order of the row sums differs from the CPU's (results agree to rounding).
+//
+// The load-balancing statistics recompute each token's top-k with the CPU
+// router's exact rule (strictly greater wins, scanning ids upwards, so ties
+// go to the lower id), one thread per token, counting selections in a
+// shared histogram. probSum is one block per expert summing its column over
+// the tokens: deterministic, and no atomics on doubles.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Runtime/Cuda/Kernels.h"
+
+#include "BlockReduce.cuh"
+#include "Launch.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace moe::rt::cuda {
+namespace {
+
+/// The most experts auxLossStatistics handles: its histogram lives in
+/// shared memory and each token's selection mask in 32 words.
+constexpr int64_t kMaxExperts = 1024;
+
+/// Blocks for a kernel that gives each row a block: enough to fill a large
+/// GPU, and rows beyond the grid are taken by the same blocks in turn.
+unsigned blocksForRows(int64_t rows) {
+  return static_cast<unsigned>(std::clamp<int64_t>(rows, 1, 65535));
+}
+
+/// Targets outside [0, V) are not counted, as cpu's isCounted: negative
+/// ones by definition (HF's -100), ids >= V because they have no logit.
+__device__ bool isCounted(int32_t target, int64_t V) {
+  return target >= 0 && target < V;
+}
+
+// Tree reductions over the block (blockDim.x == kThreads, a power of two).
+// Every thread of the block must call them; they end with a barrier so the
+// caller may reuse `shared` at once.
+
+/// log sum_v exp(x[v]) of one row, as cpu's logSumExp: the maximum in
+/// float, the sum of exp(double(x) - max) in double. Called by the whole
+/// block; every thread gets the result.
+__device__ double rowLogSumExp(const float *x, int64_t V, float *sharedMax,
+                               double *sharedSum) {
+  float m = -INFINITY;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+    m = fmaxf(m, x[v]);
+  m = blockMax(m, sharedMax);
+  double sum = 0.0;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+    sum += exp(static_cast<double>(x[v]) - static_cast<double>(m));
+  sum = blockSum(sum, sharedSum);
+  return static_cast<double>(m) + log(sum);
+}
+
+__global__ void crossEntropySumsKernel(const float *logits,
+                                       const int32_t *targets, int64_t T,
+                                       int64_t V, double *sum,
+                                       unsigned long long *count) {
+  __shared__ float sharedMax[kThreads];
+  __shared__ double sharedSum[kThreads];
+  // Only thread 0's copies are used.
+  double blockLoss = 0.0;
+  unsigned long long blockRows = 0;
+  for (int64_t row = blockIdx.x; row < T; row += gridDim.x) {
+    int32_t target = targets[row];
+    // The same for every thread of the block: the barriers inside
+    // rowLogSumExp are reached by all or by none.
+    if (!isCounted(target, V))
+      continue;
+    const float *x = logits + row * V;
+    double lse = rowLogSumExp(x, V, sharedMax, sharedSum);
+    if (threadIdx.x == 0) {
+      blockLoss += lse - static_cast<double>(x[target]);
+      ++blockRows;
+    }
+  }
+  if (threadIdx.x == 0 && blockRows > 0) {
+    atomicAdd(sum, blockLoss);
+    atomicAdd(count, blockRows);
+  }
+}
+
+/// coefficient = dloss / count (double, computed on the host as the CPU
+/// does); count > 0.
+__global__ void crossEntropyBackwardKernel(double coefficient,
+                                           const float *logits,
+                                           const int32_t *targets,
+                                           float *dlogits, int64_t T,
+                                           int64_t V) {
+  __shared__ float sharedMax[kThreads];
+  __shared__ double sharedSum[kThreads];
+  float coefficientF = static_cast<float>(coefficient);
+  for (int64_t row = blockIdx.x; row < T; row += gridDim.x) {
+    int32_t target = targets[row];
+    float *g = dlogits + row * V;
+    if (!isCounted(target, V)) {
+      for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+        g[v] = 0.0f;
+      continue;
+    }
+    const float *x = logits + row * V;
+    double lse = rowLogSumExp(x, V, sharedMax, sharedSum);
+    // Each element is written by the thread that reads it, after the whole
+    // row has been read for lse: in-place (dlogits == logits) works too.
+    for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+      float value = static_cast<float>(
+          coefficient * exp(static_cast<double>(x[v]) - lse));
+      // The CPU subtracts the one-hot in fp32 after rounding the softmax
+      // term; the same thread does it here, so there is no second write.
+      if (v == target)
+        value -= coefficientF;
+      g[v] = value;
+    }
+  }
+}
+
+/// Calls visit(e) for the topK experts of the row p[0, E) in the order of
+/// cpu's detail::selectTopK, with its exact comparisons (strictly greater
+/// wins, ids ascending), so even NaN probabilities select what the CPU
+/// selects. Requires 1 <= topK <= E <= kMaxExperts.
+template <typename Visit>
+__device__ void selectTopK(const float *p, int64_t E, int64_t topK,
+                           Visit visit) {
+  uint32_t taken[kMaxExperts / 32];
+  for (int64_t w = 0; w < kMaxExperts / 32; ++w)
+    taken[w] = 0;
+  for (int64_t j = 0; j < topK; ++j) {
+    int64_t best = -1;
+    float bestValue = 0.0f;
+    for (int64_t e = 0; e < E; ++e) {
+      if (taken[e / 32] & (1u << (e % 32)))
+        continue;
+      float value = p[e];
+      if (best < 0 || value > bestValue) {
+        best = e;
+        bestValue = value;
+      }
+    }
+    // topK <= E leaves an expert untaken in every round: best >= 0.
+    taken[best / 32] |= 1u << (best % 32);
+    visit(best);
+  }
+}
+
+/// count[e] += top-k selections of e over the tokens (count zeroed before).
+__global__ void auxLossCountKernel(const float *probs, int64_t T, int64_t E,
+                                   int64_t topK, unsigned long long *count) {
+  __shared__ unsigned long long histogram[kMaxExperts];
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x)
+    histogram[e] = 0;
+  __syncthreads();
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < T;
+       t += int64_t(blockDim.x) * gridDim.x)
+    selectTopK(probs + t * E, E, topK, [&](int64_t e) {
+      atomicAdd(&histogram[e], 1ull);
+    });
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x)
+    if (histogram[e] != 0)
+      atomicAdd(&count[e], histogram[e]);
+}
+
+/// probSum[e] = sum over t of probs[t, e] in double; block e (gridDim.x ==
+/// E) sums column e, so no zeroing and no atomics.
+__global__ void auxLossProbSumKernel(const float *probs, int64_t T, int64_t E,
+                                     double *probSum) {
+  __shared__ double shared[kThreads];
+  int64_t e = blockIdx.x;
+  double sum = 0.0;
+  for (int64_t t = threadIdx.x; t < T; t += blockDim.x)
+    sum += static_cast<double>(probs[t * E + e]);
+  sum = blockSum(sum, shared);
+  if (threadIdx.x == 0)
+    probSum[e] = sum;
+}
+
+__global__ void auxLossBackwardKernel(float dloss,
+                                      const unsigned long long *count,
+                                      double tokensSquared, float *dprobs,
+                                      int64_t T, int64_t E) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < T * E;
+       i += int64_t(blockDim.x) * gridDim.x) {
+    // cpu::auxLossBackward's order: ((dloss * E) * count) / tokens^2.
+    double value = static_cast<double>(dloss) * static_cast<double>(E) *
+                   static_cast<double>(count[i % E]) / tokensSquared;
+    dprobs[i] = static_cast<float>(value);
+  }
+}
+
+absl::Status checkNonNegative(const char *function, const char *what,
+                              int64_t value) {
+  if (value < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat(function, ": ", what, " must be >= 0, found ", value));
+  return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status crossEntropySums(const float *logits, const int32_t *targets,
+                              int64_t T, int64_t V, double *sum,
+                              unsigned long long *count, cudaStream_t stream) {
+  if (absl::Status status = checkNonNegative("crossEntropySums", "T", T);
+      !status.ok())
+    return status;
+  if (absl::Status status = checkNonNegative("crossEntropySums", "V", V);
+      !status.ok())
+    return status;
+  if (T == 0)
+    return absl::OkStatus();
+  crossEntropySumsKernel<<<blocksForRows(T), kThreads, 0, stream>>>(
+      logits, targets, T, V, sum, count);
+  return launched("crossEntropySums");
+}
+
+absl::Status crossEntropyBackward(float dloss, const float *logits,
+                                  const int32_t *targets, float *dlogits,
+                                  int64_t T, int64_t V, int64_t count,
+                                  cudaStream_t stream) {
+  const char *function = "crossEntropyBackward";
+  if (absl::Status status = checkNonNegative(function, "T", T); !status.ok())
+    return status;
+  if (absl::Status status = checkNonNegative(function, "V", V); !status.ok())
+    return status;
+  if (absl::Status status = checkNonNegative(function, "count", count);
+      !status.ok())
+    return status;
+  if (T == 0 || V == 0)
+    return absl::OkStatus();
+  if (count == 0) {
+    // No counted target on any rank: the loss is the constant 0.
+    MOE_CUDA_OK(cudaMemsetAsync(dlogits, 0, T * V * sizeof(float), stream));
+    return absl::OkStatus();
+  }
+  double coefficient = static_cast<double>(dloss) / static_cast<double>(count);
+  crossEntropyBackwardKernel<<<blocksForRows(T), kThreads, 0, stream>>>(
+      coefficient, logits, targets, dlogits, T, V);
+  return launched("crossEntropyBackward");
+}
+
+absl::Status auxLossStatistics(const float *probs, int64_t T, int64_t E,
+                               int64_t topK, unsigned long long *count,
+                               double *probSum, cudaStream_t stream) {
+  const char *function = "auxLossStatistics";
+  if (absl::Status status = checkNonNegative(function, "T", T); !status.ok())
+    return status;
+  if (E < 1 || E > kMaxExperts)
+    return absl::InvalidArgumentError(absl::StrCat(
+        function, ": E must be in [1, ", kMaxExperts, "], found ", E));
+  if (topK < 1 || topK > E)
+    return absl::InvalidArgumentError(absl::StrCat(
+        function, ": topK must be in [1, E = ", E, "], found ", topK));
+  MOE_CUDA_OK(cudaMemsetAsync(count, 0, E * sizeof(unsigned long long),
+                              stream));
+  auxLossCountKernel<<<gridFor(T), kThreads, 0, stream>>>(probs, T, E, topK,
+                                                          count);
+  absl::Status counted = launched("auxLossStatistics (count)");
+  if (!counted.ok())
+    return counted;
+  auxLossProbSumKernel<<<static_cast<unsigned>(E), kThreads, 0, stream>>>(
+      probs, T, E, probSum);
+  return launched("auxLossStatistics (probSum)");
+}
+
+absl::Status auxLossBackward(float dloss, const unsigned long long *count,
+                             int64_t tokens, float *dprobs, int64_t T,
+                             int64_t E, cudaStream_t stream) {
+  const char *function = "auxLossBackward";
+  if (absl::Status status = checkNonNegative(function, "T", T); !status.ok())
+    return status;
+  if (E < 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat(function, ": E must be >= 1, found ", E));
+  // As the CPU: no tokens on any rank, no loss and nothing written.
+  if (tokens <= 0 || T == 0)
+    return absl::OkStatus();
+  double tokensSquared =
+      static_cast<double>(tokens) * static_cast<double>(tokens);
+  auxLossBackwardKernel<<<gridFor(T * E), kThreads, 0, stream>>>(
+      dloss, count, tokensSquared, dprobs, T, E);
+  return launched("auxLossBackward");
+}
+
+} // namespace moe::rt::cuda

@@ -1,0 +1,127 @@
+//===- Optimizer.cu - Gradient norm and AdamW -----------------------------===//
+//
+// sumOfSquares: a grid-stride loop accumulating in double per thread, a
+// block tree, then one double atomicAdd per block into the caller's scalar
+// (order differs from the CPU's eight lanes: agreement to rounding).
+//
+// adamw: a grid-stride loop reproducing cpu::adamw operation for operation.
+// The scalars (bias corrections in double, with step + 1) are computed on
+// the host by the CPU's own expressions, and the element arithmetic uses
+// the IEEE round-to-nearest intrinsics (__fmul_rn, ...), which nvcc never
+// contracts into fused multiply-adds and which --use_fast_math leaves
+// alone; with a CPU build that does not contract either (x86-64 without
+// FMA flags), the update is bitwise the CPU's. The gradient is first
+// multiplied by the clipping coefficient in fp32, as adamwScaled in
+// lib/Runtime/Engine/Dispatch.cpp does (a coefficient of 1 leaves it
+// unchanged there and here alike).
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Runtime/Cuda/Kernels.h"
+
+#include "BlockReduce.cuh"
+#include "Launch.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cmath>
+
+namespace moe::rt::cuda {
+namespace {
+
+__global__ void sumOfSquaresKernel(const float *g, int64_t n, double *sum) {
+  __shared__ double shared[kThreads];
+  double mine = 0.0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(blockDim.x) * gridDim.x) {
+    // The product of two floats is exact in double: fused or not, the
+    // same value is added.
+    double value = static_cast<double>(g[i]);
+    mine += value * value;
+  }
+  double total = blockSum(mine, shared);
+  if (threadIdx.x == 0)
+    atomicAdd(sum, total);
+}
+
+/// The per-call scalars of cpu::adamw, in fp32 as its element loop uses
+/// them.
+struct AdamwScalars {
+  float stepSize;
+  float bias2Sqrt;
+  float decayFactor;
+  float beta1, beta2, oneMinusBeta1, oneMinusBeta2;
+  float eps;
+  bool decays;
+};
+
+__global__ void adamwKernel(float *param, const float *grad,
+                            const float *gradScale, float *expAvg,
+                            float *expAvgSq, int64_t n, AdamwScalars s) {
+  float scale = *gradScale;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(blockDim.x) * gridDim.x) {
+    // Dispatch's scratch[i] = grad[i] * gradScale.
+    float g = __fmul_rn(grad[i], scale);
+    float p = param[i];
+    if (s.decays)
+      p = __fmul_rn(p, s.decayFactor);
+    // m = beta1 * m + (1 - beta1) * g
+    float m = __fadd_rn(__fmul_rn(s.beta1, expAvg[i]),
+                        __fmul_rn(s.oneMinusBeta1, g));
+    // v = beta2 * v + ((1 - beta2) * g) * g
+    float v = __fadd_rn(__fmul_rn(s.beta2, expAvgSq[i]),
+                        __fmul_rn(__fmul_rn(s.oneMinusBeta2, g), g));
+    // denom = sqrt(v) / sqrt(bias2) + eps
+    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), s.bias2Sqrt), s.eps);
+    // p -= stepSize * (m / denom)
+    p = __fsub_rn(p, __fmul_rn(s.stepSize, __fdiv_rn(m, denom)));
+    expAvg[i] = m;
+    expAvgSq[i] = v;
+    param[i] = p;
+  }
+}
+
+} // namespace
+
+absl::Status sumOfSquares(const float *g, int64_t n, double *sum,
+                          cudaStream_t stream) {
+  if (n < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("sumOfSquares: n must be >= 0, found ", n));
+  if (n == 0)
+    return absl::OkStatus();
+  sumOfSquaresKernel<<<gridFor(n), kThreads, 0, stream>>>(g, n, sum);
+  return launched("sumOfSquares");
+}
+
+absl::Status adamw(float *param, const float *grad, const float *gradScale,
+                   float *expAvg, float *expAvgSq, int64_t n, float lr,
+                   float beta1, float beta2, float eps, float weightDecay,
+                   int64_t step, cudaStream_t stream) {
+  if (n < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("adamw: n must be >= 0, found ", n));
+  if (n == 0)
+    return absl::OkStatus();
+  // cpu::adamw's scalars, by its expressions: double as PyTorch's Python
+  // floats, then rounded to fp32.
+  double t = static_cast<double>(step + 1);
+  double bias1 = 1.0 - std::pow(static_cast<double>(beta1), t);
+  double bias2 = 1.0 - std::pow(static_cast<double>(beta2), t);
+  AdamwScalars s;
+  s.stepSize = static_cast<float>(static_cast<double>(lr) / bias1);
+  s.bias2Sqrt = static_cast<float>(std::sqrt(bias2));
+  s.decayFactor = static_cast<float>(
+      1.0 - static_cast<double>(lr) * static_cast<double>(weightDecay));
+  s.beta1 = beta1;
+  s.beta2 = beta2;
+  s.oneMinusBeta1 = 1.0f - beta1;
+  s.oneMinusBeta2 = 1.0f - beta2;
+  s.eps = eps;
+  s.decays = weightDecay != 0.0f;
+  adamwKernel<<<gridFor(n), kThreads, 0, stream>>>(param, grad, gradScale,
+                                                   expAvg, expAvgSq, n, s);
+  return launched("adamw");
+}
+
+} // namespace moe::rt::cuda

@@ -1,0 +1,114 @@
+//===- RmsNorm.cu - RMSNorm (HF MixtralRMSNorm) and its VJP ---------------===//
+//
+// One block per row; the row statistics accumulate in double, as on the CPU.
+// The weight gradient sums over rows: one thread per column walks the rows
+// in order (deterministic, the CPU's order), reading each row's normaliser
+// from a scratch array the row kernel wrote.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Runtime/Cuda/Kernels.h"
+
+#include "BlockReduce.cuh"
+#include "Launch.h"
+
+namespace moe::rt::cuda {
+namespace {
+
+/// 1 / sqrt(mean(x^2) + eps) of the row, as cpu's rmsReciprocal.
+__device__ float rmsReciprocal(const float *x, int64_t H, float eps,
+                               double *shared) {
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
+    sum += static_cast<double>(x[i]) * x[i];
+  sum = blockSum(sum, shared);
+  double mean = H > 0 ? sum / static_cast<double>(H) : 0.0;
+  return static_cast<float>(1.0 / sqrt(mean + static_cast<double>(eps)));
+}
+
+__global__ void rmsNormForwardKernel(const float *x, const float *w, float *y,
+                                     int64_t H, float eps) {
+  __shared__ double shared[kThreads];
+  const float *xr = x + blockIdx.x * H;
+  float *yr = y + blockIdx.x * H;
+  float r = rmsReciprocal(xr, H, eps, shared);
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
+    yr[i] = w[i] * (xr[i] * r);
+}
+
+__global__ void rmsNormBackwardRowsKernel(const float *dy, const float *x,
+                                          const float *w, float *dx,
+                                          float *reciprocals, int64_t H,
+                                          float eps) {
+  __shared__ double shared[kThreads];
+  int64_t row = blockIdx.x;
+  const float *xr = x + row * H, *dyr = dy + row * H;
+  float *dxr = dx + row * H;
+  float r = rmsReciprocal(xr, H, eps, shared);
+  double dot = 0.0;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
+    dot += static_cast<double>(dyr[i] * w[i]) * (xr[i] * r);
+  dot = blockSum(dot, shared);
+  float meanDot = H > 0 ? static_cast<float>(dot / static_cast<double>(H)) : 0.0f;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    float xhat = xr[i] * r;
+    dxr[i] = r * (dyr[i] * w[i] - xhat * meanDot);
+  }
+  if (threadIdx.x == 0)
+    reciprocals[row] = r;
+}
+
+__global__ void rmsNormBackwardWeightKernel(const float *dy, const float *x,
+                                            const float *reciprocals,
+                                            float *dw, int64_t T, int64_t H) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < H;
+       i += int64_t(blockDim.x) * gridDim.x) {
+    double sum = 0.0;
+    for (int64_t t = 0; t < T; ++t)
+      sum += static_cast<double>(dy[t * H + i]) * (x[t * H + i] * reciprocals[t]);
+    dw[i] = static_cast<float>(sum);
+  }
+}
+
+/// Rows are blocks: the grid's x dimension holds 2^31 - 1 of them.
+absl::Status checkRows(int64_t T) {
+  if (T > 0x7fffffff)
+    return absl::InvalidArgumentError(
+        "rmsnorm: more than 2^31 - 1 rows in one call");
+  return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status rmsNormForward(const float *x, const float *w, float *y,
+                            int64_t T, int64_t H, float eps,
+                            cudaStream_t stream) {
+  if (absl::Status status = checkRows(T); !status.ok() || T == 0)
+    return status;
+  rmsNormForwardKernel<<<static_cast<unsigned>(T), kThreads, 0, stream>>>(
+      x, w, y, H, eps);
+  return launched("rmsNormForward");
+}
+
+absl::Status rmsNormBackward(const float *dy, const float *x, const float *w,
+                             float *dx, float *dw, int64_t T, int64_t H,
+                             float eps, cudaStream_t stream) {
+  if (absl::Status status = checkRows(T); !status.ok())
+    return status;
+  if (T == 0)
+    return fill(dw, 0.0f, H, stream);
+  float *reciprocals = nullptr;
+  MOE_CUDA_OK(cudaMallocAsync(reinterpret_cast<void **>(&reciprocals),
+                              T * sizeof(float), stream));
+  rmsNormBackwardRowsKernel<<<static_cast<unsigned>(T), kThreads, 0, stream>>>(
+      dy, x, w, dx, reciprocals, H, eps);
+  // The second kernel runs after the first on the stream; a failed launch
+  // of the first is reported instead.
+  absl::Status rows = launched("rmsNormBackward (rows)");
+  rmsNormBackwardWeightKernel<<<gridFor(H), kThreads, 0, stream>>>(
+      dy, x, reciprocals, dw, T, H);
+  absl::Status weight = launched("rmsNormBackward (weight)");
+  MOE_CUDA_OK(cudaFreeAsync(reciprocals, stream));
+  return rows.ok() ? weight : rows;
+}
+
+} // namespace moe::rt::cuda

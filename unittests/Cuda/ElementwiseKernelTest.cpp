@@ -1,0 +1,141 @@
+//===- ElementwiseKernelTest.cpp - CUDA elementwise kernels vs the CPU ----===//
+#include "DeviceTesting.h"
+
+#include "moe/Runtime/Cpu/Fp8.h"
+#include "moe/Runtime/Cpu/Kernels.h"
+#include "moe/Runtime/Cuda/Kernels.h"
+
+#include <cstring>
+
+namespace moe::rt::cuda {
+namespace {
+
+using testing::DeviceArray;
+using testing::expectClose;
+using testing::randomValues;
+
+TEST(ElementwiseKernelTest, AddAndSwiglu) {
+  const int64_t n = 100003; // not a multiple of a block
+  std::vector<float> a = randomValues(n, 1), b = randomValues(n, 2);
+  std::vector<float> dy = randomValues(n, 3);
+  DeviceArray<float> da(a), db(b), ddy(dy), y(n), dgate(n), dup(n);
+  ASSERT_TRUE(add(da.get(), db.get(), y.get(), n, nullptr).ok());
+  std::vector<float> expected(n);
+  cpu::add(a.data(), b.data(), expected.data(), n);
+  expectClose(y.read(), expected, 0.0f, 0.0f, "add");
+
+  ASSERT_TRUE(swigluForward(da.get(), db.get(), y.get(), n, nullptr).ok());
+  cpu::swigluForward(a.data(), b.data(), expected.data(), n);
+  expectClose(y.read(), expected, 1e-6f, 1e-7f, "swiglu");
+
+  ASSERT_TRUE(swigluBackward(ddy.get(), da.get(), db.get(), dgate.get(),
+                             dup.get(), n, nullptr)
+                  .ok());
+  std::vector<float> expectedGate(n), expectedUp(n);
+  cpu::swigluBackward(dy.data(), a.data(), b.data(), expectedGate.data(),
+                      expectedUp.data(), n);
+  expectClose(dgate.read(), expectedGate, 1e-5f, 1e-7f, "dgate");
+  expectClose(dup.read(), expectedUp, 1e-5f, 1e-7f, "dup");
+}
+
+TEST(ElementwiseKernelTest, FillAndBf16) {
+  const int64_t n = 4097;
+  DeviceArray<float> x(n);
+  ASSERT_TRUE(fill(x.get(), 0.5f, n, nullptr).ok());
+  expectClose(x.read(), std::vector<float>(n, 0.5f), 0.0f, 0.0f, "fill");
+
+  std::vector<float> values = randomValues(n, 4, 10.0f);
+  DeviceArray<float> dx(values);
+  DeviceArray<uint16_t> bf16(n);
+  ASSERT_TRUE(castToBf16(dx.get(), bf16.get(), n, nullptr).ok());
+  std::vector<uint16_t> bits = bf16.read();
+  for (int64_t i = 0; i < n; ++i) {
+    // Round to nearest even on the top 16 bits of the fp32 pattern.
+    uint32_t f;
+    std::memcpy(&f, &values[i], sizeof(f));
+    uint32_t rounded = (f + 0x7fffu + ((f >> 16) & 1u)) >> 16;
+    ASSERT_EQ(bits[i], rounded) << "element " << i << " = " << values[i];
+  }
+}
+
+// The casts agree with the CPU emulation code for code: every value of a
+// range wide enough to saturate, with tensorwise scales.
+TEST(ElementwiseKernelTest, Fp8CastsMatchTheEmulation) {
+  const int64_t rows = 37, cols = 129, n = rows * cols;
+  std::vector<float> x = randomValues(n, 5, 3.0f);
+  x[7] = 1e-9f;   // below the subnormals once scaled
+  x[11] = -0.0f;
+  DeviceArray<float> dx(x), amax(1), inverse(1);
+  DeviceArray<uint8_t> codes(n), transposed(n);
+  ASSERT_TRUE(absMax(dx.get(), n, amax.get(), nullptr).ok());
+  float expectedAmax = cpu::absMax(x.data(), n);
+  ASSERT_EQ(amax.read()[0], expectedAmax);
+  for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    cpu::Fp8Format cpuFormat = format == Fp8Format::E4M3
+                                   ? cpu::Fp8Format::E4M3
+                                   : cpu::Fp8Format::E5M2;
+    SCOPED_TRACE(cpu::fp8FormatName(cpuFormat));
+    ASSERT_TRUE(castToFp8(dx.get(), amax.get(), codes.get(), inverse.get(), n,
+                          format, nullptr)
+                    .ok());
+    float scale = cpu::fp8Scale(expectedAmax, cpuFormat);
+    std::vector<uint8_t> got = codes.read();
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], cpu::encodeFp8(x[i] * scale, cpuFormat)) << i;
+    EXPECT_EQ(inverse.read()[0], 1.0f / scale);
+
+    ASSERT_TRUE(castTransposeToFp8(dx.get(), amax.get(), transposed.get(),
+                                   inverse.get(), rows, cols, format, nullptr)
+                    .ok());
+    std::vector<uint8_t> t = transposed.read();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        ASSERT_EQ(t[c * rows + r], got[r * cols + c]) << r << ", " << c;
+  }
+  // A NaN anywhere makes the amax NaN, as on the CPU.
+  x[100] = std::nanf("");
+  DeviceArray<float> withNan(x);
+  ASSERT_TRUE(absMax(withNan.get(), n, amax.get(), nullptr).ok());
+  EXPECT_TRUE(std::isnan(amax.read()[0]));
+}
+
+// The helpers of the experts' backward: row dot products (the routing
+// weights' gradients), row scaling and scattering per slot.
+TEST(ElementwiseKernelTest, RowHelpers) {
+  const int64_t rows = 45, width = 300;
+  std::vector<float> a = randomValues(rows * width, 6);
+  std::vector<float> b = randomValues(rows * width, 7);
+  std::vector<float> scales = randomValues(rows, 8);
+  DeviceArray<float> da(a), db(b), dscales(scales), dots(rows);
+  ASSERT_TRUE(rowDots(da.get(), db.get(), rows, width, dots.get(), nullptr).ok());
+  std::vector<float> expected(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < width; ++i)
+      sum += static_cast<double>(a[r * width + i]) * b[r * width + i];
+    expected[r] = static_cast<float>(sum);
+  }
+  expectClose(dots.read(), expected, 1e-6f, 1e-6f, "dots");
+
+  ASSERT_TRUE(scaleRows(da.get(), dscales.get(), rows, width, nullptr).ok());
+  std::vector<float> scaled = a;
+  for (int64_t i = 0; i < rows * width; ++i)
+    scaled[i] *= scales[i / width];
+  expectClose(da.read(), scaled, 0.0f, 0.0f, "scaled");
+
+  std::vector<int64_t> slots(rows);
+  for (int64_t r = 0; r < rows; ++r)
+    slots[r] = (r * 7) % 50;
+  std::vector<float> out(50, -1.0f);
+  DeviceArray<int64_t> dslots(slots);
+  DeviceArray<float> dout(out);
+  ASSERT_TRUE(scatterValues(dscales.get(), dslots.get(), rows, dout.get(),
+                            nullptr)
+                  .ok());
+  for (int64_t r = 0; r < rows; ++r)
+    out[slots[r]] = scales[r];
+  expectClose(dout.read(), out, 0.0f, 0.0f, "scattered");
+}
+
+} // namespace
+} // namespace moe::rt::cuda

@@ -331,7 +331,8 @@ absl::Status runKernel(const DeviceStep &step, size_t index) {
 
 absl::Status runDeviceInstruction(const DeviceStep &step, size_t index) {
   absl::Status status = runKernel(step, index);
-  if (status.ok() || absl::StrContains(status.message(), "instruction "))
+  // Data errors name the instruction already ("instruction 3 (...) ...").
+  if (status.ok() || absl::StartsWith(status.message(), "instruction "))
     return status;
   return absl::Status(status.code(),
                       absl::StrCat(describeInstruction(step.program, index), ": ",

@@ -112,14 +112,21 @@ DeviceExecutor::create(const Executor &host, const DeviceInfo &device) {
 }
 
 absl::Status DeviceExecutor::upload(const Executor &host) {
+  // On the step's stream: it does not synchronise with the legacy default
+  // stream (cudaStreamNonBlocking), and a cudaMemcpy from pageable memory
+  // may return before its data has reached the device. Work left in flight
+  // by a failed step finishes first.
+  MOE_CUDA_OK(cudaStreamSynchronize(state->stream));
   for (uint32_t b = 0; b < program.buffers.size(); ++b) {
     const Buffer &buffer = program.buffers[b];
     if (buffer.kind != BufferKind::Parameter &&
         buffer.kind != BufferKind::OptimizerState)
       continue;
-    MOE_CUDA_OK(cudaMemcpy(state->pointers[b], host.data(b),
-                           buffer.sizeInBytes(), cudaMemcpyHostToDevice));
+    MOE_CUDA_OK(cudaMemcpyAsync(state->pointers[b], host.data(b),
+                                buffer.sizeInBytes(), cudaMemcpyHostToDevice,
+                                state->stream));
   }
+  MOE_CUDA_OK(cudaStreamSynchronize(state->stream));
   return absl::OkStatus();
 }
 
@@ -139,6 +146,7 @@ absl::Status DeviceExecutor::download(Executor &host) const {
 absl::StatusOr<StepResult> DeviceExecutor::runStep(const int32_t *tokens,
                                                    const int32_t *targets,
                                                    int64_t step) {
+  MOE_CUDA_TRY(checkStepInputs(tokens, targets, step));
   cudaStream_t stream = state->stream;
   uint64_t inputBytes = program.buffers[program.tokens].sizeInBytes();
   int32_t at = static_cast<int32_t>(step);
@@ -150,6 +158,9 @@ absl::StatusOr<StepResult> DeviceExecutor::runStep(const int32_t *tokens,
                               sizeof(int32_t), cudaMemcpyHostToDevice, stream));
   DeviceStep context{program, state->pointers, stream, *state->gemms, step};
   auto failed = [&](const absl::Status &status) {
+    // Nothing enqueued may still read the caller's tokens and targets (or
+    // run on) once the step has returned.
+    cudaStreamSynchronize(stream);
     return absl::Status(status.code(),
                         absl::StrCat("step ", step, ": ", status.message()));
   };
@@ -182,7 +193,10 @@ absl::StatusOr<StepResult> DeviceExecutor::runStep(const int32_t *tokens,
     *into = *value;
   }
   // Errors inside kernels surface at a synchronisation; this is the last.
-  MOE_CUDA_OK(cudaStreamSynchronize(stream));
+  if (absl::Status status =
+          cudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      !status.ok())
+    return failed(status);
   return result;
 }
 

@@ -55,6 +55,21 @@ DeviceStep::readIds(uint32_t buffer) const {
 
 absl::Status DeviceStep::gemm(const GemmSpec &spec, const uint16_t *a,
                               const uint16_t *b, float beta, float *c) const {
+  // As cpu's detail::gemm: an empty C is nothing to do and an empty sum
+  // (k = 0) leaves beta C; cuBLASLt refuses both (validateGemm).
+  if (spec.batch == 1 && spec.m >= 0 && spec.n >= 0 &&
+      (spec.m == 0 || spec.n == 0))
+    return absl::OkStatus();
+  if (spec.batch == 1 && spec.k == 0 && spec.m > 0 && spec.n > 0 &&
+      spec.ldc >= spec.n) {
+    if (beta == 1.0f)
+      return absl::OkStatus();
+    if (beta == 0.0f) {
+      MOE_CUDA_OK(cudaMemset2DAsync(c, spec.ldc * sizeof(float), 0,
+                                    spec.n * sizeof(float), spec.m, stream));
+      return absl::OkStatus();
+    }
+  }
   GemmSpec bf16 = spec;
   bf16.a = bf16.b = GemmInput::BF16;
   return gemms.run(bf16, 1.0f, a, b, beta, c, stream);

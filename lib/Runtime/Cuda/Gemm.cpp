@@ -200,6 +200,9 @@ absl::Status GemmDescriptors::setScales(const float *aScale,
   return absl::OkStatus();
 }
 
+/// Plans kept before the cache starts over.
+constexpr size_t kMaxPlans = 4096;
+
 struct GemmRunner::Plan {
   std::unique_ptr<GemmDescriptors> descriptors;
   cublasLtMatmulAlgo_t algorithm;
@@ -228,6 +231,10 @@ absl::StatusOr<GemmRunner::Plan *> GemmRunner::plan(const GemmSpec &spec,
   auto found = plans.find({spec, alignment});
   if (found != plans.end())
     return found->second.get();
+  // Expert GEMMs take a new row count almost every step; a bounded cache
+  // keeps a long run from growing without end (replanning is cheap).
+  if (plans.size() >= kMaxPlans)
+    plans.clear();
   absl::StatusOr<std::unique_ptr<GemmDescriptors>> descriptors =
       GemmDescriptors::create(spec, computeCapability);
   if (!descriptors.ok())

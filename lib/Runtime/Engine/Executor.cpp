@@ -351,10 +351,8 @@ uint64_t Executor::arenaBytes() const {
                       : prog->arenaBytes;
 }
 
-absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
-                                             const int32_t *targets,
-                                             int64_t step,
-                                             const StepHooks &hooks) {
+absl::Status checkStepInputs(const int32_t *tokens, const int32_t *targets,
+                             int64_t step) {
   if (!tokens || !targets)
     return absl::InvalidArgumentError(
         absl::StrCat("step ", step, ": missing tokens or targets"));
@@ -362,6 +360,16 @@ absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
     return absl::InvalidArgumentError(
         absl::StrCat("step ", step, " is outside [0, ",
                      std::numeric_limits<int32_t>::max(), "]"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
+                                             const int32_t *targets,
+                                             int64_t step,
+                                             const StepHooks &hooks) {
+  if (absl::Status status = checkStepInputs(tokens, targets, step);
+      !status.ok())
+    return status;
   *ids(prog->step) = static_cast<int32_t>(step);
   engine::StepContext context{*prog, storage->pointers, storage->scratch,
                               groups, storage->packScratch};

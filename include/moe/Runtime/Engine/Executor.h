@@ -67,6 +67,11 @@ struct StepResult {
   float lr = 0.0f;
 };
 
+/// What every backend's runStep checks first: tokens and targets given, and
+/// a step the artifact's int32 step counter holds.
+absl::Status checkStepInputs(const int32_t *tokens, const int32_t *targets,
+                             int64_t step);
+
 /// Which rows of the global batch one rank's tokens and targets are: block
 /// `index` of `count` equal blocks of rows.
 struct BatchBlock {

@@ -1,0 +1,94 @@
+//===- Nccl.h - NCCL communicators over the mesh's groups -------*- C++ -*-===//
+//
+// The GPU side of lib/Runtime/Comm: one NCCL communicator over the whole job,
+// bootstrapped over MPI (rank 0's unique id reaches every rank through the
+// MPI world), and one per group of the mesh split from it (ncclCommSplit:
+// the ranks of a group share a colour, its first world rank, and keep their
+// group order). Collectives are enqueued on a caller's stream; NCCL orders
+// them with the kernels of that stream, and events order them with others.
+//
+// Without a GPU, creation fails naming NCCL's reason; nothing hangs.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_CUDA_NCCL_H
+#define MOE_RUNTIME_CUDA_NCCL_H
+
+#include "moe/Runtime/Comm/Communicator.h"
+
+#include "absl/status/statusor.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace moe::rt::cuda {
+
+/// A NCCL communicator over the ranks of one group, in its rank order.
+class NcclGroup {
+public:
+  ~NcclGroup();
+  NcclGroup(const NcclGroup &) = delete;
+  NcclGroup &operator=(const NcclGroup &) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  /// data = the sum of every rank's data (in place).
+  absl::Status allReduceSum(float *data, int64_t count, cudaStream_t stream);
+  /// output = the ranks' inputs (`count` each) concatenated in rank order.
+  absl::Status allGather(const float *input, float *output, int64_t count,
+                         cudaStream_t stream);
+  /// output = this rank's block (`count` elements) of the sum of the
+  /// ranks' inputs (size() * count each).
+  absl::Status reduceScatterSum(const float *input, float *output,
+                                int64_t count, cudaStream_t stream);
+  /// Rows of `width` floats to every rank: sendRows[r] of them, in rank
+  /// order from `input`, to rank r; recvRows[r] from rank r into `output`,
+  /// in rank order (the expert all-to-all, its counts known on the host).
+  absl::Status allToAllRows(const float *input,
+                            const std::vector<int64_t> &sendRows,
+                            float *output, const std::vector<int64_t> &recvRows,
+                            int64_t width, cudaStream_t stream);
+
+private:
+  friend class NcclWorld;
+  NcclGroup(ncclComm_t comm, int rank, int size)
+      : comm(comm), rank_(rank), size_(size) {}
+
+  ncclComm_t comm;
+  int rank_, size_;
+};
+
+/// The job's NCCL communicator, from which the groups' are split.
+class NcclWorld {
+public:
+  /// A collective call of every rank of `everyone` (the MPI group of the
+  /// whole job): binds this process to GPU `device`, shares rank 0's unique
+  /// id over MPI and creates the communicator.
+  static absl::StatusOr<std::unique_ptr<NcclWorld>>
+  create(comm::Group &everyone, int device);
+  ~NcclWorld();
+  NcclWorld(const NcclWorld &) = delete;
+  NcclWorld &operator=(const NcclWorld &) = delete;
+
+  /// The communicator of `group`, an MPI group of the same job. A
+  /// collective call of every rank of the job (each passing its own group
+  /// of the same axes).
+  absl::StatusOr<std::unique_ptr<NcclGroup>> split(const comm::Group &group);
+
+private:
+  NcclWorld(ncclComm_t comm, int rank) : comm(comm), rank(rank) {}
+  ncclComm_t comm;
+  int rank;
+};
+
+/// OK, or an error "what: NCCL's message".
+absl::Status ncclStatus(ncclResult_t result, const char *what,
+                        ncclComm_t comm = nullptr);
+
+} // namespace moe::rt::cuda
+
+#endif // MOE_RUNTIME_CUDA_NCCL_H

@@ -1,0 +1,150 @@
+//===- Nccl.cpp - NCCL communicators over the mesh's groups ---------------===//
+#include "moe/Runtime/Cuda/Nccl.h"
+
+#include "CudaStatus.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cstring>
+
+namespace moe::rt::cuda {
+namespace {
+
+/// NCCL counts are size_t; ours are int64 element counts.
+absl::Status checkCount(int64_t count, const char *what) {
+  if (count < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": negative element count ", count));
+  return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status ncclStatus(ncclResult_t result, const char *what,
+                        ncclComm_t comm) {
+  if (result == ncclSuccess)
+    return absl::OkStatus();
+  std::string message = absl::StrCat(what, ": ", ncclGetErrorString(result));
+  const char *detail = ncclGetLastError(comm);
+  if (detail && *detail)
+    absl::StrAppend(&message, " (", detail, ")");
+  return absl::FailedPreconditionError(message);
+}
+
+absl::StatusOr<std::unique_ptr<NcclWorld>>
+NcclWorld::create(comm::Group &everyone, int device) {
+  MOE_CUDA_OK(cudaSetDevice(device));
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  if (everyone.rank() == 0)
+    if (absl::Status status = ncclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId");
+        !status.ok())
+      return status;
+  // The 128 bytes of the id travel as int32s over MPI.
+  static_assert(sizeof(ncclUniqueId) % sizeof(int32_t) == 0);
+  std::vector<int32_t> words(sizeof(ncclUniqueId) / sizeof(int32_t));
+  std::memcpy(words.data(), &id, sizeof(id));
+  if (absl::Status status = everyone.broadcast(absl::MakeSpan(words), 0);
+      !status.ok())
+    return absl::Status(status.code(),
+                        absl::StrCat("sharing the NCCL unique id: ",
+                                     status.message()));
+  std::memcpy(&id, words.data(), sizeof(id));
+  ncclComm_t comm = nullptr;
+  if (absl::Status status =
+          ncclStatus(ncclCommInitRank(&comm, everyone.size(), id,
+                                      everyone.rank()),
+                     "ncclCommInitRank");
+      !status.ok())
+    return status;
+  return std::unique_ptr<NcclWorld>(new NcclWorld(comm, everyone.rank()));
+}
+
+NcclWorld::~NcclWorld() {
+  if (comm)
+    ncclCommDestroy(comm);
+}
+
+absl::StatusOr<std::unique_ptr<NcclGroup>>
+NcclWorld::split(const comm::Group &group) {
+  // One colour per group: its first world rank, which no other group has.
+  int colour = static_cast<int>(group.worldRanks().front());
+  ncclComm_t child = nullptr;
+  if (absl::Status status =
+          ncclStatus(ncclCommSplit(comm, colour, group.rank(), &child, nullptr),
+                     "ncclCommSplit", comm);
+      !status.ok())
+    return status;
+  return std::unique_ptr<NcclGroup>(
+      new NcclGroup(child, group.rank(), group.size()));
+}
+
+NcclGroup::~NcclGroup() {
+  if (comm)
+    ncclCommDestroy(comm);
+}
+
+absl::Status NcclGroup::allReduceSum(float *data, int64_t count,
+                                     cudaStream_t stream) {
+  if (absl::Status status = checkCount(count, "ncclAllReduce"); !status.ok())
+    return status;
+  return ncclStatus(ncclAllReduce(data, data, static_cast<size_t>(count),
+                                  ncclFloat32, ncclSum, comm, stream),
+                    "ncclAllReduce", comm);
+}
+
+absl::Status NcclGroup::allGather(const float *input, float *output,
+                                  int64_t count, cudaStream_t stream) {
+  if (absl::Status status = checkCount(count, "ncclAllGather"); !status.ok())
+    return status;
+  return ncclStatus(ncclAllGather(input, output, static_cast<size_t>(count),
+                                  ncclFloat32, comm, stream),
+                    "ncclAllGather", comm);
+}
+
+absl::Status NcclGroup::reduceScatterSum(const float *input, float *output,
+                                         int64_t count, cudaStream_t stream) {
+  if (absl::Status status = checkCount(count, "ncclReduceScatter");
+      !status.ok())
+    return status;
+  return ncclStatus(ncclReduceScatter(input, output, static_cast<size_t>(count),
+                                      ncclFloat32, ncclSum, comm, stream),
+                    "ncclReduceScatter", comm);
+}
+
+absl::Status NcclGroup::allToAllRows(const float *input,
+                                     const std::vector<int64_t> &sendRows,
+                                     float *output,
+                                     const std::vector<int64_t> &recvRows,
+                                     int64_t width, cudaStream_t stream) {
+  if (sendRows.size() != static_cast<size_t>(size_) ||
+      recvRows.size() != static_cast<size_t>(size_))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "all-to-all: expected ", size_, " send and receive counts, got ",
+        sendRows.size(), " and ", recvRows.size()));
+  // One send and one receive per peer, fused by NCCL into one operation.
+  if (absl::Status status = ncclStatus(ncclGroupStart(), "ncclGroupStart");
+      !status.ok())
+    return status;
+  absl::Status failed;
+  int64_t sent = 0, received = 0;
+  for (int peer = 0; peer < size_ && failed.ok(); ++peer) {
+    size_t sendCount = static_cast<size_t>(sendRows[peer] * width);
+    size_t recvCount = static_cast<size_t>(recvRows[peer] * width);
+    if (sendCount > 0)
+      failed = ncclStatus(ncclSend(input + sent, sendCount, ncclFloat32, peer,
+                                   comm, stream),
+                          "ncclSend", comm);
+    if (failed.ok() && recvCount > 0)
+      failed = ncclStatus(ncclRecv(output + received, recvCount, ncclFloat32,
+                                   peer, comm, stream),
+                          "ncclRecv", comm);
+    sent += static_cast<int64_t>(sendCount);
+    received += static_cast<int64_t>(recvCount);
+  }
+  // The group must be closed even after a failed call.
+  absl::Status closed = ncclStatus(ncclGroupEnd(), "ncclGroupEnd", comm);
+  return failed.ok() ? closed : failed;
+}
+
+} // namespace moe::rt::cuda

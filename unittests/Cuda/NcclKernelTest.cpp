@@ -1,0 +1,54 @@
+//===- NcclKernelTest.cpp - NCCL collectives on one GPU -------------------===//
+//
+// A job of one rank: its groups are groups of one, so every collective is
+// the identity (or a copy) — which checks the plumbing: the unique id over
+// MPI, the split, the counts of the row all-to-all. test/gpu covers more
+// ranks where a machine has more GPUs.
+//
+//===----------------------------------------------------------------------===//
+#include "DeviceTesting.h"
+
+#include "moe/Runtime/Comm/Communicator.h"
+#include "moe/Runtime/Cuda/Nccl.h"
+
+namespace moe::rt::cuda {
+namespace {
+
+using testing::DeviceArray;
+using testing::expectClose;
+using testing::randomValues;
+
+TEST(NcclKernelTest, GroupsOfOneRank) {
+  absl::StatusOr<std::unique_ptr<comm::World>> world = comm::World::local();
+  ASSERT_TRUE(world.ok()) << world.status();
+  absl::StatusOr<std::unique_ptr<comm::Group>> everyone =
+      (*world)->group(comm::Mesh{}, {});
+  ASSERT_TRUE(everyone.ok()) << everyone.status();
+  absl::StatusOr<std::unique_ptr<NcclWorld>> nccl =
+      NcclWorld::create(**everyone, 0);
+  ASSERT_TRUE(nccl.ok()) << nccl.status();
+  absl::StatusOr<std::unique_ptr<NcclGroup>> group = (*nccl)->split(**everyone);
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_EQ((*group)->size(), 1);
+
+  std::vector<float> values = randomValues(1000, 1);
+  DeviceArray<float> data(values), gathered(1000), scattered(1000), rows(1000);
+  ASSERT_TRUE((*group)->allReduceSum(data.get(), 1000, nullptr).ok());
+  expectClose(data.read(), values, 0.0f, 0.0f, "all-reduce");
+  ASSERT_TRUE((*group)->allGather(data.get(), gathered.get(), 1000, nullptr).ok());
+  expectClose(gathered.read(), values, 0.0f, 0.0f, "all-gather");
+  ASSERT_TRUE(
+      (*group)->reduceScatterSum(data.get(), scattered.get(), 1000, nullptr).ok());
+  expectClose(scattered.read(), values, 0.0f, 0.0f, "reduce-scatter");
+  ASSERT_TRUE((*group)
+                  ->allToAllRows(data.get(), {100}, rows.get(), {100}, 10,
+                                 nullptr)
+                  .ok());
+  expectClose(rows.read(), values, 0.0f, 0.0f, "all-to-all");
+  EXPECT_FALSE(
+      (*group)->allToAllRows(data.get(), {1, 2}, rows.get(), {1}, 10, nullptr)
+          .ok());
+}
+
+} // namespace
+} // namespace moe::rt::cuda

@@ -39,17 +39,23 @@ if [ "$compiler" = ON ]; then
   mkdir -p "$out"
   build-gpu/bin/moe-data synth --out "$out/tokens.bin" --tokens 2000000 > /dev/null
   build-gpu/bin/moec bench/models/gpu-moe.mlir -o "$out/bf16.moebin" || status=1
-  build-gpu/bin/moe-run "$out/bf16.moebin" --data "$out/tokens.bin" \
-    --steps "$steps" --device cuda --metrics "$out/bf16.jsonl" --quiet ||
-    status=1
-  python3 - "$out/bf16.jsonl" "$peak" <<'PY'
+  # FP8 expert GEMMs with delayed scales (blockwise needs Blackwell).
+  build-gpu/bin/moec bench/models/gpu-moe.mlir --fp8=experts \
+    --fp8-scaling=delayed --target=h200 -o "$out/fp8.moebin" || status=1
+  for run in bf16 fp8; do
+    build-gpu/bin/moe-run "$out/$run.moebin" --data "$out/tokens.bin" \
+      --steps "$steps" --device cuda --metrics "$out/$run.jsonl" --quiet ||
+      { status=1; continue; }
+    python3 - "$out/$run.jsonl" "$peak" "$run" <<'PY'
 import json, sys
 records = [json.loads(line) for line in open(sys.argv[1])][2:]
 if not records:
     sys.exit("bench: no steps after the warm-up")
 flops = sorted(r["flops_per_s"] for r in records)[len(records) // 2]
-print(f"bench gpu-moe bf16: {flops / 1e12:.1f} TFLOP/s model FLOPs, "
-      f"MFU {flops / float(sys.argv[2]):.1%} of {float(sys.argv[2]) / 1e12:.0f} TFLOP/s")
+peak = float(sys.argv[2])
+print(f"bench gpu-moe {sys.argv[3]}: {flops / 1e12:.1f} TFLOP/s model FLOPs, "
+      f"MFU {flops / peak:.1%} of {peak / 1e12:.0f} TFLOP/s")
 PY
+  done
 fi
 exit $status

@@ -65,8 +65,10 @@ TEST(ElementwiseKernelTest, Fp8CastsMatchTheEmulation) {
   std::vector<float> x = randomValues(n, 5, 3.0f);
   x[7] = 1e-9f;   // below the subnormals once scaled
   x[11] = -0.0f;
+  // The transpose pads its rows (37) to 48, as an FP8 GEMM's k must be.
+  const int64_t padded = 48;
   DeviceArray<float> dx(x), amax(1), inverse(1);
-  DeviceArray<uint8_t> codes(n), transposed(n);
+  DeviceArray<uint8_t> codes(n), transposed(cols * padded);
   ASSERT_TRUE(absMax(dx.get(), n, amax.get(), nullptr).ok());
   float expectedAmax = cpu::absMax(x.data(), n);
   ASSERT_EQ(amax.read()[0], expectedAmax);
@@ -85,18 +87,43 @@ TEST(ElementwiseKernelTest, Fp8CastsMatchTheEmulation) {
     EXPECT_EQ(inverse.read()[0], 1.0f / scale);
 
     ASSERT_TRUE(castTransposeToFp8(dx.get(), amax.get(), transposed.get(),
-                                   inverse.get(), rows, cols, format, nullptr)
+                                   inverse.get(), rows, cols, padded, format,
+                                   nullptr)
                     .ok());
     std::vector<uint8_t> t = transposed.read();
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c)
-        ASSERT_EQ(t[c * rows + r], got[r * cols + c]) << r << ", " << c;
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t r = 0; r < padded; ++r)
+        ASSERT_EQ(t[c * padded + r], r < rows ? got[r * cols + c] : 0)
+            << r << ", " << c;
   }
   // A NaN anywhere makes the amax NaN, as on the CPU.
   x[100] = std::nanf("");
   DeviceArray<float> withNan(x);
   ASSERT_TRUE(absMax(withNan.get(), n, amax.get(), nullptr).ok());
   EXPECT_TRUE(std::isnan(amax.read()[0]));
+}
+
+// Delayed scaling on the device follows cpu::quantizeDelayed's history.
+TEST(ElementwiseKernelTest, DelayedScalingHistories) {
+  std::vector<float> history = {0.0f, 0.0f, 0.0f};
+  std::vector<float> cpuHistory = history;
+  std::vector<float> values = {1.0f, -2.0f}, out(2);
+  DeviceArray<float> dHistory(history), current(std::vector<float>{2.0f}),
+      use(1);
+  ASSERT_TRUE(delayedAmax(current.get(), dHistory.get(), 3, use.get(), nullptr)
+                  .ok());
+  cpu::quantizeDelayed(values.data(), out.data(), 2, cpu::Fp8Format::E4M3,
+                       cpuHistory.data(), 3);
+  EXPECT_EQ(use.read()[0], 2.0f); // no past: the current amax
+  expectClose(dHistory.read(), cpuHistory, 0.0f, 0.0f, "history");
+  ASSERT_TRUE(rollAmaxHistories(dHistory.get(), 1, 3, nullptr).ok());
+  cpu::rollAmaxHistory(cpuHistory.data(), 3);
+  expectClose(dHistory.read(), cpuHistory, 0.0f, 0.0f, "rolled");
+  DeviceArray<float> larger(std::vector<float>{8.0f});
+  ASSERT_TRUE(delayedAmax(larger.get(), dHistory.get(), 3, use.get(), nullptr)
+                  .ok());
+  EXPECT_EQ(use.read()[0], 2.0f); // the past, not the current 8
+  EXPECT_EQ(dHistory.read()[0], 8.0f);
 }
 
 // The helpers of the experts' backward: row dot products (the routing

@@ -319,12 +319,17 @@ absl::Status runKernel(const DeviceStep &step, size_t index) {
   case Opcode::ReduceScatter:
   case Opcode::Slice:
     return copyOfOperand(ops);
-  case Opcode::Fp8AmaxUpdate:
-    break;
+  case Opcode::Fp8AmaxUpdate: {
+    // One rank: the history has no copies to agree with.
+    const Buffer &history = ops.in(0);
+    int64_t length = history.shape[2];
+    return rollAmaxHistories(ops.inF(0), history.numElements() / length,
+                             length, stream);
+  }
   }
   return absl::UnimplementedError(
       absl::StrCat(describeInstruction(step.program, index),
-                   ": no CUDA kernel for this opcode yet"));
+                   ": unknown opcode"));
 }
 
 } // namespace

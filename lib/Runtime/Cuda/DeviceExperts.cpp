@@ -2,10 +2,11 @@
 //
 // As the CPU kernel (lib/Runtime/Cpu/Experts.cpp): the routed slots are
 // grouped by expert (a stable sort), their tokens gathered into one array
-// in expert order, and each expert runs its GEMMs on its rows of it (BF16
-// inputs, fp32 out). The outputs are added back into each token in expert
-// order, as the CPU adds them. The group offsets come back to the host: the
-// GEMMs' sizes are theirs.
+// in expert order, and each expert runs its GEMMs on its rows of it (BF16 or,
+// with the artifact's FP8 recipe, FP8 inputs; fp32 out: ExpertMatmul). The
+// outputs are added back into each token in expert order, as the CPU adds
+// them. The group offsets come back to the host: the GEMMs' sizes are
+// theirs.
 //
 // The backward recomputes W1 x and W3 x, as the CPU does, and gets the
 // routing weights' gradients as a . (W2^T dy).
@@ -14,6 +15,7 @@
 #include "DeviceStep.h"
 
 #include "DeviceBuffer.h"
+#include "ExpertMatmul.h"
 
 #include "moe/Runtime/Cuda/Kernels.h"
 
@@ -23,6 +25,8 @@
 
 namespace moe::rt::cuda {
 namespace {
+
+using Role = cpu::Fp8ExpertRole;
 
 /// The slots of a step grouped by expert, on the device, with the group
 /// offsets on the host too.
@@ -63,47 +67,33 @@ absl::StatusOr<Groups> groupSlots(const DeviceStep &step,
   return groups;
 }
 
-/// A row-major GEMM on rows [begin, begin + n) of stacked activations.
-GemmSpec rowsGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-                  int64_t lda, int64_t ldb, int64_t ldc) {
-  GemmSpec spec;
-  spec.transA = transA, spec.transB = transB;
-  spec.m = m, spec.n = n, spec.k = k;
-  spec.lda = lda, spec.ldb = ldb, spec.ldc = ldc;
-  return spec;
-}
-
 struct ExpertShapes {
   int64_t T, H, F, E, topK;
 };
 
+/// The expert weights of an instruction: w1, w3 [E, F, H], w2 [E, H, F].
+struct ExpertWeights {
+  const float *w1, *w3, *w2;
+  const ExpertShapes &s;
+  ExpertOperand upGate(int64_t e, bool gate) const {
+    return {(gate ? w3 : w1) + e * s.F * s.H, s.F, s.H,
+            gate ? Role::W3 : Role::W1};
+  }
+  ExpertOperand down(int64_t e) const {
+    return {w2 + e * s.H * s.F, s.H, s.F, Role::W2};
+  }
+};
+
 /// u = x W1^T and g = x W3^T for every expert's rows of the stacked xs.
-absl::Status upProjections(const DeviceStep &step, const Groups &groups,
-                           const ExpertShapes &s, const uint16_t *xs,
-                           const uint16_t *w1, const uint16_t *w3, float *u,
-                           float *g) {
+absl::Status upProjections(const Groups &groups, const ExpertMatmul &mm,
+                           const ExpertShapes &s, const ExpertWeights &w,
+                           const float *xs, float *u, float *g) {
   return groups.forEachExpert([&](int64_t e, int64_t begin, int64_t n) {
-    GemmSpec up = rowsGemm(false, true, n, s.F, s.H, s.H, s.H, s.F);
-    MOE_CUDA_TRY(step.gemm(up, xs + begin * s.H, w1 + e * s.F * s.H, 0.0f,
-                           u + begin * s.F));
-    return step.gemm(up, xs + begin * s.H, w3 + e * s.F * s.H, 0.0f,
-                     g + begin * s.F);
+    ExpertOperand x{xs + begin * s.H, n, s.H, Role::Input};
+    MOE_CUDA_TRY(mm.xwT(e, x, w.upGate(e, false), 0.0f, u + begin * s.F));
+    return mm.xwT(e, x, w.upGate(e, true), 0.0f, g + begin * s.F);
   });
 }
-
-/// BF16 copies of `count` floats.
-absl::StatusOr<DeviceBuffer<uint16_t>> bf16Copy(const DeviceStep &step,
-                                                const float *x, int64_t count) {
-  MOE_DEVICE_BUFFER(uint16_t, copy, count, step.stream);
-  MOE_CUDA_TRY(castToBf16(x, copy.get(), count, step.stream));
-  return copy;
-}
-
-#define MOE_BF16_COPY(name, x, count)                                          \
-  auto name##_made = bf16Copy(step, (x), (count));                             \
-  if (!name##_made.ok())                                                       \
-    return name##_made.status();                                               \
-  DeviceBuffer<uint16_t> name = std::move(*name##_made)
 
 } // namespace
 
@@ -115,6 +105,11 @@ absl::Status runExpertsForward(const DeviceStep &step, size_t index) {
   ExpertShapes s{rowsOf(x), x.shape.back(), w1Shape[1], w1Shape[0],
                  step.buffer(in[1]).shape.back()};
   cudaStream_t stream = step.stream;
+  absl::StatusOr<std::optional<DeviceFp8>> fp8 = deviceFp8Of(step, index);
+  if (!fp8.ok())
+    return fp8.status();
+  ExpertMatmul mm(step, *fp8);
+  ExpertWeights w{step.f32(in[3]), step.f32(in[4]), step.f32(in[5]), s};
   absl::StatusOr<Groups> groups =
       groupSlots(step, step.i32(in[2]), s.T, s.E, s.topK);
   if (!groups.ok())
@@ -127,22 +122,15 @@ absl::Status runExpertsForward(const DeviceStep &step, size_t index) {
   MOE_DEVICE_BUFFER(float, xs, rows * s.H, stream);
   MOE_CUDA_TRY(gatherRows(step.f32(in[0]), groups->slots.get(), rows, s.topK,
                           s.H, xs.get(), stream));
-  MOE_BF16_COPY(xsBf16, xs.get(), rows * s.H);
-  MOE_BF16_COPY(w1, step.f32(in[3]), s.E * s.F * s.H);
-  MOE_BF16_COPY(w3, step.f32(in[4]), s.E * s.F * s.H);
-  MOE_BF16_COPY(w2, step.f32(in[5]), s.E * s.H * s.F);
   MOE_DEVICE_BUFFER(float, u, rows * s.F, stream);
   MOE_DEVICE_BUFFER(float, g, rows * s.F, stream);
-  MOE_CUDA_TRY(upProjections(step, *groups, s, xsBf16.get(), w1.get(), w3.get(),
-                             u.get(), g.get()));
+  MOE_CUDA_TRY(upProjections(*groups, mm, s, w, xs.get(), u.get(), g.get()));
   // a = silu(u) * g, in place of u.
   MOE_CUDA_TRY(swigluForward(u.get(), g.get(), u.get(), rows * s.F, stream));
-  MOE_BF16_COPY(a, u.get(), rows * s.F);
   MOE_DEVICE_BUFFER(float, z, rows * s.H, stream);
   MOE_CUDA_TRY(groups->forEachExpert([&](int64_t e, int64_t begin, int64_t n) {
-    return step.gemm(rowsGemm(false, true, n, s.H, s.F, s.F, s.F, s.H),
-                     a.get() + begin * s.F, w2.get() + e * s.H * s.F, 0.0f,
-                     z.get() + begin * s.H);
+    ExpertOperand a{u.get() + begin * s.F, n, s.F, Role::Activation};
+    return mm.xwT(e, a, w.down(e), 0.0f, z.get() + begin * s.H);
   }));
   return combineRows(z.get(), groups->positionOfSlot.get(), step.i32(in[2]),
                      step.f32(in[1]), s.T, s.topK, s.H, y, stream);
@@ -156,6 +144,13 @@ absl::Status runExpertsBackward(const DeviceStep &step, size_t index) {
   ExpertShapes s{rowsOf(x), x.shape.back(), w1Shape[1], w1Shape[0],
                  step.buffer(in[2]).shape.back()};
   cudaStream_t stream = step.stream;
+  absl::StatusOr<std::optional<DeviceFp8>> fp8 = deviceFp8Of(step, index);
+  if (!fp8.ok())
+    return fp8.status();
+  ExpertMatmul mm(step, *fp8);
+  // Gradients in E5M2 (the tensorwise and delayed recipes').
+  Fp8Format gradient = Fp8Format::E5M2;
+  ExpertWeights w{step.f32(in[4]), step.f32(in[5]), step.f32(in[6]), s};
   float *dx = step.f32(out[0]), *dweights = step.f32(out[1]);
   float *dw1 = step.f32(out[2]), *dw3 = step.f32(out[3]), *dw2 = step.f32(out[4]);
   // Experts no token reached, and dropped slots, get zero gradients.
@@ -182,55 +177,43 @@ absl::Status runExpertsBackward(const DeviceStep &step, size_t index) {
   // The weights [T, topK] are indexed by slot: a gather with topK 1.
   MOE_CUDA_TRY(gatherRows(step.f32(in[2]), slots, rows, 1, 1, rowWeights.get(),
                           stream));
-  MOE_BF16_COPY(xsBf16, xs.get(), rows * s.H);
-  MOE_BF16_COPY(w1, step.f32(in[4]), s.E * s.F * s.H);
-  MOE_BF16_COPY(w3, step.f32(in[5]), s.E * s.F * s.H);
-  MOE_BF16_COPY(w2, step.f32(in[6]), s.E * s.H * s.F);
   MOE_DEVICE_BUFFER(float, u, rows * s.F, stream);
   MOE_DEVICE_BUFFER(float, g, rows * s.F, stream);
   MOE_DEVICE_BUFFER(float, a, rows * s.F, stream);
-  MOE_CUDA_TRY(upProjections(step, *groups, s, xsBf16.get(), w1.get(), w3.get(),
-                             u.get(), g.get()));
+  MOE_CUDA_TRY(upProjections(*groups, mm, s, w, xs.get(), u.get(), g.get()));
   MOE_CUDA_TRY(swigluForward(u.get(), g.get(), a.get(), rows * s.F, stream));
 
   // da' = dy W2 (unweighted); dweights = a . da'; da = w da'.
-  MOE_BF16_COPY(dysBf16, dys.get(), rows * s.H);
   MOE_DEVICE_BUFFER(float, da, rows * s.F, stream);
   MOE_CUDA_TRY(groups->forEachExpert([&](int64_t e, int64_t begin, int64_t n) {
-    return step.gemm(rowsGemm(false, false, n, s.F, s.H, s.H, s.F, s.F),
-                     dysBf16.get() + begin * s.H, w2.get() + e * s.H * s.F,
-                     0.0f, da.get() + begin * s.F);
+    ExpertOperand dy{dys.get() + begin * s.H, n, s.H, Role::OutputGrad,
+                     gradient};
+    return mm.xw(e, dy, w.down(e), 0.0f, da.get() + begin * s.F);
   }));
   MOE_DEVICE_BUFFER(float, dots, rows, stream);
   MOE_CUDA_TRY(rowDots(a.get(), da.get(), rows, s.F, dots.get(), stream));
   MOE_CUDA_TRY(scatterValues(dots.get(), slots, rows, dweights, stream));
   MOE_CUDA_TRY(scaleRows(da.get(), rowWeights.get(), rows, s.F, stream));
-
-  // dW2 = (w dy)^T a.
+  // dW2 reads w dy.
   MOE_CUDA_TRY(scaleRows(dys.get(), rowWeights.get(), rows, s.H, stream));
-  MOE_BF16_COPY(weightedDy, dys.get(), rows * s.H);
-  MOE_BF16_COPY(aBf16, a.get(), rows * s.F);
   // du = da g silu'(u), dg = da silu(u), over u and g.
   MOE_CUDA_TRY(swigluBackward(da.get(), u.get(), g.get(), u.get(), g.get(),
                               rows * s.F, stream));
-  MOE_BF16_COPY(du, u.get(), rows * s.F);
-  MOE_BF16_COPY(dg, g.get(), rows * s.F);
   MOE_DEVICE_BUFFER(float, dxs, rows * s.H, stream);
   MOE_CUDA_TRY(groups->forEachExpert([&](int64_t e, int64_t begin, int64_t n) {
-    MOE_CUDA_TRY(step.gemm(rowsGemm(true, false, s.H, s.F, n, s.H, s.F, s.F),
-                           weightedDy.get() + begin * s.H,
-                           aBf16.get() + begin * s.F, 0.0f, dw2 + e * s.H * s.F));
-    // dx_e = du W1 + dg W3; dW1 = du^T x; dW3 = dg^T x.
-    GemmSpec down = rowsGemm(false, false, n, s.H, s.F, s.F, s.H, s.H);
-    MOE_CUDA_TRY(step.gemm(down, du.get() + begin * s.F, w1.get() + e * s.F * s.H,
-                           0.0f, dxs.get() + begin * s.H));
-    MOE_CUDA_TRY(step.gemm(down, dg.get() + begin * s.F, w3.get() + e * s.F * s.H,
-                           1.0f, dxs.get() + begin * s.H));
-    GemmSpec weight = rowsGemm(true, false, s.F, s.H, n, s.F, s.H, s.H);
-    MOE_CUDA_TRY(step.gemm(weight, du.get() + begin * s.F,
-                           xsBf16.get() + begin * s.H, 0.0f, dw1 + e * s.F * s.H));
-    return step.gemm(weight, dg.get() + begin * s.F,
-                     xsBf16.get() + begin * s.H, 0.0f, dw3 + e * s.F * s.H);
+    ExpertOperand weightedDy{dys.get() + begin * s.H, n, s.H,
+                             Role::WeightedOutputGrad, gradient};
+    ExpertOperand activation{a.get() + begin * s.F, n, s.F, Role::Activation};
+    ExpertOperand du{u.get() + begin * s.F, n, s.F, Role::UpGrad, gradient};
+    ExpertOperand dg{g.get() + begin * s.F, n, s.F, Role::GateGrad, gradient};
+    ExpertOperand xe{xs.get() + begin * s.H, n, s.H, Role::Input};
+    // dW2 = (w dy)^T a; dx_e = du W1 + dg W3; dW1 = du^T x; dW3 = dg^T x.
+    MOE_CUDA_TRY(mm.gTx(e, weightedDy, activation, dw2 + e * s.H * s.F));
+    float *dxe = dxs.get() + begin * s.H;
+    MOE_CUDA_TRY(mm.xw(e, du, w.upGate(e, false), 0.0f, dxe));
+    MOE_CUDA_TRY(mm.xw(e, dg, w.upGate(e, true), 1.0f, dxe));
+    MOE_CUDA_TRY(mm.gTx(e, du, xe, dw1 + e * s.F * s.H));
+    return mm.gTx(e, dg, xe, dw3 + e * s.F * s.H);
   }));
   // dx adds each token's rows in expert order, unweighted.
   MOE_DEVICE_BUFFER(float, ones, s.T * s.topK, stream);

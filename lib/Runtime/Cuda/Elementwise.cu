@@ -92,18 +92,39 @@ __global__ void castToFp8Kernel(const float *x, const float *amax,
   GRID_STRIDE(i, n) codes[i] = encode(x[i] * scale, format);
 }
 
-/// Output element i = (c, r) of the [cols, rows] transpose; consecutive
-/// threads write consecutive codes.
+/// Output element i = (c, r) of the [cols, outLd] transpose; consecutive
+/// threads write consecutive codes. Padding columns r >= rows are zero.
 __global__ void castTransposeToFp8Kernel(const float *x, const float *amax,
                                          uint8_t *codes, float *inverseScale,
                                          int64_t rows, int64_t cols,
-                                         Fp8Format format) {
+                                         int64_t outLd, Fp8Format format) {
   float scale = fp8Scale(*amax, format);
   if (blockIdx.x == 0 && threadIdx.x == 0)
     *inverseScale = 1.0f / scale;
-  GRID_STRIDE(i, rows * cols) {
-    int64_t c = i / rows, r = i % rows;
-    codes[i] = encode(x[r * cols + c] * scale, format);
+  GRID_STRIDE(i, cols * outLd) {
+    int64_t c = i / outLd, r = i % outLd;
+    codes[i] = r < rows ? encode(x[r * cols + c] * scale, format) : 0;
+  }
+}
+
+__global__ void delayedAmaxKernel(const float *current, float *history,
+                                  int64_t length, float *amaxToUse) {
+  float past = 0.0f;
+  for (int64_t i = 1; i < length; ++i)
+    past = fmaxf(past, history[i]);
+  float now = *current;
+  *amaxToUse = past > 0.0f ? past : now;
+  if (!(now <= history[0])) // keeps a NaN
+    history[0] = now;
+}
+
+__global__ void rollAmaxHistoriesKernel(float *histories, int64_t rows,
+                                        int64_t length) {
+  GRID_STRIDE(r, rows) {
+    float *history = histories + r * length;
+    for (int64_t i = length - 1; i > 0; --i)
+      history[i] = history[i - 1];
+    history[0] = 0.0f;
   }
 }
 
@@ -206,11 +227,29 @@ absl::Status castToFp8(const float *x, const float *amax, uint8_t *codes,
 
 absl::Status castTransposeToFp8(const float *x, const float *amax,
                                 uint8_t *codes, float *inverseScale,
-                                int64_t rows, int64_t cols, Fp8Format format,
-                                cudaStream_t stream) {
-  castTransposeToFp8Kernel<<<gridFor(rows * cols), kThreads, 0, stream>>>(
-      x, amax, codes, inverseScale, rows, cols, format);
+                                int64_t rows, int64_t cols, int64_t outLd,
+                                Fp8Format format, cudaStream_t stream) {
+  if (outLd < rows)
+    return absl::InvalidArgumentError(
+        "castTransposeToFp8: the output's leading dimension is below the rows");
+  castTransposeToFp8Kernel<<<gridFor(cols * outLd), kThreads, 0, stream>>>(
+      x, amax, codes, inverseScale, rows, cols, outLd, format);
   return launched("castTransposeToFp8");
+}
+
+absl::Status delayedAmax(const float *current, float *history, int64_t length,
+                         float *amaxToUse, cudaStream_t stream) {
+  delayedAmaxKernel<<<1, 1, 0, stream>>>(current, history, length, amaxToUse);
+  return launched("delayedAmax");
+}
+
+absl::Status rollAmaxHistories(float *histories, int64_t rows, int64_t length,
+                               cudaStream_t stream) {
+  if (length < 2 || rows == 0)
+    return absl::OkStatus();
+  rollAmaxHistoriesKernel<<<gridFor(rows), kThreads, 0, stream>>>(
+      histories, rows, length);
+  return launched("rollAmaxHistories");
 }
 
 } // namespace moe::rt::cuda

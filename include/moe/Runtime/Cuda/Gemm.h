@@ -130,6 +130,8 @@ public:
 
   /// Shapes planned so far.
   size_t plannedShapes() const { return plans.size(); }
+  /// The device's compute capability (80, 90, ...).
+  int deviceCapability() const { return computeCapability; }
 
 private:
   struct Plan;

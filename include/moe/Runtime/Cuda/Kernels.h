@@ -59,12 +59,24 @@ absl::Status castToFp8(const float *x, const float *amax, uint8_t *codes,
                        float *inverseScale, int64_t n, Fp8Format format,
                        cudaStream_t stream);
 /// The transpose of a row-major [rows, cols] matrix, cast as castToFp8
-/// does: out is [cols, rows]. FP8 GEMMs read only x W^T, so the backward's
-/// operands are transposed on the way (Transformer Engine's cast-transpose).
+/// does: out is [cols, outLd], outLd >= rows, with codes 0 (zero) in
+/// columns [rows, outLd). FP8 GEMMs read only x W^T, so the backward's
+/// operands are transposed on the way (Transformer Engine's cast-transpose),
+/// and their k (rows here) padded to the multiple of 16 cuBLASLt needs.
 absl::Status castTransposeToFp8(const float *x, const float *amax,
                                 uint8_t *codes, float *inverseScale,
-                                int64_t rows, int64_t cols, Fp8Format format,
-                                cudaStream_t stream);
+                                int64_t rows, int64_t cols, int64_t outLd,
+                                Fp8Format format, cudaStream_t stream);
+
+/// Delayed scaling of one GEMM input (cpu::quantizeDelayed): `history` is
+/// its amax history of `length` (slot 0 this step's, then the past steps');
+/// amaxToUse = the largest past amax, or *current when those are all 0;
+/// then slot 0 = max(slot 0, *current) (NaN kept). All device pointers.
+absl::Status delayedAmax(const float *current, float *history, int64_t length,
+                         float *amaxToUse, cudaStream_t stream);
+/// cpu::rollAmaxHistory on each of `rows` histories of `length`.
+absl::Status rollAmaxHistories(float *histories, int64_t rows, int64_t length,
+                               cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Embedding

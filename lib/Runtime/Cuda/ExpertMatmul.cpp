@@ -1,0 +1,172 @@
+//===- ExpertMatmul.cpp - one expert's GEMMs, BF16 or FP8 -----------------===//
+#include "ExpertMatmul.h"
+
+#include "DeviceBuffer.h"
+
+#include "moe/Runtime/Cuda/Device.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace moe::rt::cuda {
+namespace {
+
+GemmInput inputOf(Fp8Format format) {
+  return format == Fp8Format::E4M3 ? GemmInput::E4M3 : GemmInput::E5M2;
+}
+
+/// FP8 GEMMs need k and the leading dimensions to be multiples of 16.
+int64_t paddedTo16(int64_t n) { return (n + 15) / 16 * 16; }
+
+GemmSpec rowMajor(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                  int64_t lda, int64_t ldb, int64_t ldc) {
+  GemmSpec spec;
+  spec.transA = transA, spec.transB = transB;
+  spec.m = m, spec.n = n, spec.k = k;
+  spec.lda = lda, spec.ldb = ldb, spec.ldc = ldc;
+  return spec;
+}
+
+/// An operand's FP8 codes (transposed into [cols, outLd] if asked) and its
+/// dequantization scale.
+struct Quantized {
+  DeviceBuffer<uint8_t> codes;
+  DeviceBuffer<float> inverseScale;
+};
+
+absl::StatusOr<Quantized> quantize(const DeviceStep &step,
+                                   const DeviceFp8 &fp8, int64_t expert,
+                                   const ExpertOperand &op, bool transpose,
+                                   int64_t outLd) {
+  cudaStream_t stream = step.stream;
+  // [0]: the operand's amax; [1]: the one its scale comes from.
+  MOE_DEVICE_BUFFER(float, amax, 2, stream);
+  MOE_CUDA_TRY(absMax(op.data, op.rows * op.cols, amax.get(), stream));
+  const float *scaleFrom = amax.get();
+  if (fp8.delayed) {
+    float *history = fp8.history + (expert * cpu::kFp8ExpertRoles +
+                                    static_cast<int64_t>(op.role)) *
+                                       fp8.historyLength;
+    MOE_CUDA_TRY(delayedAmax(amax.get(), history, fp8.historyLength,
+                             amax.get() + 1, stream));
+    scaleFrom = amax.get() + 1;
+  }
+  Quantized q;
+  MOE_DEVICE_BUFFER(uint8_t, codes,
+                    transpose ? op.cols * outLd : op.rows * op.cols, stream);
+  MOE_DEVICE_BUFFER(float, inverse, 1, stream);
+  if (transpose)
+    MOE_CUDA_TRY(castTransposeToFp8(op.data, scaleFrom, codes.get(),
+                                    inverse.get(), op.rows, op.cols, outLd,
+                                    op.format, stream));
+  else
+    MOE_CUDA_TRY(castToFp8(op.data, scaleFrom, codes.get(), inverse.get(),
+                           op.rows * op.cols, op.format, stream));
+  q.codes = std::move(codes);
+  q.inverseScale = std::move(inverse);
+  return q;
+}
+
+#define MOE_QUANTIZED(name, ...)                                               \
+  auto name##_made = quantize(__VA_ARGS__);                                    \
+  if (!name##_made.ok())                                                       \
+    return name##_made.status();                                               \
+  Quantized name = std::move(*name##_made)
+
+absl::Status fp8Gemm(const DeviceStep &step, GemmSpec spec,
+                     const ExpertOperand &a, const Quantized &qa,
+                     const ExpertOperand &b, const Quantized &qb, float beta,
+                     float *c) {
+  spec.a = inputOf(a.format);
+  spec.b = inputOf(b.format);
+  return step.gemms.run(spec, 1.0f, qa.codes.get(), qb.codes.get(), beta, c,
+                        step.stream, qa.inverseScale.get(),
+                        qb.inverseScale.get());
+}
+
+} // namespace
+
+absl::Status ExpertMatmul::xwT(int64_t expert, const ExpertOperand &x,
+                               const ExpertOperand &w, float beta,
+                               float *y) const {
+  GemmSpec spec = rowMajor(false, true, x.rows, w.rows, x.cols, x.cols, w.cols,
+                           w.rows);
+  if (!fp8)
+    return step.bf16Gemm(spec, x.data, x.rows * x.cols, w.data,
+                         w.rows * w.cols, beta, y);
+  MOE_QUANTIZED(qx, step, *fp8, expert, x, false, 0);
+  MOE_QUANTIZED(qw, step, *fp8, expert, w, false, 0);
+  return fp8Gemm(step, spec, x, qx, w, qw, beta, y);
+}
+
+absl::Status ExpertMatmul::xw(int64_t expert, const ExpertOperand &x,
+                              const ExpertOperand &w, float beta,
+                              float *y) const {
+  if (!fp8)
+    return step.bf16Gemm(rowMajor(false, false, x.rows, w.cols, x.cols,
+                                  x.cols, w.cols, w.cols),
+                         x.data, x.rows * x.cols, w.data, w.rows * w.cols,
+                         beta, y);
+  // x w = x (w^T)^T: the transposed weight [out, k] is what FP8 reads.
+  MOE_QUANTIZED(qx, step, *fp8, expert, x, false, 0);
+  MOE_QUANTIZED(qw, step, *fp8, expert, w, true, w.rows);
+  return fp8Gemm(step,
+                 rowMajor(false, true, x.rows, w.cols, x.cols, x.cols, w.rows,
+                          w.cols),
+                 x, qx, w, qw, beta, y);
+}
+
+absl::Status ExpertMatmul::gTx(int64_t expert, const ExpertOperand &g,
+                               const ExpertOperand &x, float *dw) const {
+  if (!fp8)
+    return step.bf16Gemm(rowMajor(true, false, g.cols, x.cols, g.rows, g.cols,
+                                  x.cols, x.cols),
+                         g.data, g.rows * g.cols, x.data, x.rows * x.cols, 0.0f,
+                         dw);
+  // g^T x = (g^T) ((x^T))^T, both transposed with the rows (k) padded with
+  // zeros to a multiple of 16.
+  int64_t k = paddedTo16(g.rows);
+  MOE_QUANTIZED(qg, step, *fp8, expert, g, true, k);
+  MOE_QUANTIZED(qx, step, *fp8, expert, x, true, k);
+  return fp8Gemm(step, rowMajor(false, true, g.cols, x.cols, k, k, k, x.cols),
+                 g, qg, x, qx, 0.0f, dw);
+}
+
+absl::StatusOr<std::optional<DeviceFp8>> deviceFp8Of(const DeviceStep &step,
+                                                     size_t index) {
+  const Instruction &inst = step.program.instructions[index];
+  const std::vector<float> &f = inst.floatAttrs;
+  // No recipe, or FP8 on the wire only: BF16 GEMMs.
+  if (f.empty() || f[0] == 0.0f)
+    return std::optional<DeviceFp8>();
+  bool forward = inst.opcode == Opcode::Experts;
+  const std::vector<int64_t> &w1 =
+      step.buffer(inst.operands[forward ? 3 : 4]).shape;
+  int64_t H = w1[2], F = w1[1];
+  auto refused = [&](const std::string &why) {
+    return absl::UnimplementedError(absl::StrCat(
+        describeInstruction(step.program, index), ": ", why));
+  };
+  if (f[0] == 2.0f)
+    return refused("blockwise FP8 scales need cuBLASLt's block scaling, "
+                   "which Hopper does not have: compile with "
+                   "--fp8-scaling=tensorwise or delayed for the GPU");
+  int capability = step.gemms.deviceCapability();
+  if (!hasFp8TensorCores(capability))
+    return refused(absl::StrCat(
+        "FP8 GEMMs need sm_89 or newer, this GPU is sm_", capability,
+        ": compile with --target=a100 (FP8 for the dispatch only)"));
+  if (H % 16 != 0 || F % 16 != 0)
+    return refused(absl::StrCat("FP8 GEMMs need widths that are multiples "
+                                "of 16, found hidden ",
+                                H, " and ffn ", F));
+  DeviceFp8 fp8;
+  if (f[0] == 3.0f) {
+    uint32_t history = inst.operands[forward ? 6 : 7];
+    fp8.delayed = true;
+    fp8.history = step.f32(history);
+    fp8.historyLength = step.buffer(history).shape[2];
+  }
+  return std::optional<DeviceFp8>(fp8);
+}
+
+} // namespace moe::rt::cuda

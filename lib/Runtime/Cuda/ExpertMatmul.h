@@ -1,0 +1,74 @@
+//===- ExpertMatmul.h - one expert's GEMMs, BF16 or FP8 ---------*- C++ -*-===//
+//
+// Private to the CUDA backend. The experts' forward and backward state their
+// GEMMs on fp32 operands (an expert's rows of the stacked activations, its
+// weights); this turns each into a cuBLASLt GEMM:
+//   * BF16: both operands cast, fp32 accumulation;
+//   * FP8 (the artifact's tensorwise or delayed recipe, on sm_89+): each
+//     operand quantized with its own per-expert scale, as the CPU emulation
+//     rounds it (E4M3 values and weights, E5M2 gradients), and transposed
+//     where cuBLASLt's FP8 GEMMs need x W^T; delayed scaling reads and
+//     updates the operand's amax history.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_LIB_RUNTIME_CUDA_EXPERTMATMUL_H
+#define MOE_LIB_RUNTIME_CUDA_EXPERTMATMUL_H
+
+#include "DeviceStep.h"
+
+#include "moe/Runtime/Cpu/Kernels.h"
+#include "moe/Runtime/Cuda/Kernels.h"
+
+#include <optional>
+
+namespace moe::rt::cuda {
+
+/// An fp32 row-major [rows, cols] operand of expert `expert`'s GEMMs, and
+/// how FP8 reads it.
+struct ExpertOperand {
+  const float *data;
+  int64_t rows, cols;
+  cpu::Fp8ExpertRole role;
+  Fp8Format format = Fp8Format::E4M3;
+};
+
+/// The FP8 recipe of an Experts or ExpertsGrad instruction on the GPU.
+struct DeviceFp8 {
+  bool delayed = false;
+  /// Delayed: the instruction's amax histories [E, 9, length].
+  float *history = nullptr;
+  int64_t historyLength = 0;
+};
+
+class ExpertMatmul {
+public:
+  ExpertMatmul(const DeviceStep &step, std::optional<DeviceFp8> fp8)
+      : step(step), fp8(fp8) {}
+
+  bool usesFp8() const { return fp8.has_value(); }
+
+  /// y[n, out] = x[n, k] w[out, k]^T + beta y.
+  absl::Status xwT(int64_t expert, const ExpertOperand &x,
+                   const ExpertOperand &w, float beta, float *y) const;
+  /// y[n, out] = x[n, k] w[k, out] + beta y.
+  absl::Status xw(int64_t expert, const ExpertOperand &x,
+                  const ExpertOperand &w, float beta, float *y) const;
+  /// dw[p, q] = g[n, p]^T x[n, q].
+  absl::Status gTx(int64_t expert, const ExpertOperand &g,
+                   const ExpertOperand &x, float *dw) const;
+
+private:
+  const DeviceStep &step;
+  std::optional<DeviceFp8> fp8;
+};
+
+/// The FP8 recipe of Experts / ExpertsGrad instruction `index` as the GPU
+/// runs it (none without one), or why it cannot: blockwise scales need
+/// cuBLASLt's block scaling (Blackwell), and FP8 GEMMs need widths that
+/// are multiples of 16.
+absl::StatusOr<std::optional<DeviceFp8>> deviceFp8Of(const DeviceStep &step,
+                                                     size_t index);
+
+} // namespace moe::rt::cuda
+
+#endif // MOE_LIB_RUNTIME_CUDA_EXPERTMATMUL_H

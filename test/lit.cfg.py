@@ -43,8 +43,11 @@ if shutil.which("nvidia-smi"):
     try:
         listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
                                 text=True, timeout=30)
-        if listed.returncode == 0 and "GPU" in listed.stdout:
+        gpus = listed.stdout.count("GPU ") if listed.returncode == 0 else 0
+        if gpus >= 1:
             config.available_features.add("cuda-device")
+        if gpus >= 2:
+            config.available_features.add("cuda-devices-2")
     except (OSError, subprocess.SubprocessError):
         pass
 

@@ -10,6 +10,7 @@
 
 #include "DeviceBuffer.h"
 
+#include "moe/Runtime/Comm/GroupSums.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Cuda/Kernels.h"
 
@@ -64,6 +65,13 @@ absl::StatusOr<int64_t> countTargets(const Operands &ops, size_t index,
   return count;
 }
 
+/// The MPI group a loss's tokens are split over (its int attribute after
+/// the `fixed` ones), or null when they are all on this rank.
+comm::Group *tokenGroup(const Operands &ops, size_t fixed) {
+  const std::vector<int64_t> &ints = ops.instruction.intAttrs;
+  return ints.size() > fixed ? ops.step.mpiGroup(ints[fixed]) : nullptr;
+}
+
 absl::Status embedding(const Operands &ops, size_t index) {
   int64_t vocab = ops.in(1).shape[0], hidden = ops.in(1).shape[1];
   int64_t T = ops.in(0).numElements();
@@ -97,6 +105,10 @@ absl::Status crossEntropy(const Operands &ops, size_t index) {
   cpu::CrossEntropySums sums;
   MOE_CUDA_TRY(ops.step.read(sum.get(), 1, &sums.sum));
   sums.count = *count;
+  // The mean over every rank's tokens: sums and counts add up first.
+  if (comm::Group *group = tokenGroup(ops, 0))
+    MOE_CUDA_TRY(comm::sumOverGroup(*group, absl::MakeSpan(&sums.sum, 1),
+                                    absl::MakeSpan(&sums.count, 1)));
   return ops.step.writeScalar(ops.result(0), cpu::crossEntropyMean(sums));
 }
 
@@ -105,11 +117,14 @@ absl::Status crossEntropyGrad(const Operands &ops, size_t index) {
   absl::StatusOr<int64_t> count = countTargets(ops, index, 2, vocab);
   if (!count.ok())
     return count.status();
+  int64_t total = *count;
+  if (comm::Group *group = tokenGroup(ops, 0))
+    MOE_CUDA_TRY(comm::sumOverGroup(*group, {}, absl::MakeSpan(&total, 1)));
   absl::StatusOr<float> dloss = ops.step.readScalar(ops.operand(0));
   if (!dloss.ok())
     return dloss.status();
   return crossEntropyBackward(*dloss, ops.inF(1), ops.inI(2), ops.outF(0), T,
-                              vocab, *count, ops.step.stream);
+                              vocab, total, ops.step.stream);
 }
 
 absl::Status auxLoss(const Operands &ops, bool forward) {
@@ -121,12 +136,6 @@ absl::Status auxLoss(const Operands &ops, bool forward) {
   MOE_DEVICE_BUFFER(double, probSum, E, stream);
   MOE_CUDA_TRY(auxLossStatistics(p, T, E, topK, count.get(), probSum.get(),
                                  stream));
-  if (!forward) {
-    absl::StatusOr<float> dloss = ops.step.readScalar(ops.operand(0));
-    if (!dloss.ok())
-      return dloss.status();
-    return auxLossBackward(*dloss, count.get(), T, ops.outF(0), T, E, stream);
-  }
   cpu::AuxLossStatistics stats;
   std::vector<unsigned long long> counts(E);
   stats.probSum.resize(E);
@@ -134,7 +143,31 @@ absl::Status auxLoss(const Operands &ops, bool forward) {
   MOE_CUDA_TRY(ops.step.read(probSum.get(), E, stats.probSum.data()));
   stats.count.assign(counts.begin(), counts.end());
   stats.tokens = T;
-  return ops.step.writeScalar(ops.result(0), cpu::auxLossFromStatistics(stats));
+  // Expert loads, probability sums and token counts over every rank's
+  // tokens (the token count rides after the loads), as on the CPU.
+  comm::Group *group = tokenGroup(ops, 1);
+  if (group) {
+    stats.count.push_back(stats.tokens);
+    MOE_CUDA_TRY(comm::sumOverGroup(*group, absl::MakeSpan(stats.probSum),
+                                    absl::MakeSpan(stats.count)));
+    stats.tokens = stats.count.back();
+    stats.count.pop_back();
+  }
+  if (forward)
+    return ops.step.writeScalar(ops.result(0),
+                                cpu::auxLossFromStatistics(stats));
+  absl::StatusOr<float> dloss = ops.step.readScalar(ops.operand(0));
+  if (!dloss.ok())
+    return dloss.status();
+  if (group) {
+    counts.assign(stats.count.begin(), stats.count.end());
+    MOE_CUDA_OK(cudaMemcpyAsync(count.get(), counts.data(),
+                                E * sizeof(unsigned long long),
+                                cudaMemcpyHostToDevice, stream));
+    MOE_CUDA_OK(cudaStreamSynchronize(stream));
+  }
+  return auxLossBackward(*dloss, count.get(), stats.tokens, ops.outF(0), T, E,
+                         stream);
 }
 
 absl::Status globalNorm(const Operands &ops) {
@@ -148,6 +181,12 @@ absl::Status globalNorm(const Operands &ops) {
   std::vector<double> host(n);
   MOE_CUDA_TRY(ops.step.read(squares.get(), static_cast<int64_t>(n),
                              host.data()));
+  // Operands split over a group (int attribute i, -1: none) sum their
+  // squares over it, as on the CPU; one rank has groups of one.
+  if (ops.step.groups)
+    MOE_CUDA_TRY(comm::sumEachOverItsGroup(
+        absl::MakeSpan(host), ops.instruction.intAttrs,
+        [&](int64_t g) -> comm::Group & { return *ops.step.mpiGroup(g); }));
   // Added in operand order, as on the CPU.
   double sum = 0.0;
   for (double square : host)
@@ -168,14 +207,104 @@ absl::Status adamwUpdate(const Operands &ops) {
                ops.step.stream);
 }
 
-/// A collective over a group of one: its result is its operand.
-absl::Status copyOfOperand(const Operands &ops) {
-  if (ops.inF(0) == ops.outF(0))
+/// A tensor's blocks around dimension `dim` of one rank's block `shape`:
+/// [outer, parts, chunk] (Collectives.cpp's layout).
+struct Blocks {
+  int64_t outer = 1, chunk = 1;
+};
+Blocks blocksAround(const std::vector<int64_t> &shape, int64_t dim) {
+  Blocks blocks;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+    (d < dim ? blocks.outer : blocks.chunk) *= shape[d];
+  return blocks;
+}
+
+/// AllReduce, AllGather, ReduceScatter and Slice over the instruction's
+/// group; on one rank (a group of one) the result is the operand.
+absl::Status collective(const Operands &ops) {
+  cudaStream_t stream = ops.step.stream;
+  const Buffer &in = ops.in(0), &out = ops.out(0);
+  void *x = ops.step.pointers[ops.operand(0)];
+  void *y = ops.step.pointers[ops.result(0)];
+  NcclGroup *group = ops.step.ncclGroup(ops.intAttr(0));
+  if (!group || group->size() == 1) {
+    if (x != y)
+      MOE_CUDA_OK(cudaMemcpyAsync(y, x, out.sizeInBytes(),
+                                  cudaMemcpyDeviceToDevice, stream));
     return absl::OkStatus();
-  MOE_CUDA_OK(cudaMemcpyAsync(ops.outF(0), ops.inF(0),
-                              ops.out(0).sizeInBytes(),
-                              cudaMemcpyDeviceToDevice, ops.step.stream));
-  return absl::OkStatus();
+  }
+  if (in.numElements() == 0 || out.numElements() == 0)
+    return absl::OkStatus();
+  if (ops.instruction.opcode == Opcode::AllReduce) {
+    if (x != y)
+      MOE_CUDA_OK(cudaMemcpyAsync(y, x, out.sizeInBytes(),
+                                  cudaMemcpyDeviceToDevice, stream));
+    return group->allReduceSum(static_cast<float *>(y), out.numElements(),
+                               stream);
+  }
+  int64_t parts = group->size();
+  bool gather = ops.instruction.opcode == Opcode::AllGather;
+  // The block of one rank: a gather's operand, a scatter's or slice's result.
+  Blocks blocks = blocksAround(gather ? in.shape : out.shape, ops.intAttr(1));
+  int64_t block = blocks.outer * blocks.chunk;
+  switch (ops.instruction.opcode) {
+  case Opcode::AllGather: {
+    int64_t bytes = block * 4;
+    if (blocks.outer == 1)
+      return group->allGatherBytes(x, y, bytes, stream);
+    MOE_DEVICE_BUFFER(float, pack, parts * block, stream);
+    MOE_CUDA_TRY(group->allGatherBytes(x, pack.get(), bytes, stream));
+    return interleaveBlocks(pack.get(), y, blocks.outer, parts, blocks.chunk,
+                            /*pack=*/false, stream);
+  }
+  case Opcode::ReduceScatter: {
+    if (blocks.outer == 1)
+      return group->reduceScatterSum(static_cast<const float *>(x),
+                                     static_cast<float *>(y), block, stream);
+    MOE_DEVICE_BUFFER(float, pack, parts * block, stream);
+    MOE_CUDA_TRY(interleaveBlocks(x, pack.get(), blocks.outer, parts,
+                                  blocks.chunk, /*pack=*/true, stream));
+    return group->reduceScatterSum(pack.get(), static_cast<float *>(y), block,
+                                   stream);
+  }
+  case Opcode::Slice: {
+    // This rank's block: chunk `rank` of every outer row, no communication.
+    size_t chunkBytes = static_cast<size_t>(blocks.chunk) * 4;
+    MOE_CUDA_OK(cudaMemcpy2DAsync(
+        y, chunkBytes,
+        static_cast<const char *>(x) + group->rank() * chunkBytes,
+        parts * chunkBytes, chunkBytes, blocks.outer,
+        cudaMemcpyDeviceToDevice, stream));
+    return absl::OkStatus();
+  }
+  default:
+    return absl::InternalError("not a collective");
+  }
+}
+
+/// Ends the step of an amax history: this step's amaxes (slot 0 of every
+/// row) become their maximum over the ranks holding copies, then every row
+/// moves on.
+absl::Status fp8AmaxUpdate(const Operands &ops) {
+  cudaStream_t stream = ops.step.stream;
+  const Buffer &history = ops.in(0);
+  int64_t length = history.shape[2], rows = history.numElements() / length;
+  float *data = ops.inF(0);
+  NcclGroup *group = ops.instruction.intAttrs.empty()
+                         ? nullptr
+                         : ops.step.ncclGroup(ops.intAttr(0));
+  if (group && group->size() > 1) {
+    MOE_DEVICE_BUFFER(float, current, rows, stream);
+    size_t pitch = static_cast<size_t>(length) * sizeof(float);
+    MOE_CUDA_OK(cudaMemcpy2DAsync(current.get(), sizeof(float), data, pitch,
+                                  sizeof(float), rows,
+                                  cudaMemcpyDeviceToDevice, stream));
+    MOE_CUDA_TRY(group->allReduceMax(current.get(), rows, stream));
+    MOE_CUDA_OK(cudaMemcpy2DAsync(data, pitch, current.get(), sizeof(float),
+                                  sizeof(float), rows,
+                                  cudaMemcpyDeviceToDevice, stream));
+  }
+  return rollAmaxHistories(data, rows, length, stream);
 }
 
 absl::Status runKernel(const DeviceStep &step, size_t index) {
@@ -318,14 +447,9 @@ absl::Status runKernel(const DeviceStep &step, size_t index) {
   case Opcode::AllGather:
   case Opcode::ReduceScatter:
   case Opcode::Slice:
-    return copyOfOperand(ops);
-  case Opcode::Fp8AmaxUpdate: {
-    // One rank: the history has no copies to agree with.
-    const Buffer &history = ops.in(0);
-    int64_t length = history.shape[2];
-    return rollAmaxHistories(ops.inF(0), history.numElements() / length,
-                             length, stream);
-  }
+    return collective(ops);
+  case Opcode::Fp8AmaxUpdate:
+    return fp8AmaxUpdate(ops);
   }
   return absl::UnimplementedError(
       absl::StrCat(describeInstruction(step.program, index),

@@ -13,6 +13,14 @@ namespace moe::rt::cuda {
 struct DeviceExecutor::State {
   cudaStream_t stream = nullptr;
   std::unique_ptr<GemmRunner> gemms;
+  /// Several ranks: the job's MPI group and NCCL communicator, and per
+  /// program group its MPI group (the host executor's) and NCCL
+  /// communicator. The groups' communicators go before the job's.
+  std::unique_ptr<comm::Group> everyone;
+  std::unique_ptr<NcclWorld> nccl;
+  std::vector<std::unique_ptr<NcclGroup>> ncclOwned;
+  std::vector<NcclGroup *> ncclGroups;
+  std::vector<comm::Group *> mpiGroups;
   /// One allocation per persistent buffer (parameters, optimizer state,
   /// inputs) and one arena for the temporaries, at their planned offsets.
   std::vector<void *> pointers;
@@ -27,6 +35,8 @@ struct DeviceExecutor::State {
       cudaFree(p);
     if (arena)
       cudaFree(arena);
+    ncclOwned.clear();
+    nccl.reset();
     gemms.reset();
     if (stream)
       cudaStreamDestroy(stream);
@@ -38,14 +48,17 @@ namespace {
 /// What this executor cannot run yet, named; OK otherwise. (FP8 recipes
 /// the GPU cannot run are refused by the experts' first step, naming why.)
 absl::Status checkSupported(const Program &program) {
-  if (program.numRanks() > 1)
-    return absl::UnimplementedError(absl::StrCat(
-        "the CUDA backend runs one-rank programs so far; this one is "
-        "partitioned over ",
-        program.numRanks(), " ranks (NCCL communicators come next)"));
   if (program.pipeline.enabled())
     return absl::UnimplementedError(
         "the CUDA backend does not run pipelined programs yet");
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &inst = program.instructions[i];
+    if ((inst.opcode == Opcode::Experts || inst.opcode == Opcode::ExpertsGrad) &&
+        !inst.intAttrs.empty())
+      return absl::UnimplementedError(absl::StrCat(
+          describeInstruction(program, i),
+          ": expert parallelism does not run on the CUDA backend yet"));
+  }
   return absl::OkStatus();
 }
 
@@ -68,13 +81,16 @@ DeviceExecutor::DeviceExecutor(const Program &program, const DeviceInfo &device)
 DeviceExecutor::~DeviceExecutor() = default;
 
 absl::StatusOr<std::unique_ptr<DeviceExecutor>>
-DeviceExecutor::create(const Executor &host, const DeviceInfo &device) {
+DeviceExecutor::create(const Executor &host, const DeviceInfo &device,
+                       comm::World *world) {
   const Program &program = host.program();
   MOE_CUDA_TRY(checkSupported(program));
   std::unique_ptr<DeviceExecutor> executor(new DeviceExecutor(program, device));
   State &state = *executor->state;
   MOE_CUDA_OK(cudaSetDevice(device.ordinal));
   MOE_CUDA_OK(cudaStreamCreateWithFlags(&state.stream, cudaStreamNonBlocking));
+  if (program.numRanks() > 1)
+    MOE_CUDA_TRY(executor->connect(host, world));
   absl::StatusOr<std::unique_ptr<GemmRunner>> gemms =
       GemmRunner::create(device.computeCapability);
   if (!gemms.ok())
@@ -99,6 +115,36 @@ DeviceExecutor::create(const Executor &host, const DeviceInfo &device) {
   state.gradNormReadyAt = lastWriterOf(program, program.gradNorm);
   MOE_CUDA_TRY(executor->upload(host));
   return executor;
+}
+
+absl::Status DeviceExecutor::connect(const Executor &host,
+                                     comm::World *world) {
+  if (!world || world->size() != program.numRanks())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the CUDA backend needs the job's ", program.numRanks(),
+        " ranks for this program"));
+  State &s = *state;
+  absl::StatusOr<std::unique_ptr<comm::Group>> everyone = world->group(
+      comm::Mesh{program.meshAxes, program.meshShape}, program.meshAxes);
+  if (!everyone.ok())
+    return everyone.status();
+  s.everyone = std::move(*everyone);
+  absl::StatusOr<std::unique_ptr<NcclWorld>> nccl =
+      NcclWorld::create(*s.everyone, info.ordinal);
+  if (!nccl.ok())
+    return nccl.status();
+  s.nccl = std::move(*nccl);
+  // Every rank splits every group, in program order.
+  for (size_t g = 0; g < program.groups.size(); ++g) {
+    comm::Group &group = host.group(g);
+    absl::StatusOr<std::unique_ptr<NcclGroup>> split = s.nccl->split(group);
+    if (!split.ok())
+      return split.status();
+    s.mpiGroups.push_back(&group);
+    s.ncclGroups.push_back(split->get());
+    s.ncclOwned.push_back(std::move(*split));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status DeviceExecutor::upload(const Executor &host) {
@@ -147,6 +193,10 @@ absl::StatusOr<StepResult> DeviceExecutor::runStep(const int32_t *tokens,
   MOE_CUDA_OK(cudaMemcpyAsync(state->pointers[program.step], &at,
                               sizeof(int32_t), cudaMemcpyHostToDevice, stream));
   DeviceStep context{program, state->pointers, stream, *state->gemms, step};
+  if (!state->ncclGroups.empty()) {
+    context.groups = &state->mpiGroups;
+    context.nccl = &state->ncclGroups;
+  }
   auto failed = [&](const absl::Status &status) {
     // Nothing enqueued may still read the caller's tokens and targets (or
     // run on) once the step has returned.

@@ -10,7 +10,9 @@
 #ifndef MOE_LIB_RUNTIME_CUDA_DEVICESTEP_H
 #define MOE_LIB_RUNTIME_CUDA_DEVICESTEP_H
 
+#include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cuda/Gemm.h"
+#include "moe/Runtime/Cuda/Nccl.h"
 #include "moe/Runtime/Program.h"
 
 #include "absl/status/statusor.h"
@@ -26,6 +28,19 @@ struct DeviceStep {
   cudaStream_t stream;
   GemmRunner &gemms;
   int64_t step;
+  /// A program over several ranks: per program group, its MPI group (for
+  /// the few scalars summed on the host) and its NCCL communicator.
+  const std::vector<comm::Group *> *groups = nullptr;
+  const std::vector<NcclGroup *> *nccl = nullptr;
+
+  /// Program group `index`'s MPI group and NCCL communicator; null on one
+  /// rank, where every group is a group of one.
+  comm::Group *mpiGroup(int64_t index) const {
+    return groups ? (*groups)[index] : nullptr;
+  }
+  NcclGroup *ncclGroup(int64_t index) const {
+    return nccl ? (*nccl)[index] : nullptr;
+  }
 
   float *f32(uint32_t buffer) const {
     return static_cast<float *>(pointers[buffer]);

@@ -128,6 +128,21 @@ __global__ void rollAmaxHistoriesKernel(float *histories, int64_t rows,
   }
 }
 
+__global__ void interleaveBlocksKernel(const uint32_t *from, uint32_t *to,
+                                       int64_t outer, int64_t parts,
+                                       int64_t chunk, bool pack) {
+  int64_t block = outer * chunk;
+  GRID_STRIDE(i, outer * parts * chunk) {
+    // i indexes the packed [parts, outer, chunk] layout.
+    int64_t r = i / block, o = (i % block) / chunk, c = i % chunk;
+    int64_t strided = (o * parts + r) * chunk + c;
+    if (pack)
+      to[i] = from[strided];
+    else
+      to[strided] = from[i];
+  }
+}
+
 /// One block per row; the row's products summed in double.
 __global__ void rowDotsKernel(const float *a, const float *b, int64_t width,
                               float *out) {
@@ -152,6 +167,16 @@ __global__ void scatterValuesKernel(const float *values, const int64_t *slots,
 }
 
 } // namespace
+
+absl::Status interleaveBlocks(const void *from, void *to, int64_t outer,
+                              int64_t parts, int64_t chunk, bool pack,
+                              cudaStream_t stream) {
+  interleaveBlocksKernel<<<gridFor(outer * parts * chunk), kThreads, 0,
+                           stream>>>(static_cast<const uint32_t *>(from),
+                                     static_cast<uint32_t *>(to), outer, parts,
+                                     chunk, pack);
+  return launched("interleaveBlocks");
+}
 
 absl::Status rowDots(const float *a, const float *b, int64_t rows,
                      int64_t width, float *out, cudaStream_t stream) {

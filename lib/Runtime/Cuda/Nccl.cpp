@@ -93,6 +93,24 @@ absl::Status NcclGroup::allReduceSum(float *data, int64_t count,
                     "ncclAllReduce", comm);
 }
 
+absl::Status NcclGroup::allReduceMax(float *data, int64_t count,
+                                     cudaStream_t stream) {
+  if (absl::Status status = checkCount(count, "ncclAllReduce"); !status.ok())
+    return status;
+  return ncclStatus(ncclAllReduce(data, data, static_cast<size_t>(count),
+                                  ncclFloat32, ncclMax, comm, stream),
+                    "ncclAllReduce", comm);
+}
+
+absl::Status NcclGroup::allGatherBytes(const void *input, void *output,
+                                       int64_t bytes, cudaStream_t stream) {
+  if (absl::Status status = checkCount(bytes, "ncclAllGather"); !status.ok())
+    return status;
+  return ncclStatus(ncclAllGather(input, output, static_cast<size_t>(bytes),
+                                  ncclUint8, comm, stream),
+                    "ncclAllGather", comm);
+}
+
 absl::Status NcclGroup::allGather(const float *input, float *output,
                                   int64_t count, cudaStream_t stream) {
   if (absl::Status status = checkCount(count, "ncclAllGather"); !status.ok())

@@ -10,9 +10,9 @@
 #include "Dispatch.h"
 #include "Collectives.h"
 #include "ExpertParallel.h"
-#include "GroupSums.h"
 
 #include "moe/Runtime/Comm/Communicator.h"
+#include "moe/Runtime/Comm/GroupSums.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/IO/Trace.h"
 
@@ -111,30 +111,14 @@ absl::Status globalNorm(const StepContext &context, size_t index,
   for (size_t i = 0; i < n; ++i)
     if (!foreign || !(*foreign)[ops.instruction.operands[i]])
       squares[i] = cpu::sumOfSquares(ops.inF(i), ops.in(i).numElements());
-  const std::vector<int64_t> &groups = ops.instruction.intAttrs;
-  // One exchange per group, in order of first use, the same on every rank.
-  std::vector<bool> done(n, groups.empty());
-  for (size_t i = 0; i < n; ++i) {
-    if (done[i] || groups[i] < 0)
-      continue;
-    std::vector<size_t> members;
-    std::vector<double> sums;
-    for (size_t j = i; j < n; ++j)
-      if (groups[j] == groups[i]) {
-        members.push_back(j);
-        sums.push_back(squares[j]);
-        done[j] = true;
-      }
-    if (absl::Status status =
-            sumOverGroup(*context.groups[groups[i]], absl::MakeSpan(sums), {});
-        !status.ok())
-      return inInstruction(context, index, status);
-    for (size_t k = 0; k < members.size(); ++k)
-      squares[members[k]] = sums[k];
-  }
+  if (absl::Status status = comm::sumEachOverItsGroup(
+          absl::MakeSpan(squares), ops.instruction.intAttrs,
+          [&](int64_t g) -> comm::Group & { return *context.groups[g]; });
+      !status.ok())
+    return inInstruction(context, index, status);
   // Each gradient lives on one stage; the others add exact zeros.
   if (context.stageGroup)
-    if (absl::Status status = sumOverGroup(*context.stageGroup,
+    if (absl::Status status = comm::sumOverGroup(*context.stageGroup,
                                            absl::MakeSpan(squares), {});
         !status.ok())
       return inInstruction(context, index, status);
@@ -302,7 +286,7 @@ absl::Status runKernel(const StepContext &context, size_t index) {
     // The mean over every rank's tokens: sums and counts add up first.
     cpu::CrossEntropySums sums =
         cpu::crossEntropySums(ops.inF(0), ops.inI(1), rows(ops.in(0)), vocab);
-    if (absl::Status status = sumOverGroup(*group, absl::MakeSpan(&sums.sum, 1),
+    if (absl::Status status = comm::sumOverGroup(*group, absl::MakeSpan(&sums.sum, 1),
                                            absl::MakeSpan(&sums.count, 1));
         !status.ok())
       return inInstruction(context, index, status);
@@ -322,7 +306,7 @@ absl::Status runKernel(const StepContext &context, size_t index) {
     }
     int64_t count = cpu::crossEntropyCount(ops.inI(2), rows(ops.in(1)), vocab);
     if (absl::Status status =
-            sumOverGroup(*group, {}, absl::MakeSpan(&count, 1));
+            comm::sumOverGroup(*group, {}, absl::MakeSpan(&count, 1));
         !status.ok())
       return inInstruction(context, index, status);
     cpu::crossEntropyBackward(ops.scalar(0), ops.inF(1), ops.inI(2),
@@ -347,7 +331,7 @@ absl::Status runKernel(const StepContext &context, size_t index) {
     // tokens, in one exchange (the token count rides after the loads).
     cpu::AuxLossStatistics stats = cpu::auxLossStatistics(p, T, E, topK);
     stats.count.push_back(stats.tokens);
-    if (absl::Status status = sumOverGroup(
+    if (absl::Status status = comm::sumOverGroup(
             *group, absl::MakeSpan(stats.probSum), absl::MakeSpan(stats.count));
         !status.ok())
       return inInstruction(context, index, status);

@@ -15,12 +15,12 @@
 #include "Collectives.h"
 #include "Dispatch.h"
 #include "ExpertParallel.h"
-#include "GroupSums.h"
 #include "PipelineStep.h"
 #include "Placement.h"
 
 #include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/Comm/Communicator.h"
+#include "moe/Runtime/Comm/GroupSums.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 
 #include "absl/strings/str_cat.h"
@@ -339,7 +339,7 @@ bool Executor::setAsyncCollectives(bool on) {
 absl::Status Executor::sumOverStages(absl::Span<double> values) {
   if (!stageGroup)
     return absl::OkStatus();
-  return engine::sumOverGroup(*stageGroup, values, {});
+  return comm::sumOverGroup(*stageGroup, values, {});
 }
 
 int64_t Executor::microbatches() const {

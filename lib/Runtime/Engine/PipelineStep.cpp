@@ -3,9 +3,9 @@
 #include "PipelineStep.h"
 
 #include "Dispatch.h"
-#include "GroupSums.h"
 
 #include "moe/Runtime/Comm/Communicator.h"
+#include "moe/Runtime/Comm/GroupSums.h"
 #include "moe/Runtime/IO/Trace.h"
 #include "moe/Runtime/PipelineOrder.h"
 
@@ -466,7 +466,7 @@ absl::StatusOr<StepResult> PipelineStep::optimize(int64_t step,
                     ? lossSum / pipeline.microbatches
                     : 0.0;
   if (stageGroup)
-    if (absl::Status status = sumOverGroup(*stageGroup,
+    if (absl::Status status = comm::sumOverGroup(*stageGroup,
                                            absl::MakeSpan(&loss, 1), {});
         !status.ok())
       return absl::Status(status.code(),

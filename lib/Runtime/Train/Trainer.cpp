@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 
 namespace moe::rt::train {
@@ -138,18 +139,28 @@ absl::Status Run::setUpDevice() {
   if (!devices.ok())
     return absl::FailedPreconditionError(
         absl::StrCat("--device cuda: ", devices.status().message()));
+  // One GPU per process: the launcher's local rank picks it (Open MPI,
+  // Slurm), else the world rank.
+  int64_t local = options.world ? options.world->rank() : 0;
+  for (const char *variable : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                               "LOCAL_RANK"})
+    if (const char *value = std::getenv(variable)) {
+      local = std::atoll(value);
+      break;
+    }
+  const cuda::DeviceInfo &gpu =
+      (*devices)[static_cast<size_t>(local) % devices->size()];
   absl::StatusOr<std::unique_ptr<cuda::DeviceExecutor>> created =
-      cuda::DeviceExecutor::create(*executor, devices->front());
+      cuda::DeviceExecutor::create(*executor, gpu, options.world);
   if (!created.ok())
     return absl::Status(created.status().code(),
-                        absl::StrCat("--device cuda (", devices->front().name,
-                                     "): ", created.status().message()));
+                        absl::StrCat("--device cuda (", gpu.name, "): ",
+                                     created.status().message()));
   device = std::move(*created);
   if (!quiet)
-    out << absl::StrFormat("device: %s (sm_%d, %.1f GiB), %s B on it\n",
-                           devices->front().name,
-                           devices->front().computeCapability,
-                           devices->front().memoryBytes / 1073741824.0,
+    out << absl::StrFormat("device: %s %d (sm_%d, %.1f GiB), %s B on it\n",
+                           gpu.name, gpu.ordinal, gpu.computeCapability,
+                           gpu.memoryBytes / 1073741824.0,
                            io::formatSiValue(device->allocatedBytes()));
   return absl::OkStatus();
 #else

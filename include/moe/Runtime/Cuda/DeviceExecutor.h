@@ -5,9 +5,10 @@
 // host Executor keeps the program, initialises the weights and saves them;
 // this one holds their device copies, which upload() and download() move.
 //
-// So far it runs one-rank programs: several ranks need the NCCL
-// communicators, pipelines their schedule, and FP8 recipes the FP8 GEMMs
-// (each refused at creation, saying so).
+// Over several ranks (one GPU each), the program's groups get NCCL
+// communicators: collectives run on the GPU, and the losses' and norms'
+// sums over ranks, a few scalars, travel over MPI as on the CPU. Expert
+// parallelism and pipelines are refused at creation, saying so.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_CUDA_DEVICEEXECUTOR_H
@@ -23,9 +24,11 @@ namespace moe::rt::cuda {
 class DeviceExecutor {
 public:
   /// Allocates the device copy of `host`'s program on `device`, or fails
-  /// naming what it cannot run.
+  /// naming what it cannot run. A program over several ranks needs the
+  /// job's `world` (that of `host`); creation is then a collective call.
   static absl::StatusOr<std::unique_ptr<DeviceExecutor>>
-  create(const Executor &host, const DeviceInfo &device);
+  create(const Executor &host, const DeviceInfo &device,
+         comm::World *world = nullptr);
   ~DeviceExecutor();
   DeviceExecutor(const DeviceExecutor &) = delete;
   DeviceExecutor &operator=(const DeviceExecutor &) = delete;
@@ -48,6 +51,8 @@ public:
 private:
   struct State;
   DeviceExecutor(const Program &program, const DeviceInfo &device);
+  /// Several ranks: the NCCL communicators of the program's groups.
+  absl::Status connect(const Executor &host, comm::World *world);
 
   const Program &program;
   DeviceInfo info;

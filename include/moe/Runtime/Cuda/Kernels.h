@@ -44,6 +44,14 @@ absl::Status fill(float *x, float value, int64_t n, cudaStream_t stream);
 absl::Status castToBf16(const float *x, uint16_t *out, int64_t n,
                         cudaStream_t stream);
 
+/// A tensor split along a dimension with `outer` elements' worth of blocks
+/// before it is [outer, parts, chunk] (4-byte words: floats or ids); a
+/// collective's buffer is [parts, outer, chunk]. pack: to[r, o, :] =
+/// from[o, r, :]; unpack: the reverse (the CPU's Collectives interleave).
+absl::Status interleaveBlocks(const void *from, void *to, int64_t outer,
+                              int64_t parts, int64_t chunk, bool pack,
+                              cudaStream_t stream);
+
 /// OCP FP8 formats (as cpu::Fp8Format).
 enum class Fp8Format : uint8_t { E4M3 = 0, E5M2 = 1 };
 

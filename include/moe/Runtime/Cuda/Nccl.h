@@ -38,9 +38,14 @@ public:
 
   /// data = the sum of every rank's data (in place).
   absl::Status allReduceSum(float *data, int64_t count, cudaStream_t stream);
+  /// data = the elementwise maximum of every rank's data (in place).
+  absl::Status allReduceMax(float *data, int64_t count, cudaStream_t stream);
   /// output = the ranks' inputs (`count` each) concatenated in rank order.
   absl::Status allGather(const float *input, float *output, int64_t count,
                          cudaStream_t stream);
+  /// The same for any element type, as bytes (token ids travel so).
+  absl::Status allGatherBytes(const void *input, void *output, int64_t bytes,
+                              cudaStream_t stream);
   /// output = this rank's block (`count` elements) of the sum of the
   /// ranks' inputs (size() * count each).
   absl::Status reduceScatterSum(const float *input, float *output,

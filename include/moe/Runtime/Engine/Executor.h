@@ -183,6 +183,9 @@ public:
   /// last stage computed.
   absl::Status sumOverStages(absl::Span<double> values);
 
+  /// The communication group of program group `index` (Program.groups).
+  comm::Group &group(size_t index) const { return *groups[index]; }
+
   /// Bytes of all parameters / all optimizer state / the temporary arena.
   uint64_t totalParameterBytes() const { return parameterBytes; }
   uint64_t optimizerStateBytes() const { return stateBytes; }

@@ -1,6 +1,6 @@
 //===- GroupSums.h - exact double and count sums over a group ---*- C++ -*-===//
 //
-// Private to the executor. Losses and norms over tokens or tensors split
+// Losses and norms over tokens or tensors split
 // across ranks combine per-rank sums that the kernels accumulate in double
 // (and integer counts). The communication layer sums fp32 and int32 only,
 // which would round the doubles to fp32 and make a partitioned loss differ
@@ -10,8 +10,8 @@
 // group, and as accurate as the single-rank double sums.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MOE_LIB_RUNTIME_ENGINE_GROUPSUMS_H
-#define MOE_LIB_RUNTIME_ENGINE_GROUPSUMS_H
+#ifndef MOE_RUNTIME_COMM_GROUPSUMS_H
+#define MOE_RUNTIME_COMM_GROUPSUMS_H
 
 #include "moe/Runtime/Comm/Communicator.h"
 
@@ -19,15 +19,24 @@
 #include "absl/types/span.h"
 
 #include <cstdint>
+#include <functional>
 
-namespace moe::rt::engine {
+namespace moe::rt::comm {
 
 /// Replaces each of `sums` and `counts` by its sum over `group` (in
 /// group-rank order, ((v0 + v1) + v2) ...). Every rank of the group must
 /// call it with the same number of values.
-absl::Status sumOverGroup(comm::Group &group, absl::Span<double> sums,
+absl::Status sumOverGroup(Group &group, absl::Span<double> sums,
                           absl::Span<int64_t> counts);
 
-} // namespace moe::rt::engine
+/// Replaces each values[i] by its sum over group groupIds[i] (none for a
+/// negative id; groupOf maps an id to its group): one sumOverGroup per
+/// group, in order of first use, the same on every rank. A global norm's
+/// squares of tensors split over different groups add up so.
+absl::Status sumEachOverItsGroup(absl::Span<double> values,
+                                 absl::Span<const int64_t> groupIds,
+                                 const std::function<Group &(int64_t)> &groupOf);
 
-#endif // MOE_LIB_RUNTIME_ENGINE_GROUPSUMS_H
+} // namespace moe::rt::comm
+
+#endif // MOE_RUNTIME_COMM_GROUPSUMS_H

@@ -1,13 +1,13 @@
 //===- GroupSums.cpp - exact double and count sums over a group -----------===//
 
-#include "GroupSums.h"
+#include "moe/Runtime/Comm/GroupSums.h"
 
 #include <cstring>
 #include <vector>
 
-namespace moe::rt::engine {
+namespace moe::rt::comm {
 
-absl::Status sumOverGroup(comm::Group &group, absl::Span<double> sums,
+absl::Status sumOverGroup(Group &group, absl::Span<double> sums,
                           absl::Span<int64_t> counts) {
   int size = group.size();
   if (size == 1)
@@ -47,4 +47,30 @@ absl::Status sumOverGroup(comm::Group &group, absl::Span<double> sums,
   return absl::OkStatus();
 }
 
-} // namespace moe::rt::engine
+absl::Status sumEachOverItsGroup(absl::Span<double> values,
+                                 absl::Span<const int64_t> groupIds,
+                                 const std::function<Group &(int64_t)> &groupOf) {
+  size_t n = values.size();
+  std::vector<bool> done(n, groupIds.empty());
+  for (size_t i = 0; i < n; ++i) {
+    if (done[i] || groupIds[i] < 0)
+      continue;
+    std::vector<size_t> members;
+    std::vector<double> sums;
+    for (size_t j = i; j < n; ++j)
+      if (groupIds[j] == groupIds[i]) {
+        members.push_back(j);
+        sums.push_back(values[j]);
+        done[j] = true;
+      }
+    if (absl::Status status =
+            sumOverGroup(groupOf(groupIds[i]), absl::MakeSpan(sums), {});
+        !status.ok())
+      return status;
+    for (size_t k = 0; k < members.size(); ++k)
+      values[members[k]] = sums[k];
+  }
+  return absl::OkStatus();
+}
+
+} // namespace moe::rt::comm

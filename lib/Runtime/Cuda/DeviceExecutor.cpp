@@ -51,14 +51,6 @@ absl::Status checkSupported(const Program &program) {
   if (program.pipeline.enabled())
     return absl::UnimplementedError(
         "the CUDA backend does not run pipelined programs yet");
-  for (size_t i = 0; i < program.instructions.size(); ++i) {
-    const Instruction &inst = program.instructions[i];
-    if ((inst.opcode == Opcode::Experts || inst.opcode == Opcode::ExpertsGrad) &&
-        !inst.intAttrs.empty())
-      return absl::UnimplementedError(absl::StrCat(
-          describeInstruction(program, i),
-          ": expert parallelism does not run on the CUDA backend yet"));
-  }
   return absl::OkStatus();
 }
 

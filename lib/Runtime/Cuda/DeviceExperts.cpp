@@ -16,6 +16,7 @@
 
 #include "DeviceBuffer.h"
 #include "ExpertMatmul.h"
+#include "DeviceExperts.h"
 
 #include "moe/Runtime/Cuda/Kernels.h"
 
@@ -67,10 +68,6 @@ absl::StatusOr<Groups> groupSlots(const DeviceStep &step,
   return groups;
 }
 
-struct ExpertShapes {
-  int64_t T, H, F, E, topK;
-};
-
 /// The expert weights of an instruction: w1, w3 [E, F, H], w2 [E, H, F].
 struct ExpertWeights {
   const float *w1, *w3, *w2;
@@ -97,31 +94,22 @@ absl::Status upProjections(const Groups &groups, const ExpertMatmul &mm,
 
 } // namespace
 
-absl::Status runExpertsForward(const DeviceStep &step, size_t index) {
-  const Instruction &inst = step.program.instructions[index];
-  const std::vector<uint32_t> &in = inst.operands;
-  const std::vector<int64_t> &w1Shape = step.buffer(in[3]).shape;
-  const Buffer &x = step.buffer(in[0]);
-  ExpertShapes s{rowsOf(x), x.shape.back(), w1Shape[1], w1Shape[0],
-                 step.buffer(in[1]).shape.back()};
+absl::Status expertsForwardOn(const DeviceStep &step, const ExpertMatmul &mm,
+                              const ExpertsArgs &args, float *y) {
+  const ExpertShapes &s = args.shapes;
   cudaStream_t stream = step.stream;
-  absl::StatusOr<std::optional<DeviceFp8>> fp8 = deviceFp8Of(step, index);
-  if (!fp8.ok())
-    return fp8.status();
-  ExpertMatmul mm(step, *fp8);
-  ExpertWeights w{step.f32(in[3]), step.f32(in[4]), step.f32(in[5]), s};
+  ExpertWeights w{args.w1, args.w3, args.w2, s};
   absl::StatusOr<Groups> groups =
-      groupSlots(step, step.i32(in[2]), s.T, s.E, s.topK);
+      groupSlots(step, args.indices, s.T, s.E, s.topK);
   if (!groups.ok())
     return groups.status();
   int64_t rows = groups->rows();
-  float *y = step.f32(inst.results[0]);
   if (rows == 0)
     return fill(y, 0.0f, s.T * s.H, stream);
 
   MOE_DEVICE_BUFFER(float, xs, rows * s.H, stream);
-  MOE_CUDA_TRY(gatherRows(step.f32(in[0]), groups->slots.get(), rows, s.topK,
-                          s.H, xs.get(), stream));
+  MOE_CUDA_TRY(gatherRows(args.x, groups->slots.get(), rows, s.topK, s.H,
+                          xs.get(), stream));
   MOE_DEVICE_BUFFER(float, u, rows * s.F, stream);
   MOE_DEVICE_BUFFER(float, g, rows * s.F, stream);
   MOE_CUDA_TRY(upProjections(*groups, mm, s, w, xs.get(), u.get(), g.get()));
@@ -132,33 +120,26 @@ absl::Status runExpertsForward(const DeviceStep &step, size_t index) {
     ExpertOperand a{u.get() + begin * s.F, n, s.F, Role::Activation};
     return mm.xwT(e, a, w.down(e), 0.0f, z.get() + begin * s.H);
   }));
-  return combineRows(z.get(), groups->positionOfSlot.get(), step.i32(in[2]),
-                     step.f32(in[1]), s.T, s.topK, s.H, y, stream);
+  return combineRows(z.get(), groups->positionOfSlot.get(), args.indices,
+                     args.weights, s.T, s.topK, s.H, y, stream);
 }
 
-absl::Status runExpertsBackward(const DeviceStep &step, size_t index) {
-  const Instruction &inst = step.program.instructions[index];
-  const std::vector<uint32_t> &in = inst.operands, &out = inst.results;
-  const std::vector<int64_t> &w1Shape = step.buffer(in[4]).shape;
-  const Buffer &x = step.buffer(in[1]);
-  ExpertShapes s{rowsOf(x), x.shape.back(), w1Shape[1], w1Shape[0],
-                 step.buffer(in[2]).shape.back()};
+absl::Status expertsBackwardOn(const DeviceStep &step, const ExpertMatmul &mm,
+                               const ExpertsArgs &args, const float *dy,
+                               const ExpertGradients &out) {
+  const ExpertShapes &s = args.shapes;
   cudaStream_t stream = step.stream;
-  absl::StatusOr<std::optional<DeviceFp8>> fp8 = deviceFp8Of(step, index);
-  if (!fp8.ok())
-    return fp8.status();
-  ExpertMatmul mm(step, *fp8);
   // Gradients in E5M2 (the tensorwise and delayed recipes').
   Fp8Format gradient = Fp8Format::E5M2;
-  ExpertWeights w{step.f32(in[4]), step.f32(in[5]), step.f32(in[6]), s};
-  float *dx = step.f32(out[0]), *dweights = step.f32(out[1]);
-  float *dw1 = step.f32(out[2]), *dw3 = step.f32(out[3]), *dw2 = step.f32(out[4]);
+  ExpertWeights w{args.w1, args.w3, args.w2, s};
+  float *dx = out.dx, *dweights = out.dweights;
+  float *dw1 = out.dw1, *dw3 = out.dw3, *dw2 = out.dw2;
   // Experts no token reached, and dropped slots, get zero gradients.
   MOE_CUDA_TRY(fill(dweights, 0.0f, s.T * s.topK, stream));
   MOE_CUDA_TRY(fill(dw1, 0.0f, s.E * s.F * s.H, stream));
   MOE_CUDA_TRY(fill(dw3, 0.0f, s.E * s.F * s.H, stream));
   MOE_CUDA_TRY(fill(dw2, 0.0f, s.E * s.H * s.F, stream));
-  const int32_t *indices = step.i32(in[3]);
+  const int32_t *indices = args.indices;
   absl::StatusOr<Groups> groups = groupSlots(step, indices, s.T, s.E, s.topK);
   if (!groups.ok())
     return groups.status();
@@ -170,12 +151,10 @@ absl::Status runExpertsBackward(const DeviceStep &step, size_t index) {
   MOE_DEVICE_BUFFER(float, xs, rows * s.H, stream);
   MOE_DEVICE_BUFFER(float, dys, rows * s.H, stream);
   MOE_DEVICE_BUFFER(float, rowWeights, rows, stream);
-  MOE_CUDA_TRY(gatherRows(step.f32(in[1]), slots, rows, s.topK, s.H, xs.get(),
-                          stream));
-  MOE_CUDA_TRY(gatherRows(step.f32(in[0]), slots, rows, s.topK, s.H, dys.get(),
-                          stream));
+  MOE_CUDA_TRY(gatherRows(args.x, slots, rows, s.topK, s.H, xs.get(), stream));
+  MOE_CUDA_TRY(gatherRows(dy, slots, rows, s.topK, s.H, dys.get(), stream));
   // The weights [T, topK] are indexed by slot: a gather with topK 1.
-  MOE_CUDA_TRY(gatherRows(step.f32(in[2]), slots, rows, 1, 1, rowWeights.get(),
+  MOE_CUDA_TRY(gatherRows(args.weights, slots, rows, 1, 1, rowWeights.get(),
                           stream));
   MOE_DEVICE_BUFFER(float, u, rows * s.F, stream);
   MOE_DEVICE_BUFFER(float, g, rows * s.F, stream);
@@ -220,6 +199,55 @@ absl::Status runExpertsBackward(const DeviceStep &step, size_t index) {
   MOE_CUDA_TRY(fill(ones.get(), 1.0f, s.T * s.topK, stream));
   return combineRows(dxs.get(), groups->positionOfSlot.get(), indices,
                      ones.get(), s.T, s.topK, s.H, dx, stream);
+}
+
+ExpertsArgs expertsArgsOf(const DeviceStep &step, size_t index) {
+  const Instruction &inst = step.program.instructions[index];
+  // ExpertsGrad's operands are Experts' after dy.
+  size_t first = inst.opcode == Opcode::Experts ? 0 : 1;
+  const std::vector<uint32_t> &in = inst.operands;
+  const std::vector<int64_t> &w1 = step.buffer(in[first + 3]).shape;
+  const Buffer &x = step.buffer(in[first]);
+  ExpertsArgs args;
+  args.x = step.f32(in[first]);
+  args.weights = step.f32(in[first + 1]);
+  args.indices = step.i32(in[first + 2]);
+  args.w1 = step.f32(in[first + 3]);
+  args.w3 = step.f32(in[first + 4]);
+  args.w2 = step.f32(in[first + 5]);
+  args.shapes = {rowsOf(x), x.shape.back(), w1[1], w1[0],
+                 step.buffer(in[first + 1]).shape.back()};
+  return args;
+}
+
+absl::Status runExpertsForward(const DeviceStep &step, size_t index) {
+  absl::StatusOr<std::optional<DeviceFp8>> fp8 = deviceFp8Of(step, index);
+  if (!fp8.ok())
+    return fp8.status();
+  ExpertMatmul mm(step, *fp8);
+  const Instruction &inst = step.program.instructions[index];
+  ExpertsArgs args = expertsArgsOf(step, index);
+  float *y = step.f32(inst.results[0]);
+  if (!inst.intAttrs.empty())
+    return expertParallelForward(step, index, mm, args, y);
+  return expertsForwardOn(step, mm, args, y);
+}
+
+absl::Status runExpertsBackward(const DeviceStep &step, size_t index) {
+  absl::StatusOr<std::optional<DeviceFp8>> fp8 = deviceFp8Of(step, index);
+  if (!fp8.ok())
+    return fp8.status();
+  ExpertMatmul mm(step, *fp8);
+  const Instruction &inst = step.program.instructions[index];
+  const std::vector<uint32_t> &out = inst.results;
+  ExpertsArgs args = expertsArgsOf(step, index);
+  ExpertGradients gradients{step.f32(out[0]), step.f32(out[1]),
+                            step.f32(out[2]), step.f32(out[3]),
+                            step.f32(out[4])};
+  const float *dy = step.f32(inst.operands[0]);
+  if (!inst.intAttrs.empty())
+    return expertParallelBackward(step, index, mm, args, dy, gradients);
+  return expertsBackwardOn(step, mm, args, dy, gradients);
 }
 
 } // namespace moe::rt::cuda

@@ -19,6 +19,8 @@
 
 #include "ExpertParallel.h"
 
+#include "moe/Runtime/Engine/ExpertExchange.h"
+
 #include "moe/Runtime/IO/Trace.h"
 
 #include <condition_variable>
@@ -46,101 +48,6 @@ struct ExpertOperands {
   const cpu::Fp8Gemms *fp8;
   io::Trace *trace;
 };
-
-/// Who sends which rows to whom; the same agreement on every rank.
-struct ExchangePlan {
-  /// This rank's routed slots t * topK + j, in the order their rows leave
-  /// (and come back).
-  std::vector<int64_t> slots;
-  /// Rows to and from each group rank.
-  std::vector<int64_t> sendRows, recvRows;
-  /// The local expert of every arriving row, in arrival order.
-  std::vector<int32_t> recvExperts;
-};
-
-/// The first slot whose expert id is outside [-1, experts), or -1.
-int64_t firstInvalidSlot(const ExpertOperands &ops, int64_t experts) {
-  int64_t slots = ops.tokens * ops.topK;
-  for (int64_t s = 0; s < slots; ++s)
-    if (ops.indices[s] < -1 || ops.indices[s] >= experts)
-      return s;
-  return -1;
-}
-
-/// The error for a bad expert id, naming its token like Embedding does:
-/// "token 3 (batch 0, seq 3), slot 1" for ids laid out as [B, S, k].
-absl::Status invalidExpertId(const Buffer &ids, const ExpertOperands &ops,
-                             int64_t slot, int64_t experts) {
-  int64_t token = slot / ops.topK;
-  std::string where = absl::StrCat("token ", token);
-  if (ids.shape.size() == 3 && ids.shape[1] > 0)
-    absl::StrAppend(&where, " (batch ", token / ids.shape[1], ", seq ",
-                    token % ids.shape[1], ")");
-  return absl::InvalidArgumentError(
-      absl::StrCat("expert id ", ops.indices[slot], " at ", where, ", slot ",
-                   slot % ops.topK, " is outside [-1, ", experts, ")"));
-}
-
-/// Sorts this rank's assignments and exchanges the headers. `routing` is
-/// this rank's verdict on its expert ids; when it or any peer's is an
-/// error, every rank returns an error after the header exchange.
-absl::StatusOr<ExchangePlan> planExchange(comm::Group &group,
-                                          const ExpertOperands &ops,
-                                          const absl::Status &routing) {
-  io::TraceScope span(ops.trace, io::TraceTrack::Communication,
-                      "expert counts");
-  int64_t ranks = group.size(), local = ops.localExperts;
-  int64_t experts = local * ranks, width = local + 1;
-  ExchangePlan plan;
-  plan.sendRows.assign(ranks, 0);
-  // Per destination: rows for each of its local experts, then the flag.
-  std::vector<int32_t> header(ranks * width, 0);
-  if (routing.ok()) {
-    int64_t slots = ops.tokens * ops.topK;
-    std::vector<int64_t> next(experts + 1, 0);
-    for (int64_t s = 0; s < slots; ++s)
-      if (ops.indices[s] >= 0)
-        ++next[ops.indices[s] + 1];
-    for (int64_t e = 0; e < experts; ++e) {
-      // Counts are at most T * k, which the verifier keeps within int32.
-      header[e / local * width + e % local] = static_cast<int32_t>(next[e + 1]);
-      plan.sendRows[e / local] += next[e + 1];
-      next[e + 1] += next[e];
-    }
-    plan.slots.resize(next[experts]);
-    for (int64_t s = 0; s < slots; ++s)
-      if (ops.indices[s] >= 0)
-        plan.slots[next[ops.indices[s]]++] = s;
-  } else {
-    for (int64_t d = 0; d < ranks; ++d)
-      header[d * width + local] = 1;
-  }
-
-  std::vector<int32_t> received(header.size());
-  std::vector<int64_t> counts(ranks, width), offsets(ranks);
-  for (int64_t d = 0; d < ranks; ++d)
-    offsets[d] = d * width;
-  if (absl::Status status = group.allToAll(
-          header, counts, offsets, absl::MakeSpan(received), counts, offsets);
-      !status.ok())
-    return status;
-  if (!routing.ok())
-    return routing;
-  for (int64_t i = 0; i < ranks; ++i)
-    if (received[i * width + local] != 0)
-      return absl::InvalidArgumentError(
-          absl::StrCat("group rank ", i, " of ", group.name(),
-                       " has an expert id outside [-1, ", experts, ")"));
-
-  plan.recvRows.assign(ranks, 0);
-  for (int64_t i = 0; i < ranks; ++i)
-    for (int32_t e = 0; e < local; ++e) {
-      int32_t rows = received[i * width + e];
-      plan.recvRows[i] += rows;
-      plan.recvExperts.insert(plan.recvExperts.end(), rows, e);
-    }
-  return plan;
-}
 
 /// Sends sendRows[d] rows of `width` floats of `send` (packed in group-rank
 /// order) to group rank d and receives recvRows[i] rows from rank i into
@@ -177,7 +84,7 @@ struct Chunk {
   ExpertOperands ops;        // this chunk's tokens
   const float *dy = nullptr; // ExpertsGrad: this chunk's dy
   int64_t firstToken = 0;
-  ExchangePlan plan;
+  ExpertExchangePlan plan;
   std::vector<float> arrived, results, returned;
   /// ExpertsGrad after the first chunk: its share of the weight gradients.
   std::vector<float> dw1, dw3, dw2;
@@ -242,7 +149,10 @@ absl::Status dispatchFp8(comm::Group &group, Chunk &chunk, bool backward) {
 /// experts' ranks.
 absl::Status dispatch(comm::Group &group, Chunk &chunk,
                       const absl::Status &routing, bool backward) {
-  absl::StatusOr<ExchangePlan> plan = planExchange(group, chunk.ops, routing);
+  absl::StatusOr<ExpertExchangePlan> plan =
+      planExpertExchange(group, chunk.ops.indices, chunk.ops.tokens,
+                         chunk.ops.topK, chunk.ops.localExperts, routing,
+                         chunk.ops.trace);
   if (!plan.ok())
     return plan.status();
   chunk.plan = std::move(*plan);
@@ -529,9 +439,8 @@ absl::Status runExpertParallel(const StepContext &context, size_t index) {
 
   comm::Group &group = *context.groups[inst.intAttrs[0]];
   int64_t experts = ops.localExperts * group.size();
-  int64_t bad = firstInvalidSlot(ops, experts);
   absl::Status routing =
-      bad < 0 ? absl::OkStatus() : invalidExpertId(ids, ops, bad, experts);
+      checkExpertIds(ids, ops.indices, ops.tokens, ops.topK, experts);
   // The tokens in equal chunks (each token's slots in one), at most one
   // per token.
   int64_t count = std::max<int64_t>(

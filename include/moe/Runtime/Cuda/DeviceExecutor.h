@@ -7,8 +7,9 @@
 //
 // Over several ranks (one GPU each), the program's groups get NCCL
 // communicators: collectives run on the GPU, and the losses' and norms'
-// sums over ranks, a few scalars, travel over MPI as on the CPU. Expert
-// parallelism and pipelines are refused at creation, saying so.
+// sums over ranks, a few scalars, travel over MPI as on the CPU, as does the
+// expert exchange's agreement (its rows go over NCCL). Pipelines are
+// refused at creation, saying so.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_CUDA_DEVICEEXECUTOR_H

@@ -1,0 +1,226 @@
+//===- DeviceExpertParallel.cpp - experts distributed over GPUs -----------===//
+//
+// As the CPU's expert parallelism (ExpertExchange.h): the ranks agree over
+// MPI on who sends which rows to whom, the rows travel over NCCL
+// (all-to-all with the agreed counts), each rank runs its experts on the
+// rows that arrived (one slot each, routing weight 1 forward), and the
+// results travel back in the order the rows left, so each token adds its
+// experts' outputs in global expert order, as on one rank. Backward, the
+// rows take their output gradient and routing weight along, and come back
+// with the input gradient and the weight's gradient; the weight gradients
+// of this rank's experts sum over the group's tokens.
+//
+//===----------------------------------------------------------------------===//
+#include "DeviceExperts.h"
+
+#include "DeviceBuffer.h"
+
+#include "moe/Runtime/Engine/ExpertExchange.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <numeric>
+
+namespace moe::rt::cuda {
+namespace {
+
+/// The exchange agreed for one instruction, with its device tables.
+struct Exchange {
+  ExpertExchangePlan plan;
+  /// The slots in the order their rows leave; each slot's row (-1: none).
+  DeviceBuffer<int64_t> slots, positionOfSlot;
+  /// The local expert of each arriving row.
+  DeviceBuffer<int32_t> arrivingExperts;
+  int64_t sent() const { return static_cast<int64_t>(plan.slots.size()); }
+  int64_t arrived() const {
+    return static_cast<int64_t>(plan.recvExperts.size());
+  }
+};
+
+template <typename T>
+absl::Status upload(const DeviceStep &step, const std::vector<T> &host,
+                    T *device) {
+  if (host.empty())
+    return absl::OkStatus();
+  MOE_CUDA_OK(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(T),
+                              cudaMemcpyHostToDevice, step.stream));
+  // The host vectors may go before the copy would otherwise run.
+  MOE_CUDA_OK(cudaStreamSynchronize(step.stream));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Exchange> agree(const DeviceStep &step, size_t index,
+                               const ExpertsArgs &args, comm::Group &group) {
+  const Instruction &inst = step.program.instructions[index];
+  const ExpertShapes &s = args.shapes;
+  size_t first = inst.opcode == Opcode::Experts ? 0 : 1;
+  const Buffer &ids = step.buffer(inst.operands[first + 2]);
+  std::vector<int32_t> indices(s.T * s.topK);
+  MOE_CUDA_TRY(step.read(args.indices, s.T * s.topK, indices.data()));
+  int64_t experts = s.E * group.size();
+  absl::Status routing =
+      checkExpertIds(ids, indices.data(), s.T, s.topK, experts);
+  absl::StatusOr<ExpertExchangePlan> plan = planExpertExchange(
+      group, indices.data(), s.T, s.topK, s.E, routing);
+  if (!plan.ok())
+    return plan.status();
+  Exchange exchange;
+  exchange.plan = std::move(*plan);
+  std::vector<int64_t> positions(s.T * s.topK, -1);
+  for (size_t r = 0; r < exchange.plan.slots.size(); ++r)
+    positions[exchange.plan.slots[r]] = static_cast<int64_t>(r);
+  MOE_DEVICE_BUFFER(int64_t, slots, exchange.sent(), step.stream);
+  MOE_DEVICE_BUFFER(int64_t, positionOfSlot, s.T * s.topK, step.stream);
+  MOE_DEVICE_BUFFER(int32_t, arriving, exchange.arrived(), step.stream);
+  MOE_CUDA_TRY(upload(step, exchange.plan.slots, slots.get()));
+  MOE_CUDA_TRY(upload(step, positions, positionOfSlot.get()));
+  MOE_CUDA_TRY(upload(step, exchange.plan.recvExperts, arriving.get()));
+  exchange.slots = std::move(slots);
+  exchange.positionOfSlot = std::move(positionOfSlot);
+  exchange.arrivingExperts = std::move(arriving);
+  return exchange;
+}
+
+/// An expert-parallel instruction's exchange, agreed over its MPI group,
+/// and the NCCL communicator its rows travel over.
+struct Route {
+  Exchange exchange;
+  NcclGroup *nccl;
+};
+
+absl::StatusOr<Route> routeOf(const DeviceStep &step, size_t index,
+                              const ExpertsArgs &args) {
+  const Instruction &inst = step.program.instructions[index];
+  comm::Group *mpi = step.mpiGroup(inst.intAttrs[0]);
+  NcclGroup *nccl = step.ncclGroup(inst.intAttrs[0]);
+  if (!mpi || !nccl)
+    return absl::FailedPreconditionError(
+        "expert parallelism needs the job's communicators");
+  if (!inst.floatAttrs.empty() && inst.floatAttrs[2] != 0.0f)
+    return absl::UnimplementedError(
+        "FP8 token dispatch does not run on the CUDA backend yet (compile "
+        "without --fp8-dispatch)");
+  absl::StatusOr<Exchange> exchange = agree(step, index, args, *mpi);
+  if (!exchange.ok())
+    return exchange.status();
+  return Route{std::move(*exchange), nccl};
+}
+
+/// Rows of `width` to the ranks the plan says, and the rows that arrive.
+absl::Status send(const DeviceStep &step, NcclGroup &group,
+                  const float *rows, const std::vector<int64_t> &sendRows,
+                  float *arrived, const std::vector<int64_t> &recvRows,
+                  int64_t width) {
+  return group.allToAllRows(rows, sendRows, arrived, recvRows, width,
+                            step.stream);
+}
+
+} // namespace
+
+absl::Status expertParallelForward(const DeviceStep &step, size_t index,
+                                   const ExpertMatmul &mm,
+                                   const ExpertsArgs &args, float *y) {
+  absl::StatusOr<Route> route = routeOf(step, index, args);
+  if (!route.ok())
+    return route.status();
+  Exchange *exchange = &route->exchange;
+  NcclGroup *nccl = route->nccl;
+  const ExpertShapes &s = args.shapes;
+  cudaStream_t stream = step.stream;
+  const ExpertExchangePlan &plan = exchange->plan;
+  int64_t sent = exchange->sent(), arrived = exchange->arrived();
+
+  MOE_DEVICE_BUFFER(float, leaving, sent * s.H, stream);
+  MOE_CUDA_TRY(gatherRows(args.x, exchange->slots.get(), sent, s.topK, s.H,
+                          leaving.get(), stream));
+  MOE_DEVICE_BUFFER(float, arriving, arrived * s.H, stream);
+  MOE_CUDA_TRY(send(step, *nccl, leaving.get(), plan.sendRows, arriving.get(),
+                    plan.recvRows, s.H));
+  // This rank's experts on the rows that arrived: one slot each, weight 1
+  // (the routing weight applies where the token is).
+  MOE_DEVICE_BUFFER(float, ones, arrived, stream);
+  MOE_CUDA_TRY(fill(ones.get(), 1.0f, arrived, stream));
+  MOE_DEVICE_BUFFER(float, outputs, arrived * s.H, stream);
+  ExpertsArgs local = args;
+  local.x = arriving.get();
+  local.weights = ones.get();
+  local.indices = exchange->arrivingExperts.get();
+  local.shapes.T = arrived;
+  local.shapes.topK = 1;
+  MOE_CUDA_TRY(expertsForwardOn(step, mm, local, outputs.get()));
+  MOE_DEVICE_BUFFER(float, returned, sent * s.H, stream);
+  MOE_CUDA_TRY(send(step, *nccl, outputs.get(), plan.recvRows, returned.get(),
+                    plan.sendRows, s.H));
+  return combineRows(returned.get(), exchange->positionOfSlot.get(),
+                     args.indices, args.weights, s.T, s.topK, s.H, y, stream);
+}
+
+absl::Status expertParallelBackward(const DeviceStep &step, size_t index,
+                                    const ExpertMatmul &mm,
+                                    const ExpertsArgs &args, const float *dy,
+                                    const ExpertGradients &out) {
+  absl::StatusOr<Route> route = routeOf(step, index, args);
+  if (!route.ok())
+    return route.status();
+  Exchange *exchange = &route->exchange;
+  NcclGroup *nccl = route->nccl;
+  const ExpertShapes &s = args.shapes;
+  cudaStream_t stream = step.stream;
+  const ExpertExchangePlan &plan = exchange->plan;
+  int64_t sent = exchange->sent(), arrived = exchange->arrived();
+  const int64_t *slots = exchange->slots.get();
+
+  // The rows leave with their output gradient and routing weight.
+  MOE_DEVICE_BUFFER(float, leavingX, sent * s.H, stream);
+  MOE_DEVICE_BUFFER(float, leavingDy, sent * s.H, stream);
+  MOE_DEVICE_BUFFER(float, leavingWeights, sent, stream);
+  MOE_CUDA_TRY(gatherRows(args.x, slots, sent, s.topK, s.H, leavingX.get(),
+                          stream));
+  MOE_CUDA_TRY(gatherRows(dy, slots, sent, s.topK, s.H, leavingDy.get(),
+                          stream));
+  MOE_CUDA_TRY(gatherRows(args.weights, slots, sent, 1, 1,
+                          leavingWeights.get(), stream));
+  MOE_DEVICE_BUFFER(float, arrivingX, arrived * s.H, stream);
+  MOE_DEVICE_BUFFER(float, arrivingDy, arrived * s.H, stream);
+  MOE_DEVICE_BUFFER(float, arrivingWeights, arrived, stream);
+  MOE_CUDA_TRY(send(step, *nccl, leavingX.get(), plan.sendRows, arrivingX.get(),
+                    plan.recvRows, s.H));
+  MOE_CUDA_TRY(send(step, *nccl, leavingDy.get(), plan.sendRows,
+                    arrivingDy.get(), plan.recvRows, s.H));
+  MOE_CUDA_TRY(send(step, *nccl, leavingWeights.get(), plan.sendRows,
+                    arrivingWeights.get(), plan.recvRows, 1));
+
+  // This rank's experts on the arrived rows; their weight gradients are
+  // the instruction's.
+  MOE_DEVICE_BUFFER(float, dxRows, arrived * s.H, stream);
+  MOE_DEVICE_BUFFER(float, dweightRows, arrived, stream);
+  ExpertsArgs local = args;
+  local.x = arrivingX.get();
+  local.weights = arrivingWeights.get();
+  local.indices = exchange->arrivingExperts.get();
+  local.shapes.T = arrived;
+  local.shapes.topK = 1;
+  ExpertGradients localOut{dxRows.get(), dweightRows.get(), out.dw1, out.dw3,
+                           out.dw2};
+  MOE_CUDA_TRY(
+      expertsBackwardOn(step, mm, local, arrivingDy.get(), localOut));
+
+  // Back where the tokens are: dx adds in expert order (unweighted), each
+  // slot's weight gradient lands on it (dropped slots keep 0).
+  MOE_DEVICE_BUFFER(float, returnedDx, sent * s.H, stream);
+  MOE_DEVICE_BUFFER(float, returnedDweights, sent, stream);
+  MOE_CUDA_TRY(send(step, *nccl, dxRows.get(), plan.recvRows, returnedDx.get(),
+                    plan.sendRows, s.H));
+  MOE_CUDA_TRY(send(step, *nccl, dweightRows.get(), plan.recvRows,
+                    returnedDweights.get(), plan.sendRows, 1));
+  MOE_DEVICE_BUFFER(float, ones, s.T * s.topK, stream);
+  MOE_CUDA_TRY(fill(ones.get(), 1.0f, s.T * s.topK, stream));
+  MOE_CUDA_TRY(combineRows(returnedDx.get(), exchange->positionOfSlot.get(),
+                           args.indices, ones.get(), s.T, s.topK, s.H, out.dx,
+                           stream));
+  MOE_CUDA_TRY(fill(out.dweights, 0.0f, s.T * s.topK, stream));
+  return scatterValues(returnedDweights.get(), slots, sent, out.dweights,
+                       stream);
+}
+
+} // namespace moe::rt::cuda

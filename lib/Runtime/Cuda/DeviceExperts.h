@@ -1,0 +1,53 @@
+//===- DeviceExperts.h - the experts' steps on the GPU ----------*- C++ -*-===//
+//
+// Private to the CUDA backend: the experts' forward and backward on given
+// tokens (one GPU's experts), and their expert-parallel form, which moves
+// each token to the rank of its expert and back (DeviceExpertParallel.cpp).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_LIB_RUNTIME_CUDA_DEVICEEXPERTS_H
+#define MOE_LIB_RUNTIME_CUDA_DEVICEEXPERTS_H
+
+#include "ExpertMatmul.h"
+
+namespace moe::rt::cuda {
+
+struct ExpertShapes {
+  /// Tokens, hidden and ffn widths, experts (this rank's), slots per token.
+  int64_t T, H, F, E, topK;
+};
+
+/// Device operands of the experts: x [T, H], weights and indices [T, topK]
+/// (ids of `shapes.E` experts; others, such as -1, take part in nothing),
+/// w1, w3 [E, F, H], w2 [E, H, F].
+struct ExpertsArgs {
+  const float *x, *weights;
+  const int32_t *indices;
+  const float *w1, *w3, *w2;
+  ExpertShapes shapes;
+};
+
+/// dx [T, H], dweights [T, topK], dw1, dw3 [E, F, H], dw2 [E, H, F].
+struct ExpertGradients {
+  float *dx, *dweights, *dw1, *dw3, *dw2;
+};
+
+absl::Status expertsForwardOn(const DeviceStep &step, const ExpertMatmul &mm,
+                              const ExpertsArgs &args, float *y);
+absl::Status expertsBackwardOn(const DeviceStep &step, const ExpertMatmul &mm,
+                               const ExpertsArgs &args, const float *dy,
+                               const ExpertGradients &out);
+
+/// Instruction `index` (with its group) expert parallel: `args` are this
+/// rank's tokens and its share of the experts.
+absl::Status expertParallelForward(const DeviceStep &step, size_t index,
+                                   const ExpertMatmul &mm,
+                                   const ExpertsArgs &args, float *y);
+absl::Status expertParallelBackward(const DeviceStep &step, size_t index,
+                                    const ExpertMatmul &mm,
+                                    const ExpertsArgs &args, const float *dy,
+                                    const ExpertGradients &out);
+
+} // namespace moe::rt::cuda
+
+#endif // MOE_LIB_RUNTIME_CUDA_DEVICEEXPERTS_H

@@ -44,6 +44,13 @@ public:
   }
 
   T *get() const { return data; }
+  /// Gives up ownership: the caller frees it (cudaFreeAsync), e.g. on the
+  /// stream that uses it last.
+  T *release() {
+    T *released = data;
+    data = nullptr;
+    return released;
+  }
 
 private:
   T *data = nullptr;

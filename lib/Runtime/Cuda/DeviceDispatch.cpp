@@ -220,14 +220,17 @@ Blocks blocksAround(const std::vector<int64_t> &shape, int64_t dim) {
 }
 
 /// AllReduce, AllGather, ReduceScatter and Slice over the instruction's
-/// group; on one rank (a group of one) the result is the operand.
-absl::Status collective(const Operands &ops) {
+/// group; on one rank (a group of one) the result is the operand. The NCCL
+/// calls go on the communication stream; reductions finish there while the
+/// step goes on, until their first reader (CommStream.h).
+absl::Status collective(const Operands &ops, size_t index) {
   cudaStream_t stream = ops.step.stream;
   const Buffer &in = ops.in(0), &out = ops.out(0);
   void *x = ops.step.pointers[ops.operand(0)];
   void *y = ops.step.pointers[ops.result(0)];
   NcclGroup *group = ops.step.ncclGroup(ops.intAttr(0));
-  if (!group || group->size() == 1) {
+  CommStream *comm = ops.step.comm;
+  if (!group || !comm || group->size() == 1) {
     if (x != y)
       MOE_CUDA_OK(cudaMemcpyAsync(y, x, out.sizeInBytes(),
                                   cudaMemcpyDeviceToDevice, stream));
@@ -236,11 +239,15 @@ absl::Status collective(const Operands &ops) {
   if (in.numElements() == 0 || out.numElements() == 0)
     return absl::OkStatus();
   if (ops.instruction.opcode == Opcode::AllReduce) {
+    // In place on the result, whose memory is the collective's from here on.
     if (x != y)
       MOE_CUDA_OK(cudaMemcpyAsync(y, x, out.sizeInBytes(),
                                   cudaMemcpyDeviceToDevice, stream));
-    return group->allReduceSum(static_cast<float *>(y), out.numElements(),
-                               stream);
+    return comm->run(stream, comm->neededBy(index, true),
+                     [&](cudaStream_t on) {
+                       return group->allReduceSum(static_cast<float *>(y),
+                                                  out.numElements(), on);
+                     });
   }
   int64_t parts = group->size();
   bool gather = ops.instruction.opcode == Opcode::AllGather;
@@ -251,21 +258,34 @@ absl::Status collective(const Operands &ops) {
   case Opcode::AllGather: {
     int64_t bytes = block * 4;
     if (blocks.outer == 1)
-      return group->allGatherBytes(x, y, bytes, stream);
+      return comm->runNow(stream, [&](cudaStream_t on) {
+        return group->allGatherBytes(x, y, bytes, on);
+      });
     MOE_DEVICE_BUFFER(float, pack, parts * block, stream);
-    MOE_CUDA_TRY(group->allGatherBytes(x, pack.get(), bytes, stream));
+    MOE_CUDA_TRY(comm->runNow(stream, [&](cudaStream_t on) {
+      return group->allGatherBytes(x, pack.get(), bytes, on);
+    }));
     return interleaveBlocks(pack.get(), y, blocks.outer, parts, blocks.chunk,
                             /*pack=*/false, stream);
   }
   case Opcode::ReduceScatter: {
+    // A private copy of the input (packed around the dimension), which the
+    // arena may reuse before the communication stream reads it; freed there.
+    MOE_DEVICE_BUFFER(float, copy, parts * block, stream);
     if (blocks.outer == 1)
-      return group->reduceScatterSum(static_cast<const float *>(x),
-                                     static_cast<float *>(y), block, stream);
-    MOE_DEVICE_BUFFER(float, pack, parts * block, stream);
-    MOE_CUDA_TRY(interleaveBlocks(x, pack.get(), blocks.outer, parts,
-                                  blocks.chunk, /*pack=*/true, stream));
-    return group->reduceScatterSum(pack.get(), static_cast<float *>(y), block,
-                                   stream);
+      MOE_CUDA_OK(cudaMemcpyAsync(copy.get(), x, parts * block * 4,
+                                  cudaMemcpyDeviceToDevice, stream));
+    else
+      MOE_CUDA_TRY(interleaveBlocks(x, copy.get(), blocks.outer, parts,
+                                    blocks.chunk, /*pack=*/true, stream));
+    float *input = copy.release();
+    return comm->run(stream, comm->neededBy(index, true),
+                     [&](cudaStream_t on) {
+                       absl::Status status = group->reduceScatterSum(
+                           input, static_cast<float *>(y), block, on);
+                       MOE_CUDA_OK(cudaFreeAsync(input, on));
+                       return status;
+                     });
   }
   case Opcode::Slice: {
     // This rank's block: chunk `rank` of every outer row, no communication.
@@ -293,13 +313,15 @@ absl::Status fp8AmaxUpdate(const Operands &ops) {
   NcclGroup *group = ops.instruction.intAttrs.empty()
                          ? nullptr
                          : ops.step.ncclGroup(ops.intAttr(0));
-  if (group && group->size() > 1) {
+  if (group && ops.step.comm && group->size() > 1) {
     MOE_DEVICE_BUFFER(float, current, rows, stream);
     size_t pitch = static_cast<size_t>(length) * sizeof(float);
     MOE_CUDA_OK(cudaMemcpy2DAsync(current.get(), sizeof(float), data, pitch,
                                   sizeof(float), rows,
                                   cudaMemcpyDeviceToDevice, stream));
-    MOE_CUDA_TRY(group->allReduceMax(current.get(), rows, stream));
+    MOE_CUDA_TRY(ops.step.comm->runNow(stream, [&](cudaStream_t on) {
+      return group->allReduceMax(current.get(), rows, on);
+    }));
     MOE_CUDA_OK(cudaMemcpy2DAsync(data, pitch, current.get(), sizeof(float),
                                   sizeof(float), rows,
                                   cudaMemcpyDeviceToDevice, stream));
@@ -447,7 +469,7 @@ absl::Status runKernel(const DeviceStep &step, size_t index) {
   case Opcode::AllGather:
   case Opcode::ReduceScatter:
   case Opcode::Slice:
-    return collective(ops);
+    return collective(ops, index);
   case Opcode::Fp8AmaxUpdate:
     return fp8AmaxUpdate(ops);
   }

@@ -21,6 +21,7 @@ struct DeviceExecutor::State {
   std::vector<std::unique_ptr<NcclGroup>> ncclOwned;
   std::vector<NcclGroup *> ncclGroups;
   std::vector<comm::Group *> mpiGroups;
+  std::unique_ptr<CommStream> comm;
   /// One allocation per persistent buffer (parameters, optimizer state,
   /// inputs) and one arena for the temporaries, at their planned offsets.
   std::vector<void *> pointers;
@@ -35,6 +36,7 @@ struct DeviceExecutor::State {
       cudaFree(p);
     if (arena)
       cudaFree(arena);
+    comm.reset();
     ncclOwned.clear();
     nccl.reset();
     gemms.reset();
@@ -126,6 +128,10 @@ absl::Status DeviceExecutor::connect(const Executor &host,
   if (!nccl.ok())
     return nccl.status();
   s.nccl = std::move(*nccl);
+  absl::StatusOr<std::unique_ptr<CommStream>> comm = CommStream::create(program);
+  if (!comm.ok())
+    return comm.status();
+  s.comm = std::move(*comm);
   // Every rank splits every group, in program order.
   for (size_t g = 0; g < program.groups.size(); ++g) {
     comm::Group &group = host.group(g);
@@ -188,15 +194,22 @@ absl::StatusOr<StepResult> DeviceExecutor::runStep(const int32_t *tokens,
   if (!state->ncclGroups.empty()) {
     context.groups = &state->mpiGroups;
     context.nccl = &state->ncclGroups;
+    context.comm = state->comm.get();
   }
   auto failed = [&](const absl::Status &status) {
     // Nothing enqueued may still read the caller's tokens and targets (or
     // run on) once the step has returned.
+    if (state->comm)
+      state->comm->finish(stream).IgnoreError();
     cudaStreamSynchronize(stream);
     return absl::Status(status.code(),
                         absl::StrCat("step ", step, ": ", status.message()));
   };
   for (size_t index = 0; index < program.instructions.size(); ++index) {
+    if (state->comm)
+      if (absl::Status status = state->comm->before(stream, index);
+          !status.ok())
+        return failed(status);
     if (absl::Status status = runDeviceInstruction(context, index);
         !status.ok())
       return failed(status);
@@ -215,6 +228,9 @@ absl::StatusOr<StepResult> DeviceExecutor::runStep(const int32_t *tokens,
         return nonFinite(step, what, *value);
     }
   }
+  if (state->comm)
+    if (absl::Status status = state->comm->finish(stream); !status.ok())
+      return failed(status);
   StepResult result;
   for (auto [buffer, into] : {std::make_pair(program.loss, &result.loss),
                               std::make_pair(program.gradNorm, &result.gradNorm),

@@ -93,7 +93,7 @@ absl::StatusOr<Route> routeOf(const DeviceStep &step, size_t index,
   const Instruction &inst = step.program.instructions[index];
   comm::Group *mpi = step.mpiGroup(inst.intAttrs[0]);
   NcclGroup *nccl = step.ncclGroup(inst.intAttrs[0]);
-  if (!mpi || !nccl)
+  if (!mpi || !nccl || !step.comm)
     return absl::FailedPreconditionError(
         "expert parallelism needs the job's communicators");
   if (!inst.floatAttrs.empty() && inst.floatAttrs[2] != 0.0f)
@@ -106,13 +106,15 @@ absl::StatusOr<Route> routeOf(const DeviceStep &step, size_t index,
   return Route{std::move(*exchange), nccl};
 }
 
-/// Rows of `width` to the ranks the plan says, and the rows that arrive.
+/// Rows of `width` to the ranks the plan says, and the rows that arrive,
+/// on the communication stream; the compute stream goes on with them.
 absl::Status send(const DeviceStep &step, NcclGroup &group,
                   const float *rows, const std::vector<int64_t> &sendRows,
                   float *arrived, const std::vector<int64_t> &recvRows,
                   int64_t width) {
-  return group.allToAllRows(rows, sendRows, arrived, recvRows, width,
-                            step.stream);
+  return step.comm->runNow(step.stream, [&](cudaStream_t on) {
+    return group.allToAllRows(rows, sendRows, arrived, recvRows, width, on);
+  });
 }
 
 } // namespace

@@ -10,6 +10,8 @@
 #ifndef MOE_LIB_RUNTIME_CUDA_DEVICESTEP_H
 #define MOE_LIB_RUNTIME_CUDA_DEVICESTEP_H
 
+#include "CommStream.h"
+
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cuda/Gemm.h"
 #include "moe/Runtime/Cuda/Nccl.h"
@@ -32,6 +34,8 @@ struct DeviceStep {
   /// the few scalars summed on the host) and its NCCL communicator.
   const std::vector<comm::Group *> *groups = nullptr;
   const std::vector<NcclGroup *> *nccl = nullptr;
+  /// Several ranks: the stream every NCCL call goes on.
+  CommStream *comm = nullptr;
 
   /// Program group `index`'s MPI group and NCCL communicator; null on one
   /// rank, where every group is a group of one.

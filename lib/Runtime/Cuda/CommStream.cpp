@@ -1,0 +1,110 @@
+//===- CommStream.cpp - collectives on a stream of their own --------------===//
+#include "CommStream.h"
+
+#include "CudaStatus.h"
+
+#include <algorithm>
+
+namespace moe::rt::cuda {
+
+absl::StatusOr<std::unique_ptr<CommStream>>
+CommStream::create(const Program &program) {
+  std::unique_ptr<CommStream> stream(new CommStream());
+  MOE_CUDA_OK(cudaStreamCreateWithFlags(&stream->comm, cudaStreamNonBlocking));
+  size_t n = program.instructions.size();
+  stream->firstReader.assign(n, n);
+  // The instruction writing each buffer last, as we walk: its results' first
+  // reader is the first later instruction with one of them as an operand.
+  std::vector<int64_t> writer(program.buffers.size(), -1);
+  for (size_t i = 0; i < n; ++i) {
+    const Instruction &inst = program.instructions[i];
+    for (uint32_t b : inst.operands)
+      if (writer[b] >= 0) {
+        size_t &first = stream->firstReader[writer[b]];
+        first = std::min(first, i);
+      }
+    for (uint32_t b : inst.results)
+      writer[b] = static_cast<int64_t>(i);
+  }
+  return stream;
+}
+
+CommStream::~CommStream() {
+  if (!comm)
+    return;
+  cudaStreamSynchronize(comm);
+  for (auto &[index, events] : pending)
+    for (cudaEvent_t event : events)
+      cudaEventDestroy(event);
+  cudaStreamDestroy(comm);
+}
+
+size_t CommStream::neededBy(size_t index, bool deferrable) const {
+  return deferrable ? firstReader[index] : index + 1;
+}
+
+absl::Status CommStream::run(
+    cudaStream_t compute, size_t neededBy,
+    const std::function<absl::Status(cudaStream_t)> &work) {
+  cudaEvent_t ready = nullptr, done = nullptr;
+  MOE_CUDA_OK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  MOE_CUDA_OK(cudaEventRecord(ready, compute));
+  absl::Status waited = cudaStatus(cudaStreamWaitEvent(comm, ready, 0),
+                                   "cudaStreamWaitEvent");
+  // Destroying a recorded event is deferred until it completes.
+  cudaEventDestroy(ready);
+  if (!waited.ok())
+    return waited;
+  if (absl::Status status = work(comm); !status.ok())
+    return status;
+  MOE_CUDA_OK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  MOE_CUDA_OK(cudaEventRecord(done, comm));
+  pending[neededBy].push_back(done);
+  return absl::OkStatus();
+}
+
+absl::Status CommStream::runNow(
+    cudaStream_t compute,
+    const std::function<absl::Status(cudaStream_t)> &work) {
+  constexpr size_t kNow = static_cast<size_t>(-1);
+  if (absl::Status status = run(compute, kNow, work); !status.ok())
+    return status;
+  absl::Status status = waitFor(compute, pending[kNow]);
+  pending.erase(kNow);
+  return status;
+}
+
+absl::Status CommStream::waitFor(cudaStream_t compute,
+                                 std::vector<cudaEvent_t> &events) {
+  absl::Status status;
+  for (cudaEvent_t event : events) {
+    if (status.ok())
+      status = cudaStatus(cudaStreamWaitEvent(compute, event, 0),
+                          "cudaStreamWaitEvent");
+    cudaEventDestroy(event);
+  }
+  events.clear();
+  return status;
+}
+
+absl::Status CommStream::before(cudaStream_t compute, size_t index) {
+  auto found = pending.find(index);
+  if (found == pending.end())
+    return absl::OkStatus();
+  absl::Status status = waitFor(compute, found->second);
+  pending.erase(found);
+  return status;
+}
+
+absl::Status CommStream::finish(cudaStream_t compute) {
+  absl::Status status;
+  for (auto &[index, events] : pending) {
+    absl::Status waited = waitFor(compute, events);
+    if (status.ok())
+      status = waited;
+  }
+  pending.clear();
+  return status;
+}
+
+} // namespace moe::rt::cuda

@@ -1,0 +1,72 @@
+//===- CommStream.h - collectives on a stream of their own ------*- C++ -*-===//
+//
+// Private to the CUDA backend. Every NCCL call of a step goes on one
+// communication stream, in program order (the same order on every rank, one
+// stream per communicator, as NCCL needs). Events order it with the compute
+// stream: a collective starts after the compute work before it, and the
+// compute stream waits for it just before its first reader. For a gradient
+// reduction that is the optimizer, so the reduction overlaps the rest of the
+// backward pass; for everything else it is the next instruction, and there
+// is no overlap, only order.
+//
+// The memory plan places a collective's result from its position on, so the
+// communication stream may write it late. Its input may be reused after the
+// position: an all-reduce runs in place on its result (copied first), and a
+// reduce-scatter reads a private copy, freed on the communication stream.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_LIB_RUNTIME_CUDA_COMMSTREAM_H
+#define MOE_LIB_RUNTIME_CUDA_COMMSTREAM_H
+
+#include "moe/Runtime/Program.h"
+
+#include "absl/status/statusor.h"
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace moe::rt::cuda {
+
+class CommStream {
+public:
+  static absl::StatusOr<std::unique_ptr<CommStream>>
+  create(const Program &program);
+  ~CommStream();
+
+  cudaStream_t stream() const { return comm; }
+
+  /// The instruction before which the compute stream needs instruction
+  /// `index`'s results: its first reader (the step's end when none reads
+  /// them), or index + 1 when `deferrable` is false.
+  size_t neededBy(size_t index, bool deferrable) const;
+
+  /// Enqueues work(stream()) after everything enqueued on `compute` so far;
+  /// the compute stream waits for it before instruction `neededBy`.
+  absl::Status run(cudaStream_t compute, size_t neededBy,
+                   const std::function<absl::Status(cudaStream_t)> &work);
+  /// run() with the compute stream waiting for the work right away (an
+  /// exchange whose rows the same instruction goes on with).
+  absl::Status runNow(cudaStream_t compute,
+                      const std::function<absl::Status(cudaStream_t)> &work);
+  /// Before instruction `index`: the compute stream waits for what it reads.
+  absl::Status before(cudaStream_t compute, size_t index);
+  /// The end of a step (or an error): the compute stream waits for all.
+  absl::Status finish(cudaStream_t compute);
+
+private:
+  CommStream() = default;
+  absl::Status waitFor(cudaStream_t compute, std::vector<cudaEvent_t> &events);
+
+  cudaStream_t comm = nullptr;
+  /// For each instruction, the first later one reading one of its results.
+  std::vector<size_t> firstReader;
+  std::map<size_t, std::vector<cudaEvent_t>> pending;
+};
+
+} // namespace moe::rt::cuda
+
+#endif // MOE_LIB_RUNTIME_CUDA_COMMSTREAM_H

@@ -103,6 +103,26 @@ TEST(ElementwiseKernelTest, Fp8CastsMatchTheEmulation) {
   EXPECT_TRUE(std::isnan(amax.read()[0]));
 }
 
+// The packing of collectives around a dimension, there and back.
+TEST(ElementwiseKernelTest, InterleaveBlocks) {
+  const int64_t outer = 3, parts = 4, chunk = 5;
+  std::vector<float> x = randomValues(outer * parts * chunk, 9);
+  DeviceArray<float> dx(x), packed(x.size()), back(x.size());
+  ASSERT_TRUE(interleaveBlocks(dx.get(), packed.get(), outer, parts, chunk,
+                               /*pack=*/true, nullptr)
+                  .ok());
+  std::vector<float> expected(x.size());
+  for (int64_t r = 0; r < parts; ++r)
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t c = 0; c < chunk; ++c)
+        expected[(r * outer + o) * chunk + c] = x[(o * parts + r) * chunk + c];
+  expectClose(packed.read(), expected, 0.0f, 0.0f, "packed");
+  ASSERT_TRUE(interleaveBlocks(packed.get(), back.get(), outer, parts, chunk,
+                               /*pack=*/false, nullptr)
+                  .ok());
+  expectClose(back.read(), x, 0.0f, 0.0f, "unpacked");
+}
+
 // Delayed scaling on the device follows cpu::quantizeDelayed's history.
 TEST(ElementwiseKernelTest, DelayedScalingHistories) {
   std::vector<float> history = {0.0f, 0.0f, 0.0f};

@@ -85,6 +85,14 @@ TEST(ElementwiseKernelTest, Fp8CastsMatchTheEmulation) {
     for (int64_t i = 0; i < n; ++i)
       ASSERT_EQ(got[i], cpu::encodeFp8(x[i] * scale, cpuFormat)) << i;
     EXPECT_EQ(inverse.read()[0], 1.0f / scale);
+    // The values those codes stand for, as the emulation computes them.
+    DeviceArray<float> values(n);
+    ASSERT_TRUE(roundToFp8(dx.get(), amax.get(), values.get(), n, format,
+                           nullptr)
+                    .ok());
+    std::vector<float> expected(n);
+    cpu::quantizeDequantize(x.data(), expected.data(), n, scale, cpuFormat);
+    expectClose(values.read(), expected, 0.0f, 0.0f, "rounded");
 
     ASSERT_TRUE(castTransposeToFp8(dx.get(), amax.get(), transposed.get(),
                                    inverse.get(), rows, cols, padded, format,

@@ -55,23 +55,24 @@ absl::Status CommStream::run(
   cudaEventDestroy(ready);
   if (!waited.ok())
     return waited;
-  if (absl::Status status = work(comm); !status.ok())
-    return status;
+  // Recorded even when the work failed: what it enqueued before failing
+  // (a copy, a free, part of a group) must still be waited for.
+  absl::Status status = work(comm);
   MOE_CUDA_OK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   MOE_CUDA_OK(cudaEventRecord(done, comm));
   pending[neededBy].push_back(done);
-  return absl::OkStatus();
+  return status;
 }
 
 absl::Status CommStream::runNow(
     cudaStream_t compute,
     const std::function<absl::Status(cudaStream_t)> &work) {
   constexpr size_t kNow = static_cast<size_t>(-1);
-  if (absl::Status status = run(compute, kNow, work); !status.ok())
-    return status;
-  absl::Status status = waitFor(compute, pending[kNow]);
+  absl::Status status = run(compute, kNow, work);
+  // Waited for even after a failure: the caller frees the buffers.
+  absl::Status waited = waitFor(compute, pending[kNow]);
   pending.erase(kNow);
-  return status;
+  return status.ok() ? waited : status;
 }
 
 absl::Status CommStream::waitFor(cudaStream_t compute,

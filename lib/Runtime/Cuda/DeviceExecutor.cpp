@@ -196,12 +196,17 @@ absl::StatusOr<StepResult> DeviceExecutor::runStep(const int32_t *tokens,
     context.nccl = &state->ncclGroups;
     context.comm = state->comm.get();
   }
-  auto failed = [&](const absl::Status &status) {
-    // Nothing enqueued may still read the caller's tokens and targets (or
-    // run on) once the step has returned.
-    if (state->comm)
+  // Nothing enqueued may still read the caller's tokens and targets (or
+  // run on, on either stream) once the step has returned.
+  auto drain = [&] {
+    if (state->comm) {
       state->comm->finish(stream).IgnoreError();
+      cudaStreamSynchronize(state->comm->stream());
+    }
     cudaStreamSynchronize(stream);
+  };
+  auto failed = [&](const absl::Status &status) {
+    drain();
     return absl::Status(status.code(),
                         absl::StrCat("step ", step, ": ", status.message()));
   };
@@ -224,8 +229,11 @@ absl::StatusOr<StepResult> DeviceExecutor::runStep(const int32_t *tokens,
       absl::StatusOr<float> value = context.readScalar(buffer);
       if (!value.ok())
         return failed(value.status());
-      if (!std::isfinite(*value))
+      if (!std::isfinite(*value)) {
+        // Deferred reductions may still be in flight.
+        drain();
         return nonFinite(step, what, *value);
+      }
     }
   }
   if (state->comm)

@@ -169,8 +169,19 @@ absl::Status expertsBackwardOn(const DeviceStep &step, const ExpertMatmul &mm,
                      gradient};
     return mm.xw(e, dy, w.down(e), 0.0f, da.get() + begin * s.F);
   }));
+  // The routing weights' gradients read a as the GEMMs did: on the FP8
+  // grid with FP8 experts (the CPU rounds a in place).
+  MOE_DEVICE_BUFFER(float, aRead, mm.usesFp8() ? rows * s.F : 1, stream);
+  const float *aDots = a.get();
+  if (mm.usesFp8()) {
+    MOE_CUDA_TRY(groups->forEachExpert([&](int64_t e, int64_t begin, int64_t n) {
+      ExpertOperand activation{a.get() + begin * s.F, n, s.F, Role::Activation};
+      return mm.rounded(e, activation, aRead.get() + begin * s.F);
+    }));
+    aDots = aRead.get();
+  }
   MOE_DEVICE_BUFFER(float, dots, rows, stream);
-  MOE_CUDA_TRY(rowDots(a.get(), da.get(), rows, s.F, dots.get(), stream));
+  MOE_CUDA_TRY(rowDots(aDots, da.get(), rows, s.F, dots.get(), stream));
   MOE_CUDA_TRY(scatterValues(dots.get(), slots, rows, dweights, stream));
   MOE_CUDA_TRY(scaleRows(da.get(), rowWeights.get(), rows, s.F, stream));
   // dW2 reads w dy.

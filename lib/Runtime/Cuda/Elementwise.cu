@@ -12,6 +12,7 @@
 #include "Launch.h"
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 namespace moe::rt::cuda {
@@ -90,6 +91,17 @@ __global__ void castToFp8Kernel(const float *x, const float *amax,
   if (blockIdx.x == 0 && threadIdx.x == 0)
     *inverseScale = 1.0f / scale;
   GRID_STRIDE(i, n) codes[i] = encode(x[i] * scale, format);
+}
+
+__global__ void roundToFp8Kernel(const float *x, const float *amax, float *out,
+                                 int64_t n, Fp8Format format) {
+  float scale = fp8Scale(*amax, format);
+  __nv_fp8_interpretation_t kind =
+      format == Fp8Format::E4M3 ? __NV_E4M3 : __NV_E5M2;
+  GRID_STRIDE(i, n) {
+    __half_raw value = __nv_cvt_fp8_to_halfraw(encode(x[i] * scale, format), kind);
+    out[i] = __half2float(__half(value)) / scale;
+  }
 }
 
 /// Output element i = (c, r) of the [cols, outLd] transpose; consecutive
@@ -248,6 +260,13 @@ absl::Status castToFp8(const float *x, const float *amax, uint8_t *codes,
   castToFp8Kernel<<<gridFor(n), kThreads, 0, stream>>>(x, amax, codes,
                                                        inverseScale, n, format);
   return launched("castToFp8");
+}
+
+absl::Status roundToFp8(const float *x, const float *amax, float *out,
+                        int64_t n, Fp8Format format, cudaStream_t stream) {
+  roundToFp8Kernel<<<gridFor(n), kThreads, 0, stream>>>(x, amax, out, n,
+                                                        format);
+  return launched("roundToFp8");
 }
 
 absl::Status castTransposeToFp8(const float *x, const float *amax,

@@ -33,33 +33,44 @@ struct Quantized {
   DeviceBuffer<float> inverseScale;
 };
 
+/// The amax an operand's scale comes from, in amaxes (two floats): its
+/// own ([0]) or, with delayed scaling, its history's ([1], after folding
+/// [0] into the history).
+absl::StatusOr<const float *> scaleSource(const DeviceStep &step,
+                                          const DeviceFp8 &fp8, int64_t expert,
+                                          const ExpertOperand &op,
+                                          float *amaxes) {
+  MOE_CUDA_TRY(absMax(op.data, op.rows * op.cols, amaxes, step.stream));
+  if (!fp8.delayed)
+    return static_cast<const float *>(amaxes);
+  float *history = fp8.history + (expert * cpu::kFp8ExpertRoles +
+                                  static_cast<int64_t>(op.role)) *
+                                     fp8.historyLength;
+  MOE_CUDA_TRY(delayedAmax(amaxes, history, fp8.historyLength, amaxes + 1,
+                           step.stream));
+  return static_cast<const float *>(amaxes + 1);
+}
+
 absl::StatusOr<Quantized> quantize(const DeviceStep &step,
                                    const DeviceFp8 &fp8, int64_t expert,
                                    const ExpertOperand &op, bool transpose,
                                    int64_t outLd) {
   cudaStream_t stream = step.stream;
-  // [0]: the operand's amax; [1]: the one its scale comes from.
   MOE_DEVICE_BUFFER(float, amax, 2, stream);
-  MOE_CUDA_TRY(absMax(op.data, op.rows * op.cols, amax.get(), stream));
-  const float *scaleFrom = amax.get();
-  if (fp8.delayed) {
-    float *history = fp8.history + (expert * cpu::kFp8ExpertRoles +
-                                    static_cast<int64_t>(op.role)) *
-                                       fp8.historyLength;
-    MOE_CUDA_TRY(delayedAmax(amax.get(), history, fp8.historyLength,
-                             amax.get() + 1, stream));
-    scaleFrom = amax.get() + 1;
-  }
+  absl::StatusOr<const float *> scaleFrom =
+      scaleSource(step, fp8, expert, op, amax.get());
+  if (!scaleFrom.ok())
+    return scaleFrom.status();
   Quantized q;
   MOE_DEVICE_BUFFER(uint8_t, codes,
                     transpose ? op.cols * outLd : op.rows * op.cols, stream);
   MOE_DEVICE_BUFFER(float, inverse, 1, stream);
   if (transpose)
-    MOE_CUDA_TRY(castTransposeToFp8(op.data, scaleFrom, codes.get(),
+    MOE_CUDA_TRY(castTransposeToFp8(op.data, *scaleFrom, codes.get(),
                                     inverse.get(), op.rows, op.cols, outLd,
                                     op.format, stream));
   else
-    MOE_CUDA_TRY(castToFp8(op.data, scaleFrom, codes.get(), inverse.get(),
+    MOE_CUDA_TRY(castToFp8(op.data, *scaleFrom, codes.get(), inverse.get(),
                            op.rows * op.cols, op.format, stream));
   q.codes = std::move(codes);
   q.inverseScale = std::move(inverse);
@@ -129,6 +140,23 @@ absl::Status ExpertMatmul::gTx(int64_t expert, const ExpertOperand &g,
   MOE_QUANTIZED(qx, step, *fp8, expert, x, true, k);
   return fp8Gemm(step, rowMajor(false, true, g.cols, x.cols, k, k, k, x.cols),
                  g, qg, x, qx, 0.0f, dw);
+}
+
+absl::Status ExpertMatmul::rounded(int64_t expert, const ExpertOperand &op,
+                                   float *out) const {
+  int64_t n = op.rows * op.cols;
+  if (!fp8) {
+    if (out != op.data)
+      MOE_CUDA_OK(cudaMemcpyAsync(out, op.data, n * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, step.stream));
+    return absl::OkStatus();
+  }
+  MOE_DEVICE_BUFFER(float, amax, 2, step.stream);
+  absl::StatusOr<const float *> scaleFrom =
+      scaleSource(step, *fp8, expert, op, amax.get());
+  if (!scaleFrom.ok())
+    return scaleFrom.status();
+  return roundToFp8(op.data, *scaleFrom, out, n, op.format, step.stream);
 }
 
 absl::StatusOr<std::optional<DeviceFp8>> deviceFp8Of(const DeviceStep &step,

@@ -56,6 +56,11 @@ public:
   /// dw[p, q] = g[n, p]^T x[n, q].
   absl::Status gTx(int64_t expert, const ExpertOperand &g,
                    const ExpertOperand &x, float *dw) const;
+  /// out = the fp32 values a GEMM reads of `op`: op itself in BF16 mode
+  /// (the kernels' other uses of it are fp32), its FP8 rounding with FP8
+  /// (the CPU emulation rounds it in place, so later uses see that too).
+  absl::Status rounded(int64_t expert, const ExpertOperand &op,
+                       float *out) const;
 
 private:
   const DeviceStep &step;

@@ -36,19 +36,25 @@ NcclWorld::create(comm::Group &everyone, int device) {
   MOE_CUDA_OK(cudaSetDevice(device));
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
+  absl::Status created;
   if (everyone.rank() == 0)
-    if (absl::Status status = ncclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId");
-        !status.ok())
-      return status;
-  // The 128 bytes of the id travel as int32s over MPI.
+    created = ncclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  // The 128 bytes of the id travel as int32s over MPI, then a flag: rank 0
+  // broadcasts even when it has no id, so the others do not wait for one.
   static_assert(sizeof(ncclUniqueId) % sizeof(int32_t) == 0);
-  std::vector<int32_t> words(sizeof(ncclUniqueId) / sizeof(int32_t));
+  std::vector<int32_t> words(sizeof(ncclUniqueId) / sizeof(int32_t) + 1);
   std::memcpy(words.data(), &id, sizeof(id));
+  words.back() = created.ok() ? 0 : 1;
   if (absl::Status status = everyone.broadcast(absl::MakeSpan(words), 0);
       !status.ok())
     return absl::Status(status.code(),
                         absl::StrCat("sharing the NCCL unique id: ",
                                      status.message()));
+  if (!created.ok())
+    return created;
+  if (words.back() != 0)
+    return absl::FailedPreconditionError(
+        "ncclGetUniqueId failed on rank 0: no NCCL communicator");
   std::memcpy(&id, words.data(), sizeof(id));
   ncclComm_t comm = nullptr;
   if (absl::Status status =

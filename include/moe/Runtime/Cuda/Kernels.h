@@ -66,6 +66,10 @@ absl::Status absMax(const float *x, int64_t n, float *amax,
 absl::Status castToFp8(const float *x, const float *amax, uint8_t *codes,
                        float *inverseScale, int64_t n, Fp8Format format,
                        cudaStream_t stream);
+/// out = the values castToFp8's codes stand for: fp8(x * scale) / scale
+/// (cpu::quantizeDequantize with the same scale). out may be x.
+absl::Status roundToFp8(const float *x, const float *amax, float *out,
+                        int64_t n, Fp8Format format, cudaStream_t stream);
 /// The transpose of a row-major [rows, cols] matrix, cast as castToFp8
 /// does: out is [cols, outLd], outLd >= rows, with codes 0 (zero) in
 /// columns [rows, outLd). FP8 GEMMs read only x W^T, so the backward's

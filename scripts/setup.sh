@@ -11,6 +11,7 @@ packages=(
   libabsl-dev libopenblas-dev libflatbuffers-dev flatbuffers-compiler openmpi-bin libopenmpi-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev
   python3-numpy python3-torch python3-venv
+  slurm-wlm munge
 )
 missing=()
 for p in "${packages[@]}"; do

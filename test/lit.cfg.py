@@ -51,6 +51,13 @@ if shutil.which("nvidia-smi"):
     except (OSError, subprocess.SubprocessError):
         pass
 
+# Slurm and munge (Debian's slurm-wlm, munge): the tests start their own
+# cluster on this machine (scripts/slurm-localhost.sh).
+if all(shutil.which(tool) for tool in ("slurmctld", "slurmd", "munged", "sbatch")):
+    config.available_features.add("slurm")
+config.substitutions.append(
+    ("%slurm", os.path.join(config.moe_src_root, "scripts", "slurm-localhost.sh")))
+
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.moe_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

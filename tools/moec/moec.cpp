@@ -10,6 +10,7 @@
 #include "moe/Dialect/MoE/IR/MoEDialect.h"
 #include "moe/Target/ArtifactWriter.h"
 #include "moe/Target/ModelStatistics.h"
+#include "moe/Target/SbatchScript.h"
 #include "moe/Target/ShardingReport.h"
 #include "moe/Transforms/Sharding.h"
 #include "moe/Transforms/Passes.h"
@@ -29,6 +30,9 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
@@ -141,6 +145,22 @@ static cl::opt<std::string> memoryBudget(
 static cl::opt<std::string> stepFunction(
     "step-function", cl::desc("the training-step function to write"),
     cl::init("train_step"), cl::cat(moecCategory));
+static cl::opt<std::string> emitSbatch(
+    "emit-sbatch",
+    cl::desc("also write a Slurm batch script that runs the artifact on the "
+             "compiled mesh (one task per rank)"),
+    cl::value_desc("file.sbatch"), cl::init(""), cl::cat(moecCategory));
+static cl::opt<int64_t> sbatchGpusPerNode(
+    "gpus-per-node",
+    cl::desc("--emit-sbatch: GPUs per node, one rank each (0: a CPU job)"),
+    cl::init(0), cl::cat(moecCategory));
+static cl::opt<int64_t> sbatchTasksPerNode(
+    "tasks-per-node",
+    cl::desc("--emit-sbatch, CPU job: ranks per node (0: all on one node)"),
+    cl::init(0), cl::cat(moecCategory));
+static cl::opt<std::string> sbatchPartition(
+    "partition", cl::desc("--emit-sbatch: the Slurm partition"),
+    cl::init(""), cl::cat(moecCategory));
 static cl::opt<uint64_t> seed("seed",
                               cl::desc("parameter initialisation seed"),
                               cl::init(1234), cl::cat(moecCategory));
@@ -258,6 +278,60 @@ static LogicalResult splitBatch(ModuleOp module, unsigned parts) {
                                  "(moe.transformer)";
   module->setAttr(mlir::moe::kMicrobatchesAttrName,
                   Builder(module.getContext()).getI64IntegerAttr(parts));
+  return success();
+}
+
+/// --emit-sbatch: the batch script running `artifact` on the compiled mesh.
+static LogicalResult writeSbatch(ModuleOp module, StringRef artifact,
+                                 const char *argv0) {
+  if (artifact == "-" || emitKind != Emit::Artifact) {
+    llvm::errs() << "moec: error: --emit-sbatch needs an artifact written to "
+                    "a file (-o model.moebin)\n";
+    return failure();
+  }
+  if (sbatchGpusPerNode < 0 || sbatchTasksPerNode < 0) {
+    llvm::errs() << "moec: error: --gpus-per-node and --tasks-per-node must "
+                    "be >= 0\n";
+    return failure();
+  }
+  mlir::moe::SbatchOptions options;
+  mlir::moe::ModelStatistics stats = mlir::moe::computeModelStatistics(
+      module, module.lookupSymbol<func::FuncOp>(stepFunction));
+  options.modelName = stats.name.empty() ? "model" : stats.name;
+  options.ranks = stats.ranks;
+  // "pp=2 x dp=2 x tp=2", as the artifact's mesh reads.
+  std::string description;
+  if (pipelineStages > 1)
+    description = "pp=" + std::to_string(pipelineStages);
+  if (mlir::moe::MeshOp mesh = mlir::moe::getMesh(module))
+    for (auto [axis, size] : llvm::zip(
+             mesh.getAxes().getAsValueRange<StringAttr>(), mesh.getShape()))
+      description += (description.empty() ? "" : " x ") + axis.str() + "=" +
+                     std::to_string(size);
+  options.meshDescription = description.empty() ? "1 rank" : description;
+  options.gpusPerNode = sbatchGpusPerNode;
+  options.tasksPerNode = sbatchTasksPerNode;
+  options.partition = sbatchPartition;
+  SmallString<256> absolute(artifact);
+  llvm::sys::fs::make_absolute(absolute);
+  options.artifactPath = std::string(absolute);
+  // moe-run sits beside moec.
+  std::string moec = llvm::sys::fs::getMainExecutable(
+      argv0, reinterpret_cast<void *>(&writeSbatch));
+  SmallString<256> moeRun(llvm::sys::path::parent_path(moec));
+  llvm::sys::path::append(moeRun, "moe-run");
+  options.moeRunPath = std::string(moeRun);
+  std::string error;
+  auto output = openOutputFile(emitSbatch, &error);
+  if (!output) {
+    llvm::errs() << "moec: error: " << error << "\n";
+    return failure();
+  }
+  output->os() << mlir::moe::sbatchScript(options);
+  output->keep();
+  llvm::sys::fs::setPermissions(emitSbatch, llvm::sys::fs::all_read |
+                                                llvm::sys::fs::owner_write |
+                                                llvm::sys::fs::all_exe);
   return success();
 }
 
@@ -440,5 +514,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   output->keep();
+  if (!emitSbatch.empty() && failed(writeSbatch(*module, path, argv[0])))
+    return 1;
   return 0;
 }

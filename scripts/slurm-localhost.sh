@@ -23,7 +23,8 @@ if [ "$action" = run ]; then
   shift 2
   "$0" stop "$base"
   trap '"$0" stop "$base"' EXIT
-  eval "$("$0" start "$base")"
+  started=$("$0" start "$base") || exit 1
+  eval "$started"
   "$@"
   exit $?
 fi
@@ -51,6 +52,14 @@ munged --force --key-file="$base/munge/munge.key" \
   --socket="$base/munge/munge.socket.2" --pid-file="$base/munge/munged.pid" \
   --log-file="$base/munge/munged.log" --seed-file="$base/munge/munge.seed"
 
+# Free ports, so that two clusters (two test runs) on one machine do not
+# collide.
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+ctld_port=${MOE_SLURMCTLD_PORT:-$(free_port)}
+slurmd_port=${MOE_SLURMD_PORT:-$(free_port)}
+while [ "$slurmd_port" = "$ctld_port" ]; do slurmd_port=$(free_port); done
 # Jobs of more ranks than cores (the tests' 4 ranks on 2 cores) need the
 # node to declare them; config_overrides makes slurmd trust the count.
 cpus=$(( $(nproc) > 8 ? $(nproc) : 8 ))
@@ -59,8 +68,8 @@ ClusterName=moe
 SlurmctldHost=localhost
 SlurmUser=root
 SlurmdUser=root
-SlurmctldPort=${MOE_SLURMCTLD_PORT:-6817}
-SlurmdPort=${MOE_SLURMD_PORT:-6818}
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$base/munge/munge.socket.2

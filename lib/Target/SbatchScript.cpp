@@ -44,8 +44,9 @@ std::string mlir::moe::sbatchScript(const SbatchOptions &options) {
      << "DATA=${DATA:?set DATA to the token file}\n"
      << "STEPS=${STEPS:-1000}\n"
      << "# moe-run takes its rank and world from srun (PMIx); extra options\n"
-     << "# (--save, --metrics, ...) follow the script's arguments.\n"
-     << "srun --mpi=pmix " << quoted(options.moeRunPath)
+     << "# (--save, --metrics, ...) follow the script's arguments. A rank\n"
+     << "# that dies ends the job (--kill-on-bad-exit), naming its task.\n"
+     << "srun --mpi=pmix --kill-on-bad-exit=1 " << quoted(options.moeRunPath)
      << " \"$ARTIFACT\" --data \"$DATA\" --steps \"$STEPS\""
      << (gpus ? " --device cuda" : "") << " \"$@\"\n";
   return text;

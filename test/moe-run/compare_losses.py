@@ -13,16 +13,25 @@ parser.add_argument("reference")
 parser.add_argument("run")
 parser.add_argument("--keys", default="loss,ce_loss,aux_loss,grad_norm,lr")
 parser.add_argument("--rtol", type=float, default=1e-5)
+parser.add_argument("--from-step", type=int, default=0,
+                    help="compare the steps from this one on (a resumed run)")
+parser.add_argument("--run-steps", action="store_true",
+                    help="compare the reference only at the steps the run has "
+                         "(a run resumed at a step not known in advance)")
 args = parser.parse_args()
 KEYS = args.keys.split(",")
 
 
 def load(path):
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        records = [json.loads(line) for line in f if line.strip()]
+    return [r for r in records if r["step"] >= args.from_step]
 
 
 reference, run = load(args.reference), load(args.run)
+if args.run_steps:
+    steps = {r["step"] for r in run}
+    reference = [r for r in reference if r["step"] in steps]
 if len(reference) != len(run):
     sys.exit(f"{len(reference)} steps vs {len(run)} steps")
 if not reference:

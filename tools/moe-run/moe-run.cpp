@@ -40,6 +40,11 @@ training:
 weights and outputs:
   --load FILE            start from these weights (safetensors, HF names)
   --save FILE            write the trained weights (safetensors, HF names)
+  --checkpoint-dir DIR   write distributed checkpoints under DIR (every rank
+                         its shards, and a manifest), after the last step
+  --checkpoint-every N   and every N steps
+  --resume PATH          continue from a checkpoint (or the newest under PATH):
+                         weights, optimizer state and step; --steps more run
   --metrics FILE         one JSON line of metrics per step (appended to
                          when --start-step > 0, else overwritten)
   --dump-step DIR        record one step for test/reference/ (see --dump-step-at)
@@ -133,6 +138,14 @@ static Command parseArgs(int argc, char **argv) {
       if (threads <= 0 || threads > 1024)
         throw UsageError{"--threads must be in [1, 1024]"};
       options.threads = static_cast<int>(threads);
+    } else if (arg == "--checkpoint-dir") {
+      options.checkpointDir = value();
+    } else if (arg == "--checkpoint-every") {
+      options.checkpointEvery = parseInt(arg, value());
+      if (options.checkpointEvery < 0)
+        throw UsageError{"--checkpoint-every must be >= 0"};
+    } else if (arg == "--resume") {
+      options.resumePath = value();
     } else if (arg == "--device") {
       device = value();
     } else if (arg == "--load") {
@@ -174,8 +187,13 @@ static Command parseArgs(int argc, char **argv) {
     throw UsageError{"no artifact given"};
   if (options.dataPath.empty())
     throw UsageError{"--data is required"};
-  if (!haveSteps || options.steps <= 0)
-    throw UsageError{"--steps must be given and positive"};
+  // --steps 0 only converts: a checkpoint resumed and saved (--save) as
+  // one consolidated HF file.
+  bool converts = options.steps == 0 && !options.resumePath.empty() &&
+                  !options.savePath.empty();
+  if (!haveSteps || (options.steps <= 0 && !converts))
+    throw UsageError{"--steps must be given and positive (0 only with "
+                     "--resume and --save, to export a checkpoint)"};
   if (options.startStep < 0 || options.logEvery <= 0)
     throw UsageError{"--start-step must be >= 0 and --log-every > 0"};
   // The artifact takes the step as an i32 input; refuse a run that would

@@ -118,8 +118,8 @@ absl::Status DeviceExecutor::connect(const Executor &host,
         "the CUDA backend needs the job's ", program.numRanks(),
         " ranks for this program"));
   State &s = *state;
-  absl::StatusOr<std::unique_ptr<comm::Group>> everyone = world->group(
-      comm::Mesh{program.meshAxes, program.meshShape}, program.meshAxes);
+  absl::StatusOr<std::unique_ptr<comm::Group>> everyone =
+      host.createGroup(program.meshAxes);
   if (!everyone.ok())
     return everyone.status();
   s.everyone = std::move(*everyone);

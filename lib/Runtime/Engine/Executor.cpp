@@ -16,7 +16,7 @@
 #include "Dispatch.h"
 #include "ExpertParallel.h"
 #include "PipelineStep.h"
-#include "Placement.h"
+#include "moe/Runtime/Engine/Placement.h"
 
 #include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/Comm/Communicator.h"
@@ -137,8 +137,6 @@ absl::Status Executor::connect(comm::World *world) {
                 world->threadLevel() == comm::ThreadLevel::Multiple);
   if (absl::Status status = connectStages(world); !status.ok())
     return status;
-  if (prog->groups.empty())
-    return absl::OkStatus();
   if (!world) {
     absl::StatusOr<std::unique_ptr<comm::World>> local = comm::World::local();
     if (!local.ok())
@@ -146,6 +144,7 @@ absl::Status Executor::connect(comm::World *world) {
     localWorld = std::move(*local);
     world = localWorld.get();
   }
+  jobWorld = world;
   comm::Mesh mesh{prog->meshAxes, prog->meshShape};
   for (size_t g = 0; g < prog->groups.size(); ++g) {
     absl::StatusOr<std::unique_ptr<comm::Group>> group =
@@ -278,6 +277,11 @@ void Executor::initialize(uint64_t seed) {
 }
 
 int64_t Executor::rank() const { return placement->rank(); }
+
+absl::StatusOr<std::unique_ptr<comm::Group>>
+Executor::createGroup(const AxisList &axes) const {
+  return jobWorld->group(comm::Mesh{prog->meshAxes, prog->meshShape}, axes);
+}
 
 const std::vector<int64_t> &Executor::coordinates() const {
   return placement->coordinates();

@@ -1,6 +1,6 @@
 //===- Placement.cpp - this rank's place in a program's mesh --------------===//
 
-#include "Placement.h"
+#include "moe/Runtime/Engine/Placement.h"
 
 namespace moe::rt::engine {
 

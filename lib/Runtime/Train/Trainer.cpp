@@ -10,6 +10,7 @@
 #include "moe/Runtime/IO/Metrics.h"
 #include "moe/Runtime/IO/ProcessMemory.h"
 #include "moe/Runtime/IO/Trace.h"
+#include "moe/Runtime/Train/Checkpoint.h"
 #include "moe/Runtime/Train/StepDump.h"
 #include "moe/Runtime/Train/Weights.h"
 
@@ -37,6 +38,10 @@ public:
   absl::StatusOr<TrainSummary> loop();
 
 private:
+  /// --resume: the checkpoint's weights, optimizer state and step.
+  absl::Status resume();
+  /// --checkpoint-dir: after step `step` (0-based) if it is due.
+  absl::Status checkpointAfter(int64_t step);
   /// With --device cuda, the device copy of the step (after the weights
   /// are initialised or loaded).
   absl::Status setUpDevice();
@@ -69,6 +74,10 @@ private:
   std::optional<io::MetricsWriter> metrics;
   std::optional<io::Trace> trace;
   std::vector<int32_t> tokens, targets;
+  /// The first step of this run: --start-step, or a resumed checkpoint's.
+  int64_t firstStep = 0;
+  /// Checkpoints: the group of every rank of the job.
+  std::unique_ptr<comm::Group> everyone;
   /// The step's planned memory, and the resident memory before it.
   uint64_t plannedBytes = 0, residentAtStart = 0;
   /// Seconds and calls per opcode when profiling.
@@ -122,6 +131,52 @@ absl::Status Run::checkSingleRankFeatures(const Program &program) const {
         absl::StrCat(feature->what, " (", feature->flag,
                      ") is not supported with ", ranks, " ranks yet"));
   return absl::OkStatus();
+}
+
+absl::Status Run::resume() {
+  if (options.resumePath.empty())
+    return absl::OkStatus();
+  absl::StatusOr<std::string> path = findCheckpoint(options.resumePath);
+  if (!path.ok())
+    return path.status();
+  absl::StatusOr<CheckpointState> state = loadCheckpoint(*executor, *path);
+  if (!state.ok())
+    return state.status();
+  // The batches of a step come from (data seed, step): another seed would
+  // not continue the run.
+  if (state->dataSeed != options.dataSeed)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint ", *path, " was trained with --data-seed ",
+        state->dataSeed, "; resume it with the same seed, not ",
+        options.dataSeed));
+  firstStep = state->steps;
+  if (!quiet)
+    out << "resumed " << *path << " at step " << firstStep + 1 << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status Run::checkpointAfter(int64_t step) {
+  if (options.checkpointDir.empty())
+    return absl::OkStatus();
+  int64_t done = step + 1;
+  bool last = done == firstStep + options.steps;
+  bool due = options.checkpointEvery > 0 && done % options.checkpointEvery == 0;
+  if (!last && !due)
+    return absl::OkStatus();
+  if (!everyone) {
+    absl::StatusOr<std::unique_ptr<comm::Group>> group =
+        executor->createGroup(executor->program().meshAxes);
+    if (!group.ok())
+      return group.status();
+    everyone = std::move(*group);
+  }
+#ifdef MOE_HAVE_CUDA
+  if (device)
+    if (absl::Status s = device->download(*executor); !s.ok())
+      return s;
+#endif
+  return saveCheckpoint(*executor, *everyone, options.checkpointDir, done,
+                        options.dataSeed);
 }
 
 absl::Status Run::setUpDevice() {
@@ -248,6 +303,9 @@ absl::Status Run::setUp() {
                                      WeightSet::Parameters);
         !s.ok())
       return s;
+  firstStep = options.startStep;
+  if (absl::Status s = resume(); !s.ok())
+    return s;
   if (absl::Status s = setUpDevice(); !s.ok())
     return s;
 
@@ -270,7 +328,7 @@ absl::Status Run::setUp() {
   if (reports && !options.metricsPath.empty()) {
     // A resumed run continues the metrics of the run it resumes.
     absl::StatusOr<io::MetricsWriter> writer = io::MetricsWriter::open(
-        options.metricsPath, /*append=*/options.startStep > 0);
+        options.metricsPath, /*append=*/firstStep > 0);
     if (!writer.ok())
       return writer.status();
     metrics.emplace(std::move(*writer));
@@ -346,7 +404,7 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   LossPartsProbe probe(*executor);
   std::optional<StepDump> dump;
   bool dumpThis = !options.dumpStepDir.empty() &&
-                  step == options.dumpStepAt.value_or(options.startStep);
+                  step == options.dumpStepAt.value_or(firstStep);
   if (dumpThis) {
     absl::StatusOr<StepDump> begun = StepDump::begin(
         options.dumpStepDir, *executor, step, tokens.data(), targets.data());
@@ -416,14 +474,14 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   if (metrics)
     if (absl::Status s = metrics->write(record); !s.ok())
       return s;
-  int64_t done = step - options.startStep + 1;
+  int64_t done = step - firstStep + 1;
   if (!quiet && (done % std::max<int64_t>(options.logEvery, 1) == 0 ||
                  done == options.steps)) {
     // Steps are 0-based in the schedule and the metrics file; people count
     // the first step as step 1.
     io::MetricsRecord shown = record;
     shown.step = step + 1;
-    out << io::formatProgressLine(shown, options.startStep + options.steps)
+    out << io::formatProgressLine(shown, firstStep + options.steps)
         << "\n";
   }
   return absl::OkStatus();
@@ -434,10 +492,12 @@ absl::StatusOr<TrainSummary> Run::loop() {
     printHeader();
   TrainSummary summary;
   summary.plannedBytes = plannedBytes;
-  for (int64_t step = options.startStep;
-       step < options.startStep + options.steps; ++step)
+  for (int64_t step = firstStep; step < firstStep + options.steps; ++step) {
     if (absl::Status s = runOne(step, summary); !s.ok())
       return s;
+    if (absl::Status s = checkpointAfter(step); !s.ok())
+      return s;
+  }
 #ifdef MOE_HAVE_CUDA
   if (device)
     if (absl::Status s = device->download(*executor); !s.ok())

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Usage: kill-rank.sh RANK METRICS LIMIT LAUNCHER [ARGS...]
 #
-# Starts a training job, waits until its first step is in METRICS, kills the
+# Starts a training job, waits until its first step (or MOE_KILL_AFTER_STEPS
+# steps) is in METRICS, kills the
 # process of rank RANK with SIGKILL (found by OMPI_COMM_WORLD_RANK or
 # SLURM_PROCID in its environment), and succeeds only if the whole job then
 # ends, failing, within LIMIT seconds. Prints how long that took.
@@ -9,8 +10,9 @@ rank=$1 metrics=$2 limit=$3
 shift 3
 "$@" &
 launcher=$!
-for _ in $(seq 600); do
-  [ -s "$metrics" ] && break
+after=${MOE_KILL_AFTER_STEPS:-1}
+for _ in $(seq 1200); do
+  [ -f "$metrics" ] && [ "$(wc -l < "$metrics")" -ge "$after" ] && break
   kill -0 "$launcher" 2>/dev/null || { echo "kill-rank: the job ended before its first step"; exit 1; }
   sleep 0.1
 done

@@ -118,6 +118,8 @@ public:
 
   /// The shape of the whole tensor a buffer holds (a block of, when split).
   std::vector<int64_t> globalShape(uint32_t buffer) const;
+  /// This rank's place in the mesh (which block of each split buffer).
+  const engine::Placement &placementOf() const { return *placement; }
 
   /// Sets every parameter from its Init (Normal draws depend on (seed,
   /// name, element index) only, see cpu::initNormal; a split buffer's
@@ -185,6 +187,10 @@ public:
 
   /// The communication group of program group `index` (Program.groups).
   comm::Group &group(size_t index) const { return *groups[index]; }
+  /// A new group over `axes` of the program's mesh (all of them: the whole
+  /// job). A collective call of every rank.
+  absl::StatusOr<std::unique_ptr<comm::Group>>
+  createGroup(const AxisList &axes) const;
 
   /// Bytes of all parameters / all optimizer state / the temporary arena.
   uint64_t totalParameterBytes() const { return parameterBytes; }
@@ -206,6 +212,8 @@ private:
   /// The world of a one-rank program created without one; declared before
   /// the groups, which must be destroyed first.
   std::unique_ptr<comm::World> localWorld;
+  /// The job's processes: the world given, or localWorld.
+  comm::World *jobWorld = nullptr;
   /// One per program group, by index.
   std::vector<std::unique_ptr<comm::Group>> groups;
   /// A pipelined program's group over "pp" and the runner of its steps.

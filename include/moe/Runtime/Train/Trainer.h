@@ -68,6 +68,13 @@ struct TrainOptions {
   bool asyncCollectives = false;
   bool quiet = false;
   bool plot = true;
+  /// Distributed checkpoints (Checkpoint.h) under this directory, every
+  /// `checkpointEvery` steps (0: only after the last step); none if empty.
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0;
+  /// A checkpoint (or a directory of them: the newest) to continue from:
+  /// its weights, optimizer state and step. `startStep` is then its step.
+  std::string resumePath;
   /// Where the steps run: "cpu" or "cuda" (the first GPU, with the CUDA
   /// backend; not for step dumps, profiles or traces yet).
   std::string device = "cpu";

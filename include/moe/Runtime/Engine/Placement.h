@@ -1,14 +1,15 @@
 //===- Placement.h - this rank's place in a program's mesh ------*- C++ -*-===//
 //
-// Private to the executor: the rank arithmetic of a partitioned program.
+// The rank arithmetic of a partitioned program (the executor's, and the
+// checkpoints', which reshard from the mesh that saved them).
 // Ranks are numbered row-major over the mesh axes (the last fastest), as in
 // comm::Mesh. A list of axes (a group, a split dimension, the batch axes)
 // picks out this rank's block: the row-major index of its coordinates on
 // those axes, in the order listed.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MOE_LIB_RUNTIME_ENGINE_PLACEMENT_H
-#define MOE_LIB_RUNTIME_ENGINE_PLACEMENT_H
+#ifndef MOE_RUNTIME_ENGINE_PLACEMENT_H
+#define MOE_RUNTIME_ENGINE_PLACEMENT_H
 
 #include "moe/Runtime/Program.h"
 
@@ -53,4 +54,4 @@ private:
 
 } // namespace moe::rt::engine
 
-#endif // MOE_LIB_RUNTIME_ENGINE_PLACEMENT_H
+#endif // MOE_RUNTIME_ENGINE_PLACEMENT_H

@@ -2,7 +2,8 @@
 # Usage: kill-rank.sh RANK METRICS LIMIT LAUNCHER [ARGS...]
 #
 # Starts a training job, waits until its first step (or MOE_KILL_AFTER_STEPS
-# steps) is in METRICS, kills the
+# steps) is in METRICS, sends SIGKILL (or MOE_KILL_SIGNAL, e.g. STOP for a
+# rank that hangs) to the
 # process of rank RANK with SIGKILL (found by OMPI_COMM_WORLD_RANK or
 # SLURM_PROCID in its environment), and succeeds only if the whole job then
 # ends, failing, within LIMIT seconds. Prints how long that took.
@@ -28,7 +29,7 @@ for pid in $(pgrep -f moe-run); do
   fi
 done
 [ -n "$victim" ] || { echo "kill-rank: no process of rank $rank"; kill -9 "$launcher"; exit 1; }
-kill -9 "$victim"
+kill -"${MOE_KILL_SIGNAL:-KILL}" "$victim"
 killed=$SECONDS
 while kill -0 "$launcher" 2>/dev/null; do
   if [ $((SECONDS - killed)) -ge "$limit" ]; then
@@ -40,5 +41,7 @@ while kill -0 "$launcher" 2>/dev/null; do
 done
 wait "$launcher"
 status=$?
+# A stopped rank the launcher did not end: let it go.
+kill -9 "$victim" 2>/dev/null
 echo "kill-rank: rank $rank killed; the job ended within $((SECONDS - killed + 1)) s (exit status $status)"
 [ "$status" -ne 0 ] || { echo "kill-rank: the job succeeded"; exit 1; }

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEDialect.h"
 #include "moe/Target/ArtifactWriter.h"
+#include "moe/Target/CostModel.h"
 #include "moe/Target/ModelStatistics.h"
 #include "moe/Target/SbatchScript.h"
 #include "moe/Target/ShardingReport.h"
@@ -43,7 +44,7 @@ namespace cl = llvm::cl;
 
 namespace {
 enum class Emit { Artifact, MLIR };
-enum class Report { Memory, Sharding, Pipeline };
+enum class Report { Memory, Sharding, Pipeline, Cost };
 } // namespace
 
 static cl::OptionCategory moecCategory("moec options");
@@ -70,8 +71,16 @@ static cl::list<Report> reports(
                           "the mesh, and why"),
                clEnumValN(Report::Pipeline, "pipeline",
                           "the cost-balanced cut into --pp stages, with "
-                          "per-stage compute and memory")),
+                          "per-stage compute and memory"),
+               clEnumValN(Report::Cost, "cost",
+                          "the predicted step time per rank on --cluster: "
+                          "compute and communication per kind, MFU")),
     cl::cat(moecCategory));
+static cl::opt<std::string> clusterFile(
+    "cluster",
+    cl::desc("the cluster the step runs on, as data (hardware/*.yaml): GPU "
+             "peaks, memory and bandwidths, node topology"),
+    cl::value_desc("cluster.yaml"), cl::init(""), cl::cat(moecCategory));
 static cl::opt<std::string> meshSpec(
     "mesh",
     cl::desc("the device mesh, e.g. dp=2,tp=2 (axes dp, fsdp, ep, tp; ep "
@@ -499,6 +508,22 @@ int main(int argc, char **argv) {
   if (llvm::is_contained(reports, Report::Memory))
     mlir::moe::printMemoryReport(mlir::moe::computeModelStatistics(*module, step),
                            llvm::outs());
+  if (llvm::is_contained(reports, Report::Cost)) {
+    if (clusterFile.empty()) {
+      llvm::errs() << "moec: error: --report=cost needs --cluster FILE\n";
+      return 1;
+    }
+    llvm::Expected<mlir::moe::ClusterSpec> cluster =
+        mlir::moe::loadCluster(clusterFile);
+    if (!cluster) {
+      llvm::errs() << "moec: error: " << llvm::toString(cluster.takeError())
+                   << "\n";
+      return 1;
+    }
+    mlir::moe::printCostReport(
+        mlir::moe::estimateStepCost(*module, step, *cluster), *cluster,
+        llvm::outs());
+  }
 
   std::string path = outputPath();
   auto output = openOutputFile(path, &error);

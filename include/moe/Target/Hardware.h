@@ -1,0 +1,55 @@
+//===- Hardware.h - GPUs and clusters as data -------------------*- C++ -*-===//
+//
+// The machines the cost model and the planner reason about (issue 8), read
+// from YAML files (hardware/gpus.yaml, hardware/leonardo.yaml): a GPU's peak
+// dense BF16 and FP8 tensor throughput, HBM size and bandwidth; a cluster's
+// nodes, GPUs per node, and the bandwidth and latency per GPU within a node
+// (NVLink) and between nodes (the network).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_TARGET_HARDWARE_H
+#define MOE_TARGET_HARDWARE_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlir::moe {
+
+struct GpuSpec {
+  std::string name;
+  int computeCapability = 0;
+  double memoryGiB = 0, hbmGBps = 0, bf16Tflops = 0, fp8Tflops = 0;
+
+  double memoryBytes() const { return memoryGiB * 1073741824.0; }
+  double hbmBytesPerSecond() const { return hbmGBps * 1e9; }
+  /// Peak dense FLOP/s of GEMMs in BF16, or FP8 where the GPU has FP8
+  /// tensor cores (BF16 otherwise: FP8 is then storage only).
+  double peakFlops(bool fp8) const {
+    return (fp8 && fp8Tflops > 0 ? fp8Tflops : bf16Tflops) * 1e12;
+  }
+};
+
+struct ClusterSpec {
+  std::string name;
+  int64_t nodes = 0, gpusPerNode = 0;
+  GpuSpec gpu;
+  /// Per GPU and direction, GB/s and microseconds.
+  double nvlinkGBps = 0, nvlinkLatencyUs = 0;
+  double internodeGBps = 0, internodeLatencyUs = 0;
+
+  int64_t gpus() const { return nodes * gpusPerNode; }
+};
+
+/// Reads and checks a cluster file; errors name the file, the line and
+/// the field (a missing or non-positive value, an unknown key).
+llvm::Expected<ClusterSpec> loadCluster(llvm::StringRef path);
+/// Reads and checks a list of GPUs (hardware/gpus.yaml).
+llvm::Expected<std::vector<GpuSpec>> loadGpus(llvm::StringRef path);
+
+} // namespace mlir::moe
+
+#endif // MOE_TARGET_HARDWARE_H

@@ -1,0 +1,95 @@
+//===- Hardware.cpp - GPUs and clusters as data ---------------------------===//
+#include "moe/Target/Hardware.h"
+
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/YAMLTraits.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir::moe;
+
+namespace llvm::yaml {
+template <> struct MappingTraits<GpuSpec> {
+  static void mapping(IO &io, GpuSpec &gpu) {
+    io.mapRequired("name", gpu.name);
+    io.mapRequired("compute_capability", gpu.computeCapability);
+    io.mapRequired("memory_gib", gpu.memoryGiB);
+    io.mapRequired("hbm_gbps", gpu.hbmGBps);
+    io.mapRequired("bf16_tflops", gpu.bf16Tflops);
+    io.mapRequired("fp8_tflops", gpu.fp8Tflops);
+  }
+  static std::string validate(IO &, GpuSpec &gpu) {
+    if (gpu.computeCapability <= 0 || gpu.memoryGiB <= 0 || gpu.hbmGBps <= 0 ||
+        gpu.bf16Tflops <= 0 || gpu.fp8Tflops < 0)
+      return "gpu '" + gpu.name +
+             "': compute_capability, memory_gib, hbm_gbps and bf16_tflops "
+             "must be positive, fp8_tflops >= 0";
+    return "";
+  }
+};
+
+template <> struct MappingTraits<ClusterSpec> {
+  static void mapping(IO &io, ClusterSpec &cluster) {
+    io.mapRequired("name", cluster.name);
+    io.mapRequired("nodes", cluster.nodes);
+    io.mapRequired("gpus_per_node", cluster.gpusPerNode);
+    io.mapRequired("gpu", cluster.gpu);
+    io.mapRequired("nvlink_gbps", cluster.nvlinkGBps);
+    io.mapRequired("nvlink_latency_us", cluster.nvlinkLatencyUs);
+    io.mapRequired("internode_gbps", cluster.internodeGBps);
+    io.mapRequired("internode_latency_us", cluster.internodeLatencyUs);
+  }
+  static std::string validate(IO &, ClusterSpec &cluster) {
+    if (cluster.nodes <= 0 || cluster.gpusPerNode <= 0 ||
+        cluster.nvlinkGBps <= 0 || cluster.internodeGBps <= 0 ||
+        cluster.nvlinkLatencyUs < 0 || cluster.internodeLatencyUs < 0)
+      return "cluster '" + cluster.name +
+             "': nodes, gpus_per_node and the bandwidths must be positive, "
+             "the latencies >= 0";
+    return "";
+  }
+};
+} // namespace llvm::yaml
+
+LLVM_YAML_IS_SEQUENCE_VECTOR(GpuSpec)
+
+namespace {
+/// Parses `path` into `value`; the YAML reader's diagnostics (file, line,
+/// column) become the error.
+template <typename T> llvm::Error parse(llvm::StringRef path, T &value) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFile(path);
+  if (!file)
+    return llvm::createStringError(file.getError(), "cannot read %s: %s",
+                                   path.str().c_str(),
+                                   file.getError().message().c_str());
+  std::string messages;
+  llvm::raw_string_ostream diagnostics(messages);
+  llvm::SourceMgr sources;
+  auto report = [](const llvm::SMDiagnostic &diagnostic, void *context) {
+    diagnostic.print(nullptr, *static_cast<llvm::raw_ostream *>(context),
+                     /*ShowColors=*/false);
+  };
+  llvm::yaml::Input input((*file)->getMemBufferRef(), nullptr, report,
+                          &diagnostics);
+  input >> value;
+  if (input.error())
+    return llvm::createStringError(input.error(), "%s",
+                                   llvm::StringRef(messages).rtrim().str().c_str());
+  return llvm::Error::success();
+}
+} // namespace
+
+llvm::Expected<ClusterSpec> mlir::moe::loadCluster(llvm::StringRef path) {
+  ClusterSpec cluster;
+  if (llvm::Error error = parse(path, cluster))
+    return std::move(error);
+  return cluster;
+}
+
+llvm::Expected<std::vector<GpuSpec>> mlir::moe::loadGpus(llvm::StringRef path) {
+  std::vector<GpuSpec> gpus;
+  if (llvm::Error error = parse(path, gpus))
+    return std::move(error);
+  return gpus;
+}

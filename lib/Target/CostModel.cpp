@@ -1,11 +1,14 @@
 //===- CostModel.cpp - predicted step time on a cluster -------------------===//
 #include "moe/Target/CostModel.h"
+#include "moe/Target/Collectives.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Target/ModelStatistics.h"
 #include "moe/Transforms/Sharding.h"
 #include "moe/Transforms/Transforms.h"
 
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -60,41 +63,32 @@ double bytesOf(Operation *op) {
   return bytes;
 }
 
-/// A group of the mesh over `axes`: its size, and whether the ranks of one
-/// group (rank 0's, ranks numbered row-major, the last axis fastest) share
-/// a node.
-struct GroupShape {
-  int64_t size = 1;
-  bool withinNode = true;
-};
-
-GroupShape groupShape(MeshOp mesh, ArrayAttr axes, int64_t gpusPerNode) {
-  GroupShape group;
+/// The group of the mesh over `axes` that holds rank 0 (ranks numbered
+/// row-major, the last axis fastest): its size, and how many of its ranks
+/// share rank 0's node.
+CollectiveGroup groupOf(MeshOp mesh, ArrayAttr axes, int64_t gpusPerNode) {
+  CollectiveGroup group;
   if (!mesh || !axes)
     return group;
   SmallVector<StringRef> names(mesh.getAxes().getAsValueRange<StringAttr>());
   ArrayRef<int64_t> shape = mesh.getShape();
-  int64_t farthest = 0, stride = 1;
+  // The ranks of the group: every combination of coordinates on `axes`.
+  std::vector<int64_t> members = {0};
+  int64_t stride = 1;
   for (int64_t i = static_cast<int64_t>(names.size()) - 1; i >= 0; --i) {
     if (llvm::is_contained(axes.getAsValueRange<StringAttr>(), names[i])) {
-      group.size *= shape[i];
-      farthest += (shape[i] - 1) * stride;
+      std::vector<int64_t> grown;
+      for (int64_t coordinate = 0; coordinate < shape[i]; ++coordinate)
+        for (int64_t member : members)
+          grown.push_back(member + coordinate * stride);
+      members = std::move(grown);
     }
     stride *= shape[i];
   }
-  group.withinNode = farthest < gpusPerNode;
+  group.size = static_cast<int64_t>(members.size());
+  group.perNode = std::max<int64_t>(
+      1, llvm::count_if(members, [&](int64_t r) { return r < gpusPerNode; }));
   return group;
-}
-
-/// Alpha-beta time of moving `fraction` of `bytes` per rank in `steps`.
-double transfer(const ClusterSpec &cluster, const GroupShape &group,
-                double bytes, double fraction, double steps) {
-  double bandwidth =
-      (group.withinNode ? cluster.nvlinkGBps : cluster.internodeGBps) * 1e9;
-  double latency = (group.withinNode ? cluster.nvlinkLatencyUs
-                                     : cluster.internodeLatencyUs) *
-                   1e-6;
-  return fraction * bytes / bandwidth + steps * latency;
 }
 
 } // namespace
@@ -106,25 +100,121 @@ double StepCost::commTotal() const {
   return sum;
 }
 
+double StepCost::exposedComm() const {
+  // Gradient reductions run on the communication stream while the rest of
+  // the backward pass computes (as moe-run's --device cuda does); what
+  // does not fit behind the backward's compute shows.
+  double hidden = std::min(gradientReductionSeconds, backwardSeconds);
+  return commTotal() - hidden;
+}
+
+double StepCost::total() const {
+  // The pipeline's makespan holds every pass's compute and communication;
+  // the optimizer phase and the unhidden reductions follow it.
+  return gemmSeconds + memorySeconds + exposedComm() + bubbleSeconds;
+}
+
+/// Whether only the optimizer reads `value` (a gradient's reduction, which
+/// can run while the rest of the backward pass computes).
+static bool onlyOptimizerReads(Value value) {
+  return !value.use_empty() &&
+         llvm::all_of(value.getUsers(), [](Operation *user) {
+           return isa<AdamWUpdateOp, GlobalNormOp>(user);
+         });
+}
+
+namespace {
+/// What one op costs and where it runs: its seconds per microbatch (or per
+/// step, in the optimizer phase), and on which pipeline ranks.
+struct OpCost {
+  std::string kind; // "gemm", "memory" or a collective's kind
+  double seconds = 0;
+  bool gradientReduction = false;
+};
+
+/// The pipeline phase of an op (forward without a split).
+::moe::pipeline::Phase phaseOf(Operation *op,
+                               const llvm::SetVector<Operation *> &forward) {
+  namespace pp = ::moe::pipeline;
+  if (auto phase = op->getAttrOfType<StringAttr>(kPipelinePhaseAttrName)) {
+    return llvm::StringSwitch<pp::Phase>(phase.getValue())
+        .Case("backward", pp::Phase::Backward)
+        .Case("weight", pp::Phase::BackwardWeight)
+        .Case("optimizer", pp::Phase::Optimizer)
+        .Default(pp::Phase::Forward);
+  }
+  if (isa<AdamWUpdateOp, GlobalNormOp>(op))
+    return pp::Phase::Optimizer;
+  return forward.contains(op) ? pp::Phase::Forward : pp::Phase::Backward;
+}
+} // namespace
+
 StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
-                                     const ClusterSpec &cluster) {
+                                     const ClusterSpec &cluster,
+                                     const ::moe::pipeline::Schedule *schedule) {
+  namespace pp = ::moe::pipeline;
   StepCost cost;
+  llvm::SetVector<Operation *> forward = forwardOps(step);
   ModelStatistics stats = computeModelStatistics(module, step);
-  cost.modelFlops = stats.flopsPerStep;
+  int64_t ranks = 1, microbatches = 1;
+  if (auto attr = step->getAttrOfType<IntegerAttr>(kPipelineRanksAttrName))
+    ranks = std::max<int64_t>(1, attr.getInt());
+  if (auto attr = module->getAttrOfType<IntegerAttr>(kMicrobatchesAttrName))
+    microbatches = std::max<int64_t>(1, attr.getInt());
+  cost.pipelineRanks = ranks;
+  cost.microbatches = microbatches;
+  // The statistics are of one microbatch over all stages.
+  cost.modelFlops = stats.flopsPerStep * microbatches / ranks;
   cost.ranks = stats.ranks;
-  cost.tokens = stats.batch * stats.seq;
+  cost.tokens = stats.batch * stats.seq * microbatches;
   MeshOp mesh = getMesh(module);
   const GpuSpec &gpu = cluster.gpu;
+
+  // Per pipeline rank: per-microbatch seconds of each phase, and the once
+  // per step optimizer; the breakdown by kind (per step).
+  struct RankCost {
+    double phase[4] = {0, 0, 0, 0};
+    /// Per microbatch: the backward's compute, which hides reductions.
+    double backwardCompute = 0;
+    std::map<std::string, double> byKind;
+    double gradientReduction = 0;
+  };
+  std::vector<RankCost> perRank(ranks);
+  auto account = [&](Operation *op, const OpCost &c) {
+    pp::Phase phase = phaseOf(op, forward);
+    int64_t stage = -1;
+    if (auto attr = op->getAttrOfType<IntegerAttr>(kPipelineStageAttrName))
+      stage = attr.getInt();
+    double times = phase == pp::Phase::Optimizer ? 1.0 : microbatches;
+    for (int64_t r = 0; r < ranks; ++r) {
+      if (stage >= 0 && stage % ranks != r)
+        continue;
+      RankCost &rank = perRank[r];
+      rank.phase[static_cast<int>(phase)] += c.seconds;
+      if ((phase == pp::Phase::Backward || phase == pp::Phase::BackwardWeight) &&
+          (c.kind == "gemm" || c.kind == "memory"))
+        rank.backwardCompute += c.seconds;
+      rank.byKind[c.kind] += c.seconds * times;
+      if (c.gradientReduction)
+        rank.gradientReduction += c.seconds * times;
+    }
+  };
+
   step.walk([&](Operation *op) {
     auto collective = [&](const char *kind, ArrayAttr axes, double bytes,
                           bool allReduce) {
-      GroupShape group = groupShape(mesh, axes, cluster.gpusPerNode);
+      CollectiveGroup group = groupOf(mesh, axes, cluster.gpusPerNode);
       if (group.size <= 1)
         return;
-      double n = static_cast<double>(group.size);
-      cost.commSeconds[kind] +=
-          allReduce ? transfer(cluster, group, bytes, 2 * (n - 1) / n, 2 * (n - 1))
-                    : transfer(cluster, group, bytes, (n - 1) / n, n - 1);
+      OpCost c;
+      c.kind = kind;
+      c.seconds = allReduce ? allReduceSeconds(cluster, group, bytes)
+                  : llvm::StringRef(kind) == "expert all-to-all"
+                      ? allToAllSeconds(cluster, group, bytes)
+                      : allGatherSeconds(cluster, group, bytes);
+      c.gradientReduction =
+          op->getNumResults() == 1 && onlyOptimizerReads(op->getResult(0));
+      account(op, c);
     };
     if (auto reduce = dyn_cast<AllReduceOp>(op))
       return collective("all-reduce", reduce.getAxes(),
@@ -135,13 +225,18 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
     if (auto scatter = dyn_cast<ReduceScatterOp>(op))
       return collective("reduce-scatter", scatter.getAxes(),
                         tensorBytes(scatter.getInput().getType()), false);
-    double flops = executedFlops(op);
-    if (flops > 0)
-      cost.gemmSeconds += std::max(flops / gpu.peakFlops(readsFp8(op)),
-                                   bytesOf(op) / gpu.hbmBytesPerSecond());
-    else if (!isa<func::ReturnOp, GetParamOp, ConstantOp>(op) &&
-             op->getDialect() && op->getNumResults() + op->getNumOperands())
-      cost.memorySeconds += bytesOf(op) / gpu.hbmBytesPerSecond();
+    OpCost c;
+    if (double flops = executedFlops(op); flops > 0) {
+      c.kind = "gemm";
+      c.seconds = std::max(flops / gpu.gemmFlops(readsFp8(op)),
+                           bytesOf(op) / gpu.streamBytesPerSecond());
+    } else if (!isa<func::ReturnOp, GetParamOp, ConstantOp>(op) &&
+               op->getNumResults() + op->getNumOperands()) {
+      c.kind = "memory";
+      c.seconds = bytesOf(op) / gpu.streamBytesPerSecond();
+    }
+    if (c.seconds > 0)
+      account(op, c);
     // Expert parallelism: each routed token's row goes to its expert's
     // rank and back (forward x out and y back; backward x, dy and the
     // weight out, dx and its weight gradient back).
@@ -160,6 +255,45 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
     if (auto grad = dyn_cast<ExpertsGradOp>(op))
       exchange(grad.getExpertAxes(), grad.getInput(), grad.getWeights(), 3.0);
   });
+
+  // The busiest pipeline rank sets the pace.
+  auto busy = [&](const RankCost &r) {
+    return microbatches * (r.phase[0] + r.phase[1] + r.phase[2]) + r.phase[3];
+  };
+  const RankCost &rank = *std::max_element(
+      perRank.begin(), perRank.end(),
+      [&](const RankCost &a, const RankCost &b) { return busy(a) < busy(b); });
+  cost.busiestRank = &rank - perRank.data();
+  for (const auto &[kind, seconds] : rank.byKind) {
+    if (kind == "gemm")
+      cost.gemmSeconds = seconds;
+    else if (kind == "memory")
+      cost.memorySeconds = seconds;
+    else
+      cost.commSeconds[kind] = seconds;
+  }
+  cost.gradientReductionSeconds = rank.gradientReduction;
+  // Gradient reductions overlap the backward of the step's last
+  // microbatch (all of it without a pipeline).
+  cost.backwardSeconds = rank.backwardCompute;
+  double passes = microbatches * (rank.phase[0] + rank.phase[1] + rank.phase[2]);
+  cost.pipelineSeconds = passes;
+  if (schedule && ranks > 1) {
+    pp::ScheduleOptions options;
+    options.stages = schedule->stages;
+    options.microbatches = schedule->microbatches;
+    options.virtualStages = schedule->virtualStages;
+    options.forwardCost = std::max(rank.phase[0], 1e-12);
+    double backward = rank.phase[1] + rank.phase[2];
+    bool split = schedule->kind == pp::ScheduleKind::ZeroBubble;
+    options.backwardInputCost =
+        std::max(split ? rank.phase[1] : backward / 2, 1e-12);
+    options.backwardWeightCost =
+        std::max(split ? rank.phase[2] : backward / 2, 1e-12);
+    if (pp::ErrorOr<pp::Timeline> timeline = pp::simulate(*schedule, options))
+      cost.pipelineSeconds = timeline->makespan;
+  }
+  cost.bubbleSeconds = std::max(0.0, cost.pipelineSeconds - passes);
   return cost;
 }
 
@@ -167,7 +301,11 @@ void mlir::moe::printCostReport(const StepCost &cost,
                                 const ClusterSpec &cluster,
                                 llvm::raw_ostream &os) {
   os << "cost per step on " << cluster.name << " (" << cost.ranks << " x "
-     << cluster.gpu.name << "), per rank, no overlap assumed\n";
+     << cluster.gpu.name << "), per rank";
+  if (cost.pipelineRanks > 1)
+    os << ", pipeline rank " << cost.busiestRank << " of " << cost.pipelineRanks
+       << " (the busiest), " << cost.microbatches << " microbatches";
+  os << "\n";
   auto row = [&](llvm::StringRef what, double seconds) {
     os << llvm::format("  %-36s %10.3f ms\n", what.str().c_str(),
                        seconds * 1e3);
@@ -176,6 +314,9 @@ void mlir::moe::printCostReport(const StepCost &cost,
   row("other kernels (HBM bandwidth)", cost.memorySeconds);
   for (const auto &[kind, seconds] : cost.commSeconds)
     row(kind, seconds);
+  row("  of it hidden behind the backward", cost.commTotal() - cost.exposedComm());
+  if (cost.pipelineRanks > 1)
+    row("pipeline bubble", cost.bubbleSeconds);
   row("step", cost.total());
   double total = cost.total();
   double flopsPerSecond = total > 0 ? cost.modelFlops / total : 0;

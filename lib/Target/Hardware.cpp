@@ -17,6 +17,8 @@ template <> struct MappingTraits<GpuSpec> {
     io.mapRequired("hbm_gbps", gpu.hbmGBps);
     io.mapRequired("bf16_tflops", gpu.bf16Tflops);
     io.mapRequired("fp8_tflops", gpu.fp8Tflops);
+    io.mapOptional("gemm_efficiency", gpu.gemmEfficiency, 0.75);
+    io.mapOptional("hbm_efficiency", gpu.hbmEfficiency, 0.8);
   }
   static std::string validate(IO &, GpuSpec &gpu) {
     if (gpu.computeCapability <= 0 || gpu.memoryGiB <= 0 || gpu.hbmGBps <= 0 ||
@@ -24,6 +26,10 @@ template <> struct MappingTraits<GpuSpec> {
       return "gpu '" + gpu.name +
              "': compute_capability, memory_gib, hbm_gbps and bf16_tflops "
              "must be positive, fp8_tflops >= 0";
+    if (!(gpu.gemmEfficiency > 0 && gpu.gemmEfficiency <= 1) ||
+        !(gpu.hbmEfficiency > 0 && gpu.hbmEfficiency <= 1))
+      return "gpu '" + gpu.name +
+             "': gemm_efficiency and hbm_efficiency must be in (0, 1]";
     return "";
   }
 };
@@ -38,6 +44,8 @@ template <> struct MappingTraits<ClusterSpec> {
     io.mapRequired("nvlink_latency_us", cluster.nvlinkLatencyUs);
     io.mapRequired("internode_gbps", cluster.internodeGBps);
     io.mapRequired("internode_latency_us", cluster.internodeLatencyUs);
+    io.mapOptional("nvlink_efficiency", cluster.nvlinkEfficiency, 0.8);
+    io.mapOptional("network_efficiency", cluster.networkEfficiency, 0.8);
   }
   static std::string validate(IO &, ClusterSpec &cluster) {
     if (cluster.nodes <= 0 || cluster.gpusPerNode <= 0 ||
@@ -46,6 +54,10 @@ template <> struct MappingTraits<ClusterSpec> {
       return "cluster '" + cluster.name +
              "': nodes, gpus_per_node and the bandwidths must be positive, "
              "the latencies >= 0";
+    if (!(cluster.nvlinkEfficiency > 0 && cluster.nvlinkEfficiency <= 1) ||
+        !(cluster.networkEfficiency > 0 && cluster.networkEfficiency <= 1))
+      return "cluster '" + cluster.name +
+             "': nvlink_efficiency and network_efficiency must be in (0, 1]";
     return "";
   }
 };

@@ -11,6 +11,7 @@
 #include "moe/Target/ArtifactWriter.h"
 #include "moe/Target/CostModel.h"
 #include "moe/Target/ModelStatistics.h"
+#include "moe/Target/Planner.h"
 #include "moe/Target/SbatchScript.h"
 #include "moe/Target/ShardingReport.h"
 #include "moe/Transforms/Sharding.h"
@@ -170,6 +171,40 @@ static cl::opt<int64_t> sbatchTasksPerNode(
 static cl::opt<std::string> sbatchPartition(
     "partition", cl::desc("--emit-sbatch: the Slurm partition"),
     cl::init(""), cl::cat(moecCategory));
+static cl::opt<bool> planSearch(
+    "plan",
+    cl::desc("choose tp, pp, ep, dp/fsdp, microbatches, remat and FP8 for "
+             "--gpus GPUs of --cluster and --global-batch, print the best "
+             "plans, then compile the best"),
+    cl::init(false), cl::cat(moecCategory));
+static cl::opt<int64_t> planGpus("gpus", cl::desc("--plan: GPUs to use"),
+                                 cl::init(0), cl::cat(moecCategory));
+static cl::opt<int64_t> planGlobalBatch(
+    "global-batch", cl::desc("--plan: sequences per step, all GPUs together"),
+    cl::init(0), cl::cat(moecCategory));
+static cl::opt<std::string> planFix(
+    "plan-fix",
+    cl::desc("--plan: choices to keep fixed, e.g. tp=8,pp=4,vpp=2,ep=8,mb=1,"
+             "fsdp=1,remat=full,fp8=0,schedule=interleaved"),
+    cl::init(""), cl::cat(moecCategory));
+static cl::opt<std::string> planSoftware(
+    "plan-software",
+    cl::desc("--plan: how the runtime behaves (default moe-run's), e.g. "
+             "attention=unfused,dp-overlap=0,tp-overlap=1,fp8=linears,"
+             "weight-bytes=2,gradient-bytes=2,optimizer-bytes=12,"
+             "activation-bytes=2"),
+    cl::init(""), cl::cat(moecCategory));
+static cl::opt<unsigned> planTop("plan-top",
+                                 cl::desc("--plan: how many plans to print"),
+                                 cl::init(5), cl::cat(moecCategory));
+static cl::opt<bool> planKeepOverMemory(
+    "plan-keep-over-memory",
+    cl::desc("--plan: also rank plans that do not fit memory (to predict a "
+             "published run; such plans are marked)"),
+    cl::init(false), cl::cat(moecCategory));
+static cl::opt<bool> planOnly(
+    "plan-only", cl::desc("--plan: print the plans, compile nothing"),
+    cl::init(false), cl::cat(moecCategory));
 static cl::opt<uint64_t> seed("seed",
                               cl::desc("parameter initialisation seed"),
                               cl::init(1234), cl::cat(moecCategory));
@@ -344,6 +379,93 @@ static LogicalResult writeSbatch(ModuleOp module, StringRef artifact,
   return success();
 }
 
+/// The moec target of a GPU (by compute capability).
+static std::string targetOf(const mlir::moe::GpuSpec &gpu) {
+  return gpu.computeCapability >= 90 ? "h100" : "a100";
+}
+
+/// --plan: searches, prints the best plans and sets the options that
+/// compile the best; `done` when only the plans were asked for.
+static LogicalResult applyPlan(ModuleOp module, bool &done) {
+  if (clusterFile.empty() || planGpus <= 0 || planGlobalBatch <= 0) {
+    llvm::errs() << "moec: error: --plan needs --cluster FILE, --gpus N and "
+                    "--global-batch B (positive)\n";
+    return failure();
+  }
+  if (!meshSpec.empty() || pipelineStages > 1 || microbatches > 0) {
+    llvm::errs() << "moec: error: --plan chooses the mesh, --pp and "
+                    "--microbatches; fix choices with --plan-fix instead\n";
+    return failure();
+  }
+  llvm::Expected<mlir::moe::ClusterSpec> cluster =
+      mlir::moe::loadCluster(clusterFile);
+  if (!cluster) {
+    llvm::errs() << "moec: error: " << llvm::toString(cluster.takeError())
+                 << "\n";
+    return failure();
+  }
+  if (planGpus > cluster->gpus()) {
+    llvm::errs() << "moec: error: --gpus " << planGpus << " exceeds the "
+                 << cluster->gpus() << " GPUs of " << clusterFile << "\n";
+    return failure();
+  }
+  FailureOr<mlir::moe::ModelShape> model = mlir::moe::modelShapeOf(module);
+  if (failed(model))
+    return failure();
+  std::string error;
+  FailureOr<mlir::moe::PlanConstraints> constraints =
+      mlir::moe::parsePlanConstraints(planFix, error);
+  if (failed(constraints)) {
+    llvm::errs() << "moec: error: --plan-fix: " << error << "\n";
+    return failure();
+  }
+  constraints->keepOverMemory = planKeepOverMemory;
+  FailureOr<mlir::moe::SoftwareTraits> software =
+      mlir::moe::parseSoftwareTraits(planSoftware, error);
+  if (failed(software)) {
+    llvm::errs() << "moec: error: --plan-software: " << error << "\n";
+    return failure();
+  }
+  mlir::moe::PlanSearchResult result = mlir::moe::searchPlans(
+      *model, *cluster, planGpus, planGlobalBatch, *constraints, *software,
+      std::max(1u, planTop.getValue()));
+  mlir::moe::printPlans(result, *model, *cluster, planGpus, planGlobalBatch,
+                        llvm::outs());
+  if (result.best.empty()) {
+    llvm::errs() << "moec: error: no plan fits " << planGpus << " x "
+                 << cluster->gpu.name << " (" << result.considered
+                 << " considered, " << result.rejectedMemory
+                 << " over memory)\n";
+    return failure();
+  }
+  done = planOnly;
+  if (done)
+    return success();
+  const mlir::moe::ParallelPlan &best = result.best.front().plan;
+  for (auto transformer : module.getOps<mlir::moe::TransformerOp>())
+    transformer.setBatch(planGlobalBatch);
+  meshSpec = best.meshSpec();
+  pipelineStages = best.pp;
+  virtualStages = best.virtualStages;
+  scheduleKind = best.schedule;
+  microbatches = result.best.front().microbatches;
+  target = targetOf(cluster->gpu);
+  if (best.fp8) {
+    if (cluster->gpu.fp8Tflops > 0)
+      fp8Gemms = "experts";
+    fp8Dispatch = best.ep > 1;
+  }
+  llvm::outs() << "compiling #1: --mesh " << meshSpec << " --pp "
+               << pipelineStages << " --virtual-stages " << virtualStages
+               << " --microbatches " << microbatches << " --target " << target
+               << "\n";
+  if (best.remat != mlir::moe::Remat::None)
+    llvm::outs() << "  remat=" << mlir::moe::toString(best.remat)
+                 << " is the plan's; moec recomputes in the compiled step "
+                    "only under --memory-budget\n";
+  return success();
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAsmPrinterCLOptions();
@@ -384,6 +506,14 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;
+
+  if (planSearch) {
+    bool done = false;
+    if (failed(applyPlan(*module, done)))
+      return 1;
+    if (done)
+      return 0;
+  }
 
   if (!meshSpec.empty()) {
     std::string error;
@@ -521,7 +651,9 @@ int main(int argc, char **argv) {
       return 1;
     }
     mlir::moe::printCostReport(
-        mlir::moe::estimateStepCost(*module, step, *cluster), *cluster,
+        mlir::moe::estimateStepCost(*module, step, *cluster,
+                                    schedule ? &*schedule : nullptr),
+        *cluster,
         llvm::outs());
   }
 

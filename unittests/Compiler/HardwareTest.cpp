@@ -20,7 +20,7 @@ std::string bundled(const char *name) {
 TEST(HardwareTest, GpusAgreeWithTheTargets) {
   llvm::Expected<std::vector<GpuSpec>> gpus = loadGpus(bundled("gpus.yaml"));
   ASSERT_TRUE(static_cast<bool>(gpus)) << llvm::toString(gpus.takeError());
-  ASSERT_EQ(gpus->size(), 5u);
+  ASSERT_EQ(gpus->size(), 6u);
   for (const GpuSpec &gpu : *gpus) {
     SCOPED_TRACE(gpu.name);
     // The FP8 GEMM peak exists exactly where the target has FP8 GEMMs.

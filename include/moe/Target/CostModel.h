@@ -1,19 +1,22 @@
 //===- CostModel.h - predicted step time on a cluster -----------*- C++ -*-===//
 //
-// A first cost model (issue 8) of a compiled, partitioned step on one rank:
-//   * each op by the roofline: the larger of its FLOPs at the GPU's peak
-//     (FP8 for FP8 expert GEMMs on GPUs with FP8 tensor cores) and its
-//     operand and result bytes at HBM bandwidth;
-//   * each collective by alpha-beta with ring algorithms: an all-reduce
-//     moves 2 (n-1)/n of its bytes in 2 (n-1) steps, an all-gather, a
-//     reduce-scatter and the expert all-to-all (n-1)/n in n-1 steps, over
-//     NVLink when the group fits in a node and over the network otherwise.
-// No overlap is assumed yet, nor a pipeline bubble: the step is the sum.
+// The cost model (issue 8) of a compiled, partitioned step on one rank:
+//   * each op by the roofline: the larger of its FLOPs at the GPU's fitted
+//     GEMM rate (FP8 for FP8 expert GEMMs on GPUs with FP8 tensor cores)
+//     and its operand and result bytes at HBM's streaming rate;
+//   * each collective by alpha-beta with hierarchical ring algorithms
+//     (Collectives.h), over NVLink inside a node and the network across;
+//   * a pipelined step by replaying its schedule (moe::pipeline::simulate)
+//     with the busiest pipeline rank's forward and backward per microbatch.
+// Gradient reductions (collectives only the optimizer reads) overlap the
+// backward pass of the last microbatch, as on the GPU's communication
+// stream; all other communication is exposed.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_TARGET_COSTMODEL_H
 #define MOE_TARGET_COSTMODEL_H
 
+#include "moe/Pipeline/Schedule.h"
 #include "moe/Target/Hardware.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -37,13 +40,25 @@ struct StepCost {
   /// Tokens of the whole step (all ranks).
   int64_t tokens = 0;
 
+  /// Seconds of the gradient reductions, and of the backward pass's compute
+  /// they can hide behind.
+  double gradientReductionSeconds = 0, backwardSeconds = 0;
+  /// A pipelined step: its pipeline ranks and microbatches, the busiest
+  /// rank (the one reported), the schedule's makespan and its idle part.
+  int64_t pipelineRanks = 1, microbatches = 1, busiestRank = 0;
+  double pipelineSeconds = 0, bubbleSeconds = 0;
+
   double commTotal() const;
-  double total() const { return gemmSeconds + memorySeconds + commTotal(); }
+  /// The communication the compute does not hide.
+  double exposedComm() const;
+  double total() const;
 };
 
-/// Predicts `step` (partitioned, per rank) on `cluster`.
+/// Predicts `step` (partitioned, per rank) on `cluster`; `schedule` is the
+/// pipeline schedule of a split step (null otherwise).
 StepCost estimateStepCost(ModuleOp module, func::FuncOp step,
-                          const ClusterSpec &cluster);
+                          const ClusterSpec &cluster,
+                          const ::moe::pipeline::Schedule *schedule = nullptr);
 
 /// `moec --report=cost`.
 void printCostReport(const StepCost &cost, const ClusterSpec &cluster,

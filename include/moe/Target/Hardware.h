@@ -23,6 +23,10 @@ struct GpuSpec {
   std::string name;
   int computeCapability = 0;
   double memoryGiB = 0, hbmGBps = 0, bf16Tflops = 0, fp8Tflops = 0;
+  /// Fractions of the peaks that real kernels reach: large GEMMs of the
+  /// tensor cores, and streaming kernels of HBM. Fitted, not data-sheet
+  /// figures (docs/cost-model.md says how).
+  double gemmEfficiency = 0.75, hbmEfficiency = 0.8;
 
   double memoryBytes() const { return memoryGiB * 1073741824.0; }
   double hbmBytesPerSecond() const { return hbmGBps * 1e9; }
@@ -30,6 +34,11 @@ struct GpuSpec {
   /// tensor cores (BF16 otherwise: FP8 is then storage only).
   double peakFlops(bool fp8) const {
     return (fp8 && fp8Tflops > 0 ? fp8Tflops : bf16Tflops) * 1e12;
+  }
+  /// What GEMMs and streaming kernels reach.
+  double gemmFlops(bool fp8) const { return peakFlops(fp8) * gemmEfficiency; }
+  double streamBytesPerSecond() const {
+    return hbmBytesPerSecond() * hbmEfficiency;
   }
 };
 
@@ -40,6 +49,9 @@ struct ClusterSpec {
   /// Per GPU and direction, GB/s and microseconds.
   double nvlinkGBps = 0, nvlinkLatencyUs = 0;
   double internodeGBps = 0, internodeLatencyUs = 0;
+  /// Fractions of the link bandwidths collectives reach (NCCL's bus
+  /// bandwidth against the wire's).
+  double nvlinkEfficiency = 0.8, networkEfficiency = 0.8;
 
   int64_t gpus() const { return nodes * gpusPerNode; }
 };

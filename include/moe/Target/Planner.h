@@ -1,0 +1,192 @@
+//===- Planner.h - the parallelism plan search ------------------*- C++ -*-===//
+//
+// `moec --plan` (issue 8): chooses tp, pp (and virtual stages), ep, dp or
+// fsdp, the microbatch size, the rematerialization policy and FP8 for a
+// model on a cluster, from an analytical model of one training step per
+// GPU:
+//   * compute per layer by the roofline with the GPU's fitted efficiencies
+//     (GEMMs at tensor-core FLOP/s, the rest at HBM bandwidth);
+//   * tensor-parallel all-reduces, expert all-to-alls, pipeline sends and
+//     data-parallel / FSDP collectives by the hierarchical ring model
+//     (Collectives.h), overlapped where the software overlaps them;
+//   * the pipeline by replaying the schedule (moe::pipeline::simulate) with
+//     the stage's forward and backward times;
+//   * memory per GPU: weights, gradients and optimizer state (sharded by
+//     tp, pp, ep and fsdp), the activations of the microbatches the
+//     schedule keeps in flight, and the logits.
+// The same model predicts published runs (bench/published/), whose
+// software traits (attention kernel, overlap) are given with them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_TARGET_PLANNER_H
+#define MOE_TARGET_PLANNER_H
+
+#include "moe/Pipeline/Schedule.h"
+#include "moe/Target/Hardware.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::moe {
+
+/// A decoder-only transformer's sizes, from its moe.transformer.
+struct ModelShape {
+  std::string name;
+  int64_t vocab = 0, hidden = 0, layers = 0, heads = 0, kvHeads = 0;
+  /// MoE layers: `experts` SwiGLU experts of width `ffn`, top_k per token.
+  int64_t experts = 1, topK = 1, ffn = 0;
+  /// Dense layers (SwiGLU of width denseFfn).
+  int64_t denseLayers = 0, denseFfn = 0;
+  int64_t seq = 0;
+
+  int64_t moeLayers() const { return layers - denseLayers; }
+  /// Weights outside the experts (attention, norms, routers, dense MLPs,
+  /// embedding and head), and the experts'.
+  double denseParams() const;
+  double expertParams() const;
+  double totalParams() const { return denseParams() + expertParams(); }
+  /// Model FLOPs of one token, forward and backward (3x the forward's
+  /// matmuls, no recomputation), causal attention counted half: the
+  /// numerator of MFU.
+  double modelFlopsPerToken() const;
+};
+
+/// The shape of the module's moe.transformer; an error (emitted at the
+/// module) when there is none.
+FailureOr<ModelShape> modelShapeOf(ModuleOp module);
+
+enum class Remat {
+  None,
+  /// Attention's core (scores and softmax) is recomputed, the rest kept.
+  Selective,
+  /// Each layer keeps only its input and recomputes the rest.
+  Full,
+};
+const char *toString(Remat remat);
+
+struct ParallelPlan {
+  int64_t tp = 1, pp = 1, virtualStages = 1;
+  /// Data-parallel replicas of the dense weights (all GPUs / (tp pp)); the
+  /// experts are split over `ep` of them.
+  int64_t dp = 1, ep = 1;
+  /// Dense weights, gradients and optimizer state sharded over dp (and
+  /// experts' over dp / ep) instead of replicated.
+  bool fsdp = false;
+  int64_t microbatchSize = 1;
+  Remat remat = Remat::None;
+  /// FP8 GEMMs where the GPU has FP8 tensor cores; FP8 expert dispatch.
+  bool fp8 = false;
+  ::moe::pipeline::ScheduleKind schedule = ::moe::pipeline::ScheduleKind::OneFOneB;
+
+  int64_t gpus() const { return tp * pp * dp; }
+  /// moec's --mesh for this plan (without pp).
+  std::string meshSpec() const;
+  std::string describe() const;
+};
+
+/// How the software running the plan behaves, where runtimes differ.
+/// moec's own: fused attention, gradient reductions on the communication
+/// stream, FP8 for the experts only, fp32 weights and gradients.
+struct SoftwareTraits {
+  /// Attention scores never reach HBM (flash-style); otherwise the b x
+  /// heads x s x s scores are written and read by separate kernels.
+  bool fusedAttention = true;
+  /// Data-parallel gradient reductions overlap the backward pass; FSDP
+  /// gathers overlap the layers before them.
+  bool overlapDataParallel = true;
+  /// Tensor-parallel collectives overlap their GEMMs (async TP).
+  bool overlapTensorParallel = false;
+  /// Element-wise steps (norms, activations, residuals) run as fused
+  /// kernels (a compiler, or hand-written ones), not one kernel per
+  /// operator as in eager PyTorch.
+  bool fusedElementwise = true;
+  /// FP8 applies to every linear layer, not only the experts.
+  bool fp8AllLinears = false;
+  /// Bytes per weight element of the copy the GEMMs read, of a gradient
+  /// (as reduced), and of optimizer state per weight (master copy and
+  /// moments).
+  double weightBytes = 4, gradientBytes = 4, optimizerBytes = 8;
+  /// Bytes per activation element.
+  double activationBytes = 4;
+};
+
+/// The predicted step of one plan, per GPU (the busiest pipeline stage).
+struct PlanCost {
+  ParallelPlan plan;
+  int64_t microbatches = 0;
+  /// Seconds of one microbatch's forward and backward on the stage
+  /// (compute and the communication on their critical path).
+  double forwardSeconds = 0, backwardSeconds = 0;
+  /// Of the step: compute, pipeline bubble, communication per kind and
+  /// the part of it exposed, the optimizer.
+  double computeSeconds = 0, bubbleSeconds = 0, optimizerSeconds = 0;
+  std::map<std::string, double> commSeconds;
+  double exposedCommSeconds = 0;
+  double stepSeconds = 0;
+  double tokensPerSecondPerGpu = 0, mfu = 0;
+  /// Bytes per GPU.
+  double weightMemory = 0, gradientMemory = 0, optimizerMemory = 0,
+         activationMemory = 0, peakMemory = 0;
+  bool fits = false;
+};
+
+/// Why a plan cannot run at all (sizes do not divide), or none.
+std::optional<std::string> checkPlan(const ModelShape &model,
+                                     const ParallelPlan &plan,
+                                     int64_t globalBatch);
+
+/// Predicts `plan` for a global batch of `globalBatch` sequences; the plan
+/// must pass checkPlan. `simulatePipeline` replays the schedule for the
+/// bubble (otherwise its closed form for equal stages is used).
+PlanCost evaluatePlan(const ModelShape &model, const ParallelPlan &plan,
+                      const ClusterSpec &cluster, int64_t globalBatch,
+                      const SoftwareTraits &software,
+                      bool simulatePipeline = true);
+
+/// What the search may choose; an unset field is searched, a set one fixed.
+struct PlanConstraints {
+  std::optional<int64_t> tp, pp, virtualStages, ep, microbatchSize;
+  std::optional<bool> fsdp, fp8;
+  std::optional<Remat> remat;
+  std::optional<::moe::pipeline::ScheduleKind> schedule;
+  /// Keep plans over memory too (to predict a published run whose memory
+  /// the model overestimates); they are marked.
+  bool keepOverMemory = false;
+};
+
+/// Parses "tp=8,pp=4,vpp=2,ep=8,mb=1,fsdp=1,remat=full,fp8=0,
+/// schedule=interleaved"; an error names the bad entry.
+FailureOr<PlanConstraints> parsePlanConstraints(llvm::StringRef text,
+                                                std::string &error);
+
+/// Parses "attention=unfused,dp-overlap=0,tp-overlap=1,fp8=linears,
+/// weight-bytes=2,gradient-bytes=2,optimizer-bytes=12,activation-bytes=2"
+/// over moec's defaults; an error names the bad entry.
+FailureOr<SoftwareTraits> parseSoftwareTraits(llvm::StringRef text,
+                                              std::string &error);
+
+struct PlanSearchResult {
+  /// The best plans that fit, fastest first.
+  std::vector<PlanCost> best;
+  int64_t considered = 0, rejectedMemory = 0;
+};
+
+/// Searches the plans for `gpus` GPUs of `cluster`, keeping the `keep`
+/// fastest that fit memory.
+PlanSearchResult searchPlans(const ModelShape &model, const ClusterSpec &cluster,
+                             int64_t gpus, int64_t globalBatch,
+                             const PlanConstraints &constraints,
+                             const SoftwareTraits &software, size_t keep);
+
+/// `moec --plan`'s table.
+void printPlans(const PlanSearchResult &result, const ModelShape &model,
+                const ClusterSpec &cluster, int64_t gpus, int64_t globalBatch,
+                llvm::raw_ostream &os);
+
+} // namespace mlir::moe
+
+#endif // MOE_TARGET_PLANNER_H

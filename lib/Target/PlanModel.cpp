@@ -1,0 +1,486 @@
+//===- PlanModel.cpp - the predicted step of a parallelism plan -----------===//
+//
+// The analytical step model behind `moec --plan` and bench/published/
+// (Planner.h). Everything is per GPU of the busiest pipeline stage and per
+// microbatch, then assembled by the pipeline schedule.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Target/Planner.h"
+#include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Target/Collectives.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::moe;
+namespace pp = ::moe::pipeline;
+
+//===----------------------------------------------------------------------===//
+// ModelShape
+//===----------------------------------------------------------------------===//
+
+/// Weights of one layer outside its MLP: q, k, v, o and two norms.
+static double attentionParams(const ModelShape &m) {
+  double h = m.hidden, kv = m.kvHeads * (m.hidden / m.heads);
+  return h * (2 * h + 2 * kv) + 2 * h;
+}
+
+double ModelShape::denseParams() const {
+  double h = hidden;
+  return layers * attentionParams(*this) + denseLayers * 3.0 * h * denseFfn +
+         moeLayers() * h * experts + 2.0 * vocab * h + h;
+}
+
+double ModelShape::expertParams() const {
+  return static_cast<double>(moeLayers()) * experts * 3.0 * hidden * ffn;
+}
+
+double ModelShape::modelFlopsPerToken() const {
+  double h = hidden, kv = kvHeads * (hidden / heads);
+  double attention = 2 * h * (2 * h + 2 * kv) + 2.0 * seq * h; // causal: half
+  double forward = layers * attention + denseLayers * 6.0 * h * denseFfn +
+                   moeLayers() * (6.0 * h * ffn * topK + 2 * h * experts) +
+                   2.0 * h * vocab;
+  return 3 * forward;
+}
+
+FailureOr<ModelShape> mlir::moe::modelShapeOf(ModuleOp module) {
+  auto transformers = module.getOps<TransformerOp>();
+  if (transformers.empty())
+    return module.emitError()
+           << "--plan needs the model's sizes (a moe.transformer)";
+  TransformerOp t = *transformers.begin();
+  ModelShape shape;
+  shape.name = t.getSymName().str();
+  shape.vocab = t.getVocab();
+  shape.hidden = t.getHidden();
+  shape.layers = t.getLayers();
+  shape.heads = t.getHeads();
+  shape.kvHeads = t.getKvHeads();
+  shape.experts = t.getExperts();
+  shape.topK = t.getTopK();
+  shape.ffn = t.getFfn();
+  shape.denseLayers = static_cast<int64_t>(t.getDenseLayers().size());
+  shape.denseFfn = t.getDenseFfn() ? static_cast<int64_t>(*t.getDenseFfn())
+                                   : shape.ffn;
+  shape.seq = t.getSeq();
+  return shape;
+}
+
+//===----------------------------------------------------------------------===//
+// Plans
+//===----------------------------------------------------------------------===//
+
+const char *mlir::moe::toString(Remat remat) {
+  switch (remat) {
+  case Remat::None:
+    return "none";
+  case Remat::Selective:
+    return "selective";
+  case Remat::Full:
+    return "full";
+  }
+  return "?";
+}
+
+std::string ParallelPlan::meshSpec() const {
+  std::string spec = (fsdp ? "fsdp=" : "dp=") + std::to_string(dp / ep);
+  if (ep > 1)
+    spec += ",ep=" + std::to_string(ep);
+  if (tp > 1)
+    spec += ",tp=" + std::to_string(tp);
+  return spec;
+}
+
+std::string ParallelPlan::describe() const {
+  std::string text = llvm::formatv("tp={0} pp={1}", tp, pp);
+  if (virtualStages > 1)
+    text += llvm::formatv(" vpp={0}", virtualStages).str();
+  text += llvm::formatv(" {0}={1} ep={2} mb={3} remat={4}{5}",
+                        fsdp ? "fsdp" : "dp", dp, ep, microbatchSize,
+                        toString(remat), fp8 ? " fp8" : "")
+              .str();
+  if (pp > 1)
+    text += std::string(" ") + pp::toString(schedule);
+  return text;
+}
+
+std::optional<std::string> mlir::moe::checkPlan(const ModelShape &model,
+                                                const ParallelPlan &plan,
+                                                int64_t globalBatch) {
+  if (plan.tp < 1 || plan.pp < 1 || plan.dp < 1 || plan.ep < 1 ||
+      plan.virtualStages < 1 || plan.microbatchSize < 1)
+    return std::string("every degree must be at least 1");
+  if (model.heads % plan.tp || model.hidden % plan.tp || model.ffn % plan.tp ||
+      model.denseFfn % plan.tp)
+    return llvm::formatv("tp={0} does not divide the heads, hidden and MLP "
+                         "widths",
+                         plan.tp)
+        .str();
+  if (plan.pp * plan.virtualStages > model.layers)
+    return llvm::formatv("pp={0} x {1} virtual stages exceeds the {2} layers",
+                         plan.pp, plan.virtualStages, model.layers)
+        .str();
+  if (plan.dp % plan.ep || model.experts % plan.ep)
+    return llvm::formatv("ep={0} must divide dp={1} and the {2} experts",
+                         plan.ep, plan.dp, model.experts)
+        .str();
+  if (globalBatch % (plan.dp * plan.microbatchSize))
+    return llvm::formatv("dp={0} x microbatch {1} does not divide the global "
+                         "batch of {2}",
+                         plan.dp, plan.microbatchSize, globalBatch)
+        .str();
+  int64_t microbatches = globalBatch / (plan.dp * plan.microbatchSize);
+  if (plan.pp > 1) {
+    pp::ScheduleOptions options;
+    options.stages = static_cast<int>(plan.pp);
+    options.microbatches = static_cast<int>(microbatches);
+    options.virtualStages = static_cast<int>(plan.virtualStages);
+    if (std::optional<std::string> error =
+            pp::validateOptions(plan.schedule, options))
+      return *error;
+    if (microbatches < plan.pp)
+      return llvm::formatv("{0} microbatches cannot fill {1} stages",
+                           microbatches, plan.pp)
+          .str();
+  }
+  return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
+// The step
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// One microbatch's pass over one layer on one GPU, split into what the
+/// tensor cores, HBM and the links spend.
+struct LayerPass {
+  double gemm = 0, memory = 0, tensorComm = 0, expertComm = 0;
+  double compute() const { return gemm + memory; }
+};
+
+/// The step's pieces for one layer kind (dense or MoE).
+struct LayerCosts {
+  LayerPass forward, backward;
+  /// Activation bytes a microbatch keeps between its forward and backward.
+  double keptBytes = 0;
+  /// Bytes the recomputation of one layer needs at once (full remat).
+  double fullBytes = 0;
+};
+
+LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
+                      const ClusterSpec &cluster, const SoftwareTraits &sw,
+                      bool moeLayer) {
+  const GpuSpec &gpu = cluster.gpu;
+  double t = plan.tp, tokens = plan.microbatchSize * model.seq;
+  double h = model.hidden, kv = model.kvHeads * (model.hidden / model.heads);
+  double act = sw.activationBytes;
+  bool fp8Gemm = plan.fp8 && gpu.fp8Tflops > 0;
+  double linearRate = gpu.gemmFlops(fp8Gemm && sw.fp8AllLinears);
+  double expertRate = gpu.gemmFlops(fp8Gemm);
+  double width = moeLayer ? model.ffn : model.denseFfn;
+  double routed = moeLayer ? model.topK : 1.0;
+
+  LayerPass fwd;
+  double attnLinear = 2 * tokens * h * (2 * h + 2 * kv) / t;
+  // Causal scores and the weighted sum: a fused kernel skips the masked
+  // half, an unfused one computes the whole square.
+  double attnCore = 4 * tokens * model.seq * h / t *
+                    (sw.fusedAttention ? 0.5 : 1.0);
+  double mlp = 6 * tokens * routed * h * width / t;
+  double router = moeLayer ? 2 * tokens * h * model.experts : 0;
+  fwd.gemm = (attnLinear + router) / linearRate +
+             attnCore / gpu.gemmFlops(false) +
+             mlp / (moeLayer ? expertRate : linearRate);
+  // Streaming kernels (sequence parallel: each GPU does 1/t of the tokens):
+  // two norms, two residual adds and RoPE over h; SwiGLU over the width;
+  // the experts' permutation of routed rows.
+  double stream = tokens * (12 * h + 3 * routed * width) * act / t;
+  if (moeLayer)
+    stream += tokens * routed * h * act * 4 / t;
+  // Unfused, each of those element-wise steps is several kernels (a norm is
+  // a power, a mean, a reciprocal root and two products), each a pass.
+  if (!sw.fusedElementwise)
+    stream *= 3;
+  // Dynamic FP8 scaling: each GEMM input is read for its amax, read again
+  // and written as FP8 (5 bytes per bf16 element); the backward casts the
+  // output gradient and the transposed inputs again.
+  double fp8Inputs = 0;
+  if (fp8Gemm && sw.fp8AllLinears)
+    fp8Inputs += tokens * (3 * h + h) / t;
+  if (fp8Gemm)
+    fp8Inputs += tokens * routed * (2 * h + width) / t;
+  double fp8Casts = fp8Inputs * (2 * act + 1);
+  stream += fp8Casts;
+  double scores = plan.microbatchSize * (model.heads / t) * model.seq *
+                  static_cast<double>(model.seq) * act;
+  double unfused = sw.fusedAttention ? 0 : 4 * scores;
+  fwd.memory = (stream + unfused) / gpu.streamBytesPerSecond();
+
+  CollectiveGroup tpGroup = stridedGroup(plan.tp, 1, cluster.gpusPerNode);
+  // Two all-reduces of the layer's output per pass (attention and MLP), or
+  // their sequence-parallel all-gather/reduce-scatter pairs (same bytes).
+  double tpComm = 2 * allReduceSeconds(cluster, tpGroup, tokens * h * act);
+  if (sw.overlapTensorParallel)
+    tpComm = std::max(0.0, tpComm - fwd.gemm);
+  fwd.tensorComm = tpComm;
+  if (moeLayer && plan.ep > 1) {
+    CollectiveGroup epGroup = stridedGroup(plan.ep, plan.tp, cluster.gpusPerNode);
+    double rows = tokens * model.topK / t;
+    fwd.expertComm =
+        allToAllSeconds(cluster, epGroup, rows * h * (plan.fp8 ? 1.0 : act)) +
+        allToAllSeconds(cluster, epGroup, rows * h * act);
+  }
+
+  LayerCosts costs;
+  costs.forward = fwd;
+  LayerPass &bwd = costs.backward;
+  // Input and weight gradients: two GEMMs per forward GEMM.
+  bwd.gemm = 2 * fwd.gemm;
+  bwd.memory = 2 * fwd.memory + fp8Casts / gpu.streamBytesPerSecond();
+  bwd.tensorComm = fwd.tensorComm;
+  bwd.expertComm = fwd.expertComm;
+  if (plan.remat == Remat::Full) {
+    bwd.gemm += fwd.gemm;
+    bwd.memory += fwd.memory;
+    bwd.tensorComm += fwd.tensorComm;
+    bwd.expertComm += fwd.expertComm;
+  } else if (plan.remat == Remat::Selective) {
+    bwd.gemm += attnCore / gpu.gemmFlops(false);
+    bwd.memory += unfused / gpu.streamBytesPerSecond();
+  }
+
+  // Kept per token: norm inputs, residual, q/k/v and attention output over
+  // h; the MLP's input, gate, up and product per routed row; an unfused
+  // attention also keeps the softmax and its dropout mask per head.
+  double kept = 5 * h + 2 * kv + routed * (3 * width + (moeLayer ? h : 0));
+  double full = tokens * kept * act / t + (sw.fusedAttention ? 0 : 2 * scores);
+  costs.fullBytes = full;
+  switch (plan.remat) {
+  case Remat::None:
+    costs.keptBytes = full;
+    break;
+  case Remat::Selective:
+    costs.keptBytes = tokens * kept * act / t;
+    break;
+  case Remat::Full:
+    costs.keptBytes = tokens * h * act / t;
+    break;
+  }
+  return costs;
+}
+
+/// The makespan of the pipeline for stage passes of `forward` and
+/// `backward` seconds per microbatch, and each rank's peak activations in
+/// chunk units.
+struct PipelineRun {
+  double makespan = 0;
+  std::vector<int> inFlight;
+};
+
+PipelineRun runPipeline(const ParallelPlan &plan, int64_t microbatches,
+                        double forward, double backward, bool simulate) {
+  PipelineRun run;
+  double m = static_cast<double>(microbatches), p = plan.pp,
+         v = plan.virtualStages;
+  if (plan.pp == 1) {
+    run.makespan = m * (forward + backward);
+    run.inFlight = {1};
+    return run;
+  }
+  pp::ScheduleOptions options;
+  options.stages = static_cast<int>(plan.pp);
+  options.microbatches = static_cast<int>(microbatches);
+  options.virtualStages = static_cast<int>(plan.virtualStages);
+  options.forwardCost = std::max(forward, 1e-12);
+  options.backwardInputCost = std::max(backward / 2, 1e-12);
+  options.backwardWeightCost = std::max(backward / 2, 1e-12);
+  pp::ErrorOr<pp::Schedule> schedule = pp::buildSchedule(plan.schedule, options);
+  if (schedule)
+    run.inFlight = pp::peakInFlight(*schedule);
+  if (simulate && schedule) {
+    if (pp::ErrorOr<pp::Timeline> timeline = pp::simulate(*schedule, options)) {
+      run.makespan = timeline->makespan;
+      return run;
+    }
+  }
+  // Equal stages: the 1F1B bubble is (p - 1) passes, a factor v shorter
+  // interleaved; ZB-H1 fills all but the forwards' share.
+  double bubble = plan.schedule == pp::ScheduleKind::ZeroBubble
+                      ? (p - 1) * forward
+                      : (p - 1) * (forward + backward) / v;
+  if (plan.schedule == pp::ScheduleKind::GPipe)
+    bubble = (p - 1) * (forward + backward);
+  run.makespan = m * (forward + backward) + bubble;
+  if (run.inFlight.empty())
+    run.inFlight.assign(plan.pp, static_cast<int>(plan.pp * plan.virtualStages));
+  return run;
+}
+} // namespace
+
+PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
+                                 const ParallelPlan &plan,
+                                 const ClusterSpec &cluster,
+                                 int64_t globalBatch,
+                                 const SoftwareTraits &sw,
+                                 bool simulatePipeline) {
+  const GpuSpec &gpu = cluster.gpu;
+  PlanCost cost;
+  cost.plan = plan;
+  int64_t microbatches = globalBatch / (plan.dp * plan.microbatchSize);
+  cost.microbatches = microbatches;
+  double t = plan.tp, tokens = plan.microbatchSize * model.seq;
+  double h = model.hidden, act = sw.activationBytes;
+
+  LayerCosts dense = layerCosts(model, plan, cluster, sw, false);
+  LayerCosts routed = layerCosts(model, plan, cluster, sw, true);
+  // The busiest stage: the cut balances cost, so it holds its share of the
+  // layers (MoE layers first, the heavier) plus the head.
+  double stageLayers = std::ceil(static_cast<double>(model.layers) / plan.pp);
+  double stageMoe = std::min<double>(stageLayers, model.moeLayers());
+  double stageDense = stageLayers - stageMoe;
+  auto sum = [&](auto field) {
+    return stageMoe * field(routed) + stageDense * field(dense);
+  };
+  // The head: logits GEMM and the loss's softmax over the vocabulary.
+  double headGemm = 2 * tokens * h * model.vocab / t / gpu.gemmFlops(false);
+  double headStream = 3 * tokens * model.vocab * 4.0 / t / gpu.streamBytesPerSecond();
+
+  double fwdCompute = sum([](const LayerCosts &c) { return c.forward.compute(); }) +
+                      headGemm + headStream;
+  double bwdCompute = sum([](const LayerCosts &c) { return c.backward.compute(); }) +
+                      2 * headGemm + headStream;
+  double fwdTp = sum([](const LayerCosts &c) { return c.forward.tensorComm; });
+  double bwdTp = sum([](const LayerCosts &c) { return c.backward.tensorComm; });
+  double fwdEp = sum([](const LayerCosts &c) { return c.forward.expertComm; });
+  double bwdEp = sum([](const LayerCosts &c) { return c.backward.expertComm; });
+  double p2p = 0;
+  if (plan.pp > 1) {
+    // Neighbouring stages are tp * dp ranks apart.
+    bool within = plan.tp * plan.dp < cluster.gpusPerNode;
+    p2p = plan.virtualStages * sendSeconds(cluster, within, tokens * h * act / t);
+  }
+  double forward = fwdCompute + fwdTp + fwdEp + p2p;
+  double backward = bwdCompute + bwdTp + bwdEp + p2p;
+  cost.forwardSeconds = forward;
+  cost.backwardSeconds = backward;
+  double m = static_cast<double>(microbatches);
+  PipelineRun run =
+      runPipeline(plan, microbatches, forward, backward, simulatePipeline);
+  cost.computeSeconds = m * (fwdCompute + bwdCompute);
+  cost.bubbleSeconds = std::max(0.0, run.makespan - m * (forward + backward));
+  cost.commSeconds["tensor-parallel all-reduce"] = m * (fwdTp + bwdTp);
+  if (plan.ep > 1 && model.moeLayers() > 0)
+    cost.commSeconds["expert all-to-all"] = m * (fwdEp + bwdEp);
+  if (plan.pp > 1)
+    cost.commSeconds["pipeline send/recv"] = m * 2 * p2p;
+  // On the critical path of every microbatch, so inside the makespan.
+  double passComm = m * (fwdTp + bwdTp + fwdEp + bwdEp + 2 * p2p);
+  double dataParallelExposed = 0;
+
+  // Weights per GPU on the busiest stage (its layers, plus the embedding or
+  // the head).
+  double perLayerDense = (model.denseParams() - 2.0 * model.vocab * h - h) /
+                         model.layers;
+  // One stage holds both the embedding and the head without a pipeline.
+  double tables = (plan.pp == 1 ? 2.0 : 1.0) * model.vocab * h + h;
+  double denseOnGpu = (stageLayers * perLayerDense + tables) / t;
+  double expertOnGpu = model.moeLayers() > 0
+                           ? stageMoe * model.experts * 3.0 * h * model.ffn /
+                                 (t * plan.ep)
+                           : 0;
+  // Mesh axes, slowest first: dp (or fsdp), ep, tp. Dense weights are
+  // replicated over dp and ep; experts over dp only. FSDP shards all
+  // weights over its axis.
+  double shards = plan.fsdp ? static_cast<double>(plan.dp / plan.ep) : 1.0;
+  CollectiveGroup replicaGroup =
+      stridedGroup(plan.dp / plan.ep, plan.tp * plan.ep, cluster.gpusPerNode);
+  CollectiveGroup denseGroup = stridedGroup(plan.dp, plan.tp, cluster.gpusPerNode);
+  CollectiveGroup expertAxis = stridedGroup(plan.ep, plan.tp, cluster.gpusPerNode);
+  double lastBackward = backward;
+  if (!plan.fsdp) {
+    double reduce =
+        allReduceSeconds(cluster, denseGroup, denseOnGpu * sw.gradientBytes) +
+        allReduceSeconds(cluster, replicaGroup, expertOnGpu * sw.gradientBytes);
+    cost.commSeconds["data-parallel all-reduce"] = reduce;
+    double hidden = sw.overlapDataParallel ? std::min(reduce, lastBackward) : 0;
+    dataParallelExposed = reduce - hidden;
+  } else {
+    // Weights gathered for the forward and again for the backward of each
+    // microbatch, or, pipelined, once per step and kept for all of them;
+    // gradients reduce-scattered once, as the optimizer reads them, and the
+    // dense shards' summed over the expert axis too.
+    double gather = allGatherSeconds(cluster, replicaGroup,
+                                     (denseOnGpu + expertOnGpu) * sw.weightBytes);
+    double scatter =
+        allGatherSeconds(cluster, replicaGroup,
+                         (denseOnGpu + expertOnGpu) * sw.gradientBytes) +
+        allReduceSeconds(cluster, expertAxis,
+                         denseOnGpu / shards * sw.gradientBytes);
+    double gathers = plan.pp > 1 ? 1.0 : 2 * m;
+    cost.commSeconds["fsdp all-gather"] = gathers * gather;
+    cost.commSeconds["fsdp reduce-scatter"] = scatter;
+    double gatherExposed, scatterExposed;
+    if (sw.overlapDataParallel) {
+      // Prefetched a layer ahead: only the first layer's gather, and what
+      // outlasts the compute, shows.
+      double perPass = gather / std::max(stageLayers, 1.0);
+      gatherExposed = plan.pp > 1
+                          ? perPass + std::max(0.0, gather - fwdCompute)
+                          : 2 * m * perPass +
+                                m * (std::max(0.0, gather - fwdCompute) +
+                                     std::max(0.0, gather - bwdCompute));
+      scatterExposed = std::max(0.0, scatter - lastBackward);
+    } else {
+      gatherExposed = gathers * gather;
+      scatterExposed = scatter;
+    }
+    dataParallelExposed = gatherExposed + scatterExposed;
+  }
+  cost.exposedCommSeconds = passComm + dataParallelExposed;
+
+  // AdamW streams weights (read, write), the gradient and both moments.
+  double onGpu = (denseOnGpu + expertOnGpu) / shards;
+  cost.optimizerSeconds = onGpu *
+                          (2 * sw.weightBytes + sw.gradientBytes +
+                           2 * sw.optimizerBytes) /
+                          gpu.streamBytesPerSecond();
+
+  cost.stepSeconds = run.makespan + dataParallelExposed + cost.optimizerSeconds;
+  double gpus = static_cast<double>(plan.gpus());
+  double stepTokens = static_cast<double>(globalBatch) * model.seq;
+  cost.tokensPerSecondPerGpu = stepTokens / cost.stepSeconds / gpus;
+  cost.mfu = model.modelFlopsPerToken() * stepTokens /
+             (cost.stepSeconds * gpus * gpu.peakFlops(false));
+
+  // Memory: weights (and, with FSDP, two gathered stages' worth of layers
+  // at once: the one computing and the one prefetched), gradients,
+  // optimizer state; activations of the microbatches in flight.
+  cost.weightMemory = onGpu * sw.weightBytes;
+  if (plan.fsdp)
+    cost.weightMemory += (denseOnGpu + expertOnGpu) * sw.weightBytes *
+                         (plan.pp > 1 ? 1.0 : 2 / std::max(stageLayers, 1.0));
+  cost.gradientMemory = onGpu * sw.gradientBytes;
+  cost.optimizerMemory = onGpu * sw.optimizerBytes;
+  double chunkLayers = stageLayers / plan.virtualStages;
+  double perChunk = chunkLayers * (stageMoe > 0 ? routed.keptBytes : dense.keptBytes);
+  int firstInFlight = run.inFlight.empty() ? 1 : run.inFlight.front();
+  int lastInFlight = run.inFlight.empty() ? 1 : run.inFlight.back();
+  double working = plan.remat == Remat::Full
+                       ? std::max(routed.fullBytes, dense.fullBytes)
+                       : 0.0;
+  // The logits and their gradient, in fp32, on the last stage.
+  double logits = 2 * tokens * model.vocab * 4.0 / t;
+  cost.activationMemory = std::max(firstInFlight * perChunk,
+                                   lastInFlight * perChunk + logits) +
+                          working;
+  double workspace = 1024.0 * 1024 * 1024;
+  cost.peakMemory = cost.weightMemory + cost.gradientMemory +
+                    cost.optimizerMemory + cost.activationMemory + workspace;
+  // The rest is the CUDA context, NCCL's buffers and fragmentation.
+  cost.fits = cost.peakMemory <= 0.92 * gpu.memoryBytes();
+  return cost;
+}

@@ -1,0 +1,141 @@
+//===- PlanOptions.cpp - --plan-fix and --plan-software -------------------===//
+#include "moe/Target/Planner.h"
+
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+namespace pp = ::moe::pipeline;
+
+namespace {
+/// Walks a "key=value,key=value" list. `apply` returns none for an unknown
+/// key, false for a bad value; the first of either is the error.
+LogicalResult
+forEachEntry(llvm::StringRef text, llvm::StringRef knownKeys,
+             std::string &error,
+             llvm::function_ref<std::optional<bool>(llvm::StringRef key,
+                                                    llvm::StringRef value)>
+                 apply) {
+  llvm::SmallVector<llvm::StringRef> entries;
+  text.split(entries, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef entry : entries) {
+    auto [key, value] = entry.trim().split('=');
+    std::optional<bool> ok = apply(key.trim(), value.trim());
+    if (!ok) {
+      error = "unknown key '" + key.trim().str() + "' (expected " +
+              knownKeys.str() + ")";
+      return failure();
+    }
+    if (!*ok) {
+      error = "bad value in '" + entry.trim().str() + "'";
+      return failure();
+    }
+  }
+  return success();
+}
+
+/// "0" or "1" into `field`.
+template <typename Field> bool parseFlag(llvm::StringRef value, Field &field) {
+  if (value != "0" && value != "1")
+    return false;
+  field = value == "1";
+  return true;
+}
+} // namespace
+
+FailureOr<PlanConstraints>
+mlir::moe::parsePlanConstraints(llvm::StringRef text, std::string &error) {
+  PlanConstraints c;
+  auto apply = [&](llvm::StringRef key,
+                   llvm::StringRef value) -> std::optional<bool> {
+    auto number = [&](std::optional<int64_t> &field) {
+      int64_t n;
+      if (value.getAsInteger(10, n) || n < 1)
+        return false;
+      field = n;
+      return true;
+    };
+    if (key == "tp")
+      return number(c.tp);
+    if (key == "pp")
+      return number(c.pp);
+    if (key == "vpp")
+      return number(c.virtualStages);
+    if (key == "ep")
+      return number(c.ep);
+    if (key == "mb")
+      return number(c.microbatchSize);
+    if (key == "fsdp")
+      return parseFlag(value, c.fsdp);
+    if (key == "fp8")
+      return parseFlag(value, c.fp8);
+    if (key == "remat") {
+      c.remat = llvm::StringSwitch<Remat>(value)
+                    .Case("selective", Remat::Selective)
+                    .Case("full", Remat::Full)
+                    .Default(Remat::None);
+      return value == "none" || value == "selective" || value == "full";
+    }
+    if (key == "schedule") {
+      c.schedule = llvm::StringSwitch<pp::ScheduleKind>(value)
+                       .Case("interleaved", pp::ScheduleKind::Interleaved1F1B)
+                       .Case("zero-bubble", pp::ScheduleKind::ZeroBubble)
+                       .Case("gpipe", pp::ScheduleKind::GPipe)
+                       .Default(pp::ScheduleKind::OneFOneB);
+      return value == "1f1b" || value == "interleaved" ||
+             value == "zero-bubble" || value == "gpipe";
+    }
+    return std::nullopt;
+  };
+  if (failed(forEachEntry(text,
+                          "tp, pp, vpp, ep, mb, fsdp, fp8, remat, schedule",
+                          error, apply)))
+    return failure();
+  return c;
+}
+
+FailureOr<SoftwareTraits>
+mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error) {
+  SoftwareTraits traits;
+  auto apply = [&](llvm::StringRef key,
+                   llvm::StringRef value) -> std::optional<bool> {
+    auto bytes = [&](double &field) {
+      double n;
+      if (value.getAsDouble(n) || !(n > 0 && n <= 16))
+        return false;
+      field = n;
+      return true;
+    };
+    if (key == "attention") {
+      traits.fusedAttention = value == "fused";
+      return value == "fused" || value == "unfused";
+    }
+    if (key == "fusion")
+      return parseFlag(value, traits.fusedElementwise);
+    if (key == "dp-overlap")
+      return parseFlag(value, traits.overlapDataParallel);
+    if (key == "tp-overlap")
+      return parseFlag(value, traits.overlapTensorParallel);
+    if (key == "fp8") {
+      traits.fp8AllLinears = value == "linears";
+      return value == "experts" || value == "linears";
+    }
+    if (key == "weight-bytes")
+      return bytes(traits.weightBytes);
+    if (key == "gradient-bytes")
+      return bytes(traits.gradientBytes);
+    if (key == "optimizer-bytes")
+      return bytes(traits.optimizerBytes);
+    if (key == "activation-bytes")
+      return bytes(traits.activationBytes);
+    return std::nullopt;
+  };
+  if (failed(forEachEntry(text,
+                          "attention, fusion, dp-overlap, tp-overlap, fp8, "
+                          "weight-bytes, gradient-bytes, optimizer-bytes, "
+                          "activation-bytes",
+                          error, apply)))
+    return failure();
+  return traits;
+}

@@ -1,0 +1,169 @@
+//===- PlanSearch.cpp - searching and printing parallelism plans ----------===//
+//
+// Enumerates the plans for a GPU count, drops those that do not divide or
+// do not fit, ranks the rest with the closed-form pipeline bubble, then
+// replays the schedules of the front runners (moe::pipeline::simulate) to
+// rank them exactly. Plans are cheap to predict (no compilation), so the
+// 1.1T model on 512 GPUs takes about a second.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Target/Planner.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::moe;
+namespace pp = ::moe::pipeline;
+
+namespace {
+std::vector<int64_t> divisorsOf(int64_t n, int64_t limit) {
+  std::vector<int64_t> result;
+  for (int64_t d = 1; d <= n && d <= limit; ++d)
+    if (n % d == 0)
+      result.push_back(d);
+  return result;
+}
+
+template <typename T>
+std::vector<T> choices(const std::optional<T> &fixed, std::vector<T> all) {
+  if (fixed)
+    return {*fixed};
+  return all;
+}
+} // namespace
+
+PlanSearchResult mlir::moe::searchPlans(const ModelShape &model,
+                                        const ClusterSpec &cluster,
+                                        int64_t gpus, int64_t globalBatch,
+                                        const PlanConstraints &constraints,
+                                        const SoftwareTraits &software,
+                                        size_t keep) {
+  PlanSearchResult result;
+  std::vector<PlanCost> fitting;
+  bool moe = model.moeLayers() > 0 && model.experts > 1;
+  // FP8 changes something for MoE models (the dispatch, and the experts'
+  // GEMMs on FP8 GPUs) and, where the software casts them, for linears.
+  bool fp8Gpu = cluster.gpu.fp8Tflops > 0;
+  // Tensor parallelism stays inside a node: its collectives run twice per
+  // layer per pass.
+  for (int64_t tp : choices(constraints.tp,
+                            divisorsOf(gpus, cluster.gpusPerNode)))
+    for (int64_t stages : choices(constraints.pp, divisorsOf(gpus / tp, model.layers))) {
+      if (gpus % (tp * stages))
+        continue;
+      int64_t dp = gpus / (tp * stages);
+      std::vector<int64_t> virtuals =
+          stages > 1 ? std::vector<int64_t>{1, 2, 4} : std::vector<int64_t>{1};
+      for (int64_t v : choices(constraints.virtualStages, virtuals))
+        for (pp::ScheduleKind schedule : choices(
+                 constraints.schedule,
+                 v > 1 ? std::vector<pp::ScheduleKind>{pp::ScheduleKind::Interleaved1F1B}
+                       : std::vector<pp::ScheduleKind>{pp::ScheduleKind::OneFOneB,
+                                                       pp::ScheduleKind::ZeroBubble}))
+          for (int64_t ep : choices(constraints.ep,
+                                    moe ? divisorsOf(dp, model.experts)
+                                        : std::vector<int64_t>{1}))
+            for (int64_t mb : choices(constraints.microbatchSize,
+                                      std::vector<int64_t>{1, 2, 4, 8, 16}))
+              for (bool fsdp : choices(constraints.fsdp,
+                                       dp / ep > 1 ? std::vector<bool>{false, true}
+                                                   : std::vector<bool>{false}))
+                for (Remat remat : choices(constraints.remat,
+                                           {Remat::None, Remat::Selective,
+                                            Remat::Full}))
+                  for (bool fp8 : choices(
+                           constraints.fp8,
+                           (moe && (ep > 1 || fp8Gpu)) ||
+                                   (fp8Gpu && software.fp8AllLinears)
+                               ? std::vector<bool>{false, true}
+                               : std::vector<bool>{false})) {
+                    ParallelPlan plan;
+                    plan.tp = tp;
+                    plan.pp = stages;
+                    plan.virtualStages = v;
+                    plan.schedule = stages > 1 ? schedule : pp::ScheduleKind::OneFOneB;
+                    plan.dp = dp;
+                    plan.ep = ep;
+                    plan.microbatchSize = mb;
+                    plan.fsdp = fsdp;
+                    plan.remat = remat;
+                    plan.fp8 = fp8;
+                    if (stages == 1 && (v > 1 || schedule != pp::ScheduleKind::OneFOneB) &&
+                        !constraints.schedule)
+                      continue;
+                    if (checkPlan(model, plan, globalBatch))
+                      continue;
+                    ++result.considered;
+                    PlanCost cost = evaluatePlan(model, plan, cluster, globalBatch,
+                                                 software, /*simulate=*/false);
+                    if (!cost.fits) {
+                      ++result.rejectedMemory;
+                      if (!constraints.keepOverMemory)
+                        continue;
+                    }
+                    fitting.push_back(std::move(cost));
+                  }
+    }
+  // Equally fast plans (within 0.1%): the one using less memory first.
+  auto faster = [](const PlanCost &a, const PlanCost &b) {
+    if (std::abs(a.stepSeconds - b.stepSeconds) >
+        1e-3 * std::max(a.stepSeconds, b.stepSeconds))
+      return a.stepSeconds < b.stepSeconds;
+    return a.peakMemory < b.peakMemory;
+  };
+  std::sort(fitting.begin(), fitting.end(), faster);
+  // Replay the schedules of the front runners; the closed form assumes
+  // equal stages and free sends.
+  size_t replay = std::min<size_t>(fitting.size(), std::max<size_t>(64, 4 * keep));
+  for (size_t i = 0; i < replay; ++i)
+    fitting[i] = evaluatePlan(model, fitting[i].plan, cluster, globalBatch,
+                              software, /*simulate=*/true);
+  fitting.resize(replay);
+  std::sort(fitting.begin(), fitting.end(), faster);
+  if (fitting.size() > keep)
+    fitting.resize(keep);
+  result.best = std::move(fitting);
+  return result;
+}
+
+void mlir::moe::printPlans(const PlanSearchResult &result,
+                           const ModelShape &model, const ClusterSpec &cluster,
+                           int64_t gpus, int64_t globalBatch,
+                           llvm::raw_ostream &os) {
+  os << llvm::formatv("plans for {0} ({1:e3} parameters) on {2} x {3} of {4}, "
+                      "global batch {5} x {6} tokens\n",
+                      model.name, model.totalParams(), gpus, cluster.gpu.name,
+                      cluster.name, globalBatch, model.seq);
+  os << llvm::formatv("  {0} plans considered, {1} rejected for memory, {2} "
+                      "shown\n",
+                      result.considered, result.rejectedMemory,
+                      result.best.size());
+  for (auto [index, cost] : llvm::enumerate(result.best)) {
+    os << llvm::formatv("#{0} {1}\n", index + 1, cost.plan.describe());
+    os << llvm::format("     step %.4g s, %.1f tokens/s per GPU, MFU %.1f%%, "
+                       "memory %.1f of %.0f GiB%s\n",
+                       cost.stepSeconds, cost.tokensPerSecondPerGpu,
+                       100 * cost.mfu, cost.peakMemory / 1073741824.0,
+                       cluster.gpu.memoryGiB,
+                       cost.fits ? "" : " (does not fit)");
+    os << llvm::format("     compute %.4g s, bubble %.4g s, exposed comm "
+                       "%.4g s, optimizer %.4g s; %lld microbatches\n",
+                       cost.computeSeconds, cost.bubbleSeconds,
+                       cost.exposedCommSeconds, cost.optimizerSeconds,
+                       static_cast<long long>(cost.microbatches));
+    os << "     comm:";
+    for (const auto &[kind, seconds] : cost.commSeconds)
+      os << llvm::format(" %s %.4g s;", kind.c_str(), seconds);
+    os << "\n";
+    os << llvm::format("     memory GiB: weights %.1f, gradients %.1f, "
+                       "optimizer %.1f, activations %.1f\n",
+                       cost.weightMemory / 1073741824.0,
+                       cost.gradientMemory / 1073741824.0,
+                       cost.optimizerMemory / 1073741824.0,
+                       cost.activationMemory / 1073741824.0);
+  }
+}

@@ -1,0 +1,196 @@
+//===- PlannerTest.cpp - the plan model, collectives and search -----------===//
+//
+// The analytical step model behind moec --plan against closed forms:
+// ring collectives, the 1F1B bubble, sharding of weights and optimizer
+// state, memory rejection and the search honouring fixed choices.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Target/Collectives.h"
+#include "moe/Target/Planner.h"
+
+#include "gtest/gtest.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+
+ClusterSpec testCluster() {
+  ClusterSpec cluster;
+  cluster.name = "test";
+  cluster.nodes = 64;
+  cluster.gpusPerNode = 8;
+  cluster.gpu.name = "gpu";
+  cluster.gpu.computeCapability = 90;
+  cluster.gpu.memoryGiB = 80;
+  cluster.gpu.hbmGBps = 3000;
+  cluster.gpu.bf16Tflops = 1000;
+  cluster.gpu.fp8Tflops = 2000;
+  cluster.gpu.gemmEfficiency = 0.5;
+  cluster.nvlinkGBps = 400;
+  cluster.internodeGBps = 50;
+  cluster.nvlinkLatencyUs = 0;
+  cluster.internodeLatencyUs = 0;
+  cluster.nvlinkEfficiency = 1;
+  cluster.networkEfficiency = 1;
+  return cluster;
+}
+
+/// A dense 7B-like model.
+ModelShape denseModel() {
+  ModelShape m;
+  m.name = "dense";
+  m.vocab = 32000;
+  m.hidden = 4096;
+  m.layers = 32;
+  m.heads = 32;
+  m.kvHeads = 32;
+  m.experts = 1;
+  m.topK = 1;
+  m.ffn = 11008;
+  m.denseLayers = 32;
+  m.denseFfn = 11008;
+  m.seq = 4096;
+  return m;
+}
+
+TEST(CollectivesTest, RingsWithinAndAcrossNodes) {
+  ClusterSpec cluster = testCluster();
+  double bytes = 1e9;
+  // 8 ranks in one node: 2 (n-1)/n of the bytes over NVLink.
+  CollectiveGroup node = stridedGroup(8, 1, 8);
+  EXPECT_TRUE(node.withinNode());
+  EXPECT_NEAR(allReduceSeconds(cluster, node, bytes), 2 * 7.0 / 8 * 1e9 / 400e9,
+              1e-12);
+  // One rank per node (stride 8) over 4 nodes: the network, one NIC each.
+  CollectiveGroup across = stridedGroup(4, 8, 8);
+  EXPECT_EQ(across.perNode, 1);
+  EXPECT_NEAR(allReduceSeconds(cluster, across, bytes),
+              2 * 3.0 / 4 * 1e9 / 50e9, 1e-12);
+  // 16 ranks, 8 per node: within the node, then 8 rings of 1/8 the bytes.
+  CollectiveGroup both = stridedGroup(16, 1, 8);
+  EXPECT_NEAR(allReduceSeconds(cluster, both, bytes),
+              2 * (7.0 / 8 * 1e9 / 400e9 + 1.0 / 2 * 1e9 / 8 / 50e9), 1e-12);
+  // An all-gather is half an all-reduce; a group of one costs nothing.
+  EXPECT_NEAR(allGatherSeconds(cluster, both, bytes),
+              allReduceSeconds(cluster, both, bytes) / 2, 1e-12);
+  EXPECT_EQ(allReduceSeconds(cluster, stridedGroup(1, 1, 8), bytes), 0);
+}
+
+TEST(PlannerTest, ModelFlopsAreSixTimesTheWeightsPlusAttention) {
+  ModelShape m = denseModel();
+  double h = m.hidden;
+  double nonEmbedding = m.layers * (4 * h * h + 3 * h * m.ffn);
+  // 6 N (weights other than the embedding table, with the head) plus the
+  // causal attention's 6 L s h.
+  double expected = 6 * (nonEmbedding + h * m.vocab) + 6.0 * m.layers * m.seq * h;
+  EXPECT_NEAR(m.modelFlopsPerToken() / expected, 1.0, 1e-9);
+  EXPECT_NEAR(m.totalParams(), nonEmbedding + 2 * h * m.vocab +
+                                   m.layers * 2 * h + h,
+              1.0);
+}
+
+TEST(PlannerTest, OneFOneBBubbleMatchesTheClosedForm) {
+  ModelShape m = denseModel();
+  ClusterSpec cluster = testCluster();
+  ParallelPlan plan;
+  plan.pp = 4;
+  plan.dp = 1;
+  plan.microbatchSize = 1;
+  int64_t batch = 8;
+  ASSERT_FALSE(checkPlan(m, plan, batch));
+  SoftwareTraits sw;
+  PlanCost cost = evaluatePlan(m, plan, cluster, batch, sw);
+  EXPECT_EQ(cost.microbatches, 8);
+  // 1F1B with equal stages idles p - 1 passes of forward and backward.
+  double pass = cost.forwardSeconds + cost.backwardSeconds;
+  EXPECT_NEAR(cost.bubbleSeconds / pass, 3.0, 1e-6);
+  // Interleaving over 2 chunks halves it.
+  plan.virtualStages = 2;
+  plan.schedule = ::moe::pipeline::ScheduleKind::Interleaved1F1B;
+  ASSERT_FALSE(checkPlan(m, plan, batch));
+  PlanCost interleaved = evaluatePlan(m, plan, cluster, batch, sw);
+  EXPECT_LT(interleaved.bubbleSeconds, cost.bubbleSeconds * 0.6);
+}
+
+TEST(PlannerTest, ShardingDividesWeightsAndState) {
+  ModelShape m = denseModel();
+  ClusterSpec cluster = testCluster();
+  SoftwareTraits sw;
+  ParallelPlan replicated;
+  replicated.dp = 8;
+  replicated.microbatchSize = 1;
+  ParallelPlan sharded = replicated;
+  sharded.fsdp = true;
+  PlanCost a = evaluatePlan(m, replicated, cluster, 8, sw);
+  PlanCost b = evaluatePlan(m, sharded, cluster, 8, sw);
+  EXPECT_NEAR(b.optimizerMemory * 8, a.optimizerMemory, a.optimizerMemory * 1e-9);
+  EXPECT_NEAR(a.optimizerMemory, m.totalParams() * sw.optimizerBytes,
+              m.totalParams() * sw.optimizerBytes * 1e-9);
+  // Tensor parallelism divides the weights of every layer.
+  ParallelPlan tensor = replicated;
+  tensor.tp = 8;
+  tensor.dp = 1;
+  PlanCost c = evaluatePlan(m, tensor, cluster, 1, sw);
+  EXPECT_NEAR(c.weightMemory * 8, a.weightMemory, a.weightMemory * 1e-9);
+  EXPECT_GT(c.commSeconds.at("tensor-parallel all-reduce"), 0);
+}
+
+TEST(PlannerTest, ChecksDivisibility) {
+  ModelShape m = denseModel();
+  ParallelPlan plan;
+  plan.tp = 3;
+  EXPECT_TRUE(checkPlan(m, plan, 8).has_value());
+  plan.tp = 1;
+  plan.dp = 3;
+  EXPECT_TRUE(checkPlan(m, plan, 8).has_value());
+  plan.dp = 1;
+  plan.pp = 64;
+  EXPECT_TRUE(checkPlan(m, plan, 128).has_value());
+}
+
+TEST(PlannerTest, SearchKeepsFixedChoicesAndRejectsWhatDoesNotFit) {
+  ModelShape m = denseModel();
+  ClusterSpec cluster = testCluster();
+  SoftwareTraits sw;
+  PlanConstraints fixed;
+  fixed.tp = 2;
+  fixed.pp = 2;
+  PlanSearchResult result = searchPlans(m, cluster, 16, 64, fixed, sw, 3);
+  ASSERT_FALSE(result.best.empty());
+  for (const PlanCost &cost : result.best) {
+    EXPECT_EQ(cost.plan.tp, 2);
+    EXPECT_EQ(cost.plan.pp, 2);
+    EXPECT_TRUE(cost.fits);
+  }
+  for (size_t i = 1; i < result.best.size(); ++i)
+    EXPECT_LE(result.best[i - 1].stepSeconds,
+              result.best[i].stepSeconds * 1.001);
+  // A GPU of 1 GiB holds no plan of a 7B model on 2 GPUs.
+  cluster.gpu.memoryGiB = 1;
+  PlanSearchResult none = searchPlans(m, cluster, 2, 8, {}, sw, 3);
+  EXPECT_TRUE(none.best.empty());
+  EXPECT_EQ(none.rejectedMemory, none.considered);
+  EXPECT_GT(none.considered, 0);
+}
+
+TEST(PlannerTest, ParsesConstraintsAndSoftware) {
+  std::string error;
+  FailureOr<PlanConstraints> c =
+      parsePlanConstraints("tp=8, pp=4,vpp=2,remat=full,fsdp=1", error);
+  ASSERT_TRUE(succeeded(c));
+  EXPECT_EQ(*c->tp, 8);
+  EXPECT_EQ(*c->virtualStages, 2);
+  EXPECT_EQ(*c->remat, Remat::Full);
+  EXPECT_TRUE(*c->fsdp);
+  EXPECT_TRUE(failed(parsePlanConstraints("tp=x", error)));
+  EXPECT_EQ(error, "bad value in 'tp=x'");
+  FailureOr<SoftwareTraits> sw =
+      parseSoftwareTraits("attention=unfused,weight-bytes=2", error);
+  ASSERT_TRUE(succeeded(sw));
+  EXPECT_FALSE(sw->fusedAttention);
+  EXPECT_EQ(sw->weightBytes, 2);
+  EXPECT_TRUE(failed(parseSoftwareTraits("weight-bytes=0", error)));
+}
+
+} // namespace

@@ -167,6 +167,7 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
   cost.modelFlops = stats.flopsPerStep * microbatches / ranks;
   cost.ranks = stats.ranks;
   cost.tokens = stats.batch * stats.seq * microbatches;
+  cost.peakMemoryBytes = static_cast<double>(stats.peakBytes());
   MeshOp mesh = getMesh(module);
   const GpuSpec &gpu = cluster.gpu;
 
@@ -323,4 +324,9 @@ void mlir::moe::printCostReport(const StepCost &cost,
   os << llvm::format("  tokens/s %.4g, model FLOP/s per GPU %.4g, MFU %.1f%%\n",
                      total > 0 ? cost.tokens / total : 0.0, flopsPerSecond,
                      100.0 * flopsPerSecond / cluster.gpu.peakFlops(false));
+  double gib = cost.peakMemoryBytes / 1073741824.0;
+  os << llvm::format("  peak memory per rank %.2f GiB of %.0f GiB (the compiled "
+                     "memory plan)%s\n",
+                     gib, cluster.gpu.memoryGiB,
+                     gib <= cluster.gpu.memoryGiB ? "" : ": does not fit");
 }

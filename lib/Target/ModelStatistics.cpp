@@ -211,12 +211,7 @@ void mlir::moe::printMemoryReport(const ModelStatistics &stats,
                        "inputs and arena\n",
                        static_cast<long long>(stats.pipelineSlots));
   printBytesRow(os, "kernel workspace", stats.workspaceBytes);
-  uint64_t slots = std::max<int64_t>(1, stats.pipelineSlots);
-  uint64_t total = stats.paramBytes + stats.optimizerStateBytes +
-                   stats.fp8HistoryBytes + stats.gradientSumBytes +
-                   slots * (stats.inputBytes + stats.arenaBytes) +
-                   stats.workspaceBytes;
-  printBytesRow(os, "total (peak)", total);
+  printBytesRow(os, "total (peak)", stats.peakBytes());
   if (stats.memoryBudget > 0) {
     printBytesRow(os, "budget", stats.memoryBudget);
     os << llvm::format("  recomputed in backward: %u ops, %.4g FLOP (full "
@@ -229,4 +224,10 @@ void mlir::moe::printMemoryReport(const ModelStatistics &stats,
                      stats.batch * stats.seq > 0
                          ? stats.flopsPerStep / (stats.batch * stats.seq)
                          : 0.0);
+}
+
+uint64_t ModelStatistics::peakBytes() const {
+  uint64_t slots = std::max<int64_t>(1, pipelineSlots);
+  return paramBytes + optimizerStateBytes + fp8HistoryBytes +
+         gradientSumBytes + slots * (inputBytes + arenaBytes) + workspaceBytes;
 }

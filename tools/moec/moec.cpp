@@ -459,6 +459,10 @@ static LogicalResult applyPlan(ModuleOp module, bool &done) {
                << pipelineStages << " --virtual-stages " << virtualStages
                << " --microbatches " << microbatches << " --target " << target
                << "\n";
+  // The plan's data-parallel reductions overlap the backward, as moe-run's
+  // communication thread does.
+  llvm::outs() << "  run it with moe-run --async-collectives (the plan "
+                  "overlaps gradient reductions with the backward)\n";
   if (best.remat != mlir::moe::Remat::None)
     llvm::outs() << "  remat=" << mlir::moe::toString(best.remat)
                  << " is the plan's; moec recomputes in the compiled step "

@@ -46,6 +46,8 @@ struct StepCost {
   /// A pipelined step: its pipeline ranks and microbatches, the busiest
   /// rank (the one reported), the schedule's makespan and its idle part.
   int64_t pipelineRanks = 1, microbatches = 1, busiestRank = 0;
+  /// Peak bytes per rank by the compiled memory plan (--report=memory).
+  double peakMemoryBytes = 0;
   double pipelineSeconds = 0, bubbleSeconds = 0;
 
   double commTotal() const;

@@ -43,6 +43,10 @@ struct ModelStatistics {
   /// A pipelined step: the sums over the microbatches of the gradients
   /// (what the optimizer reads) the busiest rank keeps outside its slots.
   uint64_t gradientSumBytes = 0;
+
+  /// The most memory the rank holds at once: weights, state, the arena and
+  /// inputs of each microbatch in flight, and the kernels' scratch.
+  uint64_t peakBytes() const;
 };
 
 /// Statistics of `step` from the module's moe.model attribute, its

@@ -114,10 +114,11 @@ std::optional<std::string> mlir::moe::checkPlan(const ModelShape &model,
   if (plan.tp < 1 || plan.pp < 1 || plan.dp < 1 || plan.ep < 1 ||
       plan.virtualStages < 1 || plan.microbatchSize < 1)
     return std::string("every degree must be at least 1");
-  if (model.heads % plan.tp || model.hidden % plan.tp || model.ffn % plan.tp ||
-      model.denseFfn % plan.tp)
-    return llvm::formatv("tp={0} does not divide the heads, hidden and MLP "
-                         "widths",
+  // moec splits attention by key/value head groups.
+  if (model.kvHeads % plan.tp || model.hidden % plan.tp ||
+      model.ffn % plan.tp || model.denseFfn % plan.tp)
+    return llvm::formatv("tp={0} does not divide the key/value heads, hidden "
+                         "and MLP widths",
                          plan.tp)
         .str();
   if (plan.pp * plan.virtualStages > model.layers)

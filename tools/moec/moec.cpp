@@ -431,6 +431,13 @@ static LogicalResult applyPlan(ModuleOp module, bool &done) {
       std::max(1u, planTop.getValue()));
   mlir::moe::printPlans(result, *model, *cluster, planGpus, planGlobalBatch,
                         llvm::outs());
+  if (result.considered == 0) {
+    llvm::errs() << "moec: error: no plan for " << planGpus
+                 << " GPUs: no split into tp x pp x dp divides the model's "
+                    "heads, widths and layers and the global batch of "
+                 << planGlobalBatch << "\n";
+    return failure();
+  }
   if (result.best.empty()) {
     llvm::errs() << "moec: error: no plan fits " << planGpus << " x "
                  << cluster->gpu.name << " (" << result.considered

@@ -1,11 +1,13 @@
 //===- HardwareTest.cpp - the bundled hardware descriptions ---------------===//
 //
-// hardware/gpus.yaml and hardware/leonardo.yaml load, and agree with what
-// the compiler decides by (Target.h: which GPUs have FP8 GEMMs).
+// hardware/gpus.yaml and the cluster files load, agree with each other, and
+// agree with what the compiler decides by (Target.h: which GPUs have FP8
+// GEMMs).
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Target/Hardware.h"
 #include "moe/Transforms/Target.h"
+#include "llvm/ADT/STLExtras.h"
 
 #include "gtest/gtest.h"
 
@@ -45,6 +47,29 @@ TEST(HardwareTest, LeonardoBooster) {
   // 4 x 100 Gb/s HDR per node: 12.5 GB/s per GPU.
   EXPECT_EQ(cluster->internodeGBps, 12.5);
   EXPECT_EQ(cluster->gpu.peakFlops(true), cluster->gpu.peakFlops(false));
+}
+
+// A cluster file copies its GPU's entry; the fitted efficiencies must not
+// drift apart between the copies.
+TEST(HardwareTest, ClustersCopyTheirGpuEntry) {
+  llvm::Expected<std::vector<GpuSpec>> gpus = loadGpus(bundled("gpus.yaml"));
+  ASSERT_TRUE(static_cast<bool>(gpus)) << llvm::toString(gpus.takeError());
+  for (const char *file :
+       {"leonardo.yaml", "selene.yaml", "grand-teton-h100.yaml"}) {
+    SCOPED_TRACE(file);
+    llvm::Expected<ClusterSpec> cluster = loadCluster(bundled(file));
+    ASSERT_TRUE(static_cast<bool>(cluster))
+        << llvm::toString(cluster.takeError());
+    auto listed = llvm::find_if(
+        *gpus, [&](const GpuSpec &gpu) { return gpu.name == cluster->gpu.name; });
+    ASSERT_NE(listed, gpus->end());
+    EXPECT_EQ(listed->memoryGiB, cluster->gpu.memoryGiB);
+    EXPECT_EQ(listed->hbmGBps, cluster->gpu.hbmGBps);
+    EXPECT_EQ(listed->bf16Tflops, cluster->gpu.bf16Tflops);
+    EXPECT_EQ(listed->fp8Tflops, cluster->gpu.fp8Tflops);
+    EXPECT_EQ(listed->gemmEfficiency, cluster->gpu.gemmEfficiency);
+    EXPECT_EQ(listed->hbmEfficiency, cluster->gpu.hbmEfficiency);
+  }
 }
 
 TEST(HardwareTest, ErrorsNameTheFile) {

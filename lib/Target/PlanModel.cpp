@@ -9,6 +9,7 @@
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Target/Collectives.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -159,7 +160,10 @@ namespace {
 /// One microbatch's pass over one layer on one GPU, split into what the
 /// tensor cores, HBM and the links spend.
 struct LayerPass {
-  double gemm = 0, memory = 0, tensorComm = 0, expertComm = 0;
+  double gemm = 0, memory = 0, tensorComm = 0;
+  /// The expert all-to-all: all of it, and what the expert GEMMs do not
+  /// hide (chunked exchanges overlap them).
+  double expertComm = 0, expertCommExposed = 0;
   double compute() const { return gemm + memory; }
 };
 
@@ -170,7 +174,21 @@ struct LayerCosts {
   double keptBytes = 0;
   /// Bytes the recomputation of one layer needs at once (full remat).
   double fullBytes = 0;
+  /// The expert exchange's chunks (moe-run --expert-chunks).
+  int64_t expertChunks = 1;
 };
+
+/// The expert all-to-all of one pass in `chunks` chunks, each sent while
+/// the previous one computes: `exchange(bytesFraction)` costs one chunk's
+/// exchanges, `compute` is the pass's expert GEMMs. Returns the seconds
+/// beyond the compute.
+double exposedExpertExchange(llvm::function_ref<double(double)> exchange,
+                             double compute, int64_t chunks) {
+  double c = static_cast<double>(chunks);
+  double network = exchange(1.0 / c), gemm = compute / c;
+  double makespan = network + gemm + (c - 1) * std::max(network, gemm);
+  return makespan - compute;
+}
 
 LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
                       const ClusterSpec &cluster, const SoftwareTraits &sw,
@@ -228,27 +246,48 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
   if (sw.overlapTensorParallel)
     tpComm = std::max(0.0, tpComm - fwd.gemm);
   fwd.tensorComm = tpComm;
-  if (moeLayer && plan.ep > 1) {
-    CollectiveGroup epGroup = stridedGroup(plan.ep, plan.tp, cluster.gpusPerNode);
-    double rows = tokens * model.topK / t;
-    fwd.expertComm =
-        allToAllSeconds(cluster, epGroup, rows * h * (plan.fp8 ? 1.0 : act)) +
-        allToAllSeconds(cluster, epGroup, rows * h * act);
-  }
-
   LayerCosts costs;
-  costs.forward = fwd;
   LayerPass &bwd = costs.backward;
   // Input and weight gradients: two GEMMs per forward GEMM.
   bwd.gemm = 2 * fwd.gemm;
   bwd.memory = 2 * fwd.memory + fp8Casts / gpu.streamBytesPerSecond();
   bwd.tensorComm = fwd.tensorComm;
-  bwd.expertComm = fwd.expertComm;
+  if (moeLayer && plan.ep > 1) {
+    // Each pass sends the routed rows out (FP8 codes when asked) and back.
+    CollectiveGroup epGroup = stridedGroup(plan.ep, plan.tp, cluster.gpusPerNode);
+    double rows = tokens * model.topK / t;
+    auto exchange = [&](double share) {
+      return allToAllSeconds(cluster, epGroup,
+                             share * rows * h * (plan.fp8 ? 1.0 : act)) +
+             allToAllSeconds(cluster, epGroup, share * rows * h * act);
+    };
+    double expertGemm = mlp / expertRate;
+    double passes = plan.remat == Remat::Full ? 3.0 : 2.0;
+    fwd.expertComm = exchange(1.0);
+    bwd.expertComm = (passes - 1) * fwd.expertComm;
+    // The chunk count moe-run should use: the fewest exposed seconds over
+    // the forward and the backward (whose GEMMs are twice the forward's).
+    double best = -1;
+    for (int64_t chunks : {1, 2, 4, 8}) {
+      if (chunks > 1 && !sw.chunkedExpertExchange)
+        break;
+      double forwardExposed = exposedExpertExchange(exchange, expertGemm, chunks);
+      double backwardExposed =
+          exposedExpertExchange(exchange, 2 * expertGemm, chunks) +
+          (passes - 2) * forwardExposed;
+      if (best < 0 || forwardExposed + backwardExposed < best * 0.999) {
+        best = forwardExposed + backwardExposed;
+        costs.expertChunks = chunks;
+        fwd.expertCommExposed = forwardExposed;
+        bwd.expertCommExposed = backwardExposed;
+      }
+    }
+  }
+  costs.forward = fwd;
   if (plan.remat == Remat::Full) {
     bwd.gemm += fwd.gemm;
     bwd.memory += fwd.memory;
     bwd.tensorComm += fwd.tensorComm;
-    bwd.expertComm += fwd.expertComm;
   } else if (plan.remat == Remat::Selective) {
     bwd.gemm += attnCore / gpu.gemmFlops(false);
     bwd.memory += unfused / gpu.streamBytesPerSecond();
@@ -356,8 +395,12 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
                       2 * headGemm + headStream;
   double fwdTp = sum([](const LayerCosts &c) { return c.forward.tensorComm; });
   double bwdTp = sum([](const LayerCosts &c) { return c.backward.tensorComm; });
-  double fwdEp = sum([](const LayerCosts &c) { return c.forward.expertComm; });
-  double bwdEp = sum([](const LayerCosts &c) { return c.backward.expertComm; });
+  double fwdEp = sum([](const LayerCosts &c) { return c.forward.expertCommExposed; });
+  double bwdEp = sum([](const LayerCosts &c) { return c.backward.expertCommExposed; });
+  double allEp = sum([](const LayerCosts &c) {
+    return c.forward.expertComm + c.backward.expertComm;
+  });
+  cost.expertChunks = routed.expertChunks;
   double p2p = 0;
   if (plan.pp > 1) {
     // Neighbouring stages are tp * dp ranks apart.
@@ -375,7 +418,7 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
   cost.bubbleSeconds = std::max(0.0, run.makespan - m * (forward + backward));
   cost.commSeconds["tensor-parallel all-reduce"] = m * (fwdTp + bwdTp);
   if (plan.ep > 1 && model.moeLayers() > 0)
-    cost.commSeconds["expert all-to-all"] = m * (fwdEp + bwdEp);
+    cost.commSeconds["expert all-to-all"] = m * allEp;
   if (plan.pp > 1)
     cost.commSeconds["pipeline send/recv"] = m * 2 * p2p;
   // On the critical path of every microbatch, so inside the makespan.

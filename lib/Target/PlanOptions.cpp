@@ -113,6 +113,8 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error) {
     }
     if (key == "fusion")
       return parseFlag(value, traits.fusedElementwise);
+    if (key == "expert-chunks")
+      return parseFlag(value, traits.chunkedExpertExchange);
     if (key == "dp-overlap")
       return parseFlag(value, traits.overlapDataParallel);
     if (key == "tp-overlap")
@@ -132,7 +134,8 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error) {
     return std::nullopt;
   };
   if (failed(forEachEntry(text,
-                          "attention, fusion, dp-overlap, tp-overlap, fp8, "
+                          "attention, fusion, expert-chunks, dp-overlap, "
+                          "tp-overlap, fp8, "
                           "weight-bytes, gradient-bytes, optimizer-bytes, "
                           "activation-bytes",
                           error, apply)))

@@ -156,6 +156,8 @@ void mlir::moe::printPlans(const PlanSearchResult &result,
                        cost.exposedCommSeconds, cost.optimizerSeconds,
                        static_cast<long long>(cost.microbatches));
     os << "     comm:";
+    if (cost.expertChunks > 1)
+      os << " (expert exchange in " << cost.expertChunks << " chunks)";
     for (const auto &[kind, seconds] : cost.commSeconds)
       os << llvm::format(" %s %.4g s;", kind.c_str(), seconds);
     os << "\n";

@@ -468,8 +468,14 @@ static LogicalResult applyPlan(ModuleOp module, bool &done) {
                << "\n";
   // The plan's data-parallel reductions overlap the backward, as moe-run's
   // communication thread does.
-  llvm::outs() << "  run it with moe-run --async-collectives (the plan "
-                  "overlaps gradient reductions with the backward)\n";
+  llvm::outs() << "  run it with moe-run --async-collectives";
+  if (result.best.front().expertChunks > 1)
+    llvm::outs() << " --expert-chunks " << result.best.front().expertChunks;
+  llvm::outs() << " (the plan overlaps gradient reductions with the backward"
+               << (result.best.front().expertChunks > 1
+                       ? ", and the expert exchange with the expert GEMMs"
+                       : "")
+               << ")\n";
   if (best.remat != mlir::moe::Remat::None)
     llvm::outs() << "  remat=" << mlir::moe::toString(best.remat)
                  << " is the plan's; moec recomputes in the compiled step "

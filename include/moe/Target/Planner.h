@@ -104,6 +104,9 @@ struct SoftwareTraits {
   /// kernels (a compiler, or hand-written ones), not one kernel per
   /// operator as in eager PyTorch.
   bool fusedElementwise = true;
+  /// The expert all-to-all can go in chunks, each overlapping the expert
+  /// GEMMs of the one before (moe-run --expert-chunks).
+  bool chunkedExpertExchange = true;
   /// FP8 applies to every linear layer, not only the experts.
   bool fp8AllLinears = false;
   /// Bytes per weight element of the copy the GEMMs read, of a gradient
@@ -132,6 +135,8 @@ struct PlanCost {
   double weightMemory = 0, gradientMemory = 0, optimizerMemory = 0,
          activationMemory = 0, peakMemory = 0;
   bool fits = false;
+  /// The expert exchange's chunk count that hides the most of it.
+  int64_t expertChunks = 1;
 };
 
 /// Why a plan cannot run at all (sizes do not divide), or none.

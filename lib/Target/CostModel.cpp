@@ -8,7 +8,6 @@
 
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -202,37 +201,39 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
   };
 
   step.walk([&](Operation *op) {
+    using CollectiveSeconds = double (*)(const ClusterSpec &, CollectiveGroup,
+                                         double);
     auto collective = [&](const char *kind, ArrayAttr axes, double bytes,
-                          bool allReduce) {
+                          CollectiveSeconds seconds) {
       CollectiveGroup group = groupOf(mesh, axes, cluster.gpusPerNode);
       if (group.size <= 1)
         return;
       OpCost c;
       c.kind = kind;
-      c.seconds = allReduce ? allReduceSeconds(cluster, group, bytes)
-                  : llvm::StringRef(kind) == "expert all-to-all"
-                      ? allToAllSeconds(cluster, group, bytes)
-                      : allGatherSeconds(cluster, group, bytes);
+      c.seconds = seconds(cluster, group, bytes);
       c.gradientReduction =
           op->getNumResults() == 1 && onlyOptimizerReads(op->getResult(0));
       account(op, c);
     };
     if (auto reduce = dyn_cast<AllReduceOp>(op))
       return collective("all-reduce", reduce.getAxes(),
-                        tensorBytes(reduce.getInput().getType()), true);
+                        tensorBytes(reduce.getInput().getType()),
+                        allReduceSeconds);
     if (auto gather = dyn_cast<AllGatherOp>(op))
       return collective("all-gather", gather.getAxes(),
-                        tensorBytes(gather.getResult().getType()), false);
+                        tensorBytes(gather.getResult().getType()),
+                        allGatherSeconds);
     if (auto scatter = dyn_cast<ReduceScatterOp>(op))
       return collective("reduce-scatter", scatter.getAxes(),
-                        tensorBytes(scatter.getInput().getType()), false);
+                        tensorBytes(scatter.getInput().getType()),
+                        allGatherSeconds);
     OpCost c;
     if (double flops = executedFlops(op); flops > 0) {
       c.kind = "gemm";
       c.seconds = std::max(flops / gpu.gemmFlops(readsFp8(op)),
                            bytesOf(op) / gpu.streamBytesPerSecond());
     } else if (!isa<func::ReturnOp, GetParamOp, ConstantOp>(op) &&
-               op->getNumResults() + op->getNumOperands()) {
+               op->getDialect() && op->getNumResults() + op->getNumOperands()) {
       c.kind = "memory";
       c.seconds = bytesOf(op) / gpu.streamBytesPerSecond();
     }
@@ -248,7 +249,7 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
       double rows = cast<ShapedType>(weights.getType()).getNumElements();
       double width = cast<ShapedType>(x.getType()).getShape().back();
       collective("expert all-to-all", *axes, rows * width * widths * 4.0,
-                 false);
+                 allToAllSeconds);
     };
     if (auto experts = dyn_cast<ExpertsOp>(op))
       exchange(experts.getExpertAxes(), experts.getInput(),
@@ -278,7 +279,7 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
   // microbatch (all of it without a pipeline).
   cost.backwardSeconds = rank.backwardCompute;
   double passes = microbatches * (rank.phase[0] + rank.phase[1] + rank.phase[2]);
-  cost.pipelineSeconds = passes;
+  double makespan = passes;
   if (schedule && ranks > 1) {
     pp::ScheduleOptions options;
     options.stages = schedule->stages;
@@ -292,9 +293,9 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
     options.backwardWeightCost =
         std::max(split ? rank.phase[2] : backward / 2, 1e-12);
     if (pp::ErrorOr<pp::Timeline> timeline = pp::simulate(*schedule, options))
-      cost.pipelineSeconds = timeline->makespan;
+      makespan = timeline->makespan;
   }
-  cost.bubbleSeconds = std::max(0.0, cost.pipelineSeconds - passes);
+  cost.bubbleSeconds = std::max(0.0, makespan - passes);
   return cost;
 }
 

@@ -122,6 +122,8 @@ std::optional<std::string> mlir::moe::checkPlan(const ModelShape &model,
                          "and MLP widths",
                          plan.tp)
         .str();
+  if (plan.pp == 1 && plan.virtualStages > 1)
+    return std::string("virtual stages need a pipeline (pp > 1)");
   if (plan.pp * plan.virtualStages > model.layers)
     return llvm::formatv("pp={0} x {1} virtual stages exceeds the {2} layers",
                          plan.pp, plan.virtualStages, model.layers)

@@ -56,14 +56,18 @@ PlanSearchResult mlir::moe::searchPlans(const ModelShape &model,
       if (gpus % (tp * stages))
         continue;
       int64_t dp = gpus / (tp * stages);
-      std::vector<int64_t> virtuals =
-          stages > 1 ? std::vector<int64_t>{1, 2, 4} : std::vector<int64_t>{1};
-      for (int64_t v : choices(constraints.virtualStages, virtuals))
-        for (pp::ScheduleKind schedule : choices(
-                 constraints.schedule,
-                 v > 1 ? std::vector<pp::ScheduleKind>{pp::ScheduleKind::Interleaved1F1B}
-                       : std::vector<pp::ScheduleKind>{pp::ScheduleKind::OneFOneB,
-                                                       pp::ScheduleKind::ZeroBubble}))
+      // Without a pipeline there is no schedule to choose (and checkPlan
+      // drops fixed virtual stages).
+      for (int64_t v : choices(constraints.virtualStages,
+                               stages > 1 ? std::vector<int64_t>{1, 2, 4}
+                                          : std::vector<int64_t>{1}))
+        for (pp::ScheduleKind schedule :
+             stages == 1 ? std::vector<pp::ScheduleKind>{pp::ScheduleKind::OneFOneB}
+             : v > 1     ? choices(constraints.schedule,
+                                   {pp::ScheduleKind::Interleaved1F1B})
+                         : choices(constraints.schedule,
+                                   {pp::ScheduleKind::OneFOneB,
+                                    pp::ScheduleKind::ZeroBubble}))
           for (int64_t ep : choices(constraints.ep,
                                     moe ? divisorsOf(dp, model.experts)
                                         : std::vector<int64_t>{1}))
@@ -85,16 +89,13 @@ PlanSearchResult mlir::moe::searchPlans(const ModelShape &model,
                     plan.tp = tp;
                     plan.pp = stages;
                     plan.virtualStages = v;
-                    plan.schedule = stages > 1 ? schedule : pp::ScheduleKind::OneFOneB;
+                    plan.schedule = schedule;
                     plan.dp = dp;
                     plan.ep = ep;
                     plan.microbatchSize = mb;
                     plan.fsdp = fsdp;
                     plan.remat = remat;
                     plan.fp8 = fp8;
-                    if (stages == 1 && (v > 1 || schedule != pp::ScheduleKind::OneFOneB) &&
-                        !constraints.schedule)
-                      continue;
                     if (checkPlan(model, plan, globalBatch))
                       continue;
                     ++result.considered;

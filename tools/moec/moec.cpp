@@ -379,9 +379,13 @@ static LogicalResult writeSbatch(ModuleOp module, StringRef artifact,
   return success();
 }
 
-/// The moec target of a GPU (by compute capability).
+/// The moec target of a GPU: the first known one of its compute
+/// capability (h100 for sm_90), else the CPU.
 static std::string targetOf(const mlir::moe::GpuSpec &gpu) {
-  return gpu.computeCapability >= 90 ? "h100" : "a100";
+  for (const mlir::moe::Target &known : mlir::moe::knownTargets())
+    if (known.computeCapability == gpu.computeCapability)
+      return known.name.str();
+  return "cpu";
 }
 
 /// --plan: searches, prints the best plans and sets the options that
@@ -448,14 +452,15 @@ static LogicalResult applyPlan(ModuleOp module, bool &done) {
   done = planOnly;
   if (done)
     return success();
-  const mlir::moe::ParallelPlan &best = result.best.front().plan;
+  const mlir::moe::PlanCost &chosen = result.best.front();
+  const mlir::moe::ParallelPlan &best = chosen.plan;
   for (auto transformer : module.getOps<mlir::moe::TransformerOp>())
     transformer.setBatch(planGlobalBatch);
   meshSpec = best.meshSpec();
   pipelineStages = best.pp;
   virtualStages = best.virtualStages;
   scheduleKind = best.schedule;
-  microbatches = result.best.front().microbatches;
+  microbatches = chosen.microbatches;
   target = targetOf(cluster->gpu);
   if (best.fp8) {
     if (cluster->gpu.fp8Tflops > 0)
@@ -469,10 +474,10 @@ static LogicalResult applyPlan(ModuleOp module, bool &done) {
   // The plan's data-parallel reductions overlap the backward, as moe-run's
   // communication thread does.
   llvm::outs() << "  run it with moe-run --async-collectives";
-  if (result.best.front().expertChunks > 1)
-    llvm::outs() << " --expert-chunks " << result.best.front().expertChunks;
+  if (chosen.expertChunks > 1)
+    llvm::outs() << " --expert-chunks " << chosen.expertChunks;
   llvm::outs() << " (the plan overlaps gradient reductions with the backward"
-               << (result.best.front().expertChunks > 1
+               << (chosen.expertChunks > 1
                        ? ", and the expert exchange with the expert GEMMs"
                        : "")
                << ")\n";

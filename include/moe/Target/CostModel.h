@@ -44,11 +44,11 @@ struct StepCost {
   /// they can hide behind.
   double gradientReductionSeconds = 0, backwardSeconds = 0;
   /// A pipelined step: its pipeline ranks and microbatches, the busiest
-  /// rank (the one reported), the schedule's makespan and its idle part.
+  /// rank (the one reported), and the idle part of the schedule's makespan.
   int64_t pipelineRanks = 1, microbatches = 1, busiestRank = 0;
   /// Peak bytes per rank by the compiled memory plan (--report=memory).
   double peakMemoryBytes = 0;
-  double pipelineSeconds = 0, bubbleSeconds = 0;
+  double bubbleSeconds = 0;
 
   double commTotal() const;
   /// The communication the compute does not hide.

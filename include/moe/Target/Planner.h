@@ -73,8 +73,8 @@ struct ParallelPlan {
   /// Data-parallel replicas of the dense weights (all GPUs / (tp pp)); the
   /// experts are split over `ep` of them.
   int64_t dp = 1, ep = 1;
-  /// Dense weights, gradients and optimizer state sharded over dp (and
-  /// experts' over dp / ep) instead of replicated.
+  /// Weights, gradients and optimizer state sharded over the fsdp axis
+  /// (dp / ep ranks) instead of replicated.
   bool fsdp = false;
   int64_t microbatchSize = 1;
   Remat remat = Remat::None;

@@ -65,5 +65,6 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 # results are reproducible across machines.
 llvm_config.with_environment("OPENBLAS_NUM_THREADS", "1")
 
-llvm_config.add_tool_substitutions(["moe-opt", "moec", "moe-run", "moe-data"],
+llvm_config.add_tool_substitutions(["moe-opt", "moec", "moe-run", "moe-data",
+                                    "moe-fuzz-artifact"],
                                    [config.moe_tools_dir])

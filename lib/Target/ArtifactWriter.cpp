@@ -14,6 +14,7 @@
 #include "moe/Pipeline/Schedule.h"
 
 #include "moe/Runtime/Artifact/Program_generated.h"
+#include "moe/Runtime/Artifact/Seal.h"
 #include "moe/Runtime/Program.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -575,6 +576,9 @@ LogicalResult ArtifactBuilder::build(uint64_t seed, llvm::raw_ostream &os) {
   fb::FinishProgramBuffer(fbb, program);
   os.write(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
            fbb.GetSize());
+  std::array<uint8_t, ::moe::rt::artifact::kSealSize> seal =
+      ::moe::rt::artifact::sealFor(fbb.GetBufferPointer(), fbb.GetSize());
+  os.write(reinterpret_cast<const char *>(seal.data()), seal.size());
   return success();
 }
 

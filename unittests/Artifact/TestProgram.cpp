@@ -5,6 +5,7 @@
 #include "moe/Pipeline/Schedule.h"
 
 #include "moe/Runtime/Artifact/Program_generated.h"
+#include "moe/Runtime/Artifact/Seal.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -495,14 +496,30 @@ Program makeMeshProgram(const MeshConfig &c) {
   b.emit(Opcode::AllReduce, {v}, {vSum}, {dp});
   b.emit(Opcode::ReduceScatter, {x}, {xScattered}, {dp, 1});
 
+  // The gradients are copies of the parameters (p + 0), so that their norm,
+  // summed over each one's group, is the norm of the whole parameters.
+  std::vector<uint32_t> params = {w, v, table, x, y, u}, grads;
+  for (uint32_t param : params) {
+    std::string name = program.buffers[param].name;
+    std::vector<int64_t> shape = program.buffers[param].shape;
+    uint32_t zero = b.temporary(name + "_zero", shape);
+    uint32_t grad = b.temporary(name + "_grad", shape);
+    b.emit(Opcode::Constant, {}, {zero}, {}, {0.0f});
+    b.emit(Opcode::Add, {param, zero}, {grad});
+    grads.push_back(grad);
+  }
   uint32_t gradNorm = b.temporary("grad_norm", {});
   uint32_t coef = b.temporary("clip_coef", {}), lr = b.temporary("lr", {});
-  b.emit(Opcode::GlobalNorm, {w, v, table, x, y, u}, {gradNorm},
-         {dp, all, tp, dp, all, -1});
+  b.emit(Opcode::GlobalNorm, grads, {gradNorm}, {dp, all, tp, dp, all, -1});
   b.emit(Opcode::ClipCoefficient, {gradNorm}, {coef}, {}, {1.0f});
   b.emit(Opcode::LearningRate, {program.step}, {lr}, {0, 10}, {1e-2f, 1e-3f});
-  b.emit(Opcode::AdamW, {w, wBlock, wM, wV, lr, coef, program.step}, {}, {},
-         {0.9f, 0.95f, 1e-8f, 0.1f});
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto [m, s] = params[i] == w ? std::make_pair(wM, wV)
+                                 : b.moments(params[i]);
+    float decay = program.buffers[params[i]].weightDecay ? 0.1f : 0.0f;
+    b.emit(Opcode::AdamW, {params[i], grads[i], m, s, lr, coef, program.step},
+           {}, {}, {0.9f, 0.95f, 1e-8f, decay});
+  }
   program.loss = loss;
   program.gradNorm = gradNorm;
   program.lr = lr;
@@ -582,7 +599,16 @@ Program makeExpertParallelProgram(const ExpertParallelConfig &c) {
   b.emit(Opcode::GlobalNorm, {dw1Total, dw3Total, dw2Total}, {gradNorm},
          {ep, ep, ep});
   b.emit(Opcode::ClipCoefficient, {gradNorm}, {coef}, {}, {1.0f});
-  b.emit(Opcode::LearningRate, {program.step}, {lr}, {0, 10}, {1e-2f, 1e-3f});
+  // A learning rate of 0: the updates leave the experts as they are, so
+  // that the second step's checks see the first step's weights.
+  b.emit(Opcode::LearningRate, {program.step}, {lr}, {0, 10}, {0.0f, 0.0f});
+  const std::pair<uint32_t, uint32_t> updates[] = {
+      {w1, dw1Total}, {w3, dw3Total}, {w2, dw2Total}};
+  for (auto [weight, grad] : updates) {
+    auto [m, s] = b.moments(weight);
+    b.emit(Opcode::AdamW, {weight, grad, m, s, lr, coef, program.step}, {}, {},
+           {0.9f, 0.95f, 1e-8f, 0.1f});
+  }
   program.loss = ce;
   program.gradNorm = gradNorm;
   program.lr = lr;
@@ -682,8 +708,18 @@ std::vector<uint8_t> serialize(const Program &program) {
       groups.empty() ? nullptr : &groups,
       batchAxes.empty() ? nullptr : &batchAxes, pipeline);
   fb::FinishProgramBuffer(fbb, root);
-  return std::vector<uint8_t>(fbb.GetBufferPointer(),
-                              fbb.GetBufferPointer() + fbb.GetSize());
+  std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
+                             fbb.GetBufferPointer() + fbb.GetSize());
+  reseal(bytes, /*sealed=*/false);
+  return bytes;
+}
+
+void reseal(std::vector<uint8_t> &bytes, bool sealed) {
+  if (sealed)
+    bytes.resize(bytes.size() - artifact::kSealSize);
+  std::array<uint8_t, artifact::kSealSize> seal =
+      artifact::sealFor(bytes.data(), bytes.size());
+  bytes.insert(bytes.end(), seal.begin(), seal.end());
 }
 
 } // namespace moe::rt::testing

@@ -160,6 +160,11 @@ size_t instructionWith(const Program &program, Opcode opcode, size_t nth = 0);
 /// the "MOEB" identifier, exactly as the compiler's writer does.
 std::vector<uint8_t> serialize(const Program &program);
 
+/// Seals `bytes` with the checksum trailer of its content: appends one, or
+/// with `sealed`, replaces the one it ends in (for tests that edit a file
+/// and need the edit to reach the verifier).
+void reseal(std::vector<uint8_t> &bytes, bool sealed = true);
+
 } // namespace moe::rt::testing
 
 #endif // MOE_UNITTESTS_ARTIFACT_TESTPROGRAM_H

@@ -144,7 +144,41 @@ TEST(VerifierTest, InitKinds) {
   expectError(program, {"'logits': init 'zeros' is not valid for a temporary"});
   program = makeTinyProgram();
   buffer(program, "lm_head.weight").initStd = 0;
-  expectError(program, {"'lm_head.weight': normal init needs init_std > 0"});
+  expectError(program, {"'lm_head.weight': normal init needs 0 < init_std <= "
+                        "1, found 0"});
+  // A standard deviation no model trains from (the issue's damaged 1e30).
+  program = makeTinyProgram();
+  buffer(program, "lm_head.weight").initStd = 1e30f;
+  expectError(program, {"'lm_head.weight': normal init needs 0 < init_std <= "
+                        "1, found 1e+30"});
+  program = makeTinyProgram();
+  buffer(program, "lm_head.weight").initStd = std::nanf("");
+  expectError(program, {"'lm_head.weight': normal init needs 0 < init_std"});
+  // Only a normal init reads init_std; elsewhere it is a stray value.
+  program = makeTinyProgram();
+  buffer(program, "model.norm.weight").initStd = 0.02f;
+  expectError(program, {"'model.norm.weight': init_std 0.02 is given, but "
+                        "only a normal init has one"});
+}
+
+TEST(VerifierTest, TensorNames) {
+  // The damaged name of the issue, and other names HF cannot load.
+  for (const char *name :
+       {"model.layers.1/self_attn.k_proj.weight", "model..norm.weight",
+        ".model.norm.weight", "model.norm.weight.", "model.norm weight",
+        "model.norm.w\x01eight"}) {
+    SCOPED_TRACE(name);
+    Program program = makeTinyProgram();
+    buffer(program, "model.norm.weight").name = name;
+    expectError(program, {"the name is not a tensor name ("});
+  }
+  Program program = makeTinyProgram();
+  buffer(program, "model.norm.weight").name = std::string(2000, 'a');
+  expectError(program, {"the name is 2000 characters long, more than the "
+                        "1024 allowed"});
+  program = makeTinyProgram();
+  buffer(program, "model.norm.weight").name = "model.layers.1/x";
+  expectError(program, {"character '/' in segment '1/x'"});
 }
 
 TEST(VerifierTest, IntegerParameter) {
@@ -225,8 +259,7 @@ TEST(VerifierTest, PerExpertNamesMustBeFree) {
   for (const char *name :
        {"model.layers.0.block_sparse_moe.experts.4.w1.weight",
         "model.layers.0.block_sparse_moe.experts.03.w1.weight",
-        "model.layers.0.block_sparse_moe.experts.-1.w1.weight",
-        "model.layers.0.block_sparse_moe.experts..w1.weight"}) {
+        "model.layers.0.block_sparse_moe.experts.x1.w1.weight"}) {
     program = makeMoeProgram();
     buffer(program, gate.c_str()).name = name;
     expectValid(program);
@@ -611,6 +644,31 @@ TEST(VerifierTest, ExpertAssignmentsMustFitAGemm) {
 //===----------------------------------------------------------------------===//
 // Dataflow
 //===----------------------------------------------------------------------===//
+
+TEST(VerifierTest, GlobalNormReadsTheAppliedGradients) {
+  // The issue's damaged operand: a weight where a gradient belongs.
+  Program program = makeTinyProgram();
+  instruction(program, Opcode::GlobalNorm).operands[2] =
+      testing::bufferNamed(program, "lm_head.weight");
+  expectError(program, {"(GlobalNorm): operand 2 (buffer 5 'lm_head.weight', "
+                        "a parameter) is not a gradient: the norm reads the "
+                        "gradients that AdamW instructions apply"});
+  program = makeTinyProgram();
+  instruction(program, Opcode::GlobalNorm).operands[2] =
+      testing::bufferNamed(program, "logits");
+  expectError(program, {"operand 2 (buffer", "'logits', a temporary) is not a "
+                        "gradient"});
+  // Each gradient once, and every one of them.
+  program = makeTinyProgram();
+  instruction(program, Opcode::GlobalNorm).operands.push_back(
+      testing::bufferNamed(program, "dhead"));
+  expectError(program, {"(GlobalNorm): operand 3 (buffer", "'dhead') is already "
+                        "in the norm of instruction"});
+  program = makeTinyProgram();
+  instruction(program, Opcode::GlobalNorm).operands.pop_back();
+  expectError(program, {"(AdamW): its gradient (buffer", "'dhead') is not an "
+                        "operand of the GlobalNorm"});
+}
 
 TEST(VerifierTest, UninitialisedTemporaryRead) {
   Program program = makeTinyProgram();

@@ -4,6 +4,7 @@
 #include "TestProgram.h"
 
 #include "moe/Runtime/Artifact/Reader.h"
+#include "moe/Runtime/Artifact/Seal.h"
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Engine/Executor.h"
@@ -311,15 +312,19 @@ TEST(ExecutorTest, HooksAreCalledInOrder) {
   EXPECT_GT(result->gradNorm, 0.0f);
 }
 
-/// Damaged artifacts that still verify must run (or fail with a status)
-/// without reading or writing outside their buffers.
+/// Edited artifacts that still verify must run (or fail with a status)
+/// without reading or writing outside their buffers. The edits are sealed
+/// again, as a writer with a bug would seal them, so that they get past the
+/// checksum to the verifier and the executor.
 TEST(ExecutorTest, VerifiedByteFlippedArtifactsRunSafely) {
   std::vector<uint8_t> bytes = testing::serialize(makeMoeProgram());
   int ran = 0;
   for (uint32_t seed = 0; seed < 300; ++seed) {
     std::mt19937 rng(seed);
     std::vector<uint8_t> damaged = bytes;
-    damaged[rng() % damaged.size()] ^= static_cast<uint8_t>(1 + rng() % 255);
+    damaged[rng() % (damaged.size() - artifact::kSealSize)] ^=
+        static_cast<uint8_t>(1 + rng() % 255);
+    testing::reseal(damaged);
     absl::StatusOr<Program> program =
         parseArtifact(damaged.data(), damaged.size(), "damaged");
     // A flipped high byte of arena_bytes can still verify; do not let the

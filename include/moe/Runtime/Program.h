@@ -15,8 +15,13 @@
 namespace moe::rt {
 
 /// The artifact version this runtime reads (major must match, minor <=).
-inline constexpr uint16_t kArtifactVersionMajor = 1;
-inline constexpr uint16_t kArtifactVersionMinor = 4;
+/// 2.0 is 1.4 sealed by a checksum trailer (Artifact/Seal.h).
+inline constexpr uint16_t kArtifactVersionMajor = 2;
+inline constexpr uint16_t kArtifactVersionMinor = 0;
+
+/// The largest init_std of a normal-initialised buffer (moe.transformer and
+/// moe.param use the same bound).
+inline constexpr float kMaxInitStd = 1.0f;
 
 /// The alignment of every arena offset and of all runtime storage. The
 /// compiler's memory planner uses the same constant, so that an offset it

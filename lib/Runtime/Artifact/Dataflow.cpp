@@ -9,7 +9,10 @@
 //  - the expert ids consumed by Experts/ExpertsGrad index expert weights, so
 //    they must come from a Router over the same number of experts (all of
 //    the group's, when the experts are distributed over one);
-//  - two temporaries live at the same time must not share arena bytes.
+//  - two temporaries live at the same time must not share arena bytes;
+//  - the global norm (which clips the update and is reported) reads exactly
+//    the gradients the AdamW instructions apply, each once: a weight or a
+//    missing gradient among its operands gives a wrong norm and clip.
 // A temporary is live from its first write to its last use (read or write);
 // the program's loss, grad norm and lr are read after the last instruction.
 //
@@ -48,6 +51,7 @@ public:
         optimizerUser(program.buffers.size(), kNever) {}
 
   absl::Status check() {
+    MOE_VERIFY_OK(checkGradientNorm());
     for (size_t index = 0; index < program.instructions.size(); ++index)
       MOE_VERIFY_OK(visit(index));
     MOE_VERIFY_OK(checkOutputs());
@@ -164,6 +168,52 @@ private:
                          optimizerUser[b]));
       optimizerUser[b] = index;
     }
+    return absl::OkStatus();
+  }
+
+  absl::Status checkGradientNorm() {
+    // The gradient each AdamW applies (operand 1), by buffer.
+    constexpr size_t kGradOperand = 1;
+    std::map<uint32_t, size_t> applier;
+    for (size_t index = 0; index < program.instructions.size(); ++index) {
+      const Instruction &instruction = program.instructions[index];
+      if (instruction.opcode == Opcode::AdamW)
+        applier.emplace(instruction.operands[kGradOperand], index);
+    }
+    std::map<uint32_t, size_t> normed; // gradient -> GlobalNorm reading it
+    size_t lastNorm = kNever;
+    for (size_t index = 0; index < program.instructions.size(); ++index) {
+      const Instruction &instruction = program.instructions[index];
+      if (instruction.opcode != Opcode::GlobalNorm)
+        continue;
+      lastNorm = index;
+      for (size_t i = 0; i < instruction.operands.size(); ++i) {
+        uint32_t b = instruction.operands[i];
+        if (!applier.count(b))
+          return instructionError(
+              program, index,
+              absl::StrCat("operand ", i, " (", describeBuffer(program, b),
+                           ", ", withArticle(bufferAt(b).kind),
+                           ") is not a gradient: the norm reads the "
+                           "gradients that AdamW instructions apply"));
+        if (auto [it, inserted] = normed.emplace(b, index); !inserted)
+          return instructionError(
+              program, index,
+              absl::StrCat("operand ", i, " (", describeBuffer(program, b),
+                           ") is already in the norm of instruction ",
+                           it->second));
+      }
+    }
+    if (lastNorm == kNever)
+      return absl::OkStatus();
+    for (auto [grad, index] : applier)
+      if (!normed.count(grad))
+        return instructionError(
+            program, index,
+            absl::StrCat("its gradient (", describeBuffer(program, grad),
+                         ") is not an operand of the GlobalNorm (instruction ",
+                         lastNorm, "), which would clip and report a norm "
+                                   "without it"));
     return absl::OkStatus();
   }
 

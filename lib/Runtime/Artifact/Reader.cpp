@@ -2,17 +2,21 @@
 //
 // The layers of trust, in order: the file can be read and is not empty; it is
 // large enough to hold a FlatBuffers header and carries the "MOEB"
-// identifier; the FlatBuffers verifier accepts every offset in it; its
-// version is one this runtime understands. Only then is it decoded into the
-// runtime's own Program and handed to verifyProgram for the semantic checks.
+// identifier; it ends in the checksum trailer (Seal.h) and every byte before
+// the trailer matches its checksum; its version is one this runtime
+// understands; the FlatBuffers verifier accepts every offset in it. Only
+// then is it decoded into the runtime's own Program and handed to
+// verifyProgram for the semantic checks.
 //
 //===----------------------------------------------------------------------===//
 
 #include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/Artifact/Program_generated.h"
+#include "moe/Runtime/Artifact/Seal.h"
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -128,6 +132,15 @@ std::optional<std::pair<uint16_t, uint16_t>> readVersion(const uint8_t *data,
   return std::make_pair(
       table->GetField<uint16_t>(fb::Program::VT_VERSION_MAJOR, 0),
       table->GetField<uint16_t>(fb::Program::VT_VERSION_MINOR, 0));
+}
+
+absl::Status versionError(const std::string &origin, uint16_t major,
+                          uint16_t minor) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "artifact '", origin, "' has version ", major, ".", minor,
+      ", this runtime supports version ", kArtifactVersionMajor, ".0 to ",
+      kArtifactVersionMajor, ".", kArtifactVersionMinor,
+      " (recompile it with a matching moec)"));
 }
 
 ModelInfo decodeModel(const fb::ModelInfo &model) {
@@ -291,6 +304,27 @@ absl::StatusOr<Program> parseArtifact(const uint8_t *data, size_t size,
                      fb::ProgramIdentifier(), "')"));
   }
 
+  // The checksum covers every byte before the trailer: nothing of a
+  // damaged file is used. Without a trailer the file is either one of an
+  // older major version (which never had one; say so) or cut short.
+  std::optional<uint64_t> stored = artifact::storedChecksum(data, size);
+  if (!stored) {
+    if (std::optional<std::pair<uint16_t, uint16_t>> version =
+            readVersion(data, size);
+        version && version->first != kArtifactVersionMajor)
+      return versionError(origin, version->first, version->second);
+    return absl::DataLossError(absl::StrCat(
+        "corrupt artifact '", origin,
+        "': it does not end in the checksum trailer (truncated or damaged "
+        "file)"));
+  }
+  size -= artifact::kSealSize;
+  if (uint64_t computed = io::checksum64(data, size); computed != *stored)
+    return absl::DataLossError(absl::StrFormat(
+        "corrupt artifact '%s': its content does not match its checksum "
+        "(stored %016x, computed %016x; the file is damaged)",
+        origin, *stored, computed));
+
   // FlatBufferBuilder::Finish pads a buffer to its largest scalar alignment,
   // which is 8 for every artifact (shapes are int64 vectors). Checking it
   // catches a file cut inside its trailing padding, which the FlatBuffers
@@ -320,11 +354,7 @@ absl::StatusOr<Program> parseArtifact(const uint8_t *data, size_t size,
           readVersion(data, size)) {
     auto [major, minor] = *version;
     if (major != kArtifactVersionMajor || minor > kArtifactVersionMinor)
-      return absl::FailedPreconditionError(absl::StrCat(
-          "artifact '", origin, "' has version ", major, ".", minor,
-          ", this runtime supports version ", kArtifactVersionMajor, ".0 to ",
-          kArtifactVersionMajor, ".", kArtifactVersionMinor,
-          " (recompile it with a matching moec)"));
+      return versionError(origin, major, minor);
   }
 
   // More tables than the default 1M cap: a large model has many buffers and

@@ -15,8 +15,10 @@
 #include "VerifierSupport.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 #include <cmath>
 #include <limits>
@@ -207,11 +209,54 @@ absl::Status verifyBuffer(const Program &program, uint32_t index) {
         absl::StrCat("init '", kInitNames[static_cast<int>(buffer.init)],
                      "' is not valid for ", withArticle(buffer.kind)));
   }
+  // moe.transformer and moe.param bound init_std the same way: a standard
+  // deviation above 1 is no initialisation a transformer trains from (the
+  // first losses overflow), so it is a damaged or mistyped value.
   if (buffer.init == Init::Normal &&
-      !(std::isfinite(buffer.initStd) && buffer.initStd > 0))
+      !(std::isfinite(buffer.initStd) && buffer.initStd > 0 &&
+        buffer.initStd <= kMaxInitStd))
     return bufferError(
         program, index,
-        absl::StrCat("normal init needs init_std > 0, found ", buffer.initStd));
+        absl::StrCat("normal init needs 0 < init_std <= ", kMaxInitStd,
+                     ", found ", buffer.initStd));
+  if (buffer.init != Init::Normal && buffer.initStd != 0)
+    return bufferError(program, index,
+                       absl::StrCat("init_std ", buffer.initStd,
+                                    " is given, but only a normal init has "
+                                    "one"));
+  return absl::OkStatus();
+}
+
+/// Parameter and optimizer-state names are the keys of saved weights and
+/// checkpoints, and HF loads them as module paths: dot-separated segments
+/// of letters, digits and underscores, one of which may be the stacked
+/// experts' "{e}".
+absl::Status verifyTensorName(const Program &program, uint32_t index) {
+  absl::string_view name = program.buffers[index].name;
+  constexpr size_t kMaxNameLength = 1024;
+  if (name.size() > kMaxNameLength)
+    return bufferError(program, index,
+                       absl::StrCat("the name is ", name.size(),
+                                    " characters long, more than the ",
+                                    kMaxNameLength, " allowed"));
+  auto invalid = [&](absl::string_view why) {
+    return bufferError(program, index,
+                       absl::StrCat("the name is not a tensor name (", why,
+                                    "): expected dot-separated segments of "
+                                    "letters, digits and '_', such as "
+                                    "model.layers.0.mlp.up_proj.weight"));
+  };
+  for (absl::string_view segment : absl::StrSplit(name, '.')) {
+    if (segment.empty())
+      return invalid("an empty segment");
+    if (segment == "{e}")
+      continue;
+    for (char c : segment)
+      if (!absl::ascii_isalnum(c) && c != '_')
+        return invalid(absl::StrCat("character '", absl::CHexEscape({&c, 1}),
+                                    "' in segment '",
+                                    absl::CHexEscape(segment), "'"));
+  }
   return absl::OkStatus();
 }
 
@@ -295,8 +340,10 @@ absl::Status verifyBufferNames(const Program &program) {
   }
   for (uint32_t index = 0; index < program.buffers.size(); ++index) {
     BufferKind kind = program.buffers[index].kind;
-    if (kind == BufferKind::Parameter || kind == BufferKind::OptimizerState)
+    if (kind == BufferKind::Parameter || kind == BufferKind::OptimizerState) {
+      MOE_VERIFY_OK(verifyTensorName(program, index));
       MOE_VERIFY_OK(verifyStackedName(program, index));
+    }
   }
   return absl::OkStatus();
 }

@@ -65,6 +65,10 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 # results are reproducible across machines.
 llvm_config.with_environment("OPENBLAS_NUM_THREADS", "1")
 
-llvm_config.add_tool_substitutions(["moe-opt", "moec", "moe-run", "moe-data",
-                                    "moe-fuzz-artifact"],
-                                   [config.moe_tools_dir])
+llvm_config.add_tool_substitutions(["moe-opt", "moec"], [config.moe_tools_dir])
+# scripts/sanitize.sh runs tests with the runtime tools of its AddressSanitizer
+# build (--param runtime_tools_dir=...) and this build's compiler.
+runtime_tools_dir = lit_config.params.get("runtime_tools_dir",
+                                          config.moe_tools_dir)
+llvm_config.add_tool_substitutions(["moe-run", "moe-data", "moe-fuzz-artifact"],
+                                   [runtime_tools_dir])

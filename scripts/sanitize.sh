@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The runtime under AddressSanitizer and UndefinedBehaviorSanitizer: builds
+# it alone (no MLIR, no CUDA) with -fsanitize=address,undefined into
+# build-asan/, then runs what reads untrusted input under it:
+#  * the unit tests of the artifact loader and verifier, the data loaders,
+#    safetensors and metrics I/O, weights and checkpoints, and the executor;
+#  * the lit tests of artifacts, data files, weights and checkpoints with
+#    the sanitized moe-run and moe-data (the full build's moec compiles
+#    their artifacts), the artifact fuzzer among them.
+# Any sanitizer report fails the run. Needs the full build (scripts/setup.sh
+# or scripts/test-all.sh) for moec and the lit configuration. .ci/run runs
+# it after the test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=build-asan
+jobs=${MOE_BUILD_JOBS:-2}
+[ -f build/test/lit.site.cfg.py ] || { echo "sanitize: build/ is missing: run scripts/setup.sh first" >&2; exit 1; }
+
+flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+if [ ! -f "$dir/build.ninja" ]; then
+  cmake -G Ninja -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DMOE_BUILD_COMPILER=OFF -DMOE_ENABLE_CUDA=OFF \
+    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+fi
+suites=(ArtifactTests DataTests IOTests TrainTests EngineTests)
+ninja -C "$dir" -j"$jobs" "${suites[@]}" moe-run moe-data moe-fuzz-artifact
+
+# Open MPI and hwloc keep allocations until exit by design; leaks in them
+# are not ours. Everything else must be clean.
+suppressions=$(mktemp)
+trap 'rm -f "$suppressions"' EXIT
+printf 'leak:%s\n' libmpi libopen-pal libopen-rte libhwloc libevent libpmix \
+  mca_ > "$suppressions"
+export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1:halt_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export LSAN_OPTIONS=suppressions=$suppressions
+
+status=0
+for suite in "${suites[@]}"; do
+  echo "sanitize: $suite"
+  "$dir/bin/$suite" --gtest_brief=1 || status=1
+done
+
+echo "sanitize: lit tests of artifacts, data, weights and checkpoints"
+timeout 3000 /usr/lib/llvm-19/build/utils/lit/lit.py -sv build/test \
+  --param runtime_tools_dir="$PWD/$dir/bin" \
+  --filter 'moe-run/(artifact-fuzz|checkpoint|data-formats|weights|errors)\.test' ||
+  status=1
+[ "$status" -eq 0 ] && echo "sanitize: no sanitizer reports, every test passed"
+exit "$status"

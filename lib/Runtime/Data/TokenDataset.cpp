@@ -234,11 +234,12 @@ absl::Status TokenDataset::checkVocab(int64_t vocab) const {
   int64_t wanted = std::max<int64_t>(1, numTokens_ / kTokensPerThread);
   int64_t threads = std::min<int64_t>(
       wanted, std::max<unsigned>(1, std::thread::hardware_concurrency()));
-  // Thread t checks positions [numTokens * t / threads, ... (t + 1) ...).
+  // Thread t checks the t-th of `threads` near-equal shares of positions.
   std::vector<int64_t> firstBad(static_cast<size_t>(threads), -1);
+  int64_t share = numTokens_ / threads, extra = numTokens_ % threads;
+  auto startOf = [&](int64_t t) { return t * share + std::min(t, extra); };
   auto check = [&](int64_t t) {
-    firstBad[t] = firstOutsideVocab(numTokens_ * t / threads,
-                                    numTokens_ * (t + 1) / threads, limit);
+    firstBad[t] = firstOutsideVocab(startOf(t), startOf(t + 1), limit);
   };
   std::vector<std::thread> workers;
   for (int64_t t = 1; t < threads; ++t)

@@ -9,7 +9,6 @@
 #include "moe/Runtime/IO/Safetensors.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 #include <algorithm>

@@ -41,26 +41,33 @@ int64_t visitIds(const uint8_t *src, int64_t count, Visit &&visit) {
   return -1;
 }
 
+/// Calls `f(T{})` with T the C++ type of `dtype`'s ids.
+template <typename F> int64_t withIdType(TokenDtype dtype, F &&f) {
+  switch (dtype) {
+  case TokenDtype::UInt8:
+    return f(uint8_t{});
+  case TokenDtype::Int8:
+    return f(int8_t{});
+  case TokenDtype::Int16:
+    return f(int16_t{});
+  case TokenDtype::Int32:
+    return f(int32_t{});
+  case TokenDtype::Int64:
+    return f(int64_t{});
+  case TokenDtype::UInt16:
+    return f(uint16_t{});
+  case TokenDtype::UInt32:
+    return f(uint32_t{});
+  }
+  return -1;
+}
+
 template <typename Visit>
 int64_t visitIds(TokenDtype dtype, const uint8_t *src, int64_t count,
                  Visit &&visit) {
-  switch (dtype) {
-  case TokenDtype::UInt8:
-    return visitIds<uint8_t>(src, count, visit);
-  case TokenDtype::Int8:
-    return visitIds<int8_t>(src, count, visit);
-  case TokenDtype::Int16:
-    return visitIds<int16_t>(src, count, visit);
-  case TokenDtype::Int32:
-    return visitIds<int32_t>(src, count, visit);
-  case TokenDtype::Int64:
-    return visitIds<int64_t>(src, count, visit);
-  case TokenDtype::UInt16:
-    return visitIds<uint16_t>(src, count, visit);
-  case TokenDtype::UInt32:
-    return visitIds<uint32_t>(src, count, visit);
-  }
-  return -1;
+  return withIdType(dtype, [&](auto id) {
+    return visitIds<decltype(id)>(src, count, visit);
+  });
 }
 
 /// The index of the first of `count` ids of type T at `src` outside
@@ -99,23 +106,9 @@ int64_t firstOutside(const uint8_t *src, int64_t count, int64_t limit) {
 
 int64_t firstOutside(TokenDtype dtype, const uint8_t *src, int64_t count,
                      int64_t limit) {
-  switch (dtype) {
-  case TokenDtype::UInt8:
-    return firstOutside<uint8_t>(src, count, limit);
-  case TokenDtype::Int8:
-    return firstOutside<int8_t>(src, count, limit);
-  case TokenDtype::Int16:
-    return firstOutside<int16_t>(src, count, limit);
-  case TokenDtype::Int32:
-    return firstOutside<int32_t>(src, count, limit);
-  case TokenDtype::Int64:
-    return firstOutside<int64_t>(src, count, limit);
-  case TokenDtype::UInt16:
-    return firstOutside<uint16_t>(src, count, limit);
-  case TokenDtype::UInt32:
-    return firstOutside<uint32_t>(src, count, limit);
-  }
-  return -1;
+  return withIdType(dtype, [&](auto id) {
+    return firstOutside<decltype(id)>(src, count, limit);
+  });
 }
 
 /// Tokens below which one thread checks the whole stream (starting threads

@@ -114,6 +114,68 @@ TEST(FlatDataset, ChecksVocabAtDataPositions) {
   EXPECT_FALSE(dataset->read(89995, 10, out.data(), 256).ok());
 }
 
+TEST(FlatDataset, CheckVocabReportsTheFirstBadIdWhateverTheThreads) {
+  // Large enough for several threads (a share is at least 2^22 tokens),
+  // with bad ids in several shares: the first in stream order is named.
+  ScratchDir dir;
+  std::string path = dir.file("large.bin");
+  int64_t count = int64_t{3} << 22;
+  std::string bytes;
+  bytes.reserve(2 * count);
+  for (int64_t i = 0; i < count; ++i)
+    appendLE<uint16_t>(bytes, i == (int64_t{5} << 21) + 11 ? 900
+                              : i == count - 1             ? 1000
+                                                           : 7);
+  writeBytes(path, bytes);
+  absl::StatusOr<TokenDataset> dataset = TokenDataset::open(path);
+  ASSERT_TRUE(dataset.ok());
+  EXPECT_EQ(messageOf(dataset->checkVocab(256)),
+            "dataset '" + path + "': token id 900 at position 10485771 is "
+            "outside the vocabulary [0, 256)");
+  EXPECT_THAT(messageOf(dataset->checkVocab(901)),
+              HasSubstr("token id 1000 at position 12582911"));
+  EXPECT_TRUE(dataset->checkVocab(1001).ok());
+}
+
+TEST(FlatDataset, CheckVocabKnowsEachDtypesRange) {
+  ScratchDir dir;
+  std::string path = dir.file("ids.bin");
+  struct Case {
+    TokenDtype dtype;
+    std::vector<int64_t> ids;
+    int64_t vocab;
+    std::string expected; // empty: accepted
+  };
+  const Case cases[] = {
+      // Every uint8 id fits a vocabulary of 256, none of 255 takes 255.
+      {TokenDtype::UInt8, {0, 255}, 256, ""},
+      {TokenDtype::UInt8, {0, 255}, 255, "token id 255 at position 1"},
+      // Negative ids are outside every vocabulary.
+      {TokenDtype::Int8, {5, -1}, 1000, "token id -1 at position 1"},
+      {TokenDtype::Int16, {-32768}, 70000, "token id -32768 at position 0"},
+      {TokenDtype::Int32, {3, 2147483647}, 0, ""},
+      {TokenDtype::Int64, {1, -5}, 0, "token id -5 at position 1"},
+      {TokenDtype::Int64, {1, int64_t{1} << 40}, 0,
+       "token id 1099511627776 at position 1 is outside [0, 2^31)"},
+      {TokenDtype::UInt16, {65535}, 65536, ""},
+      {TokenDtype::UInt32, {4294967295}, 0,
+       "token id 4294967295 at position 0 is outside [0, 2^31)"},
+  };
+  for (const Case &c : cases) {
+    ASSERT_TRUE(writeFlatTokens(path, c.ids, c.dtype).ok());
+    DatasetOptions options;
+    options.flatDtype = c.dtype;
+    absl::StatusOr<TokenDataset> dataset = TokenDataset::open(path, options);
+    ASSERT_TRUE(dataset.ok()) << dataset.status();
+    absl::Status status = dataset->checkVocab(c.vocab);
+    if (c.expected.empty())
+      EXPECT_TRUE(status.ok()) << tokenDtypeName(c.dtype) << ": " << status;
+    else
+      EXPECT_THAT(messageOf(status), HasSubstr(c.expected))
+          << tokenDtypeName(c.dtype);
+  }
+}
+
 TEST(FlatDataset, RejectsOutOfRangeReads) {
   ScratchDir dir;
   std::string path = dir.file("train.bin");

@@ -228,6 +228,65 @@ TEST_F(MegatronDataset, RejectsBadSequences) {
   expectRejected(bin, farPointer, {idxPath(), "sequence 0", "past the end"});
 }
 
+TEST_F(MegatronDataset, SequencesMustCoverTheBinExactly) {
+  // [1 2 3] [] [4 5] are bytes [0, 6) and [6, 10) of the .bin.
+  std::string bin = threeDocumentsBin();
+  std::string both = "'" + prefix() + ".bin' exactly";
+  // The .bin of a larger dataset: bytes past the last sequence.
+  expectRejected(bin + u16Bytes({6, 7, 8}), threeDocuments(),
+                 {idxPath(), "its sequences do not cover", both,
+                  "bytes [10, 16) are in no sequence (the 6 bytes after the "
+                  "last; the .bin of another dataset?)"});
+  // A gap between two sequences.
+  IdxBuilder gap = threeDocuments();
+  gap.lengths = {2, 0, 2};
+  expectRejected(bin, gap, {idxPath(), both, "bytes [4, 6) are in no sequence"});
+  // A gap before the first.
+  IdxBuilder late = threeDocuments();
+  late.lengths = {2, 0, 2};
+  late.pointers = {2, 6, 6};
+  expectRejected(bin, late, {both, "bytes [0, 2) are in no sequence"});
+  // Two sequences sharing bytes.
+  IdxBuilder overlap = threeDocuments();
+  overlap.pointers = {0, 6, 4};
+  overlap.lengths = {3, 0, 3};
+  expectRejected(bin, overlap,
+                 {idxPath(), both,
+                  "bytes [4, 6) are in both sequence 0 and sequence 2"});
+  IdxBuilder twice = threeDocuments();
+  twice.lengths = {3, 0, 3};
+  twice.pointers = {0, 0, 0};
+  expectRejected(bin + u16Bytes({0, 0}), twice,
+                 {both, "bytes [0, 6) are in both sequence 0 and sequence 2"});
+}
+
+TEST_F(MegatronDataset, SequencesMayCoverTheBinInAnyOrder) {
+  // Out of index order, and empty sequences anywhere: still exact.
+  IdxBuilder idx;
+  idx.lengths = {2, 0, 3, 0};
+  idx.pointers = {6, 10, 0, 0};
+  idx.documents = {0, 2, 4};
+  absl::StatusOr<TokenDataset> dataset = openWith(threeDocumentsBin(), idx);
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  EXPECT_EQ(streamOf(*dataset), (std::vector<int64_t>{4, 5, 1, 2, 3}));
+}
+
+TEST_F(MegatronDataset, CheckVocabNamesTheDocument) {
+  ASSERT_TRUE(writeMegatronDataset(prefix(), {{1, 2}, {}, {3, 400, 5}, {6}},
+                                   TokenDtype::Int16)
+                  .ok());
+  absl::StatusOr<TokenDataset> dataset = TokenDataset::open(prefix());
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  absl::Status status = dataset->checkVocab(256);
+  EXPECT_EQ(std::string(status.message()),
+            "dataset '" + prefix() + ".bin': token id 400 at position 3 "
+            "(document 2) is outside the vocabulary [0, 256)");
+  // A batch reading it says the same.
+  std::vector<int32_t> out(6);
+  EXPECT_EQ(dataset->read(0, 6, out.data(), 256), status);
+  EXPECT_TRUE(dataset->checkVocab(401).ok());
+}
+
 TEST_F(MegatronDataset, RejectsBadDocumentIndices) {
   std::string bin = threeDocumentsBin();
   IdxBuilder none = threeDocuments();

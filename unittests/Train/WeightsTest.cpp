@@ -7,6 +7,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+#include <cmath>
+
 using namespace moe::rt;
 using moe::testing::ScratchDir;
 using ::testing::HasSubstr;
@@ -121,6 +123,48 @@ TEST(WeightsTest, ErrorsNameTheTensorAndTheFile) {
   ASSERT_TRUE(io::writeSafetensors(path, integer).ok());
   status = train::loadWeights(*executor, path, train::WeightSet::Parameters);
   EXPECT_THAT(std::string(status.message()), HasSubstr("is I32, expected a float"));
+}
+
+TEST(WeightsTest, RefusesNaNAndInfinityNamingTheFileTensorAndElement) {
+  ScratchDir dir;
+  auto executor = makeMoeExecutor(1);
+  std::string path = dir.file("w.safetensors");
+  std::vector<io::TensorView> views =
+      train::exportViews(*executor, train::WeightSet::Both);
+  const io::TensorView &view = views[0];
+  ASSERT_EQ(view.shape.size(), 2u);
+  int64_t columns = view.shape[1];
+  int64_t elements = view.shape[0] * columns;
+  const float *original = static_cast<const float *>(view.data);
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    std::vector<float> poisoned(original, original + elements);
+    poisoned[columns + 2] = bad;
+    poisoned[elements - 1] = bad; // only the first is named
+    std::vector<io::TensorView> written = views;
+    written[0].data = poisoned.data();
+    ASSERT_TRUE(io::writeSafetensors(path, written).ok());
+    absl::Status status =
+        train::loadWeights(*executor, path, train::WeightSet::Both);
+    EXPECT_EQ(std::string(status.message()),
+              path + ": tensor '" + view.name + "' holds " +
+                  (std::isnan(bad) ? "nan" : bad > 0 ? "inf" : "-inf") +
+                  " at element [1, 2] (flat index " +
+                  std::to_string(columns + 2) + ")");
+  }
+  // Optimizer state is checked as well when it is loaded.
+  uint32_t state = executor->optimizerStates()[0];
+  const Buffer &buffer = executor->program().buffers[state];
+  std::vector<float> moments(buffer.numElements(), 0.0f);
+  moments[0] = std::nanf("");
+  std::vector<io::TensorView> written = views;
+  for (io::TensorView &tensor : written)
+    if (tensor.name == buffer.name)
+      tensor.data = moments.data();
+  ASSERT_TRUE(io::writeSafetensors(path, written).ok());
+  EXPECT_THAT(std::string(train::loadWeights(*executor, path,
+                                             train::WeightSet::Both)
+                              .message()),
+              HasSubstr("tensor '" + buffer.name + "' holds nan at element"));
 }
 
 } // namespace

@@ -13,13 +13,11 @@
 #include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/Artifact/Program_generated.h"
 #include "moe/Runtime/Artifact/Seal.h"
+#include "moe/Runtime/IO/File.h"
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -47,25 +45,6 @@ static_assert(static_cast<int>(fb::Init::MAX) ==
 
 /// Every artifact written by a FlatBufferBuilder is a multiple of this.
 constexpr size_t kArtifactSizeAlignment = 8;
-
-/// Closes a FILE* on every return path.
-struct FileCloser {
-  void operator()(std::FILE *file) const { std::fclose(file); }
-};
-
-absl::Status errnoStatus(int error, const std::string &what) {
-  std::string message = absl::StrCat(what, ": ", std::strerror(error));
-  switch (error) {
-  case ENOENT:
-  case ENOTDIR:
-    return absl::NotFoundError(message);
-  case EACCES:
-  case EPERM:
-    return absl::PermissionDeniedError(message);
-  default:
-    return absl::UnavailableError(message);
-  }
-}
 
 // Vectors are copied as raw bytes: the FlatBuffers verifier checks the
 // alignment of a vector's length, not of its elements, so in a damaged file
@@ -258,27 +237,15 @@ absl::StatusOr<Program> decodeProgram(const fb::Program &root,
 } // namespace
 
 absl::StatusOr<Program> readArtifact(const std::string &path) {
-  errno = 0;
-  std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
-  if (!file)
-    return errnoStatus(errno,
-                       absl::StrCat("cannot open artifact '", path, "'"));
-  std::vector<uint8_t> data;
-  uint8_t chunk[1 << 16];
-  for (;;) {
-    size_t read = std::fread(chunk, 1, sizeof(chunk), file.get());
-    data.insert(data.end(), chunk, chunk + read);
-    if (read < sizeof(chunk))
-      break;
-  }
-  // fopen succeeds on a directory; the read is what fails (EISDIR).
-  if (std::ferror(file.get()))
-    return errnoStatus(errno,
-                       absl::StrCat("cannot read artifact '", path, "'"));
-  if (data.empty())
+  // Opened without blocking and refused unless a regular file (a FIFO with
+  // no writer would otherwise block here forever).
+  absl::StatusOr<io::MappedFile> file = io::MappedFile::open(path, "artifact");
+  if (!file.ok())
+    return file.status();
+  if (file->size() == 0)
     return absl::InvalidArgumentError(
         absl::StrCat("artifact '", path, "' is empty"));
-  return parseArtifact(data.data(), data.size(), path);
+  return parseArtifact(file->data(), file->size(), path);
 }
 
 absl::StatusOr<Program> parseArtifact(const uint8_t *data, size_t size,
@@ -319,11 +286,12 @@ absl::StatusOr<Program> parseArtifact(const uint8_t *data, size_t size,
         "file)"));
   }
   size -= artifact::kSealSize;
-  if (uint64_t computed = io::checksum64(data, size); computed != *stored)
-    return absl::DataLossError(absl::StrFormat(
-        "corrupt artifact '%s': its content does not match its checksum "
-        "(stored %016x, computed %016x; the file is damaged)",
-        origin, *stored, computed));
+  if (uint64_t computed = io::contentChecksum({data, size}); computed != *stored)
+    return absl::DataLossError(absl::StrCat(
+        "corrupt artifact '", origin,
+        "': its content does not match its checksum (stored ",
+        io::formatChecksum(*stored), ", computed ",
+        io::formatChecksum(computed), "; the file is damaged)"));
 
   // FlatBufferBuilder::Finish pads a buffer to its largest scalar alignment,
   // which is 8 for every artifact (shapes are int64 vectors). Checking it

@@ -3,6 +3,7 @@
 #include "RequestState.h"
 
 #include "moe/Runtime/Comm/Communicator.h"
+#include "moe/Runtime/IO/Checksum.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -133,14 +134,9 @@ absl::Status World::finalize() {
   return absl::OkStatus();
 }
 
-/// FNV-1a: a fingerprint of the group a rank asks for.
+/// A fingerprint of the group a rank asks for.
 static uint64_t fingerprint(const std::string &text) {
-  uint64_t hash = 1469598103934665603ull;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return hash;
+  return io::fnv1a64(text);
 }
 
 absl::StatusOr<std::unique_ptr<Group>>

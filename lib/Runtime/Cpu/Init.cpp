@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moe/Runtime/Cpu/Kernels.h"
+#include "moe/Runtime/IO/Checksum.h"
 
 #include <algorithm>
 #include <cmath>
@@ -35,15 +36,7 @@ uint64_t mix(uint64_t z) {
 }
 } // namespace
 
-uint64_t nameHash(const char *name) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (const unsigned char *c = reinterpret_cast<const unsigned char *>(name);
-       *c; ++c) {
-    h ^= *c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
+uint64_t nameHash(const char *name) { return io::fnv1a64(name); }
 
 void initNormal(float *x, int64_t n, float std, uint64_t seed, uint64_t stream,
                 int64_t firstIndex) {

@@ -14,13 +14,20 @@
 // order into one stream; runs of sequences adjacent in the .bin become one
 // segment.
 //
+// The sequences must cover the .bin exactly, as Megatron's builder writes
+// them: every byte in one sequence, none in two, nothing after the last. An
+// index paired with the .bin of another (larger) dataset would otherwise
+// train on a part of it without a word.
+//
 //===----------------------------------------------------------------------===//
 #include "DatasetLoader.h"
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "megatron datasets are little-endian; this host is not");
@@ -51,9 +58,80 @@ public:
         absl::StrCat("megatron data '", paths_.bin, "': ", what));
   }
 
+  /// The first byte range of the .bin that the sequences (`pointers`,
+  /// `lengths` of `itemSize`-byte ids, each already inside the file) leave
+  /// uncovered or cover twice.
+  absl::Status checkCoverage(const uint8_t *lengths, const uint8_t *pointers,
+                             uint64_t sequenceCount, uint64_t itemSize,
+                             uint64_t dataSize) const;
+
 private:
+  absl::Status failCoverage(const std::string &what) const {
+    return fail(absl::StrCat("its sequences do not cover '", paths_.bin,
+                             "' exactly: ", what));
+  }
+
   const MegatronPaths &paths_;
 };
+
+absl::Status IndexChecker::checkCoverage(const uint8_t *lengths,
+                                         const uint8_t *pointers,
+                                         uint64_t sequenceCount,
+                                         uint64_t itemSize,
+                                         uint64_t dataSize) const {
+  // A byte range [begin, end) of the .bin and the sequence holding it.
+  struct Range {
+    uint64_t begin, end, sequence;
+  };
+  auto rangeOf = [&](uint64_t i) {
+    uint64_t begin = static_cast<uint64_t>(load<int64_t>(pointers + 8 * i));
+    uint64_t bytes = static_cast<uint64_t>(load<int32_t>(lengths + 4 * i)) *
+                     itemSize;
+    return Range{begin, begin + bytes, i};
+  };
+  // Megatron writes the sequences back to back in index order: one pass
+  // with no allocation confirms that.
+  uint64_t end = 0;
+  bool contiguous = true;
+  for (uint64_t i = 0; i < sequenceCount && contiguous; ++i) {
+    Range range = rangeOf(i);
+    if (range.begin == range.end)
+      continue;
+    contiguous = range.begin == end;
+    end = range.end;
+  }
+  if (contiguous && end == dataSize)
+    return absl::OkStatus();
+
+  // Otherwise walk the sequences in byte order to find the first fault.
+  std::vector<Range> ranges;
+  for (uint64_t i = 0; i < sequenceCount; ++i)
+    if (Range range = rangeOf(i); range.begin != range.end)
+      ranges.push_back(range);
+  std::sort(ranges.begin(), ranges.end(), [](const Range &a, const Range &b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.sequence < b.sequence;
+  });
+  end = 0;
+  const Range *previous = nullptr;
+  for (const Range &range : ranges) {
+    if (range.begin > end)
+      return failCoverage(absl::StrCat("bytes [", end, ", ", range.begin,
+                                       ") are in no sequence"));
+    if (range.begin < end)
+      return failCoverage(absl::StrCat(
+          "bytes [", range.begin, ", ", std::min(end, range.end),
+          ") are in both sequence ", previous->sequence, " and sequence ",
+          range.sequence));
+    end = range.end;
+    previous = &range;
+  }
+  // In another order than the index's, but exact.
+  if (end == dataSize)
+    return absl::OkStatus();
+  return failCoverage(absl::StrCat(
+      "bytes [", end, ", ", dataSize, ") are in no sequence (the ",
+      dataSize - end, " bytes after the last; the .bin of another dataset?)"));
+}
 
 } // namespace
 
@@ -169,6 +247,11 @@ DatasetLoader::openMegatron(const MegatronPaths &paths) {
   }
   sequenceStarts.push_back(total);
   dataset.numTokens_ = total;
+  if (absl::Status status = check.checkCoverage(lengths, pointers,
+                                                sequenceCount, itemSize,
+                                                dataSize);
+      !status.ok())
+    return status;
 
   // Documents.
   if (documentCount == 0)

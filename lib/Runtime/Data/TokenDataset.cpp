@@ -4,6 +4,12 @@
 // loop specialised for the dtype. Ids are range-checked as they are read, so
 // a bad id is reported with its stream position before any kernel sees it.
 //
+// checkVocab checks the whole stream once, before training: the threads
+// each take an equal share of the stream positions and test blocks of ids
+// with one branch-free comparison per id (which the compiler vectorises),
+// looking for the exact id only in a block that holds a bad one. The first
+// bad id in stream order is reported, whatever the number of threads.
+//
 //===----------------------------------------------------------------------===//
 #include "DatasetLoader.h"
 
@@ -12,6 +18,9 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <thread>
+#include <type_traits>
+#include <vector>
 
 namespace moe::rt::data {
 
@@ -32,27 +41,79 @@ int64_t visitIds(const uint8_t *src, int64_t count, Visit &&visit) {
   return -1;
 }
 
-template <typename Visit>
-int64_t visitIds(TokenDtype dtype, const uint8_t *src, int64_t count,
-                 Visit &&visit) {
+/// Calls `f(T{})` with T the C++ type of `dtype`'s ids.
+template <typename F> int64_t withIdType(TokenDtype dtype, F &&f) {
   switch (dtype) {
   case TokenDtype::UInt8:
-    return visitIds<uint8_t>(src, count, visit);
+    return f(uint8_t{});
   case TokenDtype::Int8:
-    return visitIds<int8_t>(src, count, visit);
+    return f(int8_t{});
   case TokenDtype::Int16:
-    return visitIds<int16_t>(src, count, visit);
+    return f(int16_t{});
   case TokenDtype::Int32:
-    return visitIds<int32_t>(src, count, visit);
+    return f(int32_t{});
   case TokenDtype::Int64:
-    return visitIds<int64_t>(src, count, visit);
+    return f(int64_t{});
   case TokenDtype::UInt16:
-    return visitIds<uint16_t>(src, count, visit);
+    return f(uint16_t{});
   case TokenDtype::UInt32:
-    return visitIds<uint32_t>(src, count, visit);
+    return f(uint32_t{});
   }
   return -1;
 }
+
+template <typename Visit>
+int64_t visitIds(TokenDtype dtype, const uint8_t *src, int64_t count,
+                 Visit &&visit) {
+  return withIdType(dtype, [&](auto id) {
+    return visitIds<decltype(id)>(src, count, visit);
+  });
+}
+
+/// The index of the first of `count` ids of type T at `src` outside
+/// [0, limit), or -1.
+template <typename T>
+int64_t firstOutside(const uint8_t *src, int64_t count, int64_t limit) {
+  using Unsigned = std::make_unsigned_t<T>;
+  // Ids compared as unsigned: a negative id becomes a large one.
+  uint64_t bound = std::min<uint64_t>(
+      static_cast<uint64_t>(limit),
+      static_cast<uint64_t>(std::numeric_limits<T>::max()) + 1);
+  if (bound > std::numeric_limits<Unsigned>::max())
+    return -1; // every id of an unsigned T fits
+  Unsigned threshold = static_cast<Unsigned>(bound);
+  constexpr int64_t kBlock = 4096;
+  for (int64_t start = 0; start < count; start += kBlock) {
+    int64_t n = std::min(kBlock, count - start);
+    const uint8_t *block = src + start * sizeof(T);
+    Unsigned largest = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      Unsigned id;
+      std::memcpy(&id, block + i * sizeof(T), sizeof(T));
+      largest = std::max(largest, id);
+    }
+    if (largest < threshold)
+      continue;
+    for (int64_t i = 0; i < n; ++i) {
+      Unsigned id;
+      std::memcpy(&id, block + i * sizeof(T), sizeof(T));
+      if (id >= threshold)
+        return start + i;
+    }
+  }
+  return -1;
+}
+
+int64_t firstOutside(TokenDtype dtype, const uint8_t *src, int64_t count,
+                     int64_t limit) {
+  return withIdType(dtype, [&](auto id) {
+    return firstOutside<decltype(id)>(src, count, limit);
+  });
+}
+
+/// Tokens below which one thread checks the whole stream (starting threads
+/// would cost more than they save).
+constexpr int64_t kTokensPerThread = int64_t{1} << 22;
 
 } // namespace
 
@@ -118,25 +179,70 @@ absl::Status TokenDataset::read(int64_t pos, int64_t count, int32_t *out,
       return true;
     });
     if (bad >= 0)
-      return absl::OutOfRangeError(absl::StrCat(
-          "dataset '", path(), "': token id ", badId, " at position ",
-          pos + done + bad, " is outside ",
-          vocab > 0 ? absl::StrCat("the vocabulary [0, ", vocab, ")")
-                    : std::string("[0, 2^31)")));
+      return outsideVocab(pos + done + bad, badId, vocab);
     done += n;
   }
   return absl::OkStatus();
 }
 
-absl::Status TokenDataset::checkVocab(int64_t vocab) const {
-  constexpr int64_t kChunk = 1 << 16;
-  std::vector<int32_t> buffer(static_cast<size_t>(
-      std::min<int64_t>(kChunk, std::max<int64_t>(numTokens_, 1))));
-  for (int64_t pos = 0; pos < numTokens_; pos += kChunk) {
-    int64_t n = std::min(kChunk, numTokens_ - pos);
-    if (absl::Status status = read(pos, n, buffer.data(), vocab); !status.ok())
-      return status;
+absl::Status TokenDataset::outsideVocab(int64_t pos, int64_t id,
+                                        int64_t vocab) const {
+  std::string document;
+  if (format_ == DatasetFormat::Megatron) {
+    // The document whose tokens [documentStart(d), documentStart(d + 1))
+    // hold `pos` (empty documents share their start with the next one).
+    auto next = std::upper_bound(documentStarts_.begin(),
+                                 documentStarts_.end(), pos);
+    document = absl::StrCat(" (document ",
+                            next - documentStarts_.begin() - 1, ")");
   }
+  return absl::OutOfRangeError(absl::StrCat(
+      "dataset '", path(), "': token id ", id, " at position ", pos, document,
+      " is outside ",
+      vocab > 0 ? absl::StrCat("the vocabulary [0, ", vocab, ")")
+                : std::string("[0, 2^31)")));
+}
+
+int64_t TokenDataset::firstOutsideVocab(int64_t begin, int64_t end,
+                                        int64_t limit) const {
+  size_t itemSize = tokenDtypeSize(dtype_);
+  for (size_t s = begin < end ? segmentOf(begin) : segments_.size();
+       begin < end; ++s) {
+    const Segment &segment = segments_[s];
+    int64_t first = begin - segment.start;
+    int64_t n = std::min(segment.length - first, end - begin);
+    int64_t bad = firstOutside(dtype_,
+                               data_.data() + segment.byteOffset +
+                                   static_cast<uint64_t>(first) * itemSize,
+                               n, limit);
+    if (bad >= 0)
+      return begin + bad;
+    begin += n;
+  }
+  return -1;
+}
+
+absl::Status TokenDataset::checkVocab(int64_t vocab) const {
+  int64_t limit = vocab > 0 ? vocab : kInt32Limit;
+  int64_t wanted = std::max<int64_t>(1, numTokens_ / kTokensPerThread);
+  int64_t threads = std::min<int64_t>(
+      wanted, std::max<unsigned>(1, std::thread::hardware_concurrency()));
+  // Thread t checks the t-th of `threads` near-equal shares of positions.
+  std::vector<int64_t> firstBad(static_cast<size_t>(threads), -1);
+  int64_t share = numTokens_ / threads, extra = numTokens_ % threads;
+  auto startOf = [&](int64_t t) { return t * share + std::min(t, extra); };
+  auto check = [&](int64_t t) {
+    firstBad[t] = firstOutsideVocab(startOf(t), startOf(t + 1), limit);
+  };
+  std::vector<std::thread> workers;
+  for (int64_t t = 1; t < threads; ++t)
+    workers.emplace_back(check, t);
+  check(0);
+  for (std::thread &worker : workers)
+    worker.join();
+  for (int64_t pos : firstBad)
+    if (pos >= 0)
+      return outsideVocab(pos, token(pos), vocab);
   return absl::OkStatus();
 }
 

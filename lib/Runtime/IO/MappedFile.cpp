@@ -3,6 +3,11 @@
 // Maps a regular file with mmap(PROT_READ, MAP_PRIVATE). Zero-length files
 // are valid and map to no bytes (mmap rejects a zero length).
 //
+// The file is opened with O_NONBLOCK and its type checked with fstat before
+// anything else: a plain open() of a FIFO with no writer blocks forever, and
+// a device or FIFO has no size to map. O_NONBLOCK changes nothing for the
+// regular file that is then mapped (it only affects read() and write()).
+//
 //===----------------------------------------------------------------------===//
 #include "moe/Runtime/IO/File.h"
 
@@ -20,46 +25,86 @@ namespace moe::rt::io {
 
 namespace {
 
-absl::Status errnoError(const std::string &what, const std::string &path,
+/// "artifact 'p'", or "'p'" without a description.
+std::string named(absl::string_view description, const std::string &path) {
+  return description.empty() ? absl::StrCat("'", path, "'")
+                             : absl::StrCat(description, " '", path, "'");
+}
+
+absl::Status errnoError(const std::string &what, const std::string &file,
                         int err) {
   std::string message =
-      absl::StrCat("cannot ", what, " '", path, "': ", std::strerror(err));
-  if (err == ENOENT)
+      absl::StrCat("cannot ", what, " ", file, ": ", std::strerror(err));
+  switch (err) {
+  case ENOENT:
+  case ENOTDIR:
     return absl::NotFoundError(message);
-  return absl::UnavailableError(message);
+  case EACCES:
+  case EPERM:
+    return absl::PermissionDeniedError(message);
+  default:
+    return absl::UnavailableError(message);
+  }
+}
+
+/// "a fifo", "a directory", ...: what a file of `mode` is, for messages.
+const char *fileKind(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISFIFO(mode))
+    return "a fifo";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  return "not a file";
+}
+
+absl::Status notRegular(const std::string &file, mode_t mode) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "cannot open ", file, ": not a regular file (", fileKind(mode), ")"));
 }
 
 } // namespace
 
-absl::StatusOr<MappedFile> MappedFile::open(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return errnoError("open", path, errno);
+absl::StatusOr<MappedFile> MappedFile::open(const std::string &path,
+                                            absl::string_view description) {
+  std::string file = named(description, path);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    int err = errno;
+    // A socket cannot be opened at all (ENXIO); name what it is instead.
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      return notRegular(file, st.st_mode);
+    return errnoError("open", file, err);
+  }
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
-    return errnoError("stat", path, err);
+    return errnoError("stat", file, err);
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot open '", path, "': not a regular file"));
+    return notRegular(file, st.st_mode);
   }
-  MappedFile file;
-  file.path_ = path;
-  file.size_ = static_cast<uint64_t>(st.st_size);
-  if (file.size_ > 0) {
-    void *addr = ::mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  MappedFile mapped;
+  mapped.path_ = path;
+  mapped.size_ = static_cast<uint64_t>(st.st_size);
+  if (mapped.size_ > 0) {
+    void *addr = ::mmap(nullptr, mapped.size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (addr == MAP_FAILED) {
       int err = errno;
       ::close(fd);
-      return errnoError("map", path, err);
+      return errnoError("map", file, err);
     }
-    file.data_ = static_cast<const uint8_t *>(addr);
+    mapped.data_ = static_cast<const uint8_t *>(addr);
   }
   ::close(fd);
-  return file;
+  return mapped;
 }
 
 MappedFile::MappedFile(MappedFile &&other) noexcept

@@ -1,6 +1,12 @@
 //===- Safetensors.cpp - safetensors dtypes and result accessors ----------===//
 #include "moe/Runtime/IO/Safetensors.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <algorithm>
+#include <cmath>
+
 namespace moe::rt::io {
 
 size_t safetensorsDtypeSize(const std::string &dtype) {
@@ -25,6 +31,25 @@ const TensorData *SafetensorsFile::find(const std::string &name) const {
     if (tensor.name == name)
       return &tensor;
   return nullptr;
+}
+
+absl::Status checkFinite(const TensorData &tensor, const std::string &origin) {
+  const float *bad = std::find_if(tensor.f32.data(),
+                                  tensor.f32.data() + tensor.f32.size(),
+                                  [](float x) { return !std::isfinite(x); });
+  if (bad == tensor.f32.data() + tensor.f32.size())
+    return absl::OkStatus();
+  int64_t index = bad - tensor.f32.data();
+  // Row-major coordinates of the flat index.
+  std::vector<int64_t> element(tensor.shape.size());
+  int64_t rest = index;
+  for (size_t d = tensor.shape.size(); d-- > 0;) {
+    element[d] = tensor.shape[d] > 0 ? rest % tensor.shape[d] : 0;
+    rest = tensor.shape[d] > 0 ? rest / tensor.shape[d] : 0;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      origin, ": tensor '", tensor.name, "' holds ", *bad, " at element [",
+      absl::StrJoin(element, ", "), "] (flat index ", index, ")"));
 }
 
 } // namespace moe::rt::io

@@ -1,49 +1,35 @@
 //===- Checkpoint.cpp - distributed checkpoints ---------------------------===//
 #include "moe/Runtime/Train/Checkpoint.h"
 
+#include "CheckpointManifest.h"
+
 #include "moe/Runtime/Engine/Placement.h"
+#include "moe/Runtime/IO/Checksum.h"
 #include "moe/Runtime/IO/File.h"
 #include "moe/Runtime/IO/Safetensors.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-
-#include <nlohmann/json.hpp>
+#include "absl/strings/str_join.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
+#include <set>
 
 namespace moe::rt::train {
 namespace {
 
 namespace fs = std::filesystem;
-using Json = nlohmann::json;
 
-constexpr const char *kFormat = "moe-checkpoint";
-constexpr int kVersion = 1;
-
-std::string stepDirectory(int64_t steps) {
-  return absl::StrFormat("step-%08d", steps);
-}
-std::string shardName(int64_t rank) {
-  return absl::StrFormat("rank-%05d.safetensors", rank);
-}
-
-/// 64-bit FNV-1a of a file's bytes, in hex: corruption and truncation show.
-absl::StatusOr<std::string> checksumOf(const std::string &path,
-                                       uint64_t *bytes) {
+/// XXH64 of a file's bytes (io::contentChecksum): corruption and
+/// truncation show.
+absl::StatusOr<uint64_t> checksumOf(const std::string &path, uint64_t *bytes) {
   absl::StatusOr<io::MappedFile> file = io::MappedFile::open(path);
   if (!file.ok())
     return file.status();
-  uint64_t hash = 0xcbf29ce484222325ull;
-  const uint8_t *data = file->data();
-  for (size_t i = 0; i < file->size(); ++i)
-    hash = (hash ^ data[i]) * 0x100000001b3ull;
   *bytes = file->size();
-  return absl::StrFormat("%016x", hash);
+  return io::contentChecksum(absl::MakeConstSpan(file->data(), file->size()));
 }
 
 bool persistent(const Buffer &buffer) {
@@ -51,25 +37,23 @@ bool persistent(const Buffer &buffer) {
          buffer.kind == BufferKind::OptimizerState;
 }
 
-Json manifestOf(const Executor &executor, int64_t steps, uint64_t dataSeed) {
+/// The manifest of `executor`'s state after `steps` steps (shards to add).
+CheckpointManifest manifestOf(const Executor &executor, int64_t steps,
+                              uint64_t dataSeed) {
   const Program &program = executor.program();
-  Json buffers = Json::array();
+  CheckpointManifest manifest;
+  manifest.model = program.model.name;
+  manifest.step = steps;
+  manifest.dataSeed = dataSeed;
+  manifest.meshAxes = program.meshAxes;
+  manifest.meshShape = program.meshShape;
   for (uint32_t b = 0; b < program.buffers.size(); ++b) {
     const Buffer &buffer = program.buffers[b];
-    if (!persistent(buffer))
-      continue;
-    buffers.push_back({{"name", buffer.name},
-                       {"global_shape", executor.globalShape(b)},
-                       {"shape", buffer.shape},
-                       {"split", buffer.split}});
+    if (persistent(buffer))
+      manifest.buffers.push_back(
+          {buffer.name, executor.globalShape(b), buffer.shape, buffer.split});
   }
-  return {{"format", kFormat},
-          {"version", kVersion},
-          {"model", program.model.name},
-          {"step", steps},
-          {"data_seed", dataSeed},
-          {"mesh", {{"axes", program.meshAxes}, {"shape", program.meshShape}}},
-          {"buffers", buffers}};
+  return manifest;
 }
 
 } // namespace
@@ -77,7 +61,7 @@ Json manifestOf(const Executor &executor, int64_t steps, uint64_t dataSeed) {
 absl::Status saveCheckpoint(const Executor &executor, comm::Group &everyone,
                             const std::string &root, int64_t stepsDone,
                             uint64_t dataSeed) {
-  fs::path final = fs::path(root) / stepDirectory(stepsDone);
+  fs::path final = fs::path(root) / checkpointDirectoryName(stepsDone);
   fs::path partial = final;
   partial += ".partial";
   std::error_code error;
@@ -89,7 +73,7 @@ absl::Status saveCheckpoint(const Executor &executor, comm::Group &everyone,
     return status;
 
   // This rank's shard: its blocks of what it holds.
-  std::string shard = (partial / shardName(executor.rank())).string();
+  std::string shard = (partial / shardFileName(executor.rank())).string();
   std::vector<io::TensorView> views;
   const Program &program = executor.program();
   for (const std::vector<uint32_t> *set :
@@ -101,20 +85,18 @@ absl::Status saveCheckpoint(const Executor &executor, comm::Group &everyone,
                                      "cannot create ", partial.string(), ": ",
                                      error.message()))
                                : io::writeSafetensors(shard, views);
-  uint64_t bytes = 0;
-  std::string checksum;
+  uint64_t bytes = 0, hash = 0;
   if (written.ok()) {
-    absl::StatusOr<std::string> sum = checksumOf(shard, &bytes);
+    absl::StatusOr<uint64_t> sum = checksumOf(shard, &bytes);
     written = sum.status();
     if (sum.ok())
-      checksum = *sum;
+      hash = *sum;
   }
   // Every rank's outcome, size and checksum reach rank 0 (and a failure
   // every rank, so none waits for a manifest that will not come).
   std::vector<int32_t> mine(5, 0);
   mine[0] = written.ok() ? 0 : 1;
   std::memcpy(&mine[1], &bytes, sizeof(bytes));
-  uint64_t hash = checksum.empty() ? 0 : std::stoull(checksum, nullptr, 16);
   std::memcpy(&mine[3], &hash, sizeof(hash));
   std::vector<int32_t> all(5 * everyone.size());
   if (absl::Status status = everyone.allGather(absl::MakeConstSpan(mine),
@@ -133,23 +115,19 @@ absl::Status saveCheckpoint(const Executor &executor, comm::Group &everyone,
 
   absl::Status finished = absl::OkStatus();
   if (everyone.rank() == 0) {
-    Json manifest = manifestOf(executor, stepsDone, dataSeed);
-    Json shards = Json::array();
+    CheckpointManifest manifest = manifestOf(executor, stepsDone, dataSeed);
     for (int r = 0; r < everyone.size(); ++r) {
       uint64_t size = 0, sum = 0;
       std::memcpy(&size, &all[5 * r + 1], sizeof(size));
       std::memcpy(&sum, &all[5 * r + 3], sizeof(sum));
-      shards.push_back({{"rank", r},
-                        {"file", shardName(r)},
-                        {"bytes", size},
-                        {"checksum", absl::StrFormat("%016x", sum)}});
+      manifest.shards.push_back(
+          {r, shardFileName(r), size, io::formatChecksum(sum)});
     }
-    manifest["shards"] = shards;
     absl::StatusOr<io::AtomicFile> file =
         io::AtomicFile::create((partial / "manifest.json").string());
     finished = file.status();
     if (finished.ok())
-      finished = file->write(manifest.dump(2) + "\n");
+      finished = file->write(encodeManifest(manifest));
     if (finished.ok())
       finished = file->commit();
     if (finished.ok()) {
@@ -202,62 +180,84 @@ absl::StatusOr<CheckpointState> loadCheckpoint(Executor &executor,
     return absl::InvalidArgumentError(
         absl::StrCat("checkpoint ", path, ": ", why));
   };
-  std::ifstream in(fs::path(path) / "manifest.json");
-  if (!in)
-    return refused("no manifest.json (an incomplete checkpoint?)");
-  Json manifest = Json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (manifest.is_discarded() || !manifest.is_object() ||
-      manifest.value("format", "") != kFormat)
-    return refused("manifest.json is not a moe checkpoint manifest");
-  if (manifest.value("version", 0) != kVersion)
-    return refused(absl::StrCat("manifest version ", manifest.value("version", 0),
-                                ", expected ", kVersion));
+  absl::StatusOr<CheckpointManifest> manifest = readManifest(path);
+  if (!manifest.ok())
+    return manifest.status();
+  const Program &program = executor.program();
+  if (manifest->model != program.model.name)
+    return refused(absl::StrCat("manifest field 'model' is '", manifest->model,
+                                "', the artifact's model is '",
+                                program.model.name, "'"));
 
   // The saving mesh, as a program the placement arithmetic reads.
-  Program saved;
+  Program saved = savedLayout(*manifest);
   std::map<std::string, uint32_t> savedIndex;
-  try {
-    saved.meshAxes = manifest.at("mesh").at("axes").get<AxisList>();
-    saved.meshShape = manifest.at("mesh").at("shape").get<std::vector<int64_t>>();
-    for (const Json &entry : manifest.at("buffers")) {
-      Buffer buffer;
-      buffer.name = entry.at("name").get<std::string>();
-      buffer.shape = entry.at("shape").get<std::vector<int64_t>>();
-      buffer.split = entry.at("split").get<std::vector<AxisList>>();
-      savedIndex[buffer.name] = static_cast<uint32_t>(saved.buffers.size());
-      saved.buffers.push_back(std::move(buffer));
-    }
-  } catch (const Json::exception &e) {
-    return refused(absl::StrCat("malformed manifest.json: ", e.what()));
-  }
+  for (uint32_t b = 0; b < saved.buffers.size(); ++b)
+    savedIndex[saved.buffers[b].name] = b;
+  std::set<std::string> modelBuffers;
+  for (const std::vector<uint32_t> *set :
+       {&executor.parameters(), &executor.optimizerStates()})
+    for (uint32_t b : *set)
+      modelBuffers.insert(program.buffers[b].name);
+  for (const Buffer &buffer : saved.buffers)
+    if (!modelBuffers.count(buffer.name))
+      return refused(absl::StrCat("it has a tensor '", buffer.name,
+                                  "' that the model does not have"));
 
-  // Every shard, checked before any is used.
+  // Every shard, checked before any is used: its size and checksum, then
+  // that it holds exactly the manifest's blocks, finite.
   struct Shard {
     int64_t rank;
     io::SafetensorsFile file;
   };
   std::vector<Shard> shards;
-  for (const Json &entry : manifest.value("shards", Json::array())) {
-    std::string file = (fs::path(path) / entry.value("file", "")).string();
-    uint64_t bytes = 0;
-    absl::StatusOr<std::string> sum = checksumOf(file, &bytes);
-    if (!sum.ok())
-      return refused(absl::StrCat("shard ", file, " is missing or unreadable"));
-    if (bytes != entry.value("bytes", uint64_t(0)))
-      return refused(absl::StrCat("shard ", file, " has ", bytes,
-                                  " bytes, the manifest says ",
-                                  entry.value("bytes", uint64_t(0)),
+  for (const ManifestShard &entry : manifest->shards) {
+    std::string file = (fs::path(path) / entry.file).string();
+    absl::StatusOr<io::MappedFile> mapped = io::MappedFile::open(file);
+    if (!mapped.ok())
+      return refused(absl::StrCat("shard ", file, " is missing or unreadable (",
+                                  mapped.status().message(), ")"));
+    if (mapped->size() != entry.bytes)
+      return refused(absl::StrCat("shard ", file, " has ", mapped->size(),
+                                  " bytes, the manifest says ", entry.bytes,
                                   " (truncated?)"));
-    if (*sum != entry.value("checksum", ""))
+    std::string sum = io::formatChecksum(io::contentChecksum(
+        absl::MakeConstSpan(mapped->data(), mapped->size())));
+    if (sum != entry.checksum)
       return refused(absl::StrCat("shard ", file,
-                                  " does not match its checksum (corrupt)"));
-    absl::StatusOr<io::SafetensorsFile> parsed = io::readSafetensors(file);
+                                  " does not match its checksum (corrupt): "
+                                  "the manifest says ",
+                                  entry.checksum, ", the file hashes to ", sum));
+    absl::StatusOr<io::SafetensorsFile> parsed =
+        io::parseSafetensors(mapped->data(), mapped->size(), file);
     if (!parsed.ok())
       return parsed.status();
-    shards.push_back({entry.value("rank", int64_t(0)), std::move(*parsed)});
+    for (const Buffer &buffer : saved.buffers) {
+      const io::TensorData *tensor = parsed->find(buffer.name);
+      if (!tensor)
+        return refused(absl::StrCat("shard ", file, " has no tensor '",
+                                    buffer.name, "'"));
+      if (tensor->dtype != "F32" || tensor->shape != buffer.shape)
+        return refused(absl::StrCat(
+            "shard ", file, ": tensor '", buffer.name, "' is ", tensor->dtype,
+            " [", absl::StrJoin(tensor->shape, ", "),
+            "], the manifest says F32 [", absl::StrJoin(buffer.shape, ", "),
+            "]"));
+      if (absl::Status s =
+              io::checkFinite(*tensor, absl::StrCat("checkpoint ", path,
+                                                    ": shard ", file));
+          !s.ok())
+        return s;
+    }
+    if (parsed->tensors.size() != saved.buffers.size())
+      for (const io::TensorData &tensor : parsed->tensors)
+        if (!savedIndex.count(tensor.name))
+          return refused(absl::StrCat("shard ", file, " has a tensor '",
+                                      tensor.name,
+                                      "' that the manifest does not list"));
+    shards.push_back({entry.rank, std::move(*parsed)});
   }
 
-  const Program &program = executor.program();
   for (const std::vector<uint32_t> *set :
        {&executor.parameters(), &executor.optimizerStates()})
     for (uint32_t b : *set) {
@@ -267,10 +267,13 @@ absl::StatusOr<CheckpointState> loadCheckpoint(Executor &executor,
         return refused(absl::StrCat("it has no tensor '", buffer.name, "'"));
       const Buffer &savedBuffer = saved.buffers[found->second];
       std::vector<int64_t> global = executor.globalShape(b);
-      engine::Placement anyRank(saved, 0);
-      if (anyRank.globalShape(savedBuffer) != global)
-        return refused(absl::StrCat("tensor '", buffer.name,
-                                    "' has another shape than the model's"));
+      const std::vector<int64_t> &savedGlobal =
+          manifest->buffers[found->second].globalShape;
+      if (savedGlobal != global)
+        return refused(absl::StrCat(
+            "tensor '", buffer.name, "' has another shape than the model's: [",
+            absl::StrJoin(savedGlobal, ", "), "] in the checkpoint, [",
+            absl::StrJoin(global, ", "), "] in the model"));
       int64_t count = 1;
       for (int64_t d : global)
         count *= d;
@@ -279,9 +282,6 @@ absl::StatusOr<CheckpointState> loadCheckpoint(Executor &executor,
       std::vector<bool> filled(count, false);
       for (const Shard &shard : shards) {
         const io::TensorData *tensor = shard.file.find(buffer.name);
-        if (!tensor || tensor->isInteger() ||
-            tensor->shape != savedBuffer.shape)
-          continue;
         engine::Placement(saved, shard.rank)
             .forEachRun(savedBuffer, [&](int64_t local, int64_t index,
                                          int64_t length) {
@@ -301,8 +301,8 @@ absl::StatusOr<CheckpointState> loadCheckpoint(Executor &executor,
     }
   CheckpointState state;
   state.path = path;
-  state.steps = manifest.value("step", int64_t(0));
-  state.dataSeed = manifest.value("data_seed", uint64_t(0));
+  state.steps = manifest->step;
+  state.dataSeed = manifest->dataSeed;
   return state;
 }
 

@@ -315,6 +315,10 @@ absl::Status Run::setUp() {
   if (!opened.ok())
     return opened.status();
   dataset.emplace(std::move(*opened));
+  // Every id of the file, now: a bad one found only when a batch draws it
+  // would stop the run at some later step.
+  if (absl::Status s = dataset->checkVocab(model.vocab); !s.ok())
+    return s;
   // The sampler draws the global batch, exactly as a single-rank run of
   // the unpartitioned model would; this rank reads its block of rows.
   absl::StatusOr<data::BatchSampler> created2 = data::BatchSampler::create(

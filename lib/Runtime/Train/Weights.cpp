@@ -86,6 +86,8 @@ absl::Status loadWeights(Executor &executor, const std::string &path,
           path, ": tensor '", name, "' has shape [",
           absl::StrJoin(tensor->shape, ", "), "], the model expects [",
           absl::StrJoin(shape, ", "), "]"));
+    if (absl::Status s = io::checkFinite(*tensor, path); !s.ok())
+      return s;
     std::copy(tensor->f32.begin(), tensor->f32.end(), dest);
     used.insert(name);
     return absl::OkStatus();

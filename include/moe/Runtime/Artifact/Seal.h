@@ -4,15 +4,15 @@
 // by a 16-byte trailer:
 //
 //   bytes [0, 8)   the magic "MOESUM01" (trailer format 1),
-//   bytes [8, 16)  a 64-bit checksum of every byte before the trailer,
-//                  little-endian.
+//   bytes [8, 16)  the XXH64 checksum (io::contentChecksum) of every byte
+//                  before the trailer, little-endian.
 //
 // The reader checks the trailer before it looks at anything else in the
 // file, so any damaged byte, in a name, a shape, an operand index or a float
 // attribute, is an error instead of a different program that happens to
 // verify. The checksum guards against damage, not against forgery: an edited
 // file whose trailer is recomputed is checked by the verifier like any other.
-// Header-only: moec's writer and the runtime's reader share it.
+// moec's writer and the runtime's reader share it (both link moe_runtime_io).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_ARTIFACT_SEAL_H
@@ -36,7 +36,7 @@ inline std::array<uint8_t, kSealSize> sealFor(const uint8_t *data,
                                               size_t size) {
   std::array<uint8_t, kSealSize> seal;
   std::memcpy(seal.data(), kSealMagic, sizeof kSealMagic);
-  uint64_t sum = io::checksum64(data, size);
+  uint64_t sum = io::contentChecksum({data, size});
   for (int i = 0; i < 8; ++i)
     seal[8 + i] = static_cast<uint8_t>(sum >> (8 * i));
   return seal;

@@ -331,7 +331,8 @@ void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq,
 // Initialisation
 //===----------------------------------------------------------------------===//
 
-/// 64-bit FNV-1a of a parameter name; the stream id of its random numbers.
+/// 64-bit FNV-1a of a parameter name (io::fnv1a64); the stream id of its
+/// random numbers, so it defines the initial weights.
 uint64_t nameHash(const char *name);
 /// Fills n values of a parameter with normal(0, std) draws where element i
 /// (global index, so shards agree) depends only on (seed, stream, i): a

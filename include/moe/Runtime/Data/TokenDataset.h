@@ -126,11 +126,13 @@ public:
 
   /// Copies ids [pos, pos + count) into `out`. Each id must lie in
   /// [0, vocab) (vocab > 0) or [0, 2^31) (vocab <= 0); the first that does
-  /// not is an error naming its stream position.
+  /// not is an error naming the file, its stream position (and document,
+  /// for Megatron), the id and the vocabulary.
   absl::Status read(int64_t pos, int64_t count, int32_t *out,
                     int64_t vocab = 0) const;
 
-  /// Checks every id against `vocab` as read() does.
+  /// Checks every id against `vocab` as read() does, in one parallel pass
+  /// over the mapped file, and reports the first bad one in stream order.
   absl::Status checkVocab(int64_t vocab) const;
 
   /// The smallest and largest id, or nullopt for an empty dataset.
@@ -152,6 +154,11 @@ private:
 
   /// The segment holding stream position `pos`.
   size_t segmentOf(int64_t pos) const;
+  /// The first position in [begin, end) whose id is outside [0, limit), or
+  /// -1.
+  int64_t firstOutsideVocab(int64_t begin, int64_t end, int64_t limit) const;
+  /// The error for id `id` at position `pos` outside `vocab` (as read()).
+  absl::Status outsideVocab(int64_t pos, int64_t id, int64_t vocab) const;
 
   io::MappedFile data_;
   std::string indexPath_;

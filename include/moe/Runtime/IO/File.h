@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -21,9 +22,13 @@ namespace moe::rt::io {
 /// A whole file mapped read-only. Move-only; unmaps on destruction.
 class MappedFile {
 public:
-  /// Maps `path`. Fails (naming the path) if it is missing, unreadable or
-  /// not a regular file.
-  static absl::StatusOr<MappedFile> open(const std::string &path);
+  /// Maps `path`. Fails (naming the path, after `description` if given:
+  /// "cannot open artifact 'p': ...") if it is missing, unreadable or not a
+  /// regular file ("cannot open 'p': not a regular file (a fifo)"), without
+  /// blocking: every reader of the runtime opens its inputs here, so a FIFO
+  /// with no writer is refused instead of hanging in open().
+  static absl::StatusOr<MappedFile> open(const std::string &path,
+                                         absl::string_view description = {});
 
   MappedFile() = default;
   MappedFile(MappedFile &&other) noexcept;

@@ -85,6 +85,12 @@ parseSafetensors(const uint8_t *data, size_t size, const std::string &origin);
 /// name is not a safetensors dtype.
 size_t safetensorsDtypeSize(const std::string &dtype);
 
+/// Refuses a float tensor holding a NaN or an infinity, naming `origin`
+/// (the file it came from), the tensor, the value and the first bad
+/// element: "w.safetensors: tensor 'x' holds nan at element [1, 4] (flat
+/// index 12)". Weights like that would only show as a non-finite loss.
+absl::Status checkFinite(const TensorData &tensor, const std::string &origin);
+
 } // namespace moe::rt::io
 
 #endif // MOE_RUNTIME_IO_SAFETENSORS_H

@@ -4,7 +4,8 @@
 // (rank-RRRRR.safetensors: the rank's blocks of the parameters and
 // optimizer state, FP8 amax histories included) and manifest.json: the step,
 // the data seed, the mesh that saved it, every buffer's global shape and
-// split, and each shard's size and checksum. Shards are written under a
+// split, each shard's size and checksum, and a checksum of the manifest
+// itself (lib/Runtime/Train/CheckpointManifest.h). Shards are written under a
 // temporary directory that becomes the checkpoint by one rename once every
 // rank has written and rank 0 has written the manifest: a checkpoint is
 // complete or absent.
@@ -50,7 +51,10 @@ absl::StatusOr<std::string> findCheckpoint(const std::string &path);
 
 /// Loads checkpoint directory `path` into `executor`'s parameters and
 /// optimizer state, resharding from the mesh that saved it. Refuses a
-/// missing or unreadable manifest, a missing, truncated or corrupt shard,
+/// missing, unreadable or edited manifest (its checksum, its step against
+/// the directory name, its model against the artifact's, its shapes against
+/// their splits on its mesh, its shards against that mesh's ranks), a
+/// missing, truncated or corrupt shard, a tensor holding NaN or infinity,
 /// and a buffer missing or of another shape, naming it.
 absl::StatusOr<CheckpointState> loadCheckpoint(Executor &executor,
                                                const std::string &path);

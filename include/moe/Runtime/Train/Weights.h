@@ -41,8 +41,9 @@ absl::Status saveWeights(const Executor &executor, const std::string &path,
                          const std::map<std::string, std::string> &metadata = {});
 
 /// Loads every parameter (and optimizer state, if present in the file and
-/// `set` asks for it) from `path`. Missing tensors, shape mismatches and
-/// unknown tensors are errors naming the tensor and the file.
+/// `set` asks for it) from `path`. Missing tensors, shape mismatches,
+/// NaN or infinite values and unknown tensors are errors naming the tensor
+/// and the file (and the first bad element).
 absl::Status loadWeights(Executor &executor, const std::string &path,
                          WeightSet set);
 

@@ -65,6 +65,18 @@ TEST(TrainerTest, ResumedRunAppendsToItsMetrics) {
   EXPECT_EQ(run.metricsLines(), 1);
 }
 
+TEST(TrainerTest, MetricsNumberStepsFromOne) {
+  TinyRun run;
+  run.run(/*startStep=*/0, /*steps=*/2);
+  run.run(/*startStep=*/2, /*steps=*/1);
+  std::istringstream in(moe::testing::readBytes(run.options.metricsPath));
+  std::vector<std::string> steps;
+  for (std::string line; std::getline(in, line);)
+    steps.push_back(line.substr(0, line.find(',')));
+  EXPECT_EQ(steps, (std::vector<std::string>{
+                       "{\"step\":1", "{\"step\":2", "{\"step\":3"}));
+}
+
 TEST(TrainerTest, PartitionedArtifactNeedsItsRanks) {
   TinyRun run(moe::rt::testing::makeMeshProgram({2, 2}));
   absl::StatusOr<train::TrainSummary> summary = run.tryRun(0, 1);

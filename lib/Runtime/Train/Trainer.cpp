@@ -151,7 +151,8 @@ absl::Status Run::resume() {
         options.dataSeed));
   firstStep = state->steps;
   if (!quiet)
-    out << "resumed " << *path << " at step " << firstStep + 1 << "\n";
+    out << "resumed " << *path << " at step " << stepNumber(firstStep)
+        << "\n";
   return absl::OkStatus();
 }
 
@@ -398,8 +399,7 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
             step, j * microbatchRows + rows.index * localBatch, localBatch,
             tokens.data() + j * localTokens, targets.data() + j * localTokens);
         !s.ok())
-      return absl::Status(s.code(), absl::StrCat("step ", step, ": ",
-                                                 s.message()));
+      return atStep(step, s);
 
   LossPartsProbe probe(*executor);
   std::optional<StepDump> dump;
@@ -448,7 +448,7 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
 
   const ModelInfo &model = executor->program().model;
   io::MetricsRecord record;
-  record.step = step;
+  record.step = stepNumber(step);
   record.loss = result->loss;
   record.gradNorm = result->gradNorm;
   record.lr = result->lr;
@@ -461,8 +461,7 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
     double shared[3] = {parts.known ? parts.ce : 0.0,
                         parts.known ? parts.aux : 0.0, parts.known ? 1.0 : 0.0};
     if (absl::Status s = executor->sumOverStages(shared); !s.ok())
-      return absl::Status(s.code(), absl::StrCat("step ", step, ": ",
-                                                 s.message()));
+      return atStep(step, s);
     parts.ce = static_cast<float>(shared[0]);
     parts.aux = static_cast<float>(shared[1]);
     parts.known = shared[2] > 0;
@@ -476,14 +475,8 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
       return s;
   int64_t done = step - firstStep + 1;
   if (!quiet && (done % std::max<int64_t>(options.logEvery, 1) == 0 ||
-                 done == options.steps)) {
-    // Steps are 0-based in the schedule and the metrics file; people count
-    // the first step as step 1.
-    io::MetricsRecord shown = record;
-    shown.step = step + 1;
-    out << io::formatProgressLine(shown, firstStep + options.steps)
-        << "\n";
-  }
+                 done == options.steps))
+    out << io::formatProgressLine(record, firstStep + options.steps) << "\n";
   return absl::OkStatus();
 }
 
@@ -522,7 +515,7 @@ absl::StatusOr<TrainSummary> Run::loop() {
   if (!quiet && !summary.losses.empty()) {
     double first = summary.losses.front(), last = summary.losses.back();
     if (options.plot && summary.losses.size() > 1)
-      out << plotLossCurve(summary.losses);
+      out << plotLossCurve(summary.losses, 60, 10, stepNumber(firstStep));
     // A relative change from a zero loss is meaningless; leave it out.
     std::string change =
         first != 0
@@ -553,7 +546,7 @@ absl::StatusOr<TrainSummary> train(const TrainOptions &options,
 }
 
 std::string plotLossCurve(const std::vector<double> &losses, int width,
-                          int height) {
+                          int height, int64_t firstStepNumber) {
   if (losses.empty() || width < 2 || height < 2)
     return "";
   // Average the steps falling into each column. Non-finite losses are left
@@ -599,9 +592,13 @@ std::string plotLossCurve(const std::vector<double> &losses, int width,
   }
   absl::StrAppend(&chart, std::string(9, ' '), "+", std::string(columns, '-'),
                   "\n");
-  std::string last = absl::StrFormat("%d", losses.size() - 1);
-  absl::StrAppend(&chart, std::string(10, ' '), "0",
-                  std::string(std::max<int>(1, columns - 1 - last.size()), ' '),
+  std::string first = absl::StrFormat("%d", firstStepNumber);
+  std::string last =
+      absl::StrFormat("%d", firstStepNumber + losses.size() - 1);
+  absl::StrAppend(&chart, std::string(10, ' '), first,
+                  std::string(std::max<int>(1, columns - first.size() -
+                                                   last.size()),
+                              ' '),
                   last, "\n");
   return chart;
 }

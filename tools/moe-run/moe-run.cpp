@@ -38,6 +38,16 @@ training:
   --seed N               parameter initialisation seed (default: the artifact's)
   --device D             cpu (default) or cuda (a GPU, the CUDA backend)
   --threads N            GEMM threads (default: OPENBLAS_NUM_THREADS or all cores)
+loss checks (a non-finite loss or gradient norm always stops the run):
+  --max-loss X           stop when a step's loss exceeds X (default: 10 x
+                         ln(vocab), which no healthy run reaches: it starts
+                         near ln(vocab) and falls; 0 or inf: no limit)
+  --loss-spike-factor F  stop when a step's loss exceeds F (> 1) times the
+                         median loss of the previous --loss-spike-window
+                         steps (default 0: off)
+  --loss-spike-window N  steps in that median (default 100); judged once
+                         N steps have run
+  --loss-spike A         error (default) or warn: print a warning and go on
 weights and outputs:
   --load FILE            start from these weights (safetensors, HF names)
   --save FILE            write the trained weights (safetensors, HF names)
@@ -62,7 +72,7 @@ weights and outputs:
   --trace FILE           write the steps' timeline, compute and communication
                          tracks, as a Chrome trace (Perfetto); each rank of a
                          job writes FILE with .rank<r> before the extension
-  --quiet                print nothing but errors
+  --quiet                print nothing but errors and warnings
   --no-plot              do not print the loss curve
 )";
 
@@ -89,6 +99,10 @@ static int64_t parseInt(const std::string &flag, const std::string &text) {
   return parseAs<int64_t>(flag, text, "an integer");
 }
 
+/// A real number; "inf" is one.
+static double parseNumber(const std::string &flag, const std::string &text) {
+  return parseAs<double>(flag, text, "a number");
+}
 
 /// A seed: an integer >= 0.
 static uint64_t parseSeed(const std::string &flag, const std::string &text) {
@@ -178,6 +192,21 @@ static Command parseArgs(int argc, char **argv) {
       options.dumpStepDir = value();
     } else if (arg == "--dump-step-at") {
       options.dumpStepAt = parseInt(arg, value());
+    } else if (arg == "--max-loss") {
+      options.lossLimits.maxLoss = parseNumber(arg, value());
+    } else if (arg == "--loss-spike-factor") {
+      options.lossLimits.spikeFactor = parseNumber(arg, value());
+    } else if (arg == "--loss-spike-window") {
+      options.lossLimits.spikeWindow = parseInt(arg, value());
+    } else if (arg == "--loss-spike") {
+      std::string action = value();
+      if (action == "error")
+        options.lossLimits.spikeAction = train::LossSpikeAction::Error;
+      else if (action == "warn")
+        options.lossLimits.spikeAction = train::LossSpikeAction::Warn;
+      else
+        throw UsageError{"unknown --loss-spike action '" + action +
+                         "': expected error or warn"};
     } else if (arg == "--log-every") {
       options.logEvery = parseInt(arg, value());
     } else if (arg == "--profile") {
@@ -227,6 +256,9 @@ static Command parseArgs(int argc, char **argv) {
                        std::to_string(first) + " to " + std::to_string(last)};
     options.dumpStepAt = number - 1;
   }
+  if (absl::Status limits = train::validateLossLimits(options.lossLimits);
+      !limits.ok())
+    throw UsageError{std::string(limits.message())};
   if (device != "cpu" && device != "cuda")
     throw UsageError{"unknown device '" + device + "': expected cpu or cuda"};
   options.device = device;

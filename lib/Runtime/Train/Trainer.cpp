@@ -73,6 +73,7 @@ private:
   std::optional<data::BatchSampler> sampler;
   std::optional<io::MetricsWriter> metrics;
   std::optional<io::Trace> trace;
+  std::optional<LossGuard> lossGuard;
   std::vector<int32_t> tokens, targets;
   /// The first step of this run: --start-step, or a resumed checkpoint's.
   int64_t firstStep = 0;
@@ -325,6 +326,7 @@ absl::Status Run::setUp() {
   sampler.emplace(std::move(*created2));
   tokens.resize(executor->tokensPerStep());
   targets.resize(executor->tokensPerStep());
+  lossGuard.emplace(options.lossLimits, model.vocab);
 
   if (reports && !options.metricsPath.empty()) {
     // A resumed run continues the metrics of the run it resumes.
@@ -438,6 +440,12 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
                        .count();
   if (!result.ok())
     return result.status();
+  std::string warning;
+  if (absl::Status s = lossGuard->check(step, result->loss, &warning);
+      !s.ok())
+    return s;
+  if (!warning.empty() && reports)
+    out << "warning: " << warning << "\n";
   summary.seconds += seconds;
   summary.losses.push_back(result->loss);
   if (dump)
@@ -539,6 +547,8 @@ absl::StatusOr<TrainSummary> train(const TrainOptions &options,
                                    std::ostream &out) {
   if (options.steps < 0 || options.startStep < 0)
     return absl::InvalidArgumentError("steps and start step must be >= 0");
+  if (absl::Status s = validateLossLimits(options.lossLimits); !s.ok())
+    return s;
   Run run(options, out);
   if (absl::Status s = run.setUp(); !s.ok())
     return s;

@@ -13,6 +13,7 @@
 #define MOE_RUNTIME_TRAIN_TRAINER_H
 
 #include "moe/Runtime/Data/TokenDataset.h"
+#include "moe/Runtime/Train/LossGuard.h"
 
 #include "absl/status/status.h"
 
@@ -69,6 +70,10 @@ struct TrainOptions {
   int64_t expertChunks = 1;
   /// Gradient reductions and FSDP all-gathers on a communication thread.
   bool asyncCollectives = false;
+  /// The loss checks beyond finiteness (LossGuard.h): a ceiling and a
+  /// spike detector. A spike in warn mode prints a "warning: " line, even
+  /// when quiet.
+  LossLimits lossLimits;
   bool quiet = false;
   bool plot = true;
   /// Distributed checkpoints (Checkpoint.h) under this directory, every

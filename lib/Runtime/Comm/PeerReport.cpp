@@ -173,7 +173,7 @@ describePeers(const StuckWait &wait,
   outside.appendTo(clauses, collective ? "outside the group, "
                                        : "of the other ranks, ");
   if (clauses.empty())
-    return "every other rank of the group answered";
+    return "every other rank answered";
   return absl::StrJoin(clauses, "; ");
 }
 

@@ -41,7 +41,10 @@ struct PeerState {
 };
 
 /// The probe channel between the ranks of the world. Every call is made
-/// with the world's progressMutex() held, and never blocks.
+/// with the world's progressMutex() held, and never blocks. So it runs on
+/// whichever thread is inside the layer at the time; below
+/// MPI_THREAD_MULTIPLE (World::threadLevel) that is the one thread allowed
+/// to call MPI then, and the probes need no thread level of their own.
 class Prober {
 public:
   virtual ~Prober() = default;

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks a moe-run metrics file: one finite record per step, in order, and
+"""Checks a moe-run metrics file: one finite record per step, in order and
+numbered from 1 (as the progress lines number them), and
 a loss that fell by at least --min-drop (relative, first step vs the mean of
 the last ten steps, so one noisy batch cannot decide it)."""
 import argparse
@@ -19,11 +20,11 @@ def main():
     if len(records) != args.steps:
         sys.exit(f"expected {args.steps} records, got {len(records)}")
     for i, r in enumerate(records):
-        if r["step"] != i:
-            sys.exit(f"record {i} has step {r['step']}")
+        if r["step"] != i + 1:
+            sys.exit(f"record {i} has step {r['step']}, expected {i + 1}")
         for key in ("loss", "grad_norm", "lr", "tokens_per_s", "flops_per_s"):
             if r.get(key) is None or not math.isfinite(r[key]):
-                sys.exit(f"step {i}: {key} is {r.get(key)}")
+                sys.exit(f"step {i + 1}: {key} is {r.get(key)}")
     first = records[0]["loss"]
     last = sum(r["loss"] for r in records[-10:]) / min(10, len(records))
     drop = (first - last) / first

@@ -14,10 +14,14 @@ absl::Status injectFault(const std::string &name, int faultRank,
     std::vector<float> data(16, 1.0f);
     if (worldRank == faultRank) {
       std::fprintf(stderr,
-                   "moe-comm-test: rank %d skips an allReduceSum (injected "
-                   "fault)\n",
+                   "moe-comm-test: rank %d skips an allReduceSum and waits "
+                   "for a message instead (injected fault)\n",
                    worldRank);
-      return absl::OkStatus();
+      // A message that never comes, on the same group (a collective there
+      // would be matched against the skipped one by MPI). It waits longer
+      // than its peers, so that their probes find it waiting.
+      everyone.setTimeout(everyone.timeout() * 3);
+      return everyone.recv(absl::MakeSpan(data), faultRank == 0 ? 1 : 0);
     }
     return everyone.allReduceSum(absl::MakeSpan(data));
   }

@@ -14,8 +14,10 @@ inline constexpr const char *kFaultNames =
 
 /// Runs fault `name` on `everyone` (all ranks), `faultRank` being the rank
 /// that misbehaves:
-///  skip-collective: every rank but faultRank joins an allReduceSum; the
-///    others must fail with a deadline error;
+///  skip-collective: every rank but faultRank joins an allReduceSum;
+///    faultRank waits for a message that never comes instead (with a longer
+///    deadline); the others must fail with a deadline error that says it
+///    has not reached the collective and what it waits for;
 ///  short-recv: rank 0 sends 8 floats, faultRank receives into 4 (MPI's
 ///    truncation error);
 ///  long-recv: rank 0 sends 4 floats, faultRank expects 8.

@@ -33,10 +33,21 @@ data:
   --data-seed N          seed of the batch sampler (default 0)
 training:
   --steps N              steps to run (required)
-  --start-step N         first step (LR schedule position; default 0)
+  --start-step N         steps already done: the run starts at step N+1 (its
+                         LR schedule position and batches; default 0)
   --seed N               parameter initialisation seed (default: the artifact's)
   --device D             cpu (default) or cuda (a GPU, the CUDA backend)
   --threads N            GEMM threads (default: OPENBLAS_NUM_THREADS or all cores)
+loss checks (a non-finite loss or gradient norm always stops the run):
+  --max-loss X           stop when a step's loss exceeds X (default: 10 x
+                         ln(vocab), which no healthy run reaches: it starts
+                         near ln(vocab) and falls; 0 or inf: no limit)
+  --loss-spike-factor F  stop when a step's loss exceeds F (> 1) times the
+                         median loss of the previous --loss-spike-window
+                         steps (default 0: off)
+  --loss-spike-window N  steps in that median (default 100); judged once
+                         N steps have run
+  --loss-spike A         error (default) or warn: print a warning and go on
 weights and outputs:
   --load FILE            start from these weights (safetensors, HF names)
   --save FILE            write the trained weights (safetensors, HF names)
@@ -45,10 +56,12 @@ weights and outputs:
   --checkpoint-every N   and every N steps
   --resume PATH          continue from a checkpoint (or the newest under PATH):
                          weights, optimizer state and step; --steps more run
-  --metrics FILE         one JSON line of metrics per step (appended to
-                         when --start-step > 0, else overwritten)
+  --metrics FILE         one JSON line of metrics per step, "step" numbered
+                         from 1 as in the progress lines (appended to when
+                         --start-step > 0, else overwritten)
   --dump-step DIR        record one step for test/reference/ (see --dump-step-at)
-  --dump-step-at N       the step to record (default: the first)
+  --dump-step-at N       the step to record, numbered as in the progress
+                         lines (default: the first)
   --log-every N          print every N steps (default 1)
   --profile              print the time spent per kernel at the end
   --expert-chunks N      split expert-parallel layers' tokens into N chunks
@@ -59,7 +72,7 @@ weights and outputs:
   --trace FILE           write the steps' timeline, compute and communication
                          tracks, as a Chrome trace (Perfetto); each rank of a
                          job writes FILE with .rank<r> before the extension
-  --quiet                print nothing but errors
+  --quiet                print nothing but errors and warnings
   --no-plot              do not print the loss curve
 )";
 
@@ -70,13 +83,25 @@ struct UsageError {
 };
 } // namespace
 
-static int64_t parseInt(const std::string &flag, const std::string &text) {
-  int64_t value = 0;
+/// The whole of `text` as a T; `kind` ("an integer") for the error.
+template <typename T>
+static T parseAs(const std::string &flag, const std::string &text,
+                 const char *kind) {
+  T value = 0;
   auto [end, error] =
       std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size())
-    throw UsageError{flag + " expects an integer, got '" + text + "'"};
+    throw UsageError{flag + " expects " + kind + ", got '" + text + "'"};
   return value;
+}
+
+static int64_t parseInt(const std::string &flag, const std::string &text) {
+  return parseAs<int64_t>(flag, text, "an integer");
+}
+
+/// A real number; "inf" is one.
+static double parseNumber(const std::string &flag, const std::string &text) {
+  return parseAs<double>(flag, text, "a number");
 }
 
 /// A seed: an integer >= 0.
@@ -167,6 +192,21 @@ static Command parseArgs(int argc, char **argv) {
       options.dumpStepDir = value();
     } else if (arg == "--dump-step-at") {
       options.dumpStepAt = parseInt(arg, value());
+    } else if (arg == "--max-loss") {
+      options.lossLimits.maxLoss = parseNumber(arg, value());
+    } else if (arg == "--loss-spike-factor") {
+      options.lossLimits.spikeFactor = parseNumber(arg, value());
+    } else if (arg == "--loss-spike-window") {
+      options.lossLimits.spikeWindow = parseInt(arg, value());
+    } else if (arg == "--loss-spike") {
+      std::string action = value();
+      if (action == "error")
+        options.lossLimits.spikeAction = train::LossSpikeAction::Error;
+      else if (action == "warn")
+        options.lossLimits.spikeAction = train::LossSpikeAction::Warn;
+      else
+        throw UsageError{"unknown --loss-spike action '" + action +
+                         "': expected error or warn"};
     } else if (arg == "--log-every") {
       options.logEvery = parseInt(arg, value());
     } else if (arg == "--profile") {
@@ -206,13 +246,19 @@ static Command parseArgs(int argc, char **argv) {
   if (options.dumpStepAt) {
     if (options.dumpStepDir.empty())
       throw UsageError{"--dump-step-at needs --dump-step"};
-    int64_t end = options.startStep + options.steps;
-    if (*options.dumpStepAt < options.startStep || *options.dumpStepAt >= end)
-      throw UsageError{"--dump-step-at " + std::to_string(*options.dumpStepAt) +
-                       " is not a step of this run [" +
-                       std::to_string(options.startStep) + ", " +
-                       std::to_string(end) + ")"};
+    // Given as people number steps, kept as the 0-based index.
+    int64_t first = options.startStep + 1, last = options.startStep +
+                                                  options.steps;
+    int64_t number = *options.dumpStepAt;
+    if (number < first || number > last)
+      throw UsageError{"--dump-step-at " + std::to_string(number) +
+                       " is not a step of this run, which runs steps " +
+                       std::to_string(first) + " to " + std::to_string(last)};
+    options.dumpStepAt = number - 1;
   }
+  if (absl::Status limits = train::validateLossLimits(options.lossLimits);
+      !limits.ok())
+    throw UsageError{std::string(limits.message())};
   if (device != "cpu" && device != "cuda")
     throw UsageError{"unknown device '" + device + "': expected cpu or cuda"};
   options.device = device;

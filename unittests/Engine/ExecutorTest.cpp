@@ -191,7 +191,7 @@ TEST(ExecutorTest, BadTokenIdNamesTheInstructionAndPosition) {
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(result.status().message()),
-              HasSubstr("step 3: instruction 0 (Embedding) at tiny.mlir:1: "
+              HasSubstr("step 4: instruction 0 (Embedding) at tiny.mlir:1: "
                         "token id 99 at position 5 (batch 1, seq 1) is "
                         "outside the embedding table [0, 8)"));
   batch.tokens[5] = -1;
@@ -214,7 +214,7 @@ TEST(ExecutorTest, BadTargetIsAnErrorNegativeIsIgnored) {
   result = executor->runStep(batch.tokens.data(), batch.targets.data(), 1);
   ASSERT_FALSE(result.ok());
   EXPECT_THAT(std::string(result.status().message()),
-              HasSubstr("step 1: instruction 3 (CrossEntropy) at tiny.mlir:4: "
+              HasSubstr("step 2: instruction 3 (CrossEntropy) at tiny.mlir:4: "
                         "target id 8 at position 6 (batch 1, seq 2) is "
                         "outside the vocabulary [0, 8)"));
 }
@@ -250,7 +250,7 @@ TEST(ExecutorTest, NonFiniteLossStopsBeforeTheOptimizer) {
       executor->runStep(batch.tokens.data(), batch.targets.data(), 4, hooks);
   ASSERT_FALSE(result.ok());
   EXPECT_THAT(std::string(result.status().message()),
-              HasSubstr("step 4: loss is not finite (nan)"));
+              HasSubstr("step 5: loss is not finite (nan)"));
   // Stopped right after CrossEntropy: no AdamW touched the weights.
   EXPECT_EQ(ran.back(), testing::instructionWith(executor->program(),
                                                  Opcode::CrossEntropy));
@@ -272,8 +272,8 @@ TEST(ExecutorTest, NonFiniteGradientNormIsAnError) {
   ASSERT_FALSE(result.ok());
   EXPECT_THAT(
       std::string(result.status().message()),
-      ::testing::AnyOf(HasSubstr("step 0: loss is not finite"),
-                       HasSubstr("step 0: gradient norm is not finite")));
+      ::testing::AnyOf(HasSubstr("step 1: loss is not finite"),
+                       HasSubstr("step 1: gradient norm is not finite")));
 }
 
 TEST(ExecutorTest, HooksAreCalledInOrder) {

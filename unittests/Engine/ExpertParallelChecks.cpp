@@ -276,7 +276,7 @@ void checkExpertParallelBadIds(const ExpertParallelConfig &config,
     EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
     size_t index = instructionWith(program, opcode);
     std::string where =
-        absl::StrCat("step 0: instruction ", index, " (", opcodeName(opcode),
+        absl::StrCat("step 1: instruction ", index, " (", opcodeName(opcode),
                      ") at tiny.mlir:", index + 1, ": ");
     std::string expected =
         culprit ? absl::StrCat(where, "expert id ", bad,

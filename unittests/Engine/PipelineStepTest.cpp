@@ -129,7 +129,7 @@ TEST(PipelineStepTest, ANonFiniteLossNamesTheMicrobatch) {
       executor->runStep(tokens.data(), tokens.data(), 0);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().message(),
-            "step 0: loss is not finite (nan) in microbatch 0");
+            "step 1: loss is not finite (nan) in microbatch 0");
 }
 
 } // namespace

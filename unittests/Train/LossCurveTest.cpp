@@ -38,7 +38,16 @@ TEST(LossCurveTest, ManyStepsAreAveragedPerColumn) {
   std::vector<std::string> chart = lines(plotLossCurve(losses, 10, 2));
   EXPECT_EQ(chart[1], "   2.000 |*****     ");
   EXPECT_EQ(chart[2], "   1.000 |     *****");
-  EXPECT_THAT(chart.back(), HasSubstr("99"));
+  // The axis runs over the step numbers, the first step being step 1.
+  EXPECT_EQ(chart.back(), "          1      100");
+}
+
+TEST(LossCurveTest, AxisOfAResumedRunStartsAtItsFirstStep) {
+  std::vector<double> losses(100, 1.0);
+  losses[0] = 2.0;
+  std::vector<std::string> chart =
+      lines(plotLossCurve(losses, 10, 2, /*firstStepNumber=*/11));
+  EXPECT_EQ(chart.back(), "          11     110");
 }
 
 TEST(LossCurveTest, FlatOrEmptyCurvesDoNotDivideByZero) {

@@ -4,6 +4,7 @@
 #include "TestFiles.h"
 #include "TestProgram.h"
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 #include <sstream>
@@ -63,6 +64,40 @@ TEST(TrainerTest, ResumedRunAppendsToItsMetrics) {
   // A run from the start begins a new file.
   run.run(/*startStep=*/0, /*steps=*/1);
   EXPECT_EQ(run.metricsLines(), 1);
+}
+
+TEST(TrainerTest, MetricsNumberStepsFromOne) {
+  TinyRun run;
+  run.run(/*startStep=*/0, /*steps=*/2);
+  run.run(/*startStep=*/2, /*steps=*/1);
+  std::istringstream in(moe::testing::readBytes(run.options.metricsPath));
+  std::vector<std::string> steps;
+  for (std::string line; std::getline(in, line);)
+    steps.push_back(line.substr(0, line.find(',')));
+  EXPECT_EQ(steps, (std::vector<std::string>{
+                       "{\"step\":1", "{\"step\":2", "{\"step\":3"}));
+}
+
+TEST(TrainerTest, LossAboveTheMaximumStopsTheRun) {
+  TinyRun run;
+  run.options.lossLimits.maxLoss = 0.5;
+  absl::StatusOr<train::TrainSummary> summary = run.tryRun(4, 3);
+  ASSERT_FALSE(summary.ok());
+  EXPECT_EQ(summary.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(summary.status().message()),
+              ::testing::MatchesRegex(
+                  "step 5: loss [0-9.]+ exceeds --max-loss 0\\.5"));
+  // The failing step is not recorded.
+  EXPECT_EQ(run.metricsLines(), 0);
+}
+
+TEST(TrainerTest, BadLossLimitsAreRefused) {
+  TinyRun run;
+  run.options.lossLimits.spikeWindow = 0;
+  absl::StatusOr<train::TrainSummary> summary = run.tryRun(0, 1);
+  ASSERT_FALSE(summary.ok());
+  EXPECT_EQ(summary.status().message(),
+            "--loss-spike-window must be at least 1 step, got 0");
 }
 
 TEST(TrainerTest, PartitionedArtifactNeedsItsRanks) {

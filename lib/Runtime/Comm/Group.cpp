@@ -101,7 +101,8 @@ Group::Group(std::unique_ptr<detail::Transport> transport, std::string name,
              std::shared_ptr<detail::WorldState> state, absl::Duration timeout)
     : transport_(std::move(transport)), name_(std::move(name)),
       worldRanks_(std::move(worldRanks)), state_(std::move(state)),
-      timeout_(timeout), rank_(transport_->rank()), size_(transport_->size()) {}
+      timeout_(timeout), rank_(transport_->rank()), size_(transport_->size()),
+      record_(state_->addGroup(name_, worldRanks_)) {}
 
 Group::~Group() = default;
 
@@ -119,12 +120,17 @@ absl::Status Group::checkHealthy(const std::string &collective) const {
                             state_->reason(), ")"));
 }
 
+int64_t Group::enter() { return record_->entered.fetch_add(1); }
+
 std::unique_ptr<detail::RequestState>
-Group::newRequest(std::string collective) const {
+Group::newRequest(std::string collective, int64_t sequence, int peer) const {
   auto state = std::make_unique<detail::RequestState>();
   state->collective = std::move(collective);
   state->group = name_;
   state->groupRank = rank_;
+  state->record = record_;
+  state->sequence = sequence;
+  state->peer = peer >= 0 ? worldRanks_[peer] : -1;
   state->timeout = timeout_;
   state->world = state_;
   return state;
@@ -167,6 +173,7 @@ absl::StatusOr<Request> Group::allReduceSumImpl(absl::Span<T> data) {
   // Numbered on every rank, including calls that move nothing, so that the
   // numbers agree across the group.
   uint64_t sequence = allReduceSequence_++;
+  int64_t entered = enter();
   if (size_ == 1 || data.empty())
     return Request();
 
@@ -180,7 +187,7 @@ absl::StatusOr<Request> Group::allReduceSumImpl(absl::Span<T> data) {
   for (int i = 0; i < n; ++i)
     recvOffsets[i] = i * mine;
 
-  auto state = newRequest(std::move(what));
+  auto state = newRequest(std::move(what), entered);
   state->keepAlive.push_back(scratch);
   // Phase 1: chunk j of every rank goes to rank j.
   if (absl::Status started =
@@ -250,12 +257,13 @@ absl::StatusOr<Request> Group::allGatherImpl(absl::Span<const T> input,
     return error(absl::StatusCode::kInvalidArgument, what,
                  "the input overlaps the output other than at this rank's "
                  "slot");
+  int64_t entered = enter();
   if (count == 0)
     return Request();
   std::vector<int> counts(size_, static_cast<int>(count)), offsets(size_);
   for (int j = 0; j < size_; ++j)
     offsets[j] = j * static_cast<int>(count);
-  auto state = newRequest(std::move(what));
+  auto state = newRequest(std::move(what), entered);
   if (absl::Status started = begin(
           *state,
           transport_->allGatherV(dtypeOf<T>(), inPlace ? nullptr : input.data(),
@@ -285,6 +293,7 @@ absl::StatusOr<Request> Group::reduceScatterSumImpl(absl::Span<const T> input,
   if (overlaps(input, output))
     return error(absl::StatusCode::kInvalidArgument, what,
                  "the input and the output overlap");
+  int64_t entered = enter();
   if (count == 0)
     return Request();
   if (size_ == 1) {
@@ -298,7 +307,7 @@ absl::StatusOr<Request> Group::reduceScatterSumImpl(absl::Span<const T> input,
   std::vector<int> counts(n, static_cast<int>(count)), offsets(n);
   for (int j = 0; j < n; ++j)
     offsets[j] = j * static_cast<int>(count);
-  auto state = newRequest(std::move(what));
+  auto state = newRequest(std::move(what), entered);
   state->keepAlive.push_back(scratch);
   // Chunk j of every rank goes to rank j, which adds them in rank order.
   if (absl::Status started =
@@ -377,7 +386,7 @@ Group::allToAllImpl(absl::Span<const T> input,
   auto toInt = [](absl::Span<const int64_t> values) {
     return std::vector<int>(values.begin(), values.end());
   };
-  auto state = newRequest(std::move(what));
+  auto state = newRequest(std::move(what), enter());
   if (absl::Status started = begin(
           *state,
           transport_->allToAllV(dtypeOf<T>(), input.data(), toInt(sendCounts),
@@ -411,7 +420,7 @@ Group::startExchangeCounts(absl::Span<const int64_t> sendCounts,
   std::vector<int> ones(size_, 1), offsets(size_);
   for (int j = 0; j < size_; ++j)
     offsets[j] = j;
-  auto state = newRequest(std::move(what));
+  auto state = newRequest(std::move(what), enter());
   state->keepAlive.push_back(send);
   state->keepAlive.push_back(received);
   if (absl::Status started = begin(
@@ -472,7 +481,7 @@ absl::StatusOr<Request> Group::pointToPoint(std::string what, size_t count,
     status = checkInt(static_cast<int64_t>(count), "count");
   if (!status.ok())
     return error(status.code(), what, std::string(status.message()));
-  auto state = newRequest(std::move(what));
+  auto state = newRequest(std::move(what), -1, peer);
   if (absl::Status started = begin(*state, start()); !started.ok())
     return started;
   return Request(std::move(state));
@@ -492,7 +501,7 @@ absl::StatusOr<Request> Group::broadcastImpl(absl::Span<T> data, int root) {
           checkInt(static_cast<int64_t>(data.size()), "count");
       !status.ok())
     return error(status.code(), what, std::string(status.message()));
-  auto state = newRequest(std::move(what));
+  auto state = newRequest(std::move(what), enter());
   if (absl::Status started = begin(
           *state, transport_->broadcast(dtypeOf<T>(), data.data(),
                                         static_cast<int>(data.size()), root));
@@ -505,7 +514,7 @@ absl::StatusOr<Request> Group::startBarrier() {
   std::string what = "barrier";
   if (absl::Status status = checkHealthy(what); !status.ok())
     return status;
-  auto state = newRequest(std::move(what));
+  auto state = newRequest(std::move(what), enter());
   if (absl::Status started = begin(*state, transport_->barrier());
       !started.ok())
     return started;

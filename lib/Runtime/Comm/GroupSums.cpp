@@ -17,9 +17,13 @@ absl::Status sumOverGroup(Group &group, absl::Span<double> sums,
                 sizeof(int64_t) == 2 * sizeof(int32_t));
   size_t values = sums.size() + counts.size();
   std::vector<int32_t> mine(2 * values);
-  std::memcpy(mine.data(), sums.data(), sums.size() * sizeof(double));
-  std::memcpy(mine.data() + 2 * sums.size(), counts.data(),
-              counts.size() * sizeof(int64_t));
+  // An empty span may hold a null pointer, which memcpy must not be given
+  // even for zero bytes.
+  if (!sums.empty())
+    std::memcpy(mine.data(), sums.data(), sums.size() * sizeof(double));
+  if (!counts.empty())
+    std::memcpy(mine.data() + 2 * sums.size(), counts.data(),
+                counts.size() * sizeof(int64_t));
   std::vector<int32_t> all(mine.size() * size);
   if (absl::Status status = group.allGather(mine, absl::MakeSpan(all));
       !status.ok())

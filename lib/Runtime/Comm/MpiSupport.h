@@ -7,6 +7,7 @@
 #ifndef MOE_LIB_RUNTIME_COMM_MPISUPPORT_H
 #define MOE_LIB_RUNTIME_COMM_MPISUPPORT_H
 
+#include "Probe.h"
 #include "Transport.h"
 
 #include "absl/status/status.h"
@@ -26,6 +27,11 @@ MPI_Datatype mpiType(DType type);
 /// `internal` (the layer's own messages). It frees both communicators when
 /// destroyed, unless MPI is finalised by then, except MPI_COMM_WORLD.
 std::unique_ptr<Transport> makeMpiTransport(MPI_Comm comm, MPI_Comm internal);
+
+/// The probes of a stuck wait (Probe.h) over `comm`, a communicator of the
+/// whole world used for nothing else; the prober frees it unless MPI is
+/// finalised by then.
+std::unique_ptr<Prober> makeMpiProber(MPI_Comm comm);
 
 } // namespace moe::rt::comm::detail
 

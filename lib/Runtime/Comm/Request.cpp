@@ -48,6 +48,44 @@ void WorldState::progressAll() {
   active_.erase(std::remove_if(active_.begin(), active_.end(),
                                [](RequestState *s) { return s->done; }),
                 active_.end());
+  if (prober_)
+    prober_->serve(*this);
+}
+
+std::shared_ptr<GroupRecord>
+WorldState::addGroup(std::string name, std::vector<int64_t> worldRanks) {
+  auto record = std::make_shared<GroupRecord>();
+  record->name = std::move(name);
+  record->worldRanks = std::move(worldRanks);
+  std::lock_guard<std::mutex> lock(groupsMutex_);
+  record->id = static_cast<int64_t>(groups_.size());
+  groups_.push_back(record);
+  return record;
+}
+
+void WorldState::endWait(const RequestState *state) {
+  auto it = std::find(waits_.begin(), waits_.end(), state);
+  if (it != waits_.end())
+    waits_.erase(it);
+}
+
+PeerState WorldState::describe(int64_t groupId) const {
+  PeerState mine;
+  {
+    std::lock_guard<std::mutex> lock(groupsMutex_);
+    if (groupId >= 0 && groupId < static_cast<int64_t>(groups_.size()))
+      mine.entered = groups_[groupId]->entered.load();
+  }
+  // The oldest wait: a second one (another thread's) started later.
+  if (!waits_.empty()) {
+    const RequestState &wait = *waits_.front();
+    mine.waiting = true;
+    mine.waitGroup = wait.record ? wait.record->id : -1;
+    mine.waitSequence = wait.sequence;
+    mine.collective = wait.collective;
+    mine.groupName = wait.group;
+  }
+  return mine;
 }
 
 namespace {
@@ -212,9 +250,83 @@ static void pause(int polls, absl::Duration waited) {
   absl::SleepFor(absl::Microseconds(50));
 }
 
+namespace {
+/// Marks a request as waited for, for the peers' probes, while in scope.
+class WaitScope {
+public:
+  explicit WaitScope(detail::RequestState &state) : state_(state) {
+    std::lock_guard<std::mutex> lock(state_.world->progressMutex());
+    state_.world->beginWait(&state_);
+  }
+  ~WaitScope() {
+    std::lock_guard<std::mutex> lock(state_.world->progressMutex());
+    state_.world->endWait(&state_);
+  }
+  WaitScope(const WaitScope &) = delete;
+  WaitScope &operator=(const WaitScope &) = delete;
+
+private:
+  detail::RequestState &state_;
+};
+} // namespace
+
+/// Asks the other ranks what they are doing (Probe.h) while progressing
+/// every request, `state` included, for at most the probe grace period;
+/// returns what the answers say, or a guess without a probe channel.
+static std::string probePeers(detail::RequestState &state) {
+  const char *guess = "a peer may have died, hung or skipped this collective";
+  detail::WorldState &world = *state.world;
+  std::mutex &mutex = world.progressMutex();
+  std::vector<std::optional<detail::PeerState>> answers;
+  uint64_t round = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    detail::Prober *prober = world.prober();
+    if (!prober || !state.record)
+      return guess;
+    answers.resize(prober->size());
+    round = prober->ask(state.record->id);
+  }
+  int self = 0;
+  absl::Duration grace = detail::probeGrace(state.timeout);
+  absl::Time start = absl::Now();
+  for (int polls = 0;; ++polls) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      detail::Prober *prober = world.prober();
+      if (!prober)
+        return guess;
+      self = prober->rank();
+      world.progressAll();
+      prober->collect(round, answers);
+      if (state.done)
+        return "";
+      int64_t answered = std::count_if(
+          answers.begin(), answers.end(),
+          [](const std::optional<detail::PeerState> &a) { return a.has_value(); });
+      if (answered + 1 >= static_cast<int64_t>(answers.size()))
+        break;
+    }
+    absl::Duration waited = absl::Now() - start;
+    if (waited >= grace)
+      break;
+    pause(polls, waited);
+  }
+  detail::StuckWait wait;
+  wait.groupId = state.record->id;
+  wait.sequence = state.sequence;
+  wait.peer = state.peer;
+  wait.collective = state.collective;
+  wait.members = state.record->worldRanks;
+  wait.self = self;
+  return detail::describePeers(wait, answers, grace);
+}
+
 absl::Status Request::wait() {
   if (!state_)
     return absl::OkStatus();
+  detail::RequestState &s = *state_;
+  WaitScope waiting(s);
   absl::Time start = absl::Now();
   for (int polls = 0;; ++polls) {
     absl::StatusOr<bool> complete = test();
@@ -223,17 +335,19 @@ absl::Status Request::wait() {
     if (*complete)
       return absl::OkStatus();
     absl::Duration waited = absl::Now() - start;
-    detail::RequestState &s = *state_;
     if (waited >= s.timeout) {
+      std::string peers = probePeers(s);
       std::lock_guard<std::mutex> lock(s.world->progressMutex());
+      // It may have completed, or failed, while the peers were asked.
+      if (s.done)
+        return s.status;
       detail::fail(
           s,
           absl::DeadlineExceededError(absl::StrFormat(
               "%s on group %s (group rank %d) did not complete: waited "
-              "%.1f s, the deadline (MOE_COMM_TIMEOUT_S) is %.1f s; a "
-              "peer may have died, hung or skipped this collective",
+              "%.1f s, the deadline (MOE_COMM_TIMEOUT_S) is %.1f s; %s",
               s.collective, s.group, s.groupRank, absl::ToDoubleSeconds(waited),
-              absl::ToDoubleSeconds(s.timeout))));
+              absl::ToDoubleSeconds(s.timeout), peers)));
       return s.status;
     }
     pause(polls, waited);

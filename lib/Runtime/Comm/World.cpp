@@ -67,9 +67,12 @@ absl::StatusOr<std::unique_ptr<World>> World::init(int *argc, char ***argv) {
     return detail::mpiError(rc, "MPI_Comm_rank");
   if (int rc = MPI_Comm_size(MPI_COMM_WORLD, &world->size_); rc != MPI_SUCCESS)
     return detail::mpiError(rc, "MPI_Comm_size");
-  MPI_Comm internal;
+  MPI_Comm internal, probes;
   if (int rc = MPI_Comm_dup(MPI_COMM_WORLD, &internal); rc != MPI_SUCCESS)
     return detail::mpiError(rc, "MPI_Comm_dup");
+  if (int rc = MPI_Comm_dup(MPI_COMM_WORLD, &probes); rc != MPI_SUCCESS)
+    return detail::mpiError(rc, "MPI_Comm_dup");
+  world->state_->setProber(detail::makeMpiProber(probes));
   world->everyone_.reset(
       new Group(detail::makeMpiTransport(MPI_COMM_WORLD, internal), "world",
                 allRanks(world->size_), world->state_, world->timeout_));
@@ -129,6 +132,10 @@ absl::Status World::finalize() {
   finalized_ = true;
   // Groups still alive must not touch MPI any more.
   state_->markBroken(absl::FailedPreconditionError("MPI was finalised"));
+  {
+    std::lock_guard<std::mutex> lock(state_->progressMutex());
+    state_->setProber(nullptr);
+  }
   if (int rc = MPI_Finalize(); rc != MPI_SUCCESS)
     return detail::mpiError(rc, "MPI_Finalize");
   return absl::OkStatus();

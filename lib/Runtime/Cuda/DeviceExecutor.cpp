@@ -64,7 +64,7 @@ size_t lastWriterOf(const Program &program, uint32_t buffer) {
 
 absl::Status nonFinite(int64_t step, const char *what, float value) {
   return absl::InvalidArgumentError(
-      absl::StrCat("step ", step, ": ", what, " is not finite (", value, ")"));
+      atStep(step, absl::StrCat(what, " is not finite (", value, ")")));
 }
 
 } // namespace
@@ -207,8 +207,7 @@ absl::StatusOr<StepResult> DeviceExecutor::runStep(const int32_t *tokens,
   };
   auto failed = [&](const absl::Status &status) {
     drain();
-    return absl::Status(status.code(),
-                        absl::StrCat("step ", step, ": ", status.message()));
+    return atStep(step, status);
   };
   for (size_t index = 0; index < program.instructions.size(); ++index) {
     if (state->comm)

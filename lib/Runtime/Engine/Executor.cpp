@@ -61,7 +61,7 @@ size_t lastWriterOf(const Program &program, uint32_t buffer) {
 
 absl::Status nonFinite(int64_t step, const char *what, float value) {
   return absl::InvalidArgumentError(
-      absl::StrCat("step ", step, ": ", what, " is not finite (", value, ")"));
+      atStep(step, absl::StrCat(what, " is not finite (", value, ")")));
 }
 
 } // namespace
@@ -355,11 +355,19 @@ uint64_t Executor::arenaBytes() const {
                       : prog->arenaBytes;
 }
 
+std::string atStep(int64_t step, absl::string_view message) {
+  return absl::StrCat("step ", stepNumber(step), ": ", message);
+}
+
+absl::Status atStep(int64_t step, const absl::Status &status) {
+  return absl::Status(status.code(), atStep(step, status.message()));
+}
+
 absl::Status checkStepInputs(const int32_t *tokens, const int32_t *targets,
                              int64_t step) {
   if (!tokens || !targets)
     return absl::InvalidArgumentError(
-        absl::StrCat("step ", step, ": missing tokens or targets"));
+        atStep(step, "missing tokens or targets"));
   if (step < 0 || step > std::numeric_limits<int32_t>::max())
     return absl::InvalidArgumentError(
         absl::StrCat("step ", step, " is outside [0, ",
@@ -397,8 +405,7 @@ absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
     if (!status.ok()) {
       if (asyncCollectives)
         asyncCollectives->drain(context).IgnoreError();
-      return absl::Status(status.code(),
-                          absl::StrCat("step ", step, ": ", status.message()));
+      return atStep(step, status);
     }
     if (hooks.afterInstruction)
       hooks.afterInstruction(index, instruction);
@@ -412,8 +419,7 @@ absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
 
   if (asyncCollectives)
     if (absl::Status status = asyncCollectives->drain(context); !status.ok())
-      return absl::Status(status.code(),
-                          absl::StrCat("step ", step, ": ", status.message()));
+      return atStep(step, status);
   StepResult result;
   result.loss = *data(prog->loss);
   result.gradNorm = *data(prog->gradNorm);

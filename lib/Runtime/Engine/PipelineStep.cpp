@@ -368,10 +368,10 @@ absl::Status PipelineStep::runAction(const PipelineAction &action, Slot &slot,
     if (env.hooks.beforeInstruction)
       env.hooks.beforeInstruction(index, instruction);
     if (absl::Status status = runInstruction(context, index); !status.ok())
-      return absl::Status(status.code(),
-                          absl::StrCat("step ", step, ", microbatch ",
-                                       action.microbatch, ": ",
-                                       status.message()));
+      return absl::Status(
+          status.code(),
+          absl::StrCat("step ", stepNumber(step), ", microbatch ",
+                       action.microbatch, ": ", status.message()));
     if (env.hooks.afterInstruction)
       env.hooks.afterInstruction(index, instruction);
   }
@@ -379,8 +379,8 @@ absl::Status PipelineStep::runAction(const PipelineAction &action, Slot &slot,
     float loss = *reinterpret_cast<const float *>(slot.pointers[program.loss]);
     if (!std::isfinite(loss))
       return absl::InvalidArgumentError(
-          absl::StrCat("step ", step, ": loss is not finite (", loss,
-                       ") in microbatch ", action.microbatch));
+          atStep(step, absl::StrCat("loss is not finite (", loss,
+                                    ") in microbatch ", action.microbatch)));
     lossSum += loss;
   }
   if (absl::Status status = send(action, slot); !status.ok())
@@ -469,10 +469,11 @@ absl::StatusOr<StepResult> PipelineStep::optimize(int64_t step,
     if (absl::Status status = comm::sumOverGroup(*stageGroup,
                                            absl::MakeSpan(&loss, 1), {});
         !status.ok())
-      return absl::Status(status.code(),
-                          absl::StrCat("step ", step, ": sharing the loss "
-                                       "over the pipeline stages: ",
-                                       status.message()));
+      return atStep(step, absl::Status(
+                              status.code(),
+                              absl::StrCat("sharing the loss over the "
+                                           "pipeline stages: ",
+                                           status.message())));
 
   std::vector<bool> foreign(program.buffers.size(), false);
   for (size_t i = 0; i < program.instructions.size(); ++i) {
@@ -489,16 +490,15 @@ absl::StatusOr<StepResult> PipelineStep::optimize(int64_t step,
     if (env.hooks.beforeInstruction)
       env.hooks.beforeInstruction(index, instruction);
     if (absl::Status status = runInstruction(context, index); !status.ok())
-      return absl::Status(status.code(),
-                          absl::StrCat("step ", step, ": ", status.message()));
+      return atStep(step, status);
     if (env.hooks.afterInstruction)
       env.hooks.afterInstruction(index, instruction);
     for (uint32_t result : instruction.results)
       if (result == program.gradNorm) {
         float norm = *reinterpret_cast<const float *>(slot.pointers[result]);
         if (!std::isfinite(norm))
-          return absl::InvalidArgumentError(absl::StrCat(
-              "step ", step, ": gradient norm is not finite (", norm, ")"));
+          return absl::InvalidArgumentError(atStep(
+              step, absl::StrCat("gradient norm is not finite (", norm, ")")));
       }
   }
   StepResult result;

@@ -73,6 +73,7 @@ private:
   std::optional<data::BatchSampler> sampler;
   std::optional<io::MetricsWriter> metrics;
   std::optional<io::Trace> trace;
+  std::optional<LossGuard> lossGuard;
   std::vector<int32_t> tokens, targets;
   /// The first step of this run: --start-step, or a resumed checkpoint's.
   int64_t firstStep = 0;
@@ -151,7 +152,8 @@ absl::Status Run::resume() {
         options.dataSeed));
   firstStep = state->steps;
   if (!quiet)
-    out << "resumed " << *path << " at step " << firstStep + 1 << "\n";
+    out << "resumed " << *path << " at step " << stepNumber(firstStep)
+        << "\n";
   return absl::OkStatus();
 }
 
@@ -328,6 +330,7 @@ absl::Status Run::setUp() {
   sampler.emplace(std::move(*created2));
   tokens.resize(executor->tokensPerStep());
   targets.resize(executor->tokensPerStep());
+  lossGuard.emplace(options.lossLimits, model.vocab);
 
   if (reports && !options.metricsPath.empty()) {
     // A resumed run continues the metrics of the run it resumes.
@@ -402,8 +405,7 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
             step, j * microbatchRows + rows.index * localBatch, localBatch,
             tokens.data() + j * localTokens, targets.data() + j * localTokens);
         !s.ok())
-      return absl::Status(s.code(), absl::StrCat("step ", step, ": ",
-                                                 s.message()));
+      return atStep(step, s);
 
   LossPartsProbe probe(*executor);
   std::optional<StepDump> dump;
@@ -442,6 +444,12 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
                        .count();
   if (!result.ok())
     return result.status();
+  std::string warning;
+  if (absl::Status s = lossGuard->check(step, result->loss, &warning);
+      !s.ok())
+    return s;
+  if (!warning.empty() && reports)
+    out << "warning: " << warning << "\n";
   summary.seconds += seconds;
   summary.losses.push_back(result->loss);
   if (dump)
@@ -452,7 +460,7 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
 
   const ModelInfo &model = executor->program().model;
   io::MetricsRecord record;
-  record.step = step;
+  record.step = stepNumber(step);
   record.loss = result->loss;
   record.gradNorm = result->gradNorm;
   record.lr = result->lr;
@@ -465,8 +473,7 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
     double shared[3] = {parts.known ? parts.ce : 0.0,
                         parts.known ? parts.aux : 0.0, parts.known ? 1.0 : 0.0};
     if (absl::Status s = executor->sumOverStages(shared); !s.ok())
-      return absl::Status(s.code(), absl::StrCat("step ", step, ": ",
-                                                 s.message()));
+      return atStep(step, s);
     parts.ce = static_cast<float>(shared[0]);
     parts.aux = static_cast<float>(shared[1]);
     parts.known = shared[2] > 0;
@@ -480,14 +487,8 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
       return s;
   int64_t done = step - firstStep + 1;
   if (!quiet && (done % std::max<int64_t>(options.logEvery, 1) == 0 ||
-                 done == options.steps)) {
-    // Steps are 0-based in the schedule and the metrics file; people count
-    // the first step as step 1.
-    io::MetricsRecord shown = record;
-    shown.step = step + 1;
-    out << io::formatProgressLine(shown, firstStep + options.steps)
-        << "\n";
-  }
+                 done == options.steps))
+    out << io::formatProgressLine(record, firstStep + options.steps) << "\n";
   return absl::OkStatus();
 }
 
@@ -526,7 +527,7 @@ absl::StatusOr<TrainSummary> Run::loop() {
   if (!quiet && !summary.losses.empty()) {
     double first = summary.losses.front(), last = summary.losses.back();
     if (options.plot && summary.losses.size() > 1)
-      out << plotLossCurve(summary.losses);
+      out << plotLossCurve(summary.losses, 60, 10, stepNumber(firstStep));
     // A relative change from a zero loss is meaningless; leave it out.
     std::string change =
         first != 0
@@ -550,6 +551,8 @@ absl::StatusOr<TrainSummary> train(const TrainOptions &options,
                                    std::ostream &out) {
   if (options.steps < 0 || options.startStep < 0)
     return absl::InvalidArgumentError("steps and start step must be >= 0");
+  if (absl::Status s = validateLossLimits(options.lossLimits); !s.ok())
+    return s;
   Run run(options, out);
   if (absl::Status s = run.setUp(); !s.ok())
     return s;
@@ -557,7 +560,7 @@ absl::StatusOr<TrainSummary> train(const TrainOptions &options,
 }
 
 std::string plotLossCurve(const std::vector<double> &losses, int width,
-                          int height) {
+                          int height, int64_t firstStepNumber) {
   if (losses.empty() || width < 2 || height < 2)
     return "";
   // Average the steps falling into each column. Non-finite losses are left
@@ -603,9 +606,13 @@ std::string plotLossCurve(const std::vector<double> &losses, int width,
   }
   absl::StrAppend(&chart, std::string(9, ' '), "+", std::string(columns, '-'),
                   "\n");
-  std::string last = absl::StrFormat("%d", losses.size() - 1);
-  absl::StrAppend(&chart, std::string(10, ' '), "0",
-                  std::string(std::max<int>(1, columns - 1 - last.size()), ' '),
+  std::string first = absl::StrFormat("%d", firstStepNumber);
+  std::string last =
+      absl::StrFormat("%d", firstStepNumber + losses.size() - 1);
+  absl::StrAppend(&chart, std::string(10, ' '), first,
+                  std::string(std::max<int>(1, columns - first.size() -
+                                                   last.size()),
+                              ' '),
                   last, "\n");
   return chart;
 }

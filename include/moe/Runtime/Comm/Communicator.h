@@ -48,6 +48,7 @@ namespace moe::rt::comm {
 
 namespace detail {
 class WorldState;
+struct GroupRecord;
 struct RequestState;
 class Transport;
 } // namespace detail
@@ -81,7 +82,10 @@ public:
 
   /// Blocks until the transfer completes, at most the group's timeout
   /// (counted from this call). DeadlineExceeded names the group, the
-  /// collective and the time waited. Waiting again returns the same status.
+  /// collective and the time waited, and what the other ranks said when
+  /// asked (lib/Runtime/Comm/Probe.h): which did not answer, which wait in
+  /// this collective and which are behind or in another one. Asking takes
+  /// at most min(timeout, 2 s) more. Waiting again returns the same status.
   absl::Status wait();
 
   /// Makes progress without blocking: true once complete. Transfers move
@@ -267,9 +271,14 @@ private:
 
   /// Refuses new work once the world is broken.
   absl::Status checkHealthy(const std::string &collective) const;
-  /// A request running `collective`, with this group's name and deadline.
+  /// Numbers a collective of this group (the same on every rank, for the
+  /// probes of a stuck wait): returns its sequence number.
+  int64_t enter();
+  /// A request running `collective`, with this group's name and deadline:
+  /// collective number `sequence`, or (sequence -1) a transfer with group
+  /// rank `peer`.
   std::unique_ptr<detail::RequestState>
-  newRequest(std::string collective) const;
+  newRequest(std::string collective, int64_t sequence, int peer = -1) const;
   /// An error about this group's call `collective`.
   absl::Status error(absl::StatusCode code, const std::string &collective,
                      const std::string &message) const;
@@ -284,6 +293,8 @@ private:
   /// Numbers this group's allReduceSum calls, the same on every rank, so
   /// that their second-phase messages carry distinct tags.
   uint64_t allReduceSequence_ = 0;
+  /// What the peers' probes learn about this group.
+  std::shared_ptr<detail::GroupRecord> record_;
 };
 
 /// How far MPI lets threads call it (MPI_THREAD_*).

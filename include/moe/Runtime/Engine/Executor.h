@@ -24,12 +24,14 @@
 #include "moe/Runtime/Program.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -66,6 +68,18 @@ struct StepResult {
   float gradNorm = 0.0f;
   float lr = 0.0f;
 };
+
+/// Steps are 0-based indices in the code (the LR schedule, the batches
+/// drawn, --start-step); messages, progress lines and the metrics number
+/// them as people count, from 1: index `step` is step stepNumber(step).
+inline int64_t stepNumber(int64_t step) { return step + 1; }
+
+/// "step N: " and `message`, N = stepNumber(step): how every error of a
+/// step begins.
+std::string atStep(int64_t step, absl::string_view message);
+
+/// `status` with its message prefixed by atStep().
+absl::Status atStep(int64_t step, const absl::Status &status);
 
 /// What every backend's runStep checks first: tokens and targets given, and
 /// a step the artifact's int32 step counter holds.
@@ -156,7 +170,7 @@ public:
 
   /// Runs one step at 0-based `step`: tokens and targets hold
   /// tokensPerStep() ids each (targets < 0 are ignored by the loss). Errors
-  /// name the step, and for bad ids the instruction and the position. A
+  /// name the step (atStep), and for bad ids the instruction and the position. A
   /// non-finite loss or gradient norm stops the step as soon as it is
   /// computed, which in a compiled program is before any AdamW update.
   absl::StatusOr<StepResult> runStep(const int32_t *tokens,

@@ -13,6 +13,7 @@
 #define MOE_RUNTIME_TRAIN_TRAINER_H
 
 #include "moe/Runtime/Data/TokenDataset.h"
+#include "moe/Runtime/Train/LossGuard.h"
 
 #include "absl/status/status.h"
 
@@ -32,8 +33,9 @@ struct TrainOptions {
   std::string artifactPath;
   std::string dataPath;
   data::DatasetOptions dataOptions;
-  /// Steps to run, starting at `startStep` (0-based; sets the LR schedule
-  /// position and the batches drawn).
+  /// Steps to run, starting at `startStep` (0-based: the steps already
+  /// done, so the first step run is step startStep + 1 in the messages and
+  /// the metrics; sets the LR schedule position and the batches drawn).
   int64_t steps = 0;
   int64_t startStep = 0;
   /// Parameter initialisation seed; the artifact's when absent.
@@ -42,13 +44,15 @@ struct TrainOptions {
   uint64_t dataSeed = 0;
   /// Safetensors to start from / to write at the end (HF names).
   std::string loadPath, savePath;
-  /// JSONL file with one record per step; appended to when resuming
-  /// (startStep > 0), truncated otherwise.
+  /// JSONL file with one record per step, its "step" numbered from 1 like
+  /// the progress lines; appended to when resuming (startStep > 0),
+  /// truncated otherwise.
   std::string metricsPath;
   /// Directory receiving a full record of one step (inputs, parameters
   /// before and after, gradients, metrics) for test/reference/.
   std::string dumpStepDir;
-  /// The step to dump; the first step run when absent.
+  /// The step to dump (0-based, like startStep); the first step run when
+  /// absent.
   std::optional<int64_t> dumpStepAt;
   /// Print a progress line every `logEvery` steps (and the last one).
   int64_t logEvery = 1;
@@ -66,6 +70,10 @@ struct TrainOptions {
   int64_t expertChunks = 1;
   /// Gradient reductions and FSDP all-gathers on a communication thread.
   bool asyncCollectives = false;
+  /// The loss checks beyond finiteness (LossGuard.h): a ceiling and a
+  /// spike detector. A spike in warn mode prints a "warning: " line, even
+  /// when quiet.
+  LossLimits lossLimits;
   bool quiet = false;
   bool plot = true;
   /// Distributed checkpoints (Checkpoint.h) under this directory, every
@@ -111,10 +119,11 @@ absl::StatusOr<TrainSummary> train(const TrainOptions &options,
                                    std::ostream &out);
 
 /// A text chart of a loss curve, `height` rows by at most `width` columns
-/// (steps are averaged per column). Non-finite losses are left out; with
-/// no finite loss at all the chart is empty ("").
+/// (steps are averaged per column), its axis labelled with the step numbers
+/// of the first and the last loss (`firstStepNumber` and on). Non-finite
+/// losses are left out; with no finite loss at all the chart is empty ("").
 std::string plotLossCurve(const std::vector<double> &losses, int width = 60,
-                          int height = 10);
+                          int height = 10, int64_t firstStepNumber = 1);
 
 } // namespace moe::rt::train
 

@@ -34,9 +34,13 @@ printf 'leak:%s\n' libmpi libopen-pal libopen-rte libhwloc libevent libpmix \
   mca_ > "$suppressions"
 # The runtime refuses an allocation that fails (nothrow new) with an error
 # naming the buffer, which tests check; ASan would abort on it instead.
-export ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1:halt_on_error=1
+export ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1:halt_on_error=1:fast_unwind_on_malloc=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS=suppressions=$suppressions
+# Open MPI unloads its components at exit, and its libraries have no frame
+# pointers: keep the components loaded and unwind fully, so that every leak
+# report names the library the suppressions above match.
+export OMPI_MCA_mca_base_component_disable_dlclose=1
 
 status=0
 for suite in "${suites[@]}"; do

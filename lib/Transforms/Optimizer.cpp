@@ -41,7 +41,8 @@ static ParamOp declareState(ParamOp param, StringRef suffix) {
                                  InitKind::zeros, FloatAttr(),
                                  ParamKind::optimizer_state,
                                  /*no_weight_decay=*/false,
-                                 param.getShardingAttr());
+                                 param.getShardingAttr(),
+                                 param.getShardingOriginAttr());
 }
 
 LogicalResult mlir::moe::appendOptimizerStep(func::FuncOp step,

@@ -18,32 +18,6 @@
 
 namespace mlir::moe {
 
-/// Name of the module attribute holding the model's sizes (a dictionary).
-inline constexpr llvm::StringLiteral kModelAttrName = "moe.model";
-/// Name of the result attribute naming the parameter a gradient belongs to.
-inline constexpr llvm::StringLiteral kGradOfAttrName = "moe.grad_of";
-inline constexpr llvm::StringLiteral kOffsetsAttrName = "moe.offsets";
-inline constexpr llvm::StringLiteral kArenaBytesAttrName = "moe.arena_bytes";
-/// On the module: the microbatches a step is split into (moec divides the
-/// model's batch by them before expanding it).
-inline constexpr llvm::StringLiteral kMicrobatchesAttrName =
-    "moe.microbatches";
-/// moe-split-pipeline-stages' tags: the model stage running an op (-1: all
-/// stages) and its phase ("forward", "backward", "weight", "optimizer").
-inline constexpr llvm::StringLiteral kPipelineStageAttrName =
-    "moe.pipeline_stage";
-inline constexpr llvm::StringLiteral kPipelinePhaseAttrName =
-    "moe.pipeline_phase";
-/// On the split step: the pipeline ranks its stages run on (stage % ranks).
-inline constexpr llvm::StringLiteral kPipelineRanksAttrName =
-    "moe.pipeline_ranks";
-/// On the split step: the microbatches each pipeline rank holds at once
-/// under the schedule, one arena slot each.
-inline constexpr llvm::StringLiteral kPipelineSlotsAttrName =
-    "moe.pipeline_slots";
-inline constexpr llvm::StringLiteral kPeakLiveBytesAttrName =
-    "moe.peak_live_bytes";
-
 /// The function `name` of `module`; otherwise emits "no function named
 /// 'name' <purpose>" on the module and fails.
 FailureOr<func::FuncOp> lookupFunction(ModuleOp module, StringRef name,
@@ -144,23 +118,10 @@ llvm::SetVector<Operation *> forwardOps(func::FuncOp step);
 /// activations), kept alive from the forward to the backward pass.
 uint64_t savedActivationBytes(func::FuncOp step);
 
-/// On the step after moe-rematerialize: the model FLOPs it recomputes, those
-/// of recomputing every saved activation, and the budget it met.
-inline constexpr llvm::StringLiteral kRecomputeFlopsAttrName =
-    "moe.recompute_flops";
-inline constexpr llvm::StringLiteral kFullRecomputeFlopsAttrName =
-    "moe.full_recompute_flops";
-inline constexpr llvm::StringLiteral kMemoryBudgetAttrName =
-    "moe.memory_budget";
-
 /// The most scratch memory the runtime's kernels take while running `step`
 /// (outside the arena): what Executor::bytesPerRank counts besides the
 /// planned buffers.
 uint64_t kernelWorkspaceBytes(ModuleOp module, func::FuncOp step);
-
-/// On an op moe-rematerialize created: it recomputes a forward value for
-/// the backward pass (its FLOPs are not model FLOPs).
-inline constexpr llvm::StringLiteral kRecomputedAttrName = "moe.recomputed";
 
 /// Memory of a training step that moe-rematerialize fits into a budget.
 struct RematerializationPlan {

@@ -15,6 +15,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/MathExtras.h"
 
 namespace mlir::moe {
 
@@ -57,12 +58,18 @@ struct MemoryPlan {
   uint64_t arenaBytes = 0;
   /// Largest total size of simultaneously live temporaries.
   uint64_t peakLiveBytes = 0;
+  /// Free ranges the planner visited: its work, O(n log n) in the values
+  /// (tests bound it instead of timing the planner).
+  uint64_t work = 0;
 };
 
-/// Size in bytes of a statically shaped 4-byte tensor.
+/// Size in bytes of a statically shaped 4-byte tensor (saturating at
+/// UINT64_MAX; the verifier bounds moe tensors at 2^48 elements).
 uint64_t tensorBytes(Type type);
 
-/// Plans the arena of a single-block function by liveness.
+/// Plans the arena of a single-block function by liveness, in O(n log n)
+/// (best fit in one program-order sweep). Fails, on the op, when the arena
+/// would exceed 2^56 bytes.
 FailureOr<MemoryPlan> planMemory(func::FuncOp function);
 
 /// Writes a plan as moe.offsets / moe.arena_bytes / moe.peak_live_bytes.
@@ -77,8 +84,8 @@ struct PipelineRankMemory {
   int64_t slots = 1;
   /// What the rank holds outside its slots.
   uint64_t persistentBytes() const {
-    return paramBytes + optimizerStateBytes + fp8HistoryBytes +
-           gradientSumBytes;
+    return llvm::SaturatingAdd(paramBytes, optimizerStateBytes,
+                               fp8HistoryBytes, gradientSumBytes);
   }
 };
 

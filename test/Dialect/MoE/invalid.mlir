@@ -1020,15 +1020,31 @@ module attributes {moe.frobnicate = 3} {
 // -----
 
 func.func @discardable_of_wrong_type(%x: tensor<8xf32>) -> tensor<8xf32> {
-  // expected-error @+1 {{'moe.add' op expected attribute 'moe.pipeline_stage' to be an integer, got "0"}}
+  // expected-error @+1 {{'moe.add' op expected attribute 'moe.pipeline_stage' to be an integer in [-1, 1048576), got "0"}}
   %y = moe.add %x, %x {moe.pipeline_stage = "0"} : tensor<8xf32>
   return %y : tensor<8xf32>
 }
 
 // -----
 
-// expected-error @+1 {{'func.func' op expected attribute 'moe.pipeline_slots' to be an array<i64: ...>, got 2 : i64}}
+// The runtime and the memory plan allocate per pipeline rank.
+// expected-error @+1 {{'func.func' op expected attribute 'moe.pipeline_ranks' to be an integer in [1, 1048576], got 1000000000000 : i64}}
+func.func @too_many_pipeline_ranks() attributes {moe.pipeline_ranks = 1000000000000} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op expected attribute 'moe.pipeline_slots' to be an array<i64: ...> of counts in [1, 1048576], got 2 : i64}}
 func.func @slots_of_wrong_type() attributes {moe.pipeline_slots = 2} {
+  return
+}
+
+// -----
+
+// The memory plan divides by them.
+// expected-error @+1 {{'func.func' op expected attribute 'moe.pipeline_slots' to be an array<i64: ...> of counts in [1, 1048576], got array<i64: 2, 0>}}
+func.func @zero_slots() attributes {moe.pipeline_slots = array<i64: 2, 0>} {
   return
 }
 

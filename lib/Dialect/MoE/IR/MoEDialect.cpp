@@ -55,7 +55,31 @@ static bool isArrayOf(Attribute value) {
          });
 }
 
+/// A count of ranks or microbatches: in [1, kMaxMeshRanks], so that what
+/// is allocated per rank stays small.
+static bool isCount(Attribute value) {
+  auto integer = dyn_cast<IntegerAttr>(value);
+  return integer && integer.getValue().getSignificantBits() <= 64 &&
+         integer.getInt() >= 1 && integer.getInt() <= kMaxMeshRanks;
+}
+
+/// A pipeline stage, or -1 for an op every stage runs.
+static bool isStage(Attribute value) {
+  auto integer = dyn_cast<IntegerAttr>(value);
+  return integer && integer.getValue().getSignificantBits() <= 64 &&
+         integer.getInt() >= -1 && integer.getInt() < kMaxMeshRanks;
+}
+
+/// Per pipeline rank, the microbatches it holds at once: counts as above.
+static bool isSlotCounts(Attribute value) {
+  auto counts = dyn_cast<DenseI64ArrayAttr>(value);
+  return counts && llvm::all_of(counts.asArrayRef(), [](int64_t count) {
+           return count >= 1 && count <= kMaxMeshRanks;
+         });
+}
+
 static constexpr StringLiteral kInteger = "an integer";
+static constexpr StringLiteral kCount = "an integer in [1, 1048576]";
 static constexpr StringLiteral kUnit = "a unit attribute";
 static constexpr StringLiteral kI64Array = "an array<i64: ...>";
 
@@ -63,15 +87,16 @@ static const DiscardableAttribute kOperationAttributes[] = {
     {kArenaBytesAttrName, kInteger, is<IntegerAttr>},
     {kFullRecomputeFlopsAttrName, "a float", is<FloatAttr>},
     {kMemoryBudgetAttrName, kInteger, is<IntegerAttr>},
-    {kMicrobatchesAttrName, kInteger, is<IntegerAttr>},
+    {kMicrobatchesAttrName, kCount, isCount},
     {kModelAttrName, "a dictionary", is<DictionaryAttr>},
     {kOffsetsAttrName, kI64Array, is<DenseI64ArrayAttr>},
     {kPartitionedAttrName, kUnit, is<UnitAttr>},
     {kPeakLiveBytesAttrName, kInteger, is<IntegerAttr>},
     {kPipelinePhaseAttrName, "a string", is<StringAttr>},
-    {kPipelineRanksAttrName, kInteger, is<IntegerAttr>},
-    {kPipelineSlotsAttrName, kI64Array, is<DenseI64ArrayAttr>},
-    {kPipelineStageAttrName, kInteger, is<IntegerAttr>},
+    {kPipelineRanksAttrName, kCount, isCount},
+    {kPipelineSlotsAttrName, "an array<i64: ...> of counts in [1, 1048576]",
+     isSlotCounts},
+    {kPipelineStageAttrName, "an integer in [-1, 1048576)", isStage},
     {kRecomputeFlopsAttrName, "a float", is<FloatAttr>},
     {kRecomputedAttrName, kUnit, is<UnitAttr>},
     {kShardingAttrName, "an array of #moe.sharding, one per result",

@@ -111,6 +111,22 @@ std::optional<int64_t> mlir::moe::boundedNumElements(ShapedType type) {
   return elements;
 }
 
+/// Calls `check` on every attribute of `op`, inherent and discardable,
+/// until it fails. (Operation::getAttrs would build a dictionary of them
+/// for every op verified, after every pass.)
+static LogicalResult
+checkEachAttribute(Operation *op,
+                   function_ref<LogicalResult(StringRef, Attribute)> check) {
+  for (StringAttr name : op->getName().getAttributeNames())
+    if (std::optional<Attribute> value = op->getInherentAttr(name))
+      if (*value && failed(check(name.getValue(), *value)))
+        return failure();
+  for (NamedAttribute attr : op->getDiscardableAttrs())
+    if (failed(check(attr.getName().getValue(), attr.getValue())))
+      return failure();
+  return success();
+}
+
 LogicalResult mlir::moe::verifyBoundedTensors(Operation *op) {
   auto check = [&](Type type, const Twine &where) -> LogicalResult {
     auto shaped = dyn_cast<ShapedType>(type);
@@ -127,12 +143,12 @@ LogicalResult mlir::moe::verifyBoundedTensors(Operation *op) {
   for (auto [i, type] : llvm::enumerate(op->getResultTypes()))
     if (failed(check(type, "result " + Twine(i))))
       return failure();
-  for (NamedAttribute attr : op->getAttrs())
-    if (auto type = dyn_cast<TypeAttr>(attr.getValue()))
-      if (failed(check(type.getValue(),
-                       "attribute '" + attr.getName().strref() + "'")))
-        return failure();
-  return success();
+  auto checkTypeAttr = [&](StringRef name, Attribute value) {
+    auto type = dyn_cast<TypeAttr>(value);
+    return type ? check(type.getValue(), "attribute '" + name + "'")
+                : success();
+  };
+  return checkEachAttribute(op, checkTypeAttr);
 }
 
 /// A normal initialisation's standard deviation is in (0, 1]: weights of
@@ -156,21 +172,22 @@ static LogicalResult verifyCapacityFactor(Operation *op, float factor,
 }
 
 LogicalResult mlir::moe::verifyFiniteFloatAttributes(Operation *op) {
-  for (NamedAttribute attr : op->getAttrs()) {
-    if (auto f = dyn_cast<FloatAttr>(attr.getValue())) {
+  auto check = [&](StringRef name, Attribute value) -> LogicalResult {
+    if (auto f = dyn_cast<FloatAttr>(value)) {
       if (!f.getValue().isFinite())
-        return op->emitOpError()
-               << "expected attribute '" << attr.getName().strref()
-               << "' to be finite, got " << fmt(f.getValueAsDouble());
-    } else if (auto array = dyn_cast<DenseF32ArrayAttr>(attr.getValue())) {
-      for (auto [i, value] : llvm::enumerate(array.asArrayRef()))
-        if (!std::isfinite(value))
+        return op->emitOpError() << "expected attribute '" << name
+                                 << "' to be finite, got "
+                                 << fmt(f.getValueAsDouble());
+    } else if (auto array = dyn_cast<DenseF32ArrayAttr>(value)) {
+      for (auto [i, element] : llvm::enumerate(array.asArrayRef()))
+        if (!std::isfinite(element))
           return op->emitOpError()
-                 << "expected attribute '" << attr.getName().strref()
-                 << "' to be finite, got " << fmt(value) << " at index " << i;
+                 << "expected attribute '" << name << "' to be finite, got "
+                 << fmt(element) << " at index " << i;
     }
-  }
-  return success();
+    return success();
+  };
+  return checkEachAttribute(op, check);
 }
 
 LogicalResult mlir::moe::verifyKnownAttributes(Operation *op) {

@@ -129,8 +129,8 @@ LogicalResult mlir::moe::differentiate(func::FuncOp forward) {
   // whole list each time, quadratic in the weights.
   SmallVector<DictionaryAttr> resultAttrs = {builder.getDictionaryAttr({})};
   for (Attribute param : gradOf)
-    resultAttrs.push_back(
-        builder.getDictionaryAttr(builder.getNamedAttr(kGradOfAttrName, param)));
+    resultAttrs.push_back(builder.getDictionaryAttr(
+        builder.getNamedAttr(kGradOfAttrName, param)));
   forward.setAllResultAttrs(resultAttrs);
   return success();
 }

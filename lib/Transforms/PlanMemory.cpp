@@ -1,15 +1,25 @@
 //===- PlanMemory.cpp - arena layout of a step's temporaries by liveness --===//
 //
-// One sweep in program order over the live ranges: at each op its results
-// take the smallest free range that holds them (best fit, 64-byte aligned,
-// the lowest such range among equals; the arena grows when none does), and
-// the values whose last reader it is release theirs, coalescing with free
-// neighbours. An op's results and operands are live at the op, so a kernel
-// never writes over its own inputs. With a free list indexed by offset and
-// by size (ArenaFreeList.h) each step is O(log n): the plan is O(n log n)
-// in the step's temporaries. (Greedy-by-size placement against every
-// time-overlapping placed tensor, as before, was O(n^2) here: in a training
-// step most saved activations and gradients overlap in time.)
+// Sweeps over the live ranges in program order: where a sweep enters a
+// value, the value takes the smallest free range that holds it (best fit,
+// 64-byte aligned, the lowest such range among equals; the arena grows when
+// none does); after the position where it leaves the value, it releases it,
+// coalescing with free neighbours. An op's results and operands are live at
+// the op, so a kernel never writes over its own inputs. With a free list
+// indexed by offset and by size (ArenaFreeList.h) each step is O(log n), a
+// sweep O(n log n) in the step's temporaries. (Greedy-by-size placement
+// against every time-overlapping placed tensor, as before, was O(n^2) here:
+// in a training step most saved activations and gradients overlap in time.)
+//
+// A sweep that only looks ahead cannot know that a long-lived value is best
+// placed where values about to die are: a forward sweep strands the
+// backward pass's gradients above the saved activations. So sweeps start
+// from a pivot: the values live at the peak are stacked first, and two
+// sweeps run from there, forwards to the end and backwards to the start.
+// Pivots at the peaks of the busiest ranks and at the first and last op,
+// with two stackings each, give a few candidate plans; the smallest arena
+// wins. For the bundled models it is at the peak of live bytes or within 2%
+// (bench/arena-sizes.sh).
 //
 // A step split into pipeline stages (moe-split-pipeline-stages) runs each op
 // on one pipeline rank, each rank in its own arena of the planned size; two
@@ -224,13 +234,12 @@ static SweepResult sweepFrom(ArrayRef<Interval> intervals,
 
   // Forward: values beginning after the pivot are taken where they begin;
   // every value ending at or after it is released after its end.
+  auto bornByPivot = [&](const Interval &v) { return v.begin <= pivot; };
+  auto deadBeforePivot = [&](size_t i) { return endOf(i) < pivot; };
   size_t afterPivot =
-      llvm::partition_point(intervals,
-                            [&](const Interval &v) { return v.begin <= pivot; }) -
-      intervals.begin();
+      llvm::partition_point(intervals, bornByPivot) - intervals.begin();
   size_t endingBefore =
-      llvm::partition_point(byEnd, [&](size_t i) { return endOf(i) < pivot; }) -
-      byEnd.begin();
+      llvm::partition_point(byEnd, deadBeforePivot) - byEnd.begin();
   for (size_t take = afterPivot, leave = endingBefore; leave < byEnd.size();) {
     size_t position = endOf(byEnd[leave]);
     if (take < intervals.size())
@@ -302,7 +311,8 @@ FailureOr<MemoryPlan> mlir::moe::planMemory(func::FuncOp function) {
     auto record = [&](unsigned rank) {
       // +(i + 1) for a birth, -(i + 1) for a death: deaths sort first.
       changes[rank].emplace_back(interval.begin, i + 1);
-      changes[rank].emplace_back(interval.end + 1, -static_cast<int64_t>(i + 1));
+      changes[rank].emplace_back(interval.end + 1,
+                                 -static_cast<int64_t>(i + 1));
     };
     if (interval.ranks.empty())
       for (unsigned rank = 0; rank < ranks; ++rank)
@@ -337,7 +347,8 @@ FailureOr<MemoryPlan> mlir::moe::planMemory(func::FuncOp function) {
   // both stackings of the values live there, and plain sweeps forwards and
   // backwards (the backward pass then packs first). Each is O(n log n), so
   // all together are; the smallest arena wins, the first among equals.
-  llvm::stable_sort(rankPeaks, [](auto a, auto b) { return a.first > b.first; });
+  llvm::stable_sort(rankPeaks,
+                    [](auto a, auto b) { return a.first > b.first; });
   SmallVector<size_t, 4> pivots;
   for (auto [bytes, position] : rankPeaks)
     if (pivots.size() < 4 && !llvm::is_contained(pivots, position))

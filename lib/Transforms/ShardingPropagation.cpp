@@ -88,11 +88,13 @@ void Propagation::close(Value value, ShardingAttr sharding, int priority,
 void Propagation::seed() {
   for (BlockArgument arg : step.getArguments()) {
     unsigned index = arg.getArgNumber();
-    auto sharding = step.getArgAttrOfType<ShardingAttr>(index, kShardingAttrName);
+    auto sharding =
+        step.getArgAttrOfType<ShardingAttr>(index, kShardingAttrName);
     if (!sharding)
       continue;
     // A sharding written on an argument by hand may come without a reason.
-    auto why = step.getArgAttrOfType<StringAttr>(index, kShardingOriginAttrName);
+    auto why =
+        step.getArgAttrOfType<StringAttr>(index, kShardingOriginAttrName);
     close(arg, sharding, /*priority=*/1,
           why ? why.getValue() : StringRef("argument annotation"));
   }

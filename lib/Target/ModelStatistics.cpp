@@ -5,7 +5,10 @@
 #include "moe/Transforms/Transforms.h"
 
 #include "llvm/Support/Format.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/JSON.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -86,34 +89,49 @@ ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
   bool partitioned = module->hasAttr(kPartitionedAttrName);
   if (mesh)
     stats.ranks = mesh.getNumRanks();
+  // Sums saturate instead of wrapping: the verifier bounds each tensor at
+  // 2^48 elements and a moe.transformer at 2^48 parameters, but a
+  // hand-written module may declare any number of tensors.
+  auto add = [](uint64_t &sum, uint64_t value) {
+    sum = llvm::SaturatingAdd(sum, value);
+  };
+  uint64_t totalParams = 0, activeParams = 0;
   for (ParamOp param : module.getOps<ParamOp>()) {
     RankedTensorType type = param.getTensorType();
-    int64_t localElements = type.getNumElements();
-    SmallVector<int64_t> global(type.getShape());
+    uint64_t localBytes = tensorBytes(type);
+    SmallVector<uint64_t> global(type.getShape());
     if (partitioned && param.getSharding())
       for (unsigned d = 0; d < global.size(); ++d)
         for (StringRef axis : param.getSharding()->axesOf(d))
-          global[d] *= mesh.getAxisSize(axis).value_or(1);
-    int64_t elements = 1;
-    for (int64_t size : global)
-      elements *= size;
+          global[d] = llvm::SaturatingMultiply<uint64_t>(
+              global[d], mesh.getAxisSize(axis).value_or(1));
+    uint64_t elements = 1;
+    for (uint64_t size : global)
+      elements = llvm::SaturatingMultiply(elements, size);
     if (param.getKind() == ParamKind::optimizer_state) {
-      stats.optimizerStateBytes += localElements * 4;
+      add(stats.optimizerStateBytes, localBytes);
       continue;
     }
     if (param.getKind() == ParamKind::fp8_history) {
-      stats.fp8HistoryBytes += localElements * 4;
+      add(stats.fp8HistoryBytes, localBytes);
       continue;
     }
-    stats.paramBytes += localElements * 4;
-    stats.totalParams += elements;
+    add(stats.paramBytes, localBytes);
+    add(totalParams, elements);
     // A token uses top_k of the experts stacked along dimension 0.
     bool stacked = param.getSymName().contains("{e}");
-    stats.activeParams +=
-        stacked && stats.topK > 0
-            ? elements / global[0] * std::min<int64_t>(stats.topK, global[0])
-            : elements;
+    add(activeParams,
+        stacked && stats.topK > 0 && global[0] > 0
+            ? elements / global[0] *
+                  std::min<uint64_t>(stats.topK, global[0])
+            : elements);
   }
+  auto asCount = [](uint64_t count) {
+    return static_cast<int64_t>(
+        std::min<uint64_t>(count, std::numeric_limits<int64_t>::max()));
+  };
+  stats.totalParams = asCount(totalParams);
+  stats.activeParams = asCount(activeParams);
   stats.flopsPerStep = 3.0 * forwardFlops(step);
   if (auto arena = step->getAttrOfType<IntegerAttr>(kArenaBytesAttrName))
     stats.arenaBytes = arena.getInt();
@@ -121,7 +139,7 @@ ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
   if (auto peak = step->getAttrOfType<IntegerAttr>(kPeakLiveBytesAttrName))
     stats.peakLiveBytes = peak.getInt();
   step.walk([&](AdamWUpdateOp update) {
-    stats.gradientBytes += tensorBytes(update.getGrad().getType());
+    add(stats.gradientBytes, tensorBytes(update.getGrad().getType()));
   });
   stats.keptActivationBytes = savedActivationBytes(step);
   stats.workspaceBytes = kernelWorkspaceBytes(module, step);
@@ -228,6 +246,8 @@ void mlir::moe::printMemoryReport(const ModelStatistics &stats,
 
 uint64_t ModelStatistics::peakBytes() const {
   uint64_t slots = std::max<int64_t>(1, pipelineSlots);
-  return paramBytes + optimizerStateBytes + fp8HistoryBytes +
-         gradientSumBytes + slots * (inputBytes + arenaBytes) + workspaceBytes;
+  uint64_t perSlot = llvm::SaturatingMultiply(
+      slots, llvm::SaturatingAdd(inputBytes, arenaBytes));
+  return llvm::SaturatingAdd(paramBytes, optimizerStateBytes, fp8HistoryBytes,
+                             gradientSumBytes, perSlot, workspaceBytes);
 }

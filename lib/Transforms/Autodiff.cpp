@@ -125,8 +125,13 @@ LogicalResult mlir::moe::differentiate(func::FuncOp forward) {
 
   forward.setFunctionType(builder.getFunctionType(
       forward.getArgumentTypes(), TypeRange(ValueRange(results))));
-  for (auto [index, param] : llvm::enumerate(gradOf))
-    forward.setResultAttr(index + 1, kGradOfAttrName, param);
+  // All result attributes at once: setting them one by one rebuilds the
+  // whole list each time, quadratic in the weights.
+  SmallVector<DictionaryAttr> resultAttrs = {builder.getDictionaryAttr({})};
+  for (Attribute param : gradOf)
+    resultAttrs.push_back(builder.getDictionaryAttr(
+        builder.getNamedAttr(kGradOfAttrName, param)));
+  forward.setAllResultAttrs(resultAttrs);
   return success();
 }
 

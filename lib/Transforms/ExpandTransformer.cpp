@@ -39,7 +39,7 @@ public:
         config.getLoc(), symbol, type, init,
         init == InitKind::normal ? config.getInitStdAttr() : FloatAttr(),
         ParamKind::weight, /*no_weight_decay=*/init == InitKind::ones,
-        /*sharding=*/ShardingAttr());
+        /*sharding=*/ShardingAttr(), /*sharding_origin=*/ArrayAttr());
     return body.create<GetParamOp>(loc, type, symbol);
   }
 

@@ -41,7 +41,8 @@ static ParamOp declareState(ParamOp param, StringRef suffix) {
                                  InitKind::zeros, FloatAttr(),
                                  ParamKind::optimizer_state,
                                  /*no_weight_decay=*/false,
-                                 param.getShardingAttr());
+                                 param.getShardingAttr(),
+                                 param.getShardingOriginAttr());
 }
 
 LogicalResult mlir::moe::appendOptimizerStep(func::FuncOp step,
@@ -54,13 +55,14 @@ LogicalResult mlir::moe::appendOptimizerStep(func::FuncOp step,
     return step.emitOpError() << "expected the loss as first result";
 
   // Pair every tagged gradient with its parameter.
+  SymbolTable symbols(module);
   SmallVector<std::pair<ParamOp, Value>> updates;
   for (unsigned i = 1, e = returnOp.getNumOperands(); i < e; ++i) {
     auto ref = step.getResultAttrOfType<FlatSymbolRefAttr>(i, kGradOfAttrName);
     if (!ref)
       return step.emitOpError()
              << "result " << i << " is not tagged with " << kGradOfAttrName;
-    auto param = module.lookupSymbol<ParamOp>(ref.getAttr());
+    auto param = symbols.lookup<ParamOp>(ref.getAttr());
     if (!param)
       return step.emitOpError() << "result " << i << " is the gradient of "
                                 << ref << ", which is not a moe.param";

@@ -55,7 +55,7 @@ public:
   Partitioner(ModuleOp module, func::FuncOp step, MeshOp mesh)
       : module(module), step(step), mesh(mesh),
         meshRef(FlatSymbolRefAttr::get(mesh.getSymNameAttr())),
-        builder(step.getContext()) {}
+        builder(step.getContext()), symbols(module) {}
 
   LogicalResult run();
 
@@ -95,6 +95,9 @@ private:
   MeshOp mesh;
   FlatSymbolRefAttr meshRef;
   OpBuilder builder;
+  /// The module's symbols, looked up once each (a module's own lookup
+  /// scans it: quadratic over a step's parameter reads).
+  SymbolTable symbols;
   llvm::DenseMap<Value, Value> local;
   llvm::DenseMap<Value, Layout> layouts;
   /// The global types of the step's arguments, which turn local first.
@@ -415,7 +418,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     }
   }
   if (auto read = dyn_cast<GetParamOp>(op)) {
-    auto param = module.lookupSymbol<ParamOp>(read.getParamAttr());
+    auto param = symbols.lookup<ParamOp>(read.getParamAttr().getAttr());
     Value value = builder.create<GetParamOp>(loc, param.getTensorType(),
                                              read.getParamAttr());
     local[read.getResult()] = value;
@@ -431,7 +434,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     return success();
   }
   if (auto update = dyn_cast<AdamWUpdateOp>(op)) {
-    auto param = module.lookupSymbol<ParamOp>(update.getParamAttr());
+    auto param = symbols.lookup<ParamOp>(update.getParamAttr().getAttr());
     Dims storage = param.getSharding() ? dimsOf(*param.getSharding())
                                        : Dims(param.getTensorType().getRank());
     IRMapping mapping;
@@ -444,7 +447,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   if (auto update = dyn_cast<Fp8AmaxUpdateOp>(op)) {
     // The ranks that differ only on the axes the history is not split over
     // hold the same block: their amaxes combine into one maximum.
-    auto param = module.lookupSymbol<ParamOp>(update.getHistoryAttr());
+    auto param = symbols.lookup<ParamOp>(update.getHistoryAttr().getAttr());
     DimAxes split;
     if (param.getSharding())
       split = param.getSharding()->axesOf(0);
@@ -471,7 +474,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
         dims = dimsOf(recorded);
       for (Operation *user : grad.getUsers())
         if (auto update = dyn_cast<AdamWUpdateOp>(user)) {
-          auto param = module.lookupSymbol<ParamOp>(update.getParamAttr());
+          auto param = symbols.lookup<ParamOp>(update.getParamAttr().getAttr());
           if (param && param.getSharding())
             dims = dimsOf(*param.getSharding());
         }
@@ -518,7 +521,7 @@ LogicalResult Partitioner::shardFp8Histories() {
     auto history = op->getAttrOfType<FlatSymbolRefAttr>("fp8_history");
     if (!history || !isa<ExpertsOp, ExpertsGradOp>(op))
       continue;
-    auto param = module.lookupSymbol<ParamOp>(history.getAttr());
+    auto param = symbols.lookup<ParamOp>(history.getAttr());
     SmallVector<SmallVector<StringRef>> dims(param.getTensorType().getRank());
     dims[0] = SmallVector<StringRef>(expertAxesOf(op, rule));
     auto sharding = ShardingAttr::get(meshRef, dims);

@@ -36,16 +36,22 @@ mlir::moe::pipelineRankMemory(ModuleOp module, func::FuncOp step) {
       return std::nullopt;
     return stage.getInt() % ranks;
   };
+  // Sums saturate instead of wrapping (tensors are bounded, their number
+  // is not).
+  auto add = [](uint64_t &sum, uint64_t value) {
+    sum = llvm::SaturatingAdd(sum, value);
+  };
   step.walk([&](AdamWUpdateOp update) {
     if (std::optional<int64_t> rank = rankOf(update)) {
-      memory[*rank].paramBytes += bytesOf(update.getParamAttr());
-      memory[*rank].optimizerStateBytes += bytesOf(update.getExpAvgAttr()) +
-                                           bytesOf(update.getExpAvgSqAttr());
+      add(memory[*rank].paramBytes, bytesOf(update.getParamAttr()));
+      add(memory[*rank].optimizerStateBytes, bytesOf(update.getExpAvgAttr()));
+      add(memory[*rank].optimizerStateBytes,
+          bytesOf(update.getExpAvgSqAttr()));
     }
   });
   step.walk([&](Fp8AmaxUpdateOp update) {
     if (std::optional<int64_t> rank = rankOf(update))
-      memory[*rank].fp8HistoryBytes += bytesOf(update.getHistoryAttr());
+      add(memory[*rank].fp8HistoryBytes, bytesOf(update.getHistoryAttr()));
   });
   // The optimizer of a rank (and the one of every rank, such as the global
   // norm) reads sums over the microbatches of what that rank computed.
@@ -64,7 +70,7 @@ mlir::moe::pipelineRankMemory(ModuleOp module, func::FuncOp step) {
       if (!def || isOptimizer(def) || !from || (rank && *rank != *from))
         continue;
       if (summed[*from].insert(operand).second)
-        memory[*from].gradientSumBytes += tensorBytes(operand.getType());
+        add(memory[*from].gradientSumBytes, tensorBytes(operand.getType()));
     }
   });
   return memory;

@@ -288,21 +288,25 @@ mlir::moe::rematerialize(func::FuncOp step, uint64_t arenaBudget) {
 /// rank sets the arena. Fails, on the step, when those alone do not fit.
 static FailureOr<uint64_t> arenaBudgetOf(ModuleOp module, func::FuncOp step,
                                          uint64_t budget) {
+  // Sums saturate instead of wrapping: an overflowing total must not
+  // look like one that fits.
   uint64_t workspace = kernelWorkspaceBytes(module, step);
   uint64_t inputs = 0;
   for (Type type : step.getArgumentTypes())
-    inputs += tensorBytes(type);
+    inputs = llvm::SaturatingAdd(inputs, tensorBytes(type));
   SmallVector<PipelineRankMemory> ranks = pipelineRankMemory(module, step);
   if (ranks.empty()) {
     PipelineRankMemory whole;
     for (ParamOp param : module.getOps<ParamOp>())
-      whole.paramBytes += tensorBytes(param.getTensorType());
+      whole.paramBytes = llvm::SaturatingAdd(
+          whole.paramBytes, tensorBytes(param.getTensorType()));
     ranks.push_back(whole);
   }
   std::optional<uint64_t> arena;
   for (auto [rank, memory] : llvm::enumerate(ranks)) {
-    uint64_t fixed = workspace + memory.persistentBytes() +
-                     memory.slots * inputs;
+    uint64_t fixed = llvm::SaturatingAdd(
+        workspace, memory.persistentBytes(),
+        llvm::SaturatingMultiply<uint64_t>(memory.slots, inputs));
     if (budget < fixed) {
       InFlightDiagnostic diag = step.emitOpError();
       diag << "does not fit the memory budget of " << mebibytes(budget)

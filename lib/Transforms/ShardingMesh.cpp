@@ -12,6 +12,7 @@ FailureOr<std::vector<std::pair<std::string, int64_t>>>
 mlir::moe::parseMeshSpec(StringRef spec, std::string &error) {
   std::vector<std::pair<std::string, int64_t>> axes;
   llvm::StringSet<> seen;
+  int64_t ranks = 1;
   SmallVector<StringRef> entries;
   spec.split(entries, ',', -1, /*KeepEmpty=*/false);
   for (StringRef entry : entries) {
@@ -27,6 +28,17 @@ mlir::moe::parseMeshSpec(StringRef spec, std::string &error) {
       error = ("axis '" + name + "' is given twice").str();
       return failure();
     }
+    if (!isKnownMeshAxis(name)) {
+      error = unknownMeshAxisMessage(name);
+      return failure();
+    }
+    if (size > kMaxMeshRanks / ranks) {
+      error = ("more than " + Twine(kMaxMeshRanks) + " ranks at axis '" +
+               name + "'")
+                  .str();
+      return failure();
+    }
+    ranks *= size;
     axes.emplace_back(name.str(), size);
   }
   if (axes.empty()) {

@@ -41,7 +41,9 @@ struct ValueState {
 
 class Propagation {
 public:
-  Propagation(func::FuncOp step, MeshOp mesh) : step(step), mesh(mesh) {}
+  Propagation(func::FuncOp step, MeshOp mesh)
+      : step(step), mesh(mesh),
+        symbols(step->getParentOfType<ModuleOp>()) {}
 
   void seed();
   bool visit(Operation *op, const ShardingRule &rule);
@@ -67,6 +69,8 @@ private:
 
   func::FuncOp step;
   MeshOp mesh;
+  /// The module's symbols, looked up once each.
+  SymbolTable symbols;
   llvm::DenseMap<Value, ValueState> states;
 };
 } // namespace
@@ -82,14 +86,18 @@ void Propagation::close(Value value, ShardingAttr sharding, int priority,
 }
 
 void Propagation::seed() {
-  for (BlockArgument arg : step.getArguments())
-    if (auto sharding = step.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
-                                                            kShardingAttrName))
-      close(arg, sharding, /*priority=*/1,
-            step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                              kShardingOriginAttrName)
-                .getValue());
-  auto module = step->getParentOfType<ModuleOp>();
+  for (BlockArgument arg : step.getArguments()) {
+    unsigned index = arg.getArgNumber();
+    auto sharding =
+        step.getArgAttrOfType<ShardingAttr>(index, kShardingAttrName);
+    if (!sharding)
+      continue;
+    // A sharding written on an argument by hand may come without a reason.
+    auto why =
+        step.getArgAttrOfType<StringAttr>(index, kShardingOriginAttrName);
+    close(arg, sharding, /*priority=*/1,
+          why ? why.getValue() : StringRef("argument annotation"));
+  }
   step.walk([&](Operation *op) {
     if (auto seed = op->getAttrOfType<ShardingAttr>(kShardingSeedAttrName)) {
       close(op->getResult(0), seed, /*priority=*/3, "policy seed");
@@ -108,7 +116,7 @@ void Propagation::seed() {
     if (auto pin = dyn_cast<ShardOp>(op)) {
       close(pin.getResult(), pin.getSharding(), /*priority=*/0, "user pin");
     } else if (auto read = dyn_cast<GetParamOp>(op)) {
-      auto param = module.lookupSymbol<ParamOp>(read.getParamAttr());
+      auto param = symbols.lookup<ParamOp>(read.getParamAttr().getAttr());
       if (!param || !param.getSharding())
         return;
       // FSDP splits storage only: a weight is gathered over fsdp before

@@ -11,6 +11,17 @@
 // SHAPE: shape.mlir:4:{{[0-9]+}}: error: 'moe.linear' op expected the input's last dimension (8) to match the weight's in-features (16)
 // RUN: not moec %t.dir/config.mlir -o %t.moebin 2>&1 | FileCheck %s --check-prefix=CONFIG
 // CONFIG: config.mlir:1:1: error: 'moe.transformer' op expected hidden (30) to be divisible by heads (4)
+// An attribute the op does not know is an error listing the known ones,
+// not a plain Mixtral compiled without it.
+// RUN: not moec %t.dir/unknown-attribute.mlir -o %t.moebin 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// UNKNOWN: unknown-attribute.mlir:1:1: error: 'moe.transformer' op has unknown attribute 'shared_experts'; known attributes: aux_coef, batch, capacity_factor, dense_ffn, dense_layers, experts, ffn, heads, hidden, init_std, kv_heads, layers, rms_eps, rope_theta, seq, sym_name, top_k, vocab
+// RUN: not moec %t.dir/unknown-discardable.mlir -o %t.moebin 2>&1 | FileCheck %s --check-prefix=DISCARDABLE
+// DISCARDABLE: unknown-discardable.mlir:2:8: error: 'moe.linear' op has unknown attribute 'moe.pipline_stage'; known moe attributes: moe.arena_bytes,
+// Absurd sizes are refused before anything is allocated for them.
+// RUN: not moec %t.dir/layers.mlir -o %t.moebin 2>&1 | FileCheck %s --check-prefix=LAYERS
+// LAYERS: layers.mlir:1:1: error: 'moe.transformer' op expected layers <= 4096, got 2147483647
+// RUN: not moec %t.dir/ffn.mlir -o %t.moebin --report=memory 2>&1 | FileCheck %s --check-prefix=FFN
+// FFN: ffn.mlir:1:1: error: 'moe.transformer' op expected ffn <= 262144, got 9223372036854775807
 // RUN: not moec %t.dir/noplan.mlir -o %t.moebin --pass-pipeline="builtin.module(moe-no-such-pass)" 2>&1 | FileCheck %s --check-prefix=PIPELINE
 // PIPELINE: error: 'moe-no-such-pass' does not refer to a registered pass or pass pipeline
 // RUN: not moec %t.dir/noplan.mlir -o %t.moebin --pass-pipeline="builtin.module(moe-expand-transformer)" 2>&1 | FileCheck %s --check-prefix=NOSTEP
@@ -36,6 +47,17 @@ func.func @forward(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
 }
 //--- config.mlir
 moe.transformer @bad {vocab = 16, hidden = 30, layers = 1, heads = 4, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+//--- unknown-attribute.mlir
+moe.transformer @extra {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, shared_experts = 1}
+//--- unknown-discardable.mlir
+func.func @forward(%x: tensor<2x8xf32>, %w: tensor<4x8xf32>) -> tensor<2x4xf32> {
+  %y = moe.linear %x, %w {moe.pipline_stage = 0} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+//--- layers.mlir
+moe.transformer @deep {vocab = 16, hidden = 8, layers = 2147483647, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+//--- ffn.mlir
+moe.transformer @wide {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 9223372036854775807, seq = 4, batch = 1}
 //--- noplan.mlir
 moe.transformer @ok {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
 //--- nokernel.mlir

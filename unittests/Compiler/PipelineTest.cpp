@@ -6,6 +6,7 @@
 // tensors overlapping bytes.
 //
 //===----------------------------------------------------------------------===//
+#include "MemoryPlanChecks.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Target/ModelStatistics.h"
 #include "moe/Transforms/Passes.h"
@@ -82,46 +83,6 @@ protected:
   std::unique_ptr<MLIRContext> context;
 };
 
-/// Every pair of arena tensors whose live ranges meet must not share bytes.
-void expectNoLiveOverlap(func::FuncOp step) {
-  Block &body = step.getBody().front();
-  llvm::DenseMap<Operation *, size_t> index;
-  for (auto [i, op] : llvm::enumerate(body))
-    index[&op] = i;
-  struct Live {
-    size_t begin, end;
-    uint64_t offset, bytes;
-  };
-  std::vector<Live> lives;
-  for (Operation &op : body) {
-    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>(moe::kOffsetsAttrName);
-    if (!offsets)
-      continue;
-    for (auto [i, result] : llvm::enumerate(op.getResults())) {
-      size_t end = index[&op];
-      for (Operation *user : result.getUsers())
-        end = std::max(end, index[user]);
-      lives.push_back({index[&op], end, static_cast<uint64_t>(offsets[i]),
-                       moe::tensorBytes(result.getType())});
-    }
-  }
-  uint64_t arena =
-      step->getAttrOfType<IntegerAttr>(moe::kArenaBytesAttrName).getInt();
-  for (size_t a = 0; a < lives.size(); ++a) {
-    EXPECT_EQ(lives[a].offset % 64, 0u);
-    EXPECT_LE(lives[a].offset + lives[a].bytes, arena);
-    for (size_t b = a + 1; b < lives.size(); ++b) {
-      bool liveTogether = lives[a].begin <= lives[b].end &&
-                          lives[b].begin <= lives[a].end;
-      bool shareBytes = lives[a].offset < lives[b].offset + lives[b].bytes &&
-                        lives[b].offset < lives[a].offset + lives[a].bytes;
-      ASSERT_FALSE(liveTogether && shareBytes)
-          << "tensors born at ops " << lives[a].begin << " and "
-          << lives[b].begin << " overlap";
-    }
-  }
-}
-
 TEST_F(PipelineTest, RandomConfigurationsCompileConsistently) {
   std::mt19937 rng(7);
   auto pick = [&](std::vector<int64_t> choices) {
@@ -162,7 +123,7 @@ TEST_F(PipelineTest, RandomConfigurationsCompileConsistently) {
     for (auto param : module->getOps<moe::ParamOp>())
       weights += param.getKind() == moe::ParamKind::weight;
     EXPECT_EQ(static_cast<int64_t>(updated.size()), weights);
-    expectNoLiveOverlap(step);
+    moe::testing::expectNoLiveOverlap(step);
   }
 }
 

@@ -102,17 +102,22 @@ def PlanMemory : Pass<"moe-plan-memory", "ModuleOp"> {
   let summary = "assign arena offsets to the step's temporaries by liveness";
   let description = [{
     Computes the live range of every tensor the training step creates and
-    packs them into one arena, reusing the bytes of dead tensors (greedy by
-    size, 64-byte aligned). Each op gets `moe.offsets` (one byte offset per
-    result) and the function `moe.arena_bytes` and `moe.peak_live_bytes`
-    (the largest total of simultaneously live tensors, a lower bound of the
-    arena).
+    packs them into one arena, reusing the bytes of dead tensors: sweeps in
+    program order take the smallest free range that holds each tensor (best
+    fit, 64-byte aligned) and release it after its last reader, starting
+    from the tensors live at the peak (and, for a pipelined step, at the
+    peaks of the busiest ranks), or from the step's first or last op; the
+    smallest arena wins. Each sweep is O(n log n) in the tensors. Each op
+    gets `moe.offsets` (one byte offset per result) and the function
+    `moe.arena_bytes` and `moe.peak_live_bytes` (the largest total of
+    simultaneously live tensors, a lower bound of the arena). Fails, on the
+    op, when the arena would exceed 2^56 bytes.
 
     Example:
 
     ```mlir
     func.func @train_step(...) -> (...)
-        attributes {moe.arena_bytes = 4030592 : i64,
+        attributes {moe.arena_bytes = 3965120 : i64,
                     moe.peak_live_bytes = 3964940 : i64} {
       %y = moe.add %a, %b {moe.offsets = array<i64: 4096>} : tensor<8x64x64xf32>
       ...

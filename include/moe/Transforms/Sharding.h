@@ -25,27 +25,12 @@
 
 namespace mlir::moe {
 
-/// Attribute names of the propagated shardings and their reasons.
-inline constexpr llvm::StringLiteral kShardingAttrName = "moe.sharding";
-inline constexpr llvm::StringLiteral kShardingOriginAttrName =
-    "moe.sharding_origin";
-/// A policy seed on an op's first result (weaker than the batch and the
-/// parameters): its sharding and, per dimension, why.
-inline constexpr llvm::StringLiteral kShardingSeedAttrName =
-    "moe.sharding_seed";
-inline constexpr llvm::StringLiteral kShardingSeedOriginAttrName =
-    "moe.sharding_seed_origin";
 /// Attribute of moe.param: why each dimension of its storage is split.
 inline constexpr llvm::StringLiteral kParamShardingOriginAttrName =
     "sharding_origin";
 
-/// Axis names the policy knows, in the order they nest.
-inline constexpr llvm::StringLiteral kDataAxis = "dp";
-inline constexpr llvm::StringLiteral kFsdpAxis = "fsdp";
-inline constexpr llvm::StringLiteral kExpertAxis = "ep";
-inline constexpr llvm::StringLiteral kTensorAxis = "tp";
-
-/// Parses "dp=2,tp=2" into (axis, size) pairs; an error message otherwise.
+/// Parses "dp=2,tp=2" into (axis, size) pairs; an error message otherwise
+/// (among them an axis moec does not implement, naming the known ones).
 FailureOr<std::vector<std::pair<std::string, int64_t>>>
 parseMeshSpec(llvm::StringRef spec, std::string &error);
 

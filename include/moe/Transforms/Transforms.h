@@ -15,34 +15,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/MathExtras.h"
 
 namespace mlir::moe {
-
-/// Name of the module attribute holding the model's sizes (a dictionary).
-inline constexpr llvm::StringLiteral kModelAttrName = "moe.model";
-/// Name of the result attribute naming the parameter a gradient belongs to.
-inline constexpr llvm::StringLiteral kGradOfAttrName = "moe.grad_of";
-inline constexpr llvm::StringLiteral kOffsetsAttrName = "moe.offsets";
-inline constexpr llvm::StringLiteral kArenaBytesAttrName = "moe.arena_bytes";
-/// On the module: the microbatches a step is split into (moec divides the
-/// model's batch by them before expanding it).
-inline constexpr llvm::StringLiteral kMicrobatchesAttrName =
-    "moe.microbatches";
-/// moe-split-pipeline-stages' tags: the model stage running an op (-1: all
-/// stages) and its phase ("forward", "backward", "weight", "optimizer").
-inline constexpr llvm::StringLiteral kPipelineStageAttrName =
-    "moe.pipeline_stage";
-inline constexpr llvm::StringLiteral kPipelinePhaseAttrName =
-    "moe.pipeline_phase";
-/// On the split step: the pipeline ranks its stages run on (stage % ranks).
-inline constexpr llvm::StringLiteral kPipelineRanksAttrName =
-    "moe.pipeline_ranks";
-/// On the split step: the microbatches each pipeline rank holds at once
-/// under the schedule, one arena slot each.
-inline constexpr llvm::StringLiteral kPipelineSlotsAttrName =
-    "moe.pipeline_slots";
-inline constexpr llvm::StringLiteral kPeakLiveBytesAttrName =
-    "moe.peak_live_bytes";
 
 /// The function `name` of `module`; otherwise emits "no function named
 /// 'name' <purpose>" on the module and fails.
@@ -83,12 +58,18 @@ struct MemoryPlan {
   uint64_t arenaBytes = 0;
   /// Largest total size of simultaneously live temporaries.
   uint64_t peakLiveBytes = 0;
+  /// Free ranges the planner visited: its work, O(n log n) in the values
+  /// (tests bound it instead of timing the planner).
+  uint64_t work = 0;
 };
 
-/// Size in bytes of a statically shaped 4-byte tensor.
+/// Size in bytes of a statically shaped 4-byte tensor (saturating at
+/// UINT64_MAX; the verifier bounds moe tensors at 2^48 elements).
 uint64_t tensorBytes(Type type);
 
-/// Plans the arena of a single-block function by liveness.
+/// Plans the arena of a single-block function by liveness, in O(n log n)
+/// (best fit in one program-order sweep). Fails, on the op, when the arena
+/// would exceed 2^56 bytes.
 FailureOr<MemoryPlan> planMemory(func::FuncOp function);
 
 /// Writes a plan as moe.offsets / moe.arena_bytes / moe.peak_live_bytes.
@@ -103,8 +84,8 @@ struct PipelineRankMemory {
   int64_t slots = 1;
   /// What the rank holds outside its slots.
   uint64_t persistentBytes() const {
-    return paramBytes + optimizerStateBytes + fp8HistoryBytes +
-           gradientSumBytes;
+    return llvm::SaturatingAdd(paramBytes, optimizerStateBytes,
+                               fp8HistoryBytes, gradientSumBytes);
   }
 };
 
@@ -144,23 +125,10 @@ llvm::SetVector<Operation *> forwardOps(func::FuncOp step);
 /// activations), kept alive from the forward to the backward pass.
 uint64_t savedActivationBytes(func::FuncOp step);
 
-/// On the step after moe-rematerialize: the model FLOPs it recomputes, those
-/// of recomputing every saved activation, and the budget it met.
-inline constexpr llvm::StringLiteral kRecomputeFlopsAttrName =
-    "moe.recompute_flops";
-inline constexpr llvm::StringLiteral kFullRecomputeFlopsAttrName =
-    "moe.full_recompute_flops";
-inline constexpr llvm::StringLiteral kMemoryBudgetAttrName =
-    "moe.memory_budget";
-
 /// The most scratch memory the runtime's kernels take while running `step`
 /// (outside the arena): what Executor::bytesPerRank counts besides the
 /// planned buffers.
 uint64_t kernelWorkspaceBytes(ModuleOp module, func::FuncOp step);
-
-/// On an op moe-rematerialize created: it recomputes a forward value for
-/// the backward pass (its FLOPs are not model FLOPs).
-inline constexpr llvm::StringLiteral kRecomputedAttrName = "moe.recomputed";
 
 /// Memory of a training step that moe-rematerialize fits into a budget.
 struct RematerializationPlan {

@@ -50,8 +50,93 @@ moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, 
 
 // -----
 
-// expected-error @+1 {{expected capacity_factor >= 0, got -1}}
+// expected-error @+1 {{expected 0 <= capacity_factor <= 2 (experts), got -1}}
 moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, capacity_factor = -1.0 : f32}
+
+// -----
+
+// A capacity factor of experts / top_k already drops nothing.
+// expected-error @+1 {{expected 0 <= capacity_factor <= 2 (experts), got 1e+30}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, capacity_factor = 1.0e30 : f32}
+
+// -----
+
+// expected-error @+1 {{expected 0 < init_std <= 1, got 1e+30}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, init_std = 1.0e30 : f32}
+
+// -----
+
+// expected-error @+1 {{expected 0 < init_std <= 1, got 0}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, init_std = 0.0 : f32}
+
+// -----
+
+// Sizes past the maxima of the op's description (every count the compiler
+// derives then stays inside int64) name the attribute and the bound.
+// expected-error @+1 {{expected layers <= 4096, got 2147483647}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 2147483647, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+
+// -----
+
+// expected-error @+1 {{expected ffn <= 262144, got 9223372036854775807}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 9223372036854775807, seq = 4, batch = 1}
+
+// -----
+
+// expected-error @+1 {{expected vocab <= 1048576, got 1048577}}
+moe.transformer @m {vocab = 1048577, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+
+// -----
+
+// expected-error @+1 {{expected hidden <= 65536, got 131072}}
+moe.transformer @m {vocab = 8, hidden = 131072, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+
+// -----
+
+// expected-error @+1 {{expected heads <= 65536, got 65537}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 65537, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+
+// -----
+
+// expected-error @+1 {{expected kv_heads <= 65536, got 65537}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 65537, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+
+// -----
+
+// expected-error @+1 {{expected experts <= 16384, got 16385}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 16385, top_k = 1, ffn = 4, seq = 4, batch = 1}
+
+// -----
+
+// expected-error @+1 {{expected seq <= 1048576, got 1048577}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 1048577, batch = 1}
+
+// -----
+
+// expected-error @+1 {{expected batch <= 1048576, got 9223372036854775807}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 9223372036854775807}
+
+// -----
+
+// expected-error @+1 {{expected dense_ffn <= 262144, got 262145}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, dense_ffn = 262145}
+
+// -----
+
+// expected-error @+1 {{expected batch * seq <= 268435456 tokens per step, got 1099511627776}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 1048576, batch = 1048576}
+
+// -----
+
+// expected-error @+1 {{expected batch * seq * top_k <= 4294967296 routed tokens per step, got 8589934592}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 64, top_k = 32, ffn = 4, seq = 1048576, batch = 256}
+
+// -----
+
+// Each size within its maximum, together too many parameters: 4096 layers
+// of 16384 experts of 262144 x 65536.
+// expected-error @+1 {{expected at most 281474976710656 parameters (2^48), got}}
+moe.transformer @m {vocab = 8, hidden = 65536, layers = 4096, heads = 2, kv_heads = 1, experts = 16384, top_k = 1, ffn = 262144, seq = 4, batch = 1}
 
 // -----
 
@@ -90,8 +175,24 @@ moe.adamw_config {max_grad_norm = -1.0 : f32}
 
 // -----
 
-// expected-error @+1 {{expected init_std > 0 for normal initialisation}}
+// expected-error @+1 {{expected init_std for normal initialisation}}
 moe.param @w : tensor<4xf32> {init = #moe.init<normal>}
+
+// -----
+
+// The runtime's artifact verifier applies the same bound.
+// expected-error @+1 {{expected 0 < init_std <= 1, got 1e+30}}
+moe.param @w : tensor<4xf32> {init = #moe.init<normal>, init_std = 1.0e30 : f32}
+
+// -----
+
+// expected-error @+1 {{expected 0 < init_std <= 1, got -0.02}}
+moe.param @w : tensor<4xf32> {init = #moe.init<normal>, init_std = -0.02 : f32}
+
+// -----
+
+// expected-error @+1 {{expected at most 281474976710656 elements (2^48) per tensor, got 'tensor<4611686018427387904x4xf32>' (attribute 'type')}}
+moe.param @w : tensor<4611686018427387904x4xf32> {init = #moe.init<zeros>}
 
 // -----
 
@@ -428,7 +529,7 @@ func.func @router_indices(%l: tensor<8x4xf32>) {
 // -----
 
 func.func @router_capacity(%l: tensor<8x4xf32>) {
-  // expected-error @+1 {{expected capacity_factor >= 0, got -2}}
+  // expected-error @+1 {{expected 0 <= capacity_factor <= 4 (experts), got -2}}
   %p, %w, %i = moe.router %l {top_k = 2, capacity_factor = -2.0 : f32} : (tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x2xf32>, tensor<8x2xi32>)
   return
 }
@@ -854,4 +955,247 @@ func.func @fp8_amax_update_unknown_axis() {
   // expected-error @+1 {{mesh @mesh has no axis 'tp'}}
   moe.fp8_amax_update @h {mesh = @mesh, axes = ["tp"]}
   return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Unknown attributes: every moe op knows its own attributes, and the dialect
+// the discardable moe.* ones its passes write.
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{'moe.transformer' op has unknown attribute 'shared_experts'; known attributes: aux_coef, batch, capacity_factor, dense_ffn, dense_layers, experts, ffn, heads, hidden, init_std, kv_heads, layers, rms_eps, rope_theta, seq, sym_name, top_k, vocab}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, shared_experts = 1}
+
+// -----
+
+// expected-error @+1 {{'moe.transformer' op has unknown attribute 'router'; known attributes: aux_coef,}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, router = "sigmoid"}
+
+// -----
+
+// expected-error @+1 {{'moe.adamw_config' op has unknown attribute 'momentum'; known attributes: beta1, beta2, decay_steps, eps, lr, max_grad_norm, min_lr, warmup, weight_decay}}
+moe.adamw_config {lr = 1.0e-3 : f32, momentum = 0.9 : f32}
+
+// -----
+
+func.func @unknown_on_model_op(%x: tensor<8x16xf32>, %w: tensor<16xf32>) -> tensor<8x16xf32> {
+  // expected-error @+1 {{'moe.rms_norm' op has unknown attribute 'frobnicate'; known attributes: epsilon}}
+  %y = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32, frobnicate = 3} : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}
+
+// -----
+
+func.func @unknown_on_op_without_attributes(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'moe.add' op has unknown attribute 'frobnicate'; known attributes: none}}
+  %y = moe.add %x, %x {frobnicate = 3} : tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+// An attribute of another dialect's namespace is not a moe op's either.
+func.func @foreign_attribute(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'moe.add' op has unknown attribute 'func.frobnicate'; known attributes: none}}
+  %y = moe.add %x, %x {func.frobnicate = 3} : tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+func.func @unknown_discardable(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'moe.add' op has unknown attribute 'moe.pipline_stage'; known moe attributes: moe.arena_bytes, moe.full_recompute_flops, moe.memory_budget, moe.microbatches, moe.model, moe.offsets, moe.partitioned, moe.peak_live_bytes, moe.pipeline_phase, moe.pipeline_ranks, moe.pipeline_slots, moe.pipeline_stage, moe.recompute_flops, moe.recomputed, moe.sharding, moe.sharding_origin, moe.sharding_seed, moe.sharding_seed_origin}}
+  %y = moe.add %x, %x {moe.pipline_stage = 0} : tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+// moe.* attributes are checked on every op, not only moe ones.
+// expected-error @+1 {{'builtin.module' op has unknown attribute 'moe.frobnicate'; known moe attributes: moe.arena_bytes,}}
+module attributes {moe.frobnicate = 3} {
+}
+
+// -----
+
+func.func @discardable_of_wrong_type(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'moe.add' op expected attribute 'moe.pipeline_stage' to be an integer in [-1, 1048576), got "0"}}
+  %y = moe.add %x, %x {moe.pipeline_stage = "0"} : tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+// The runtime and the memory plan allocate per pipeline rank.
+// expected-error @+1 {{'func.func' op expected attribute 'moe.pipeline_ranks' to be an integer in [1, 1048576], got 1000000000000 : i64}}
+func.func @too_many_pipeline_ranks() attributes {moe.pipeline_ranks = 1000000000000} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op expected attribute 'moe.pipeline_slots' to be an array<i64: ...> of counts in [1, 1048576], got 2 : i64}}
+func.func @slots_of_wrong_type() attributes {moe.pipeline_slots = 2} {
+  return
+}
+
+// -----
+
+// The memory plan divides by them.
+// expected-error @+1 {{'func.func' op expected attribute 'moe.pipeline_slots' to be an array<i64: ...> of counts in [1, 1048576], got array<i64: 2, 0>}}
+func.func @zero_slots() attributes {moe.pipeline_slots = array<i64: 2, 0>} {
+  return
+}
+
+// -----
+
+func.func @sharding_of_wrong_type(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'moe.add' op expected attribute 'moe.sharding' to be an array of #moe.sharding, one per result, got "dp"}}
+  %y = moe.add %x, %x {moe.sharding = "dp"} : tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op argument 0 has unknown attribute 'moe.shardng'; known moe argument attributes: moe.sharding, moe.sharding_origin}}
+func.func @unknown_argument_attribute(%x: tensor<8xf32> {moe.shardng = 1}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op argument 0 expected attribute 'moe.sharding_origin' to be a string, got 1 : i64}}
+func.func @argument_attribute_of_wrong_type(%x: tensor<8xf32> {moe.sharding_origin = 1}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op result 0 has unknown attribute 'moe.grad'; known moe result attributes: moe.grad_of}}
+func.func @unknown_result_attribute(%x: tensor<8xf32>) -> (tensor<8xf32> {moe.grad = @w}) {
+  return %x : tensor<8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op result 0 expected attribute 'moe.grad_of' to be a symbol reference to a moe.param, got "w"}}
+func.func @result_attribute_of_wrong_type(%x: tensor<8xf32>) -> (tensor<8xf32> {moe.grad_of = "w"}) {
+  return %x : tensor<8xf32>
+}
+
+// -----
+
+moe.mesh @m(tp = 2)
+// expected-error @+1 {{has sharding_origin without a sharding}}
+moe.param @w : tensor<8x8xf32> {init = #moe.init<zeros>, sharding_origin = ["", ""]}
+
+// -----
+
+moe.mesh @m(tp = 2)
+// expected-error @+1 {{expected one sharding_origin entry per dimension, got 1 for rank 2}}
+moe.param @w : tensor<8x8xf32> {init = #moe.init<zeros>, sharding = #moe.sharding<@m, [{}, {tp}]>, sharding_origin = ["user pin"]}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Mesh axes: moec implements dp, fsdp, ep and tp; pipeline stages come from
+// --pp, not from a mesh axis.
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{'moe.mesh' op unknown axis 'cp': moec implements dp, fsdp, ep and tp (pipeline stages: --pp)}}
+moe.mesh @m(dp = 2, cp = 2)
+
+// -----
+
+// expected-error @+1 {{'moe.mesh' op axis 'pp' is not a mesh axis: pipeline stages come from --pp (e.g. --pp 2); mesh axes are dp, fsdp, ep and tp}}
+moe.mesh @m(pp = 2)
+
+// -----
+
+// expected-error @+1 {{expected at most 1048576 ranks, got more at axis 'tp'}}
+moe.mesh @m(dp = 4096, tp = 4096)
+
+// -----
+
+func.func @sharding_unknown_axis(%x: tensor<8x8xf32>) {
+  // expected-error @+1 {{unknown axis 'fsbp': moec implements dp, fsdp, ep and tp (pipeline stages: --pp)}}
+  %y = moe.shard %x {sharding = #moe.sharding<@m, [{fsbp}, {}]>} : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @expert_axes_unknown(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) -> tensor<8x16xf32> {
+  // expected-error @+1 {{'moe.experts' op expert_axes: unknown axis 'pt': moec implements dp, fsdp, ep and tp (pipeline stages: --pp)}}
+  %y = moe.experts %x, %w, %i, %w1, %w1, %w2 {expert_axes = ["pt"]} : (tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}
+
+// -----
+
+func.func @expert_axes_twice(%dy: tensor<8x16xf32>, %x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
+  // expected-error @+1 {{'moe.experts_grad' op expert_axes: axis 'ep' is listed twice}}
+  %dx, %dw, %dw1, %dw3, %dw2 = moe.experts_grad %dy, %x, %w, %i, %w1, %w1, %w2 {expert_axes = ["ep", "ep"]} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> (tensor<8x16xf32>, tensor<8x2xf32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>)
+  return
+}
+
+// -----
+
+func.func @token_axes_unknown(%l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+  // expected-error @+1 {{'moe.cross_entropy' op token_axes: unknown axis 'cp'}}
+  %ce = moe.cross_entropy %l, %t {token_axes = ["dp", "cp"]} : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %ce : tensor<f32>
+}
+
+// -----
+
+func.func @token_axes_unknown_grad(%g: tensor<f32>, %l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{'moe.cross_entropy_grad' op token_axes: unknown axis 'cp'}}
+  %d = moe.cross_entropy_grad %g, %l, %t {token_axes = ["cp"]} : (tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<2x4x16xf32>
+  return %d : tensor<2x4x16xf32>
+}
+
+// -----
+
+func.func @aux_token_axes_unknown(%p: tensor<8x4xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'moe.aux_loss' op token_axes: unknown axis 'sp'}}
+  %a = moe.aux_loss %p {top_k = 2, token_axes = ["sp"]} : (tensor<8x4xf32>) -> tensor<f32>
+  return %a : tensor<f32>
+}
+
+// -----
+
+func.func @aux_grad_token_axes_unknown(%g: tensor<f32>, %p: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{'moe.aux_loss_grad' op token_axes: unknown axis 'sp'}}
+  %d = moe.aux_loss_grad %g, %p {top_k = 2, token_axes = ["sp"]} : (tensor<f32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %d : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @input_axes_unknown(%g: tensor<4xf32>, %h: tensor<4xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'moe.global_norm' op input_axes: unknown axis 'sp'}}
+  %n = moe.global_norm %g, %h {input_axes = [["dp"], ["sp"]]} : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  return %n : tensor<f32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Tensor sizes: at most 2^48 elements, so that byte counts cannot overflow.
+//===----------------------------------------------------------------------===//
+
+func.func @tensor_too_large(%x: tensor<4611686018427387904x4xf32>) -> tensor<4611686018427387904x4xf32> {
+  // expected-error @+1 {{'moe.add' op expected at most 281474976710656 elements (2^48) per tensor, got 'tensor<4611686018427387904x4xf32>' (operand 0)}}
+  %y = moe.add %x, %x : tensor<4611686018427387904x4xf32>
+  return %y : tensor<4611686018427387904x4xf32>
+}
+
+// -----
+
+func.func @result_too_large() -> tensor<16777216x16777217xf32> {
+  // expected-error @+1 {{'moe.constant' op expected at most 281474976710656 elements (2^48) per tensor, got 'tensor<16777216x16777217xf32>' (result 0)}}
+  %y = moe.constant 0.0 : tensor<16777216x16777217xf32>
+  return %y : tensor<16777216x16777217xf32>
 }

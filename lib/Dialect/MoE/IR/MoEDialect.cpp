@@ -3,6 +3,7 @@
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -24,4 +25,145 @@ void MoEDialect::initialize() {
 #define GET_OP_LIST
 #include "moe/Dialect/MoE/IR/MoEOps.cpp.inc"
       >();
+}
+
+//===----------------------------------------------------------------------===//
+// Discardable attributes
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A discardable attribute moec's passes write, and the kind of value they
+/// write (what a hand-edited one must hold too).
+struct DiscardableAttribute {
+  StringLiteral name;
+  StringLiteral expected;
+  bool (*matches)(Attribute);
+};
+} // namespace
+
+template <typename T>
+static bool is(Attribute value) {
+  return isa<T>(value);
+}
+
+/// An array whose every element is a T.
+template <typename T>
+static bool isArrayOf(Attribute value) {
+  auto array = dyn_cast<ArrayAttr>(value);
+  return array && llvm::all_of(array, [](Attribute element) {
+           return isa<T>(element);
+         });
+}
+
+/// A count of ranks or microbatches: in [1, kMaxMeshRanks], so that what
+/// is allocated per rank stays small.
+static bool isCount(Attribute value) {
+  auto integer = dyn_cast<IntegerAttr>(value);
+  return integer && integer.getValue().getSignificantBits() <= 64 &&
+         integer.getInt() >= 1 && integer.getInt() <= kMaxMeshRanks;
+}
+
+/// A pipeline stage, or -1 for an op every stage runs.
+static bool isStage(Attribute value) {
+  auto integer = dyn_cast<IntegerAttr>(value);
+  return integer && integer.getValue().getSignificantBits() <= 64 &&
+         integer.getInt() >= -1 && integer.getInt() < kMaxMeshRanks;
+}
+
+/// Per pipeline rank, the microbatches it holds at once: counts as above.
+static bool isSlotCounts(Attribute value) {
+  auto counts = dyn_cast<DenseI64ArrayAttr>(value);
+  return counts && llvm::all_of(counts.asArrayRef(), [](int64_t count) {
+           return count >= 1 && count <= kMaxMeshRanks;
+         });
+}
+
+static constexpr StringLiteral kInteger = "an integer";
+static constexpr StringLiteral kCount = "an integer in [1, 1048576]";
+static constexpr StringLiteral kUnit = "a unit attribute";
+static constexpr StringLiteral kI64Array = "an array<i64: ...>";
+
+static const DiscardableAttribute kOperationAttributes[] = {
+    {kArenaBytesAttrName, kInteger, is<IntegerAttr>},
+    {kFullRecomputeFlopsAttrName, "a float", is<FloatAttr>},
+    {kMemoryBudgetAttrName, kInteger, is<IntegerAttr>},
+    {kMicrobatchesAttrName, kCount, isCount},
+    {kModelAttrName, "a dictionary", is<DictionaryAttr>},
+    {kOffsetsAttrName, kI64Array, is<DenseI64ArrayAttr>},
+    {kPartitionedAttrName, kUnit, is<UnitAttr>},
+    {kPeakLiveBytesAttrName, kInteger, is<IntegerAttr>},
+    {kPipelinePhaseAttrName, "a string", is<StringAttr>},
+    {kPipelineRanksAttrName, kCount, isCount},
+    {kPipelineSlotsAttrName, "an array<i64: ...> of counts in [1, 1048576]",
+     isSlotCounts},
+    {kPipelineStageAttrName, "an integer in [-1, 1048576)", isStage},
+    {kRecomputeFlopsAttrName, "a float", is<FloatAttr>},
+    {kRecomputedAttrName, kUnit, is<UnitAttr>},
+    {kShardingAttrName, "an array of #moe.sharding, one per result",
+     isArrayOf<ShardingAttr>},
+    {kShardingOriginAttrName, "an array of strings, one per result",
+     isArrayOf<StringAttr>},
+    {kShardingSeedAttrName, "a #moe.sharding", is<ShardingAttr>},
+    {kShardingSeedOriginAttrName, "an array of strings, one per dimension",
+     isArrayOf<StringAttr>},
+};
+
+static const DiscardableAttribute kArgumentAttributes[] = {
+    {kShardingAttrName, "a #moe.sharding", is<ShardingAttr>},
+    {kShardingOriginAttrName, "a string", is<StringAttr>},
+};
+
+static const DiscardableAttribute kResultAttributes[] = {
+    {kGradOfAttrName, "a symbol reference to a moe.param",
+     is<FlatSymbolRefAttr>},
+};
+
+/// Checks `attr` against `known`; `where` prefixes the messages ("argument
+/// 0 " for a function argument).
+static LogicalResult verifyDiscardable(Operation *op, NamedAttribute attr,
+                                       ArrayRef<DiscardableAttribute> known,
+                                       StringRef knownWhat,
+                                       const Twine &where) {
+  StringRef name = attr.getName().strref();
+  const DiscardableAttribute *entry =
+      llvm::find_if(known, [&](const DiscardableAttribute &candidate) {
+        return candidate.name == name;
+      });
+  if (entry == known.end()) {
+    SmallVector<StringRef> names;
+    for (const DiscardableAttribute &candidate : known)
+      names.push_back(candidate.name);
+    return op->emitOpError()
+           << where << "has unknown attribute '" << name << "'; known "
+           << knownWhat << ": " << llvm::join(names, ", ");
+  }
+  if (!entry->matches(attr.getValue()))
+    return op->emitOpError() << where << "expected attribute '" << name
+                             << "' to be " << entry->expected << ", got "
+                             << attr.getValue();
+  return success();
+}
+
+LogicalResult MoEDialect::verifyOperationAttribute(Operation *op,
+                                                   NamedAttribute attr) {
+  return verifyDiscardable(op, attr, kOperationAttributes, "moe attributes",
+                           "");
+}
+
+LogicalResult MoEDialect::verifyRegionArgAttribute(Operation *op,
+                                                   unsigned region,
+                                                   unsigned argument,
+                                                   NamedAttribute attr) {
+  return verifyDiscardable(op, attr, kArgumentAttributes,
+                           "moe argument attributes",
+                           "argument " + Twine(argument) + " ");
+}
+
+LogicalResult MoEDialect::verifyRegionResultAttribute(Operation *op,
+                                                      unsigned region,
+                                                      unsigned result,
+                                                      NamedAttribute attr) {
+  return verifyDiscardable(op, attr, kResultAttributes,
+                           "moe result attributes",
+                           "result " + Twine(result) + " ");
 }

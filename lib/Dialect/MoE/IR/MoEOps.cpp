@@ -11,7 +11,9 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 
@@ -82,20 +84,127 @@ static LogicalResult expectTopK(Operation *op, int64_t topK, int64_t experts) {
                            << " (experts), got " << topK;
 }
 
+/// Checks that `axes` (the attribute `attrName`; absent is fine) names
+/// mesh axes moec implements, each at most once.
+static LogicalResult verifyAxisNames(Operation *op, StringRef attrName,
+                                     std::optional<ArrayAttr> axes) {
+  if (!axes)
+    return success();
+  llvm::SmallSet<StringRef, 4> seen;
+  for (StringRef axis : axes->getAsValueRange<StringAttr>()) {
+    if (!isKnownMeshAxis(axis))
+      return op->emitOpError() << attrName << ": "
+                               << unknownMeshAxisMessage(axis);
+    if (!seen.insert(axis).second)
+      return op->emitOpError() << attrName << ": axis '" << axis
+                               << "' is listed twice";
+  }
+  return success();
+}
+
+std::optional<int64_t> mlir::moe::boundedNumElements(ShapedType type) {
+  int64_t elements = 1;
+  for (int64_t size : type.getShape())
+    if (size < 0 || llvm::MulOverflow(elements, size, elements) ||
+        elements > kMaxTensorElements)
+      return std::nullopt;
+  return elements;
+}
+
+/// Calls `check` on every attribute of `op`, inherent and discardable,
+/// until it fails. (Operation::getAttrs would build a dictionary of them
+/// for every op verified, after every pass.)
+static LogicalResult
+checkEachAttribute(Operation *op,
+                   function_ref<LogicalResult(StringRef, Attribute)> check) {
+  for (StringAttr name : op->getName().getAttributeNames())
+    if (std::optional<Attribute> value = op->getInherentAttr(name))
+      if (*value && failed(check(name.getValue(), *value)))
+        return failure();
+  for (NamedAttribute attr : op->getDiscardableAttrs())
+    if (failed(check(attr.getName().getValue(), attr.getValue())))
+      return failure();
+  return success();
+}
+
+LogicalResult mlir::moe::verifyBoundedTensors(Operation *op) {
+  auto check = [&](Type type, const Twine &where) -> LogicalResult {
+    auto shaped = dyn_cast<ShapedType>(type);
+    if (!shaped || !shaped.hasStaticShape() || boundedNumElements(shaped))
+      return success();
+    return op->emitOpError()
+           << "expected at most " << kMaxTensorElements
+           << " elements (2^48) per tensor, got " << type << " (" << where
+           << ")";
+  };
+  for (auto [i, type] : llvm::enumerate(op->getOperandTypes()))
+    if (failed(check(type, "operand " + Twine(i))))
+      return failure();
+  for (auto [i, type] : llvm::enumerate(op->getResultTypes()))
+    if (failed(check(type, "result " + Twine(i))))
+      return failure();
+  auto checkTypeAttr = [&](StringRef name, Attribute value) {
+    auto type = dyn_cast<TypeAttr>(value);
+    return type ? check(type.getValue(), "attribute '" + name + "'")
+                : success();
+  };
+  return checkEachAttribute(op, checkTypeAttr);
+}
+
+/// A normal initialisation's standard deviation is in (0, 1]: weights of
+/// std > 1 make activations grow by the width at every layer (the runtime's
+/// artifact verifier applies the same bound).
+static LogicalResult verifyInitStd(Operation *op, float std) {
+  if (std > 0 && std <= 1)
+    return success();
+  return op->emitOpError() << "expected 0 < init_std <= 1, got " << fmt(std);
+}
+
+/// From experts / top_k on, an expert's capacity holds every token, so a
+/// larger factor drops nothing more; beyond `experts` it would only inflate
+/// the capacity count past the number of routed tokens.
+static LogicalResult verifyCapacityFactor(Operation *op, float factor,
+                                          int64_t experts) {
+  if (factor >= 0 && factor <= static_cast<float>(experts))
+    return success();
+  return op->emitOpError() << "expected 0 <= capacity_factor <= " << experts
+                           << " (experts), got " << fmt(factor);
+}
+
 LogicalResult mlir::moe::verifyFiniteFloatAttributes(Operation *op) {
-  for (NamedAttribute attr : op->getAttrs()) {
-    if (auto f = dyn_cast<FloatAttr>(attr.getValue())) {
+  auto check = [&](StringRef name, Attribute value) -> LogicalResult {
+    if (auto f = dyn_cast<FloatAttr>(value)) {
       if (!f.getValue().isFinite())
-        return op->emitOpError()
-               << "expected attribute '" << attr.getName().strref()
-               << "' to be finite, got " << fmt(f.getValueAsDouble());
-    } else if (auto array = dyn_cast<DenseF32ArrayAttr>(attr.getValue())) {
-      for (auto [i, value] : llvm::enumerate(array.asArrayRef()))
-        if (!std::isfinite(value))
+        return op->emitOpError() << "expected attribute '" << name
+                                 << "' to be finite, got "
+                                 << fmt(f.getValueAsDouble());
+    } else if (auto array = dyn_cast<DenseF32ArrayAttr>(value)) {
+      for (auto [i, element] : llvm::enumerate(array.asArrayRef()))
+        if (!std::isfinite(element))
           return op->emitOpError()
-                 << "expected attribute '" << attr.getName().strref()
-                 << "' to be finite, got " << fmt(value) << " at index " << i;
+                 << "expected attribute '" << name << "' to be finite, got "
+                 << fmt(element) << " at index " << i;
     }
+    return success();
+  };
+  return checkEachAttribute(op, check);
+}
+
+LogicalResult mlir::moe::verifyKnownAttributes(Operation *op) {
+  ArrayRef<StringAttr> inherent = op->getName().getAttributeNames();
+  for (NamedAttribute attr : op->getDiscardableAttrs()) {
+    // `moe.*` names are the dialect's to check (verifyOperationAttribute).
+    if (attr.getName().strref().starts_with("moe.") ||
+        llvm::is_contained(inherent, attr.getName()))
+      continue;
+    SmallVector<StringRef> known;
+    for (StringAttr name : inherent)
+      known.push_back(name.getValue());
+    llvm::sort(known);
+    return op->emitOpError()
+           << "has unknown attribute '" << attr.getName().strref()
+           << "'; known attributes: "
+           << (known.empty() ? std::string("none") : llvm::join(known, ", "));
   }
   return success();
 }
@@ -104,19 +213,64 @@ LogicalResult mlir::moe::verifyFiniteFloatAttributes(Operation *op) {
 // TransformerOp
 //===----------------------------------------------------------------------===//
 
+// The largest model moe.transformer accepts (MoEOps.td, "Constraints"):
+// beyond any model trained so far, yet small enough that every count the
+// compiler derives (parameters, elements and bytes of a tensor, FLOPs)
+// stays far inside int64. Each maximum is a power of two.
+static constexpr int64_t kMaxVocab = int64_t(1) << 20;
+static constexpr int64_t kMaxHidden = int64_t(1) << 16;
+static constexpr int64_t kMaxLayers = int64_t(1) << 12;
+static constexpr int64_t kMaxExperts = int64_t(1) << 14;
+static constexpr int64_t kMaxFfn = int64_t(1) << 18;
+static constexpr int64_t kMaxSeq = int64_t(1) << 20;
+static constexpr int64_t kMaxBatch = int64_t(1) << 20;
+static constexpr int64_t kMaxTokens = int64_t(1) << 28;
+static constexpr int64_t kMaxAssignments = int64_t(1) << 32;
+static constexpr int64_t kMaxParameters = int64_t(1) << 48;
+
+/// The weights moe-expand-transformer declares for `op`, whose sizes are
+/// within their maxima (so that no product overflows: at most 2^62).
+static int64_t transformerParameters(TransformerOp op) {
+  int64_t hidden = op.getHidden(), heads = op.getHeads();
+  int64_t kv = op.getKvHeads() * (hidden / heads);
+  int64_t experts = op.getExperts(), ffn = op.getFfn();
+  int64_t denseFfn = op.getDenseFfn().value_or(ffn);
+  int64_t dense = op.getDenseLayers().size();
+  int64_t moe = static_cast<int64_t>(op.getLayers()) - dense;
+  int64_t attention = 2 * hidden * hidden + 2 * kv * hidden + 2 * hidden;
+  int64_t params = 2 * static_cast<int64_t>(op.getVocab()) * hidden + hidden;
+  params += static_cast<int64_t>(op.getLayers()) * attention;
+  params += dense * 3 * denseFfn * hidden;
+  params += moe * (experts * hidden + 3 * experts * ffn * hidden);
+  return params;
+}
+
 LogicalResult TransformerOp::verify() {
-  std::pair<StringRef, int64_t> sizes[] = {
-      {"vocab", getVocab()},     {"hidden", getHidden()},
-      {"layers", getLayers()},   {"heads", getHeads()},
-      {"kv_heads", getKvHeads()}, {"experts", getExperts()},
-      {"ffn", getFfn()},         {"seq", getSeq()},
-      {"batch", getBatch()}};
-  for (auto [name, value] : sizes)
+  std::tuple<StringRef, int64_t, int64_t> sizes[] = {
+      {"vocab", getVocab(), kMaxVocab},
+      {"hidden", getHidden(), kMaxHidden},
+      {"layers", getLayers(), kMaxLayers},
+      {"heads", getHeads(), kMaxHidden},
+      {"kv_heads", getKvHeads(), kMaxHidden},
+      {"experts", getExperts(), kMaxExperts},
+      {"ffn", getFfn(), kMaxFfn},
+      {"seq", getSeq(), kMaxSeq},
+      {"batch", getBatch(), kMaxBatch}};
+  for (auto [name, value, max] : sizes) {
     if (value <= 0)
       return emitOpError() << "expected " << name << " > 0, got " << value;
-  if (getDenseFfn() && static_cast<int64_t>(*getDenseFfn()) <= 0)
-    return emitOpError() << "expected dense_ffn > 0, got "
-                         << static_cast<int64_t>(*getDenseFfn());
+    if (value > max)
+      return emitOpError() << "expected " << name << " <= " << max
+                           << ", got " << value;
+  }
+  if (getDenseFfn()) {
+    int64_t denseFfn = static_cast<int64_t>(*getDenseFfn());
+    if (denseFfn <= 0)
+      return emitOpError() << "expected dense_ffn > 0, got " << denseFfn;
+    if (denseFfn > kMaxFfn)
+      return emitOpError() << "expected dense_ffn <= " << kMaxFfn << ", got "
+                           << denseFfn;
+  }
   if (getHidden() % getHeads() != 0)
     return emitOpError() << "expected hidden (" << getHidden()
                          << ") to be divisible by heads (" << getHeads() << ")";
@@ -129,6 +283,15 @@ LogicalResult TransformerOp::verify() {
                          << getHidden() / getHeads();
   if (failed(expectTopK(*this, getTopK(), getExperts())))
     return failure();
+  int64_t tokens = static_cast<int64_t>(getBatch()) * getSeq();
+  if (tokens > kMaxTokens)
+    return emitOpError() << "expected batch * seq <= " << kMaxTokens
+                         << " tokens per step, got " << tokens;
+  if (tokens * static_cast<int64_t>(getTopK()) > kMaxAssignments)
+    return emitOpError() << "expected batch * seq * top_k <= "
+                         << kMaxAssignments
+                         << " routed tokens per step, got "
+                         << tokens * static_cast<int64_t>(getTopK());
   llvm::SmallSet<int64_t, 8> seen;
   for (int64_t layer : getDenseLayers()) {
     if (layer < 0 || layer >= static_cast<int64_t>(getLayers()))
@@ -137,19 +300,21 @@ LogicalResult TransformerOp::verify() {
     if (!seen.insert(layer).second)
       return emitOpError() << "dense layer " << layer << " is listed twice";
   }
+  if (int64_t params = transformerParameters(*this); params > kMaxParameters)
+    return emitOpError() << "expected at most " << kMaxParameters
+                         << " parameters (2^48), got " << params;
   std::pair<StringRef, float> positives[] = {{"rms_eps", getRmsEps().convertToFloat()},
-                                             {"rope_theta", getRopeTheta().convertToFloat()},
-                                             {"init_std", getInitStd().convertToFloat()}};
+                                             {"rope_theta", getRopeTheta().convertToFloat()}};
   for (auto [name, value] : positives)
     if (!(value > 0))
       return emitOpError() << "expected " << name << " > 0, got " << fmt(value);
+  if (failed(verifyInitStd(*this, getInitStd().convertToFloat())))
+    return failure();
   if (!(getAuxCoef().convertToFloat() >= 0))
     return emitOpError() << "expected aux_coef >= 0, got "
                          << fmt(getAuxCoef().convertToFloat());
-  if (!(getCapacityFactor().convertToFloat() >= 0))
-    return emitOpError() << "expected capacity_factor >= 0, got "
-                         << fmt(getCapacityFactor().convertToFloat());
-  return success();
+  return verifyCapacityFactor(*this, getCapacityFactor().convertToFloat(),
+                              getExperts());
 }
 
 //===----------------------------------------------------------------------===//
@@ -201,10 +366,16 @@ LogicalResult AdamWConfigOp::verify() {
 LogicalResult GlobalNormOp::verify() {
   if (getInputs().empty())
     return emitOpError() << "expected at least one input";
-  if (getInputAxes() && getInputAxes()->size() != getInputs().size())
+  ArrayAttr inputAxes = getInputAxesAttr();
+  if (!inputAxes)
+    return success();
+  if (inputAxes.size() != getInputs().size())
     return emitOpError() << "expected one entry of input_axes per input, got "
-                         << getInputAxes()->size() << " for "
-                         << getInputs().size() << " inputs";
+                         << inputAxes.size() << " for " << getInputs().size()
+                         << " inputs";
+  for (Attribute axes : inputAxes)
+    if (failed(verifyAxisNames(*this, "input_axes", cast<ArrayAttr>(axes))))
+      return failure();
   return success();
 }
 
@@ -262,9 +433,20 @@ LogicalResult ParamOp::verify() {
   if (getKind() == ParamKind::weight && getInit() == InitKind::none)
     return emitOpError() << "expected an initialisation for a weight "
                             "(zeros, ones or normal)";
-  if (getInit() == InitKind::normal &&
-      !(getInitStd() && getInitStd()->convertToFloat() > 0))
-    return emitOpError() << "expected init_std > 0 for normal initialisation";
+  if (getInit() == InitKind::normal && !getInitStd())
+    return emitOpError() << "expected init_std for normal initialisation";
+  if (getInitStd() &&
+      failed(verifyInitStd(*this, getInitStd()->convertToFloat())))
+    return failure();
+  if (getShardingOrigin() && !getSharding())
+    return emitOpError() << "has sharding_origin without a sharding";
+  if (getShardingOrigin() &&
+      static_cast<int64_t>(getShardingOrigin()->size()) !=
+          getTensorType().getRank())
+    return emitOpError() << "expected one sharding_origin entry per "
+                            "dimension, got "
+                         << getShardingOrigin()->size() << " for rank "
+                         << getTensorType().getRank();
   if (getKind() != ParamKind::weight && getInit() != InitKind::zeros)
     return emitOpError() << "expected "
                          << (getKind() == ParamKind::optimizer_state
@@ -494,10 +676,8 @@ LogicalResult RouterOp::verify() {
   if (failed(expectShape(*this, "indices", getIndices(),
                          shapeOf(getWeights()))))
     return failure();
-  if (!(getCapacityFactor().convertToFloat() >= 0))
-    return emitOpError() << "expected capacity_factor >= 0, got "
-                         << fmt(getCapacityFactor().convertToFloat());
-  return success();
+  return verifyCapacityFactor(*this, getCapacityFactor().convertToFloat(),
+                              shapeOf(getLogits()).back());
 }
 
 LogicalResult RouterGradOp::verify() {
@@ -617,6 +797,8 @@ LogicalResult ExpertsGradOp::verifySymbolUses(SymbolTableCollection &symbols) {
 LogicalResult ExpertsOp::verify() {
   if (getResult().getType() != getInput().getType())
     return emitOpError() << "expected the result to have the input's type";
+  if (failed(verifyAxisNames(*this, "expert_axes", getExpertAxes())))
+    return failure();
   if (failed(verifyFp8Recipe(*this, getFp8(), getFp8Block(), getFp8Dispatch(),
                              getFp8HistoryAttr())))
     return failure();
@@ -626,6 +808,8 @@ LogicalResult ExpertsOp::verify() {
 }
 
 LogicalResult ExpertsGradOp::verify() {
+  if (failed(verifyAxisNames(*this, "expert_axes", getExpertAxes())))
+    return failure();
   if (failed(verifyFp8Recipe(*this, getFp8(), getFp8Block(), getFp8Dispatch(),
                              getFp8HistoryAttr())))
     return failure();
@@ -654,12 +838,16 @@ static LogicalResult verifyCrossEntropyShapes(Operation *op, Value logits,
 }
 
 LogicalResult CrossEntropyOp::verify() {
+  if (failed(verifyAxisNames(*this, "token_axes", getTokenAxes())))
+    return failure();
   return verifyCrossEntropyShapes(*this, getLogits(), getTargets());
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
   if (getResult().getType() != getLogits().getType())
     return emitOpError() << "expected the result to have the logits' type";
+  if (failed(verifyAxisNames(*this, "token_axes", getTokenAxes())))
+    return failure();
   return verifyCrossEntropyShapes(*this, getLogits(), getTargets());
 }
 
@@ -671,12 +859,16 @@ static LogicalResult verifyAuxLossShapes(Operation *op, Value probs,
 }
 
 LogicalResult AuxLossOp::verify() {
+  if (failed(verifyAxisNames(*this, "token_axes", getTokenAxes())))
+    return failure();
   return verifyAuxLossShapes(*this, getProbs(), getTopK());
 }
 
 LogicalResult AuxLossGradOp::verify() {
   if (getResult().getType() != getProbs().getType())
     return emitOpError() << "expected the result to have the probs' type";
+  if (failed(verifyAxisNames(*this, "token_axes", getTokenAxes())))
+    return failure();
   return verifyAuxLossShapes(*this, getProbs(), getTopK());
 }
 

@@ -53,6 +53,8 @@ ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       auto name = llvm::dyn_cast<StringAttr>(axis);
       if (!name || name.getValue().empty())
         return emitError() << "expected non-empty axis names";
+      if (!isKnownMeshAxis(name.getValue()))
+        return emitError() << unknownMeshAxisMessage(name.getValue());
       if (!seen.insert(name.getValue()).second)
         return emitError() << "axis '" << name.getValue()
                            << "' splits more than one dimension";
@@ -141,6 +143,24 @@ LogicalResult mlir::moe::verifySharding(Operation *op, ShardingAttr sharding,
 // MeshOp
 //===----------------------------------------------------------------------===//
 
+bool mlir::moe::isKnownMeshAxis(StringRef name) {
+  return llvm::is_contained(kMeshAxes, name);
+}
+
+std::string mlir::moe::unknownMeshAxisMessage(StringRef name) {
+  std::string known;
+  for (auto [i, axis] : llvm::enumerate(kMeshAxes))
+    known += (i == 0 ? "" : i + 1 == std::size(kMeshAxes) ? " and " : ", ") +
+             axis.str();
+  if (name == kPipelineAxis)
+    return ("axis '" + name + "' is not a mesh axis: pipeline stages come "
+            "from --pp (e.g. --pp 2); mesh axes are " + known)
+        .str();
+  return ("unknown axis '" + name + "': moec implements " + known +
+          " (pipeline stages: --pp)")
+      .str();
+}
+
 int64_t MeshOp::getNumRanks() {
   int64_t ranks = 1;
   for (int64_t size : getShape())
@@ -161,15 +181,22 @@ LogicalResult MeshOp::verify() {
   if (getAxes().size() != getShape().size())
     return emitOpError() << "expected one size per axis";
   llvm::SmallSet<StringRef, 8> seen;
+  int64_t ranks = 1;
   for (auto [axis, size] : llvm::zip(getAxes(), getShape())) {
     StringRef name = cast<StringAttr>(axis).getValue();
     if (name.empty())
       return emitOpError() << "expected non-empty axis names";
     if (!seen.insert(name).second)
       return emitOpError() << "axis '" << name << "' is listed twice";
+    if (!isKnownMeshAxis(name))
+      return emitOpError() << unknownMeshAxisMessage(name);
     if (size <= 0)
       return emitOpError() << "expected axis '" << name
                            << "' to have a positive size, got " << size;
+    if (size > kMaxMeshRanks / ranks)
+      return emitOpError() << "expected at most " << kMaxMeshRanks
+                           << " ranks, got more at axis '" << name << "'";
+    ranks *= size;
   }
   return success();
 }

@@ -16,7 +16,8 @@ def MoE_ShardingAttr : AttrDef<MoE_Dialect, "Sharding"> {
     the sharding does not name hold replicas.
 
     Constraints:
-    * every axis is a non-empty name and appears at most once overall;
+    * every axis is one of the mesh axes moec implements (`dp`, `fsdp`,
+      `ep`, `tp`) and appears at most once overall;
     * where it is used (`moe.shard`, `moe.param`), the sharding names an
       existing `moe.mesh`, one entry per dimension of the tensor, axes of
       that mesh, and each dimension is divisible by the product of its axes'

@@ -24,6 +24,12 @@ def MoE_Dialect : Dialect {
     * gradient and optimizer ops (`moe.linear_grad_input`, `moe.adamw_update`,
       ...) that `moe-autodiff` and `moe-optimizer` derive.
 
+    Every op of the dialect refuses attributes it does not know (listing
+    its own), and the dialect refuses `moe.*` attributes, on any op,
+    function argument or result, that no pass writes or of another type
+    than the pass writes (listing the known ones). Every tensor an op reads,
+    makes or declares has at most 2^48 elements.
+
     Example (one RMSNorm of a parameter-backed model):
 
     ```mlir
@@ -38,6 +44,11 @@ def MoE_Dialect : Dialect {
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 1;
+  // Discardable `moe.*` attributes on any op, function argument or result
+  // must be ones moec's passes write (MoENames.h), of the type they write.
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
 }
 
 def MoE_InitKind : I32EnumAttr<"InitKind", "how a parameter is initialised", [
@@ -103,8 +114,23 @@ def MoE_FiniteFloatAttributes : NativeOpTrait<"FiniteFloatAttributes"> {
   let cppNamespace = "::mlir::moe";
 }
 
+// A moe op carries its own (inherent) attributes and discardable `moe.*`
+// ones only: an attribute it does not know (`shared_experts = 1` on
+// moe.transformer) is an error listing the known ones, not ignored.
+def MoE_KnownAttributes : NativeOpTrait<"KnownAttributes"> {
+  let cppNamespace = "::mlir::moe";
+}
+
+// Every tensor a moe op reads, makes or declares has at most 2^48 elements
+// (1 PiB of fp32), so that element and byte counts never overflow.
+def MoE_BoundedTensors : NativeOpTrait<"BoundedTensors"> {
+  let cppNamespace = "::mlir::moe";
+}
+
 class MoE_Op<string mnemonic, list<Trait> traits = []>
-    : Op<MoE_Dialect, mnemonic, !listconcat(traits, [MoE_FiniteFloatAttributes])>;
+    : Op<MoE_Dialect, mnemonic, !listconcat(traits,
+          [MoE_KnownAttributes, MoE_FiniteFloatAttributes,
+           MoE_BoundedTensors])>;
 
 // Tensors of the model: static shapes, fp32 values and int32 ids.
 def MoE_F32Tensor : StaticShapeTensorOf<[F32]>;

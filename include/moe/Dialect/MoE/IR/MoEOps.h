@@ -3,6 +3,7 @@
 #define MOE_DIALECT_MOE_IR_MOEOPS_H
 
 #include "moe/Dialect/MoE/IR/MoEDialect.h"
+#include "moe/Dialect/MoE/IR/MoENames.h"
 #include "moe/Dialect/MoE/IR/MoETraits.h"
 #include "moe/Dialect/MoE/IR/ShardingRule.h"
 
@@ -26,14 +27,14 @@
 #include "moe/Dialect/MoE/IR/MoEOps.h.inc"
 
 namespace mlir::moe {
-/// Unit attribute of a module whose step moe-partition rewrote per rank:
-/// its parameter types are then this rank's blocks.
-inline constexpr llvm::StringLiteral kPartitionedAttrName = "moe.partitioned";
-
 /// The GEMM inputs of one expert with an FP8 amax history under delayed
 /// scaling (x, w1, w3, a, w2, dy, w dy, du, dg): the second dimension of a
 /// `fp8_history` parameter. The runtime's kernels index it in this order.
 inline constexpr int64_t kFp8HistoryRoles = 9;
+
+/// The most ranks a moe.mesh may have (2^20, ten times the largest training
+/// clusters), so that rank counts and per-rank shares stay small integers.
+inline constexpr int64_t kMaxMeshRanks = int64_t(1) << 20;
 
 /// Checks `sharding` against a value of `type` used by `op`: the mesh
 /// exists, one entry per dimension, known axes, and (unless `type` is

@@ -34,10 +34,25 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     Constraints:
     * all sizes are positive; `hidden` is divisible by `heads`, `heads` by
       `kv_heads`, and the head dimension `hidden / heads` is even (RoPE);
+    * sizes are at most: `vocab` 2^20 (1048576), `hidden`, `heads` and
+      `kv_heads` 2^16 (65536), `layers` 2^12 (4096), `experts` 2^14
+      (16384), `ffn` and `dense_ffn` 2^18 (262144), `seq` and `batch` 2^20;
+      `batch * seq` (tokens per step) at most 2^28, `batch * seq * top_k`
+      (routed tokens) at most 2^32, and the model at most 2^48 parameters.
+      Real models stay far below (a 1T-parameter model has 2^40; the
+      largest published vocabularies 2^18, widths 2^15, MoE layers a few
+      hundred experts), and within these every tensor has at most 2^48 elements,
+      so that parameter, element and byte counts stay inside int64
+      (FLOPs are counted in double);
     * `1 <= top_k <= experts`;
     * every entry of `dense_layers` is in `[0, layers)` and unique;
-    * `rms_eps > 0`, `rope_theta > 0`, `init_std > 0`, `aux_coef >= 0`,
-      `capacity_factor >= 0` (0: no token dropping).
+    * `rms_eps > 0`, `rope_theta > 0`, `aux_coef >= 0`;
+    * `0 < init_std <= 1`, the bound the runtime's artifact verifier checks
+      on every normal-initialised parameter (a larger std makes activations
+      grow by the width at every layer);
+    * `0 <= capacity_factor <= experts` (0: no token dropping; from
+      `experts / top_k` on nothing is dropped, so a larger factor only
+      inflates the capacity count).
 
     Example:
 
@@ -115,8 +130,10 @@ def MoE_MeshOp : MoE_Op<"mesh", [Symbol]> {
     Rank `r` has row-major coordinates over the axes in the order listed.
     `moec --mesh dp=2,tp=2` sets it.
 
-    Constraints: at least one axis; axis names are non-empty and unique;
-    every size is positive.
+    Constraints: at least one axis; every axis is one of `dp`, `fsdp`,
+    `ep` and `tp` (pipeline stages are not an axis: `moec --pp` cuts the
+    step into stages) and appears once; every size is positive and the
+    mesh has at most 2^20 ranks.
 
     Example:
 
@@ -175,11 +192,14 @@ def MoE_ParamOp : MoE_Op<"param", [Symbol,
     Constraints:
     * the type is a statically shaped f32 tensor;
     * a weight has an initialisation (`zeros`, `ones` or `normal`), and
-      `init = normal` needs `init_std > 0`; optimizer state is initialised
-      with zeros;
+      `init = normal` needs an `init_std`, which is in `(0, 1]` (as in
+      `moe.transformer`, and as the runtime's artifact verifier checks);
+      optimizer state is initialised with zeros;
     * `{e}` appears at most once, and only in a tensor of rank >= 2;
     * a `sharding` (how the parameter is stored across ranks; FSDP splits it
-      over `fsdp`) is valid for its type.
+      over `fsdp`) is valid for its type; `sharding_origin` (why each
+      dimension is split, written by moe-propagate-sharding's seeds) comes
+      with a `sharding` and has one entry per dimension.
 
     Example:
 
@@ -195,7 +215,8 @@ def MoE_ParamOp : MoE_Op<"param", [Symbol,
     OptionalAttr<F32Attr>:$init_std,
     DefaultValuedAttr<MoE_ParamKindAttr, "ParamKind::weight">:$kind,
     UnitAttr:$no_weight_decay,
-    OptionalAttr<MoE_ShardingAttr>:$sharding
+    OptionalAttr<MoE_ShardingAttr>:$sharding,
+    OptionalAttr<StrArrayAttr>:$sharding_origin
   );
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
@@ -377,7 +398,7 @@ def MoE_RouterOp : MoE_Op<"router", [
 
     Constraints: `logits` is `[..., E]`; `probs` has its type; `weights`
     (f32) and `indices` (i32) are `[..., top_k]`; `1 <= top_k <= E`;
-    `capacity_factor >= 0`.
+    `0 <= capacity_factor <= E` (as in `moe.transformer`).
 
     Example:
 

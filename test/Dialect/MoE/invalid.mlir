@@ -191,6 +191,11 @@ moe.param @w : tensor<4xf32> {init = #moe.init<normal>, init_std = -0.02 : f32}
 
 // -----
 
+// expected-error @+1 {{'moe.param' op has init_std, which only a normal initialisation reads}}
+moe.param @w : tensor<4xf32> {init = #moe.init<ones>, init_std = 0.02 : f32}
+
+// -----
+
 // expected-error @+1 {{expected at most 281474976710656 elements (2^48) per tensor, got 'tensor<4611686018427387904x4xf32>' (attribute 'type')}}
 moe.param @w : tensor<4611686018427387904x4xf32> {init = #moe.init<zeros>}
 

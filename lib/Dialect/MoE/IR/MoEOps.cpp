@@ -435,6 +435,11 @@ LogicalResult ParamOp::verify() {
                             "(zeros, ones or normal)";
   if (getInit() == InitKind::normal && !getInitStd())
     return emitOpError() << "expected init_std for normal initialisation";
+  // The artifact carries init_std for a normal init only, and the runtime
+  // refuses it elsewhere: a stray one is a mistake, not a setting.
+  if (getInit() != InitKind::normal && getInitStd())
+    return emitOpError() << "has init_std, which only a normal "
+                            "initialisation reads";
   if (getInitStd() &&
       failed(verifyInitStd(*this, getInitStd()->convertToFloat())))
     return failure();

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Runtime/Program.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -154,10 +155,13 @@ LogicalResult mlir::moe::verifyBoundedTensors(Operation *op) {
 /// A normal initialisation's standard deviation is in (0, 1]: weights of
 /// std > 1 make activations grow by the width at every layer (the runtime's
 /// artifact verifier applies the same bound).
+/// The bound the runtime's artifact verifier applies to every normal init.
 static LogicalResult verifyInitStd(Operation *op, float std) {
-  if (std > 0 && std <= 1)
+  if (std > 0 && std <= ::moe::rt::kMaxInitStd)
     return success();
-  return op->emitOpError() << "expected 0 < init_std <= 1, got " << fmt(std);
+  return op->emitOpError() << "expected 0 < init_std <= "
+                           << fmt(::moe::rt::kMaxInitStd) << ", got "
+                           << fmt(std);
 }
 
 /// From experts / top_k on, an expert's capacity holds every token, so a

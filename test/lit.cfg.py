@@ -64,6 +64,19 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 # OpenBLAS picks its thread count from the machine; tests pin it so that
 # results are reproducible across machines.
 llvm_config.with_environment("OPENBLAS_NUM_THREADS", "1")
+# Which GEMM kernel OpenBLAS uses is the caller's choice: lit scrubs the
+# environment, so an OPENBLAS_CORETYPE the caller set (to run the suite under
+# Prescott, Haswell or SkylakeX kernels) is passed through. This sets nothing:
+# without it OpenBLAS picks by the CPU, and no test may depend on that pick.
+if "OPENBLAS_CORETYPE" in os.environ:
+    config.environment["OPENBLAS_CORETYPE"] = os.environ["OPENBLAS_CORETYPE"]
+
+# Slow tests (REQUIRES: slow), such as the multi-seed comparison of FP8 and
+# fp32 training: off by default and in CI; on with MOE_SLOW_TESTS=1 in the
+# environment or `lit --param slow=1`.
+if lit_config.params.get("slow", os.environ.get("MOE_SLOW_TESTS", "0")) not in (
+        "", "0"):
+    config.available_features.add("slow")
 
 llvm_config.add_tool_substitutions(["moe-opt", "moec"], [config.moe_tools_dir])
 # scripts/sanitize.sh runs tests with the runtime tools of its AddressSanitizer

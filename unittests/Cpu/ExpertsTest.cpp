@@ -198,9 +198,21 @@ ExpertsResult runExperts(const ExpertsCase &c, const Fp8Gemms *fp8) {
 
 } // namespace
 
-// FP8 GEMM inputs (E4M3 values, E5M2 gradients) change the results by about
-// the formats' precision (2^-4 and 2^-3 relative per element, much less on
-// sums), never more; blockwise scales do at least as well as tensorwise.
+/// Whether a result moved off the fp32 one by what FP8 inputs do, and not by
+/// garbage: a relative error far above fp32 rounding (1e-3, against ~1e-7)
+/// and far below 1 (0.25, against E4M3's 2^-4 and E5M2's 2^-3 relative per
+/// input). A sanity range, wide on both sides, not a precision claim:
+/// Fp8ExpertsTest.cpp checks the FP8 kernels' values against a double
+/// reference with a derived bound.
+void expectFp8Distance(const char *what, const std::vector<float> &fp8,
+                       const std::vector<float> &exact) {
+  double error = relativeError(fp8, exact);
+  EXPECT_GT(error, 1e-3) << what;
+  EXPECT_LT(error, 0.25) << what;
+}
+
+// FP8 GEMM inputs (E4M3 values, E5M2 gradients) move every output off fp32
+// by about the formats' precision.
 TEST(ExpertsTest, Fp8GemmsStayCloseToFp32) {
   ExpertsCase c(37, 24, 20, 4, 2, 0.0f, 91);
   ExpertsResult exact = runExperts(c, nullptr);
@@ -209,13 +221,12 @@ TEST(ExpertsTest, Fp8GemmsStayCloseToFp32) {
   for (const Fp8Gemms *fp8 : {&tensorwise, &blockwise}) {
     SCOPED_TRACE(fp8 == &tensorwise ? "tensorwise" : "blockwise");
     ExpertsResult r = runExperts(c, fp8);
-    EXPECT_NE(r.y, exact.y); // the emulation does something
-    EXPECT_LT(relativeError(r.y, exact.y), 0.06);
-    EXPECT_LT(relativeError(r.dx, exact.dx), 0.12);
-    EXPECT_LT(relativeError(r.dweights, exact.dweights), 0.12);
-    EXPECT_LT(relativeError(r.dw1, exact.dw1), 0.12);
-    EXPECT_LT(relativeError(r.dw3, exact.dw3), 0.12);
-    EXPECT_LT(relativeError(r.dw2, exact.dw2), 0.12);
+    expectFp8Distance("y", r.y, exact.y);
+    expectFp8Distance("dx", r.dx, exact.dx);
+    expectFp8Distance("dweights", r.dweights, exact.dweights);
+    expectFp8Distance("dw1", r.dw1, exact.dw1);
+    expectFp8Distance("dw3", r.dw3, exact.dw3);
+    expectFp8Distance("dw2", r.dw2, exact.dw2);
     // Deterministic, like every kernel.
     EXPECT_EQ(runExperts(c, fp8).dw1, r.dw1);
   }
@@ -257,8 +268,8 @@ TEST(ExpertsTest, Fp8DelayedScalingRecordsAmaxesAndUsesThem) {
   ExpertsResult exact = runExperts(c, nullptr);
   ExpertsResult later = runExperts(c, &delayed);
   EXPECT_NE(later.y, first.y);
-  EXPECT_LT(relativeError(later.y, exact.y), 0.06);
-  EXPECT_LT(relativeError(later.dw1, exact.dw1), 0.12);
+  expectFp8Distance("y", later.y, exact.y);
+  expectFp8Distance("dw1", later.dw1, exact.dw1);
 }
 
 // FP8 only on the wire (targets without FP8 GEMMs): the kernels read full

@@ -222,17 +222,19 @@ int64_t TokenDataset::firstOutsideVocab(int64_t begin, int64_t end,
   return -1;
 }
 
-absl::Status TokenDataset::checkVocab(int64_t vocab) const {
+int64_t TokenDataset::findOutsideVocab(int64_t vocab, int64_t begin,
+                                       int64_t end) const {
   int64_t limit = vocab > 0 ? vocab : kInt32Limit;
-  int64_t wanted = std::max<int64_t>(1, numTokens_ / kTokensPerThread);
+  int64_t count = end - begin;
+  int64_t wanted = std::max<int64_t>(1, count / kTokensPerThread);
   int64_t threads = std::min<int64_t>(
       wanted, std::max<unsigned>(1, std::thread::hardware_concurrency()));
   // Thread t checks the t-th of `threads` near-equal shares of positions.
   std::vector<int64_t> firstBad(static_cast<size_t>(threads), -1);
-  int64_t share = numTokens_ / threads, extra = numTokens_ % threads;
-  auto startOf = [&](int64_t t) { return t * share + std::min(t, extra); };
   auto check = [&](int64_t t) {
-    firstBad[t] = firstOutsideVocab(startOf(t), startOf(t + 1), limit);
+    firstBad[t] = firstOutsideVocab(begin + shareBegin(count, threads, t),
+                                    begin + shareBegin(count, threads, t + 1),
+                                    limit);
   };
   std::vector<std::thread> workers;
   for (int64_t t = 1; t < threads; ++t)
@@ -242,8 +244,18 @@ absl::Status TokenDataset::checkVocab(int64_t vocab) const {
     worker.join();
   for (int64_t pos : firstBad)
     if (pos >= 0)
-      return outsideVocab(pos, token(pos), vocab);
-  return absl::OkStatus();
+      return pos;
+  return -1;
+}
+
+absl::Status TokenDataset::outsideVocabError(int64_t pos,
+                                             int64_t vocab) const {
+  return outsideVocab(pos, token(pos), vocab);
+}
+
+absl::Status TokenDataset::checkVocab(int64_t vocab) const {
+  int64_t pos = findOutsideVocab(vocab, 0, numTokens_);
+  return pos >= 0 ? outsideVocabError(pos, vocab) : absl::OkStatus();
 }
 
 std::optional<std::pair<int64_t, int64_t>> TokenDataset::idRange() const {

@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <cmath>
 
 namespace moe::rt::train {
@@ -42,6 +43,10 @@ private:
   absl::Status resume();
   /// --checkpoint-dir: after step `step` (0-based) if it is due.
   absl::Status checkpointAfter(int64_t step);
+  /// `everyone`, created on first use (a collective call of every rank).
+  absl::Status joinEveryone();
+  /// Every id of the data against the vocabulary, before the first step.
+  absl::Status checkVocabulary();
   /// With --device cuda, the device copy of the step (after the weights
   /// are initialised or loaded).
   absl::Status setUpDevice();
@@ -157,6 +162,46 @@ absl::Status Run::resume() {
   return absl::OkStatus();
 }
 
+absl::Status Run::joinEveryone() {
+  if (everyone)
+    return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<comm::Group>> group =
+      executor->createGroup(executor->program().meshAxes);
+  if (!group.ok())
+    return group.status();
+  everyone = std::move(*group);
+  return absl::OkStatus();
+}
+
+absl::Status Run::checkVocabulary() {
+  // Each rank checks its share of the stream and the ranks agree on the
+  // first bad position: a job reads the file once, not once per rank, and
+  // every rank reports the same id.
+  int64_t vocab = executor->program().model.vocab;
+  int64_t ranks = executor->numRanks(), rank = executor->rank();
+  int64_t count = dataset->numTokens();
+  int64_t bad = dataset->findOutsideVocab(
+      vocab, data::shareBegin(count, ranks, rank),
+      data::shareBegin(count, ranks, rank + 1));
+  if (ranks > 1) {
+    if (absl::Status s = joinEveryone(); !s.ok())
+      return s;
+    // An int64 as the two int32 words allGather copies.
+    std::vector<int32_t> mine(2), all(2 * ranks);
+    std::memcpy(mine.data(), &bad, sizeof(bad));
+    if (absl::Status s = everyone->allGather(absl::MakeConstSpan(mine),
+                                             absl::MakeSpan(all));
+        !s.ok())
+      return s;
+    // Shares follow the ranks in stream order: the first rank that found
+    // one holds the first bad position.
+    bad = -1;
+    for (int64_t r = 0; r < ranks && bad < 0; ++r)
+      std::memcpy(&bad, &all[2 * r], sizeof(bad));
+  }
+  return bad >= 0 ? dataset->outsideVocabError(bad, vocab) : absl::OkStatus();
+}
+
 absl::Status Run::checkpointAfter(int64_t step) {
   if (options.checkpointDir.empty())
     return absl::OkStatus();
@@ -165,13 +210,8 @@ absl::Status Run::checkpointAfter(int64_t step) {
   bool due = options.checkpointEvery > 0 && done % options.checkpointEvery == 0;
   if (!last && !due)
     return absl::OkStatus();
-  if (!everyone) {
-    absl::StatusOr<std::unique_ptr<comm::Group>> group =
-        executor->createGroup(executor->program().meshAxes);
-    if (!group.ok())
-      return group.status();
-    everyone = std::move(*group);
-  }
+  if (absl::Status s = joinEveryone(); !s.ok())
+    return s;
 #ifdef MOE_HAVE_CUDA
   if (device)
     if (absl::Status s = device->download(*executor); !s.ok())
@@ -319,7 +359,7 @@ absl::Status Run::setUp() {
   dataset.emplace(std::move(*opened));
   // Every id of the file, now: a bad one found only when a batch draws it
   // would stop the run at some later step.
-  if (absl::Status s = dataset->checkVocab(model.vocab); !s.ok())
+  if (absl::Status s = checkVocabulary(); !s.ok())
     return s;
   // The sampler draws the global batch, exactly as a single-rank run of
   // the unpartitioned model would; this rank reads its block of rows.

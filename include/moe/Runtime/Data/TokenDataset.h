@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -135,6 +136,13 @@ public:
   /// over the mapped file, and reports the first bad one in stream order.
   absl::Status checkVocab(int64_t vocab) const;
 
+  /// The stream position of the first id in [begin, end) outside `vocab`
+  /// (as read() checks it), or -1: checkVocab's pass over part of the
+  /// stream, for ranks that share the pass.
+  int64_t findOutsideVocab(int64_t vocab, int64_t begin, int64_t end) const;
+  /// The error read() and checkVocab() give for the id at `pos`.
+  absl::Status outsideVocabError(int64_t pos, int64_t vocab) const;
+
   /// The smallest and largest id, or nullopt for an empty dataset.
   std::optional<std::pair<int64_t, int64_t>> idRange() const;
 
@@ -155,7 +163,7 @@ private:
   /// The segment holding stream position `pos`.
   size_t segmentOf(int64_t pos) const;
   /// The first position in [begin, end) whose id is outside [0, limit), or
-  /// -1.
+  /// -1, on the calling thread.
   int64_t firstOutsideVocab(int64_t begin, int64_t end, int64_t limit) const;
   /// The error for id `id` at position `pos` outside `vocab` (as read()).
   absl::Status outsideVocab(int64_t pos, int64_t id, int64_t vocab) const;
@@ -169,6 +177,12 @@ private:
   std::vector<Segment> segments_;
   std::vector<int64_t> documentStarts_{0};
 };
+
+/// Where share `part` of `parts` near-equal shares of `count` items begins
+/// (part == parts: the end); the first `count % parts` shares have one more.
+inline int64_t shareBegin(int64_t count, int64_t parts, int64_t part) {
+  return part * (count / parts) + std::min(part, count % parts);
+}
 
 //===----------------------------------------------------------------------===//
 // BatchSampler

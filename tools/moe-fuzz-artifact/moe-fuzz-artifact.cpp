@@ -142,8 +142,8 @@ private:
   std::thread thread_;
 };
 
-/// A program that verified runs like moe-run runs it, on token ids below
-/// the original's vocabulary (a mutant's own may be damaged).
+/// Resealed mutants that would allocate more than this are not run (a
+/// damaged size can verify and ask for gigabytes).
 constexpr uint64_t kMaxRunBytes = uint64_t(512) << 20;
 
 /// What happened to the resealed mutants of one artifact.
@@ -151,6 +151,8 @@ struct ResealedCounts {
   int64_t refused = 0, ran = 0, failedStep = 0, tooLarge = 0, notRun = 0;
 };
 
+/// Runs a resealed mutant that verified as moe-run would, on token ids
+/// below the original's vocabulary (the mutant's own may be damaged).
 void runResealed(Program program, int64_t vocab, int64_t steps,
                  ResealedCounts &counts) {
   if (program.numRanks() != 1) {

@@ -242,9 +242,6 @@ absl::StatusOr<Program> readArtifact(const std::string &path) {
   absl::StatusOr<io::MappedFile> file = io::MappedFile::open(path, "artifact");
   if (!file.ok())
     return file.status();
-  if (file->size() == 0)
-    return absl::InvalidArgumentError(
-        absl::StrCat("artifact '", path, "' is empty"));
   return parseArtifact(file->data(), file->size(), path);
 }
 

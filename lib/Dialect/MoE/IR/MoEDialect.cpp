@@ -55,19 +55,22 @@ static bool isArrayOf(Attribute value) {
          });
 }
 
+/// An integer attribute in [lo, hi].
+static bool isIntegerIn(Attribute value, int64_t lo, int64_t hi) {
+  auto integer = dyn_cast<IntegerAttr>(value);
+  return integer && integer.getValue().getSignificantBits() <= 64 &&
+         integer.getInt() >= lo && integer.getInt() <= hi;
+}
+
 /// A count of ranks or microbatches: in [1, kMaxMeshRanks], so that what
 /// is allocated per rank stays small.
 static bool isCount(Attribute value) {
-  auto integer = dyn_cast<IntegerAttr>(value);
-  return integer && integer.getValue().getSignificantBits() <= 64 &&
-         integer.getInt() >= 1 && integer.getInt() <= kMaxMeshRanks;
+  return isIntegerIn(value, 1, kMaxMeshRanks);
 }
 
 /// A pipeline stage, or -1 for an op every stage runs.
 static bool isStage(Attribute value) {
-  auto integer = dyn_cast<IntegerAttr>(value);
-  return integer && integer.getValue().getSignificantBits() <= 64 &&
-         integer.getInt() >= -1 && integer.getInt() < kMaxMeshRanks;
+  return isIntegerIn(value, -1, kMaxMeshRanks - 1);
 }
 
 /// Per pipeline rank, the microbatches it holds at once: counts as above.

@@ -152,10 +152,9 @@ LogicalResult mlir::moe::verifyBoundedTensors(Operation *op) {
   return checkEachAttribute(op, checkTypeAttr);
 }
 
-/// A normal initialisation's standard deviation is in (0, 1]: weights of
-/// std > 1 make activations grow by the width at every layer (the runtime's
-/// artifact verifier applies the same bound).
-/// The bound the runtime's artifact verifier applies to every normal init.
+/// A normal initialisation's standard deviation is in (0, kMaxInitStd]:
+/// weights of std > 1 make activations grow by the width at every layer.
+/// The runtime's artifact verifier applies the same bound to every buffer.
 static LogicalResult verifyInitStd(Operation *op, float std) {
   if (std > 0 && std <= ::moe::rt::kMaxInitStd)
     return success();

@@ -8,6 +8,7 @@
 # for moec. .ci/run runs it after the test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ $# -eq 0 ] || { echo "runtime-only: takes no arguments, got: $*" >&2; exit 2; }
 dir=build-runtime
 jobs=${MOE_BUILD_JOBS:-2}
 [ -x build/bin/moec ] || { echo "runtime-only: build/bin/moec is missing: run scripts/setup.sh first" >&2; exit 1; }

@@ -12,6 +12,7 @@
 # it after the test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ $# -eq 0 ] || { echo "sanitize: takes no arguments, got: $*" >&2; exit 2; }
 dir=build-asan
 jobs=${MOE_BUILD_JOBS:-2}
 [ -f build/test/lit.site.cfg.py ] || { echo "sanitize: build/ is missing: run scripts/setup.sh first" >&2; exit 1; }

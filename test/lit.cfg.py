@@ -72,10 +72,13 @@ if "OPENBLAS_CORETYPE" in os.environ:
     config.environment["OPENBLAS_CORETYPE"] = os.environ["OPENBLAS_CORETYPE"]
 
 # Slow tests (REQUIRES: slow), such as the multi-seed comparison of FP8 and
-# fp32 training: off by default and in CI; on with MOE_SLOW_TESTS=1 in the
-# environment or `lit --param slow=1`.
-if lit_config.params.get("slow", os.environ.get("MOE_SLOW_TESTS", "0")) not in (
-        "", "0"):
+# fp32 training: off by default, on with MOE_SLOW_TESTS=1 in the environment
+# or `lit --param slow=1` (.ci/run turns them on).
+slow = lit_config.params.get("slow", os.environ.get("MOE_SLOW_TESTS", "0"))
+if slow not in ("", "0", "1"):
+    lit_config.fatal(f"slow tests: unknown setting '{slow}' "
+                     "(MOE_SLOW_TESTS or --param slow): expected 0 or 1")
+if slow == "1":
     config.available_features.add("slow")
 
 llvm_config.add_tool_substitutions(["moe-opt", "moec"], [config.moe_tools_dir])
@@ -83,5 +86,7 @@ llvm_config.add_tool_substitutions(["moe-opt", "moec"], [config.moe_tools_dir])
 # build (--param runtime_tools_dir=...) and this build's compiler.
 runtime_tools_dir = lit_config.params.get("runtime_tools_dir",
                                           config.moe_tools_dir)
+if not os.path.isfile(os.path.join(runtime_tools_dir, "moe-run")):
+    lit_config.fatal(f"runtime_tools_dir '{runtime_tools_dir}' holds no moe-run")
 llvm_config.add_tool_substitutions(["moe-run", "moe-data", "moe-fuzz-artifact"],
                                    [runtime_tools_dir])

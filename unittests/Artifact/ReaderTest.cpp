@@ -317,8 +317,28 @@ TEST(ReaderTest, UnsealedOlderMajorVersionSaysRecompile) {
   ASSERT_FALSE(read.ok());
   EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(read.status().message()),
-              HasSubstr("has version 1.4, this runtime supports version 2.0"));
+              HasSubstr(absl::StrCat("has version 1.4, this runtime supports "
+                                     "version ",
+                                     kArtifactVersionMajor, ".0")));
   EXPECT_THAT(std::string(read.status().message()), HasSubstr("recompile"));
+}
+
+TEST(ReaderTest, Version2ArtifactSaysRecompile) {
+  // A sealed 2.0 file (untyped buffers, elements of 4 bytes) is refused
+  // before anything in it is read as 3.0.
+  Program program = makeTinyProgram();
+  program.versionMajor = 2;
+  program.versionMinor = 0;
+  TempFile file("old.moebin", serialize(program));
+  absl::StatusOr<Program> read = readArtifact(file.path);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(read.status().message()),
+            absl::StrCat("artifact '", file.path,
+                         "' has version 2.0, this runtime supports version "
+                         "3.0 to 3.",
+                         kArtifactVersionMinor,
+                         " (recompile it with this moec)"));
 }
 
 /// Edits sealed again (a writer with a bug, or a hand edit with the

@@ -111,8 +111,8 @@ TEST(VerifierTest, UnknownEnumValues) {
   buffer(program, "h").kind = static_cast<BufferKind>(9);
   expectError(program, {"'h': unknown buffer kind 9"});
   program = makeTinyProgram();
-  buffer(program, "h").dtype = static_cast<DType>(5);
-  expectError(program, {"'h': unknown dtype 5"});
+  buffer(program, "h").dtype = static_cast<DType>(9);
+  expectError(program, {"'h': unknown dtype 9 (known: f32, i32, bf16"});
   program = makeTinyProgram();
   buffer(program, "h").init = static_cast<Init>(200);
   expectError(program, {"'h': unknown init 200"});

@@ -8,6 +8,8 @@
 #ifndef MOE_RUNTIME_PROGRAM_H
 #define MOE_RUNTIME_PROGRAM_H
 
+#include "moe/Runtime/DType.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,8 +17,9 @@
 namespace moe::rt {
 
 /// The artifact version this runtime reads (major must match, minor <=).
-/// 2.0 is 1.4 sealed by a checksum trailer (Artifact/Seal.h).
-inline constexpr uint16_t kArtifactVersionMajor = 2;
+/// 2.0 is 1.4 sealed by a checksum trailer (Artifact/Seal.h); 3.0 types
+/// buffers (DType.h: f32, bf16, f16, FP8 E4M3/E5M2, i32, i64).
+inline constexpr uint16_t kArtifactVersionMajor = 3;
 inline constexpr uint16_t kArtifactVersionMinor = 0;
 
 /// The largest init_std of a normal-initialised buffer (moe.transformer and
@@ -27,8 +30,9 @@ inline constexpr float kMaxInitStd = 1.0f;
 /// compiler's memory planner uses the same constant, so that an offset it
 /// plans is aligned in the runtime's arena too.
 inline constexpr uint64_t kArenaAlignment = 64;
+static_assert(kArenaAlignment % kMaxDTypeBytes == 0,
+              "an aligned offset must be aligned for every dtype");
 
-enum class DType : uint8_t { F32 = 0, I32 = 1 };
 enum class BufferKind : uint8_t {
   Parameter = 0,
   OptimizerState = 1,
@@ -99,7 +103,8 @@ struct Buffer {
   std::vector<AxisList> split;
 
   int64_t numElements() const;
-  uint64_t sizeInBytes() const { return numElements() * 4; }
+  /// Elements times the dtype's size (the verifier bounds the product).
+  uint64_t sizeInBytes() const { return numElements() * dtypeBytes(dtype); }
 };
 
 struct Instruction {

@@ -39,7 +39,12 @@ constexpr size_t kMinArtifactSize =
 static_assert(static_cast<int>(fb::Opcode::MAX) + 1 == kNumOpcodes);
 static_assert(static_cast<int>(fb::BufferKind::MAX) ==
               static_cast<int>(BufferKind::Temporary));
-static_assert(static_cast<int>(fb::DType::MAX) == static_cast<int>(DType::I32));
+static_assert(static_cast<int>(fb::DType::MAX) + 1 == kNumDTypes);
+static_assert(static_cast<int>(fb::DType::BF16) ==
+                  static_cast<int>(DType::BF16) &&
+              static_cast<int>(fb::DType::F8E4M3) ==
+                  static_cast<int>(DType::F8E4M3) &&
+              static_cast<int>(fb::DType::I64) == static_cast<int>(DType::I64));
 static_assert(static_cast<int>(fb::Init::MAX) ==
               static_cast<int>(Init::Normal));
 
@@ -119,7 +124,7 @@ absl::Status versionError(const std::string &origin, uint16_t major,
       "artifact '", origin, "' has version ", major, ".", minor,
       ", this runtime supports version ", kArtifactVersionMajor, ".0 to ",
       kArtifactVersionMajor, ".", kArtifactVersionMinor,
-      " (recompile it with a matching moec)"));
+      " (recompile it with this moec)"));
 }
 
 ModelInfo decodeModel(const fb::ModelInfo &model) {

@@ -44,16 +44,6 @@ std::string formatSplit(const std::vector<AxisList> &split) {
   return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
 }
 
-std::string dtypeName(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-    return "f32";
-  case DType::I32:
-    return "i32";
-  }
-  return absl::StrCat("dtype ", static_cast<int>(dtype));
-}
-
 std::string kindName(BufferKind kind) {
   switch (kind) {
   case BufferKind::Parameter:
@@ -111,17 +101,19 @@ absl::Status verifyBuffer(const Program &program, uint32_t index) {
     return bufferError(
         program, index,
         absl::StrCat("unknown buffer kind ", static_cast<int>(buffer.kind)));
-  if (static_cast<uint8_t>(buffer.dtype) > static_cast<uint8_t>(DType::I32))
-    return bufferError(
-        program, index,
-        absl::StrCat("unknown dtype ", static_cast<int>(buffer.dtype)));
+  if (!dtypeInfo(buffer.dtype))
+    return bufferError(program, index,
+                       absl::StrCat("unknown dtype ",
+                                    static_cast<int>(buffer.dtype), " (known: ",
+                                    knownDTypeNames(), ")"));
   if (static_cast<uint8_t>(buffer.init) > static_cast<uint8_t>(Init::Normal))
     return bufferError(
         program, index,
         absl::StrCat("unknown init ", static_cast<int>(buffer.init)));
 
   // Sizes are later computed as plain products (Buffer::sizeInBytes), so
-  // the element count times 4 bytes must fit in int64.
+  // the element count times the dtype's size must fit in int64.
+  const int64_t elementBytes = static_cast<int64_t>(dtypeBytes(buffer.dtype));
   int64_t count = 1;
   for (size_t d = 0; d < buffer.shape.size(); ++d) {
     int64_t dim = buffer.shape[d];
@@ -131,7 +123,7 @@ absl::Status verifyBuffer(const Program &program, uint32_t index) {
                                       formatShape(buffer.shape),
                                       " is negative"));
     if (__builtin_mul_overflow(count, dim, &count) ||
-        count > std::numeric_limits<int64_t>::max() / 4)
+        count > std::numeric_limits<int64_t>::max() / elementBytes)
       return bufferError(program, index,
                          absl::StrCat("element count of shape ",
                                       formatShape(buffer.shape), " overflows"));

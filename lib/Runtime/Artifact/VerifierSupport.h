@@ -34,8 +34,6 @@ std::string formatShape(const std::vector<int64_t> &shape);
 std::string formatAxes(const AxisList &axes);
 /// A buffer's split: "[{fsdp}, {}]", or "unsplit" when it has none.
 std::string formatSplit(const std::vector<AxisList> &split);
-/// "f32" / "i32", or "dtype 7" for a value the schema does not define.
-std::string dtypeName(DType dtype);
 /// "parameter", "optimizer state", "input", "temporary".
 std::string kindName(BufferKind kind);
 /// "a parameter", "an optimizer state", "an input", "a temporary".

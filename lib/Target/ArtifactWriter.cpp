@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Target/ArtifactWriter.h"
 #include "moe/Target/ModelStatistics.h"
+#include "moe/Transforms/ElementTypes.h"
 #include "moe/Transforms/Sharding.h"
 #include "moe/Transforms/Transforms.h"
 #include "moe/Pipeline/Schedule.h"
@@ -133,9 +134,17 @@ static fb::Init toSchema(InitKind kind) {
   llvm_unreachable("unknown init kind");
 }
 
-static fb::DType dtypeOf(Type type) {
-  return cast<ShapedType>(type).getElementType().isInteger(32) ? fb::DType::I32
-                                                               : fb::DType::F32;
+static fb::DType toSchema(::moe::rt::DType dtype) {
+  // DType.h mirrors the schema value for value (the reader checks it).
+  return static_cast<fb::DType>(dtype);
+}
+
+/// The schema dtype of a tensor value, or an error naming it.
+static FailureOr<fb::DType> dtypeOf(Value value) {
+  FailureOr<::moe::rt::DType> dtype = artifactDTypeOf(value);
+  if (failed(dtype))
+    return failure();
+  return toSchema(*dtype);
 }
 
 /// The runtime feeds tokens, targets (i32 [B, S]) and the step (i32 scalar)
@@ -173,10 +182,14 @@ LogicalResult ArtifactBuilder::addParams() {
   for (ParamOp param : module.getOps<ParamOp>()) {
     bool weight = param.getKind() == ParamKind::weight;
     float std = param.getInitStd() ? param.getInitStd()->convertToFloat() : 0;
+    FailureOr<::moe::rt::DType> dtype = artifactDTypeAt(
+        param, "@" + param.getSymName(), param.getTensorType());
+    if (failed(dtype))
+      return failure();
     paramBuffers[param.getSymNameAttr()] = addBuffer(
         param.getSymName(),
         weight ? fb::BufferKind::Parameter : fb::BufferKind::OptimizerState,
-        fb::DType::F32, param.getTensorType().getShape(), 0,
+        toSchema(*dtype), param.getTensorType().getShape(), 0,
         toSchema(param.getInit()), std, weight && !param.getNoWeightDecay(),
         param.getSharding() ? *param.getSharding() : ShardingAttr());
   }
@@ -405,8 +418,10 @@ LogicalResult ArtifactBuilder::addInstruction(Operation *op) {
     std::string name = (op->getName().stripDialect() + "." +
                         Twine(instructions.size()) + "." + Twine(i))
                            .str();
-    uint32_t index = addBuffer(name, fb::BufferKind::Temporary,
-                               dtypeOf(result.getType()),
+    FailureOr<fb::DType> dtype = dtypeOf(result);
+    if (failed(dtype))
+      return failure();
+    uint32_t index = addBuffer(name, fb::BufferKind::Temporary, *dtype,
                                cast<ShapedType>(result.getType()).getShape(),
                                offsets[i]);
     valueBuffers[result] = index;
@@ -492,8 +507,9 @@ LogicalResult ArtifactBuilder::build(uint64_t seed, llvm::raw_ostream &os) {
   const char *inputNames[] = {"tokens", "targets", "step"};
   uint32_t inputs[3];
   for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
+    // verifyStepSignature checked they are i32.
     inputs[i] = addBuffer(inputNames[i], fb::BufferKind::Input,
-                          dtypeOf(arg.getType()),
+                          toSchema(::moe::rt::DType::I32),
                           cast<ShapedType>(arg.getType()).getShape());
     valueBuffers[arg] = inputs[i];
   }

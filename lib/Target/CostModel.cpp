@@ -247,8 +247,10 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
       if (!axes)
         return;
       double rows = cast<ShapedType>(weights.getType()).getNumElements();
-      double width = cast<ShapedType>(x.getType()).getShape().back();
-      collective("expert all-to-all", *axes, rows * width * widths * 4.0,
+      auto rowType = cast<ShapedType>(x.getType());
+      double width = rowType.getShape().back() *
+                     double(elementBytes(rowType.getElementType()));
+      collective("expert all-to-all", *axes, rows * width * widths,
                  allToAllSeconds);
     };
     if (auto experts = dyn_cast<ExpertsOp>(op))

@@ -41,11 +41,10 @@ static std::string mib(uint64_t bytes) {
   return text;
 }
 
-static uint64_t bytesOf(ArrayRef<int64_t> shape) {
-  uint64_t elements = 1;
-  for (int64_t d : shape)
-    elements *= d;
-  return elements * 4;
+/// The bytes of a tensor of `type`'s element type in `shape` (its own or a
+/// rank's block of it).
+static uint64_t bytesOf(ShapedType type, ArrayRef<int64_t> shape) {
+  return tensorBytes(type.clone(shape));
 }
 
 LogicalResult mlir::moe::printShardingReport(ModuleOp module,
@@ -69,13 +68,13 @@ LogicalResult mlir::moe::printShardingReport(ModuleOp module,
                                                 : ShardingAttr();
     SmallVector<int64_t> local = localShape(type, sharding, mesh);
     bool weight = param.getKind() == ParamKind::weight;
-    (weight ? weightBytes : stateBytes) += bytesOf(type.getShape());
-    (weight ? weightBytesPerRank : stateBytesPerRank) += bytesOf(local);
+    (weight ? weightBytes : stateBytes) += tensorBytes(type);
+    (weight ? weightBytesPerRank : stateBytesPerRank) += bytesOf(type, local);
     if (!weight)
       continue; // moments are stored like their weight
     os << "  " << param.getSymName() << " " << shapeText(type.getShape())
        << " " << shardingText(sharding) << " -> " << shapeText(local) << ", "
-       << mib(bytesOf(local)) << "\n";
+       << mib(bytesOf(type, local)) << "\n";
     auto whys = param->getAttrOfType<ArrayAttr>(kParamShardingOriginAttrName);
     bool split = false;
     for (auto [dim, why] : llvm::enumerate(
@@ -108,7 +107,7 @@ LogicalResult mlir::moe::printShardingReport(ModuleOp module,
     SmallVector<int64_t> local = localShape(type, sharding, mesh);
     os << "  " << what << " " << shapeText(type.getShape()) << " "
        << shardingText(sharding) << " -> " << shapeText(local) << ", "
-       << bytesOf(local) << " bytes\n      why: "
+       << bytesOf(type, local) << " bytes\n      why: "
        << getRecordedShardingOrigin(value) << "\n";
   };
   for (BlockArgument arg : step.getArguments())
@@ -178,9 +177,17 @@ void mlir::moe::printCollectivesReport(func::FuncOp step,
       auto routing = cast<ShapedType>(
           op->getOperand(isa<ExpertsOp>(op) ? 1 : 2).getType());
       int64_t rows = routing.getNumElements();
-      int64_t hidden = x.getDimSize(x.getRank() - 1);
-      bytes = isa<ExpertsOp>(op) ? 2 * rows * hidden * 4
-                                 : rows * (3 * hidden + 2) * 4;
+      uint64_t row = x.getDimSize(x.getRank() - 1) *
+                     elementBytes(x.getElementType());
+      if (auto grad = dyn_cast<ExpertsGradOp>(op)) {
+        // Backward also sends each assignment's routing weight and id.
+        uint64_t routingBytes =
+            elementBytes(routing.getElementType()) +
+            elementBytes(grad.getIndices().getType().getElementType());
+        bytes = rows * (3 * row + routingBytes);
+      } else {
+        bytes = 2 * rows * row;
+      }
       factor = double(groupSize(axes) - 1) / groupSize(axes);
     } else {
       return;

@@ -31,6 +31,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Transforms/ArenaFreeList.h"
+#include "moe/Transforms/ElementTypes.h"
 #include "moe/Transforms/Passes.h"
 #include "moe/Transforms/Transforms.h"
 #include "moe/Runtime/Program.h"
@@ -55,15 +56,6 @@ static constexpr uint64_t kAlignment = ::moe::rt::kArenaAlignment;
 // The largest arena planned: 64 PiB, far beyond any machine, and small
 // enough that sums of arenas, slots and parameters stay inside int64.
 static constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 56;
-
-uint64_t mlir::moe::tensorBytes(Type type) {
-  // Saturates instead of wrapping; the verifier bounds every moe tensor at
-  // 2^48 elements, far below.
-  uint64_t bytes = sizeof(float);
-  for (int64_t size : cast<ShapedType>(type).getShape())
-    bytes = llvm::SaturatingMultiply(bytes, static_cast<uint64_t>(size));
-  return bytes;
-}
 
 namespace {
 /// The live range of one arena value and the pipeline ranks holding it.
@@ -294,6 +286,10 @@ FailureOr<MemoryPlan> mlir::moe::planMemory(func::FuncOp function) {
     if (isa<GetParamOp>(op))
       continue;
     for (Value result : op.getResults()) {
+      // Each value takes its dtype's bytes per element; a value no artifact
+      // buffer can hold is refused here, before it is given any.
+      if (failed(artifactDTypeOf(result)))
+        return failure();
       size_t last = index[&op];
       for (Operation *user : result.getUsers())
         last = std::max(last, isa<func::ReturnOp>(user) ? end : index[user]);

@@ -13,6 +13,7 @@
 #include "moe/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -146,6 +147,52 @@ TEST_F(PlanMemoryTest, ArenaIsAtLeastThePeakAndPlansAreStable) {
   EXPECT_EQ(first->arenaBytes, second->arenaBytes);
   for (auto [value, offset] : first->offsets)
     EXPECT_EQ(second->offsets.lookup(value), offset);
+}
+
+TEST_F(PlanMemoryTest, EachValueTakesItsDTypesBytes) {
+  // 48 bf16 elements are 96 bytes (f32 would be 192): they take two 64-byte
+  // units, and the i64 and f8E5M2 values after them their own sizes.
+  context->allowUnregisteredDialects();
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
+      R"mlir(
+      func.func @f() {
+        %a = "test.make"() : () -> tensor<4x12xbf16>
+        %b = "test.make"() : () -> tensor<3xi64>
+        %c = "test.make"() : () -> tensor<65xf8E5M2>
+        "test.use"(%a, %b, %c) : (tensor<4x12xbf16>, tensor<3xi64>,
+                                  tensor<65xf8E5M2>) -> ()
+        return
+      })mlir",
+      context.get());
+  ASSERT_TRUE(module);
+  auto f = module->lookupSymbol<func::FuncOp>("f");
+  FailureOr<moe::MemoryPlan> plan = moe::planMemory(f);
+  ASSERT_TRUE(succeeded(plan));
+  EXPECT_EQ(plan->peakLiveBytes, 96u + 24u + 65u);
+  EXPECT_EQ(plan->arenaBytes, 128u + 64u + 128u);
+  SmallVector<uint64_t> offsets;
+  for (Operation &op : f.getBody().front())
+    for (Value result : op.getResults()) {
+      offsets.push_back(plan->offsets.lookup(result));
+      EXPECT_EQ(offsets.back() % 64, 0u);
+    }
+  EXPECT_EQ(offsets, (SmallVector<uint64_t>{0, 128, 192}));
+}
+
+TEST(TensorBytes, ComeFromTheElementType) {
+  MLIRContext context;
+  Builder b(&context);
+  auto bytes = [&](Type element) {
+    return moe::tensorBytes(RankedTensorType::get({3, 5}, element));
+  };
+  EXPECT_EQ(bytes(b.getF32Type()), 60u);
+  EXPECT_EQ(bytes(b.getI32Type()), 60u);
+  EXPECT_EQ(bytes(b.getBF16Type()), 30u);
+  EXPECT_EQ(bytes(b.getF16Type()), 30u);
+  EXPECT_EQ(bytes(b.getFloat8E4M3FNType()), 15u);
+  EXPECT_EQ(bytes(b.getFloat8E5M2Type()), 15u);
+  EXPECT_EQ(bytes(b.getI64Type()), 120u);
+  EXPECT_EQ(moe::tensorBytes(RankedTensorType::get({}, b.getBF16Type())), 2u);
 }
 
 } // namespace

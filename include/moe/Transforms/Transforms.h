@@ -63,8 +63,13 @@ struct MemoryPlan {
   uint64_t work = 0;
 };
 
-/// Size in bytes of a statically shaped 4-byte tensor (saturating at
-/// UINT64_MAX; the verifier bounds moe tensors at 2^48 elements).
+/// Bytes per element: the artifact dtype's size (ElementTypes.h; for
+/// another type its bit width rounded up, and the planner refuses it).
+uint64_t elementBytes(Type elementType);
+
+/// Size in bytes of a statically shaped tensor, its elements' dtype size
+/// each (saturating at UINT64_MAX; the verifier bounds moe tensors at 2^48
+/// elements).
 uint64_t tensorBytes(Type type);
 
 /// Plans the arena of a single-block function by liveness, in O(n log n)

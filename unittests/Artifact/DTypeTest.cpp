@@ -154,8 +154,8 @@ TEST(DTypeTest, KernelOperandOfAnotherDTypeIsRefusedAtLoad) {
   Program program = makeTinyProgram();
   uint32_t x = ProgramBuilder(program).temporary("x", {2, 4, 4}, DType::BF16);
   instruction(program, Opcode::Linear).operands[0] = x;
-  expectError(program, {"instruction 2 (Linear): operand 0 (buffer",
-                        "'x') has dtype bf16, expected f32"});
+  expectError(program, {"instruction 2 (Linear): operand 0 (buffer 26 'x') "
+                        "has dtype bf16, expected f32"});
   program = makeTinyProgram();
   buffer(program, "h").dtype = DType::I64;
   expectError(program,

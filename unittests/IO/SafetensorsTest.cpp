@@ -179,6 +179,32 @@ TEST(Safetensors, DecodesBf16AndF16ToF32) {
   EXPECT_TRUE(std::signbit(h->f32[5]));
 }
 
+TEST(Safetensors, WritesEachDTypeAtItsOwnSize) {
+  // A BF16 tensor is written as BF16 (2 bytes an element) and reads back;
+  // FP8 and I64 tensors take 1 and 8 bytes an element.
+  const uint16_t bf16[] = {0x3f80, 0xc020, 0x4049};
+  const uint8_t fp8[] = {0x38, 0xb8};
+  const int64_t i64[] = {-1, 7};
+  absl::StatusOr<std::string> bytes =
+      encodeSafetensors({{"b", "BF16", {3}, bf16},
+                         {"e", "F8_E4M3", {2}, fp8},
+                         {"l", "I64", {2}, i64}});
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_THAT(*bytes, HasSubstr(R"("b":{"dtype":"BF16","shape":[3],)"
+                                R"("data_offsets":[0,6]})"));
+  EXPECT_THAT(*bytes, HasSubstr(R"("e":{"dtype":"F8_E4M3","shape":[2],)"
+                                R"("data_offsets":[6,8]})"));
+  EXPECT_THAT(*bytes, HasSubstr(R"("l":{"dtype":"I64","shape":[2],)"
+                                R"("data_offsets":[8,24]})"));
+  absl::StatusOr<std::string> half = encodeSafetensors({{"b", "BF16", {3}, bf16}});
+  ASSERT_TRUE(half.ok()) << half.status();
+  absl::StatusOr<SafetensorsFile> file = parseSafetensors(
+      reinterpret_cast<const uint8_t *>(half->data()), half->size(), "<memory>");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->tensors[0].dtype, "BF16");
+  EXPECT_EQ(file->tensors[0].f32, (std::vector<float>{1.0f, -2.5f, 3.140625f}));
+}
+
 TEST(Safetensors, AcceptsAHeaderInAnyKeyOrder) {
   std::string header =
       R"({"y":{"data_offsets":[4,8],"shape":[1],"dtype":"I32"},)"
@@ -318,8 +344,9 @@ TEST(Safetensors, WriterRejectsBadTensors) {
               HasSubstr("reserved"));
   EXPECT_THAT(error(writeSafetensors(path, {{"", "F32", {1}, &x}})),
               HasSubstr("empty name"));
-  EXPECT_THAT(error(writeSafetensors(path, {{"a", "BF16", {1}, &x}})),
-              HasSubstr("unsupported dtype 'BF16'"));
+  EXPECT_THAT(error(writeSafetensors(path, {{"a", "F64", {1}, &x}})),
+              HasSubstr("unsupported dtype 'F64' (the writer writes F32, I32, "
+                        "BF16, F16, F8_E4M3, F8_E5M2, I64)"));
   EXPECT_THAT(error(writeSafetensors(path, {{"a", "F32", {-1}, &x}})),
               HasSubstr("negative dimension"));
   EXPECT_THAT(error(writeSafetensors(path, {{"a", "F32", {2}, nullptr}})),

@@ -1,4 +1,4 @@
-//===- SafetensorsWriter.cpp - write F32/I32 tensors as safetensors -------===//
+//===- SafetensorsWriter.cpp - write typed tensors as safetensors ---------===//
 //
 // Tensors are laid out in the order given, back to back from offset 0. The
 // header lists "__metadata__" first (omitted when empty), then the tensors
@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Runtime/IO/File.h"
 #include "moe/Runtime/IO/Safetensors.h"
+#include "moe/Runtime/DType.h"
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -41,10 +42,16 @@ absl::StatusOr<uint64_t> checkTensor(const TensorView &tensor,
     return writeError(origin, prefix + "the name is reserved for metadata");
   if (!seen.insert(tensor.name).second)
     return writeError(origin, prefix + "duplicate tensor name");
-  if (tensor.dtype != "F32" && tensor.dtype != "I32")
+  // Any dtype an artifact buffer can hold, written as it is in memory.
+  std::optional<DType> dtype = dtypeFromSafetensors(tensor.dtype);
+  if (!dtype) {
+    std::string known;
+    for (const DTypeInfo &info : kDTypes)
+      absl::StrAppend(&known, known.empty() ? "" : ", ", info.safetensors);
     return writeError(origin,
                       absl::StrCat(prefix, "unsupported dtype '", tensor.dtype,
-                                   "' (the writer writes F32, I32)"));
+                                   "' (the writer writes ", known, ")"));
+  }
   uint64_t elements = 1;
   for (int64_t dim : tensor.shape) {
     if (dim < 0)
@@ -57,7 +64,7 @@ absl::StatusOr<uint64_t> checkTensor(const TensorView &tensor,
   }
   if (elements > 0 && tensor.data == nullptr)
     return writeError(origin, prefix + "data is null");
-  return elements * 4;
+  return elements * dtypeBytes(*dtype);
 }
 
 /// The length prefix and the padded JSON header; fills `sizes` with each

@@ -79,8 +79,9 @@ absl::Status saveCheckpoint(const Executor &executor, comm::Group &everyone,
   for (const std::vector<uint32_t> *set :
        {&executor.parameters(), &executor.optimizerStates()})
     for (uint32_t b : *set)
-      views.push_back({program.buffers[b].name, "F32", program.buffers[b].shape,
-                       executor.data(b)});
+      views.push_back({program.buffers[b].name,
+                       safetensorsName(program.buffers[b].dtype),
+                       program.buffers[b].shape, executor.data(b)});
   absl::Status written = error ? absl::InternalError(absl::StrCat(
                                      "cannot create ", partial.string(), ": ",
                                      error.message()))
@@ -237,12 +238,14 @@ absl::StatusOr<CheckpointState> loadCheckpoint(Executor &executor,
       if (!tensor)
         return refused(absl::StrCat("shard ", file, " has no tensor '",
                                     buffer.name, "'"));
-      if (tensor->dtype != "F32" || tensor->shape != buffer.shape)
+      // Shards hold each buffer in its dtype; the manifest (format 2)
+      // records none, so its layout's buffers are F32, as all are today.
+      const char *dtype = safetensorsName(buffer.dtype);
+      if (tensor->dtype != dtype || tensor->shape != buffer.shape)
         return refused(absl::StrCat(
             "shard ", file, ": tensor '", buffer.name, "' is ", tensor->dtype,
-            " [", absl::StrJoin(tensor->shape, ", "),
-            "], the manifest says F32 [", absl::StrJoin(buffer.shape, ", "),
-            "]"));
+            " [", absl::StrJoin(tensor->shape, ", "), "], the manifest says ",
+            dtype, " [", absl::StrJoin(buffer.shape, ", "), "]"));
       if (absl::Status s =
               io::checkFinite(*tensor, absl::StrCat("checkpoint ", path,
                                                     ": shard ", file));

@@ -8,7 +8,8 @@
 // offsets are relative to the data section; the tensors must tile it exactly
 // (no gaps, no overlap, nothing after the last one).
 //
-// The writer writes F32 and I32 atomically (temporary file + rename). The
+// The writer writes the dtypes of artifact buffers (DType.h: F32, I32, BF16,
+// F16, F8_E4M3, F8_E5M2, I64) atomically (temporary file + rename). The
 // reader trusts nothing: every error names the file and, where there is one,
 // the tensor. It decodes F32 and I32 as they are and BF16/F16 to fp32.
 //
@@ -31,7 +32,8 @@ namespace moe::rt::io {
 inline constexpr uint64_t kSafetensorsMaxHeaderSize = 100000000;
 
 /// A tensor to write; `data` points at caller memory holding
-/// product(shape) elements of `dtype` ("F32" or "I32").
+/// product(shape) elements of `dtype` (a safetensors name of DType.h:
+/// "F32", "BF16", ...), as they are in memory.
 struct TensorView {
   std::string name;
   std::string dtype;

@@ -34,6 +34,8 @@ std::string formatShape(const std::vector<int64_t> &shape);
 std::string formatAxes(const AxisList &axes);
 /// A buffer's split: "[{fsdp}, {}]", or "unsplit" when it has none.
 std::string formatSplit(const std::vector<AxisList> &split);
+/// "bf16", or "dtype 9" for a value the schema does not define (DType.h).
+using ::moe::rt::dtypeName;
 /// "parameter", "optimizer state", "input", "temporary".
 std::string kindName(BufferKind kind);
 /// "a parameter", "an optimizer state", "an input", "a temporary".

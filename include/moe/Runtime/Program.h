@@ -8,6 +8,9 @@
 #ifndef MOE_RUNTIME_PROGRAM_H
 #define MOE_RUNTIME_PROGRAM_H
 
+// The Opcode enum, generated from the op table (Artifact/OpTable.td).
+#include "moe/Runtime/Artifact/Opcode.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,8 +18,10 @@
 namespace moe::rt {
 
 /// The artifact version this runtime reads (major must match, minor <=).
-/// 2.0 is 1.4 sealed by a checksum trailer (Artifact/Seal.h).
-inline constexpr uint16_t kArtifactVersionMajor = 2;
+/// 2.0 is 1.4 sealed by a checksum trailer (Artifact/Seal.h); 3.0 encodes
+/// the attributes as the op table (Artifact/OpTable.td) defines them and
+/// records that table.
+inline constexpr uint16_t kArtifactVersionMajor = 3;
 inline constexpr uint16_t kArtifactVersionMinor = 0;
 
 /// The largest init_std of a normal-initialised buffer (moe.transformer and
@@ -37,51 +42,12 @@ enum class BufferKind : uint8_t {
 };
 enum class Init : uint8_t { None = 0, Zeros = 1, Ones = 2, Normal = 3 };
 
-/// Mirrors moe.artifact.Opcode (include/moe/Runtime/Artifact/Program.fbs).
-enum class Opcode : uint16_t {
-  Embedding = 0,
-  EmbeddingGrad,
-  RmsNorm,
-  RmsNormGrad,
-  Linear,
-  LinearGradInput,
-  LinearGradWeight,
-  Rope,
-  RopeGrad,
-  Attention,
-  AttentionGrad,
-  Router,
-  RouterGrad,
-  Experts,
-  ExpertsGrad,
-  Swiglu,
-  SwigluGrad,
-  Add,
-  CrossEntropy,
-  CrossEntropyGrad,
-  AuxLoss,
-  AuxLossGrad,
-  WeightedSum,
-  Constant,
-  GlobalNorm,
-  ClipCoefficient,
-  LearningRate,
-  AdamW,
-  // Collectives over a group of the mesh (version 1.1).
-  AllReduce,
-  AllGather,
-  ReduceScatter,
-  Slice,
-  // Version 1.4.
-  Fp8AmaxUpdate,
-};
-inline constexpr int kNumOpcodes = static_cast<int>(Opcode::Fp8AmaxUpdate) + 1;
 
 /// Mesh axis names: the axes one tensor dimension is split over, or the axes
 /// a group spans (the ranks that differ only on them).
 using AxisList = std::vector<std::string>;
 
-/// The opcode's name as written in the schema ("Linear", "AdamW", ...).
+/// The opcode's name in the op table ("Linear", "AdamW", ...).
 const char *opcodeName(Opcode opcode);
 
 struct Buffer {

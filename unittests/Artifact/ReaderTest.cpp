@@ -369,6 +369,26 @@ TEST(ReaderTest, OpcodeWithAnotherLayoutIsRefused) {
               HasSubstr("(recompile with this moec)"));
 }
 
+TEST(ReaderTest, OpTableRecordCoversTheOpcodesUsed) {
+  ForeignOpTable foreign;
+  foreign.unrecorded = Opcode::Attention;
+  absl::StatusOr<Program> read = parse(serialize(makeMoeProgram(), foreign));
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(std::string(read.status().message()),
+              ::testing::MatchesRegex(
+                  "artifact 'test.moebin': instruction [0-9]+ uses opcode 9 "
+                  "\\(Attention\\), which the file's op table does not "
+                  "record \\(recompile with this moec\\)"));
+  foreign = {};
+  foreign.extraNumber = 200;
+  read = parse(serialize(makeTinyProgram(), foreign));
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().message(),
+            "artifact 'test.moebin': it uses opcode 200 ('FutureOp'), which "
+            "this runtime's op table does not have (recompile with this "
+            "moec)");
+}
+
 /// Edits sealed again (a writer with a bug, or a hand edit with the
 /// checksum recomputed) reach the verifier: they must be refused or load as
 /// a program that verifies, never crash or read out of bounds.

@@ -716,7 +716,8 @@ std::vector<uint8_t> serialize(const Program &program,
   for (const Instruction &instruction : program.instructions)
     opcodes.push_back(instruction.opcode);
   artifact::OpcodeEntries entries = artifact::writeOpcodeEntries(fbb, opcodes);
-  if (foreign.swapped || foreign.relaidOut) {
+  if (foreign.swapped || foreign.relaidOut || foreign.unrecorded ||
+      foreign.extraNumber) {
     // The entries of the other table: each opcode's name and layout under
     // the number that table gives it.
     entries.clear();
@@ -725,6 +726,8 @@ std::vector<uint8_t> serialize(const Program &program,
     });
     opcodes.erase(std::unique(opcodes.begin(), opcodes.end()), opcodes.end());
     for (Opcode opcode : opcodes) {
+      if (foreign.unrecorded == opcode)
+        continue;
       const ops::OpInfo &info = ops::opInfo(opcode);
       uint64_t layout = info.layoutHash;
       if (foreign.relaidOut == opcode)
@@ -733,6 +736,10 @@ std::vector<uint8_t> serialize(const Program &program,
           fbb, static_cast<fb::Opcode>(numberOf(opcode)),
           fbb.CreateString(info.name), layout));
     }
+    if (foreign.extraNumber)
+      entries.push_back(fb::CreateOpcodeEntry(
+          fbb, static_cast<fb::Opcode>(*foreign.extraNumber),
+          fbb.CreateString("FutureOp"), 0));
   }
   auto root = fb::CreateProgramDirect(
       fbb, program.versionMajor, program.versionMinor, program.producer.c_str(),

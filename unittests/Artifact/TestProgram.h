@@ -166,6 +166,10 @@ struct ForeignOpTable {
   std::optional<std::pair<Opcode, Opcode>> swapped;
   /// An opcode the other table lays out differently (its fingerprint).
   std::optional<Opcode> relaidOut;
+  /// An opcode left out of the file's record.
+  std::optional<Opcode> unrecorded;
+  /// A number beyond this build's table that the other table has.
+  std::optional<uint16_t> extraNumber;
 };
 
 /// The .moebin bytes of `program`, written with the FlatBuffers builder and

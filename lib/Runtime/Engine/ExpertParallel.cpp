@@ -361,26 +361,28 @@ uint64_t kernelWorkspaceBytes(const Program &program) {
   for (const Instruction &inst : program.instructions) {
     if (inst.opcode == Opcode::Attention ||
         inst.opcode == Opcode::AttentionGrad) {
-      // q (Attention's operand 0, AttentionGrad's 1) is [B, S, width].
-      size_t q = inst.opcode == Opcode::Attention ? 0 : 1;
+      // q is [B, S, width].
+      size_t q = inst.opcode == Opcode::Attention
+                     ? ops::AttentionView::kQOperand
+                     : ops::AttentionGradView::kQOperand;
       const std::vector<int64_t> &shape =
           program.buffers[inst.operands[q]].shape;
       most = std::max(most, cpu::attentionWorkspaceBytes(
                                 shape[1], inst.opcode == Opcode::AttentionGrad));
       continue;
     }
-    bool backward = inst.opcode == Opcode::ExpertsGrad;
-    if (inst.opcode != Opcode::Experts && !backward)
+    std::optional<ops::ExpertsRecipe> recipe = ops::expertsRecipeOf(inst);
+    if (!recipe)
       continue;
-    size_t first = backward ? 1 : 0;
+    bool backward = !recipe->forward;
+    size_t first = recipe->firstOperand;
     const Buffer &x = program.buffers[inst.operands[first]];
     const Buffer &ids = program.buffers[inst.operands[first + 2]];
     const std::vector<int64_t> &w1 =
         program.buffers[inst.operands[first + 3]].shape;
     int64_t H = x.shape.back(), topK = ids.shape.back();
-    std::optional<int64_t> expertGroup = ops::expertsRecipeOf(inst)->group;
     int64_t group =
-        expertGroup ? program.partsOf(program.groups[*expertGroup]) : 1;
+        recipe->group ? program.partsOf(program.groups[*recipe->group]) : 1;
     std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(inst);
     most = std::max(most, cpu::expertsWorkspaceBytes(
                               x.numElements() / H, topK, H, w1[1], backward,

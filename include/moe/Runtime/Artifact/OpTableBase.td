@@ -1,8 +1,9 @@
 //===- OpTableBase.td - the classes of the artifact's op table -*- tablegen -*-===//
 //
-// The vocabulary of OpTable.td. utils/gen-op-table.py reads the records
-// (llvm-tblgen --dump-json) and generates every per-opcode piece of the
-// runtime and of moec's writer from them; docs/adding-an-opcode.md says how.
+// The vocabulary of OpTable.td. lib/Runtime/Artifact/OpTableGen.py reads
+// the records (llvm-tblgen --dump-json) and generates every per-opcode
+// piece of the runtime and of moec's writer from them;
+// docs/adding-an-opcode.md says how.
 //
 //===----------------------------------------------------------------------===//
 

@@ -68,6 +68,9 @@ struct Buffer {
   uint64_t sizeInBytes() const { return numElements() * 4; }
 };
 
+/// An instruction as the artifact encodes it: its operands, results and
+/// attributes are laid out as the op table (Artifact/OpTable.td) defines;
+/// code reads them by name through the generated views (Artifact/OpViews.h).
 struct Instruction {
   Opcode opcode = Opcode::Add;
   std::vector<uint32_t> operands;

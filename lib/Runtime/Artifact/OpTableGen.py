@@ -295,8 +295,8 @@ def view_class(op):
     return out
 
 
+# The <Set>Attrs structs emitted so far, by name.
 SET_STRUCTS = {}
-SET_DONE = []
 
 
 def builder(op):
@@ -320,11 +320,11 @@ def builder(op):
                 sets_done.add(attr.optional_set)
                 struct = f"{pascal(attr.optional_set)}Attrs"
                 text = [f"struct {struct} {{"] + [f"  {m.cpp_type} {camel(m.name)};" for m in members] + ["};", ""]
-                if SET_STRUCTS.setdefault(struct, text) != text:
-                    fail(f"{op.name}: optional set {attr.optional_set} differs from another op's")
-                elif not any(s == text[0] for s in SET_DONE):
-                    SET_DONE.append(text[0])
+                if struct not in SET_STRUCTS:
+                    SET_STRUCTS[struct] = text
                     structs += text
+                elif SET_STRUCTS[struct] != text:
+                    fail(f"{op.name}: optional set {attr.optional_set} differs from another op's")
                 params.append(f"std::optional<{struct}> {camel(attr.optional_set)}")
                 body.append(f"  if ({camel(attr.optional_set)}) {{")
                 for m in members:

@@ -5,7 +5,8 @@
 # MLIR or CUDA library, and it trains an artifact that the full build's moec
 # compiled, with the losses of the full build's moe-run bit for bit (same
 # machine, kernels and thread count). Needs the full build (scripts/setup.sh)
-# for moec. .ci/run runs it after the test suite.
+# for moec. .ci/run runs it after the test suite. The build runs flatc and
+# llvm-tblgen (the op table, Debian's llvm-19) as tools and links neither.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -eq 0 ] || { echo "runtime-only: takes no arguments, got: $*" >&2; exit 2; }

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   cmake ninja-build g++ ccache lld python3
-  libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
+  libmlir-19-dev mlir-19-tools llvm-19 llvm-19-dev llvm-19-tools
   libabsl-dev libopenblas-dev libflatbuffers-dev flatbuffers-compiler openmpi-bin libopenmpi-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev
   python3-numpy python3-torch python3-venv

@@ -14,6 +14,8 @@
 #include "moe/Transforms/Transforms.h"
 #include "moe/Pipeline/Schedule.h"
 
+#include "moe/Runtime/Artifact/OpTableCheck.h"
+#include "moe/Runtime/Artifact/OpViews.h"
 #include "moe/Runtime/Artifact/Program_generated.h"
 #include "moe/Runtime/Artifact/Seal.h"
 #include "moe/Runtime/Program.h"
@@ -32,7 +34,7 @@ namespace fb = ::moe::artifact;
 namespace {
 /// An instruction before it is written: opcode, buffers and attributes.
 struct PendingInstruction {
-  fb::Opcode opcode;
+  ::moe::rt::Opcode opcode;
   SmallVector<uint32_t> operands, results;
   SmallVector<int64_t> ints;
   SmallVector<float> floats;
@@ -63,7 +65,7 @@ private:
   LogicalResult verifyStepSignature();
   LogicalResult addParams();
   LogicalResult addInstruction(Operation *op);
-  FailureOr<PendingInstruction> describe(Operation *op);
+  FailureOr<PendingInstruction> encode(Operation *op);
   LogicalResult addPipelineTags(Operation *op, PendingInstruction &inst);
   flatbuffers::Offset<fb::Pipeline> pipelineOffset();
 
@@ -207,134 +209,140 @@ static SmallVector<StringRef> names(ArrayAttr axes) {
   return llvm::to_vector(axes.getAsValueRange<StringAttr>());
 }
 
-FailureOr<PendingInstruction> ArtifactBuilder::describe(Operation *op) {
+/// The schema's name of an FP8 scaling (the dialect's enum has no "none":
+/// FP8 on the wire only is no scaling with fp8_dispatch).
+static ::moe::rt::Fp8Scaling toSchema(std::optional<Fp8Scaling> scaling) {
+  if (!scaling)
+    return ::moe::rt::Fp8Scaling::None;
+  switch (*scaling) {
+  case Fp8Scaling::tensorwise:
+    return ::moe::rt::Fp8Scaling::Tensorwise;
+  case Fp8Scaling::blockwise:
+    return ::moe::rt::Fp8Scaling::Blockwise;
+  case Fp8Scaling::delayed:
+    return ::moe::rt::Fp8Scaling::Delayed;
+  }
+  llvm_unreachable("unknown FP8 scaling");
+}
+
+FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
+  namespace ops = ::moe::rt::ops;
   PendingInstruction inst;
-  // The group over the axes the tokens are split over, after `leading`.
-  auto tokenGroup = [&](std::optional<ArrayAttr> axes,
-                        std::optional<int64_t> leading = std::nullopt) {
-    SmallVector<int64_t> ints;
-    if (leading)
-      ints.push_back(*leading);
+  // The group over `axes`, if there are any.
+  auto groupOver = [&](std::optional<ArrayAttr> axes) {
+    std::optional<int64_t> group;
     if (axes && !axes->empty())
-      ints.push_back(groupOf(names(*axes)));
-    return ints;
+      group = groupOf(names(*axes));
+    return group;
   };
   auto f = [](FloatAttr attr) { return attr.getValue().convertToFloat(); };
-  // The experts' FP8 recipe as float attributes (version 1.3): the scaling
-  // (0 none, i.e. FP8 on the wire only, 1 tensorwise, 2 blockwise, 3
-  // delayed; 1.4), the block (128 unless given) and whether tokens travel
-  // in FP8.
-  auto fp8Recipe = [](std::optional<Fp8Scaling> scaling,
-                      std::optional<uint64_t> block, bool dispatch) {
-    SmallVector<float> floats;
-    if (scaling || dispatch) {
-      floats.push_back(
-          scaling ? static_cast<float>(static_cast<int>(*scaling)) : 0.0f);
-      floats.push_back(static_cast<float>(block.value_or(128)));
-      floats.push_back(dispatch ? 1.0f : 0.0f);
-    }
-    return floats;
+  // The experts' FP8 recipe (version 1.3): the scaling, the block (128
+  // unless given) and whether tokens travel in FP8.
+  auto fp8Recipe = [](auto o) {
+    std::optional<ops::Fp8Attrs> recipe;
+    if (o.getFp8() || o.getFp8Dispatch())
+      recipe = ops::Fp8Attrs{toSchema(o.getFp8()),
+                               static_cast<int64_t>(o.getFp8Block().value_or(128)),
+                               o.getFp8Dispatch()};
+    return recipe;
   };
-  auto set = [&](fb::Opcode opcode, ArrayRef<int64_t> ints = {},
-                 ArrayRef<float> floats = {}) {
-    inst.opcode = opcode;
-    inst.ints.assign(ints.begin(), ints.end());
-    inst.floats.assign(floats.begin(), floats.end());
+  auto set = [&](ops::EncodedAttrs attrs) {
+    inst.opcode = attrs.opcode;
+    inst.ints.assign(attrs.ints.begin(), attrs.ints.end());
+    inst.floats.assign(attrs.floats.begin(), attrs.floats.end());
     return success();
   };
   LogicalResult known =
       llvm::TypeSwitch<Operation *, LogicalResult>(op)
-          .Case([&](EmbeddingOp) { return set(fb::Opcode::Embedding); })
-          .Case([&](EmbeddingGradOp) { return set(fb::Opcode::EmbeddingGrad); })
+          .Case([&](EmbeddingOp) { return set(ops::buildEmbedding()); })
+          .Case([&](EmbeddingGradOp) { return set(ops::buildEmbeddingGrad()); })
           .Case([&](RMSNormOp o) {
-            return set(fb::Opcode::RmsNorm, {}, {f(o.getEpsilonAttr())});
+            return set(ops::buildRmsNorm(f(o.getEpsilonAttr())));
           })
           .Case([&](RMSNormGradOp o) {
-            return set(fb::Opcode::RmsNormGrad, {}, {f(o.getEpsilonAttr())});
+            return set(ops::buildRmsNormGrad(f(o.getEpsilonAttr())));
           })
-          .Case([&](LinearOp) { return set(fb::Opcode::Linear); })
+          .Case([&](LinearOp) { return set(ops::buildLinear()); })
           .Case([&](LinearGradInputOp) {
-            return set(fb::Opcode::LinearGradInput);
+            return set(ops::buildLinearGradInput());
           })
           .Case([&](LinearGradWeightOp) {
-            return set(fb::Opcode::LinearGradWeight);
+            return set(ops::buildLinearGradWeight());
           })
           .Case([&](RoPEOp o) {
-            return set(fb::Opcode::Rope, {int64_t(o.getNumHeads())},
-                       {f(o.getThetaAttr())});
+            return set(ops::buildRope(o.getNumHeads(), f(o.getThetaAttr())));
           })
           .Case([&](RoPEGradOp o) {
-            return set(fb::Opcode::RopeGrad, {int64_t(o.getNumHeads())},
-                       {f(o.getThetaAttr())});
+            return set(
+                ops::buildRopeGrad(o.getNumHeads(), f(o.getThetaAttr())));
           })
           .Case([&](AttentionOp o) {
-            return set(fb::Opcode::Attention,
-                       {int64_t(o.getNumHeads()), int64_t(o.getNumKvHeads())});
+            return set(
+                ops::buildAttention(o.getNumHeads(), o.getNumKvHeads()));
           })
           .Case([&](AttentionGradOp o) {
-            return set(fb::Opcode::AttentionGrad,
-                       {int64_t(o.getNumHeads()), int64_t(o.getNumKvHeads())});
+            return set(
+                ops::buildAttentionGrad(o.getNumHeads(), o.getNumKvHeads()));
           })
           .Case([&](RouterOp o) {
-            return set(fb::Opcode::Router, {int64_t(o.getTopK())},
-                       {f(o.getCapacityFactorAttr())});
+            return set(ops::buildRouter(o.getTopK(),
+                                        f(o.getCapacityFactorAttr())));
           })
           .Case([&](RouterGradOp o) {
-            return set(fb::Opcode::RouterGrad, {int64_t(o.getTopK())});
+            return set(ops::buildRouterGrad(o.getTopK()));
           })
           .Case([&](ExpertsOp o) {
-            return set(fb::Opcode::Experts, tokenGroup(o.getExpertAxes()),
-                       fp8Recipe(o.getFp8(), o.getFp8Block(),
-                                 o.getFp8Dispatch()));
+            return set(ops::buildExperts(groupOver(o.getExpertAxes()),
+                                         fp8Recipe(o)));
           })
           .Case([&](ExpertsGradOp o) {
-            return set(fb::Opcode::ExpertsGrad, tokenGroup(o.getExpertAxes()),
-                       fp8Recipe(o.getFp8(), o.getFp8Block(),
-                                 o.getFp8Dispatch()));
+            return set(ops::buildExpertsGrad(groupOver(o.getExpertAxes()),
+                                             fp8Recipe(o)));
           })
-          .Case([&](SwiGLUOp) { return set(fb::Opcode::Swiglu); })
-          .Case([&](SwiGLUGradOp) { return set(fb::Opcode::SwigluGrad); })
-          .Case([&](AddOp) { return set(fb::Opcode::Add); })
+          .Case([&](SwiGLUOp) { return set(ops::buildSwiglu()); })
+          .Case([&](SwiGLUGradOp) { return set(ops::buildSwigluGrad()); })
+          .Case([&](AddOp) { return set(ops::buildAdd()); })
           .Case([&](CrossEntropyOp o) {
-            return set(fb::Opcode::CrossEntropy, tokenGroup(o.getTokenAxes()));
+            return set(ops::buildCrossEntropy(groupOver(o.getTokenAxes())));
           })
           .Case([&](CrossEntropyGradOp o) {
-            return set(fb::Opcode::CrossEntropyGrad,
-                       tokenGroup(o.getTokenAxes()));
+            return set(
+                ops::buildCrossEntropyGrad(groupOver(o.getTokenAxes())));
           })
           .Case([&](AuxLossOp o) {
-            return set(fb::Opcode::AuxLoss,
-                       tokenGroup(o.getTokenAxes(), int64_t(o.getTopK())));
+            return set(ops::buildAuxLoss(o.getTopK(),
+                                         groupOver(o.getTokenAxes())));
           })
           .Case([&](AuxLossGradOp o) {
-            return set(fb::Opcode::AuxLossGrad,
-                       tokenGroup(o.getTokenAxes(), int64_t(o.getTopK())));
+            return set(ops::buildAuxLossGrad(o.getTopK(),
+                                             groupOver(o.getTokenAxes())));
           })
           .Case([&](AllReduceOp o) {
-            return set(fb::Opcode::AllReduce, {groupOf(names(o.getAxes()))});
+            return set(ops::buildAllReduce(groupOf(names(o.getAxes()))));
           })
           .Case([&](AllGatherOp o) {
-            return set(fb::Opcode::AllGather,
-                       {groupOf(names(o.getAxes())), int64_t(o.getDim())});
+            return set(
+                ops::buildAllGather(groupOf(names(o.getAxes())), o.getDim()));
           })
           .Case([&](ReduceScatterOp o) {
-            return set(fb::Opcode::ReduceScatter,
-                       {groupOf(names(o.getAxes())), int64_t(o.getDim())});
+            return set(ops::buildReduceScatter(groupOf(names(o.getAxes())),
+                                               o.getDim()));
           })
           .Case([&](SliceOp o) {
-            return set(fb::Opcode::Slice,
-                       {groupOf(names(o.getAxes())), int64_t(o.getDim())});
+            return set(
+                ops::buildSlice(groupOf(names(o.getAxes())), o.getDim()));
           })
           .Case([&](WeightedSumOp o) {
-            return set(fb::Opcode::WeightedSum, {},
-                       SmallVector<float>(o.getCoefficients()));
+            return set(ops::buildWeightedSum(
+                std::vector<float>(o.getCoefficients().begin(),
+                                   o.getCoefficients().end())));
           })
           .Case([&](ConstantOp o) {
-            return set(fb::Opcode::Constant, {}, {f(o.getValueAttr())});
+            return set(ops::buildConstant(f(o.getValueAttr())));
           })
           .Case([&](GlobalNormOp o) {
             // One group per input that is split (-1: whole on every rank).
-            SmallVector<int64_t> perInput;
+            std::vector<int64_t> perInput;
             if (std::optional<ArrayAttr> axes = o.getInputAxes())
               for (Attribute input : *axes) {
                 SmallVector<StringRef> inputAxes =
@@ -344,27 +352,23 @@ FailureOr<PendingInstruction> ArtifactBuilder::describe(Operation *op) {
               }
             if (llvm::all_of(perInput, [](int64_t g) { return g < 0; }))
               perInput.clear();
-            return set(fb::Opcode::GlobalNorm, perInput);
+            return set(ops::buildGlobalNorm(std::move(perInput)));
           })
           .Case([&](ClipCoefficientOp o) {
-            return set(fb::Opcode::ClipCoefficient, {},
-                       {f(o.getMaxNormAttr())});
+            return set(ops::buildClipCoefficient(f(o.getMaxNormAttr())));
           })
           .Case([&](LearningRateOp o) {
-            return set(fb::Opcode::LearningRate,
-                       {int64_t(o.getWarmup()), int64_t(o.getDecaySteps())},
-                       {f(o.getPeakAttr()), f(o.getMinAttr())});
+            return set(ops::buildLearningRate(o.getWarmup(), o.getDecaySteps(),
+                                              f(o.getPeakAttr()),
+                                              f(o.getMinAttr())));
           })
           .Case([&](Fp8AmaxUpdateOp o) {
-            SmallVector<int64_t> ints;
-            if (std::optional<ArrayAttr> axes = o.getAxes())
-              ints.push_back(groupOf(names(*axes)));
-            return set(fb::Opcode::Fp8AmaxUpdate, ints);
+            return set(ops::buildFp8AmaxUpdate(groupOver(o.getAxes())));
           })
           .Case([&](AdamWUpdateOp o) {
-            return set(fb::Opcode::AdamW, {},
-                       {f(o.getBeta1Attr()), f(o.getBeta2Attr()),
-                        f(o.getEpsAttr()), f(o.getWeightDecayAttr())});
+            return set(ops::buildAdamW(f(o.getBeta1Attr()), f(o.getBeta2Attr()),
+                                       f(o.getEpsAttr()),
+                                       f(o.getWeightDecayAttr())));
           })
           .Default([&](Operation *other) {
             return other->emitOpError()
@@ -411,7 +415,7 @@ LogicalResult ArtifactBuilder::addInstruction(Operation *op) {
   if (op->getNumResults() > 0 &&
       (!offsets || offsets.size() != static_cast<int64_t>(op->getNumResults())))
     return op->emitOpError() << "has no memory plan (run moe-plan-memory)";
-  FailureOr<PendingInstruction> inst = describe(op);
+  FailureOr<PendingInstruction> inst = encode(op);
   if (failed(inst) || (schedule && failed(addPipelineTags(op, *inst))))
     return failure();
   for (auto [i, result] : llvm::enumerate(op->getResults())) {
@@ -532,9 +536,15 @@ LogicalResult ArtifactBuilder::build(uint64_t seed, llvm::raw_ostream &os) {
     auto floats = fbb.CreateVector(
         std::vector<float>(inst.floats.begin(), inst.floats.end()));
     auto loc = fbb.CreateString(inst.location);
-    instOffsets.push_back(fb::CreateInstruction(fbb, inst.opcode, ops, res,
-                                                ints, floats, loc));
+    instOffsets.push_back(fb::CreateInstruction(
+        fbb, static_cast<fb::Opcode>(inst.opcode), ops, res, ints, floats,
+        loc));
   }
+  std::vector<::moe::rt::Opcode> opcodes;
+  for (const PendingInstruction &inst : instructions)
+    opcodes.push_back(inst.opcode);
+  auto opcodeVec =
+      fbb.CreateVector(::moe::rt::artifact::writeOpcodeEntries(fbb, opcodes));
 
   ModelStatistics stats = computeModelStatistics(module, step);
   auto model = fb::CreateModelInfo(
@@ -588,7 +598,7 @@ LogicalResult ArtifactBuilder::build(uint64_t seed, llvm::raw_ostream &os) {
       producer, model,
       bufferVec, instVec, arena.getInt(), inputs[0], inputs[1], inputs[2],
       outputs[0], outputs[1], outputs[2], seed, meshAxes, meshShape, groupVec,
-      batchAxes, pipeline);
+      batchAxes, pipeline, opcodeVec);
   fb::FinishProgramBuffer(fbb, program);
   os.write(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
            fbb.GetSize());

@@ -2,12 +2,15 @@
 //
 //   moe-run model.moebin --data tokens.bin --steps 300 [options]
 //   mpirun -np N moe-run model.moebin ...   (an artifact of moec --mesh)
+//   moe-run --describe model.moebin         (print the program)
 //
 // Exit codes: 0 success, 1 a runtime error (message on stderr), 2 bad usage.
 // In a job of several ranks, a rank that fails ends the whole job, so that
 // its peers do not wait for it in a collective.
 //
 //===----------------------------------------------------------------------===//
+#include "moe/Runtime/Artifact/Disassemble.h"
+#include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Train/Trainer.h"
 
@@ -21,11 +24,14 @@
 using namespace moe::rt;
 
 static const char *kUsage = R"(usage: moe-run MODEL.moebin --data PATH [options]
+       moe-run --describe MODEL.moebin
 
 Trains a model compiled by moec on a token dataset and prints its loss curve.
 An artifact compiled with moec --mesh for N ranks runs under mpirun -np N;
 rank 0 prints and writes the metrics.
 
+  --describe             verify the artifact and print its program (buffers
+                         and instructions with named attributes), then exit
 data:
   --data PATH            flat token file (nanoGPT .bin) or Megatron prefix/.bin+.idx
   --data-format F        auto (default), flat or megatron
@@ -117,6 +123,7 @@ namespace {
 struct Command {
   train::TrainOptions options;
   bool help = false;
+  bool describe = false;
 };
 } // namespace
 
@@ -132,6 +139,10 @@ static Command parseArgs(int argc, char **argv) {
         throw UsageError{arg + " expects a value"};
       return argv[++i];
     };
+    if (arg == "--describe") {
+      command.describe = true;
+      continue;
+    }
     if (arg == "-h" || arg == "--help") {
       command.help = true;
       return command;
@@ -225,6 +236,11 @@ static Command parseArgs(int argc, char **argv) {
   }
   if (options.artifactPath.empty())
     throw UsageError{"no artifact given"};
+  if (command.describe) {
+    if (argc != 3)
+      throw UsageError{"--describe takes the artifact and nothing else"};
+    return command;
+  }
   if (options.dataPath.empty())
     throw UsageError{"--data is required"};
   // --steps 0 only converts: a checkpoint resumed and saved (--save) as
@@ -304,7 +320,7 @@ int main(int argc, char **argv) {
   Command command;
   try {
     command = parseArgs(argc, argv);
-    if (!command.help)
+    if (!command.help && !command.describe)
       checkRanks(command.options, ranks);
   } catch (const UsageError &error) {
     if (speaks)
@@ -314,6 +330,17 @@ int main(int argc, char **argv) {
   if (command.help) {
     if (speaks)
       std::cout << kUsage;
+    return 0;
+  }
+  if (command.describe) {
+    absl::StatusOr<Program> program =
+        readArtifact(command.options.artifactPath);
+    if (!program.ok()) {
+      std::cerr << "moe-run: error: " << program.status().message() << "\n";
+      return 1;
+    }
+    if (speaks)
+      std::cout << disassemble(*program);
     return 0;
   }
   command.options.world = world->get();

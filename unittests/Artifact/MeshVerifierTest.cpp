@@ -232,8 +232,8 @@ TEST(MeshVerifierTest, CollectivesAreF32) {
 TEST(MeshVerifierTest, LossGroups) {
   Program program = makeMeshProgram();
   instruction(program, Opcode::CrossEntropy).intAttrs.push_back(0);
-  expectError(program, {"(CrossEntropy): expected 0 int attributes [] and an "
-                        "optional trailing group, found 2"});
+  expectError(program, {"(CrossEntropy): expected 0 int attributes [] and "
+                        "optionally [group], found 2"});
   program = makeMeshProgram();
   instruction(program, Opcode::CrossEntropyGrad).intAttrs[0] = 9;
   expectError(program, {"(CrossEntropyGrad): int attribute 0 (group) must be "
@@ -245,7 +245,7 @@ TEST(MeshVerifierTest, LossGroups) {
   program = makeMeshProgram();
   instruction(program, Opcode::AuxLossGrad).intAttrs = {2, 1, 0};
   expectError(program, {"(AuxLossGrad): expected 1 int attribute [top_k] and "
-                        "an optional trailing group, found 3"});
+                        "optionally [group], found 3"});
   // Without the group the losses are local, as in version 1.0.
   program = makeMeshProgram();
   instruction(program, Opcode::AuxLoss).intAttrs.pop_back();
@@ -286,8 +286,9 @@ TEST(MeshVerifierTest, ExpertParallelProgramsAreValid) {
 TEST(MeshVerifierTest, ExpertGroups) {
   Program program = testing::makeExpertParallelProgram();
   instruction(program, Opcode::Experts).intAttrs.push_back(0);
-  expectError(program, {"(Experts): expected 0 int attributes [] and an "
-                        "optional trailing group, found 2"});
+  expectError(program, {"(Experts): expected 0 int attributes [] and "
+                        "optionally [group] and optionally [fp8_scaling, "
+                        "fp8_block, fp8_dispatch], found 2"});
   program = testing::makeExpertParallelProgram();
   instruction(program, Opcode::ExpertsGrad).intAttrs[0] = 3;
   expectError(program, {"(ExpertsGrad): int attribute 0 (group) must be a "

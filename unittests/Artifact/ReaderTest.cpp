@@ -25,6 +25,7 @@ namespace moe::rt {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::ForeignOpTable;
 using testing::makeMoeProgram;
 using testing::makeTinyProgram;
 using testing::serialize;
@@ -317,28 +318,76 @@ TEST(ReaderTest, UnsealedOlderMajorVersionSaysRecompile) {
   ASSERT_FALSE(read.ok());
   EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(read.status().message()),
-              HasSubstr(absl::StrCat("has version 1.4, this runtime supports "
-                                     "version ",
-                                     kArtifactVersionMajor, ".0")));
+              HasSubstr("has version 1.4, this runtime supports version 3.0"));
   EXPECT_THAT(std::string(read.status().message()), HasSubstr("recompile"));
 }
 
-TEST(ReaderTest, Version2ArtifactSaysRecompile) {
-  // A sealed 2.0 file (untyped buffers, elements of 4 bytes) is refused
-  // before anything in it is read as 3.0.
+TEST(ReaderTest, SealedVersion2SaysRecompile) {
+  // 2.x files carry untyped 4-byte buffers, the FP8 recipe as floats and no
+  // op table: refused before anything in them is read as 3.0.
   Program program = makeTinyProgram();
   program.versionMajor = 2;
   program.versionMinor = 0;
-  TempFile file("old.moebin", serialize(program));
-  absl::StatusOr<Program> read = readArtifact(file.path);
+  absl::StatusOr<Program> read = parse(serialize(program));
   ASSERT_FALSE(read.ok());
   EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(std::string(read.status().message()),
-            absl::StrCat("artifact '", file.path,
-                         "' has version 2.0, this runtime supports version "
-                         "3.0 to 3.",
-                         kArtifactVersionMinor,
-                         " (recompile it with this moec)"));
+  EXPECT_EQ(read.status().message(),
+            "artifact 'test.moebin' has version 2.0, this runtime supports "
+            "version 3.0 to 3.0 (recompile with this moec)");
+}
+
+// An artifact from a moec whose op table numbers opcodes differently is
+// refused, naming the opcode: swapping two opcodes of the same signature
+// would otherwise pass every check and run the wrong kernels.
+TEST(ReaderTest, SwappedOpcodesAreRefused) {
+  absl::StatusOr<Program> read = parse(serialize(
+      makeTinyProgram(),
+      {std::make_pair(Opcode::LinearGradInput, Opcode::LinearGradWeight)}));
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(read.status().message(),
+            "artifact 'test.moebin': opcode 5 is 'LinearGradWeight' in the op "
+            "table it was written with, but 'LinearGradInput' in this "
+            "runtime's (recompile with this moec)");
+  read = parse(serialize(makeMoeProgram(),
+                         {std::make_pair(Opcode::Rope, Opcode::RopeGrad)}));
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(std::string(read.status().message()),
+              HasSubstr("opcode 7 is 'RopeGrad' in the op table it was "
+                        "written with, but 'Rope' in this runtime's"));
+}
+
+TEST(ReaderTest, OpcodeWithAnotherLayoutIsRefused) {
+  ForeignOpTable foreign;
+  foreign.relaidOut = Opcode::Attention;
+  absl::StatusOr<Program> read = parse(serialize(makeMoeProgram(), foreign));
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(std::string(read.status().message()),
+              HasSubstr("artifact 'test.moebin': opcode 9 (Attention) has "
+                        "another operand or attribute layout in the op table "
+                        "it was written with (fingerprint "));
+  EXPECT_THAT(std::string(read.status().message()),
+              HasSubstr("(recompile with this moec)"));
+}
+
+TEST(ReaderTest, OpTableRecordCoversTheOpcodesUsed) {
+  ForeignOpTable foreign;
+  foreign.unrecorded = Opcode::Attention;
+  absl::StatusOr<Program> read = parse(serialize(makeMoeProgram(), foreign));
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(std::string(read.status().message()),
+              ::testing::MatchesRegex(
+                  "artifact 'test.moebin': instruction [0-9]+ uses opcode 9 "
+                  "\\(Attention\\), which the file's op table does not "
+                  "record \\(recompile with this moec\\)"));
+  foreign = {};
+  foreign.extraNumber = 200;
+  read = parse(serialize(makeTinyProgram(), foreign));
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().message(),
+            "artifact 'test.moebin': it uses opcode 200 ('FutureOp'), which "
+            "this runtime's op table does not have (recompile with this "
+            "moec)");
 }
 
 /// Edits sealed again (a writer with a bug, or a hand edit with the

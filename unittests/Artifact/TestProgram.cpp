@@ -4,9 +4,12 @@
 
 #include "moe/Pipeline/Schedule.h"
 
+#include "moe/Runtime/Artifact/OpTable.h"
+#include "moe/Runtime/Artifact/OpTableCheck.h"
 #include "moe/Runtime/Artifact/Program_generated.h"
 #include "moe/Runtime/Artifact/Seal.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -653,7 +656,16 @@ AxesList axesLists(flatbuffers::FlatBufferBuilder &fbb,
 }
 } // namespace
 
-std::vector<uint8_t> serialize(const Program &program) {
+std::vector<uint8_t> serialize(const Program &program,
+                               const ForeignOpTable &foreign) {
+  // The number the writer's table gives `opcode`.
+  auto numberOf = [&](Opcode opcode) {
+    if (foreign.swapped && opcode == foreign.swapped->first)
+      return foreign.swapped->second;
+    if (foreign.swapped && opcode == foreign.swapped->second)
+      return foreign.swapped->first;
+    return opcode;
+  };
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
   for (const Buffer &buffer : program.buffers) {
@@ -669,7 +681,8 @@ std::vector<uint8_t> serialize(const Program &program) {
   std::vector<flatbuffers::Offset<fb::Instruction>> instructions;
   for (const Instruction &instruction : program.instructions)
     instructions.push_back(fb::CreateInstructionDirect(
-        fbb, static_cast<fb::Opcode>(instruction.opcode), &instruction.operands,
+        fbb, static_cast<fb::Opcode>(numberOf(instruction.opcode)),
+        &instruction.operands,
         &instruction.results, &instruction.intAttrs, &instruction.floatAttrs,
         instruction.location.c_str()));
   const ModelInfo &m = program.model;
@@ -699,6 +712,35 @@ std::vector<uint8_t> serialize(const Program &program) {
         fbb, p.stages, p.virtualStages, p.microbatches, p.schedule.c_str(),
         &p.instructionStage, &phases, &ranks);
   }
+  std::vector<Opcode> opcodes;
+  for (const Instruction &instruction : program.instructions)
+    opcodes.push_back(instruction.opcode);
+  artifact::OpcodeEntries entries = artifact::writeOpcodeEntries(fbb, opcodes);
+  if (foreign.swapped || foreign.relaidOut || foreign.unrecorded ||
+      foreign.extraNumber) {
+    // The entries of the other table: each opcode's name and layout under
+    // the number that table gives it.
+    entries.clear();
+    std::sort(opcodes.begin(), opcodes.end(), [&](Opcode a, Opcode b) {
+      return numberOf(a) < numberOf(b);
+    });
+    opcodes.erase(std::unique(opcodes.begin(), opcodes.end()), opcodes.end());
+    for (Opcode opcode : opcodes) {
+      if (foreign.unrecorded == opcode)
+        continue;
+      const ops::OpInfo &info = ops::opInfo(opcode);
+      uint64_t layout = info.layoutHash;
+      if (foreign.relaidOut == opcode)
+        layout ^= 1;
+      entries.push_back(fb::CreateOpcodeEntry(
+          fbb, static_cast<fb::Opcode>(numberOf(opcode)),
+          fbb.CreateString(info.name), layout));
+    }
+    if (foreign.extraNumber)
+      entries.push_back(fb::CreateOpcodeEntry(
+          fbb, static_cast<fb::Opcode>(*foreign.extraNumber),
+          fbb.CreateString("FutureOp"), 0));
+  }
   auto root = fb::CreateProgramDirect(
       fbb, program.versionMajor, program.versionMinor, program.producer.c_str(),
       model, &buffers, &instructions, program.arenaBytes, program.tokens,
@@ -706,7 +748,7 @@ std::vector<uint8_t> serialize(const Program &program) {
       program.seed, partitioned ? &meshAxes : nullptr,
       partitioned ? &program.meshShape : nullptr,
       groups.empty() ? nullptr : &groups,
-      batchAxes.empty() ? nullptr : &batchAxes, pipeline);
+      batchAxes.empty() ? nullptr : &batchAxes, pipeline, &entries);
   fb::FinishProgramBuffer(fbb, root);
   std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
                              fbb.GetBufferPointer() + fbb.GetSize());

@@ -12,7 +12,9 @@
 #include "moe/Runtime/Program.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace moe::rt::testing {
@@ -156,9 +158,25 @@ uint32_t bufferNamed(const Program &program, const std::string &name);
 /// The index of the `nth` instruction with `opcode`; aborts if none.
 size_t instructionWith(const Program &program, Opcode opcode, size_t nth = 0);
 
+/// How another moec's op table differs from this build's, for writing the
+/// files it would write.
+struct ForeignOpTable {
+  /// Two opcodes whose numbers the other table swaps: their instructions
+  /// carry each other's number, recorded under their own names.
+  std::optional<std::pair<Opcode, Opcode>> swapped;
+  /// An opcode the other table lays out differently (its fingerprint).
+  std::optional<Opcode> relaidOut;
+  /// An opcode left out of the file's record.
+  std::optional<Opcode> unrecorded;
+  /// A number beyond this build's table that the other table has.
+  std::optional<uint16_t> extraNumber;
+};
+
 /// The .moebin bytes of `program`, written with the FlatBuffers builder and
-/// the "MOEB" identifier, exactly as the compiler's writer does.
-std::vector<uint8_t> serialize(const Program &program);
+/// the "MOEB" identifier, exactly as the compiler's writer does (with
+/// `foreign`, as a writer with that op table would).
+std::vector<uint8_t> serialize(const Program &program,
+                               const ForeignOpTable &foreign = {});
 
 /// Seals `bytes` with the checksum trailer of its content: appends one, or
 /// with `sealed`, replaces the one it ends in (for tests that edit a file

@@ -534,29 +534,36 @@ TEST(VerifierTest, ExpertsFp8Recipe) {
   for (Opcode opcode : {Opcode::Experts, Opcode::ExpertsGrad}) {
     SCOPED_TRACE(opcodeName(opcode));
     Program program = makeMoeProgram();
-    instruction(program, opcode).floatAttrs = {2.0f, 128.0f, 0.0f};
+    // The recipe is int attributes [fp8_scaling (an enum), fp8_block,
+    // fp8_dispatch], after the group when there is one.
+    instruction(program, opcode).intAttrs = {2, 128, 0};
     expectValid(program);
-    instruction(program, opcode).floatAttrs = {1.0f, 1.0f, 1.0f};
+    instruction(program, opcode).intAttrs = {1, 1, 1};
     expectValid(program);
     // FP8 on the wire only (targets without FP8 GEMMs).
-    instruction(program, opcode).floatAttrs = {0.0f, 128.0f, 1.0f};
+    instruction(program, opcode).intAttrs = {0, 128, 1};
     expectValid(program);
-    instruction(program, opcode).floatAttrs = {0.0f, 128.0f, 0.0f};
-    expectError(program, {"float attribute 0 (fp8_scaling) must not be 0 "
-                          "(none) without FP8 token dispatch"});
-    instruction(program, opcode).floatAttrs = {4.0f, 128.0f, 0.0f};
-    expectError(program, {"float attribute 0 (fp8_scaling) must be 0 (none), "
-                          "1 (tensorwise), 2 (blockwise) or 3 (delayed), "
+    instruction(program, opcode).intAttrs = {0, 128, 0};
+    expectError(program, {"int attribute 0 (fp8_scaling) must not be none "
+                          "without FP8 token dispatch, found none (0)"});
+    instruction(program, opcode).intAttrs = {4, 128, 0};
+    expectError(program, {"int attribute 0 (fp8_scaling) must be none (0), "
+                          "tensorwise (1), blockwise (2) or delayed (3), "
                           "found 4"});
-    instruction(program, opcode).floatAttrs = {2.0f, 0.5f, 0.0f};
-    expectError(program, {"float attribute 1 (fp8_block) must be a whole "
-                          "number in [1, 65536], found 0.5"});
-    instruction(program, opcode).floatAttrs = {2.0f, 128.0f, 2.0f};
-    expectError(program, {"float attribute 2 (fp8_dispatch) must be 0 or 1 "
-                          "(FP8 token dispatch), found 2"});
-    instruction(program, opcode).floatAttrs = {2.0f, 128.0f};
-    expectError(program, {"expected 3 float attributes [fp8_scaling, "
-                          "fp8_block, fp8_dispatch] or none, found 2"});
+    instruction(program, opcode).intAttrs = {2, 0, 0};
+    expectError(program, {"int attribute 1 (fp8_block) must be in "
+                          "[1, 65536], found 0"});
+    instruction(program, opcode).intAttrs = {2, 128, 2};
+    expectError(program, {"int attribute 2 (fp8_dispatch) must be 0 or 1, "
+                          "found 2"});
+    instruction(program, opcode).intAttrs = {2, 128};
+    expectError(program, {"expected 0 int attributes [] and optionally "
+                          "[group] and optionally [fp8_scaling, fp8_block, "
+                          "fp8_dispatch], found 2"});
+    // A float recipe (before version 3.0) is refused by name.
+    instruction(program, opcode).intAttrs.clear();
+    instruction(program, opcode).floatAttrs = {2.0f, 128.0f, 0.0f};
+    expectError(program, {"expected 0 float attributes [], found 3"});
   }
 }
 
@@ -570,7 +577,7 @@ TEST(VerifierTest, ExpertsFp8AmaxHistory) {
         state ? b.state("experts.fp8_amax_history", shape)
               : b.parameter("experts.fp8_amax_history", shape, Init::Zeros);
     for (Opcode opcode : {Opcode::Experts, Opcode::ExpertsGrad}) {
-      instruction(program, opcode).floatAttrs = {3.0f, 128.0f, 0.0f};
+      instruction(program, opcode).intAttrs = {3, 128, 0};
       instruction(program, opcode).operands.push_back(history);
     }
     b.emit(Opcode::Fp8AmaxUpdate, {history}, {});
@@ -585,11 +592,11 @@ TEST(VerifierTest, ExpertsFp8AmaxHistory) {
               {"(Experts): operand 6 (buffer", "must be an optimizer state"});
 
   Program program = withHistory({4, 9, 4});
-  instruction(program, Opcode::ExpertsGrad).floatAttrs = {1.0f, 128.0f, 0.0f};
+  instruction(program, Opcode::ExpertsGrad).intAttrs = {1, 128, 0};
   expectError(program, {"(ExpertsGrad): operand 7 (an FP8 amax history) needs "
-                        "delayed FP8 scaling (fp8_scaling 3)"});
+                        "delayed FP8 scaling (fp8_scaling delayed)"});
   program = withHistory({4, 9, 4});
-  instruction(program, Opcode::Experts).floatAttrs.clear();
+  instruction(program, Opcode::Experts).intAttrs.clear();
   expectError(program, {"(Experts): operand 6 (an FP8 amax history) needs "
                         "delayed FP8 scaling"});
   program = withHistory({4, 9, 4});

@@ -310,7 +310,8 @@ void checkFp8AmaxHistoryCopies(const ExpertParallelConfig &config,
                              {{"ep"}, {}, {}});
   for (Instruction &inst : program.instructions)
     if (inst.opcode == Opcode::Experts || inst.opcode == Opcode::ExpertsGrad) {
-      inst.floatAttrs = {3.0f, 128.0f, 0.0f};
+      // After the group: delayed scaling, block 128, no FP8 dispatch.
+      inst.intAttrs.insert(inst.intAttrs.end(), {3, 128, 0});
       inst.operands.push_back(history);
     }
   // Ranks that differ only on dp hold copies of the same experts' history.

@@ -9,6 +9,8 @@
 #define MOE_RUNTIME_PROGRAM_H
 
 #include "moe/Runtime/DType.h"
+// The Opcode enum, generated from the op table (Artifact/OpTable.td).
+#include "moe/Runtime/Artifact/Opcode.h"
 
 #include <cstdint>
 #include <string>
@@ -18,7 +20,9 @@ namespace moe::rt {
 
 /// The artifact version this runtime reads (major must match, minor <=).
 /// 2.0 is 1.4 sealed by a checksum trailer (Artifact/Seal.h); 3.0 types
-/// buffers (DType.h: f32, bf16, f16, FP8 E4M3/E5M2, i32, i64).
+/// buffers (DType.h: f32, bf16, f16, FP8 E4M3/E5M2, i32, i64), encodes the
+/// attributes as the op table (Artifact/OpTable.td) defines them and records
+/// that table.
 inline constexpr uint16_t kArtifactVersionMajor = 3;
 inline constexpr uint16_t kArtifactVersionMinor = 0;
 
@@ -41,51 +45,12 @@ enum class BufferKind : uint8_t {
 };
 enum class Init : uint8_t { None = 0, Zeros = 1, Ones = 2, Normal = 3 };
 
-/// Mirrors moe.artifact.Opcode (include/moe/Runtime/Artifact/Program.fbs).
-enum class Opcode : uint16_t {
-  Embedding = 0,
-  EmbeddingGrad,
-  RmsNorm,
-  RmsNormGrad,
-  Linear,
-  LinearGradInput,
-  LinearGradWeight,
-  Rope,
-  RopeGrad,
-  Attention,
-  AttentionGrad,
-  Router,
-  RouterGrad,
-  Experts,
-  ExpertsGrad,
-  Swiglu,
-  SwigluGrad,
-  Add,
-  CrossEntropy,
-  CrossEntropyGrad,
-  AuxLoss,
-  AuxLossGrad,
-  WeightedSum,
-  Constant,
-  GlobalNorm,
-  ClipCoefficient,
-  LearningRate,
-  AdamW,
-  // Collectives over a group of the mesh (version 1.1).
-  AllReduce,
-  AllGather,
-  ReduceScatter,
-  Slice,
-  // Version 1.4.
-  Fp8AmaxUpdate,
-};
-inline constexpr int kNumOpcodes = static_cast<int>(Opcode::Fp8AmaxUpdate) + 1;
 
 /// Mesh axis names: the axes one tensor dimension is split over, or the axes
 /// a group spans (the ranks that differ only on them).
 using AxisList = std::vector<std::string>;
 
-/// The opcode's name as written in the schema ("Linear", "AdamW", ...).
+/// The opcode's name in the op table ("Linear", "AdamW", ...).
 const char *opcodeName(Opcode opcode);
 
 struct Buffer {
@@ -107,6 +72,9 @@ struct Buffer {
   uint64_t sizeInBytes() const { return numElements() * dtypeBytes(dtype); }
 };
 
+/// An instruction as the artifact encodes it: its operands, results and
+/// attributes are laid out as the op table (Artifact/OpTable.td) defines;
+/// code reads them by name through the generated views (Artifact/OpViews.h).
 struct Instruction {
   Opcode opcode = Opcode::Add;
   std::vector<uint32_t> operands;

@@ -20,6 +20,9 @@
 
 #include "VerifierSupport.h"
 
+#include "moe/Runtime/Artifact/ExpertsRecipe.h"
+#include "moe/Runtime/Artifact/OpTable.h"
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -108,10 +111,10 @@ private:
       ranges[b].last = std::max(ranges[b].last, index);
       // Router writes expert ids; gathers and slices of ids (sequence
       // parallelism moves them between ranks) keep what they index.
-      if (instruction.opcode == Opcode::Router && i == 2)
+      if (instruction.opcode == Opcode::Router &&
+          i == ops::RouterView::kIndicesResult)
         expertIdsOf[b] = bufferAt(instruction.operands[0]).shape.back();
-      else if ((instruction.opcode == Opcode::AllGather ||
-                instruction.opcode == Opcode::Slice) &&
+      else if (ops::opInfo(instruction.opcode).results[i].dtypeOf >= 0 &&
                bufferAt(instruction.operands[0]).dtype == DType::I32)
         expertIdsOf[b] = expertIdsOf[instruction.operands[0]];
       else
@@ -122,22 +125,19 @@ private:
 
   absl::Status checkExpertIds(size_t index) {
     const Instruction &instruction = program.instructions[index];
-    size_t idsOperand, weightOperand;
-    if (instruction.opcode == Opcode::Experts) {
-      idsOperand = 2;
-      weightOperand = 3;
-    } else if (instruction.opcode == Opcode::ExpertsGrad) {
-      idsOperand = 3;
-      weightOperand = 4;
-    } else {
+    std::optional<ops::ExpertsRecipe> recipe =
+        ops::expertsRecipeOf(instruction);
+    if (!recipe)
       return absl::OkStatus();
-    }
+    // x, weights, indices, w1: the ids and w1 [E, F, H].
+    size_t idsOperand = recipe->firstOperand + 2;
     uint32_t ids = instruction.operands[idsOperand];
-    int64_t experts = bufferAt(instruction.operands[weightOperand]).shape[0];
+    int64_t experts =
+        bufferAt(instruction.operands[recipe->firstOperand + 3]).shape[0];
     // Expert parallel: the weights are this rank's experts, the ids global
     // (the instruction rules keep the product within int32).
-    if (!instruction.intAttrs.empty())
-      experts *= program.partsOf(program.groups[instruction.intAttrs[0]]);
+    if (recipe->group)
+      experts *= program.partsOf(program.groups[*recipe->group]);
     if (expertIdsOf[ids] != experts)
       return instructionError(
           program, index,
@@ -155,9 +155,10 @@ private:
     const Instruction &instruction = program.instructions[index];
     std::vector<size_t> updated;
     if (instruction.opcode == Opcode::AdamW)
-      updated = {0, 2, 3};
+      updated = {ops::AdamWView::kParamOperand, ops::AdamWView::kExpAvgOperand,
+                 ops::AdamWView::kExpAvgSqOperand};
     else if (instruction.opcode == Opcode::Fp8AmaxUpdate)
-      updated = {0};
+      updated = {ops::Fp8AmaxUpdateView::kHistoryOperand};
     for (size_t i : updated) {
       uint32_t b = instruction.operands[i];
       if (optimizerUser[b] != kNever)
@@ -172,8 +173,8 @@ private:
   }
 
   absl::Status checkGradientNorm() {
-    // The gradient each AdamW applies (operand 1), by buffer.
-    constexpr size_t kGradOperand = 1;
+    // The gradient each AdamW applies, by buffer.
+    constexpr size_t kGradOperand = ops::AdamWView::kGradOperand;
     std::map<uint32_t, size_t> applier;
     for (size_t index = 0; index < program.instructions.size(); ++index) {
       const Instruction &instruction = program.instructions[index];

@@ -7,40 +7,19 @@
 //===----------------------------------------------------------------------===//
 
 #include "moe/Runtime/Program.h"
+#include "moe/Runtime/Artifact/OpTable.h"
 
 #include "absl/strings/str_cat.h"
 
 namespace moe::rt {
 
 const char *opcodeName(Opcode opcode) {
-  // Indexed by the opcode's value; the order is the schema's (Program.fbs).
-  static constexpr const char *kNames[] = {
-      "Embedding",        "EmbeddingGrad",
-      "RmsNorm",          "RmsNormGrad",
-      "Linear",           "LinearGradInput",
-      "LinearGradWeight", "Rope",
-      "RopeGrad",         "Attention",
-      "AttentionGrad",    "Router",
-      "RouterGrad",       "Experts",
-      "ExpertsGrad",      "Swiglu",
-      "SwigluGrad",       "Add",
-      "CrossEntropy",     "CrossEntropyGrad",
-      "AuxLoss",          "AuxLossGrad",
-      "WeightedSum",      "Constant",
-      "GlobalNorm",       "ClipCoefficient",
-      "LearningRate",     "AdamW",
-      "AllReduce",        "AllGather",
-      "ReduceScatter",    "Slice",
-      "Fp8AmaxUpdate",
-  };
-  static_assert(sizeof(kNames) / sizeof(kNames[0]) == kNumOpcodes,
-                "every opcode needs a name");
   auto index = static_cast<size_t>(opcode);
   // An artifact's opcode is only range-checked by the verifier, which itself
   // needs a name for the out-of-range value it reports.
   if (index >= static_cast<size_t>(kNumOpcodes))
     return "<invalid opcode>";
-  return kNames[index];
+  return ops::kOpTable[index].name;
 }
 
 int64_t Buffer::numElements() const {

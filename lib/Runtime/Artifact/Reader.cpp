@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moe/Runtime/Artifact/Reader.h"
+#include "moe/Runtime/Artifact/OpTableCheck.h"
 #include "moe/Runtime/Artifact/Program_generated.h"
 #include "moe/Runtime/Artifact/Seal.h"
 #include "moe/Runtime/IO/File.h"
@@ -124,7 +125,7 @@ absl::Status versionError(const std::string &origin, uint16_t major,
       "artifact '", origin, "' has version ", major, ".", minor,
       ", this runtime supports version ", kArtifactVersionMajor, ".0 to ",
       kArtifactVersionMajor, ".", kArtifactVersionMinor,
-      " (recompile it with this moec)"));
+      " (recompile with this moec)"));
 }
 
 ModelInfo decodeModel(const fb::ModelInfo &model) {
@@ -339,6 +340,9 @@ absl::StatusOr<Program> parseArtifact(const uint8_t *data, size_t size,
   // The full verification covers what readVersion checks, so reaching here
   // means the version was read and accepted above.
   const fb::Program *root = fb::GetProgram(data);
+  if (absl::Status status = artifact::checkOpcodeEntries(*root, origin);
+      !status.ok())
+    return status;
   absl::StatusOr<Program> program = decodeProgram(*root, origin);
   if (!program.ok())
     return program.status();

@@ -1,7 +1,8 @@
 //===- DeviceDispatch.cpp - run one instruction with the CUDA kernels -----===//
 //
-// One case per opcode, as lib/Runtime/Engine/Dispatch.cpp for the CPU; the
-// verifier guarantees the shapes read here. A one-rank program's groups are
+// One run() per opcode, called by the dispatcher generated from the op
+// table, as lib/Runtime/Engine/Dispatch.cpp for the CPU; the verifier
+// guarantees the shapes read here. A one-rank program's groups are
 // groups of one, so collectives are copies and sums over ranks are the
 // rank's own.
 //
@@ -10,6 +11,7 @@
 
 #include "DeviceBuffer.h"
 
+#include "moe/Runtime/Artifact/OpViews.h"
 #include "moe/Runtime/Comm/GroupSums.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Cuda/Kernels.h"
@@ -23,33 +25,13 @@
 namespace moe::rt::cuda {
 namespace {
 
-class Operands {
-public:
-  Operands(const DeviceStep &step, size_t index)
-      : step(step), instruction(step.program.instructions[index]) {}
-  const Buffer &in(size_t i) const { return step.buffer(instruction.operands[i]); }
-  const Buffer &out(size_t i) const { return step.buffer(instruction.results[i]); }
-  float *inF(size_t i) const { return step.f32(instruction.operands[i]); }
-  float *outF(size_t i) const { return step.f32(instruction.results[i]); }
-  int32_t *inI(size_t i) const { return step.i32(instruction.operands[i]); }
-  int32_t *outI(size_t i) const { return step.i32(instruction.results[i]); }
-  int64_t intAttr(size_t i) const { return instruction.intAttrs[i]; }
-  float floatAttr(size_t i) const { return instruction.floatAttrs[i]; }
-  uint32_t operand(size_t i) const { return instruction.operands[i]; }
-  uint32_t result(size_t i) const { return instruction.results[i]; }
-
-  const DeviceStep &step;
-  const Instruction &instruction;
-};
-
 int64_t last(const Buffer &buffer) { return buffer.shape.back(); }
 
 /// The targets of a loss, read back: ids >= V are a data error (as on the
 /// CPU); the count of those in [0, V) divides the mean.
-absl::StatusOr<int64_t> countTargets(const Operands &ops, size_t index,
-                                     size_t operand, int64_t vocab) {
-  absl::StatusOr<std::vector<int32_t>> targets =
-      ops.step.readIds(ops.operand(operand));
+absl::StatusOr<int64_t> countTargets(const DeviceStep &step, size_t index,
+                                     uint32_t operand, int64_t vocab) {
+  absl::StatusOr<std::vector<int32_t>> targets = step.readIds(operand);
   if (!targets.ok())
     return targets.status();
   int64_t count = 0;
@@ -57,81 +39,94 @@ absl::StatusOr<int64_t> countTargets(const Operands &ops, size_t index,
     int32_t id = (*targets)[t];
     if (id >= vocab)
       return absl::InvalidArgumentError(absl::StrCat(
-          describeInstruction(ops.step.program, index), ": target id ", id, " at ",
-          describeIdPosition(ops.in(operand), static_cast<int64_t>(t)),
+          describeInstruction(step.program, index), ": target id ", id, " at ",
+          describeIdPosition(step.buffer(operand), static_cast<int64_t>(t)),
           " is outside the vocabulary [0, ", vocab, ")"));
     count += id >= 0;
   }
   return count;
 }
 
-/// The MPI group a loss's tokens are split over (its int attribute after
-/// the `fixed` ones), or null when they are all on this rank.
-comm::Group *tokenGroup(const Operands &ops, size_t fixed) {
-  const std::vector<int64_t> &ints = ops.instruction.intAttrs;
-  return ints.size() > fixed ? ops.step.mpiGroup(ints[fixed]) : nullptr;
+/// The MPI group a loss's tokens are split over, or null when they are all
+/// on this rank.
+comm::Group *tokenGroup(const DeviceStep &step, std::optional<int64_t> group) {
+  return group ? step.mpiGroup(*group) : nullptr;
 }
 
-absl::Status embedding(const Operands &ops, size_t index) {
-  int64_t vocab = ops.in(1).shape[0], hidden = ops.in(1).shape[1];
-  int64_t T = ops.in(0).numElements();
-  MOE_DEVICE_BUFFER(int64_t, firstBad, 1, ops.step.stream);
-  MOE_CUDA_TRY(embeddingForward(ops.inI(0), ops.inF(1), ops.outF(0), T, vocab,
-                                hidden, firstBad.get(), ops.step.stream));
+absl::Status embedding(const DeviceStep &step, size_t index,
+                       const ops::EmbeddingView &op) {
+  const Buffer &table = step.buffer(op.table());
+  int64_t vocab = table.shape[0], hidden = table.shape[1];
+  int64_t T = step.buffer(op.tokens()).numElements();
+  MOE_DEVICE_BUFFER(int64_t, firstBad, 1, step.stream);
+  MOE_CUDA_TRY(embeddingForward(step.i32(op.tokens()), step.f32(op.table()),
+                                step.f32(op.y()), T, vocab, hidden,
+                                firstBad.get(), step.stream));
   int64_t bad = -1;
-  MOE_CUDA_TRY(ops.step.read(firstBad.get(), 1, &bad));
+  MOE_CUDA_TRY(step.read(firstBad.get(), 1, &bad));
   if (bad < 0)
     return absl::OkStatus();
   int32_t id = 0;
-  MOE_CUDA_TRY(ops.step.read(ops.inI(0) + bad, 1, &id));
+  MOE_CUDA_TRY(step.read(step.i32(op.tokens()) + bad, 1, &id));
   return absl::InvalidArgumentError(absl::StrCat(
-      describeInstruction(ops.step.program, index), ": token id ", id, " at ",
-      describeIdPosition(ops.in(0), bad), " is outside the embedding table [0, ",
-      vocab, ")"));
+      describeInstruction(step.program, index), ": token id ", id, " at ",
+      describeIdPosition(step.buffer(op.tokens()), bad),
+      " is outside the embedding table [0, ", vocab, ")"));
 }
 
-absl::Status crossEntropy(const Operands &ops, size_t index) {
-  int64_t vocab = last(ops.in(0)), T = rowsOf(ops.in(0));
-  absl::StatusOr<int64_t> count = countTargets(ops, index, 1, vocab);
+absl::Status crossEntropy(const DeviceStep &step, size_t index,
+                          const ops::CrossEntropyView &op) {
+  const Buffer &logits = step.buffer(op.logits());
+  int64_t vocab = last(logits), T = rowsOf(logits);
+  absl::StatusOr<int64_t> count = countTargets(step, index, op.targets(), vocab);
   if (!count.ok())
     return count.status();
-  MOE_DEVICE_BUFFER(double, sum, 1, ops.step.stream);
-  MOE_DEVICE_BUFFER(unsigned long long, counted, 1, ops.step.stream);
-  MOE_CUDA_OK(cudaMemsetAsync(sum.get(), 0, sizeof(double), ops.step.stream));
+  MOE_DEVICE_BUFFER(double, sum, 1, step.stream);
+  MOE_DEVICE_BUFFER(unsigned long long, counted, 1, step.stream);
+  MOE_CUDA_OK(cudaMemsetAsync(sum.get(), 0, sizeof(double), step.stream));
   MOE_CUDA_OK(cudaMemsetAsync(counted.get(), 0, sizeof(unsigned long long),
-                              ops.step.stream));
-  MOE_CUDA_TRY(crossEntropySums(ops.inF(0), ops.inI(1), T, vocab, sum.get(),
-                                counted.get(), ops.step.stream));
+                              step.stream));
+  MOE_CUDA_TRY(crossEntropySums(step.f32(op.logits()), step.i32(op.targets()),
+                                T, vocab, sum.get(), counted.get(),
+                                step.stream));
   cpu::CrossEntropySums sums;
-  MOE_CUDA_TRY(ops.step.read(sum.get(), 1, &sums.sum));
+  MOE_CUDA_TRY(step.read(sum.get(), 1, &sums.sum));
   sums.count = *count;
   // The mean over every rank's tokens: sums and counts add up first.
-  if (comm::Group *group = tokenGroup(ops, 0))
+  if (comm::Group *group = tokenGroup(step, op.group()))
     MOE_CUDA_TRY(comm::sumOverGroup(*group, absl::MakeSpan(&sums.sum, 1),
                                     absl::MakeSpan(&sums.count, 1)));
-  return ops.step.writeScalar(ops.result(0), cpu::crossEntropyMean(sums));
+  return step.writeScalar(op.loss(), cpu::crossEntropyMean(sums));
 }
 
-absl::Status crossEntropyGrad(const Operands &ops, size_t index) {
-  int64_t vocab = last(ops.in(1)), T = rowsOf(ops.in(1));
-  absl::StatusOr<int64_t> count = countTargets(ops, index, 2, vocab);
+absl::Status crossEntropyGrad(const DeviceStep &step, size_t index,
+                              const ops::CrossEntropyGradView &op) {
+  const Buffer &logits = step.buffer(op.logits());
+  int64_t vocab = last(logits), T = rowsOf(logits);
+  absl::StatusOr<int64_t> count = countTargets(step, index, op.targets(), vocab);
   if (!count.ok())
     return count.status();
   int64_t total = *count;
-  if (comm::Group *group = tokenGroup(ops, 0))
+  if (comm::Group *group = tokenGroup(step, op.group()))
     MOE_CUDA_TRY(comm::sumOverGroup(*group, {}, absl::MakeSpan(&total, 1)));
-  absl::StatusOr<float> dloss = ops.step.readScalar(ops.operand(0));
+  absl::StatusOr<float> dloss = step.readScalar(op.dloss());
   if (!dloss.ok())
     return dloss.status();
-  return crossEntropyBackward(*dloss, ops.inF(1), ops.inI(2), ops.outF(0), T,
-                              vocab, total, ops.step.stream);
+  return crossEntropyBackward(*dloss, step.f32(op.logits()),
+                              step.i32(op.targets()), step.f32(op.dlogits()), T,
+                              vocab, total, step.stream);
 }
 
-absl::Status auxLoss(const Operands &ops, bool forward) {
-  const Buffer &probs = ops.in(forward ? 0 : 1);
-  const float *p = ops.inF(forward ? 0 : 1);
-  int64_t T = rowsOf(probs), E = last(probs), topK = ops.intAttr(0);
-  cudaStream_t stream = ops.step.stream;
+/// AuxLoss (no dloss: the loss into `out`) and AuxLossGrad (dprobs into
+/// `out`).
+absl::Status auxLoss(const DeviceStep &step, uint32_t probsBuffer, int64_t topK,
+                     std::optional<int64_t> groupIndex,
+                     std::optional<uint32_t> dlossBuffer, uint32_t out) {
+  bool forward = !dlossBuffer;
+  const Buffer &probs = step.buffer(probsBuffer);
+  const float *p = step.f32(probsBuffer);
+  int64_t T = rowsOf(probs), E = last(probs);
+  cudaStream_t stream = step.stream;
   MOE_DEVICE_BUFFER(unsigned long long, count, E, stream);
   MOE_DEVICE_BUFFER(double, probSum, E, stream);
   MOE_CUDA_TRY(auxLossStatistics(p, T, E, topK, count.get(), probSum.get(),
@@ -139,13 +134,13 @@ absl::Status auxLoss(const Operands &ops, bool forward) {
   cpu::AuxLossStatistics stats;
   std::vector<unsigned long long> counts(E);
   stats.probSum.resize(E);
-  MOE_CUDA_TRY(ops.step.read(count.get(), E, counts.data()));
-  MOE_CUDA_TRY(ops.step.read(probSum.get(), E, stats.probSum.data()));
+  MOE_CUDA_TRY(step.read(count.get(), E, counts.data()));
+  MOE_CUDA_TRY(step.read(probSum.get(), E, stats.probSum.data()));
   stats.count.assign(counts.begin(), counts.end());
   stats.tokens = T;
   // Expert loads, probability sums and token counts over every rank's
   // tokens (the token count rides after the loads), as on the CPU.
-  comm::Group *group = tokenGroup(ops, 1);
+  comm::Group *group = tokenGroup(step, groupIndex);
   if (group) {
     stats.count.push_back(stats.tokens);
     MOE_CUDA_TRY(comm::sumOverGroup(*group, absl::MakeSpan(stats.probSum),
@@ -154,9 +149,8 @@ absl::Status auxLoss(const Operands &ops, bool forward) {
     stats.count.pop_back();
   }
   if (forward)
-    return ops.step.writeScalar(ops.result(0),
-                                cpu::auxLossFromStatistics(stats));
-  absl::StatusOr<float> dloss = ops.step.readScalar(ops.operand(0));
+    return step.writeScalar(out, cpu::auxLossFromStatistics(stats));
+  absl::StatusOr<float> dloss = step.readScalar(*dlossBuffer);
   if (!dloss.ok())
     return dloss.status();
   if (group) {
@@ -166,45 +160,47 @@ absl::Status auxLoss(const Operands &ops, bool forward) {
                                 cudaMemcpyHostToDevice, stream));
     MOE_CUDA_OK(cudaStreamSynchronize(stream));
   }
-  return auxLossBackward(*dloss, count.get(), stats.tokens, ops.outF(0), T, E,
-                         stream);
+  return auxLossBackward(*dloss, count.get(), stats.tokens, step.f32(out), T,
+                         E, stream);
 }
 
-absl::Status globalNorm(const Operands &ops) {
-  size_t n = ops.instruction.operands.size();
-  MOE_DEVICE_BUFFER(double, squares, n, ops.step.stream);
-  MOE_CUDA_OK(cudaMemsetAsync(squares.get(), 0, n * sizeof(double),
-                              ops.step.stream));
+absl::Status globalNorm(const DeviceStep &step, const ops::GlobalNormView &op) {
+  const std::vector<uint32_t> &grads = op.grads();
+  size_t n = grads.size();
+  MOE_DEVICE_BUFFER(double, squares, n, step.stream);
+  MOE_CUDA_OK(
+      cudaMemsetAsync(squares.get(), 0, n * sizeof(double), step.stream));
   for (size_t i = 0; i < n; ++i)
-    MOE_CUDA_TRY(sumOfSquares(ops.inF(i), ops.in(i).numElements(),
-                              squares.get() + i, ops.step.stream));
+    MOE_CUDA_TRY(sumOfSquares(step.f32(grads[i]),
+                              step.buffer(grads[i]).numElements(),
+                              squares.get() + i, step.stream));
   std::vector<double> host(n);
-  MOE_CUDA_TRY(ops.step.read(squares.get(), static_cast<int64_t>(n),
-                             host.data()));
-  // Operands split over a group (int attribute i, -1: none) sum their
-  // squares over it, as on the CPU; one rank has groups of one.
-  if (ops.step.groups)
+  MOE_CUDA_TRY(
+      step.read(squares.get(), static_cast<int64_t>(n), host.data()));
+  // Operands split over a group (-1: none) sum their squares over it, as
+  // on the CPU; one rank has groups of one.
+  if (step.groups)
     MOE_CUDA_TRY(comm::sumEachOverItsGroup(
-        absl::MakeSpan(host), ops.instruction.intAttrs,
-        [&](int64_t g) -> comm::Group & { return *ops.step.mpiGroup(g); }));
+        absl::MakeSpan(host), op.groups(),
+        [&](int64_t g) -> comm::Group & { return *step.mpiGroup(g); }));
   // Added in operand order, as on the CPU.
   double sum = 0.0;
   for (double square : host)
     sum += square;
-  return ops.step.writeScalar(ops.result(0),
-                              static_cast<float>(std::sqrt(sum)));
+  return step.writeScalar(op.norm(), static_cast<float>(std::sqrt(sum)));
 }
 
-absl::Status adamwUpdate(const Operands &ops) {
-  absl::StatusOr<float> lr = ops.step.readScalar(ops.operand(4));
+absl::Status adamwUpdate(const DeviceStep &step, const ops::AdamWView &op) {
+  absl::StatusOr<float> lr = step.readScalar(op.lr());
   if (!lr.ok())
     return lr.status();
-  int32_t step = 0;
-  MOE_CUDA_TRY(ops.step.read(ops.inI(6), 1, &step));
-  return adamw(ops.inF(0), ops.inF(1), ops.inF(5), ops.inF(2), ops.inF(3),
-               ops.in(0).numElements(), *lr, ops.floatAttr(0),
-               ops.floatAttr(1), ops.floatAttr(2), ops.floatAttr(3), step,
-               ops.step.stream);
+  int32_t at = 0;
+  MOE_CUDA_TRY(step.read(step.i32(op.step()), 1, &at));
+  return adamw(step.f32(op.param()), step.f32(op.grad()),
+               step.f32(op.gradScale()), step.f32(op.expAvg()),
+               step.f32(op.expAvgSq()), step.buffer(op.param()).numElements(),
+               *lr, op.beta1(), op.beta2(), op.eps(), op.weightDecay(), at,
+               step.stream);
 }
 
 /// A tensor's blocks around dimension `dim` of one rank's block `shape`:
@@ -223,13 +219,17 @@ Blocks blocksAround(const std::vector<int64_t> &shape, int64_t dim) {
 /// group; on one rank (a group of one) the result is the operand. The NCCL
 /// calls go on the communication stream; reductions finish there while the
 /// step goes on, until their first reader (CommStream.h).
-absl::Status collective(const Operands &ops, size_t index) {
-  cudaStream_t stream = ops.step.stream;
-  const Buffer &in = ops.in(0), &out = ops.out(0);
-  void *x = ops.step.pointers[ops.operand(0)];
-  void *y = ops.step.pointers[ops.result(0)];
-  NcclGroup *group = ops.step.ncclGroup(ops.intAttr(0));
-  CommStream *comm = ops.step.comm;
+enum class CollectiveKind { AllReduce, AllGather, ReduceScatter, Slice };
+
+absl::Status collective(const DeviceStep &step, size_t index,
+                        CollectiveKind kind, uint32_t xBuffer, uint32_t yBuffer,
+                        int64_t groupIndex, int64_t dim) {
+  cudaStream_t stream = step.stream;
+  const Buffer &in = step.buffer(xBuffer), &out = step.buffer(yBuffer);
+  void *x = step.pointers[xBuffer];
+  void *y = step.pointers[yBuffer];
+  NcclGroup *group = step.ncclGroup(groupIndex);
+  CommStream *comm = step.comm;
   if (!group || !comm || group->size() == 1) {
     if (x != y)
       MOE_CUDA_OK(cudaMemcpyAsync(y, x, out.sizeInBytes(),
@@ -238,7 +238,7 @@ absl::Status collective(const Operands &ops, size_t index) {
   }
   if (in.numElements() == 0 || out.numElements() == 0)
     return absl::OkStatus();
-  if (ops.instruction.opcode == Opcode::AllReduce) {
+  if (kind == CollectiveKind::AllReduce) {
     // In place on the result, whose memory is the collective's from here on.
     if (x != y)
       MOE_CUDA_OK(cudaMemcpyAsync(y, x, out.sizeInBytes(),
@@ -250,12 +250,12 @@ absl::Status collective(const Operands &ops, size_t index) {
                      });
   }
   int64_t parts = group->size();
-  bool gather = ops.instruction.opcode == Opcode::AllGather;
+  bool gather = kind == CollectiveKind::AllGather;
   // The block of one rank: a gather's operand, a scatter's or slice's result.
-  Blocks blocks = blocksAround(gather ? in.shape : out.shape, ops.intAttr(1));
+  Blocks blocks = blocksAround(gather ? in.shape : out.shape, dim);
   int64_t block = blocks.outer * blocks.chunk;
-  switch (ops.instruction.opcode) {
-  case Opcode::AllGather: {
+  switch (kind) {
+  case CollectiveKind::AllGather: {
     int64_t bytes = block * 4;
     if (blocks.outer == 1)
       return comm->runNow(stream, [&](cudaStream_t on) {
@@ -268,7 +268,7 @@ absl::Status collective(const Operands &ops, size_t index) {
     return interleaveBlocks(pack.get(), y, blocks.outer, parts, blocks.chunk,
                             /*pack=*/false, stream);
   }
-  case Opcode::ReduceScatter: {
+  case CollectiveKind::ReduceScatter: {
     // A private copy of the input (packed around the dimension), which the
     // arena may reuse before the communication stream reads it; freed there.
     MOE_DEVICE_BUFFER(float, copy, parts * block, stream);
@@ -287,7 +287,7 @@ absl::Status collective(const Operands &ops, size_t index) {
                        return status;
                      });
   }
-  case Opcode::Slice: {
+  case CollectiveKind::Slice: {
     // This rank's block: chunk `rank` of every outer row, no communication.
     size_t chunkBytes = static_cast<size_t>(blocks.chunk) * 4;
     MOE_CUDA_OK(cudaMemcpy2DAsync(
@@ -297,29 +297,29 @@ absl::Status collective(const Operands &ops, size_t index) {
         cudaMemcpyDeviceToDevice, stream));
     return absl::OkStatus();
   }
-  default:
-    return absl::InternalError("not a collective");
+  case CollectiveKind::AllReduce:
+    break;
   }
+  return absl::InternalError("not a collective");
 }
 
 /// Ends the step of an amax history: this step's amaxes (slot 0 of every
 /// row) become their maximum over the ranks holding copies, then every row
 /// moves on.
-absl::Status fp8AmaxUpdate(const Operands &ops) {
-  cudaStream_t stream = ops.step.stream;
-  const Buffer &history = ops.in(0);
+absl::Status fp8AmaxUpdate(const DeviceStep &step,
+                           const ops::Fp8AmaxUpdateView &op) {
+  cudaStream_t stream = step.stream;
+  const Buffer &history = step.buffer(op.history());
   int64_t length = history.shape[2], rows = history.numElements() / length;
-  float *data = ops.inF(0);
-  NcclGroup *group = ops.instruction.intAttrs.empty()
-                         ? nullptr
-                         : ops.step.ncclGroup(ops.intAttr(0));
-  if (group && ops.step.comm && group->size() > 1) {
+  float *data = step.f32(op.history());
+  NcclGroup *group = op.group() ? step.ncclGroup(*op.group()) : nullptr;
+  if (group && step.comm && group->size() > 1) {
     MOE_DEVICE_BUFFER(float, current, rows, stream);
     size_t pitch = static_cast<size_t>(length) * sizeof(float);
     MOE_CUDA_OK(cudaMemcpy2DAsync(current.get(), sizeof(float), data, pitch,
                                   sizeof(float), rows,
                                   cudaMemcpyDeviceToDevice, stream));
-    MOE_CUDA_TRY(ops.step.comm->runNow(stream, [&](cudaStream_t on) {
+    MOE_CUDA_TRY(step.comm->runNow(stream, [&](cudaStream_t on) {
       return group->allReduceMax(current.get(), rows, on);
     }));
     MOE_CUDA_OK(cudaMemcpy2DAsync(data, pitch, current.get(), sizeof(float),
@@ -329,153 +329,212 @@ absl::Status fp8AmaxUpdate(const Operands &ops) {
   return rollAmaxHistories(data, rows, length, stream);
 }
 
-absl::Status runKernel(const DeviceStep &step, size_t index) {
-  Operands ops(step, index);
-  cudaStream_t stream = step.stream;
-  switch (ops.instruction.opcode) {
-  case Opcode::Embedding:
-    return embedding(ops, index);
-  case Opcode::EmbeddingGrad:
-    return embeddingBackward(ops.inF(0), ops.inI(1), ops.outF(0),
-                             ops.in(1).numElements(), ops.out(0).shape[0],
-                             ops.out(0).shape[1], stream);
-  case Opcode::RmsNorm:
-    return rmsNormForward(ops.inF(0), ops.inF(1), ops.outF(0), rowsOf(ops.in(0)),
-                          last(ops.in(0)), ops.floatAttr(0), stream);
-  case Opcode::RmsNormGrad:
-    return rmsNormBackward(ops.inF(0), ops.inF(1), ops.inF(2), ops.outF(0),
-                           ops.outF(1), rowsOf(ops.in(0)), last(ops.in(0)),
-                           ops.floatAttr(0), stream);
-  case Opcode::Linear: {
+/// The CUDA backend of ops::dispatch: one run() per opcode.
+class DeviceKernels {
+public:
+  DeviceKernels(const DeviceStep &step, size_t index)
+      : step(step), index(index), stream(step.stream) {}
+
+  absl::Status run(const ops::EmbeddingView &op) {
+    return embedding(step, index, op);
+  }
+  absl::Status run(const ops::EmbeddingGradView &op) {
+    const Buffer &dtable = in(op.dtable());
+    return embeddingBackward(f32(op.dy()), i32(op.tokens()), f32(op.dtable()),
+                             in(op.tokens()).numElements(), dtable.shape[0],
+                             dtable.shape[1], stream);
+  }
+  absl::Status run(const ops::RmsNormView &op) {
+    return rmsNormForward(f32(op.x()), f32(op.w()), f32(op.y()),
+                          rowsOf(in(op.x())), last(in(op.x())), op.eps(),
+                          stream);
+  }
+  absl::Status run(const ops::RmsNormGradView &op) {
+    return rmsNormBackward(f32(op.dy()), f32(op.x()), f32(op.w()),
+                           f32(op.dx()), f32(op.dw()), rowsOf(in(op.dy())),
+                           last(in(op.dy())), op.eps(), stream);
+  }
+  absl::Status run(const ops::LinearView &op) {
     // y[T, N] = x[T, K] w[N, K]^T.
-    int64_t T = rowsOf(ops.in(0)), K = last(ops.in(0)), N = ops.in(1).shape[0];
+    int64_t T = rowsOf(in(op.x())), K = last(in(op.x())),
+            N = in(op.w()).shape[0];
     GemmSpec spec;
     spec.transB = true;
     spec.m = T, spec.n = N, spec.k = K, spec.lda = K, spec.ldb = K, spec.ldc = N;
-    return step.bf16Gemm(spec, ops.inF(0), T * K, ops.inF(1), N * K, 0.0f,
-                         ops.outF(0));
+    return step.bf16Gemm(spec, f32(op.x()), T * K, f32(op.w()), N * K, 0.0f,
+                         f32(op.y()));
   }
-  case Opcode::LinearGradInput: {
+  absl::Status run(const ops::LinearGradInputView &op) {
     // dx[T, K] = dy[T, N] w[N, K].
-    int64_t T = rowsOf(ops.in(0)), N = last(ops.in(0)), K = ops.in(1).shape[1];
+    int64_t T = rowsOf(in(op.dy())), N = last(in(op.dy())),
+            K = in(op.w()).shape[1];
     GemmSpec spec;
     spec.m = T, spec.n = K, spec.k = N, spec.lda = N, spec.ldb = K, spec.ldc = K;
-    return step.bf16Gemm(spec, ops.inF(0), T * N, ops.inF(1), N * K, 0.0f,
-                         ops.outF(0));
+    return step.bf16Gemm(spec, f32(op.dy()), T * N, f32(op.w()), N * K, 0.0f,
+                         f32(op.dx()));
   }
-  case Opcode::LinearGradWeight: {
+  absl::Status run(const ops::LinearGradWeightView &op) {
     // dw[N, K] = dy[T, N]^T x[T, K].
-    int64_t T = rowsOf(ops.in(0)), N = last(ops.in(0)), K = last(ops.in(1));
+    int64_t T = rowsOf(in(op.dy())), N = last(in(op.dy())),
+            K = last(in(op.x()));
     GemmSpec spec;
     spec.transA = true;
     spec.m = N, spec.n = K, spec.k = T, spec.lda = N, spec.ldb = K, spec.ldc = K;
-    return step.bf16Gemm(spec, ops.inF(0), T * N, ops.inF(1), T * K, 0.0f,
-                         ops.outF(0));
+    return step.bf16Gemm(spec, f32(op.dy()), T * N, f32(op.x()), T * K, 0.0f,
+                         f32(op.dw()));
   }
-  case Opcode::Rope:
-  case Opcode::RopeGrad: {
-    const std::vector<int64_t> &shape = ops.in(0).shape;
-    int64_t heads = ops.intAttr(0);
-    auto kernel = ops.instruction.opcode == Opcode::Rope ? ropeForward
-                                                         : ropeBackward;
-    return kernel(ops.inF(0), ops.outF(0), shape[0], shape[1], heads,
-                  shape[2] / heads, ops.floatAttr(0), stream);
+  absl::Status run(const ops::RopeView &op) {
+    return rope(ropeForward, op.x(), op.y(), op.heads(), op.theta());
   }
-  case Opcode::Attention: {
-    const std::vector<int64_t> &q = ops.in(0).shape;
-    int64_t heads = ops.intAttr(0);
-    return attentionForward(ops.inF(0), ops.inF(1), ops.inF(2), ops.outF(0),
-                            ops.outF(1), q[0], q[1], heads, ops.intAttr(1),
-                            q[2] / heads, stream);
+  absl::Status run(const ops::RopeGradView &op) {
+    return rope(ropeBackward, op.dy(), op.dx(), op.heads(), op.theta());
   }
-  case Opcode::AttentionGrad: {
-    const std::vector<int64_t> &q = ops.in(1).shape;
-    int64_t heads = ops.intAttr(0);
+  absl::Status run(const ops::AttentionView &op) {
+    const std::vector<int64_t> &q = in(op.q()).shape;
+    int64_t heads = op.heads();
+    return attentionForward(f32(op.q()), f32(op.k()), f32(op.v()),
+                            f32(op.out()), f32(op.lse()), q[0], q[1], heads,
+                            op.kvHeads(), q[2] / heads, stream);
+  }
+  absl::Status run(const ops::AttentionGradView &op) {
+    const std::vector<int64_t> &q = in(op.q()).shape;
+    int64_t heads = op.heads();
     MOE_DEVICE_BUFFER(float, workspace,
                       attentionBackwardWorkspaceBytes(q[0], q[1], heads) /
                           sizeof(float),
                       stream);
-    return attentionBackward(ops.inF(0), ops.inF(1), ops.inF(2), ops.inF(3),
-                             ops.inF(4), ops.inF(5), ops.outF(0), ops.outF(1),
-                             ops.outF(2), q[0], q[1], heads, ops.intAttr(1),
-                             q[2] / heads, workspace.get(), stream);
+    return attentionBackward(f32(op.dout()), f32(op.q()), f32(op.k()),
+                             f32(op.v()), f32(op.out()), f32(op.lse()),
+                             f32(op.dq()), f32(op.dk()), f32(op.dv()), q[0],
+                             q[1], heads, op.kvHeads(), q[2] / heads,
+                             workspace.get(), stream);
   }
-  case Opcode::Router:
-    return routerForward(ops.inF(0), ops.outF(0), ops.outF(1), ops.outI(2),
-                         rowsOf(ops.in(0)), last(ops.in(0)), ops.intAttr(0),
-                         ops.floatAttr(0), stream);
-  case Opcode::RouterGrad: {
-    const float *dprobs =
-        ops.instruction.operands.size() == 3 ? ops.inF(2) : nullptr;
-    return routerBackward(ops.inF(0), dprobs, ops.inF(1), ops.outF(0),
-                          rowsOf(ops.in(1)), last(ops.in(1)), ops.intAttr(0),
-                          stream);
+  absl::Status run(const ops::RouterView &op) {
+    return routerForward(f32(op.logits()), f32(op.probs()), f32(op.weights()),
+                         i32(op.indices()), rowsOf(in(op.logits())),
+                         last(in(op.logits())), op.topK(), op.capacityFactor(),
+                         stream);
   }
-  case Opcode::Experts:
+  absl::Status run(const ops::RouterGradView &op) {
+    std::optional<uint32_t> dprobs = op.dprobs();
+    return routerBackward(f32(op.dweights()), dprobs ? f32(*dprobs) : nullptr,
+                          f32(op.probs()), f32(op.dlogits()),
+                          rowsOf(in(op.probs())), last(in(op.probs())),
+                          op.topK(), stream);
+  }
+  absl::Status run(const ops::ExpertsView &) {
     return runExpertsForward(step, index);
-  case Opcode::ExpertsGrad:
+  }
+  absl::Status run(const ops::ExpertsGradView &) {
     return runExpertsBackward(step, index);
-  case Opcode::Swiglu:
-    return swigluForward(ops.inF(0), ops.inF(1), ops.outF(0),
-                         ops.in(0).numElements(), stream);
-  case Opcode::SwigluGrad:
-    return swigluBackward(ops.inF(0), ops.inF(1), ops.inF(2), ops.outF(0),
-                          ops.outF(1), ops.in(0).numElements(), stream);
-  case Opcode::Add:
-    return add(ops.inF(0), ops.inF(1), ops.outF(0), ops.in(0).numElements(),
+  }
+  absl::Status run(const ops::SwigluView &op) {
+    return swigluForward(f32(op.gate()), f32(op.up()), f32(op.y()),
+                         in(op.gate()).numElements(), stream);
+  }
+  absl::Status run(const ops::SwigluGradView &op) {
+    return swigluBackward(f32(op.dy()), f32(op.gate()), f32(op.up()),
+                          f32(op.dgate()), f32(op.dup()),
+                          in(op.dy()).numElements(), stream);
+  }
+  absl::Status run(const ops::AddView &op) {
+    return add(f32(op.a()), f32(op.b()), f32(op.y()), in(op.a()).numElements(),
                stream);
-  case Opcode::CrossEntropy:
-    return crossEntropy(ops, index);
-  case Opcode::CrossEntropyGrad:
-    return crossEntropyGrad(ops, index);
-  case Opcode::AuxLoss:
-  case Opcode::AuxLossGrad:
-    return auxLoss(ops, ops.instruction.opcode == Opcode::AuxLoss);
-  case Opcode::WeightedSum: {
+  }
+  absl::Status run(const ops::CrossEntropyView &op) {
+    return crossEntropy(step, index, op);
+  }
+  absl::Status run(const ops::CrossEntropyGradView &op) {
+    return crossEntropyGrad(step, index, op);
+  }
+  absl::Status run(const ops::AuxLossView &op) {
+    return auxLoss(step, op.probs(), op.topK(), op.group(), std::nullopt,
+                   op.loss());
+  }
+  absl::Status run(const ops::AuxLossGradView &op) {
+    return auxLoss(step, op.probs(), op.topK(), op.group(), op.dloss(),
+                   op.dprobs());
+  }
+  absl::Status run(const ops::WeightedSumView &op) {
     double sum = 0.0;
-    for (size_t i = 0; i < ops.instruction.operands.size(); ++i) {
-      absl::StatusOr<float> value = step.readScalar(ops.operand(i));
+    const std::vector<uint32_t> &scalars = op.scalars();
+    for (size_t i = 0; i < scalars.size(); ++i) {
+      absl::StatusOr<float> value = step.readScalar(scalars[i]);
       if (!value.ok())
         return value.status();
-      sum += static_cast<double>(ops.floatAttr(i)) * *value;
+      sum += static_cast<double>(op.coefficients()[i]) * *value;
     }
-    return step.writeScalar(ops.result(0), static_cast<float>(sum));
+    return step.writeScalar(op.sum(), static_cast<float>(sum));
   }
-  case Opcode::Constant:
-    return fill(ops.outF(0), ops.floatAttr(0), ops.out(0).numElements(),
-                stream);
-  case Opcode::GlobalNorm:
-    return globalNorm(ops);
-  case Opcode::ClipCoefficient: {
+  absl::Status run(const ops::ConstantView &op) {
+    return fill(f32(op.y()), op.value(), in(op.y()).numElements(), stream);
+  }
+  absl::Status run(const ops::GlobalNormView &op) {
+    return globalNorm(step, op);
+  }
+  absl::Status run(const ops::ClipCoefficientView &op) {
     // PyTorch clip_grad_norm_, as on the CPU.
-    absl::StatusOr<float> norm = step.readScalar(ops.operand(0));
+    absl::StatusOr<float> norm = step.readScalar(op.norm());
     if (!norm.ok())
       return norm.status();
-    float maxNorm = ops.floatAttr(0), coefficient = 1.0f;
+    float maxNorm = op.maxNorm(), coefficient = 1.0f;
     if (maxNorm > 0)
       coefficient = std::min(1.0f, maxNorm / (*norm + 1e-6f));
-    return step.writeScalar(ops.result(0), coefficient);
+    return step.writeScalar(op.coef(), coefficient);
   }
-  case Opcode::LearningRate: {
+  absl::Status run(const ops::LearningRateView &op) {
     int32_t at = 0;
-    MOE_CUDA_TRY(step.read(ops.inI(0), 1, &at));
-    return step.writeScalar(
-        ops.result(0), cpu::learningRate(at, ops.floatAttr(0), ops.floatAttr(1),
-                                         ops.intAttr(0), ops.intAttr(1)));
+    MOE_CUDA_TRY(step.read(i32(op.step()), 1, &at));
+    return step.writeScalar(op.lr(),
+                            cpu::learningRate(at, op.peak(), op.min(),
+                                              op.warmup(), op.decay()));
   }
-  case Opcode::AdamW:
-    return adamwUpdate(ops);
-  case Opcode::AllReduce:
-  case Opcode::AllGather:
-  case Opcode::ReduceScatter:
-  case Opcode::Slice:
-    return collective(ops, index);
-  case Opcode::Fp8AmaxUpdate:
-    return fp8AmaxUpdate(ops);
+  absl::Status run(const ops::AdamWView &op) { return adamwUpdate(step, op); }
+  absl::Status run(const ops::AllReduceView &op) {
+    return collective(step, index, CollectiveKind::AllReduce, op.x(), op.y(),
+                      op.group(), 0);
   }
-  return absl::UnimplementedError(
-      absl::StrCat(describeInstruction(step.program, index),
-                   ": unknown opcode"));
+  absl::Status run(const ops::AllGatherView &op) {
+    return collective(step, index, CollectiveKind::AllGather, op.x(), op.y(),
+                      op.group(), op.dim());
+  }
+  absl::Status run(const ops::ReduceScatterView &op) {
+    return collective(step, index, CollectiveKind::ReduceScatter, op.x(),
+                      op.y(), op.group(), op.dim());
+  }
+  absl::Status run(const ops::SliceView &op) {
+    return collective(step, index, CollectiveKind::Slice, op.x(), op.y(),
+                      op.group(), op.dim());
+  }
+  absl::Status run(const ops::Fp8AmaxUpdateView &op) {
+    return fp8AmaxUpdate(step, op);
+  }
+  absl::Status unknownOpcode(const Instruction &) {
+    return absl::UnimplementedError(absl::StrCat(
+        describeInstruction(step.program, index), ": unknown opcode"));
+  }
+
+private:
+  const Buffer &in(uint32_t b) const { return step.buffer(b); }
+  float *f32(uint32_t b) const { return step.f32(b); }
+  int32_t *i32(uint32_t b) const { return step.i32(b); }
+
+  template <class Kernel>
+  absl::Status rope(Kernel kernel, uint32_t x, uint32_t y, int64_t heads,
+                    float theta) {
+    const std::vector<int64_t> &shape = in(x).shape;
+    return kernel(f32(x), f32(y), shape[0], shape[1], heads, shape[2] / heads,
+                  theta, stream);
+  }
+
+  const DeviceStep &step;
+  size_t index;
+  cudaStream_t stream;
+};
+
+absl::Status runKernel(const DeviceStep &step, size_t index) {
+  DeviceKernels kernels(step, index);
+  return ops::dispatch(kernels, step.program.instructions[index]);
 }
 
 } // namespace

@@ -15,6 +15,8 @@
 
 #include "DeviceBuffer.h"
 
+#include "moe/Runtime/Artifact/ExpertsRecipe.h"
+
 #include "moe/Runtime/Engine/ExpertExchange.h"
 
 #include "absl/strings/str_cat.h"
@@ -53,7 +55,7 @@ absl::StatusOr<Exchange> agree(const DeviceStep &step, size_t index,
                                const ExpertsArgs &args, comm::Group &group) {
   const Instruction &inst = step.program.instructions[index];
   const ExpertShapes &s = args.shapes;
-  size_t first = inst.opcode == Opcode::Experts ? 0 : 1;
+  size_t first = ops::expertsRecipeOf(inst)->firstOperand;
   const Buffer &ids = step.buffer(inst.operands[first + 2]);
   std::vector<int32_t> indices(s.T * s.topK);
   MOE_CUDA_TRY(step.read(args.indices, s.T * s.topK, indices.data()));
@@ -91,12 +93,13 @@ struct Route {
 absl::StatusOr<Route> routeOf(const DeviceStep &step, size_t index,
                               const ExpertsArgs &args) {
   const Instruction &inst = step.program.instructions[index];
-  comm::Group *mpi = step.mpiGroup(inst.intAttrs[0]);
-  NcclGroup *nccl = step.ncclGroup(inst.intAttrs[0]);
+  ops::ExpertsRecipe recipe = *ops::expertsRecipeOf(inst);
+  comm::Group *mpi = step.mpiGroup(*recipe.group);
+  NcclGroup *nccl = step.ncclGroup(*recipe.group);
   if (!mpi || !nccl || !step.comm)
     return absl::FailedPreconditionError(
         "expert parallelism needs the job's communicators");
-  if (!inst.floatAttrs.empty() && inst.floatAttrs[2] != 0.0f)
+  if (recipe.fp8Dispatch)
     return absl::UnimplementedError(
         "FP8 token dispatch does not run on the CUDA backend yet (compile "
         "without --fp8-dispatch)");

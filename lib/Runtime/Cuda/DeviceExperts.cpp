@@ -15,6 +15,8 @@
 #include "DeviceStep.h"
 
 #include "DeviceBuffer.h"
+
+#include "moe/Runtime/Artifact/ExpertsRecipe.h"
 #include "ExpertMatmul.h"
 #include "DeviceExperts.h"
 
@@ -215,7 +217,7 @@ absl::Status expertsBackwardOn(const DeviceStep &step, const ExpertMatmul &mm,
 ExpertsArgs expertsArgsOf(const DeviceStep &step, size_t index) {
   const Instruction &inst = step.program.instructions[index];
   // ExpertsGrad's operands are Experts' after dy.
-  size_t first = inst.opcode == Opcode::Experts ? 0 : 1;
+  size_t first = ops::expertsRecipeOf(inst)->firstOperand;
   const std::vector<uint32_t> &in = inst.operands;
   const std::vector<int64_t> &w1 = step.buffer(in[first + 3]).shape;
   const Buffer &x = step.buffer(in[first]);
@@ -239,7 +241,7 @@ absl::Status runExpertsForward(const DeviceStep &step, size_t index) {
   const Instruction &inst = step.program.instructions[index];
   ExpertsArgs args = expertsArgsOf(step, index);
   float *y = step.f32(inst.results[0]);
-  if (!inst.intAttrs.empty())
+  if (ops::expertsRecipeOf(inst)->group)
     return expertParallelForward(step, index, mm, args, y);
   return expertsForwardOn(step, mm, args, y);
 }
@@ -256,7 +258,7 @@ absl::Status runExpertsBackward(const DeviceStep &step, size_t index) {
                             step.f32(out[2]), step.f32(out[3]),
                             step.f32(out[4])};
   const float *dy = step.f32(inst.operands[0]);
-  if (!inst.intAttrs.empty())
+  if (ops::expertsRecipeOf(inst)->group)
     return expertParallelBackward(step, index, mm, args, dy, gradients);
   return expertsBackwardOn(step, mm, args, dy, gradients);
 }

@@ -3,6 +3,8 @@
 
 #include "DeviceBuffer.h"
 
+#include "moe/Runtime/Artifact/ExpertsRecipe.h"
+
 #include "moe/Runtime/Cuda/Device.h"
 
 #include "absl/strings/str_cat.h"
@@ -162,19 +164,18 @@ absl::Status ExpertMatmul::rounded(int64_t expert, const ExpertOperand &op,
 absl::StatusOr<std::optional<DeviceFp8>> deviceFp8Of(const DeviceStep &step,
                                                      size_t index) {
   const Instruction &inst = step.program.instructions[index];
-  const std::vector<float> &f = inst.floatAttrs;
+  ops::ExpertsRecipe recipe = *ops::expertsRecipeOf(inst);
   // No recipe, or FP8 on the wire only: BF16 GEMMs.
-  if (f.empty() || f[0] == 0.0f)
+  if (!recipe.fp8Scaling || *recipe.fp8Scaling == Fp8Scaling::None)
     return std::optional<DeviceFp8>();
-  bool forward = inst.opcode == Opcode::Experts;
   const std::vector<int64_t> &w1 =
-      step.buffer(inst.operands[forward ? 3 : 4]).shape;
+      step.buffer(inst.operands[recipe.firstOperand + 3]).shape;
   int64_t H = w1[2], F = w1[1];
   auto refused = [&](const std::string &why) {
     return absl::UnimplementedError(absl::StrCat(
         describeInstruction(step.program, index), ": ", why));
   };
-  if (f[0] == 2.0f)
+  if (*recipe.fp8Scaling == Fp8Scaling::Blockwise)
     return refused("blockwise FP8 scales need cuBLASLt's block scaling, "
                    "which Hopper does not have: compile with "
                    "--fp8-scaling=tensorwise or delayed for the GPU");
@@ -188,8 +189,8 @@ absl::StatusOr<std::optional<DeviceFp8>> deviceFp8Of(const DeviceStep &step,
                                 "of 16, found hidden ",
                                 H, " and ffn ", F));
   DeviceFp8 fp8;
-  if (f[0] == 3.0f) {
-    uint32_t history = inst.operands[forward ? 6 : 7];
+  if (recipe.amaxHistory) {
+    uint32_t history = *recipe.amaxHistory;
     fp8.delayed = true;
     fp8.history = step.f32(history);
     fp8.historyLength = step.buffer(history).shape[2];

@@ -5,6 +5,7 @@
 #include "Collectives.h"
 #include "ExpertParallel.h"
 
+#include "moe/Runtime/Artifact/OpTable.h"
 #include "moe/Runtime/IO/Trace.h"
 
 #include "absl/strings/str_cat.h"
@@ -29,37 +30,6 @@ struct AsyncCollectives::Operation {
   }
 };
 
-namespace {
-
-/// Whether the instruction calls MPI itself (and so must not run while the
-/// communication thread does): collectives, expert exchanges, the losses
-/// and norms combined over a group, and amax histories kept alike over one.
-bool callsMpi(const Program &program, const Instruction &inst) {
-  switch (inst.opcode) {
-  case Opcode::AllReduce:
-  case Opcode::AllGather:
-  case Opcode::ReduceScatter:
-    return true;
-  case Opcode::Experts:
-  case Opcode::ExpertsGrad:
-    return isExpertParallel(inst);
-  case Opcode::GlobalNorm:
-    return !inst.intAttrs.empty();
-  case Opcode::CrossEntropy:
-  case Opcode::CrossEntropyGrad:
-    return !inst.intAttrs.empty();
-  case Opcode::AuxLoss:
-  case Opcode::AuxLossGrad:
-    return inst.intAttrs.size() > 1;
-  case Opcode::Fp8AmaxUpdate:
-    return !inst.intAttrs.empty();
-  default:
-    return false;
-  }
-}
-
-} // namespace
-
 AsyncCollectives::AsyncCollectives(const Program &program)
     : program(program), deferred(program.instructions.size(), false),
       prefetchNext(program.instructions.size(), -1),
@@ -74,7 +44,10 @@ AsyncCollectives::AsyncCollectives(const Program &program)
   int64_t lastGather = -1;
   for (size_t i = 0; i < n; ++i) {
     const Instruction &inst = program.instructions[i];
-    communicates[i] = callsMpi(program, inst);
+    // Collectives, expert exchanges, the losses and norms combined over a
+    // group, and amax histories kept alike over one call MPI themselves
+    // (and so must not run while the communication thread does).
+    communicates[i] = ops::communicatesOverGroup(inst);
     bool reduction = inst.opcode == Opcode::AllReduce ||
                      inst.opcode == Opcode::ReduceScatter;
     // Worth it when something else runs before the result is needed.

@@ -10,6 +10,7 @@
 
 #include "Collectives.h"
 
+#include "moe/Runtime/Artifact/OpViews.h"
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cpu/Fp8.h"
 
@@ -33,12 +34,49 @@ Blocks blocksAround(const std::vector<int64_t> &block, int64_t dim) {
   return blocks;
 }
 
-/// The shape of one rank's block: the operand of an AllGather, the result
-/// of a ReduceScatter or Slice.
-const Buffer &blockBuffer(const Program &program, const Instruction &inst) {
-  uint32_t b =
-      inst.opcode == Opcode::AllGather ? inst.operands[0] : inst.results[0];
-  return program.buffers[b];
+enum class Kind { AllReduce, AllGather, ReduceScatter, Slice };
+
+/// A collective instruction's operands and attributes, read through its
+/// view.
+struct Collective {
+  Kind kind;
+  uint32_t x, y;
+  int64_t group;
+  int64_t dim = 0;
+
+  /// One rank's block: the operand of an AllGather, the result of a
+  /// ReduceScatter or Slice.
+  uint32_t block() const { return kind == Kind::AllGather ? x : y; }
+  /// The whole (gathered or unscattered) tensor.
+  uint32_t whole() const { return kind == Kind::AllGather ? y : x; }
+};
+
+/// The backend of ops::dispatch that reads collectives.
+struct CollectiveOf {
+  std::optional<Collective> run(const ops::AllReduceView &op) {
+    return Collective{Kind::AllReduce, op.x(), op.y(), op.group()};
+  }
+  std::optional<Collective> run(const ops::AllGatherView &op) {
+    return Collective{Kind::AllGather, op.x(), op.y(), op.group(), op.dim()};
+  }
+  std::optional<Collective> run(const ops::ReduceScatterView &op) {
+    return Collective{Kind::ReduceScatter, op.x(), op.y(), op.group(),
+                      op.dim()};
+  }
+  std::optional<Collective> run(const ops::SliceView &op) {
+    return Collective{Kind::Slice, op.x(), op.y(), op.group(), op.dim()};
+  }
+  template <class View> std::optional<Collective> run(const View &) {
+    return std::nullopt;
+  }
+  std::optional<Collective> unknownOpcode(const Instruction &) {
+    return std::nullopt;
+  }
+};
+
+std::optional<Collective> collectiveOf(const Instruction &inst) {
+  CollectiveOf reader;
+  return ops::dispatch(reader, inst);
 }
 
 /// Copies chunk (o, r) of a [outer, parts, chunk] tensor to or from slot
@@ -58,30 +96,28 @@ void interleave(const float *from, float *to, const Blocks &blocks,
     }
 }
 
-absl::Status collective(const StepContext &context, const Instruction &inst) {
+absl::Status collective(const StepContext &context, const Collective &op) {
   const Program &program = context.program;
-  comm::Group &group = *context.groups[inst.intAttrs[0]];
-  const Buffer &in = program.buffers[inst.operands[0]];
-  const Buffer &out = program.buffers[inst.results[0]];
-  const float *x =
-      reinterpret_cast<const float *>(context.pointers[inst.operands[0]]);
-  float *y = reinterpret_cast<float *>(context.pointers[inst.results[0]]);
+  comm::Group &group = *context.groups[op.group];
+  const Buffer &in = program.buffers[op.x];
+  const Buffer &out = program.buffers[op.y];
+  const float *x = reinterpret_cast<const float *>(context.pointers[op.x]);
+  float *y = reinterpret_cast<float *>(context.pointers[op.y]);
   // Every rank has the same local shapes, so all of a group skip together.
   if (in.numElements() == 0 || out.numElements() == 0)
     return absl::OkStatus();
 
-  if (inst.opcode == Opcode::AllReduce) {
+  if (op.kind == Kind::AllReduce) {
     std::memcpy(y, x, in.sizeInBytes());
     return group.allReduceSum(absl::MakeSpan(y, out.numElements()));
   }
 
   int64_t parts = group.size();
-  Blocks blocks =
-      blocksAround(blockBuffer(program, inst).shape, inst.intAttrs[1]);
+  Blocks blocks = blocksAround(program.buffers[op.block()].shape, op.dim);
   int64_t block = blocks.outer * blocks.chunk;
   float *pack = context.packScratch.data();
-  switch (inst.opcode) {
-  case Opcode::AllGather: {
+  switch (op.kind) {
+  case Kind::AllGather: {
     // Ids (tokens) travel as int32 so no float conversion can touch them.
     auto gather = [&](float *to) {
       if (in.dtype == DType::I32)
@@ -98,14 +134,14 @@ absl::Status collective(const StepContext &context, const Instruction &inst) {
     interleave(pack, y, blocks, parts, /*pack=*/false);
     return absl::OkStatus();
   }
-  case Opcode::ReduceScatter:
+  case Kind::ReduceScatter:
     if (blocks.outer == 1)
       return group.reduceScatterSum(absl::MakeConstSpan(x, parts * block),
                                     absl::MakeSpan(y, block));
     interleave(x, pack, blocks, parts, /*pack=*/true);
     return group.reduceScatterSum(absl::MakeConstSpan(pack, parts * block),
                                   absl::MakeSpan(y, block));
-  case Opcode::Slice: {
+  case Kind::Slice: {
     // This rank's block is the one its group rank numbers: both are the
     // row-major index of its coordinates on the group's axes.
     size_t bytes = static_cast<size_t>(blocks.chunk) * sizeof(float);
@@ -114,9 +150,10 @@ absl::Status collective(const StepContext &context, const Instruction &inst) {
                   x + (o * parts + group.rank()) * blocks.chunk, bytes);
     return absl::OkStatus();
   }
-  default:
-    return absl::InternalError("not a collective");
+  case Kind::AllReduce:
+    break;
   }
+  return absl::InternalError("not a collective");
 }
 
 } // namespace
@@ -129,23 +166,19 @@ bool isCollective(Opcode opcode) {
 int64_t packElements(const Program &program) {
   int64_t most = 0;
   for (const Instruction &inst : program.instructions) {
-    if (inst.opcode != Opcode::AllGather &&
-        inst.opcode != Opcode::ReduceScatter)
+    std::optional<Collective> op = collectiveOf(inst);
+    if (!op || (op->kind != Kind::AllGather && op->kind != Kind::ReduceScatter))
       continue;
-    if (blocksAround(blockBuffer(program, inst).shape, inst.intAttrs[1])
-            .outer == 1)
+    if (blocksAround(program.buffers[op->block()].shape, op->dim).outer == 1)
       continue;
-    // The whole (gathered or unscattered) tensor.
-    uint32_t whole =
-        inst.opcode == Opcode::AllGather ? inst.results[0] : inst.operands[0];
-    most = std::max(most, program.buffers[whole].numElements());
+    most = std::max(most, program.buffers[op->whole()].numElements());
   }
   return most;
 }
 
 absl::Status runCollective(const StepContext &context, size_t index) {
   absl::Status status =
-      collective(context, context.program.instructions[index]);
+      collective(context, *collectiveOf(context.program.instructions[index]));
   if (status.ok())
     return status;
   return absl::Status(status.code(),
@@ -154,16 +187,16 @@ absl::Status runCollective(const StepContext &context, size_t index) {
 }
 
 absl::Status runFp8AmaxUpdate(const StepContext &context, size_t index) {
-  const Instruction &inst = context.program.instructions[index];
-  const Buffer &buffer = context.program.buffers[inst.operands[0]];
-  auto *history = reinterpret_cast<float *>(context.pointers[inst.operands[0]]);
+  ops::Fp8AmaxUpdateView op(context.program.instructions[index]);
+  const Buffer &buffer = context.program.buffers[op.history()];
+  auto *history = reinterpret_cast<float *>(context.pointers[op.history()]);
   int64_t length = buffer.shape[2];
   int64_t rows = buffer.numElements() / length;
-  if (!inst.intAttrs.empty()) {
+  if (std::optional<int64_t> groupIndex = op.group()) {
     // A maximum over the group from an all-gather of each rank's current
     // amaxes: the sums of the communication layer cannot take maxima, and
     // the rows are few (experts x 9).
-    comm::Group &group = *context.groups[inst.intAttrs[0]];
+    comm::Group &group = *context.groups[*groupIndex];
     std::vector<float> mine(rows), all(rows * group.size());
     for (int64_t r = 0; r < rows; ++r)
       mine[r] = history[r * length];

@@ -1,9 +1,9 @@
 //===- Dispatch.cpp - run one instruction with the CPU kernels ------------===//
 //
-// One case per opcode. The operand/result layout is the verifier's
-// (lib/Runtime/Artifact/InstructionRules.cpp), which also guarantees that
-// the shapes read here have the ranks indexed and agree with each other.
-// Activations [..., X] are passed to the kernels as [T, X].
+// One run() per opcode, called by the dispatcher generated from the op
+// table (Artifact/OpTable.td) with the opcode's view. The verifier
+// guarantees that the shapes read here have the ranks indexed and agree
+// with each other.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +11,7 @@
 #include "Collectives.h"
 #include "ExpertParallel.h"
 
+#include "moe/Runtime/Artifact/OpViews.h"
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Comm/GroupSums.h"
 #include "moe/Runtime/Cpu/Kernels.h"
@@ -24,26 +25,11 @@
 namespace moe::rt::engine {
 namespace {
 
-/// Typed access to an instruction's operands and results.
-class Operands {
+/// Buffers by index as the kernels take them.
+class Buffers {
 public:
-  Operands(const StepContext &context, size_t index)
-      : context(context), instruction(context.program.instructions[index]) {}
+  explicit Buffers(const StepContext &context) : context(context) {}
 
-  const Buffer &in(size_t i) const { return buffer(instruction.operands[i]); }
-  const Buffer &out(size_t i) const { return buffer(instruction.results[i]); }
-  float *inF(size_t i) const { return f32(instruction.operands[i]); }
-  float *outF(size_t i) const { return f32(instruction.results[i]); }
-  int32_t *inI(size_t i) const { return i32(instruction.operands[i]); }
-  int32_t *outI(size_t i) const { return i32(instruction.results[i]); }
-  /// The value of a one-element operand.
-  float scalar(size_t i) const { return *inF(i); }
-  int64_t intAttr(size_t i) const { return instruction.intAttrs[i]; }
-  float floatAttr(size_t i) const { return instruction.floatAttrs[i]; }
-
-  const Instruction &instruction;
-
-private:
   const Buffer &buffer(uint32_t b) const { return context.program.buffers[b]; }
   float *f32(uint32_t b) const {
     return reinterpret_cast<float *>(context.pointers[b]);
@@ -51,7 +37,10 @@ private:
   int32_t *i32(uint32_t b) const {
     return reinterpret_cast<int32_t *>(context.pointers[b]);
   }
+  /// The value of a one-element buffer.
+  float scalar(uint32_t b) const { return *f32(b); }
 
+private:
   const StepContext &context;
 };
 
@@ -69,25 +58,25 @@ int64_t last(const Buffer &buffer) { return buffer.shape.back(); }
 /// Targets index the logits' last dim; negative ones are ignored (HF -100),
 /// ones >= V have no logit and are a data error.
 absl::Status checkTargets(const StepContext &context, size_t index,
-                          const Operands &ops, size_t targetOperand,
-                          int64_t vocab) {
-  const int32_t *targets = ops.inI(targetOperand);
-  int64_t count = ops.in(targetOperand).numElements();
+                          uint32_t targetBuffer, int64_t vocab) {
+  Buffers buffers(context);
+  const int32_t *targets = buffers.i32(targetBuffer);
+  const Buffer &buffer = buffers.buffer(targetBuffer);
+  int64_t count = buffer.numElements();
   for (int64_t t = 0; t < count; ++t)
     if (targets[t] >= vocab)
       return absl::InvalidArgumentError(absl::StrCat(
           describeInstruction(context.program, index), ": target id ",
-          targets[t], " at ", describeIdPosition(ops.in(targetOperand), t),
+          targets[t], " at ", describeIdPosition(buffer, t),
           " is outside the vocabulary [0, ", vocab, ")"));
   return absl::OkStatus();
 }
 
-/// The group a loss's tokens are split over (its int attribute after the
-/// `fixed` ones), or nullptr when they are all on this rank.
-comm::Group *tokenGroup(const StepContext &context, const Operands &ops,
-                        size_t fixed) {
-  const std::vector<int64_t> &ints = ops.instruction.intAttrs;
-  return ints.size() > fixed ? context.groups[ints[fixed]].get() : nullptr;
+/// The group a loss's tokens are split over, or nullptr when they are all
+/// on this rank.
+comm::Group *tokenGroup(const StepContext &context,
+                        std::optional<int64_t> group) {
+  return group ? context.groups[*group].get() : nullptr;
 }
 
 /// Prefixes a communication error with the instruction it happened in.
@@ -104,15 +93,18 @@ absl::Status inInstruction(const StepContext &context, size_t index,
 /// operand's sum of squares is summed over its group (int attribute i, -1
 /// for none), then all are added in operand order, like on one rank.
 absl::Status globalNorm(const StepContext &context, size_t index,
-                        const Operands &ops) {
-  size_t n = ops.instruction.operands.size();
+                        const ops::GlobalNormView &op) {
+  Buffers buffers(context);
+  const std::vector<uint32_t> &grads = op.grads();
+  size_t n = grads.size();
   std::vector<double> squares(n, 0.0);
   const std::vector<bool> *foreign = context.foreignGradients;
   for (size_t i = 0; i < n; ++i)
-    if (!foreign || !(*foreign)[ops.instruction.operands[i]])
-      squares[i] = cpu::sumOfSquares(ops.inF(i), ops.in(i).numElements());
+    if (!foreign || !(*foreign)[grads[i]])
+      squares[i] = cpu::sumOfSquares(buffers.f32(grads[i]),
+                                     buffers.buffer(grads[i]).numElements());
   if (absl::Status status = comm::sumEachOverItsGroup(
-          absl::MakeSpan(squares), ops.instruction.intAttrs,
+          absl::MakeSpan(squares), op.groups(),
           [&](int64_t g) -> comm::Group & { return *context.groups[g]; });
       !status.ok())
     return inInstruction(context, index, status);
@@ -125,7 +117,7 @@ absl::Status globalNorm(const StepContext &context, size_t index,
   double sum = 0.0;
   for (double square : squares)
     sum += square;
-  *ops.outF(0) = static_cast<float>(std::sqrt(sum));
+  *buffers.f32(op.norm()) = static_cast<float>(std::sqrt(sum));
   return absl::OkStatus();
 }
 
@@ -133,15 +125,18 @@ absl::Status globalNorm(const StepContext &context, size_t index,
 /// without modifying the gradient buffer: it may still be read by later
 /// instructions or hooks. The update is elementwise, so running it on
 /// chunks of a scaled copy is exact.
-void adamwScaled(const Operands &ops, std::vector<float> &scratch) {
-  float *param = ops.inF(0);
-  const float *grad = ops.inF(1);
-  float *expAvg = ops.inF(2), *expAvgSq = ops.inF(3);
-  int64_t n = ops.in(0).numElements();
-  float lr = ops.scalar(4), gradScale = ops.scalar(5);
-  int64_t step = *ops.inI(6);
-  float beta1 = ops.floatAttr(0), beta2 = ops.floatAttr(1);
-  float eps = ops.floatAttr(2), weightDecay = ops.floatAttr(3);
+void adamwScaled(const Buffers &buffers, const ops::AdamWView &op,
+                 std::vector<float> &scratch) {
+  float *param = buffers.f32(op.param());
+  const float *grad = buffers.f32(op.grad());
+  float *expAvg = buffers.f32(op.expAvg());
+  float *expAvgSq = buffers.f32(op.expAvgSq());
+  int64_t n = buffers.buffer(op.param()).numElements();
+  float lr = buffers.scalar(op.lr());
+  float gradScale = buffers.scalar(op.gradScale());
+  int64_t step = *buffers.i32(op.step());
+  float beta1 = op.beta1(), beta2 = op.beta2();
+  float eps = op.eps(), weightDecay = op.weightDecay();
   if (gradScale == 1.0f) {
     cpu::adamw(param, grad, expAvg, expAvgSq, n, lr, beta1, beta2, eps,
                weightDecay, step);
@@ -157,174 +152,272 @@ void adamwScaled(const Operands &ops, std::vector<float> &scratch) {
   }
 }
 
-absl::Status runKernel(const StepContext &context, size_t index) {
-  Operands ops(context, index);
-  switch (ops.instruction.opcode) {
-  case Opcode::Embedding: {
-    int64_t vocab = ops.in(1).shape[0], hidden = ops.in(1).shape[1];
-    int64_t bad = cpu::embeddingForward(ops.inI(0), ops.inF(1), ops.outF(0),
-                                        ops.in(0).numElements(), vocab, hidden);
+/// The CPU backend of ops::dispatch: one run() per opcode, a kernel call
+/// with the sizes from the verified shapes. Activations [..., X] are passed
+/// to the kernels as [T, X].
+class CpuKernels {
+public:
+  CpuKernels(const StepContext &context, size_t index)
+      : context(context), index(index), buffers(context) {}
+
+  absl::Status run(const ops::EmbeddingView &op) {
+    const Buffer &table = in(op.table()), &tokens = in(op.tokens());
+    int64_t vocab = table.shape[0], hidden = table.shape[1];
+    int64_t bad = cpu::embeddingForward(i32(op.tokens()), f32(op.table()),
+                                        f32(op.y()), tokens.numElements(),
+                                        vocab, hidden);
     if (bad >= 0)
       return absl::InvalidArgumentError(absl::StrCat(
           describeInstruction(context.program, index), ": token id ",
-          ops.inI(0)[bad], " at ", describeIdPosition(ops.in(0), bad),
+          i32(op.tokens())[bad], " at ", describeIdPosition(tokens, bad),
           " is outside the embedding table [0, ", vocab, ")"));
     return absl::OkStatus();
   }
-  case Opcode::EmbeddingGrad:
-    cpu::embeddingBackward(ops.inF(0), ops.inI(1), ops.outF(0),
-                           ops.in(1).numElements(), ops.out(0).shape[0],
-                           ops.out(0).shape[1]);
-    return absl::OkStatus();
-  case Opcode::RmsNorm:
-    cpu::rmsNormForward(ops.inF(0), ops.inF(1), ops.outF(0), rows(ops.in(0)),
-                        last(ops.in(0)), ops.floatAttr(0));
-    return absl::OkStatus();
-  case Opcode::RmsNormGrad:
-    cpu::rmsNormBackward(ops.inF(0), ops.inF(1), ops.inF(2), ops.outF(0),
-                         ops.outF(1), rows(ops.in(0)), last(ops.in(0)),
-                         ops.floatAttr(0));
-    return absl::OkStatus();
-  case Opcode::Linear:
-    cpu::linearForward(ops.inF(0), ops.inF(1), ops.outF(0), rows(ops.in(0)),
-                       last(ops.in(0)), ops.in(1).shape[0]);
-    return absl::OkStatus();
-  case Opcode::LinearGradInput:
-    cpu::linearBackwardInput(ops.inF(0), ops.inF(1), ops.outF(0),
-                             rows(ops.in(0)), ops.in(1).shape[1],
-                             last(ops.in(0)));
-    return absl::OkStatus();
-  case Opcode::LinearGradWeight:
-    cpu::linearBackwardWeight(ops.inF(0), ops.inF(1), ops.outF(0),
-                              rows(ops.in(0)), last(ops.in(1)),
-                              last(ops.in(0)));
-    return absl::OkStatus();
-  case Opcode::Rope:
-  case Opcode::RopeGrad: {
-    const std::vector<int64_t> &shape = ops.in(0).shape;
-    int64_t heads = ops.intAttr(0);
-    auto kernel = ops.instruction.opcode == Opcode::Rope ? cpu::ropeForward
-                                                         : cpu::ropeBackward;
-    kernel(ops.inF(0), ops.outF(0), shape[0], shape[1], heads, shape[2] / heads,
-           ops.floatAttr(0));
+  absl::Status run(const ops::EmbeddingGradView &op) {
+    const Buffer &dtable = in(op.dtable());
+    cpu::embeddingBackward(f32(op.dy()), i32(op.tokens()), f32(op.dtable()),
+                           in(op.tokens()).numElements(), dtable.shape[0],
+                           dtable.shape[1]);
     return absl::OkStatus();
   }
-  case Opcode::Attention: {
-    const std::vector<int64_t> &q = ops.in(0).shape;
-    int64_t heads = ops.intAttr(0);
-    cpu::attentionForward(ops.inF(0), ops.inF(1), ops.inF(2), ops.outF(0),
-                          ops.outF(1), q[0], q[1], heads, ops.intAttr(1),
+  absl::Status run(const ops::RmsNormView &op) {
+    cpu::rmsNormForward(f32(op.x()), f32(op.w()), f32(op.y()), rows(in(op.x())),
+                        last(in(op.x())), op.eps());
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::RmsNormGradView &op) {
+    cpu::rmsNormBackward(f32(op.dy()), f32(op.x()), f32(op.w()), f32(op.dx()),
+                         f32(op.dw()), rows(in(op.dy())), last(in(op.dy())),
+                         op.eps());
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::LinearView &op) {
+    cpu::linearForward(f32(op.x()), f32(op.w()), f32(op.y()), rows(in(op.x())),
+                       last(in(op.x())), in(op.w()).shape[0]);
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::LinearGradInputView &op) {
+    cpu::linearBackwardInput(f32(op.dy()), f32(op.w()), f32(op.dx()),
+                             rows(in(op.dy())), in(op.w()).shape[1],
+                             last(in(op.dy())));
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::LinearGradWeightView &op) {
+    cpu::linearBackwardWeight(f32(op.dy()), f32(op.x()), f32(op.dw()),
+                              rows(in(op.dy())), last(in(op.x())),
+                              last(in(op.dy())));
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::RopeView &op) {
+    return rope(cpu::ropeForward, op.x(), op.y(), op.heads(), op.theta());
+  }
+  absl::Status run(const ops::RopeGradView &op) {
+    return rope(cpu::ropeBackward, op.dy(), op.dx(), op.heads(), op.theta());
+  }
+  absl::Status run(const ops::AttentionView &op) {
+    const std::vector<int64_t> &q = in(op.q()).shape;
+    int64_t heads = op.heads();
+    cpu::attentionForward(f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
+                          f32(op.lse()), q[0], q[1], heads, op.kvHeads(),
                           q[2] / heads);
     return absl::OkStatus();
   }
-  case Opcode::AttentionGrad: {
-    const std::vector<int64_t> &q = ops.in(1).shape;
-    int64_t heads = ops.intAttr(0);
-    cpu::attentionBackward(ops.inF(0), ops.inF(1), ops.inF(2), ops.inF(3),
-                           ops.inF(4), ops.inF(5), ops.outF(0), ops.outF(1),
-                           ops.outF(2), q[0], q[1], heads, ops.intAttr(1),
-                           q[2] / heads);
+  absl::Status run(const ops::AttentionGradView &op) {
+    const std::vector<int64_t> &q = in(op.q()).shape;
+    int64_t heads = op.heads();
+    cpu::attentionBackward(f32(op.dout()), f32(op.q()), f32(op.k()),
+                           f32(op.v()), f32(op.out()), f32(op.lse()),
+                           f32(op.dq()), f32(op.dk()), f32(op.dv()), q[0], q[1],
+                           heads, op.kvHeads(), q[2] / heads);
     return absl::OkStatus();
   }
-  case Opcode::Router:
-    cpu::routerForward(ops.inF(0), ops.outF(0), ops.outF(1), ops.outI(2),
-                       rows(ops.in(0)), last(ops.in(0)), ops.intAttr(0),
-                       ops.floatAttr(0));
-    return absl::OkStatus();
-  case Opcode::RouterGrad: {
-    const float *dprobs =
-        ops.instruction.operands.size() == 3 ? ops.inF(2) : nullptr;
-    cpu::routerBackward(ops.inF(0), dprobs, ops.inF(1), ops.outF(0),
-                        rows(ops.in(1)), last(ops.in(1)), ops.intAttr(0));
+  absl::Status run(const ops::RouterView &op) {
+    cpu::routerForward(f32(op.logits()), f32(op.probs()), f32(op.weights()),
+                       i32(op.indices()), rows(in(op.logits())),
+                       last(in(op.logits())), op.topK(), op.capacityFactor());
     return absl::OkStatus();
   }
-  case Opcode::Experts: {
-    if (isExpertParallel(ops.instruction))
+  absl::Status run(const ops::RouterGradView &op) {
+    std::optional<uint32_t> dprobs = op.dprobs();
+    cpu::routerBackward(f32(op.dweights()), dprobs ? f32(*dprobs) : nullptr,
+                        f32(op.probs()), f32(op.dlogits()),
+                        rows(in(op.probs())), last(in(op.probs())), op.topK());
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::ExpertsView &op) {
+    if (op.group())
       return runExpertParallel(context, index);
-    const std::vector<int64_t> &w1 = ops.in(3).shape;
-    std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(ops.instruction, &context);
-    cpu::expertsForward(ops.inF(0), ops.inF(1), ops.inI(2), ops.inF(3),
-                        ops.inF(4), ops.inF(5), ops.outF(0), rows(ops.in(0)),
-                        w1[2], w1[1], w1[0], last(ops.in(1)),
-                        fp8 ? &*fp8 : nullptr);
+    const std::vector<int64_t> &w1 = in(op.w1()).shape;
+    std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(op.instruction, &context);
+    cpu::expertsForward(f32(op.x()), f32(op.weights()), i32(op.indices()),
+                        f32(op.w1()), f32(op.w3()), f32(op.w2()), f32(op.y()),
+                        rows(in(op.x())), w1[2], w1[1], w1[0],
+                        last(in(op.weights())), fp8 ? &*fp8 : nullptr);
     return absl::OkStatus();
   }
-  case Opcode::ExpertsGrad: {
-    if (isExpertParallel(ops.instruction))
+  absl::Status run(const ops::ExpertsGradView &op) {
+    if (op.group())
       return runExpertParallel(context, index);
-    const std::vector<int64_t> &w1 = ops.in(4).shape;
-    std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(ops.instruction, &context);
-    cpu::expertsBackward(ops.inF(0), ops.inF(1), ops.inF(2), ops.inI(3),
-                         ops.inF(4), ops.inF(5), ops.inF(6), ops.outF(0),
-                         ops.outF(1), ops.outF(2), ops.outF(3), ops.outF(4),
-                         rows(ops.in(0)), w1[2], w1[1], w1[0], last(ops.in(2)),
-                         fp8 ? &*fp8 : nullptr);
+    const std::vector<int64_t> &w1 = in(op.w1()).shape;
+    std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(op.instruction, &context);
+    cpu::expertsBackward(f32(op.dy()), f32(op.x()), f32(op.weights()),
+                         i32(op.indices()), f32(op.w1()), f32(op.w3()),
+                         f32(op.w2()), f32(op.dx()), f32(op.dweights()),
+                         f32(op.dw1()), f32(op.dw3()), f32(op.dw2()),
+                         rows(in(op.dy())), w1[2], w1[1], w1[0],
+                         last(in(op.weights())), fp8 ? &*fp8 : nullptr);
     return absl::OkStatus();
   }
-  case Opcode::Swiglu:
-    cpu::swigluForward(ops.inF(0), ops.inF(1), ops.outF(0),
-                       ops.in(0).numElements());
+  absl::Status run(const ops::SwigluView &op) {
+    cpu::swigluForward(f32(op.gate()), f32(op.up()), f32(op.y()),
+                       in(op.gate()).numElements());
     return absl::OkStatus();
-  case Opcode::SwigluGrad:
-    cpu::swigluBackward(ops.inF(0), ops.inF(1), ops.inF(2), ops.outF(0),
-                        ops.outF(1), ops.in(0).numElements());
+  }
+  absl::Status run(const ops::SwigluGradView &op) {
+    cpu::swigluBackward(f32(op.dy()), f32(op.gate()), f32(op.up()),
+                        f32(op.dgate()), f32(op.dup()),
+                        in(op.dy()).numElements());
     return absl::OkStatus();
-  case Opcode::Add:
-    cpu::add(ops.inF(0), ops.inF(1), ops.outF(0), ops.in(0).numElements());
+  }
+  absl::Status run(const ops::AddView &op) {
+    cpu::add(f32(op.a()), f32(op.b()), f32(op.y()), in(op.a()).numElements());
     return absl::OkStatus();
-  case Opcode::CrossEntropy: {
-    int64_t vocab = last(ops.in(0));
-    if (absl::Status status = checkTargets(context, index, ops, 1, vocab);
+  }
+  absl::Status run(const ops::CrossEntropyView &op) {
+    const Buffer &logits = in(op.logits());
+    int64_t vocab = last(logits);
+    if (absl::Status status = checkTargets(context, index, op.targets(), vocab);
         !status.ok())
       return status;
-    comm::Group *group = tokenGroup(context, ops, 0);
+    comm::Group *group = tokenGroup(context, op.group());
     if (!group) {
-      *ops.outF(0) = cpu::crossEntropyForward(ops.inF(0), ops.inI(1),
-                                              rows(ops.in(0)), vocab);
+      *f32(op.loss()) = cpu::crossEntropyForward(
+          f32(op.logits()), i32(op.targets()), rows(logits), vocab);
       return absl::OkStatus();
     }
     // The mean over every rank's tokens: sums and counts add up first.
-    cpu::CrossEntropySums sums =
-        cpu::crossEntropySums(ops.inF(0), ops.inI(1), rows(ops.in(0)), vocab);
-    if (absl::Status status = comm::sumOverGroup(*group, absl::MakeSpan(&sums.sum, 1),
-                                           absl::MakeSpan(&sums.count, 1));
+    cpu::CrossEntropySums sums = cpu::crossEntropySums(
+        f32(op.logits()), i32(op.targets()), rows(logits), vocab);
+    if (absl::Status status = comm::sumOverGroup(
+            *group, absl::MakeSpan(&sums.sum, 1), absl::MakeSpan(&sums.count, 1));
         !status.ok())
       return inInstruction(context, index, status);
-    *ops.outF(0) = cpu::crossEntropyMean(sums);
+    *f32(op.loss()) = cpu::crossEntropyMean(sums);
     return absl::OkStatus();
   }
-  case Opcode::CrossEntropyGrad: {
-    int64_t vocab = last(ops.in(1));
-    if (absl::Status status = checkTargets(context, index, ops, 2, vocab);
+  absl::Status run(const ops::CrossEntropyGradView &op) {
+    const Buffer &logits = in(op.logits());
+    int64_t vocab = last(logits);
+    if (absl::Status status = checkTargets(context, index, op.targets(), vocab);
         !status.ok())
       return status;
-    comm::Group *group = tokenGroup(context, ops, 0);
+    float dloss = buffers.scalar(op.dloss());
+    comm::Group *group = tokenGroup(context, op.group());
     if (!group) {
-      cpu::crossEntropyBackward(ops.scalar(0), ops.inF(1), ops.inI(2),
-                                ops.outF(0), rows(ops.in(1)), vocab);
+      cpu::crossEntropyBackward(dloss, f32(op.logits()), i32(op.targets()),
+                                f32(op.dlogits()), rows(logits), vocab);
       return absl::OkStatus();
     }
-    int64_t count = cpu::crossEntropyCount(ops.inI(2), rows(ops.in(1)), vocab);
+    int64_t count =
+        cpu::crossEntropyCount(i32(op.targets()), rows(logits), vocab);
     if (absl::Status status =
             comm::sumOverGroup(*group, {}, absl::MakeSpan(&count, 1));
         !status.ok())
       return inInstruction(context, index, status);
-    cpu::crossEntropyBackward(ops.scalar(0), ops.inF(1), ops.inI(2),
-                              ops.outF(0), rows(ops.in(1)), vocab, count);
+    cpu::crossEntropyBackward(dloss, f32(op.logits()), i32(op.targets()),
+                              f32(op.dlogits()), rows(logits), vocab, count);
     return absl::OkStatus();
   }
-  case Opcode::AuxLoss:
-  case Opcode::AuxLossGrad: {
-    bool forward = ops.instruction.opcode == Opcode::AuxLoss;
-    const Buffer &probs = ops.in(forward ? 0 : 1);
-    const float *p = ops.inF(forward ? 0 : 1);
-    int64_t T = rows(probs), E = last(probs), topK = ops.intAttr(0);
-    comm::Group *group = tokenGroup(context, ops, 1);
+  absl::Status run(const ops::AuxLossView &op) {
+    return auxLoss(op.probs(), op.topK(), op.group(), std::nullopt, op.loss());
+  }
+  absl::Status run(const ops::AuxLossGradView &op) {
+    return auxLoss(op.probs(), op.topK(), op.group(), op.dloss(), op.dprobs());
+  }
+  absl::Status run(const ops::WeightedSumView &op) {
+    // Summed in double, then stored: the result may alias an operand.
+    double sum = 0.0;
+    const std::vector<uint32_t> &scalars = op.scalars();
+    for (size_t i = 0; i < scalars.size(); ++i)
+      sum += static_cast<double>(op.coefficients()[i]) *
+             buffers.scalar(scalars[i]);
+    *f32(op.sum()) = static_cast<float>(sum);
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::ConstantView &op) {
+    cpu::fill(f32(op.y()), op.value(), in(op.y()).numElements());
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::GlobalNormView &op) {
+    return globalNorm(context, index, op);
+  }
+  absl::Status run(const ops::ClipCoefficientView &op) {
+    // PyTorch clip_grad_norm_: min(1, max_norm / (norm + 1e-6)) in fp32;
+    // max_norm <= 0 disables clipping.
+    float maxNorm = op.maxNorm(), norm = buffers.scalar(op.norm());
+    float coefficient = 1.0f;
+    if (maxNorm > 0)
+      coefficient = std::min(1.0f, maxNorm / (norm + 1e-6f));
+    *f32(op.coef()) = coefficient;
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::LearningRateView &op) {
+    *f32(op.lr()) = cpu::learningRate(*i32(op.step()), op.peak(), op.min(),
+                                      op.warmup(), op.decay());
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::AdamWView &op) {
+    adamwScaled(buffers, op, context.scratch);
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::AllReduceView &) {
+    return runCollective(context, index);
+  }
+  absl::Status run(const ops::AllGatherView &) {
+    return runCollective(context, index);
+  }
+  absl::Status run(const ops::ReduceScatterView &) {
+    return runCollective(context, index);
+  }
+  absl::Status run(const ops::SliceView &) {
+    return runCollective(context, index);
+  }
+  absl::Status run(const ops::Fp8AmaxUpdateView &) {
+    return runFp8AmaxUpdate(context, index);
+  }
+  absl::Status unknownOpcode(const Instruction &) {
+    return absl::InternalError(
+        absl::StrCat(describeInstruction(context.program, index),
+                     ": opcode without a kernel"));
+  }
+
+private:
+  const Buffer &in(uint32_t b) const { return buffers.buffer(b); }
+  float *f32(uint32_t b) const { return buffers.f32(b); }
+  int32_t *i32(uint32_t b) const { return buffers.i32(b); }
+
+  template <class Kernel>
+  absl::Status rope(Kernel kernel, uint32_t x, uint32_t y, int64_t heads,
+                    float theta) {
+    const std::vector<int64_t> &shape = in(x).shape;
+    kernel(f32(x), f32(y), shape[0], shape[1], heads, shape[2] / heads, theta);
+    return absl::OkStatus();
+  }
+
+  /// AuxLoss (no dloss: the loss into `out`) and AuxLossGrad (dprobs into
+  /// `out`), over the group the tokens are split over when there is one.
+  absl::Status auxLoss(uint32_t probs, int64_t topK,
+                       std::optional<int64_t> groupIndex,
+                       std::optional<uint32_t> dloss, uint32_t out) {
+    bool forward = !dloss;
+    const float *p = f32(probs);
+    int64_t T = rows(in(probs)), E = last(in(probs));
+    comm::Group *group = tokenGroup(context, groupIndex);
     if (!group) {
       if (forward)
-        *ops.outF(0) = cpu::auxLossForward(p, T, E, topK);
+        *f32(out) = cpu::auxLossForward(p, T, E, topK);
       else
-        cpu::auxLossBackward(ops.scalar(0), p, ops.outF(0), T, E, topK);
+        cpu::auxLossBackward(buffers.scalar(*dloss), p, f32(out), T, E, topK);
       return absl::OkStatus();
     }
     // Expert loads, probability sums and token counts over every rank's
@@ -338,53 +431,20 @@ absl::Status runKernel(const StepContext &context, size_t index) {
     stats.tokens = stats.count.back();
     stats.count.pop_back();
     if (forward)
-      *ops.outF(0) = cpu::auxLossFromStatistics(stats);
+      *f32(out) = cpu::auxLossFromStatistics(stats);
     else
-      cpu::auxLossBackward(ops.scalar(0), stats, ops.outF(0), T);
+      cpu::auxLossBackward(buffers.scalar(*dloss), stats, f32(out), T);
     return absl::OkStatus();
   }
-  case Opcode::WeightedSum: {
-    // Summed in double, then stored: the result may alias an operand.
-    double sum = 0.0;
-    for (size_t i = 0; i < ops.instruction.operands.size(); ++i)
-      sum += static_cast<double>(ops.floatAttr(i)) * ops.scalar(i);
-    *ops.outF(0) = static_cast<float>(sum);
-    return absl::OkStatus();
-  }
-  case Opcode::Constant:
-    cpu::fill(ops.outF(0), ops.floatAttr(0), ops.out(0).numElements());
-    return absl::OkStatus();
-  case Opcode::GlobalNorm:
-    return globalNorm(context, index, ops);
-  case Opcode::ClipCoefficient: {
-    // PyTorch clip_grad_norm_: min(1, max_norm / (norm + 1e-6)) in fp32;
-    // max_norm <= 0 disables clipping.
-    float maxNorm = ops.floatAttr(0), norm = ops.scalar(0);
-    float coefficient = 1.0f;
-    if (maxNorm > 0)
-      coefficient = std::min(1.0f, maxNorm / (norm + 1e-6f));
-    *ops.outF(0) = coefficient;
-    return absl::OkStatus();
-  }
-  case Opcode::LearningRate:
-    *ops.outF(0) =
-        cpu::learningRate(*ops.inI(0), ops.floatAttr(0), ops.floatAttr(1),
-                          ops.intAttr(0), ops.intAttr(1));
-    return absl::OkStatus();
-  case Opcode::AdamW:
-    adamwScaled(ops, context.scratch);
-    return absl::OkStatus();
-  case Opcode::AllReduce:
-  case Opcode::AllGather:
-  case Opcode::ReduceScatter:
-  case Opcode::Slice:
-    return runCollective(context, index);
-  case Opcode::Fp8AmaxUpdate:
-    return runFp8AmaxUpdate(context, index);
-  }
-  return absl::InternalError(
-      absl::StrCat(describeInstruction(context.program, index),
-                   ": opcode without a kernel"));
+
+  const StepContext &context;
+  size_t index;
+  Buffers buffers;
+};
+
+absl::Status runKernel(const StepContext &context, size_t index) {
+  CpuKernels kernels(context, index);
+  return ops::dispatch(kernels, context.program.instructions[index]);
 }
 
 } // namespace

@@ -19,6 +19,7 @@
 
 #include "ExpertParallel.h"
 
+#include "moe/Runtime/Artifact/ExpertsRecipe.h"
 #include "moe/Runtime/Engine/ExpertExchange.h"
 
 #include "moe/Runtime/IO/Trace.h"
@@ -351,9 +352,8 @@ void finish(const std::vector<Chunk> &chunks, bool backward, float *y,
 } // namespace
 
 bool isExpertParallel(const Instruction &instruction) {
-  return (instruction.opcode == Opcode::Experts ||
-          instruction.opcode == Opcode::ExpertsGrad) &&
-         !instruction.intAttrs.empty();
+  std::optional<ops::ExpertsRecipe> recipe = ops::expertsRecipeOf(instruction);
+  return recipe && recipe->group;
 }
 
 uint64_t kernelWorkspaceBytes(const Program &program) {
@@ -361,26 +361,28 @@ uint64_t kernelWorkspaceBytes(const Program &program) {
   for (const Instruction &inst : program.instructions) {
     if (inst.opcode == Opcode::Attention ||
         inst.opcode == Opcode::AttentionGrad) {
-      // q (Attention's operand 0, AttentionGrad's 1) is [B, S, width].
-      size_t q = inst.opcode == Opcode::Attention ? 0 : 1;
+      // q is [B, S, width].
+      size_t q = inst.opcode == Opcode::Attention
+                     ? ops::AttentionView::kQOperand
+                     : ops::AttentionGradView::kQOperand;
       const std::vector<int64_t> &shape =
           program.buffers[inst.operands[q]].shape;
       most = std::max(most, cpu::attentionWorkspaceBytes(
                                 shape[1], inst.opcode == Opcode::AttentionGrad));
       continue;
     }
-    bool backward = inst.opcode == Opcode::ExpertsGrad;
-    if (inst.opcode != Opcode::Experts && !backward)
+    std::optional<ops::ExpertsRecipe> recipe = ops::expertsRecipeOf(inst);
+    if (!recipe)
       continue;
-    size_t first = backward ? 1 : 0;
+    bool backward = !recipe->forward;
+    size_t first = recipe->firstOperand;
     const Buffer &x = program.buffers[inst.operands[first]];
     const Buffer &ids = program.buffers[inst.operands[first + 2]];
     const std::vector<int64_t> &w1 =
         program.buffers[inst.operands[first + 3]].shape;
     int64_t H = x.shape.back(), topK = ids.shape.back();
-    int64_t group = isExpertParallel(inst)
-                        ? program.partsOf(program.groups[inst.intAttrs[0]])
-                        : 1;
+    int64_t group =
+        recipe->group ? program.partsOf(program.groups[*recipe->group]) : 1;
     std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(inst);
     most = std::max(most, cpu::expertsWorkspaceBytes(
                               x.numElements() / H, topK, H, w1[1], backward,
@@ -391,17 +393,16 @@ uint64_t kernelWorkspaceBytes(const Program &program) {
 
 std::optional<cpu::Fp8Gemms> fp8GemmsOf(const Instruction &instruction,
                                         const StepContext *context) {
-  const std::vector<float> &f = instruction.floatAttrs;
-  if (f.size() != 3)
+  std::optional<ops::ExpertsRecipe> recipe = ops::expertsRecipeOf(instruction);
+  if (!recipe || !recipe->fp8Scaling)
     return std::nullopt;
   cpu::Fp8Gemms fp8;
-  fp8.scaling = static_cast<cpu::Fp8Gemms::Scaling>(static_cast<int>(f[0]));
-  fp8.block = static_cast<int64_t>(f[1]);
-  fp8.dispatch = f[2] != 0.0f;
+  fp8.scaling = static_cast<cpu::Fp8Gemms::Scaling>(*recipe->fp8Scaling);
+  fp8.block = recipe->fp8Block;
+  fp8.dispatch = recipe->fp8Dispatch;
   // Delayed scaling's amax history follows w2 (verified).
-  size_t history = instruction.opcode == Opcode::Experts ? 6 : 7;
-  if (fp8.scaling == cpu::Fp8Gemms::Scaling::Delayed && context) {
-    uint32_t b = instruction.operands[history];
+  if (recipe->amaxHistory && context) {
+    uint32_t b = *recipe->amaxHistory;
     fp8.history = reinterpret_cast<float *>(context->pointers[b]);
     fp8.historyLength = context->program.buffers[b].shape[2];
   }
@@ -437,7 +438,7 @@ absl::Status runExpertParallel(const StepContext &context, size_t index) {
       fp8 ? &*fp8 : nullptr,
       context.trace};
 
-  comm::Group &group = *context.groups[inst.intAttrs[0]];
+  comm::Group &group = *context.groups[*ops::expertsRecipeOf(inst)->group];
   int64_t experts = ops.localExperts * group.size();
   absl::Status routing =
       checkExpertIds(ids, ops.indices, ops.tokens, ops.topK, experts);

@@ -1,0 +1,260 @@
+//===- OpTable.td - every opcode of the artifact, once ---------*- tablegen -*-===//
+//
+// The single definition of each opcode's layout: its number, operands,
+// results (names, dtypes, shapes), named attributes and the hand-written
+// rules the verifier runs. Generated from it (utils/gen-op-table.py, at
+// build time): the schema's Opcode enum, the runtime's enum and names, the
+// verifier's signature checks, the writer's builders, the accessor views
+// the backends run, the dispatcher and the disassembler. The semantics of
+// each op are docs/semantics.md's.
+//
+//===----------------------------------------------------------------------===//
+
+include "OpTableBase.td"
+
+// How the expert GEMMs' inputs are scaled to FP8 (version 1.3; none and
+// delayed since 1.4). The names are moec's (moe.experts `fp8`).
+def Fp8Scaling : Enum<"Fp8Scaling", [
+  EnumCase<"none", 0>,       // full-precision GEMMs, FP8 token dispatch only
+  EnumCase<"tensorwise", 1>, // one scale per tensor, from its amax
+  EnumCase<"blockwise", 2>,  // one scale per block
+  EnumCase<"delayed", 3>     // per tensor, from an amax history
+]>;
+
+def Embedding : Op<0> {
+  let operands = (ins Ids<"[...]">:$tokens, Tensor<"[V, H]">:$table);
+  let results = (outs Tensor<"[..., H]">:$y);
+}
+def EmbeddingGrad : Op<1> {
+  let operands = (ins Tensor<"[..., H]">:$dy, Ids<"[...]">:$tokens);
+  let results = (outs Tensor<"[V, H]">:$dtable);
+}
+def RmsNorm : Op<2> {
+  let operands = (ins Tensor<"[..., H]">:$x, Tensor<"[H]">:$w);
+  let results = (outs Tensor<"[..., H]">:$y);
+  let attributes = (attrs FloatAttr<"$_ > 0", "must be > 0">:$eps);
+}
+def RmsNormGrad : Op<3> {
+  let operands = (ins Tensor<"[..., H]">:$dy, Tensor<"[..., H]">:$x,
+                      Tensor<"[H]">:$w);
+  let results = (outs Tensor<"[..., H]">:$dx, Tensor<"[H]">:$dw);
+  let attributes = (attrs FloatAttr<"$_ > 0", "must be > 0">:$eps);
+}
+def Linear : Op<4> {
+  let operands = (ins Tensor<"[..., K]">:$x, Tensor<"[N, K]">:$w);
+  let results = (outs Tensor<"[..., N]">:$y);
+}
+def LinearGradInput : Op<5> {
+  let operands = (ins Tensor<"[..., N]">:$dy, Tensor<"[N, K]">:$w);
+  let results = (outs Tensor<"[..., K]">:$dx);
+}
+def LinearGradWeight : Op<6> {
+  let operands = (ins Tensor<"[..., N]">:$dy, Tensor<"[..., K]">:$x);
+  let results = (outs Tensor<"[N, K]">:$dw);
+}
+// Rotary positions are the sequence index: [B, S, heads * head_dim].
+def Rope : Op<7> {
+  let operands = (ins Tensor<"[B, S, X]">:$x);
+  let results = (outs Tensor<"[B, S, X]">:$y);
+  let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
+                          FloatAttr<"$_ > 0", "must be > 0">:$theta);
+  let inPlace = 1;
+  let rules = ["checkRopeWidth"];
+}
+def RopeGrad : Op<8> {
+  let operands = (ins Tensor<"[B, S, X]">:$dy);
+  let results = (outs Tensor<"[B, S, X]">:$dx);
+  let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
+                          FloatAttr<"$_ > 0", "must be > 0">:$theta);
+  let inPlace = 1;
+  let rules = ["checkRopeWidth"];
+}
+// k and v are [B, S, kv_heads * head_dim], lse [B, heads, S]
+// (checkAttention).
+def Attention : Op<9> {
+  let operands = (ins Tensor<"[B, S, Q]">:$q, Tensor<>:$k, Tensor<>:$v);
+  let results = (outs Tensor<"[B, S, Q]">:$out, Tensor<>:$lse);
+  let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
+                          IntAttr<>:$kv_heads);
+  let rules = ["checkAttention"];
+}
+def AttentionGrad : Op<10> {
+  let operands = (ins Tensor<"[B, S, Q]">:$dout, Tensor<"[B, S, Q]">:$q,
+                      Tensor<>:$k, Tensor<>:$v, Tensor<"[B, S, Q]">:$out,
+                      Tensor<>:$lse);
+  let results = (outs Tensor<"[B, S, Q]">:$dq, Tensor<>:$dk, Tensor<>:$dv);
+  let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
+                          IntAttr<>:$kv_heads);
+  let rules = ["checkAttention"];
+}
+def Router : Op<11> {
+  let operands = (ins Tensor<"[..., E]">:$logits);
+  let results = (outs Tensor<"[..., E]">:$probs,
+                      Tensor<"[..., $top_k]">:$weights,
+                      Ids<"[..., $top_k]">:$indices);
+  let attributes = (attrs IntAttr<>:$top_k,
+                          FloatAttr<"$_ >= 0", "must be >= 0">:$capacity_factor);
+  let rules = ["checkTopK"];
+}
+def RouterGrad : Op<12> {
+  let operands = (ins Tensor<"[..., $top_k]">:$dweights,
+                      Tensor<"[..., E]">:$probs,
+                      OptionalTensor<"[..., E]">:$dprobs);
+  let results = (outs Tensor<"[..., E]">:$dlogits);
+  let attributes = (attrs IntAttr<>:$top_k);
+  let rules = ["checkTopK"];
+}
+// With the group, expert parallel over it (Program.fbs); with the FP8
+// recipe, FP8 GEMMs and/or FP8 token dispatch (version 1.3), delayed
+// scaling reading and updating the amax history [El, 9, L].
+def Experts : Op<13> {
+  let operands = (ins Tensor<"[..., H]">:$x, Tensor<"[..., k]">:$weights,
+                      Ids<"[..., k]">:$indices, Tensor<"[E, F, H]">:$w1,
+                      Tensor<"[E, F, H]">:$w3, Tensor<"[E, H, F]">:$w2,
+                      OptionalTensor<>:$amax_history);
+  let results = (outs Tensor<"[..., H]">:$y);
+  let attributes = (attrs
+      OptionalAttr<"group", GroupAttr>:$group,
+      OptionalAttr<"fp8", EnumAttr<Fp8Scaling>>:$fp8_scaling,
+      OptionalAttr<"fp8", IntAttr<"$_ >= 1 && $_ <= 65536",
+                                  "must be in [1, 65536]">>:$fp8_block,
+      OptionalAttr<"fp8", BoolAttr>:$fp8_dispatch);
+  let rules = ["checkFp8Recipe", "checkExpertRouting"];
+}
+def ExpertsGrad : Op<14> {
+  let operands = (ins Tensor<"[..., H]">:$dy, Tensor<"[..., H]">:$x,
+                      Tensor<"[..., k]">:$weights, Ids<"[..., k]">:$indices,
+                      Tensor<"[E, F, H]">:$w1, Tensor<"[E, F, H]">:$w3,
+                      Tensor<"[E, H, F]">:$w2, OptionalTensor<>:$amax_history);
+  let results = (outs Tensor<"[..., H]">:$dx, Tensor<"[..., k]">:$dweights,
+                      Tensor<"[E, F, H]">:$dw1, Tensor<"[E, F, H]">:$dw3,
+                      Tensor<"[E, H, F]">:$dw2);
+  let attributes = (attrs
+      OptionalAttr<"group", GroupAttr>:$group,
+      OptionalAttr<"fp8", EnumAttr<Fp8Scaling>>:$fp8_scaling,
+      OptionalAttr<"fp8", IntAttr<"$_ >= 1 && $_ <= 65536",
+                                  "must be in [1, 65536]">>:$fp8_block,
+      OptionalAttr<"fp8", BoolAttr>:$fp8_dispatch);
+  let rules = ["checkFp8Recipe", "checkExpertRouting"];
+}
+def Swiglu : Op<15> {
+  let operands = (ins Tensor<>:$gate, Tensor<"=gate">:$up);
+  let results = (outs Tensor<"=gate">:$y);
+}
+def SwigluGrad : Op<16> {
+  let operands = (ins Tensor<>:$dy, Tensor<"=dy">:$gate, Tensor<"=dy">:$up);
+  let results = (outs Tensor<"=dy">:$dgate, Tensor<"=dy">:$dup);
+  let inPlace = 1;
+}
+def Add : Op<17> {
+  let operands = (ins Tensor<>:$a, Tensor<"=a">:$b);
+  let results = (outs Tensor<"=a">:$y);
+  let inPlace = 1;
+}
+// Losses may carry the group their tokens are split over (version 1.1):
+// counts and sums combine across it.
+def CrossEntropy : Op<18> {
+  let operands = (ins Tensor<"[..., V]">:$logits, Ids<"[...]">:$targets);
+  let results = (outs Scalar:$loss);
+  let attributes = (attrs OptionalAttr<"group", GroupAttr>:$group);
+}
+def CrossEntropyGrad : Op<19> {
+  let operands = (ins Scalar:$dloss, Tensor<"[..., V]">:$logits,
+                      Ids<"[...]">:$targets);
+  let results = (outs Tensor<"[..., V]">:$dlogits);
+  let attributes = (attrs OptionalAttr<"group", GroupAttr>:$group);
+}
+def AuxLoss : Op<20> {
+  let operands = (ins Tensor<"[..., E]">:$probs);
+  let results = (outs Scalar:$loss);
+  let attributes = (attrs IntAttr<>:$top_k,
+                          OptionalAttr<"group", GroupAttr>:$group);
+  let rules = ["checkTopK"];
+}
+def AuxLossGrad : Op<21> {
+  let operands = (ins Scalar:$dloss, Tensor<"[..., E]">:$probs);
+  let results = (outs Tensor<"[..., E]">:$dprobs);
+  let attributes = (attrs IntAttr<>:$top_k,
+                          OptionalAttr<"group", GroupAttr>:$group);
+  let rules = ["checkTopK"];
+}
+def WeightedSum : Op<22> {
+  let operands = (ins Variadic<"[]">:$scalars);
+  let results = (outs Scalar:$sum);
+  let attributes = (attrs PerOperand<FloatAttr<>>:$coefficient);
+  let inPlace = 1;
+}
+// Fills y with the value.
+def Constant : Op<23> {
+  let results = (outs Tensor<>:$y);
+  let attributes = (attrs FloatAttr<>:$value);
+}
+// Each operand may be split over a group: its squares sum over it.
+def GlobalNorm : Op<24> {
+  let operands = (ins Variadic<>:$grads);
+  let results = (outs Scalar:$norm);
+  let attributes = (attrs PerOperand<GroupOrNoneAttr, 1>:$group);
+  let inPlace = 1;
+}
+def ClipCoefficient : Op<25> {
+  let operands = (ins Scalar:$norm);
+  let results = (outs Scalar:$coef);
+  let attributes = (attrs FloatAttr<>:$max_norm);
+  let inPlace = 1;
+}
+def LearningRate : Op<26> {
+  let operands = (ins Ids<"[]">:$step);
+  let results = (outs Scalar:$lr);
+  let attributes = (attrs IntAttr<"$_ >= 0", "must be >= 0">:$warmup,
+                          IntAttr<"$_ >= $warmup", "must be >= warmup">:$decay,
+                          FloatAttr<"$_ >= $min", "must be >= min">:$peak,
+                          FloatAttr<"$_ >= 0", "must be >= 0">:$min);
+}
+// Updates param, exp_avg and exp_avg_sq in place.
+def AdamW : Op<27> {
+  let operands = (ins Tensor<>:$param, Tensor<"=param">:$grad,
+                      Tensor<"=param">:$exp_avg, Tensor<"=param">:$exp_avg_sq,
+                      Scalar:$lr, Scalar:$grad_scale, Ids<"[]">:$step);
+  let attributes = (attrs
+      FloatAttr<"$_ >= 0 && $_ < 1", "must be in [0, 1)">:$beta1,
+      FloatAttr<"$_ >= 0 && $_ < 1", "must be in [0, 1)">:$beta2,
+      FloatAttr<"$_ > 0", "must be > 0">:$eps,
+      FloatAttr<"$_ >= 0", "must be >= 0">:$weight_decay);
+  let rules = ["checkAdamW"];
+}
+
+// Collectives over a group of the mesh (Program.groups).
+def AllReduce : Op<28, "1.1"> {
+  let operands = (ins Tensor<>:$x);
+  let results = (outs Tensor<"=x">:$y);
+  let attributes = (attrs GroupAttr:$group);
+  let rules = ["checkCollectiveSize"];
+}
+// Concatenation along dim in group order; moves ids too.
+def AllGather : Op<29, "1.1"> {
+  let operands = (ins Tensor<"", [F32, I32]>:$x);
+  let results = (outs SameDType<"x">:$y);
+  let attributes = (attrs GroupAttr:$group, IntAttr<>:$dim);
+  let rules = ["checkCollectiveSize", "checkCollectiveDim"];
+}
+// This rank's block of the sum along dim.
+def ReduceScatter : Op<30, "1.1"> {
+  let operands = (ins Tensor<>:$x);
+  let results = (outs Tensor<>:$y);
+  let attributes = (attrs GroupAttr:$group, IntAttr<>:$dim);
+  let rules = ["checkCollectiveSize", "checkCollectiveDim"];
+}
+// This rank's block along dim, no communication.
+def Slice : Op<31, "1.1"> {
+  let operands = (ins Tensor<"", [F32, I32]>:$x);
+  let results = (outs SameDType<"x">:$y);
+  let attributes = (attrs GroupAttr:$group, IntAttr<>:$dim);
+  let rules = ["checkCollectiveSize", "checkCollectiveDim"];
+  let communicates = 0;
+}
+// Ends the step of an FP8 amax history [El, 9, L]; the group holds copies.
+def Fp8AmaxUpdate : Op<32, "1.4"> {
+  let operands = (ins Tensor<>:$history);
+  let attributes = (attrs OptionalAttr<"group", GroupAttr>:$group);
+  let rules = ["checkAmaxUpdate"];
+}

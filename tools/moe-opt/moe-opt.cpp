@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEDialect.h"
+#include "moe/Target/CompilePipeline.h"
 #include "moe/Target/Passes.h"
 #include "moe/Transforms/Passes.h"
 
@@ -20,6 +21,7 @@ int main(int argc, char **argv) {
   mlir::moe::registerMoEPasses();
   mlir::moe::registerMoETargetPasses();
   mlir::moe::registerTrainingPipeline();
+  mlir::moe::registerCompilePipeline();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   return mlir::asMainReturnCode(

@@ -20,7 +20,6 @@
 #include "moe/Target/SbatchScript.h"
 #include "moe/Transforms/Sharding.h"
 #include "moe/Transforms/Passes.h"
-#include "moe/Transforms/Target.h"
 #include "moe/Pipeline/Schedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -31,8 +30,6 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "mlir/Transforms/Passes.h"
-#include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -227,33 +224,6 @@ static std::string outputPath() {
   return (stem + (emitKind == Emit::MLIR ? ".out.mlir" : ".moebin")).str();
 }
 
-
-/// Bytes from "80GiB", "512MiB", "1.5GB", "4000000" (powers of 1024 for
-/// KiB/MiB/GiB/TiB, of 1000 for KB/MB/GB/TB); none for anything else.
-static std::optional<uint64_t> parseBytes(StringRef text) {
-  StringRef number = text.take_while(
-      [](char c) { return llvm::isDigit(c) || c == '.'; });
-  StringRef unit = text.drop_front(number.size()).trim();
-  double value;
-  if (number.empty() || number.getAsDouble(value))
-    return std::nullopt;
-  double scale = llvm::StringSwitch<double>(unit.lower())
-                     .Cases("", "b", 1)
-                     .Case("kib", 1024.0)
-                     .Case("mib", 1048576.0)
-                     .Case("gib", 1073741824.0)
-                     .Case("tib", 1099511627776.0)
-                     .Case("kb", 1e3)
-                     .Case("mb", 1e6)
-                     .Case("gb", 1e9)
-                     .Case("tb", 1e12)
-                     .Default(0);
-  if (scale == 0 || value * scale >= 1.8e19)
-    return std::nullopt;
-  return static_cast<uint64_t>(value * scale);
-}
-
-
 /// --emit-sbatch: the batch script running `artifact` on the compiled mesh.
 static LogicalResult writeSbatch(ModuleOp module, StringRef artifact,
                                  unsigned pipelineStages, const char *argv0) {
@@ -308,33 +278,38 @@ static LogicalResult writeSbatch(ModuleOp module, StringRef artifact,
   return success();
 }
 
-/// The flags --plan chooses, as given or as the plan sets them.
-struct PlannedFlags {
-  std::string mesh = meshSpec;
-  unsigned pipelineStages = ::pipelineStages, virtualStages = ::virtualStages,
-           microbatches = ::microbatches;
-  ::moe::pipeline::ScheduleKind schedule = scheduleKind;
-  std::string target = ::target, fp8Gemms = ::fp8Gemms;
-  bool fp8Dispatch = ::fp8Dispatch;
-  /// The global batch the plan is for (0: the model's).
-  uint64_t batch = 0;
-
-  /// Microbatches per step: --microbatches, else 2 per stage when
-  /// pipelined.
-  unsigned numMicrobatches() const {
-    if (microbatches)
-      return microbatches;
-    return pipelineStages * virtualStages > 1 ? 2 * pipelineStages : 1;
-  }
-  /// Whether the step is split into microbatches or stages at all.
-  bool isPipelined() const {
-    return pipelineStages * virtualStages > 1 || numMicrobatches() > 1;
-  }
-};
+/// The compile flags as given.
+static mlir::moe::CompileFlags commandLineFlags(ModuleOp module) {
+  mlir::moe::CompileFlags flags;
+  flags.function = stepFunction;
+  flags.mesh = meshSpec;
+  flags.sharded = static_cast<bool>(mlir::moe::getMesh(module));
+  flags.stages = pipelineStages;
+  flags.virtualStages = virtualStages;
+  flags.microbatches = microbatches;
+  flags.schedule = scheduleKind;
+  flags.pipelineTrace = pipelineTrace;
+  flags.fp8Gemms = fp8Gemms;
+  flags.fp8Scaling = fp8Scaling;
+  flags.fp8Block = fp8Block;
+  flags.fp8AmaxHistory = fp8AmaxHistory;
+  flags.fp8Dispatch = fp8Dispatch;
+  flags.target = target;
+  flags.memoryBudget = memoryBudget;
+  flags.reportSharding = llvm::is_contained(reports, Report::Sharding);
+  flags.reportPipeline = llvm::is_contained(reports, Report::Pipeline);
+  flags.reportMemory = llvm::is_contained(reports, Report::Memory);
+  flags.reportCost = llvm::is_contained(reports, Report::Cost);
+  flags.cluster = clusterFile;
+  if (emitKind == Emit::Artifact)
+    flags.artifact = outputPath();
+  flags.seed = seed;
+  return flags;
+}
 
 /// --plan: searches, prints the best plans (unless `quiet`) and sets the
 /// flags that compile the best; `done` when only the plans were asked for.
-static LogicalResult applyPlan(ModuleOp module, PlannedFlags &flags,
+static LogicalResult applyPlan(ModuleOp module, mlir::moe::CompileFlags &flags,
                                bool quiet, bool &done) {
   if (clusterFile.empty() || planGpus <= 0 || planGlobalBatch <= 0) {
     llvm::errs() << "moec: error: --plan needs --cluster FILE, --gpus N and "
@@ -367,7 +342,7 @@ static LogicalResult applyPlan(ModuleOp module, PlannedFlags &flags,
   const mlir::moe::ParallelPlan &best = chosen->cost.plan;
   flags.batch = planGlobalBatch;
   flags.mesh = best.meshSpec();
-  flags.pipelineStages = best.pp;
+  flags.stages = best.pp;
   flags.virtualStages = best.virtualStages;
   flags.schedule = best.schedule;
   flags.microbatches = chosen->cost.microbatches;
@@ -380,7 +355,7 @@ static LogicalResult applyPlan(ModuleOp module, PlannedFlags &flags,
   if (quiet)
     return success();
   llvm::outs() << "compiling #1: --mesh " << flags.mesh << " --pp "
-               << flags.pipelineStages << " --virtual-stages "
+               << flags.stages << " --virtual-stages "
                << flags.virtualStages << " --microbatches "
                << flags.microbatches << " --target " << flags.target << "\n";
   // The plan's data-parallel reductions overlap the backward, as moe-run's
@@ -401,88 +376,6 @@ static LogicalResult applyPlan(ModuleOp module, PlannedFlags &flags,
   return success();
 }
 
-/// The compile pipeline's options from the flags; a flag error otherwise.
-/// `steps`: --pass-pipeline replaces the training-step passes.
-static FailureOr<mlir::moe::CompileOptions>
-compileOptions(ModuleOp module, const PlannedFlags &flags, bool steps) {
-  namespace pp = ::moe::pipeline;
-  auto flagError = [](const Twine &message) {
-    llvm::errs() << "moec: error: " << message << "\n";
-    return failure();
-  };
-  mlir::moe::CompileOptions options;
-  options.function = stepFunction;
-  if (!flags.mesh.empty()) {
-    std::string error;
-    if (failed(mlir::moe::parseMeshSpec(flags.mesh, error)))
-      return flagError("--mesh: " + error);
-    options.mesh = flags.mesh;
-  }
-  options.sharded = !options.mesh.empty() || mlir::moe::getMesh(module);
-  options.batch = flags.batch;
-  options.microbatches = flags.numMicrobatches();
-
-  if (!steps) {
-    if (!mlir::moe::lookupTarget(flags.target))
-      return flagError("unknown target '" + flags.target +
-                       "': expected cpu, a100, h100 or h200");
-    if (!flags.fp8Gemms.empty() || flags.fp8Dispatch) {
-      mlir::moe::Fp8Options &fp8 = options.fp8.emplace();
-      fp8.gemms = flags.fp8Gemms.empty() ? std::string("none") : flags.fp8Gemms;
-      fp8.scaling = fp8Scaling;
-      fp8.block = fp8Block;
-      fp8.dispatch = flags.fp8Dispatch;
-      fp8.amaxHistory = fp8AmaxHistory;
-      fp8.target = flags.target;
-    }
-  }
-
-  options.reportSharding = llvm::is_contained(reports, Report::Sharding);
-  options.reportPipeline = llvm::is_contained(reports, Report::Pipeline);
-  options.reportMemory = llvm::is_contained(reports, Report::Memory);
-  options.reportCost = llvm::is_contained(reports, Report::Cost);
-  options.planPipeline = options.reportPipeline || flags.isPipelined();
-  if (options.planPipeline) {
-    options.stages = flags.pipelineStages;
-    options.virtualStages = flags.virtualStages;
-    options.schedule = flags.schedule;
-    if (flags.virtualStages > 1 &&
-        options.schedule == pp::ScheduleKind::OneFOneB)
-      options.schedule = pp::ScheduleKind::Interleaved1F1B;
-    pp::ScheduleOptions schedule;
-    schedule.stages = options.stages;
-    schedule.virtualStages = options.virtualStages;
-    schedule.microbatches = flags.numMicrobatches();
-    pp::ErrorOr<pp::Schedule> built =
-        pp::buildSchedule(options.schedule, schedule);
-    if (!built)
-      return flagError("pipeline schedule: " + built.getError());
-    options.pipelineTrace = pipelineTrace;
-  }
-
-  if (!memoryBudget.empty()) {
-    std::optional<uint64_t> bytes = parseBytes(memoryBudget);
-    if (!bytes)
-      return flagError("--memory-budget: expected a size like 80GiB, 512MiB "
-                       "or 4000000, found '" +
-                       memoryBudget + "'");
-    options.memoryBudget = *bytes;
-  }
-  if (options.reportCost) {
-    if (clusterFile.empty())
-      return flagError("--report=cost needs --cluster FILE");
-    llvm::Expected<mlir::moe::ClusterSpec> cluster =
-        mlir::moe::loadCluster(clusterFile);
-    if (!cluster)
-      return flagError(llvm::toString(cluster.takeError()));
-    options.cluster = clusterFile;
-  }
-  if (emitKind == Emit::Artifact)
-    options.artifact = outputPath();
-  options.seed = seed;
-  return options;
-}
-
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAsmPrinterCLOptions();
@@ -492,6 +385,7 @@ int main(int argc, char **argv) {
   mlir::moe::registerMoEPasses();
   mlir::moe::registerMoETargetPasses();
   mlir::moe::registerTrainingPipeline();
+  mlir::moe::registerCompilePipeline();
   PassPipelineCLParser passPipeline("", "compiler passes to run (default: "
                                         "moe-training-pipeline)");
   // libLLVM registers hundreds of codegen options; --help shows moec's, and
@@ -525,7 +419,7 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  PlannedFlags flags;
+  mlir::moe::CompileFlags flags = commandLineFlags(*module);
   if (planSearch) {
     if (dumpPassPipeline && planOnly) {
       llvm::errs() << "moec: error: --dump-pass-pipeline: --plan-only "
@@ -539,8 +433,11 @@ int main(int argc, char **argv) {
       return 0;
   }
   bool steps = passPipeline.hasAnyOccurrences();
+  flags.customSteps = steps;
   FailureOr<mlir::moe::CompileOptions> options =
-      compileOptions(*module, flags, steps);
+      mlir::moe::resolveCompileFlags(flags, [](const Twine &message) {
+        llvm::errs() << "moec: error: " << message << "\n";
+      });
   if (failed(options))
     return 1;
 

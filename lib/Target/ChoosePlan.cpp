@@ -66,3 +66,42 @@ mlir::moe::choosePlan(ModuleOp module, const PlanRequest &request,
   }
   return ChosenPlan{result.best.front(), cluster->gpu, targetOf(cluster->gpu)};
 }
+
+void mlir::moe::applyPlan(const ChosenPlan &chosen, int64_t globalBatch,
+                          CompileFlags &flags) {
+  const ParallelPlan &best = chosen.cost.plan;
+  flags.batch = globalBatch;
+  flags.mesh = best.meshSpec();
+  flags.stages = best.pp;
+  flags.virtualStages = best.virtualStages;
+  flags.schedule = best.schedule;
+  flags.microbatches = chosen.cost.microbatches;
+  flags.target = chosen.target;
+  if (best.fp8) {
+    if (chosen.gpu.fp8Tflops > 0)
+      flags.fp8Gemms = "experts";
+    flags.fp8Dispatch = best.ep > 1;
+  }
+}
+
+void mlir::moe::printChosenPlan(const ChosenPlan &chosen,
+                                const CompileFlags &flags,
+                                llvm::raw_ostream &os) {
+  os << "compiling #1: --mesh " << flags.mesh << " --pp " << flags.stages
+     << " --virtual-stages " << flags.virtualStages << " --microbatches "
+     << flags.microbatches << " --target " << flags.target << "\n";
+  // The plan's data-parallel reductions overlap the backward, as moe-run's
+  // communication thread does.
+  int64_t expertChunks = chosen.cost.expertChunks;
+  os << "  run it with moe-run --async-collectives";
+  if (expertChunks > 1)
+    os << " --expert-chunks " << expertChunks;
+  os << " (the plan overlaps gradient reductions with the backward"
+     << (expertChunks > 1 ? ", and the expert exchange with the expert GEMMs"
+                          : "")
+     << ")\n";
+  if (chosen.cost.plan.remat != Remat::None)
+    os << "  remat=" << toString(chosen.cost.plan.remat)
+       << " is the plan's; moec recomputes in the compiled step only under "
+          "--memory-budget\n";
+}

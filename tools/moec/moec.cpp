@@ -339,40 +339,9 @@ static LogicalResult applyPlan(ModuleOp module, mlir::moe::CompileFlags &flags,
   done = planOnly;
   if (done)
     return success();
-  const mlir::moe::ParallelPlan &best = chosen->cost.plan;
-  flags.batch = planGlobalBatch;
-  flags.mesh = best.meshSpec();
-  flags.stages = best.pp;
-  flags.virtualStages = best.virtualStages;
-  flags.schedule = best.schedule;
-  flags.microbatches = chosen->cost.microbatches;
-  flags.target = chosen->target;
-  if (best.fp8) {
-    if (chosen->gpu.fp8Tflops > 0)
-      flags.fp8Gemms = "experts";
-    flags.fp8Dispatch = best.ep > 1;
-  }
-  if (quiet)
-    return success();
-  llvm::outs() << "compiling #1: --mesh " << flags.mesh << " --pp "
-               << flags.stages << " --virtual-stages "
-               << flags.virtualStages << " --microbatches "
-               << flags.microbatches << " --target " << flags.target << "\n";
-  // The plan's data-parallel reductions overlap the backward, as moe-run's
-  // communication thread does.
-  int64_t expertChunks = chosen->cost.expertChunks;
-  llvm::outs() << "  run it with moe-run --async-collectives";
-  if (expertChunks > 1)
-    llvm::outs() << " --expert-chunks " << expertChunks;
-  llvm::outs() << " (the plan overlaps gradient reductions with the backward"
-               << (expertChunks > 1
-                       ? ", and the expert exchange with the expert GEMMs"
-                       : "")
-               << ")\n";
-  if (best.remat != mlir::moe::Remat::None)
-    llvm::outs() << "  remat=" << mlir::moe::toString(best.remat)
-                 << " is the plan's; moec recomputes in the compiled step "
-                    "only under --memory-budget\n";
+  mlir::moe::applyPlan(*chosen, planGlobalBatch, flags);
+  if (!quiet)
+    mlir::moe::printChosenPlan(*chosen, flags, llvm::outs());
   return success();
 }
 

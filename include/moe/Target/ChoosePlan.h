@@ -2,6 +2,7 @@
 #ifndef MOE_TARGET_CHOOSEPLAN_H
 #define MOE_TARGET_CHOOSEPLAN_H
 
+#include "moe/Target/CompilePipeline.h"
 #include "moe/Target/Hardware.h"
 #include "moe/Target/Planner.h"
 
@@ -41,6 +42,15 @@ struct ChosenPlan {
 FailureOr<ChosenPlan>
 choosePlan(ModuleOp module, const PlanRequest &request, llvm::raw_ostream *plans,
            llvm::function_ref<void(const llvm::Twine &)> error);
+
+/// Sets the flags that compile `chosen` for `globalBatch` sequences: the
+/// batch, mesh, pipeline, microbatches, target and FP8.
+void applyPlan(const ChosenPlan &chosen, int64_t globalBatch,
+               CompileFlags &flags);
+
+/// "compiling #1: --mesh ...", with how moe-run runs it.
+void printChosenPlan(const ChosenPlan &chosen, const CompileFlags &flags,
+                     llvm::raw_ostream &os);
 
 } // namespace mlir::moe
 

@@ -393,20 +393,50 @@ struct SplitPipelineStagesPass
     }
     FailureOr<func::FuncOp> step =
         lookupFunction(module, function, "to split into pipeline stages");
-    SmallVector<unsigned> stages(unitStages.begin(), unitStages.end());
-    if (failed(step) ||
-        failed(splitPipelineStages(*step, layersAttr.getInt(), stages, ranks,
-                                   splitWeightGradients)))
+    if (failed(step))
       return signalPassFailure();
-    if (slots.empty())
+    SmallVector<unsigned> stages(unitStages.begin(), unitStages.end());
+    unsigned rankCount = ranks;
+    bool splitWeights = splitWeightGradients;
+    SmallVector<unsigned> slotCounts(slots.begin(), slots.end());
+    if (stages.empty()) {
+      FailureOr<std::optional<RecordedPipeline>> recorded =
+          recordedPipeline(module);
+      if (failed(recorded))
+        return signalPassFailure();
+      if (*recorded) {
+        // The record says all of it; a value given besides would be
+        // ignored. (A printed pipeline spells out the defaults.)
+        if (ranks != 1 || splitWeightGradients || !slots.empty()) {
+          module.emitError()
+              << "ranks, slots and split-weight-gradients need unit-stages: "
+                 "without it they come from the module's "
+              << kPipelineScheduleAttrName;
+          return signalPassFailure();
+        }
+        const ::moe::pipeline::Schedule &schedule = (*recorded)->schedule;
+        stages.assign((*recorded)->unitStages.begin(),
+                      (*recorded)->unitStages.end());
+        rankCount = schedule.stages;
+        splitWeights =
+            schedule.kind == ::moe::pipeline::ScheduleKind::ZeroBubble;
+        slotCounts.clear();
+        for (int count : ::moe::pipeline::peakMicrobatchSlots(schedule))
+          slotCounts.push_back(count);
+      }
+    }
+    if (failed(splitPipelineStages(*step, layersAttr.getInt(), stages,
+                                   rankCount, splitWeights)))
+      return signalPassFailure();
+    if (slotCounts.empty())
       return;
-    if (slots.size() != ranks || llvm::is_contained(slots, 0u)) {
+    if (slotCounts.size() != rankCount || llvm::is_contained(slotCounts, 0u)) {
       module.emitError() << "expected one positive slot count per pipeline "
                             "rank ("
-                         << ranks << "), got " << slots.size();
+                         << rankCount << "), got " << slotCounts.size();
       return signalPassFailure();
     }
-    SmallVector<int64_t> counts(slots.begin(), slots.end());
+    SmallVector<int64_t> counts(slotCounts.begin(), slotCounts.end());
     (*step)->setAttr(kPipelineSlotsAttrName,
                      DenseI64ArrayAttr::get(module.getContext(), counts));
   }

@@ -2,24 +2,25 @@
 //
 //   moec model.mlir -o model.moebin [--report=memory] [--emit=mlir]
 //
-// Runs the default pipeline (expand, autodiff, optimizer, memory plan) or the
-// one given with --pass-pipeline, with MLIR's usual instrumentation flags
-// (--mlir-print-ir-after-all, --mlir-timing, ...), then writes the artifact.
+// Parses the flags into the options of the compile pipeline
+// (moe/Target/CompilePipeline.h: mesh, microbatch split, the training-step
+// passes or the ones given with --pass-pipeline, pipeline cut and schedule,
+// reports, artifact), runs it with MLIR's usual instrumentation flags
+// (--mlir-print-ir-after-all, --mlir-timing, ...) and writes what the
+// pipeline does not: --emit=mlir and --emit-sbatch. --dump-pass-pipeline
+// prints the pipeline instead; moe-opt --pass-pipeline runs it to the same
+// artifact bytes.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEDialect.h"
-#include "moe/Target/ArtifactWriter.h"
-#include "moe/Target/CostModel.h"
+#include "moe/Target/ChoosePlan.h"
+#include "moe/Target/CompilePipeline.h"
 #include "moe/Target/ModelStatistics.h"
-#include "moe/Target/Planner.h"
+#include "moe/Target/Passes.h"
 #include "moe/Target/SbatchScript.h"
-#include "moe/Target/ShardingReport.h"
 #include "moe/Transforms/Sharding.h"
 #include "moe/Transforms/Passes.h"
-#include "moe/Transforms/Target.h"
 #include "moe/Pipeline/Schedule.h"
-#include "moe/Transforms/Pipeline.h"
-#include "moe/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -29,13 +30,10 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "mlir/Transforms/Passes.h"
-#include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
-#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -205,9 +203,16 @@ static cl::opt<bool> planKeepOverMemory(
 static cl::opt<bool> planOnly(
     "plan-only", cl::desc("--plan: print the plans, compile nothing"),
     cl::init(false), cl::cat(moecCategory));
+static cl::opt<bool> dumpPassPipeline(
+    "dump-pass-pipeline",
+    cl::desc("print the pass pipeline these flags run (for moe-opt "
+             "--pass-pipeline, which writes the same artifact) and compile "
+             "nothing"),
+    cl::init(false), cl::cat(moecCategory));
 static cl::opt<uint64_t> seed("seed",
                               cl::desc("parameter initialisation seed"),
                               cl::init(1234), cl::cat(moecCategory));
+
 
 /// The output path: -o, else the input with a .moebin/.out.mlir extension.
 static std::string outputPath() {
@@ -219,115 +224,9 @@ static std::string outputPath() {
   return (stem + (emitKind == Emit::MLIR ? ".out.mlir" : ".moebin")).str();
 }
 
-/// Microbatches per step: --microbatches, else 2 per stage when pipelined.
-static unsigned numMicrobatches() {
-  if (microbatches)
-    return microbatches;
-  return pipelineStages * virtualStages > 1 ? 2 * pipelineStages : 1;
-}
-
-/// Whether the step is split into microbatches or stages at all.
-static bool isPipelined() {
-  return pipelineStages * virtualStages > 1 || numMicrobatches() > 1;
-}
-
-/// The schedule the artifact follows. Stages are taken as equal in cost
-/// (the cut balances them); backward is twice forward, split evenly between
-/// input and weight gradients.
-static ::moe::pipeline::ErrorOr<::moe::pipeline::Schedule>
-buildPipelineSchedule(::moe::pipeline::ScheduleOptions &options) {
-  namespace pp = ::moe::pipeline;
-  options.stages = pipelineStages;
-  options.virtualStages = virtualStages;
-  options.microbatches = numMicrobatches();
-  pp::ScheduleKind kind = scheduleKind;
-  if (virtualStages > 1 && kind == pp::ScheduleKind::OneFOneB)
-    kind = pp::ScheduleKind::Interleaved1F1B;
-  return pp::buildSchedule(kind, options);
-}
-
-/// Simulates `schedule`: prints its timeline and bubble fraction, and writes
-/// the Chrome trace when asked.
-static LogicalResult reportSchedule(const ::moe::pipeline::Schedule &schedule,
-                                    const ::moe::pipeline::ScheduleOptions &options,
-                                    bool print) {
-  namespace pp = ::moe::pipeline;
-  pp::ErrorOr<pp::Timeline> timeline = pp::simulate(schedule, options);
-  if (!timeline) {
-    llvm::errs() << "moec: error: pipeline schedule: " << timeline.getError()
-                 << "\n";
-    return failure();
-  }
-  if (print)
-    llvm::outs() << "schedule " << pp::toString(schedule.kind) << ", "
-                 << options.microbatches << " microbatches: bubble "
-                 << llvm::format("%.1f%%", 100 * timeline->bubbleFraction)
-                 << " of the step\n"
-                 << pp::toText(*timeline);
-  if (!pipelineTrace.empty()) {
-    std::string error;
-    auto file = openOutputFile(pipelineTrace, &error);
-    if (!file) {
-      llvm::errs() << "moec: error: " << error << "\n";
-      return failure();
-    }
-    file->os() << pp::toChromeTrace(*timeline);
-    file->keep();
-  }
-  return success();
-}
-
-/// Bytes from "80GiB", "512MiB", "1.5GB", "4000000" (powers of 1024 for
-/// KiB/MiB/GiB/TiB, of 1000 for KB/MB/GB/TB); none for anything else.
-static std::optional<uint64_t> parseBytes(StringRef text) {
-  StringRef number = text.take_while(
-      [](char c) { return llvm::isDigit(c) || c == '.'; });
-  StringRef unit = text.drop_front(number.size()).trim();
-  double value;
-  if (number.empty() || number.getAsDouble(value))
-    return std::nullopt;
-  double scale = llvm::StringSwitch<double>(unit.lower())
-                     .Cases("", "b", 1)
-                     .Case("kib", 1024.0)
-                     .Case("mib", 1048576.0)
-                     .Case("gib", 1073741824.0)
-                     .Case("tib", 1099511627776.0)
-                     .Case("kb", 1e3)
-                     .Case("mb", 1e6)
-                     .Case("gb", 1e9)
-                     .Case("tb", 1e12)
-                     .Default(0);
-  if (scale == 0 || value * scale >= 1.8e19)
-    return std::nullopt;
-  return static_cast<uint64_t>(value * scale);
-}
-
-/// Compiles the step for one microbatch: divides the batch of every
-/// moe.transformer by the microbatches.
-static LogicalResult splitBatch(ModuleOp module, unsigned parts) {
-  if (parts == 1)
-    return success();
-  bool found = false;
-  for (auto transformer : module.getOps<mlir::moe::TransformerOp>()) {
-    found = true;
-    uint64_t batch = transformer.getBatch();
-    if (batch % parts != 0)
-      return transformer.emitError()
-             << "--microbatches " << parts << " does not divide the batch of "
-             << batch << " sequences";
-    transformer.setBatch(batch / parts);
-  }
-  if (!found)
-    return module.emitError() << "--microbatches needs the model's batch "
-                                 "(moe.transformer)";
-  module->setAttr(mlir::moe::kMicrobatchesAttrName,
-                  Builder(module.getContext()).getI64IntegerAttr(parts));
-  return success();
-}
-
 /// --emit-sbatch: the batch script running `artifact` on the compiled mesh.
 static LogicalResult writeSbatch(ModuleOp module, StringRef artifact,
-                                 const char *argv0) {
+                                 unsigned pipelineStages, const char *argv0) {
   if (artifact == "-" || emitKind != Emit::Artifact) {
     llvm::errs() << "moec: error: --emit-sbatch needs an artifact written to "
                     "a file (-o model.moebin)\n";
@@ -379,18 +278,39 @@ static LogicalResult writeSbatch(ModuleOp module, StringRef artifact,
   return success();
 }
 
-/// The moec target of a GPU: the first known one of its compute
-/// capability (h100 for sm_90), else the CPU.
-static std::string targetOf(const mlir::moe::GpuSpec &gpu) {
-  for (const mlir::moe::Target &known : mlir::moe::knownTargets())
-    if (known.computeCapability == gpu.computeCapability)
-      return known.name.str();
-  return "cpu";
+/// The compile flags as given.
+static mlir::moe::CompileFlags commandLineFlags(ModuleOp module) {
+  mlir::moe::CompileFlags flags;
+  flags.function = stepFunction;
+  flags.mesh = meshSpec;
+  flags.sharded = static_cast<bool>(mlir::moe::getMesh(module));
+  flags.stages = pipelineStages;
+  flags.virtualStages = virtualStages;
+  flags.microbatches = microbatches;
+  flags.schedule = scheduleKind;
+  flags.pipelineTrace = pipelineTrace;
+  flags.fp8Gemms = fp8Gemms;
+  flags.fp8Scaling = fp8Scaling;
+  flags.fp8Block = fp8Block;
+  flags.fp8AmaxHistory = fp8AmaxHistory;
+  flags.fp8Dispatch = fp8Dispatch;
+  flags.target = target;
+  flags.memoryBudget = memoryBudget;
+  flags.reportSharding = llvm::is_contained(reports, Report::Sharding);
+  flags.reportPipeline = llvm::is_contained(reports, Report::Pipeline);
+  flags.reportMemory = llvm::is_contained(reports, Report::Memory);
+  flags.reportCost = llvm::is_contained(reports, Report::Cost);
+  flags.cluster = clusterFile;
+  if (emitKind == Emit::Artifact)
+    flags.artifact = outputPath();
+  flags.seed = seed;
+  return flags;
 }
 
-/// --plan: searches, prints the best plans and sets the options that
-/// compile the best; `done` when only the plans were asked for.
-static LogicalResult applyPlan(ModuleOp module, bool &done) {
+/// --plan: searches, prints the best plans (unless `quiet`) and sets the
+/// flags that compile the best; `done` when only the plans were asked for.
+static LogicalResult applyPlan(ModuleOp module, mlir::moe::CompileFlags &flags,
+                               bool quiet, bool &done) {
   if (clusterFile.empty() || planGpus <= 0 || planGlobalBatch <= 0) {
     llvm::errs() << "moec: error: --plan needs --cluster FILE, --gpus N and "
                     "--global-batch B (positive)\n";
@@ -401,90 +321,27 @@ static LogicalResult applyPlan(ModuleOp module, bool &done) {
                     "--microbatches; fix choices with --plan-fix instead\n";
     return failure();
   }
-  llvm::Expected<mlir::moe::ClusterSpec> cluster =
-      mlir::moe::loadCluster(clusterFile);
-  if (!cluster) {
-    llvm::errs() << "moec: error: " << llvm::toString(cluster.takeError())
-                 << "\n";
+  mlir::moe::PlanRequest request;
+  request.cluster = clusterFile;
+  request.gpus = planGpus;
+  request.globalBatch = planGlobalBatch;
+  request.fix = planFix;
+  request.software = planSoftware;
+  request.top = planTop;
+  request.keepOverMemory = planKeepOverMemory;
+  FailureOr<mlir::moe::ChosenPlan> chosen = mlir::moe::choosePlan(
+      module, request, quiet ? nullptr : &llvm::outs(),
+      [](const Twine &message) {
+        llvm::errs() << "moec: error: " << message << "\n";
+      });
+  if (failed(chosen))
     return failure();
-  }
-  if (planGpus > cluster->gpus()) {
-    llvm::errs() << "moec: error: --gpus " << planGpus << " exceeds the "
-                 << cluster->gpus() << " GPUs of " << clusterFile << "\n";
-    return failure();
-  }
-  FailureOr<mlir::moe::ModelShape> model = mlir::moe::modelShapeOf(module);
-  if (failed(model))
-    return failure();
-  std::string error;
-  FailureOr<mlir::moe::PlanConstraints> constraints =
-      mlir::moe::parsePlanConstraints(planFix, error);
-  if (failed(constraints)) {
-    llvm::errs() << "moec: error: --plan-fix: " << error << "\n";
-    return failure();
-  }
-  constraints->keepOverMemory = planKeepOverMemory;
-  FailureOr<mlir::moe::SoftwareTraits> software =
-      mlir::moe::parseSoftwareTraits(planSoftware, error);
-  if (failed(software)) {
-    llvm::errs() << "moec: error: --plan-software: " << error << "\n";
-    return failure();
-  }
-  mlir::moe::PlanSearchResult result = mlir::moe::searchPlans(
-      *model, *cluster, planGpus, planGlobalBatch, *constraints, *software,
-      std::max(1u, planTop.getValue()));
-  mlir::moe::printPlans(result, *model, *cluster, planGpus, planGlobalBatch,
-                        llvm::outs());
-  if (result.considered == 0) {
-    llvm::errs() << "moec: error: no plan for " << planGpus
-                 << " GPUs: no split into tp x pp x dp divides the model's "
-                    "heads, widths and layers and the global batch of "
-                 << planGlobalBatch << "\n";
-    return failure();
-  }
-  if (result.best.empty()) {
-    llvm::errs() << "moec: error: no plan fits " << planGpus << " x "
-                 << cluster->gpu.name << " (" << result.considered
-                 << " considered, " << result.rejectedMemory
-                 << " over memory)\n";
-    return failure();
-  }
   done = planOnly;
   if (done)
     return success();
-  const mlir::moe::PlanCost &chosen = result.best.front();
-  const mlir::moe::ParallelPlan &best = chosen.plan;
-  for (auto transformer : module.getOps<mlir::moe::TransformerOp>())
-    transformer.setBatch(planGlobalBatch);
-  meshSpec = best.meshSpec();
-  pipelineStages = best.pp;
-  virtualStages = best.virtualStages;
-  scheduleKind = best.schedule;
-  microbatches = chosen.microbatches;
-  target = targetOf(cluster->gpu);
-  if (best.fp8) {
-    if (cluster->gpu.fp8Tflops > 0)
-      fp8Gemms = "experts";
-    fp8Dispatch = best.ep > 1;
-  }
-  llvm::outs() << "compiling #1: --mesh " << meshSpec << " --pp "
-               << pipelineStages << " --virtual-stages " << virtualStages
-               << " --microbatches " << microbatches << " --target " << target
-               << "\n";
-  // The plan's data-parallel reductions overlap the backward, as moe-run's
-  // communication thread does.
-  llvm::outs() << "  run it with moe-run --async-collectives";
-  if (chosen.expertChunks > 1)
-    llvm::outs() << " --expert-chunks " << chosen.expertChunks;
-  llvm::outs() << " (the plan overlaps gradient reductions with the backward"
-               << (chosen.expertChunks > 1
-                       ? ", and the expert exchange with the expert GEMMs"
-                       : "")
-               << ")\n";
-  if (best.remat != mlir::moe::Remat::None)
-    llvm::outs() << "  remat=" << mlir::moe::toString(best.remat)
-                 << " is the plan's; moec recomputes in the compiled step "
-                    "only under --memory-budget\n";
+  mlir::moe::applyPlan(*chosen, planGlobalBatch, flags);
+  if (!quiet)
+    mlir::moe::printChosenPlan(*chosen, flags, llvm::outs());
   return success();
 }
 
@@ -495,7 +352,9 @@ int main(int argc, char **argv) {
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
   mlir::moe::registerMoEPasses();
+  mlir::moe::registerMoETargetPasses();
   mlir::moe::registerTrainingPipeline();
+  mlir::moe::registerCompilePipeline();
   PassPipelineCLParser passPipeline("", "compiler passes to run (default: "
                                         "moe-training-pipeline)");
   // libLLVM registers hundreds of codegen options; --help shows moec's, and
@@ -529,171 +388,65 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
+  mlir::moe::CompileFlags flags = commandLineFlags(*module);
   if (planSearch) {
+    if (dumpPassPipeline && planOnly) {
+      llvm::errs() << "moec: error: --dump-pass-pipeline: --plan-only "
+                      "compiles nothing\n";
+      return 1;
+    }
     bool done = false;
-    if (failed(applyPlan(*module, done)))
+    if (failed(applyPlan(*module, flags, dumpPassPipeline, done)))
       return 1;
     if (done)
       return 0;
   }
+  bool steps = passPipeline.hasAnyOccurrences();
+  flags.customSteps = steps;
+  FailureOr<mlir::moe::CompileOptions> options =
+      mlir::moe::resolveCompileFlags(flags, [](const Twine &message) {
+        llvm::errs() << "moec: error: " << message << "\n";
+      });
+  if (failed(options))
+    return 1;
 
-  if (!meshSpec.empty()) {
-    std::string error;
-    auto axes = mlir::moe::parseMeshSpec(meshSpec, error);
-    if (failed(axes)) {
-      llvm::errs() << "moec: error: --mesh: " << error << "\n";
-      return 1;
-    }
-    mlir::moe::setMesh(*module, *axes);
+  PassManager pm(&context, ModuleOp::getOperationName());
+  auto addSteps = [&](OpPassManager &nested) {
+    return passPipeline.addToPipeline(nested, [&](const Twine &message) {
+      return emitError(UnknownLoc::get(&context)) << message;
+    });
+  };
+  if (failed(mlir::moe::buildCompilePipeline(
+          pm, *options,
+          steps ? llvm::function_ref<LogicalResult(OpPassManager &)>(addSteps)
+                : nullptr)))
+    return 1;
+  if (dumpPassPipeline) {
+    pm.printAsTextualPipeline(llvm::outs());
+    llvm::outs() << "\n";
+    return 0;
   }
-  mlir::moe::MeshOp mesh = mlir::moe::getMesh(*module);
-
-  // Two halves, so that --report=sharding can show the global step with
-  // its shardings before partitioning rewrites it per rank.
-  PassManager front(&context), back(&context);
-  if (failed(applyPassManagerCLOptions(front)) ||
-      failed(applyPassManagerCLOptions(back)))
+  if (failed(applyPassManagerCLOptions(pm)))
     return 1;
   DefaultTimingManager timing;
   applyDefaultTimingManagerCLOptions(timing);
   TimingScope timingScope = timing.getRootScope();
-  front.enableTiming(timingScope);
-  back.enableTiming(timingScope);
-  bool sharded = static_cast<bool>(mesh);
-  if (passPipeline.hasAnyOccurrences()) {
-    auto errorHandler = [&](const Twine &message) {
-      return emitError(UnknownLoc::get(&context)) << message;
-    };
-    if (failed(passPipeline.addToPipeline(front, errorHandler)))
-      return 1;
-  } else {
-    std::optional<mlir::moe::Fp8Options> fp8;
-    if (!mlir::moe::lookupTarget(target)) {
-      llvm::errs() << "moec: error: unknown target '" << target
-                   << "': expected cpu, a100, h100 or h200\n";
-      return 1;
-    }
-    if (!fp8Gemms.empty() || fp8Dispatch) {
-      fp8.emplace();
-      fp8->gemms = fp8Gemms.empty() ? std::string("none") : fp8Gemms.getValue();
-      fp8->scaling = fp8Scaling;
-      fp8->block = fp8Block;
-      fp8->dispatch = fp8Dispatch;
-      fp8->amaxHistory = fp8AmaxHistory;
-      fp8->target = target;
-    }
-    mlir::moe::buildTrainingFrontend(front, sharded, fp8);
-  }
-  bool wantsSharding = llvm::is_contained(reports, Report::Sharding);
-  if (isPipelined() && failed(splitBatch(*module, numMicrobatches())))
+  pm.enableTiming(timingScope);
+  if (failed(pm.run(*module)))
     return 1;
-  if (failed(front.run(*module)))
-    return 1;
-  auto step = module->lookupSymbol<func::FuncOp>(stepFunction);
-  if (!reports.empty() && !step) {
-    llvm::errs() << "moec: error: no function '" << stepFunction
-                 << "' to report on\n";
-    return 1;
-  }
-  if (wantsSharding &&
-      failed(mlir::moe::printShardingReport(*module, step, llvm::outs())))
-    return 1;
-  std::optional<::moe::pipeline::Schedule> schedule;
-  std::optional<mlir::moe::SplitPipelineStagesOptions> split;
-  // split's options refer to these.
-  std::vector<unsigned> unitStages, rankSlots;
-  if (llvm::is_contained(reports, Report::Pipeline) || isPipelined()) {
-    FailureOr<std::vector<mlir::moe::PipelineUnit>> units =
-        mlir::moe::pipelineUnits(*module, step);
-    if (failed(units))
-      return 1;
-    FailureOr<mlir::moe::PipelinePlan> plan = mlir::moe::planPipeline(
-        *module, std::move(*units), pipelineStages, virtualStages);
-    if (failed(plan))
-      return 1;
-    if (llvm::is_contained(reports, Report::Pipeline))
-      mlir::moe::printPipelineReport(*plan, llvm::outs());
-    ::moe::pipeline::ScheduleOptions options;
-    auto built = buildPipelineSchedule(options);
-    if (!built) {
-      llvm::errs() << "moec: error: pipeline schedule: " << built.getError()
-                   << "\n";
-      return 1;
-    }
-    if (failed(reportSchedule(*built, options,
-                              llvm::is_contained(reports, Report::Pipeline))))
-      return 1;
-    schedule = std::move(*built);
-    split.emplace();
-    split->function = stepFunction;
-    // Model stage i is chunk i of the cut, in model order.
-    for (auto [stage, chunk] : llvm::enumerate(plan->chunks))
-      for (unsigned unit = chunk.firstUnit; unit <= chunk.lastUnit; ++unit)
-        unitStages.push_back(stage);
-    split->unitStages = unitStages;
-    split->ranks = pipelineStages;
-    split->splitWeightGradients =
-        schedule->kind == ::moe::pipeline::ScheduleKind::ZeroBubble;
-    for (int slots : ::moe::pipeline::peakMicrobatchSlots(*schedule))
-      rankSlots.push_back(slots);
-    split->slots = rankSlots;
-  }
-  std::optional<mlir::moe::RematerializeOptions> remat;
-  if (!memoryBudget.empty()) {
-    std::optional<uint64_t> bytes = parseBytes(memoryBudget);
-    if (!bytes) {
-      llvm::errs() << "moec: error: --memory-budget: expected a size like "
-                      "80GiB, 512MiB or 4000000, found '"
-                   << memoryBudget << "'\n";
-      return 1;
-    }
-    remat.emplace();
-    remat->function = stepFunction;
-    remat->budget = *bytes;
-  }
-  if (!passPipeline.hasAnyOccurrences())
-    mlir::moe::buildTrainingBackend(back, sharded, split, remat);
-  if (failed(back.run(*module)))
-    return 1;
-  if (wantsSharding && mesh)
-    mlir::moe::printCollectivesReport(step, llvm::outs());
-  if (llvm::is_contained(reports, Report::Memory))
-    mlir::moe::printMemoryReport(mlir::moe::computeModelStatistics(*module, step),
-                           llvm::outs());
-  if (llvm::is_contained(reports, Report::Cost)) {
-    if (clusterFile.empty()) {
-      llvm::errs() << "moec: error: --report=cost needs --cluster FILE\n";
-      return 1;
-    }
-    llvm::Expected<mlir::moe::ClusterSpec> cluster =
-        mlir::moe::loadCluster(clusterFile);
-    if (!cluster) {
-      llvm::errs() << "moec: error: " << llvm::toString(cluster.takeError())
-                   << "\n";
-      return 1;
-    }
-    mlir::moe::printCostReport(
-        mlir::moe::estimateStepCost(*module, step, *cluster,
-                                    schedule ? &*schedule : nullptr),
-        *cluster,
-        llvm::outs());
-  }
 
   std::string path = outputPath();
-  auto output = openOutputFile(path, &error);
-  if (!output) {
-    llvm::errs() << "moec: error: " << error << "\n";
-    return 1;
-  }
   if (emitKind == Emit::MLIR) {
+    auto output = openOutputFile(path, &error);
+    if (!output) {
+      llvm::errs() << "moec: error: " << error << "\n";
+      return 1;
+    }
     module->print(output->os());
-  } else if (failed(mlir::moe::writeArtifact(*module, stepFunction, seed,
-                                             output->os(),
-                                             schedule ? &*schedule : nullptr))) {
-    return 1;
+    output->keep();
   }
-  output->keep();
-  if (!emitSbatch.empty() && failed(writeSbatch(*module, path, argv[0])))
+  if (!emitSbatch.empty() &&
+      failed(writeSbatch(*module, path, options->stages, argv[0])))
     return 1;
   return 0;
 }

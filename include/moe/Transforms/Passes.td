@@ -179,6 +179,97 @@ def Partition : Pass<"moe-partition", "ModuleOp"> {
   ];
 }
 
+def SetMesh : Pass<"moe-set-mesh", "ModuleOp"> {
+  let summary = "declare the device mesh the step is partitioned over";
+  let description = [{
+    Parses `mesh` (axis=size pairs over the axes moec implements: dp, fsdp,
+    ep, tp) and puts the module's `moe.mesh @mesh` op first in it, replacing
+    any mesh the module declared. moec runs it for `--mesh`; the sharding
+    passes read the mesh from the IR. Fails, naming the axis, on an unknown
+    axis, a repeated one or a size that is not positive.
+
+    Example, `--moe-set-mesh="mesh=dp=2,tp=2"`:
+
+    ```mlir
+    moe.mesh @mesh(dp = 2, tp = 2)
+    ```
+  }];
+  let options = [
+    Option<"mesh", "mesh", "std::string", "\"\"",
+           "the mesh, e.g. dp=2,tp=2">,
+  ];
+  let dependentDialects = ["::mlir::moe::MoEDialect"];
+}
+
+def SplitBatch : Pass<"moe-split-batch", "ModuleOp"> {
+  let summary = "compile the step for one microbatch of the model's batch";
+  let description = [{
+    Runs on the config-level model, before moe-expand-transformer: sets the
+    batch of every `moe.transformer` to `batch` when that is positive (the
+    global batch `moec --plan` chose), then divides it by `microbatches`
+    and records the count as the module's `moe.microbatches`, which the
+    sharding seeds and the cost model read. Fails, at the op, when the
+    microbatches do not divide the batch, and on a module without a
+    `moe.transformer`.
+
+    Example, `--moe-split-batch="microbatches=4"` turns
+
+    ```mlir
+    moe.transformer @tiny {..., batch = 8}
+    ```
+    into `moe.transformer @tiny {..., batch = 2}` in a module with
+    `moe.microbatches = 4 : i64`.
+  }];
+  let options = [
+    Option<"batch", "batch", "uint64_t", "0",
+           "the sequences per step before the split (0: the model's)">,
+    Option<"microbatches", "microbatches", "unsigned", "1",
+           "the microbatches per step">,
+  ];
+}
+
+def PlanPipeline : Pass<"moe-plan-pipeline", "ModuleOp"> {
+  let summary = "cut the layer sequence into stages and choose the schedule";
+  let description = [{
+    Runs on the global training step (after moe-optimizer and sharding
+    propagation, before partitioning): cuts the units (embedding, each
+    decoder layer, head) into `stages` x `virtual-stages` chunks balanced by
+    compute (include/moe/Transforms/Pipeline.h), builds the pipeline
+    schedule over `microbatches` and replays it, and records both as the
+    module's `moe.pipeline_schedule`: the schedule's kind and sizes and the
+    model stage of every unit. moe-split-pipeline-stages tags the
+    partitioned step from it, and the artifact writer, the memory report
+    and the cost model rebuild the schedule from it. With `report`, prints
+    the cut, the schedule's timeline and its bubble to stdout; with `trace`,
+    writes the schedule as a Chrome trace (Perfetto). Fails when there are
+    fewer units than chunks or the schedule cannot run the microbatches.
+
+    Example, `--moe-plan-pipeline="stages=2 microbatches=4"` on the
+    two-layer tiny model records
+
+    ```mlir
+    module attributes {moe.pipeline_schedule = {microbatches = 4 : i64,
+        schedule = "1f1b", stages = 2 : i64,
+        unit_stages = array<i64: 0, 0, 1, 1>, virtual_stages = 1 : i64}}
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"train_step\"",
+           "the training step to cut">,
+    Option<"stages", "stages", "unsigned", "1", "pipeline ranks">,
+    Option<"virtualStages", "virtual-stages", "unsigned", "1",
+           "model chunks per pipeline rank (interleaved schedules)">,
+    Option<"microbatches", "microbatches", "unsigned", "1",
+           "microbatches per step">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "gpipe, 1f1b, interleaved-1f1b or zero-bubble">,
+    Option<"report", "report", "bool", "false",
+           "print the cut and the schedule to stdout">,
+    Option<"trace", "trace", "std::string", "\"\"",
+           "write the schedule as a Chrome trace to this file">,
+  ];
+}
+
 def SplitPipelineStages : Pass<"moe-split-pipeline-stages", "ModuleOp"> {
   let summary = "tag every op of the step with its pipeline stage and phase";
   let description = [{
@@ -202,6 +293,9 @@ def SplitPipelineStages : Pass<"moe-split-pipeline-stages", "ModuleOp"> {
     let values of different ranks share arena bytes, and
     `moe.pipeline_slots`, the microbatches each rank holds at once (`slots`),
     which the memory report and moe-rematerialize count.
+    Without `unit-stages`, the cut, the ranks, the slots and whether to
+    split weight gradients come from the module's `moe.pipeline_schedule`
+    (moe-plan-pipeline).
     Fails, at the op, when a value would flow against the schedule's order
     (e.g. a forward op reading a later stage) or a parameter is read by two
     stages.

@@ -83,6 +83,35 @@ LogicalResult splitPipelineStages(func::FuncOp step, unsigned layers,
 /// Prints the cut, per stage compute and memory, and the imbalance.
 void printPipelineReport(const PipelinePlan &plan, llvm::raw_ostream &os);
 
+/// moe-split-batch: sets the batch of every moe.transformer to `batch` when
+/// it is positive, then divides it by `microbatches`, recording them as the
+/// module's moe.microbatches. Emits an error at the op and fails when they
+/// do not divide it.
+LogicalResult splitBatch(ModuleOp module, uint64_t batch,
+                         unsigned microbatches);
+
+/// The schedule kind named as ::moe::pipeline::toString names it ("gpipe",
+/// "1f1b", "interleaved-1f1b", "zero-bubble"); none for anything else.
+std::optional<::moe::pipeline::ScheduleKind>
+parseScheduleKind(llvm::StringRef name);
+
+/// The pipeline moe-plan-pipeline chose, as the module records it
+/// (kPipelineScheduleAttrName).
+struct RecordedPipeline {
+  ::moe::pipeline::ScheduleOptions options;
+  ::moe::pipeline::Schedule schedule;
+  /// The model stage of every unit (embedding, layers, head).
+  std::vector<unsigned> unitStages;
+};
+
+/// Records `schedule` and the cut `unitStages` on `module`.
+void recordPipeline(ModuleOp module, const ::moe::pipeline::Schedule &schedule,
+                    llvm::ArrayRef<unsigned> unitStages);
+
+/// The module's recorded pipeline with its schedule rebuilt; none when it
+/// records none; an error at the module when the record is malformed.
+FailureOr<std::optional<RecordedPipeline>> recordedPipeline(ModuleOp module);
+
 } // namespace mlir::moe
 
 #endif // MOE_TRANSFORMS_PIPELINE_H

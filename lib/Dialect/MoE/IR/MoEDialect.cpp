@@ -97,6 +97,7 @@ static const DiscardableAttribute kOperationAttributes[] = {
     {kPeakLiveBytesAttrName, kInteger, is<IntegerAttr>},
     {kPipelinePhaseAttrName, "a string", is<StringAttr>},
     {kPipelineRanksAttrName, kCount, isCount},
+    {kPipelineScheduleAttrName, "a dictionary", is<DictionaryAttr>},
     {kPipelineSlotsAttrName, "an array<i64: ...> of counts in [1, 1048576]",
      isSlotCounts},
     {kPipelineStageAttrName, "an integer in [-1, 1048576)", isStage},

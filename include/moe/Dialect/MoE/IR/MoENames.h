@@ -77,6 +77,12 @@ inline constexpr llvm::StringLiteral kPipelineRanksAttrName =
 inline constexpr llvm::StringLiteral kPipelineSlotsAttrName =
     "moe.pipeline_slots";
 
+/// On the module: the pipeline moe-plan-pipeline chose, a dictionary of
+/// the schedule's kind ("1f1b", ...), stages, virtual_stages,
+/// microbatches, and unit_stages (the model stage of every unit).
+inline constexpr llvm::StringLiteral kPipelineScheduleAttrName =
+    "moe.pipeline_schedule";
+
 /// The propagated shardings and their reasons: on op results (one entry
 /// per result) and function arguments.
 inline constexpr llvm::StringLiteral kShardingAttrName = "moe.sharding";

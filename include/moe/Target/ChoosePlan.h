@@ -1,0 +1,57 @@
+//===- ChoosePlan.h - moec --plan: the plan a compile follows ---*- C++ -*-===//
+#ifndef MOE_TARGET_CHOOSEPLAN_H
+#define MOE_TARGET_CHOOSEPLAN_H
+
+#include "moe/Target/CompilePipeline.h"
+#include "moe/Target/Hardware.h"
+#include "moe/Target/Planner.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace mlir::moe {
+
+/// What `moec --plan` searches: --gpus GPUs of --cluster for
+/// --global-batch sequences, with --plan-fix, --plan-software, --plan-top
+/// and --plan-keep-over-memory.
+struct PlanRequest {
+  std::string cluster;
+  int64_t gpus = 0, globalBatch = 0;
+  std::string fix, software;
+  unsigned top = 5;
+  bool keepOverMemory = false;
+};
+
+/// The best plan and what compiling it needs besides.
+struct ChosenPlan {
+  PlanCost cost;
+  GpuSpec gpu;
+  /// The moec target of the cluster's GPU.
+  std::string target;
+};
+
+/// Searches the plans of `module`'s model (its moe.transformer) for
+/// `request`, prints the best ones to `plans` when given, and returns the
+/// fastest. A bad request or no plan is reported through `error` (a
+/// message for "moec: error: ..."), a module without a model as a
+/// diagnostic.
+FailureOr<ChosenPlan>
+choosePlan(ModuleOp module, const PlanRequest &request, llvm::raw_ostream *plans,
+           llvm::function_ref<void(const llvm::Twine &)> error);
+
+/// Sets the flags that compile `chosen` for `globalBatch` sequences: the
+/// batch, mesh, pipeline, microbatches, target and FP8.
+void applyPlan(const ChosenPlan &chosen, int64_t globalBatch,
+               CompileFlags &flags);
+
+/// "compiling #1: --mesh ...", with how moe-run runs it.
+void printChosenPlan(const ChosenPlan &chosen, const CompileFlags &flags,
+                     llvm::raw_ostream &os);
+
+} // namespace mlir::moe
+
+#endif // MOE_TARGET_CHOOSEPLAN_H

@@ -1,0 +1,124 @@
+//===- CompilePipeline.h - moec's whole compilation as one pipeline -*- C++ -*-===//
+//
+// Everything moec does between parsing the model and exiting is one pass
+// pipeline: the mesh, the microbatch split, the training-step passes, the
+// pipeline cut and schedule, the reports and the artifact. moec builds it
+// from its flags (and prints it with --dump-pass-pipeline); moe-opt
+// --pass-pipeline runs the printed text to the same artifact bytes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_TARGET_COMPILEPIPELINE_H
+#define MOE_TARGET_COMPILEPIPELINE_H
+
+#include "moe/Pipeline/Schedule.h"
+#include "moe/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::moe {
+
+/// What the compile pipeline does; each field is the option of one pass.
+struct CompileOptions {
+  /// The training step the pipeline builds, reports on and writes.
+  std::string function = "train_step";
+  /// moe-set-mesh's mesh ("dp=2,tp=2"); empty: the module's own, if any.
+  std::string mesh;
+  /// Whether the step is sharded over a mesh (from `mesh` or the module):
+  /// adds sharding propagation and partitioning.
+  bool sharded = false;
+  /// moe-split-batch: the batch before the split (0: the model's) and the
+  /// microbatches per step.
+  uint64_t batch = 0;
+  unsigned microbatches = 1;
+  /// moe-plan-pipeline, when `planPipeline`: the cut into stages x virtual
+  /// stages, the schedule over the microbatches, and moe-split-pipeline-
+  /// stages after partitioning.
+  bool planPipeline = false;
+  unsigned stages = 1, virtualStages = 1;
+  ::moe::pipeline::ScheduleKind schedule = ::moe::pipeline::ScheduleKind::OneFOneB;
+  std::string pipelineTrace;
+  /// moe-fp8 before autodiff.
+  std::optional<Fp8Options> fp8;
+  /// moe-rematerialize's budget in bytes.
+  std::optional<uint64_t> memoryBudget;
+  /// Reports (moe-print-report, and moe-plan-pipeline's), in pipeline
+  /// order: sharding (and collectives), pipeline, memory, cost (needs
+  /// `cluster`).
+  bool reportSharding = false, reportPipeline = false, reportMemory = false,
+       reportCost = false;
+  std::string cluster;
+  /// moe-write-artifact's file; empty: none written.
+  std::string artifact;
+  uint64_t seed = 1234;
+};
+
+/// moec's compile flags, as given (or as --plan chose them); also the
+/// options of the registered `moe-compile` pipeline.
+struct CompileFlags {
+  std::string function = "train_step";
+  /// --mesh; `sharded`: the module declares a mesh of its own.
+  std::string mesh;
+  bool sharded = false;
+  /// --plan's global batch (0: the model's).
+  uint64_t batch = 0;
+  /// --pp, --virtual-stages, --microbatches (0: 2 per stage when
+  /// pipelined, else 1), --pipeline-schedule (1F1B becomes interleaved
+  /// with virtual stages), --pipeline-trace.
+  unsigned stages = 1, virtualStages = 1, microbatches = 0;
+  ::moe::pipeline::ScheduleKind schedule = ::moe::pipeline::ScheduleKind::OneFOneB;
+  std::string pipelineTrace;
+  /// --fp8, --fp8-scaling, --fp8-block, --fp8-amax-history,
+  /// --fp8-dispatch, --target.
+  std::string fp8Gemms, fp8Scaling = "blockwise";
+  int64_t fp8Block = 128, fp8AmaxHistory = 16;
+  bool fp8Dispatch = false;
+  std::string target = "cpu";
+  /// --memory-budget, as written ("80GiB").
+  std::string memoryBudget;
+  /// --report=sharding,pipeline,memory,cost and --cluster.
+  bool reportSharding = false, reportPipeline = false, reportMemory = false,
+       reportCost = false;
+  std::string cluster;
+  /// -o (empty: no artifact) and --seed.
+  std::string artifact;
+  uint64_t seed = 1234;
+  /// --pass-pipeline stands in for the training-step passes: the target
+  /// and FP8 flags are not theirs.
+  bool customSteps = false;
+
+  /// Microbatches per step: `microbatches`, else 2 per stage when
+  /// pipelined.
+  unsigned numMicrobatches() const;
+  /// Whether the step is split into microbatches or stages at all.
+  bool isPipelined() const;
+};
+
+/// The compile pipeline's options for `flags`; a bad flag is reported
+/// through `error` (a message for "moec: error: ...", e.g. "--mesh: axis
+/// 'dp' is given twice") and fails.
+FailureOr<CompileOptions>
+resolveCompileFlags(const CompileFlags &flags,
+                    llvm::function_ref<void(const llvm::Twine &)> error);
+
+/// Bytes from "80GiB", "512MiB", "1.5GB", "4000000" (powers of 1024 for
+/// KiB/MiB/GiB/TiB, of 1000 for KB/MB/GB/TB); none for anything else.
+std::optional<uint64_t> parseBytes(llvm::StringRef text);
+
+/// Registers `moe-compile{...}`: the pipeline of moec's flags, one option
+/// per flag (mesh, pp, microbatches, schedule, fp8, report, output, ...).
+void registerCompilePipeline();
+
+/// Adds the compile pipeline for `options` to `pm`. With `steps`, they
+/// stand in for the training-step passes (moe-expand-transformer to
+/// moe-plan-memory) and a failure from it is returned.
+LogicalResult buildCompilePipeline(
+    OpPassManager &pm, const CompileOptions &options,
+    llvm::function_ref<LogicalResult(OpPassManager &)> steps = nullptr);
+
+} // namespace mlir::moe
+
+#endif // MOE_TARGET_COMPILEPIPELINE_H

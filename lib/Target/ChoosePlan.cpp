@@ -1,0 +1,107 @@
+//===- ChoosePlan.cpp - moec --plan: the plan a compile follows -----------===//
+#include "moe/Target/ChoosePlan.h"
+#include "moe/Transforms/Target.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+/// The moec target of a GPU: the first known one of its compute
+/// capability (h100 for sm_90), else the CPU.
+static std::string targetOf(const GpuSpec &gpu) {
+  for (const Target &known : knownTargets())
+    if (known.computeCapability == gpu.computeCapability)
+      return known.name.str();
+  return "cpu";
+}
+
+FailureOr<ChosenPlan>
+mlir::moe::choosePlan(ModuleOp module, const PlanRequest &request,
+                      llvm::raw_ostream *plans,
+                      llvm::function_ref<void(const llvm::Twine &)> error) {
+  llvm::Expected<ClusterSpec> cluster = loadCluster(request.cluster);
+  if (!cluster) {
+    error(llvm::toString(cluster.takeError()));
+    return failure();
+  }
+  if (request.gpus > cluster->gpus()) {
+    error("--gpus " + Twine(request.gpus) + " exceeds the " +
+          Twine(cluster->gpus()) + " GPUs of " + request.cluster);
+    return failure();
+  }
+  FailureOr<ModelShape> model = modelShapeOf(module);
+  if (failed(model))
+    return failure();
+  std::string message;
+  FailureOr<PlanConstraints> constraints =
+      parsePlanConstraints(request.fix, message);
+  if (failed(constraints)) {
+    error("--plan-fix: " + message);
+    return failure();
+  }
+  constraints->keepOverMemory = request.keepOverMemory;
+  FailureOr<SoftwareTraits> software =
+      parseSoftwareTraits(request.software, message);
+  if (failed(software)) {
+    error("--plan-software: " + message);
+    return failure();
+  }
+  PlanSearchResult result =
+      searchPlans(*model, *cluster, request.gpus, request.globalBatch,
+                  *constraints, *software, std::max(1u, request.top));
+  if (plans)
+    printPlans(result, *model, *cluster, request.gpus, request.globalBatch,
+               *plans);
+  if (result.considered == 0) {
+    error("no plan for " + Twine(request.gpus) +
+          " GPUs: no split into tp x pp x dp divides the model's heads, "
+          "widths and layers and the global batch of " +
+          Twine(request.globalBatch));
+    return failure();
+  }
+  if (result.best.empty()) {
+    error("no plan fits " + Twine(request.gpus) + " x " + cluster->gpu.name +
+          " (" + Twine(result.considered) + " considered, " +
+          Twine(result.rejectedMemory) + " over memory)");
+    return failure();
+  }
+  return ChosenPlan{result.best.front(), cluster->gpu, targetOf(cluster->gpu)};
+}
+
+void mlir::moe::applyPlan(const ChosenPlan &chosen, int64_t globalBatch,
+                          CompileFlags &flags) {
+  const ParallelPlan &best = chosen.cost.plan;
+  flags.batch = globalBatch;
+  flags.mesh = best.meshSpec();
+  flags.stages = best.pp;
+  flags.virtualStages = best.virtualStages;
+  flags.schedule = best.schedule;
+  flags.microbatches = chosen.cost.microbatches;
+  flags.target = chosen.target;
+  if (best.fp8) {
+    if (chosen.gpu.fp8Tflops > 0)
+      flags.fp8Gemms = "experts";
+    flags.fp8Dispatch = best.ep > 1;
+  }
+}
+
+void mlir::moe::printChosenPlan(const ChosenPlan &chosen,
+                                const CompileFlags &flags,
+                                llvm::raw_ostream &os) {
+  os << "compiling #1: --mesh " << flags.mesh << " --pp " << flags.stages
+     << " --virtual-stages " << flags.virtualStages << " --microbatches "
+     << flags.microbatches << " --target " << flags.target << "\n";
+  // The plan's data-parallel reductions overlap the backward, as moe-run's
+  // communication thread does.
+  int64_t expertChunks = chosen.cost.expertChunks;
+  os << "  run it with moe-run --async-collectives";
+  if (expertChunks > 1)
+    os << " --expert-chunks " << expertChunks;
+  os << " (the plan overlaps gradient reductions with the backward"
+     << (expertChunks > 1 ? ", and the expert exchange with the expert GEMMs"
+                          : "")
+     << ")\n";
+  if (chosen.cost.plan.remat != Remat::None)
+    os << "  remat=" << toString(chosen.cost.plan.remat)
+       << " is the plan's; moec recomputes in the compiled step only under "
+          "--memory-budget\n";
+}

@@ -13,12 +13,15 @@
 #include "moe/Runtime/Comm/GroupSums.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Cuda/Kernels.h"
+#include "moe/Runtime/Engine/GlobalNorm.h"
+#include "moe/Runtime/StepSemantics.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 namespace moe::rt::cuda {
 namespace {
@@ -181,18 +184,17 @@ absl::Status globalNorm(const Operands &ops) {
   std::vector<double> host(n);
   MOE_CUDA_TRY(ops.step.read(squares.get(), static_cast<int64_t>(n),
                              host.data()));
-  // Operands split over a group (int attribute i, -1: none) sum their
-  // squares over it, as on the CPU; one rank has groups of one.
+  // Over the groups and the pipeline stages, as on the CPU; one rank has
+  // groups of one.
+  std::function<comm::Group &(int64_t)> groupOf;
   if (ops.step.groups)
-    MOE_CUDA_TRY(comm::sumEachOverItsGroup(
-        absl::MakeSpan(host), ops.instruction.intAttrs,
-        [&](int64_t g) -> comm::Group & { return *ops.step.mpiGroup(g); }));
-  // Added in operand order, as on the CPU.
-  double sum = 0.0;
-  for (double square : host)
-    sum += square;
-  return ops.step.writeScalar(ops.result(0),
-                              static_cast<float>(std::sqrt(sum)));
+    groupOf = [&](int64_t g) -> comm::Group & { return *ops.step.mpiGroup(g); };
+  absl::StatusOr<float> norm = engine::globalNormFromSquares(
+      absl::MakeSpan(host), ops.instruction.intAttrs, groupOf,
+      ops.step.stageGroup);
+  if (!norm.ok())
+    return norm.status();
+  return ops.step.writeScalar(ops.result(0), *norm);
 }
 
 absl::Status adamwUpdate(const Operands &ops) {
@@ -432,14 +434,17 @@ absl::Status runKernel(const DeviceStep &step, size_t index) {
   case Opcode::AuxLossGrad:
     return auxLoss(ops, ops.instruction.opcode == Opcode::AuxLoss);
   case Opcode::WeightedSum: {
-    double sum = 0.0;
-    for (size_t i = 0; i < ops.instruction.operands.size(); ++i) {
+    size_t n = ops.instruction.operands.size();
+    std::vector<float> values(n);
+    for (size_t i = 0; i < n; ++i) {
       absl::StatusOr<float> value = step.readScalar(ops.operand(i));
       if (!value.ok())
         return value.status();
-      sum += static_cast<double>(ops.floatAttr(i)) * *value;
+      values[i] = *value;
     }
-    return step.writeScalar(ops.result(0), static_cast<float>(sum));
+    return step.writeScalar(
+        ops.result(0), semantics::weightedSum(ops.instruction.floatAttrs.data(),
+                                              values.data(), n));
   }
   case Opcode::Constant:
     return fill(ops.outF(0), ops.floatAttr(0), ops.out(0).numElements(),
@@ -447,14 +452,11 @@ absl::Status runKernel(const DeviceStep &step, size_t index) {
   case Opcode::GlobalNorm:
     return globalNorm(ops);
   case Opcode::ClipCoefficient: {
-    // PyTorch clip_grad_norm_, as on the CPU.
     absl::StatusOr<float> norm = step.readScalar(ops.operand(0));
     if (!norm.ok())
       return norm.status();
-    float maxNorm = ops.floatAttr(0), coefficient = 1.0f;
-    if (maxNorm > 0)
-      coefficient = std::min(1.0f, maxNorm / (*norm + 1e-6f));
-    return step.writeScalar(ops.result(0), coefficient);
+    return step.writeScalar(ops.result(0),
+                            semantics::clipCoefficient(ops.floatAttr(0), *norm));
   }
   case Opcode::LearningRate: {
     int32_t at = 0;

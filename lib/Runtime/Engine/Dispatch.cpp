@@ -14,7 +14,9 @@
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Comm/GroupSums.h"
 #include "moe/Runtime/Cpu/Kernels.h"
+#include "moe/Runtime/Engine/GlobalNorm.h"
 #include "moe/Runtime/IO/Trace.h"
+#include "moe/Runtime/StepSemantics.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -111,21 +113,13 @@ absl::Status globalNorm(const StepContext &context, size_t index,
   for (size_t i = 0; i < n; ++i)
     if (!foreign || !(*foreign)[ops.instruction.operands[i]])
       squares[i] = cpu::sumOfSquares(ops.inF(i), ops.in(i).numElements());
-  if (absl::Status status = comm::sumEachOverItsGroup(
-          absl::MakeSpan(squares), ops.instruction.intAttrs,
-          [&](int64_t g) -> comm::Group & { return *context.groups[g]; });
-      !status.ok())
-    return inInstruction(context, index, status);
-  // Each gradient lives on one stage; the others add exact zeros.
-  if (context.stageGroup)
-    if (absl::Status status = comm::sumOverGroup(*context.stageGroup,
-                                           absl::MakeSpan(squares), {});
-        !status.ok())
-      return inInstruction(context, index, status);
-  double sum = 0.0;
-  for (double square : squares)
-    sum += square;
-  *ops.outF(0) = static_cast<float>(std::sqrt(sum));
+  absl::StatusOr<float> norm = engine::globalNormFromSquares(
+      absl::MakeSpan(squares), ops.instruction.intAttrs,
+      [&](int64_t g) -> comm::Group & { return *context.groups[g]; },
+      context.stageGroup);
+  if (!norm.ok())
+    return inInstruction(context, index, norm.status());
+  *ops.outF(0) = *norm;
   return absl::OkStatus();
 }
 
@@ -344,11 +338,13 @@ absl::Status runKernel(const StepContext &context, size_t index) {
     return absl::OkStatus();
   }
   case Opcode::WeightedSum: {
-    // Summed in double, then stored: the result may alias an operand.
-    double sum = 0.0;
-    for (size_t i = 0; i < ops.instruction.operands.size(); ++i)
-      sum += static_cast<double>(ops.floatAttr(i)) * ops.scalar(i);
-    *ops.outF(0) = static_cast<float>(sum);
+    // Read before the store: the result may alias an operand.
+    size_t n = ops.instruction.operands.size();
+    std::vector<float> values(n);
+    for (size_t i = 0; i < n; ++i)
+      values[i] = ops.scalar(i);
+    *ops.outF(0) =
+        semantics::weightedSum(ops.instruction.floatAttrs.data(), values.data(), n);
     return absl::OkStatus();
   }
   case Opcode::Constant:
@@ -357,13 +353,7 @@ absl::Status runKernel(const StepContext &context, size_t index) {
   case Opcode::GlobalNorm:
     return globalNorm(context, index, ops);
   case Opcode::ClipCoefficient: {
-    // PyTorch clip_grad_norm_: min(1, max_norm / (norm + 1e-6)) in fp32;
-    // max_norm <= 0 disables clipping.
-    float maxNorm = ops.floatAttr(0), norm = ops.scalar(0);
-    float coefficient = 1.0f;
-    if (maxNorm > 0)
-      coefficient = std::min(1.0f, maxNorm / (norm + 1e-6f));
-    *ops.outF(0) = coefficient;
+    *ops.outF(0) = semantics::clipCoefficient(ops.floatAttr(0), ops.scalar(0));
     return absl::OkStatus();
   }
   case Opcode::LearningRate:

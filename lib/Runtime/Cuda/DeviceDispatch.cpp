@@ -14,6 +14,7 @@
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Cuda/Kernels.h"
 #include "moe/Runtime/Engine/GlobalNorm.h"
+#include "moe/Runtime/Engine/StepChecks.h"
 #include "moe/Runtime/StepSemantics.h"
 
 #include "absl/strings/match.h"
@@ -55,17 +56,8 @@ absl::StatusOr<int64_t> countTargets(const Operands &ops, size_t index,
       ops.step.readIds(ops.operand(operand));
   if (!targets.ok())
     return targets.status();
-  int64_t count = 0;
-  for (size_t t = 0; t < targets->size(); ++t) {
-    int32_t id = (*targets)[t];
-    if (id >= vocab)
-      return absl::InvalidArgumentError(absl::StrCat(
-          describeInstruction(ops.step.program, index), ": target id ", id, " at ",
-          describeIdPosition(ops.in(operand), static_cast<int64_t>(t)),
-          " is outside the vocabulary [0, ", vocab, ")"));
-    count += id >= 0;
-  }
-  return count;
+  return engine::checkTargets(ops.step.program, index, ops.in(operand),
+                              targets->data(), vocab);
 }
 
 /// The MPI group a loss's tokens are split over (its int attribute after

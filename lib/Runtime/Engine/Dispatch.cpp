@@ -15,6 +15,7 @@
 #include "moe/Runtime/Comm/GroupSums.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Engine/GlobalNorm.h"
+#include "moe/Runtime/Engine/StepChecks.h"
 #include "moe/Runtime/IO/Trace.h"
 #include "moe/Runtime/StepSemantics.h"
 
@@ -73,15 +74,9 @@ int64_t last(const Buffer &buffer) { return buffer.shape.back(); }
 absl::Status checkTargets(const StepContext &context, size_t index,
                           const Operands &ops, size_t targetOperand,
                           int64_t vocab) {
-  const int32_t *targets = ops.inI(targetOperand);
-  int64_t count = ops.in(targetOperand).numElements();
-  for (int64_t t = 0; t < count; ++t)
-    if (targets[t] >= vocab)
-      return absl::InvalidArgumentError(absl::StrCat(
-          describeInstruction(context.program, index), ": target id ",
-          targets[t], " at ", describeIdPosition(ops.in(targetOperand), t),
-          " is outside the vocabulary [0, ", vocab, ")"));
-  return absl::OkStatus();
+  return engine::checkTargets(context.program, index, ops.in(targetOperand),
+                              ops.inI(targetOperand), vocab)
+      .status();
 }
 
 /// The group a loss's tokens are split over (its int attribute after the

@@ -77,4 +77,18 @@ TEST(StepSemanticsTest, DelayedAmaxAndHistory) {
   EXPECT_EQ(one[0], 6.0f);
 }
 
+// [outer, parts, chunk] around dim 1 of a [2, 3, 4] block: outer 2,
+// chunk 12; chunk (o, r) of 3 parts.
+TEST(StepSemanticsTest, CollectiveBlocks) {
+  int64_t block[] = {2, 3, 4};
+  CollectiveBlocks blocks = blocksAround(block, 3, 1);
+  EXPECT_EQ(blocks.outer, 2);
+  EXPECT_EQ(blocks.chunk, 12);
+  EXPECT_EQ(stridedOffset(blocks, 3, 1, 2), (1 * 3 + 2) * 12);
+  EXPECT_EQ(packedOffset(blocks, 1, 2), 2 * 24 + 12);
+  CollectiveBlocks whole = blocksAround(block, 3, 0);
+  EXPECT_EQ(whole.outer, 1);
+  EXPECT_EQ(whole.chunk, 24);
+}
+
 } // namespace

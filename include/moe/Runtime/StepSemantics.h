@@ -111,6 +111,35 @@ MOE_HOST_DEVICE inline void rollAmaxHistory(float *history, int64_t length) {
   history[0] = 0.0f;
 }
 
+/// A collective's layout around dimension `dim` of one rank's block: the
+/// whole tensor is [outer, parts, chunk], outer the product of the block's
+/// dimensions before `dim`, chunk that of the others; rank r's block is the
+/// chunks [o, r, :] for every o. With outer = 1 the blocks are contiguous.
+/// A strided collective packs them into [parts, outer, chunk].
+struct CollectiveBlocks {
+  int64_t outer = 1, chunk = 1;
+};
+
+MOE_HOST_DEVICE inline CollectiveBlocks
+blocksAround(const int64_t *block, int64_t rank, int64_t dim) {
+  CollectiveBlocks blocks;
+  for (int64_t d = 0; d < rank; ++d)
+    (d < dim ? blocks.outer : blocks.chunk) *= block[d];
+  return blocks;
+}
+
+/// Where chunk (o, r) starts, in elements, in the [outer, parts, chunk]
+/// tensor and in its [parts, outer, chunk] packing.
+MOE_HOST_DEVICE inline int64_t stridedOffset(const CollectiveBlocks &blocks,
+                                             int64_t parts, int64_t o,
+                                             int64_t r) {
+  return (o * parts + r) * blocks.chunk;
+}
+MOE_HOST_DEVICE inline int64_t packedOffset(const CollectiveBlocks &blocks,
+                                            int64_t o, int64_t r) {
+  return r * (blocks.outer * blocks.chunk) + o * blocks.chunk;
+}
+
 } // namespace moe::rt::semantics
 
 #endif // MOE_RUNTIME_STEPSEMANTICS_H

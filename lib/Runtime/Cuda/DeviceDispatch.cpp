@@ -202,15 +202,11 @@ absl::Status adamwUpdate(const Operands &ops) {
 }
 
 /// A tensor's blocks around dimension `dim` of one rank's block `shape`:
-/// [outer, parts, chunk] (Collectives.cpp's layout).
-struct Blocks {
-  int64_t outer = 1, chunk = 1;
-};
+/// [outer, parts, chunk] (StepSemantics.h's layout, as on the CPU).
+using Blocks = semantics::CollectiveBlocks;
 Blocks blocksAround(const std::vector<int64_t> &shape, int64_t dim) {
-  Blocks blocks;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
-    (d < dim ? blocks.outer : blocks.chunk) *= shape[d];
-  return blocks;
+  return semantics::blocksAround(shape.data(),
+                                 static_cast<int64_t>(shape.size()), dim);
 }
 
 /// AllReduce, AllGather, ReduceScatter and Slice over the instruction's

@@ -129,11 +129,12 @@ __global__ void rollAmaxHistoriesKernel(float *histories, int64_t rows,
 __global__ void interleaveBlocksKernel(const uint32_t *from, uint32_t *to,
                                        int64_t outer, int64_t parts,
                                        int64_t chunk, bool pack) {
+  semantics::CollectiveBlocks blocks{outer, chunk};
   int64_t block = outer * chunk;
   GRID_STRIDE(i, outer * parts * chunk) {
     // i indexes the packed [parts, outer, chunk] layout.
     int64_t r = i / block, o = (i % block) / chunk, c = i % chunk;
-    int64_t strided = (o * parts + r) * chunk + c;
+    int64_t strided = semantics::stridedOffset(blocks, parts, o, r) + c;
     if (pack)
       to[i] = from[strided];
     else

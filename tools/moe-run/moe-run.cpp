@@ -11,9 +11,11 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Runtime/Artifact/Disassemble.h"
 #include "moe/Runtime/Artifact/Reader.h"
+#include "moe/Runtime/Backend/Backend.h"
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Train/Trainer.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -275,8 +277,13 @@ static Command parseArgs(int argc, char **argv) {
   if (absl::Status limits = train::validateLossLimits(options.lossLimits);
       !limits.ok())
     throw UsageError{std::string(limits.message())};
-  if (device != "cpu" && device != "cuda")
-    throw UsageError{"unknown device '" + device + "': expected cpu or cuda"};
+  const std::vector<std::string> &devices = backendNames();
+  if (std::find(devices.begin(), devices.end(), device) == devices.end()) {
+    std::string known;
+    for (const std::string &name : devices)
+      known += (known.empty() ? "" : " or ") + name;
+    throw UsageError{"unknown device '" + device + "': expected " + known};
+  }
   options.device = device;
   return command;
 }

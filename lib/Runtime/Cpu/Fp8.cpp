@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moe/Runtime/Cpu/Fp8.h"
+#include "moe/Runtime/StepSemantics.h"
 
 #include <algorithm>
 #include <cmath>
@@ -106,12 +107,7 @@ float absMax(const float *x, int64_t n) {
 }
 
 float fp8Scale(float amax, Fp8Format format) {
-  if (!(amax > 0.0f) || !std::isfinite(amax))
-    return 1.0f;
-  float scale = fp8Spec(format).maxFinite / amax;
-  // A tiny amax would overflow the scale; the values are then all exactly
-  // representable after any scale that keeps them finite.
-  return std::isfinite(scale) ? scale : std::numeric_limits<float>::max();
+  return semantics::fp8Scale(amax, fp8Spec(format).maxFinite);
 }
 
 void quantizeDequantize(const float *x, float *out, int64_t n, float scale,
@@ -147,23 +143,15 @@ void quantizeBlockwise(const float *x, float *out, int64_t rows, int64_t cols,
 float quantizeDelayed(const float *x, float *out, int64_t n, Fp8Format format,
                       float *amaxes, int64_t length) {
   float amax = absMax(x, n);
-  float past = 0.0f;
-  for (int64_t i = 1; i < length; ++i)
-    past = std::max(past, amaxes[i]);
-  quantizeDequantize(x, out, n, fp8Scale(past > 0.0f ? past : amax, format),
+  quantizeDequantize(x, out, n,
+                     fp8Scale(semantics::delayedAmax(amaxes, length, amax), format),
                      format);
-  // A NaN amax stays (std::max would drop it): the history then says the
-  // step went wrong, and the trainer's NaN check names the step.
-  if (!(amax <= amaxes[0]))
-    amaxes[0] = amax;
+  semantics::recordAmax(amaxes, amax);
   return amax;
 }
 
 void rollAmaxHistory(float *amaxes, int64_t length) {
-  if (length < 2)
-    return;
-  std::copy_backward(amaxes, amaxes + length - 1, amaxes + length);
-  amaxes[0] = 0.0f;
+  semantics::rollAmaxHistory(amaxes, length);
 }
 
 int64_t packedFp8Words(int64_t n, int64_t block) {

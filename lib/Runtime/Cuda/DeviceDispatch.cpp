@@ -15,12 +15,16 @@
 #include "moe/Runtime/Comm/GroupSums.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Cuda/Kernels.h"
+#include "moe/Runtime/Engine/GlobalNorm.h"
+#include "moe/Runtime/Engine/StepChecks.h"
+#include "moe/Runtime/StepSemantics.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 namespace moe::rt::cuda {
 namespace {
@@ -34,17 +38,8 @@ absl::StatusOr<int64_t> countTargets(const DeviceStep &step, size_t index,
   absl::StatusOr<std::vector<int32_t>> targets = step.readIds(operand);
   if (!targets.ok())
     return targets.status();
-  int64_t count = 0;
-  for (size_t t = 0; t < targets->size(); ++t) {
-    int32_t id = (*targets)[t];
-    if (id >= vocab)
-      return absl::InvalidArgumentError(absl::StrCat(
-          describeInstruction(step.program, index), ": target id ", id, " at ",
-          describeIdPosition(step.buffer(operand), static_cast<int64_t>(t)),
-          " is outside the vocabulary [0, ", vocab, ")"));
-    count += id >= 0;
-  }
-  return count;
+  return engine::checkTargets(step.program, index, step.buffer(operand),
+                              targets->data(), vocab);
 }
 
 /// The MPI group a loss's tokens are split over, or null when they are all
@@ -177,17 +172,16 @@ absl::Status globalNorm(const DeviceStep &step, const ops::GlobalNormView &op) {
   std::vector<double> host(n);
   MOE_CUDA_TRY(
       step.read(squares.get(), static_cast<int64_t>(n), host.data()));
-  // Operands split over a group (-1: none) sum their squares over it, as
-  // on the CPU; one rank has groups of one.
+  // Over the groups and the pipeline stages, as on the CPU; one rank has
+  // groups of one.
+  std::function<comm::Group &(int64_t)> groupOf;
   if (step.groups)
-    MOE_CUDA_TRY(comm::sumEachOverItsGroup(
-        absl::MakeSpan(host), op.groups(),
-        [&](int64_t g) -> comm::Group & { return *step.mpiGroup(g); }));
-  // Added in operand order, as on the CPU.
-  double sum = 0.0;
-  for (double square : host)
-    sum += square;
-  return step.writeScalar(op.norm(), static_cast<float>(std::sqrt(sum)));
+    groupOf = [&](int64_t g) -> comm::Group & { return *step.mpiGroup(g); };
+  absl::StatusOr<float> norm = engine::globalNormFromSquares(
+      absl::MakeSpan(host), op.groups(), groupOf, step.stageGroup);
+  if (!norm.ok())
+    return norm.status();
+  return step.writeScalar(op.norm(), *norm);
 }
 
 absl::Status adamwUpdate(const DeviceStep &step, const ops::AdamWView &op) {
@@ -204,15 +198,11 @@ absl::Status adamwUpdate(const DeviceStep &step, const ops::AdamWView &op) {
 }
 
 /// A tensor's blocks around dimension `dim` of one rank's block `shape`:
-/// [outer, parts, chunk] (Collectives.cpp's layout).
-struct Blocks {
-  int64_t outer = 1, chunk = 1;
-};
+/// [outer, parts, chunk] (StepSemantics.h's layout, as on the CPU).
+using Blocks = semantics::CollectiveBlocks;
 Blocks blocksAround(const std::vector<int64_t> &shape, int64_t dim) {
-  Blocks blocks;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
-    (d < dim ? blocks.outer : blocks.chunk) *= shape[d];
-  return blocks;
+  return semantics::blocksAround(shape.data(),
+                                 static_cast<int64_t>(shape.size()), dim);
 }
 
 /// AllReduce, AllGather, ReduceScatter and Slice over the instruction's
@@ -456,15 +446,17 @@ public:
                    op.dprobs());
   }
   absl::Status run(const ops::WeightedSumView &op) {
-    double sum = 0.0;
     const std::vector<uint32_t> &scalars = op.scalars();
+    std::vector<float> values(scalars.size());
     for (size_t i = 0; i < scalars.size(); ++i) {
       absl::StatusOr<float> value = step.readScalar(scalars[i]);
       if (!value.ok())
         return value.status();
-      sum += static_cast<double>(op.coefficients()[i]) * *value;
+      values[i] = *value;
     }
-    return step.writeScalar(op.sum(), static_cast<float>(sum));
+    return step.writeScalar(
+        op.sum(), semantics::weightedSum(op.coefficients().data(),
+                                         values.data(), values.size()));
   }
   absl::Status run(const ops::ConstantView &op) {
     return fill(f32(op.y()), op.value(), in(op.y()).numElements(), stream);
@@ -477,10 +469,8 @@ public:
     absl::StatusOr<float> norm = step.readScalar(op.norm());
     if (!norm.ok())
       return norm.status();
-    float maxNorm = op.maxNorm(), coefficient = 1.0f;
-    if (maxNorm > 0)
-      coefficient = std::min(1.0f, maxNorm / (*norm + 1e-6f));
-    return step.writeScalar(op.coef(), coefficient);
+    return step.writeScalar(op.coef(),
+                            semantics::clipCoefficient(op.maxNorm(), *norm));
   }
   absl::Status run(const ops::LearningRateView &op) {
     int32_t at = 0;

@@ -36,6 +36,9 @@ struct DeviceStep {
   const std::vector<NcclGroup *> *nccl = nullptr;
   /// Several ranks: the stream every NCCL call goes on.
   CommStream *comm = nullptr;
+  /// The group of the pipeline stages, which a global norm sums over; none
+  /// without stages (and pipelines are refused at creation for now).
+  comm::Group *stageGroup = nullptr;
 
   /// Program group `index`'s MPI group and NCCL communicator; null on one
   /// rank, where every group is a group of one.

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Runtime/Cuda/Kernels.h"
+#include "moe/Runtime/StepSemantics.h"
 
 #include "BlockReduce.cuh"
 #include "Launch.h"
@@ -66,16 +67,10 @@ __global__ void absMaxKernel(const float *x, int64_t n, unsigned *amaxBits) {
     atomicMax(amaxBits, mine);
 }
 
-__device__ float maxFinite(Fp8Format format) {
-  return format == Fp8Format::E4M3 ? 448.0f : 57344.0f;
-}
-
-/// cpu::fp8Scale.
+/// cpu::fp8Scale: the rule of StepSemantics.h.
 __device__ float fp8Scale(float amax, Fp8Format format) {
-  if (!(amax > 0.0f) || !isfinite(amax))
-    return 1.0f;
-  float scale = maxFinite(format) / amax;
-  return isfinite(scale) ? scale : 3.402823466e38f;
+  return semantics::fp8Scale(
+      amax, semantics::fp8MaxFinite(static_cast<int>(format)));
 }
 
 __device__ uint8_t encode(float value, Fp8Format format) {
@@ -121,33 +116,25 @@ __global__ void castTransposeToFp8Kernel(const float *x, const float *amax,
 
 __global__ void delayedAmaxKernel(const float *current, float *history,
                                   int64_t length, float *amaxToUse) {
-  float past = 0.0f;
-  for (int64_t i = 1; i < length; ++i)
-    past = fmaxf(past, history[i]);
   float now = *current;
-  *amaxToUse = past > 0.0f ? past : now;
-  if (!(now <= history[0])) // keeps a NaN
-    history[0] = now;
+  *amaxToUse = semantics::delayedAmax(history, length, now);
+  semantics::recordAmax(history, now);
 }
 
 __global__ void rollAmaxHistoriesKernel(float *histories, int64_t rows,
                                         int64_t length) {
-  GRID_STRIDE(r, rows) {
-    float *history = histories + r * length;
-    for (int64_t i = length - 1; i > 0; --i)
-      history[i] = history[i - 1];
-    history[0] = 0.0f;
-  }
+  GRID_STRIDE(r, rows) semantics::rollAmaxHistory(histories + r * length, length);
 }
 
 __global__ void interleaveBlocksKernel(const uint32_t *from, uint32_t *to,
                                        int64_t outer, int64_t parts,
                                        int64_t chunk, bool pack) {
+  semantics::CollectiveBlocks blocks{outer, chunk};
   int64_t block = outer * chunk;
   GRID_STRIDE(i, outer * parts * chunk) {
     // i indexes the packed [parts, outer, chunk] layout.
     int64_t r = i / block, o = (i % block) / chunk, c = i % chunk;
-    int64_t strided = (o * parts + r) * chunk + c;
+    int64_t strided = semantics::stridedOffset(blocks, parts, o, r) + c;
     if (pack)
       to[i] = from[strided];
     else

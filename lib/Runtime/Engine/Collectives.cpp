@@ -13,6 +13,7 @@
 #include "moe/Runtime/Artifact/OpViews.h"
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cpu/Fp8.h"
+#include "moe/Runtime/StepSemantics.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -22,16 +23,11 @@
 namespace moe::rt::engine {
 namespace {
 
-struct Blocks {
-  int64_t outer = 1;
-  int64_t chunk = 1;
-};
+using Blocks = semantics::CollectiveBlocks;
 
 Blocks blocksAround(const std::vector<int64_t> &block, int64_t dim) {
-  Blocks blocks;
-  for (int64_t d = 0; d < static_cast<int64_t>(block.size()); ++d)
-    (d < dim ? blocks.outer : blocks.chunk) *= block[d];
-  return blocks;
+  return semantics::blocksAround(block.data(),
+                                 static_cast<int64_t>(block.size()), dim);
 }
 
 enum class Kind { AllReduce, AllGather, ReduceScatter, Slice };
@@ -84,11 +80,10 @@ std::optional<Collective> collectiveOf(const Instruction &inst) {
 void interleave(const float *from, float *to, const Blocks &blocks,
                 int64_t parts, bool pack) {
   size_t bytes = static_cast<size_t>(blocks.chunk) * sizeof(float);
-  int64_t block = blocks.outer * blocks.chunk;
   for (int64_t r = 0; r < parts; ++r)
     for (int64_t o = 0; o < blocks.outer; ++o) {
-      int64_t strided = (o * parts + r) * blocks.chunk;
-      int64_t packed = r * block + o * blocks.chunk;
+      int64_t strided = semantics::stridedOffset(blocks, parts, o, r);
+      int64_t packed = semantics::packedOffset(blocks, o, r);
       if (pack)
         std::memcpy(to + packed, from + strided, bytes);
       else

@@ -15,7 +15,10 @@
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Comm/GroupSums.h"
 #include "moe/Runtime/Cpu/Kernels.h"
+#include "moe/Runtime/Engine/GlobalNorm.h"
+#include "moe/Runtime/Engine/StepChecks.h"
 #include "moe/Runtime/IO/Trace.h"
+#include "moe/Runtime/StepSemantics.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -60,16 +63,10 @@ int64_t last(const Buffer &buffer) { return buffer.shape.back(); }
 absl::Status checkTargets(const StepContext &context, size_t index,
                           uint32_t targetBuffer, int64_t vocab) {
   Buffers buffers(context);
-  const int32_t *targets = buffers.i32(targetBuffer);
-  const Buffer &buffer = buffers.buffer(targetBuffer);
-  int64_t count = buffer.numElements();
-  for (int64_t t = 0; t < count; ++t)
-    if (targets[t] >= vocab)
-      return absl::InvalidArgumentError(absl::StrCat(
-          describeInstruction(context.program, index), ": target id ",
-          targets[t], " at ", describeIdPosition(buffer, t),
-          " is outside the vocabulary [0, ", vocab, ")"));
-  return absl::OkStatus();
+  return engine::checkTargets(context.program, index,
+                              buffers.buffer(targetBuffer),
+                              buffers.i32(targetBuffer), vocab)
+      .status();
 }
 
 /// The group a loss's tokens are split over, or nullptr when they are all
@@ -103,21 +100,13 @@ absl::Status globalNorm(const StepContext &context, size_t index,
     if (!foreign || !(*foreign)[grads[i]])
       squares[i] = cpu::sumOfSquares(buffers.f32(grads[i]),
                                      buffers.buffer(grads[i]).numElements());
-  if (absl::Status status = comm::sumEachOverItsGroup(
-          absl::MakeSpan(squares), op.groups(),
-          [&](int64_t g) -> comm::Group & { return *context.groups[g]; });
-      !status.ok())
-    return inInstruction(context, index, status);
-  // Each gradient lives on one stage; the others add exact zeros.
-  if (context.stageGroup)
-    if (absl::Status status = comm::sumOverGroup(*context.stageGroup,
-                                           absl::MakeSpan(squares), {});
-        !status.ok())
-      return inInstruction(context, index, status);
-  double sum = 0.0;
-  for (double square : squares)
-    sum += square;
-  *buffers.f32(op.norm()) = static_cast<float>(std::sqrt(sum));
+  absl::StatusOr<float> norm = engine::globalNormFromSquares(
+      absl::MakeSpan(squares), op.groups(),
+      [&](int64_t g) -> comm::Group & { return *context.groups[g]; },
+      context.stageGroup);
+  if (!norm.ok())
+    return inInstruction(context, index, norm.status());
+  *buffers.f32(op.norm()) = *norm;
   return absl::OkStatus();
 }
 
@@ -335,13 +324,13 @@ public:
     return auxLoss(op.probs(), op.topK(), op.group(), op.dloss(), op.dprobs());
   }
   absl::Status run(const ops::WeightedSumView &op) {
-    // Summed in double, then stored: the result may alias an operand.
-    double sum = 0.0;
+    // Read before the store: the result may alias an operand.
     const std::vector<uint32_t> &scalars = op.scalars();
+    std::vector<float> values(scalars.size());
     for (size_t i = 0; i < scalars.size(); ++i)
-      sum += static_cast<double>(op.coefficients()[i]) *
-             buffers.scalar(scalars[i]);
-    *f32(op.sum()) = static_cast<float>(sum);
+      values[i] = buffers.scalar(scalars[i]);
+    *f32(op.sum()) = semantics::weightedSum(op.coefficients().data(),
+                                            values.data(), values.size());
     return absl::OkStatus();
   }
   absl::Status run(const ops::ConstantView &op) {
@@ -352,13 +341,8 @@ public:
     return globalNorm(context, index, op);
   }
   absl::Status run(const ops::ClipCoefficientView &op) {
-    // PyTorch clip_grad_norm_: min(1, max_norm / (norm + 1e-6)) in fp32;
-    // max_norm <= 0 disables clipping.
-    float maxNorm = op.maxNorm(), norm = buffers.scalar(op.norm());
-    float coefficient = 1.0f;
-    if (maxNorm > 0)
-      coefficient = std::min(1.0f, maxNorm / (norm + 1e-6f));
-    *f32(op.coef()) = coefficient;
+    *f32(op.coef()) =
+        semantics::clipCoefficient(op.maxNorm(), buffers.scalar(op.norm()));
     return absl::OkStatus();
   }
   absl::Status run(const ops::LearningRateView &op) {

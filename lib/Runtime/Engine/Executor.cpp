@@ -16,7 +16,9 @@
 #include "Dispatch.h"
 #include "ExpertParallel.h"
 #include "PipelineStep.h"
+#include "moe/Runtime/Engine/HostWeights.h"
 #include "moe/Runtime/Engine/Placement.h"
+#include "moe/Runtime/Engine/ProgramGroups.h"
 
 #include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/Comm/Communicator.h"
@@ -24,7 +26,6 @@
 #include "moe/Runtime/Cpu/Kernels.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 
 #include <algorithm>
 #include <cmath>
@@ -114,22 +115,8 @@ Executor::create(std::shared_ptr<const Program> program, comm::World *world) {
 }
 
 absl::Status Executor::connect(comm::World *world) {
-  // Each rank runs its own part of the step; another number of processes
-  // would leave blocks of the weights and rows of the batch to nobody, or
-  // train the same ones twice.
-  int64_t ranks = prog->numRanks();
-  int64_t processes = world ? world->size() : 1;
-  if (ranks != processes) {
-    if (ranks == 1)
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the artifact is not partitioned (it runs on 1 rank), this job has ",
-          processes, ": compile it with moec --mesh for ", processes,
-          " ranks, or start it without mpirun"));
-    return absl::FailedPreconditionError(
-        absl::StrCat("the artifact is partitioned over ", ranks, " ranks (",
-                     prog->meshDescription(), "), this job has ", processes,
-                     ": start it with mpirun -np ", ranks));
-  }
+  if (absl::Status status = engine::checkJobSize(*prog, world); !status.ok())
+    return status;
   placement =
       std::make_unique<engine::Placement>(*prog, world ? world->rank() : 0);
   threadsMayCommunicate =
@@ -137,26 +124,15 @@ absl::Status Executor::connect(comm::World *world) {
                 world->threadLevel() == comm::ThreadLevel::Multiple);
   if (absl::Status status = connectStages(world); !status.ok())
     return status;
-  if (!world) {
-    absl::StatusOr<std::unique_ptr<comm::World>> local = comm::World::local();
-    if (!local.ok())
-      return local.status();
-    localWorld = std::move(*local);
-    world = localWorld.get();
-  }
-  jobWorld = world;
-  comm::Mesh mesh{prog->meshAxes, prog->meshShape};
-  for (size_t g = 0; g < prog->groups.size(); ++g) {
-    absl::StatusOr<std::unique_ptr<comm::Group>> group =
-        world->group(mesh, prog->groups[g]);
-    if (!group.ok())
-      return absl::Status(group.status().code(),
-                          absl::StrCat("executor: cannot create group ", g,
-                                       " {",
-                                       absl::StrJoin(prog->groups[g], ","),
-                                       "}: ", group.status().message()));
-    groups.push_back(std::move(*group));
-  }
+  absl::StatusOr<comm::World *> job = engine::jobWorldOf(world, localWorld);
+  if (!job.ok())
+    return job.status();
+  jobWorld = *job;
+  absl::StatusOr<std::vector<std::unique_ptr<comm::Group>>> created =
+      engine::createProgramGroups(*prog, *jobWorld);
+  if (!created.ok())
+    return created.status();
+  groups = std::move(*created);
   return absl::OkStatus();
 }
 
@@ -248,32 +224,7 @@ absl::Status Executor::allocate() {
 }
 
 void Executor::initialize(uint64_t seed) {
-  for (uint32_t b : params) {
-    const Buffer &buffer = prog->buffers[b];
-    float *values = data(b);
-    int64_t count = buffer.numElements();
-    switch (buffer.init) {
-    case Init::Normal: {
-      uint64_t stream = cpu::nameHash(buffer.name.c_str());
-      // Run by run, each from its index in the whole tensor.
-      placement->forEachRun(
-          buffer, [&](int64_t local, int64_t global, int64_t length) {
-            cpu::initNormal(values + local, length, buffer.initStd, seed,
-                            stream, global);
-          });
-      break;
-    }
-    case Init::Ones:
-      cpu::fill(values, 1.0f, count);
-      break;
-    case Init::Zeros:
-    case Init::None: // rejected for parameters by the verifier
-      cpu::fill(values, 0.0f, count);
-      break;
-    }
-  }
-  for (uint32_t b : states)
-    cpu::fill(data(b), 0.0f, prog->buffers[b].numElements());
+  engine::initializeWeights(*this, seed);
 }
 
 int64_t Executor::rank() const { return placement->rank(); }

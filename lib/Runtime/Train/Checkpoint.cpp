@@ -38,7 +38,7 @@ bool persistent(const Buffer &buffer) {
 }
 
 /// The manifest of `executor`'s state after `steps` steps (shards to add).
-CheckpointManifest manifestOf(const Executor &executor, int64_t steps,
+CheckpointManifest manifestOf(const WeightStore &executor, int64_t steps,
                               uint64_t dataSeed) {
   const Program &program = executor.program();
   CheckpointManifest manifest;
@@ -58,7 +58,7 @@ CheckpointManifest manifestOf(const Executor &executor, int64_t steps,
 
 } // namespace
 
-absl::Status saveCheckpoint(const Executor &executor, comm::Group &everyone,
+absl::Status saveCheckpoint(const WeightStore &executor, comm::Group &everyone,
                             const std::string &root, int64_t stepsDone,
                             uint64_t dataSeed) {
   fs::path final = fs::path(root) / checkpointDirectoryName(stepsDone);
@@ -175,7 +175,7 @@ absl::StatusOr<std::string> findCheckpoint(const std::string &path) {
   return (fs::path(path) / newest).string();
 }
 
-absl::StatusOr<CheckpointState> loadCheckpoint(Executor &executor,
+absl::StatusOr<CheckpointState> loadCheckpoint(WeightStore &executor,
                                                const std::string &path) {
   auto refused = [&](const std::string &why) {
     return absl::InvalidArgumentError(

@@ -1,12 +1,9 @@
 //===- Trainer.cpp - the training loop of moe-run -------------------------===//
 #include "moe/Runtime/Train/Trainer.h"
-#ifdef MOE_HAVE_CUDA
-#include "moe/Runtime/Cuda/DeviceExecutor.h"
-#endif
 #include "moe/Runtime/Artifact/Reader.h"
+#include "moe/Runtime/Backend/Backend.h"
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cpu/Kernels.h"
-#include "moe/Runtime/Engine/Executor.h"
 #include "moe/Runtime/IO/Metrics.h"
 #include "moe/Runtime/IO/ProcessMemory.h"
 #include "moe/Runtime/IO/Trace.h"
@@ -47,9 +44,9 @@ private:
   absl::Status joinEveryone();
   /// Every id of the data against the vocabulary, before the first step.
   absl::Status checkVocabulary();
-  /// With --device cuda, the device copy of the step (after the weights
-  /// are initialised or loaded).
-  absl::Status setUpDevice();
+  /// The backend of --device, with its weights initialised, loaded or
+  /// resumed.
+  absl::Status setUpBackend(Program program);
   absl::StatusOr<StepResult> runStep(int64_t step, const StepHooks &hooks);
   absl::Status checkSingleRankFeatures(const Program &program) const;
   absl::Status runOne(int64_t step, TrainSummary &summary);
@@ -68,12 +65,7 @@ private:
   /// Rank 0 prints and writes the metrics; the others stay silent.
   bool reports;
   bool quiet;
-  std::unique_ptr<Executor> executor;
-#ifdef MOE_HAVE_CUDA
-  /// With --device cuda: the steps run here; `executor` keeps the weights
-  /// for loading and saving.
-  std::unique_ptr<cuda::DeviceExecutor> device;
-#endif
+  std::unique_ptr<Backend> backend;
   std::optional<data::TokenDataset> dataset;
   std::optional<data::BatchSampler> sampler;
   std::optional<io::MetricsWriter> metrics;
@@ -93,7 +85,7 @@ private:
 } // namespace
 
 /// Refuses a program needing more than the machine's physical memory
-/// (`bytes`, Executor::bytesPerRank), instead of letting the kernel kill
+/// (`bytes`, hostBytesPerRank), instead of letting the kernel kill
 /// the process half-way through initialisation.
 static absl::Status checkFitsInMemory(uint64_t bytes, const std::string &path) {
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
@@ -145,7 +137,8 @@ absl::Status Run::resume() {
   absl::StatusOr<std::string> path = findCheckpoint(options.resumePath);
   if (!path.ok())
     return path.status();
-  absl::StatusOr<CheckpointState> state = loadCheckpoint(*executor, *path);
+  absl::StatusOr<CheckpointState> state =
+      loadCheckpoint(backend->weights(), *path);
   if (!state.ok())
     return state.status();
   // The batches of a step come from (data seed, step): another seed would
@@ -166,7 +159,7 @@ absl::Status Run::joinEveryone() {
   if (everyone)
     return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<comm::Group>> group =
-      executor->createGroup(executor->program().meshAxes);
+      backend->createGroup(backend->program().meshAxes);
   if (!group.ok())
     return group.status();
   everyone = std::move(*group);
@@ -177,8 +170,8 @@ absl::Status Run::checkVocabulary() {
   // Each rank checks its share of the stream and the ranks agree on the
   // first bad position: a job reads the file once, not once per rank, and
   // every rank reports the same id.
-  int64_t vocab = executor->program().model.vocab;
-  int64_t ranks = executor->numRanks(), rank = executor->rank();
+  int64_t vocab = backend->program().model.vocab;
+  int64_t ranks = backend->numRanks(), rank = backend->rank();
   int64_t count = dataset->numTokens();
   int64_t bad = dataset->findOutsideVocab(
       vocab, data::shareBegin(count, ranks, rank),
@@ -212,89 +205,83 @@ absl::Status Run::checkpointAfter(int64_t step) {
     return absl::OkStatus();
   if (absl::Status s = joinEveryone(); !s.ok())
     return s;
-#ifdef MOE_HAVE_CUDA
-  if (device)
-    if (absl::Status s = device->download(*executor); !s.ok())
-      return s;
-#endif
-  return saveCheckpoint(*executor, *everyone, options.checkpointDir, done,
-                        options.dataSeed);
+  if (absl::Status s = backend->pullWeights(); !s.ok())
+    return s;
+  return saveCheckpoint(backend->weights(), *everyone, options.checkpointDir,
+                        done, options.dataSeed);
 }
 
-absl::Status Run::setUpDevice() {
-  if (options.device == "cpu")
-    return absl::OkStatus();
-#ifdef MOE_HAVE_CUDA
-  if (options.device != "cuda")
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown device '", options.device, "'"));
-  if (!options.dumpStepDir.empty() || options.profile ||
-      !options.tracePath.empty())
+absl::Status Run::setUpBackend(Program program) {
+  BackendOptions backendOptions;
+  backendOptions.artifactPath = options.artifactPath;
+  backendOptions.world = options.world;
+  backendOptions.expertChunks = options.expertChunks;
+  backendOptions.asyncCollectives = options.asyncCollectives;
+  if (!options.tracePath.empty()) {
+    trace.emplace(options.world ? options.world->rank() : 0);
+    backendOptions.trace = &*trace;
+  }
+  absl::StatusOr<std::unique_ptr<Backend>> created = createBackend(
+      options.device, std::make_shared<const Program>(std::move(program)),
+      backendOptions);
+  if (!created.ok())
+    return created.status();
+  backend = std::move(*created);
+  // Observing the instructions reads the step's buffers on the host.
+  if (!backend->hostStep() &&
+      (!options.dumpStepDir.empty() || options.profile ||
+       !options.tracePath.empty()))
     return absl::UnimplementedError(
         "--dump-step, --profile and --trace need --device cpu for now");
-  absl::StatusOr<std::vector<cuda::DeviceInfo>> devices = cuda::listDevices();
-  if (!devices.ok())
-    return absl::FailedPreconditionError(
-        absl::StrCat("--device cuda: ", devices.status().message()));
-  // One GPU per process: the launcher's local rank picks it (Open MPI,
-  // Slurm), else the world rank.
-  int64_t local = options.world ? options.world->rank() : 0;
-  for (const char *variable : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
-                               "LOCAL_RANK"})
-    if (const char *value = std::getenv(variable)) {
-      local = std::atoll(value);
-      break;
-    }
-  const cuda::DeviceInfo &gpu =
-      (*devices)[static_cast<size_t>(local) % devices->size()];
-  absl::StatusOr<std::unique_ptr<cuda::DeviceExecutor>> created =
-      cuda::DeviceExecutor::create(*executor, gpu, options.world);
-  if (!created.ok())
-    return absl::Status(created.status().code(),
-                        absl::StrCat("--device cuda (", gpu.name, "): ",
-                                     created.status().message()));
-  device = std::move(*created);
-  if (!quiet)
-    out << absl::StrFormat("device: %s %d (sm_%d, %.1f GiB), %s B on it\n",
-                           gpu.name, gpu.ordinal, gpu.computeCapability,
-                           gpu.memoryBytes / 1073741824.0,
-                           io::formatSiValue(device->allocatedBytes()));
+  if (options.asyncCollectives && !backend->asyncCollectives() && reports &&
+      !options.quiet)
+    out << "note: --async-collectives needs a partitioned, unpipelined "
+           "artifact and an MPI that lets a second thread call it; "
+           "collectives stay blocking\n";
+  if (absl::Status s = backend->initialize(
+          options.initSeed.value_or(backend->program().seed));
+      !s.ok())
+    return s;
+  if (!options.loadPath.empty())
+    if (absl::Status s = loadWeights(backend->weights(), options.loadPath,
+                                     WeightSet::Parameters);
+        !s.ok())
+      return s;
+  firstStep = options.startStep;
+  if (absl::Status s = resume(); !s.ok())
+    return s;
+  if (!options.loadPath.empty() || !options.resumePath.empty())
+    if (absl::Status s = backend->pushWeights(); !s.ok())
+      return s;
+  if (std::string line = backend->placementLine(); !line.empty() && !quiet)
+    out << line << "\n";
   return absl::OkStatus();
-#else
-  return absl::FailedPreconditionError(
-      absl::StrCat("--device ", options.device,
-                   ": this moe-run was built without the CUDA backend"));
-#endif
 }
 
 absl::StatusOr<StepResult> Run::runStep(int64_t step, const StepHooks &hooks) {
-#ifdef MOE_HAVE_CUDA
-  if (device)
-    return device->runStep(tokens.data(), targets.data(), step);
-#endif
-  return executor->runStep(tokens.data(), targets.data(), step, hooks);
+  return backend->runStep(tokens.data(), targets.data(), step, hooks);
 }
 
 int64_t Run::globalTokensPerStep() const {
-  return executor->tokensPerStep() * executor->batchBlock().count;
+  return backend->tokensPerStep() * backend->batchBlock().count;
 }
 
 std::string Run::tracePathOfRank() const {
-  if (executor->numRanks() == 1)
+  if (backend->numRanks() == 1)
     return options.tracePath;
   // trace.json -> trace.rank3.json
   const std::string &path = options.tracePath;
   size_t slash = path.find_last_of('/');
   size_t dot = path.find_last_of('.');
-  std::string suffix = absl::StrCat(".rank", executor->rank());
+  std::string suffix = absl::StrCat(".rank", backend->rank());
   if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
     return path + suffix;
   return path.substr(0, dot) + suffix + path.substr(dot);
 }
 
 int64_t Run::globalBatch() const {
-  return executor->program().model.batch * executor->batchBlock().count *
-         executor->microbatches();
+  return backend->program().model.batch * backend->batchBlock().count *
+         backend->microbatches();
 }
 
 absl::Status Run::setUp() {
@@ -303,7 +290,7 @@ absl::Status Run::setUp() {
   absl::StatusOr<Program> program = readArtifact(options.artifactPath);
   if (!program.ok())
     return program.status();
-  plannedBytes = Executor::bytesPerRank(*program);
+  plannedBytes = hostBytesPerRank(options.device, *program);
   if (absl::Status s = checkFitsInMemory(plannedBytes, options.artifactPath);
       !s.ok())
     return s;
@@ -319,39 +306,10 @@ absl::Status Run::setUp() {
                        kWarmUp);
   }
   residentAtStart = io::residentBytes();
-  absl::StatusOr<std::unique_ptr<Executor>> created =
-      Executor::create(std::move(*program), options.world);
-  if (!created.ok())
-    return absl::Status(
-        created.status().code(),
-        absl::StrCat(options.artifactPath, ": ", created.status().message()));
-  executor = std::move(*created);
-  executor->setExpertChunks(options.expertChunks);
-  if (options.asyncCollectives && !executor->setAsyncCollectives(true) &&
-      reports && !options.quiet)
-    out << "note: --async-collectives needs a partitioned, unpipelined "
-           "artifact and an MPI that lets a second thread call it; "
-           "collectives stay blocking\n";
-  if (!options.tracePath.empty()) {
-    trace.emplace(static_cast<int>(executor->rank()));
-    executor->setTrace(&*trace);
-  }
-  if (options.initSeed)
-    executor->initialize(*options.initSeed);
-  else
-    executor->initialize();
-  if (!options.loadPath.empty())
-    if (absl::Status s = loadWeights(*executor, options.loadPath,
-                                     WeightSet::Parameters);
-        !s.ok())
-      return s;
-  firstStep = options.startStep;
-  if (absl::Status s = resume(); !s.ok())
-    return s;
-  if (absl::Status s = setUpDevice(); !s.ok())
+  if (absl::Status s = setUpBackend(std::move(*program)); !s.ok())
     return s;
 
-  const ModelInfo &model = executor->program().model;
+  const ModelInfo &model = backend->program().model;
   absl::StatusOr<data::TokenDataset> opened =
       data::TokenDataset::open(options.dataPath, options.dataOptions);
   if (!opened.ok())
@@ -368,8 +326,8 @@ absl::Status Run::setUp() {
   if (!created2.ok())
     return created2.status();
   sampler.emplace(std::move(*created2));
-  tokens.resize(executor->tokensPerStep());
-  targets.resize(executor->tokensPerStep());
+  tokens.resize(backend->tokensPerStep());
+  targets.resize(backend->tokensPerStep());
   lossGuard.emplace(options.lossLimits, model.vocab);
 
   if (reports && !options.metricsPath.empty()) {
@@ -384,28 +342,28 @@ absl::Status Run::setUp() {
 }
 
 void Run::printHeader() const {
-  const ModelInfo &model = executor->program().model;
+  const ModelInfo &model = backend->program().model;
   out << absl::StrFormat(
       "model %s: %s parameters (%s active), %d layers, %d experts top-%d\n",
       model.name.empty() ? "<unnamed>" : model.name,
       io::formatSiValue(model.totalParams),
       io::formatSiValue(model.activeParams), model.layers, model.experts,
       model.topK);
-  int64_t ranks = executor->numRanks();
+  int64_t ranks = backend->numRanks();
   int64_t batch = globalBatch();
   // Per-rank figures are labelled as such once there is more than one rank.
   std::string perRank = ranks > 1 ? " per rank" : "";
   if (ranks > 1)
     out << absl::StrFormat("mesh: %s (%d ranks)\n",
-                           executor->program().meshDescription(), ranks);
+                           backend->program().meshDescription(), ranks);
   out << absl::StrFormat(
       "step: batch %d x seq %d = %d tokens, %s FLOP%s; memory%s %s B params, "
       "%s B optimizer, %s B arena\n",
       batch, model.seq, batch * model.seq,
       io::formatSiValue(model.flopsPerStep), perRank, perRank,
-      io::formatSiValue(executor->totalParameterBytes()),
-      io::formatSiValue(executor->optimizerStateBytes()),
-      io::formatSiValue(executor->arenaBytes()));
+      io::formatSiValue(backend->totalParameterBytes()),
+      io::formatSiValue(backend->optimizerStateBytes()),
+      io::formatSiValue(backend->arenaBytes()));
   out << absl::StrFormat("cpu: %d GEMM thread(s)\n", cpu::numThreads());
   out << absl::StrFormat("data: %s (%s, %s, %s tokens)\n", dataset->path(),
                          data::datasetFormatName(dataset->format()),
@@ -436,24 +394,28 @@ void Run::printProfile(double totalSeconds) const {
 absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   // Microbatch j is rows [j * b, (j + 1) * b) of the global batch, b =
   // globalBatch() / microbatches; this rank reads its block of each.
-  BatchBlock rows = executor->batchBlock();
-  int64_t localBatch = executor->program().model.batch;
+  BatchBlock rows = backend->batchBlock();
+  int64_t localBatch = backend->program().model.batch;
   int64_t microbatchRows = localBatch * rows.count;
-  int64_t localTokens = localBatch * executor->program().model.seq;
-  for (int64_t j = 0; j < executor->microbatches(); ++j)
+  int64_t localTokens = localBatch * backend->program().model.seq;
+  for (int64_t j = 0; j < backend->microbatches(); ++j)
     if (absl::Status s = sampler->fillRows(
             step, j * microbatchRows + rows.index * localBatch, localBatch,
             tokens.data() + j * localTokens, targets.data() + j * localTokens);
         !s.ok())
       return atStep(step, s);
 
-  LossPartsProbe probe(*executor);
+  // Only a host step lets the hooks read its buffers.
+  const Executor *host = backend->hostStep();
+  std::optional<LossPartsProbe> probe;
+  if (host)
+    probe.emplace(*host);
   std::optional<StepDump> dump;
   bool dumpThis = !options.dumpStepDir.empty() &&
                   step == options.dumpStepAt.value_or(firstStep);
   if (dumpThis) {
     absl::StatusOr<StepDump> begun = StepDump::begin(
-        options.dumpStepDir, *executor, step, tokens.data(), targets.data());
+        options.dumpStepDir, *host, step, tokens.data(), targets.data());
     if (!begun.ok())
       return begun.status();
     dump.emplace(std::move(*begun));
@@ -470,7 +432,8 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
     }
   };
   hooks.beforeInstruction = [&](size_t index, const Instruction &inst) {
-    probe.before(index);
+    if (probe)
+      probe->before(index);
     if (dump)
       dump->before(index, inst);
     if (options.profile)
@@ -494,11 +457,11 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   summary.losses.push_back(result->loss);
   if (dump)
     if (absl::Status s = dump->finish(result->loss, result->gradNorm,
-                                      result->lr, probe.parts());
+                                      result->lr, probe->parts());
         !s.ok())
       return s;
 
-  const ModelInfo &model = executor->program().model;
+  const ModelInfo &model = backend->program().model;
   io::MetricsRecord record;
   record.step = stepNumber(step);
   record.loss = result->loss;
@@ -507,12 +470,12 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   record.tokensPerS = globalTokensPerStep() / seconds;
   record.flopsPerS = model.flopsPerStep / seconds;
   record.elapsedS = summary.seconds;
-  LossParts parts = probe.parts();
-  if (executor->program().pipeline.stages > 1) {
+  LossParts parts = probe ? probe->parts() : LossParts{};
+  if (backend->program().pipeline.stages > 1) {
     // Only the last stage computes the loss; rank 0 reports it.
     double shared[3] = {parts.known ? parts.ce : 0.0,
                         parts.known ? parts.aux : 0.0, parts.known ? 1.0 : 0.0};
-    if (absl::Status s = executor->sumOverStages(shared); !s.ok())
+    if (absl::Status s = backend->sumOverStages(shared); !s.ok())
       return atStep(step, s);
     parts.ce = static_cast<float>(shared[0]);
     parts.aux = static_cast<float>(shared[1]);
@@ -543,16 +506,14 @@ absl::StatusOr<TrainSummary> Run::loop() {
     if (absl::Status s = checkpointAfter(step); !s.ok())
       return s;
   }
-#ifdef MOE_HAVE_CUDA
-  if (device)
-    if (absl::Status s = device->download(*executor); !s.ok())
+  if (!options.savePath.empty()) {
+    if (absl::Status s = backend->pullWeights(); !s.ok())
       return s;
-#endif
-  if (!options.savePath.empty())
-    if (absl::Status s = saveWeights(*executor, options.savePath,
+    if (absl::Status s = saveWeights(backend->weights(), options.savePath,
                                      WeightSet::Parameters);
         !s.ok())
       return s;
+  }
   if (metrics)
     if (absl::Status s = metrics->close(); !s.ok())
       return s;

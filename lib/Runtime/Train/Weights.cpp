@@ -36,7 +36,7 @@ void appendExportViews(const std::string &name,
 }
 
 /// The buffers of `set`, in program order.
-static std::vector<uint32_t> buffersOf(const Executor &executor,
+static std::vector<uint32_t> buffersOf(const WeightStore &executor,
                                        WeightSet set) {
   std::vector<uint32_t> buffers;
   if (set != WeightSet::OptimizerState)
@@ -47,7 +47,7 @@ static std::vector<uint32_t> buffersOf(const Executor &executor,
   return buffers;
 }
 
-std::vector<io::TensorView> exportViews(const Executor &executor,
+std::vector<io::TensorView> exportViews(const WeightStore &executor,
                                         WeightSet set) {
   std::vector<io::TensorView> views;
   for (uint32_t index : buffersOf(executor, set)) {
@@ -57,7 +57,7 @@ std::vector<io::TensorView> exportViews(const Executor &executor,
   return views;
 }
 
-absl::Status saveWeights(const Executor &executor, const std::string &path,
+absl::Status saveWeights(const WeightStore &executor, const std::string &path,
                          WeightSet set,
                          const std::map<std::string, std::string> &metadata) {
   std::map<std::string, std::string> meta = metadata;
@@ -66,7 +66,7 @@ absl::Status saveWeights(const Executor &executor, const std::string &path,
   return io::writeSafetensors(path, exportViews(executor, set), meta);
 }
 
-absl::Status loadWeights(Executor &executor, const std::string &path,
+absl::Status loadWeights(WeightStore &executor, const std::string &path,
                          WeightSet set) {
   absl::StatusOr<io::SafetensorsFile> file = io::readSafetensors(path);
   if (!file.ok())

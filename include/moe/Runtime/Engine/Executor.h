@@ -21,6 +21,7 @@
 #ifndef MOE_RUNTIME_ENGINE_EXECUTOR_H
 #define MOE_RUNTIME_ENGINE_EXECUTOR_H
 
+#include "moe/Runtime/Backend/WeightStore.h"
 #include "moe/Runtime/Program.h"
 
 #include "absl/status/statusor.h"
@@ -93,7 +94,7 @@ struct BatchBlock {
   int64_t count = 1;
 };
 
-class Executor {
+class Executor final : public WeightStore {
 public:
   /// Verifies `program` and allocates its storage (64-byte aligned).
   /// Parameters and optimizer state start at zero until initialize().
@@ -119,11 +120,11 @@ public:
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;
 
-  const Program &program() const { return *prog; }
+  const Program &program() const override { return *prog; }
 
   /// This rank in the program's mesh (0 without one), its coordinates (one
   /// per mesh axis) and the mesh's number of ranks.
-  int64_t rank() const;
+  int64_t rank() const override;
   const std::vector<int64_t> &coordinates() const;
   int64_t numRanks() const { return prog->numRanks(); }
 
@@ -131,14 +132,14 @@ public:
   BatchBlock batchBlock() const;
 
   /// The shape of the whole tensor a buffer holds (a block of, when split).
-  std::vector<int64_t> globalShape(uint32_t buffer) const;
+  std::vector<int64_t> globalShape(uint32_t buffer) const override;
   /// This rank's place in the mesh (which block of each split buffer).
-  const engine::Placement &placementOf() const { return *placement; }
+  const engine::Placement &placementOf() const override {
+    return *placement;
+  }
 
-  /// Sets every parameter from its Init (Normal draws depend on (seed,
-  /// name, element index) only, see cpu::initNormal; a split buffer's
-  /// elements take the values they have in the whole tensor) and zeroes the
-  /// optimizer state.
+  /// Sets every parameter from its Init and zeroes the optimizer state
+  /// (engine::initializeWeights).
   void initialize(uint64_t seed);
   /// initialize() with the seed recorded in the artifact.
   void initialize() { initialize(prog->seed); }
@@ -147,8 +148,8 @@ public:
   /// state and inputs; inside the arena (valid until the next step
   /// overwrites it) for temporaries. nullptr for an out-of-range index or
   /// an i32 buffer.
-  float *data(uint32_t buffer);
-  const float *data(uint32_t buffer) const;
+  float *data(uint32_t buffer) override;
+  const float *data(uint32_t buffer) const override;
   /// The same for i32 buffers (tokens, targets, step, router expert ids).
   int32_t *ids(uint32_t buffer);
   const int32_t *ids(uint32_t buffer) const;
@@ -157,8 +158,10 @@ public:
   /// (temporaries' names are only for debugging and need not be unique).
   std::optional<uint32_t> findBuffer(std::string_view name) const;
   /// Parameter and optimizer-state buffer indices, in program order.
-  const std::vector<uint32_t> &parameters() const { return params; }
-  const std::vector<uint32_t> &optimizerStates() const { return states; }
+  const std::vector<uint32_t> &parameters() const override { return params; }
+  const std::vector<uint32_t> &optimizerStates() const override {
+    return states;
+  }
 
   /// This rank's tokens per step (batch * seq, times the microbatches of a
   /// pipelined program, microbatch after microbatch): the length of

@@ -41,7 +41,7 @@ struct CheckpointState {
 
 /// Writes the checkpoint of `stepsDone` steps under `root`. A collective
 /// call of `everyone` (the group of every rank of the job).
-absl::Status saveCheckpoint(const Executor &executor, comm::Group &everyone,
+absl::Status saveCheckpoint(const WeightStore &executor, comm::Group &everyone,
                             const std::string &root, int64_t stepsDone,
                             uint64_t dataSeed);
 
@@ -56,7 +56,7 @@ absl::StatusOr<std::string> findCheckpoint(const std::string &path);
 /// their splits on its mesh, its shards against that mesh's ranks), a
 /// missing, truncated or corrupt shard, a tensor holding NaN or infinity,
 /// and a buffer missing or of another shape, naming it.
-absl::StatusOr<CheckpointState> loadCheckpoint(Executor &executor,
+absl::StatusOr<CheckpointState> loadCheckpoint(WeightStore &executor,
                                                const std::string &path);
 
 } // namespace moe::rt::train

@@ -83,8 +83,9 @@ struct TrainOptions {
   /// A checkpoint (or a directory of them: the newest) to continue from:
   /// its weights, optimizer state and step. `startStep` is then its step.
   std::string resumePath;
-  /// Where the steps run: "cpu" or "cuda" (the first GPU, with the CUDA
-  /// backend; not for step dumps, profiles or traces yet).
+  /// The backend the steps run on, by name (createBackend): "cpu" or
+  /// "cuda" (a GPU per process, the CUDA backend module; not for step
+  /// dumps, profiles or traces yet).
   std::string device = "cpu";
   /// The job's processes, for an artifact partitioned over several ranks
   /// (its rank count must equal the world's size); none for one rank.

@@ -26,7 +26,7 @@ enum class WeightSet { Parameters, OptimizerState, Both };
 /// Views of the executor's buffers of `set` under their export names,
 /// stacked experts split (appendExportViews). The views point into the
 /// executor's storage.
-std::vector<io::TensorView> exportViews(const Executor &executor,
+std::vector<io::TensorView> exportViews(const WeightStore &executor,
                                         WeightSet set);
 
 /// Splits one stacked tensor named with "{e}" into per-expert views; any
@@ -36,7 +36,7 @@ void appendExportViews(const std::string &name,
                        std::vector<io::TensorView> &out);
 
 /// Writes the chosen buffers to `path` (atomically), with `metadata`.
-absl::Status saveWeights(const Executor &executor, const std::string &path,
+absl::Status saveWeights(const WeightStore &executor, const std::string &path,
                          WeightSet set,
                          const std::map<std::string, std::string> &metadata = {});
 
@@ -44,7 +44,7 @@ absl::Status saveWeights(const Executor &executor, const std::string &path,
 /// `set` asks for it) from `path`. Missing tensors, shape mismatches,
 /// NaN or infinite values and unknown tensors are errors naming the tensor
 /// and the file (and the first bad element).
-absl::Status loadWeights(Executor &executor, const std::string &path,
+absl::Status loadWeights(WeightStore &executor, const std::string &path,
                          WeightSet set);
 
 } // namespace moe::rt::train

@@ -1,0 +1,139 @@
+//===- Backend.h - where a training step runs -------------------*- C++ -*-===//
+//
+// The trainer owns one Backend, chosen by name ("cpu", "cuda") through
+// createBackend. A backend owns one rank's buffers and everything about
+// them: their allocation and initialisation, the host copy of the weights
+// that weights files and checkpoints read and write (weights(), moved to
+// and from the backend's own memory by pushWeights/pullWeights), the
+// groups a step communicates over, and the step itself. The trainer knows
+// no backend but through this interface.
+//
+// The CPU backend is built in. A device backend is a separately built
+// shared module (the CUDA one: lib/libmoe_backend_cuda.so next to the
+// executable's bin/), loaded only when asked for, so that moe-run neither
+// links nor needs the device's libraries otherwise. A module exports one C
+// entry point (BackendModule.h) that returns its factory.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_BACKEND_BACKEND_H
+#define MOE_RUNTIME_BACKEND_BACKEND_H
+
+#include "moe/Runtime/Backend/WeightStore.h"
+#include "moe/Runtime/Engine/Executor.h"
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moe::rt {
+
+/// What a backend is created with, besides the program.
+struct BackendOptions {
+  /// The artifact's path, which errors about the program begin with.
+  std::string artifactPath;
+  /// The job's processes, for a program over several ranks (the backend
+  /// checks its size); none for one rank.
+  comm::World *world = nullptr;
+  /// Chunks of every expert-parallel exchange (Executor::setExpertChunks).
+  int64_t expertChunks = 1;
+  /// Gradient reductions and all-gathers on a communication thread, where
+  /// the backend can (asyncCollectives() says whether it is on).
+  bool asyncCollectives = false;
+  /// Records the steps' kernels and communication; must outlive the
+  /// backend's steps.
+  io::Trace *trace = nullptr;
+};
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+
+  /// The name it was created by ("cpu", "cuda").
+  virtual std::string_view name() const = 0;
+  virtual const Program &program() const = 0;
+
+  /// This rank in the program's mesh, and the rows of the global batch it
+  /// trains on.
+  virtual int64_t rank() const = 0;
+  int64_t numRanks() const { return program().numRanks(); }
+  virtual BatchBlock batchBlock() const = 0;
+  /// The length of runStep's tokens and targets, and the microbatches a
+  /// step accumulates over (1 for a plain program).
+  virtual int64_t tokensPerStep() const = 0;
+  virtual int64_t microbatches() const = 0;
+
+  /// Bytes of this rank's parameters, optimizer state and temporary arena
+  /// (in the backend's memory).
+  virtual uint64_t totalParameterBytes() const = 0;
+  virtual uint64_t optimizerStateBytes() const = 0;
+  virtual uint64_t arenaBytes() const = 0;
+  /// One line saying where the steps run ("device: ..."), or "" for the
+  /// host.
+  virtual std::string placementLine() const { return ""; }
+  /// Whether gradient reductions run on a communication thread.
+  virtual bool asyncCollectives() const { return false; }
+
+  /// Sets every parameter from its Init with `seed` and zeroes the
+  /// optimizer state (engine::initializeWeights), in the backend's memory.
+  virtual absl::Status initialize(uint64_t seed) = 0;
+  /// The host copy of this rank's weights. Current after pullWeights();
+  /// what is written there reaches the steps after pushWeights(). (The CPU
+  /// backend steps on it directly: both are no-ops.)
+  virtual WeightStore &weights() = 0;
+  virtual absl::Status pullWeights() = 0;
+  virtual absl::Status pushWeights() = 0;
+
+  /// A new group over `axes` of the program's mesh (all of them: the whole
+  /// job). A collective call of every rank.
+  virtual absl::StatusOr<std::unique_ptr<comm::Group>>
+  createGroup(const AxisList &axes) const = 0;
+  /// Replaces each of `values` by its sum over the pipeline stages; nothing
+  /// to do without stages (Executor::sumOverStages).
+  virtual absl::Status sumOverStages(absl::Span<double> values) = 0;
+
+  /// Runs one step at 0-based `step` (Executor::runStep): errors name the
+  /// step; a non-finite loss or gradient norm stops it before the
+  /// optimizer. `hooks` observe the instructions where the backend can
+  /// (hostStep() is not null).
+  virtual absl::StatusOr<StepResult> runStep(const int32_t *tokens,
+                                             const int32_t *targets,
+                                             int64_t step,
+                                             const StepHooks &hooks) = 0;
+  /// The host executor whose buffers step hooks may read while it runs
+  /// (step dumps, per-kernel profiles, the loss parts): the CPU backend's;
+  /// null for a device backend, whose buffers the host cannot read.
+  virtual const Executor *hostStep() const { return nullptr; }
+};
+
+/// Creates one rank's backend for a program.
+using BackendFactory = absl::StatusOr<std::unique_ptr<Backend>> (*)(
+    std::shared_ptr<const Program> program, const BackendOptions &options);
+
+/// The names createBackend knows, in the order to list them.
+const std::vector<std::string> &backendNames();
+
+/// The backend called `name`, loading its module first if it is not built
+/// in. Errors name the backend (`--device NAME: ...`) and, for a module,
+/// its path and why it did not load.
+absl::StatusOr<std::unique_ptr<Backend>>
+createBackend(std::string_view name, std::shared_ptr<const Program> program,
+              const BackendOptions &options);
+
+/// The host memory backend `name` needs for one rank of a verified
+/// `program` (the CPU's: all of it, Executor::bytesPerRank; a device
+/// backend's: its host staging of the weights).
+uint64_t hostBytesPerRank(std::string_view name, const Program &program);
+
+/// The CPU backend, over the engine's Executor.
+absl::StatusOr<std::unique_ptr<Backend>>
+createCpuBackend(std::shared_ptr<const Program> program,
+                 const BackendOptions &options);
+
+} // namespace moe::rt
+
+#endif // MOE_RUNTIME_BACKEND_BACKEND_H

@@ -1,0 +1,145 @@
+//===- StepSemantics.h - the scalar rules of a step, written once -*- C++ -*-===//
+//
+// The scalar parts of a training step that every backend must compute the
+// same way, bit for bit: the clipping coefficient, the weighted sum of the
+// loss terms, the global norm from its sums of squares, and the FP8 scale
+// and amax-history rules. The CPU kernels and dispatch and the CUDA
+// kernels and host code call these, so the two cannot drift.
+//
+// Each is `__host__ __device__` under nvcc (MOE_HOST_DEVICE) and plain
+// inline C++ otherwise; they use only arithmetic both compilers evaluate
+// alike (no library calls whose device version may round differently, and
+// nothing an FMA could contract: each rounds after every operation).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_STEPSEMANTICS_H
+#define MOE_RUNTIME_STEPSEMANTICS_H
+
+#include <cfloat>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define MOE_HOST_DEVICE __host__ __device__
+#else
+#define MOE_HOST_DEVICE
+#endif
+
+namespace moe::rt::semantics {
+
+/// Whether `x` is neither infinite nor NaN (x - x is NaN for both).
+MOE_HOST_DEVICE inline bool isFinite(float x) { return x - x == 0.0f; }
+
+/// PyTorch's clip_grad_norm_: min(1, max_norm / (norm + 1e-6)) in fp32;
+/// max_norm <= 0 disables clipping.
+MOE_HOST_DEVICE inline float clipCoefficient(float maxNorm, float norm) {
+  if (!(maxNorm > 0.0f))
+    return 1.0f;
+  float coefficient = maxNorm / (norm + 1e-6f);
+  return coefficient < 1.0f ? coefficient : 1.0f;
+}
+
+/// sum_i weights[i] * values[i], each product and the sum in double, in
+/// operand order, then stored as fp32 (the loss = ce + sum of aux terms).
+MOE_HOST_DEVICE inline float weightedSum(const float *weights,
+                                         const float *values, size_t n) {
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    double term = static_cast<double>(weights[i]) * values[i];
+    sum += term;
+  }
+  return static_cast<float>(sum);
+}
+
+/// The global norm from each operand's sum of squares (already summed over
+/// the ranks and pipeline stages holding its blocks): added in operand
+/// order in double, then the square root, stored as fp32.
+MOE_HOST_DEVICE inline float normFromSquares(const double *squares,
+                                             size_t n) {
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i)
+    sum += squares[i];
+  return static_cast<float>(sqrt(sum));
+}
+
+/// The largest finite value of the FP8 formats (cpu::Fp8Format order):
+/// E4M3, E5M2.
+MOE_HOST_DEVICE inline float fp8MaxFinite(int format) {
+  return format == 0 ? 448.0f : 57344.0f;
+}
+
+/// The scale mapping `amax` onto the format's largest finite value
+/// (Transformer Engine's, with no margin): maxFinite / amax; 1 for amax 0
+/// and for a non-finite amax (the values are then not finite either); the
+/// largest float where a tiny amax would overflow it (the values are then
+/// all exactly representable after any scale that keeps them finite).
+MOE_HOST_DEVICE inline float fp8Scale(float amax, float maxFinite) {
+  if (!(amax > 0.0f) || !isFinite(amax))
+    return 1.0f;
+  float scale = maxFinite / amax;
+  return isFinite(scale) ? scale : FLT_MAX;
+}
+
+/// Delayed scaling: the amax a step scales by, the largest of the history's
+/// past steps (slots 1 to length - 1) when one is positive, else this
+/// step's `now`.
+MOE_HOST_DEVICE inline float delayedAmax(const float *history, int64_t length,
+                                         float now) {
+  float past = 0.0f;
+  for (int64_t i = 1; i < length; ++i)
+    past = past < history[i] ? history[i] : past;
+  return past > 0.0f ? past : now;
+}
+
+/// Folds this step's amax `now` into slot 0 of a history: the larger, and a
+/// NaN stays (the history then says the step went wrong, and the NaN check
+/// of the loss names the step).
+MOE_HOST_DEVICE inline void recordAmax(float *history, float now) {
+  if (!(now <= history[0]))
+    history[0] = now;
+}
+
+/// Ends a step of a history of `length` slots: every slot moves one on
+/// (the oldest drops out) and slot 0 starts the next step at 0. A history
+/// of one slot has nothing to move and keeps its value.
+MOE_HOST_DEVICE inline void rollAmaxHistory(float *history, int64_t length) {
+  if (length < 2)
+    return;
+  for (int64_t i = length - 1; i > 0; --i)
+    history[i] = history[i - 1];
+  history[0] = 0.0f;
+}
+
+/// A collective's layout around dimension `dim` of one rank's block: the
+/// whole tensor is [outer, parts, chunk], outer the product of the block's
+/// dimensions before `dim`, chunk that of the others; rank r's block is the
+/// chunks [o, r, :] for every o. With outer = 1 the blocks are contiguous.
+/// A strided collective packs them into [parts, outer, chunk].
+struct CollectiveBlocks {
+  int64_t outer = 1, chunk = 1;
+};
+
+MOE_HOST_DEVICE inline CollectiveBlocks
+blocksAround(const int64_t *block, int64_t rank, int64_t dim) {
+  CollectiveBlocks blocks;
+  for (int64_t d = 0; d < rank; ++d)
+    (d < dim ? blocks.outer : blocks.chunk) *= block[d];
+  return blocks;
+}
+
+/// Where chunk (o, r) starts, in elements, in the [outer, parts, chunk]
+/// tensor and in its [parts, outer, chunk] packing.
+MOE_HOST_DEVICE inline int64_t stridedOffset(const CollectiveBlocks &blocks,
+                                             int64_t parts, int64_t o,
+                                             int64_t r) {
+  return (o * parts + r) * blocks.chunk;
+}
+MOE_HOST_DEVICE inline int64_t packedOffset(const CollectiveBlocks &blocks,
+                                            int64_t o, int64_t r) {
+  return r * (blocks.outer * blocks.chunk) + o * blocks.chunk;
+}
+
+} // namespace moe::rt::semantics
+
+#endif // MOE_RUNTIME_STEPSEMANTICS_H

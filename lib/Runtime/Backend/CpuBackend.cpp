@@ -1,0 +1,88 @@
+//===- CpuBackend.cpp - the steps on the host, by the engine's Executor ---===//
+//
+// The CPU backend is the Executor: its persistent storage is the host copy
+// of the weights (weights() is the executor itself, so pushing and pulling
+// them moves nothing), and its steps call the CPU kernels.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Runtime/Backend/Backend.h"
+
+#include "moe/Runtime/Comm/Communicator.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace moe::rt {
+
+namespace {
+
+class CpuBackend final : public Backend {
+public:
+  explicit CpuBackend(std::unique_ptr<Executor> executor)
+      : executor(std::move(executor)) {}
+
+  std::string_view name() const override { return "cpu"; }
+  const Program &program() const override { return executor->program(); }
+  int64_t rank() const override { return executor->rank(); }
+  BatchBlock batchBlock() const override { return executor->batchBlock(); }
+  int64_t tokensPerStep() const override { return executor->tokensPerStep(); }
+  int64_t microbatches() const override { return executor->microbatches(); }
+  uint64_t totalParameterBytes() const override {
+    return executor->totalParameterBytes();
+  }
+  uint64_t optimizerStateBytes() const override {
+    return executor->optimizerStateBytes();
+  }
+  uint64_t arenaBytes() const override { return executor->arenaBytes(); }
+  bool asyncCollectives() const override { return async; }
+
+  absl::Status initialize(uint64_t seed) override {
+    executor->initialize(seed);
+    return absl::OkStatus();
+  }
+  WeightStore &weights() override { return *executor; }
+  absl::Status pullWeights() override { return absl::OkStatus(); }
+  absl::Status pushWeights() override { return absl::OkStatus(); }
+
+  absl::StatusOr<std::unique_ptr<comm::Group>>
+  createGroup(const AxisList &axes) const override {
+    return executor->createGroup(axes);
+  }
+  absl::Status sumOverStages(absl::Span<double> values) override {
+    return executor->sumOverStages(values);
+  }
+  absl::StatusOr<StepResult> runStep(const int32_t *tokens,
+                                     const int32_t *targets, int64_t step,
+                                     const StepHooks &hooks) override {
+    return executor->runStep(tokens, targets, step, hooks);
+  }
+  const Executor *hostStep() const override { return executor.get(); }
+
+  void configure(const BackendOptions &options) {
+    executor->setExpertChunks(options.expertChunks);
+    if (options.asyncCollectives)
+      async = executor->setAsyncCollectives(true);
+    executor->setTrace(options.trace);
+  }
+
+private:
+  std::unique_ptr<Executor> executor;
+  bool async = false;
+};
+
+} // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>>
+createCpuBackend(std::shared_ptr<const Program> program,
+                 const BackendOptions &options) {
+  absl::StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::create(std::move(program), options.world);
+  if (!executor.ok())
+    return absl::Status(executor.status().code(),
+                        absl::StrCat(options.artifactPath, ": ",
+                                     executor.status().message()));
+  auto backend = std::make_unique<CpuBackend>(std::move(*executor));
+  backend->configure(options);
+  return backend;
+}
+
+} // namespace moe::rt

@@ -1,0 +1,373 @@
+//===- CudaBackend.cpp - training steps on a GPU --------------------------===//
+#include "moe/Runtime/Cuda/CudaBackend.h"
+
+#include "DeviceBuffer.h"
+#include "DeviceStep.h"
+
+#include "moe/Runtime/Artifact/Reader.h"
+#include "moe/Runtime/Comm/Communicator.h"
+#include "moe/Runtime/Cuda/Device.h"
+#include "moe/Runtime/Engine/HostWeights.h"
+#include "moe/Runtime/Engine/ProgramGroups.h"
+#include "moe/Runtime/IO/Metrics.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+#include <cmath>
+#include <cstdlib>
+
+namespace moe::rt::cuda {
+
+namespace {
+
+/// What this backend cannot run yet, named; OK otherwise. (FP8 recipes
+/// the GPU cannot run are refused by the experts' first step, naming why.)
+absl::Status checkSupported(const Program &program) {
+  if (program.pipeline.enabled())
+    return absl::UnimplementedError(
+        "the CUDA backend does not run pipelined programs yet");
+  return absl::OkStatus();
+}
+
+/// The last instruction writing `buffer` (0 when none does).
+size_t lastWriterOf(const Program &program, uint32_t buffer) {
+  std::vector<int64_t> writers = program.lastWriters();
+  return writers[buffer] < 0 ? 0 : static_cast<size_t>(writers[buffer]);
+}
+
+absl::Status nonFinite(int64_t step, const char *what, float value) {
+  return absl::InvalidArgumentError(
+      atStep(step, absl::StrCat(what, " is not finite (", value, ")")));
+}
+
+/// One GPU per process: the launcher's local rank picks it (Open MPI,
+/// Slurm), else the world rank.
+absl::StatusOr<DeviceInfo> deviceOfThisProcess(const comm::World *world) {
+  absl::StatusOr<std::vector<DeviceInfo>> devices = listDevices();
+  if (!devices.ok())
+    return absl::FailedPreconditionError(
+        absl::StrCat("--device cuda: ", devices.status().message()));
+  int64_t local = world ? world->rank() : 0;
+  for (const char *variable : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                               "LOCAL_RANK"})
+    if (const char *value = std::getenv(variable)) {
+      local = std::atoll(value);
+      break;
+    }
+  return (*devices)[static_cast<size_t>(local) % devices->size()];
+}
+
+class CudaBackend final : public Backend {
+public:
+  CudaBackend(std::shared_ptr<const Program> program, DeviceInfo device,
+              int64_t rank)
+      : prog(std::move(program)), info(std::move(device)), host(prog, rank) {}
+  ~CudaBackend() override;
+
+  /// Allocates the buffers on the device and connects the ranks.
+  absl::Status setUp(comm::World *world);
+
+  std::string_view name() const override { return "cuda"; }
+  const Program &program() const override { return *prog; }
+  int64_t rank() const override { return host.rank(); }
+  BatchBlock batchBlock() const override {
+    return {host.placementOf().blockIndex(prog->batchAxes),
+            prog->partsOf(prog->batchAxes)};
+  }
+  int64_t tokensPerStep() const override {
+    return prog->buffers[prog->tokens].numElements();
+  }
+  int64_t microbatches() const override { return 1; }
+  uint64_t totalParameterBytes() const override { return parameterBytes; }
+  uint64_t optimizerStateBytes() const override { return stateBytes; }
+  uint64_t arenaBytes() const override { return prog->arenaBytes; }
+  std::string placementLine() const override {
+    return absl::StrFormat("device: %s %d (sm_%d, %.1f GiB), %s B on it",
+                           info.name, info.ordinal, info.computeCapability,
+                           info.memoryBytes / 1073741824.0,
+                           io::formatSiValue(allocated));
+  }
+
+  absl::Status initialize(uint64_t seed) override {
+    engine::initializeWeights(host, seed);
+    return pushWeights();
+  }
+  WeightStore &weights() override { return host; }
+  absl::Status pullWeights() override;
+  absl::Status pushWeights() override;
+
+  absl::StatusOr<std::unique_ptr<comm::Group>>
+  createGroup(const AxisList &axes) const override {
+    return jobWorld->group(comm::Mesh{prog->meshAxes, prog->meshShape}, axes);
+  }
+  // Pipelines are refused: there are no stages to sum over.
+  absl::Status sumOverStages(absl::Span<double>) override {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<StepResult> runStep(const int32_t *tokens,
+                                     const int32_t *targets, int64_t step,
+                                     const StepHooks &hooks) override;
+
+private:
+  /// Several ranks: the NCCL communicators of the program's groups.
+  absl::Status connect();
+
+  std::shared_ptr<const Program> prog;
+  DeviceInfo info;
+  /// The host staging of the weights: no inputs, temporaries or arena.
+  engine::HostWeights host;
+  /// The job: the world given, or a world of one.
+  std::unique_ptr<comm::World> localWorld;
+  comm::World *jobWorld = nullptr;
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<GemmRunner> gemms;
+  /// Several ranks: the job's MPI group and NCCL communicator, and per
+  /// program group its MPI group and NCCL communicator. The groups'
+  /// communicators go before the job's.
+  std::vector<std::unique_ptr<comm::Group>> groups;
+  std::unique_ptr<comm::Group> everyone;
+  std::unique_ptr<NcclWorld> nccl;
+  std::vector<std::unique_ptr<NcclGroup>> ncclOwned;
+  std::vector<NcclGroup *> ncclGroups;
+  std::vector<comm::Group *> mpiGroups;
+  std::unique_ptr<CommStream> comm;
+  /// One allocation per persistent buffer (parameters, optimizer state,
+  /// inputs) and one arena for the temporaries, at their planned offsets.
+  std::vector<void *> pointers;
+  std::vector<void *> owned;
+  void *arena = nullptr;
+  size_t lossReadyAt = 0, gradNormReadyAt = 0;
+  uint64_t allocated = 0, parameterBytes = 0, stateBytes = 0;
+};
+
+CudaBackend::~CudaBackend() {
+  if (stream)
+    cudaStreamSynchronize(stream);
+  for (void *p : owned)
+    cudaFree(p);
+  if (arena)
+    cudaFree(arena);
+  comm.reset();
+  ncclOwned.clear();
+  nccl.reset();
+  gemms.reset();
+  if (stream)
+    cudaStreamDestroy(stream);
+}
+
+absl::Status CudaBackend::setUp(comm::World *world) {
+  const Program &program = *prog;
+  MOE_CUDA_OK(cudaSetDevice(info.ordinal));
+  MOE_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  absl::StatusOr<comm::World *> job = engine::jobWorldOf(world, localWorld);
+  if (!job.ok())
+    return job.status();
+  jobWorld = *job;
+  if (program.numRanks() > 1)
+    MOE_CUDA_TRY(connect());
+  absl::StatusOr<std::unique_ptr<GemmRunner>> created =
+      GemmRunner::create(info.computeCapability);
+  if (!created.ok())
+    return created.status();
+  gemms = std::move(*created);
+  pointers.assign(program.buffers.size(), nullptr);
+  MOE_CUDA_OK(cudaMalloc(&arena, std::max<uint64_t>(program.arenaBytes, 1)));
+  allocated += program.arenaBytes;
+  for (uint32_t b = 0; b < program.buffers.size(); ++b) {
+    const Buffer &buffer = program.buffers[b];
+    if (buffer.kind == BufferKind::Temporary) {
+      pointers[b] = static_cast<char *>(arena) + buffer.offset;
+      continue;
+    }
+    void *storage = nullptr;
+    MOE_CUDA_OK(
+        cudaMalloc(&storage, std::max<uint64_t>(buffer.sizeInBytes(), 1)));
+    owned.push_back(storage);
+    pointers[b] = storage;
+    allocated += buffer.sizeInBytes();
+    if (buffer.kind == BufferKind::Parameter)
+      parameterBytes += buffer.sizeInBytes();
+    else if (buffer.kind == BufferKind::OptimizerState)
+      stateBytes += buffer.sizeInBytes();
+  }
+  lossReadyAt = lastWriterOf(program, program.loss);
+  gradNormReadyAt = lastWriterOf(program, program.gradNorm);
+  return pushWeights();
+}
+
+absl::Status CudaBackend::connect() {
+  const Program &program = *prog;
+  absl::StatusOr<std::vector<std::unique_ptr<comm::Group>>> created =
+      engine::createProgramGroups(program, *jobWorld);
+  if (!created.ok())
+    return created.status();
+  groups = std::move(*created);
+  absl::StatusOr<std::unique_ptr<comm::Group>> all =
+      createGroup(program.meshAxes);
+  if (!all.ok())
+    return all.status();
+  everyone = std::move(*all);
+  absl::StatusOr<std::unique_ptr<NcclWorld>> world =
+      NcclWorld::create(*everyone, info.ordinal);
+  if (!world.ok())
+    return world.status();
+  nccl = std::move(*world);
+  absl::StatusOr<std::unique_ptr<CommStream>> stream =
+      CommStream::create(program);
+  if (!stream.ok())
+    return stream.status();
+  comm = std::move(*stream);
+  // Every rank splits every group, in program order.
+  for (const std::unique_ptr<comm::Group> &group : groups) {
+    absl::StatusOr<std::unique_ptr<NcclGroup>> split = nccl->split(*group);
+    if (!split.ok())
+      return split.status();
+    mpiGroups.push_back(group.get());
+    ncclGroups.push_back(split->get());
+    ncclOwned.push_back(std::move(*split));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::pushWeights() {
+  // On the step's stream: it does not synchronise with the legacy default
+  // stream (cudaStreamNonBlocking), and a cudaMemcpy from pageable memory
+  // may return before its data has reached the device. Work left in flight
+  // by a failed step finishes first.
+  MOE_CUDA_OK(cudaStreamSynchronize(stream));
+  for (const std::vector<uint32_t> *set :
+       {&host.parameters(), &host.optimizerStates()})
+    for (uint32_t b : *set)
+      MOE_CUDA_OK(cudaMemcpyAsync(pointers[b], host.data(b),
+                                  prog->buffers[b].sizeInBytes(),
+                                  cudaMemcpyHostToDevice, stream));
+  MOE_CUDA_OK(cudaStreamSynchronize(stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::pullWeights() {
+  MOE_CUDA_OK(cudaStreamSynchronize(stream));
+  for (const std::vector<uint32_t> *set :
+       {&host.parameters(), &host.optimizerStates()})
+    for (uint32_t b : *set)
+      MOE_CUDA_OK(cudaMemcpy(host.data(b), pointers[b],
+                             prog->buffers[b].sizeInBytes(),
+                             cudaMemcpyDeviceToHost));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
+                                                const int32_t *targets,
+                                                int64_t step,
+                                                const StepHooks &) {
+  const Program &program = *prog;
+  MOE_CUDA_TRY(checkStepInputs(tokens, targets, step));
+  uint64_t inputBytes = program.buffers[program.tokens].sizeInBytes();
+  int32_t at = static_cast<int32_t>(step);
+  MOE_CUDA_OK(cudaMemcpyAsync(pointers[program.tokens], tokens, inputBytes,
+                              cudaMemcpyHostToDevice, stream));
+  MOE_CUDA_OK(cudaMemcpyAsync(pointers[program.targets], targets, inputBytes,
+                              cudaMemcpyHostToDevice, stream));
+  MOE_CUDA_OK(cudaMemcpyAsync(pointers[program.step], &at, sizeof(int32_t),
+                              cudaMemcpyHostToDevice, stream));
+  DeviceStep context{program, pointers, stream, *gemms, step};
+  if (!ncclGroups.empty()) {
+    context.groups = &mpiGroups;
+    context.nccl = &ncclGroups;
+    context.comm = comm.get();
+  }
+  // Nothing enqueued may still read the caller's tokens and targets (or
+  // run on, on either stream) once the step has returned.
+  auto drain = [&] {
+    if (comm) {
+      comm->finish(stream).IgnoreError();
+      cudaStreamSynchronize(comm->stream());
+    }
+    cudaStreamSynchronize(stream);
+  };
+  auto failed = [&](const absl::Status &status) {
+    drain();
+    return atStep(step, status);
+  };
+  for (size_t index = 0; index < program.instructions.size(); ++index) {
+    if (comm)
+      if (absl::Status status = comm->before(stream, index); !status.ok())
+        return failed(status);
+    if (absl::Status status = runDeviceInstruction(context, index);
+        !status.ok())
+      return failed(status);
+    // As on the CPU: a diverged step stops before the optimizer writes
+    // non-finite values into the weights.
+    for (auto [readyAt, buffer, what] :
+         {std::make_tuple(lossReadyAt, program.loss, "loss"),
+          std::make_tuple(gradNormReadyAt, program.gradNorm,
+                          "gradient norm")}) {
+      if (index != readyAt)
+        continue;
+      absl::StatusOr<float> value = context.readScalar(buffer);
+      if (!value.ok())
+        return failed(value.status());
+      if (!std::isfinite(*value)) {
+        // Deferred reductions may still be in flight.
+        drain();
+        return nonFinite(step, what, *value);
+      }
+    }
+  }
+  if (comm)
+    if (absl::Status status = comm->finish(stream); !status.ok())
+      return failed(status);
+  StepResult result;
+  for (auto [buffer, into] :
+       {std::make_pair(program.loss, &result.loss),
+        std::make_pair(program.gradNorm, &result.gradNorm),
+        std::make_pair(program.lr, &result.lr)}) {
+    absl::StatusOr<float> value = context.readScalar(buffer);
+    if (!value.ok())
+      return failed(value.status());
+    *into = *value;
+  }
+  // Errors inside kernels surface at a synchronisation; this is the last.
+  if (absl::Status status =
+          cudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      !status.ok())
+    return failed(status);
+  return result;
+}
+
+} // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>>
+createCudaBackend(std::shared_ptr<const Program> program,
+                  const BackendOptions &options) {
+  if (!program)
+    return absl::InvalidArgumentError("cuda backend: no program");
+  // The dispatch trusts every index and shape, as the CPU's does.
+  if (absl::Status status = verifyProgram(*program); !status.ok())
+    return absl::Status(status.code(),
+                        absl::StrCat(options.artifactPath,
+                                     ": invalid program: ", status.message()));
+  if (absl::Status status = engine::checkJobSize(*program, options.world);
+      !status.ok())
+    return absl::Status(status.code(), absl::StrCat(options.artifactPath,
+                                                    ": ", status.message()));
+  absl::StatusOr<DeviceInfo> device = deviceOfThisProcess(options.world);
+  if (!device.ok())
+    return device.status();
+  auto prefixed = [&](const absl::Status &status) {
+    return absl::Status(status.code(),
+                        absl::StrCat("--device cuda (", device->name,
+                                     "): ", status.message()));
+  };
+  if (absl::Status status = checkSupported(*program); !status.ok())
+    return prefixed(status);
+  int64_t rank = options.world ? options.world->rank() : 0;
+  auto backend = std::make_unique<CudaBackend>(std::move(program), *device,
+                                               rank);
+  if (absl::Status status = backend->setUp(options.world); !status.ok())
+    return prefixed(status);
+  return backend;
+}
+
+} // namespace moe::rt::cuda

@@ -382,10 +382,8 @@ static LogicalResult writeSbatch(ModuleOp module, StringRef artifact,
 /// The moec target of a GPU: the first known one of its compute
 /// capability (h100 for sm_90), else the CPU.
 static std::string targetOf(const mlir::moe::GpuSpec &gpu) {
-  for (const mlir::moe::Target &known : mlir::moe::knownTargets())
-    if (known.computeCapability == gpu.computeCapability)
-      return known.name.str();
-  return "cpu";
+  const ::moe::caps::Capabilities *known = mlir::moe::capabilitiesOf(gpu);
+  return known ? std::string(known->target) : std::string("cpu");
 }
 
 /// --plan: searches, prints the best plans and sets the options that
@@ -430,6 +428,12 @@ static LogicalResult applyPlan(ModuleOp module, bool &done) {
     llvm::errs() << "moec: error: --plan-software: " << error << "\n";
     return failure();
   }
+  // Plans for moe-run are plans its backend runs; another software's run
+  // (--plan-software runtime=other) is only predicted.
+  const mlir::moe::Target &planTarget =
+      *mlir::moe::lookupTarget(targetOf(cluster->gpu));
+  if (software->moeRun)
+    constraints->backend = &planTarget.capabilities;
   mlir::moe::PlanSearchResult result = mlir::moe::searchPlans(
       *model, *cluster, planGpus, planGlobalBatch, *constraints, *software,
       std::max(1u, planTop.getValue()));
@@ -446,7 +450,11 @@ static LogicalResult applyPlan(ModuleOp module, bool &done) {
     llvm::errs() << "moec: error: no plan fits " << planGpus << " x "
                  << cluster->gpu.name << " (" << result.considered
                  << " considered, " << result.rejectedMemory
-                 << " over memory)\n";
+                 << " over memory)";
+    if (result.rejectedBackend > 0)
+      llvm::errs() << "; " << result.rejectedBackend
+                   << " of them not runnable: " << result.backendReason;
+    llvm::errs() << "\n";
     return failure();
   }
   done = planOnly;
@@ -463,9 +471,13 @@ static LogicalResult applyPlan(ModuleOp module, bool &done) {
   microbatches = chosen.microbatches;
   target = targetOf(cluster->gpu);
   if (best.fp8) {
-    if (cluster->gpu.fp8Tflops > 0)
+    std::string recipe = mlir::moe::fp8RecipeOf(planTarget.capabilities);
+    if (cluster->gpu.fp8Tflops > 0 && !recipe.empty()) {
       fp8Gemms = "experts";
-    fp8Dispatch = best.ep > 1;
+      fp8Scaling = recipe;
+    }
+    fp8Dispatch = best.ep > 1 && (planTarget.capabilities.fp8Dispatch ||
+                                  !constraints->backend);
   }
   llvm::outs() << "compiling #1: --mesh " << meshSpec << " --pp "
                << pipelineStages << " --virtual-stages " << virtualStages
@@ -689,7 +701,8 @@ int main(int argc, char **argv) {
     module->print(output->os());
   } else if (failed(mlir::moe::writeArtifact(*module, stepFunction, seed,
                                              output->os(),
-                                             schedule ? &*schedule : nullptr))) {
+                                             schedule ? &*schedule : nullptr,
+                                             target))) {
     return 1;
   }
   output->keep();

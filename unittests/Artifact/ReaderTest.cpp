@@ -317,7 +317,7 @@ TEST(ReaderTest, UnsealedOlderMajorVersionSaysRecompile) {
   ASSERT_FALSE(read.ok());
   EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(read.status().message()),
-              HasSubstr("has version 1.4, this runtime supports version 2.0"));
+              HasSubstr("has version 1.4, this runtime supports version 3.0"));
   EXPECT_THAT(std::string(read.status().message()), HasSubstr("recompile"));
 }
 

@@ -31,10 +31,10 @@ TEST(HardwareTest, GpusAgreeWithTheTargets) {
                      : gpu.name.substr(0, 4) == "H100" ? "h100"
                                                        : "h200");
     ASSERT_NE(target, nullptr);
-    EXPECT_EQ(gpu.fp8Tflops > 0, target->fp8Gemms);
+    EXPECT_EQ(gpu.fp8Tflops > 0, target->fp8Gemms());
     EXPECT_EQ(gpu.computeCapability, target->computeCapability);
     EXPECT_EQ(gpu.peakFlops(/*fp8=*/true) > gpu.peakFlops(false),
-              target->fp8Gemms);
+              target->fp8Gemms());
   }
 }
 

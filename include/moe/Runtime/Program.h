@@ -16,7 +16,8 @@ namespace moe::rt {
 
 /// The artifact version this runtime reads (major must match, minor <=).
 /// 2.0 is 1.4 sealed by a checksum trailer (Artifact/Seal.h).
-inline constexpr uint16_t kArtifactVersionMajor = 2;
+/// 3.0 records the target it was compiled for.
+inline constexpr uint16_t kArtifactVersionMajor = 3;
 inline constexpr uint16_t kArtifactVersionMinor = 0;
 
 /// The largest init_std of a normal-initialised buffer (moe.transformer and
@@ -184,6 +185,8 @@ struct Program {
   AxisList batchAxes;
   /// Microbatches and pipeline stages (version 1.2).
   Pipeline pipeline;
+  /// The moec --target it was compiled for (version 3.0).
+  std::string target = "cpu";
 
   /// The ranks the step runs on: the product of the mesh shape.
   int64_t numRanks() const;

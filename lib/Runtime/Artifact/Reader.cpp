@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moe/Runtime/Artifact/Reader.h"
+#include "moe/Runtime/Capabilities.h"
 #include "moe/Runtime/Artifact/Program_generated.h"
 #include "moe/Runtime/Artifact/Seal.h"
 #include "moe/Runtime/IO/File.h"
@@ -231,6 +232,12 @@ absl::StatusOr<Program> decodeProgram(const fb::Program &root,
   program.batchAxes = toStrings(root.batch_axes());
   if (const fb::Pipeline *pipeline = root.pipeline())
     program.pipeline = decodePipeline(*pipeline);
+  // Version 3.0: what the backends' capabilities are checked for.
+  program.target = toString(root.target());
+  if (!caps::targetCapabilities(program.target))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "artifact '", origin, "' names an unknown target '", program.target,
+        "'; known targets: ", caps::targetList()));
   return program;
 }
 

@@ -1,6 +1,8 @@
 //===- DeviceExecutor.cpp - a training step on a GPU ----------------------===//
 #include "moe/Runtime/Cuda/DeviceExecutor.h"
 
+#include "moe/Runtime/Artifact/Capabilities.h"
+
 #include "DeviceBuffer.h"
 #include "DeviceStep.h"
 
@@ -47,15 +49,6 @@ struct DeviceExecutor::State {
 
 namespace {
 
-/// What this executor cannot run yet, named; OK otherwise. (FP8 recipes
-/// the GPU cannot run are refused by the experts' first step, naming why.)
-absl::Status checkSupported(const Program &program) {
-  if (program.pipeline.enabled())
-    return absl::UnimplementedError(
-        "the CUDA backend does not run pipelined programs yet");
-  return absl::OkStatus();
-}
-
 /// The last instruction writing `buffer` (0 when none does).
 size_t lastWriterOf(const Program &program, uint32_t buffer) {
   std::vector<int64_t> writers = program.lastWriters();
@@ -78,7 +71,10 @@ absl::StatusOr<std::unique_ptr<DeviceExecutor>>
 DeviceExecutor::create(const Executor &host, const DeviceInfo &device,
                        comm::World *world) {
   const Program &program = host.program();
-  MOE_CUDA_TRY(checkSupported(program));
+  // The backend's capability record (moe/Runtime/Capabilities.h), as at
+  // load time; FP8 GEMMs on a GPU older than sm_89 are refused by the
+  // experts' first step.
+  MOE_CUDA_TRY(checkCapabilities(program, "the program", "cuda"));
   std::unique_ptr<DeviceExecutor> executor(new DeviceExecutor(program, device));
   State &state = *executor->state;
   MOE_CUDA_OK(cudaSetDevice(device.ordinal));

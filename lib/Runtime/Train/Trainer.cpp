@@ -3,6 +3,7 @@
 #ifdef MOE_HAVE_CUDA
 #include "moe/Runtime/Cuda/DeviceExecutor.h"
 #endif
+#include "moe/Runtime/Artifact/Capabilities.h"
 #include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cpu/Kernels.h"
@@ -303,6 +304,13 @@ absl::Status Run::setUp() {
   absl::StatusOr<Program> program = readArtifact(options.artifactPath);
   if (!program.ok())
     return program.status();
+  // Before anything is opened for the device: what its backend lacks is
+  // refused by name, the same on a machine with or without the device.
+  if (absl::Status s = checkCapabilities(
+          *program, absl::StrCat("artifact '", options.artifactPath, "'"),
+          options.device, {options.expertChunks, options.asyncCollectives});
+      !s.ok())
+    return s;
   plannedBytes = Executor::bytesPerRank(*program);
   if (absl::Status s = checkFitsInMemory(plannedBytes, options.artifactPath);
       !s.ok())

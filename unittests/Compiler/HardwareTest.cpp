@@ -35,6 +35,11 @@ TEST(HardwareTest, GpusAgreeWithTheTargets) {
     EXPECT_EQ(gpu.computeCapability, target->computeCapability);
     EXPECT_EQ(gpu.peakFlops(/*fp8=*/true) > gpu.peakFlops(false),
               target->fp8Gemms());
+    // The planner and the cost model find the GPU's capability record.
+    const ::moe::caps::Capabilities *record = capabilitiesOf(gpu);
+    ASSERT_NE(record, nullptr);
+    EXPECT_EQ(record->backend, "cuda");
+    EXPECT_EQ(record->fp8Gemms(), gpu.fp8Tflops > 0);
   }
 }
 

@@ -56,6 +56,16 @@ ModelShape denseModel() {
   return m;
 }
 
+/// A MoE model (the dense one with 8 experts top-2).
+ModelShape moeModel() {
+  ModelShape m = denseModel();
+  m.name = "moe";
+  m.denseLayers = 0;
+  m.experts = 8;
+  m.topK = 2;
+  return m;
+}
+
 TEST(CollectivesTest, RingsWithinAndAcrossNodes) {
   ClusterSpec cluster = testCluster();
   double bytes = 1e9;
@@ -139,11 +149,7 @@ TEST(PlannerTest, ShardingDividesWeightsAndState) {
 }
 
 TEST(PlannerTest, ChunkedExpertExchangeHidesBehindTheExperts) {
-  ModelShape m = denseModel();
-  m.name = "moe";
-  m.denseLayers = 0;
-  m.experts = 8;
-  m.topK = 2;
+  ModelShape m = moeModel();
   ClusterSpec cluster = testCluster();
   ParallelPlan plan;
   plan.dp = 16;
@@ -200,16 +206,6 @@ TEST(PlannerTest, SearchKeepsFixedChoicesAndRejectsWhatDoesNotFit) {
   EXPECT_TRUE(none.best.empty());
   EXPECT_EQ(none.rejectedMemory, none.considered);
   EXPECT_GT(none.considered, 0);
-}
-
-/// A MoE model (the dense one with 8 experts top-2).
-ModelShape moeModel() {
-  ModelShape m = denseModel();
-  m.name = "moe";
-  m.denseLayers = 0;
-  m.experts = 8;
-  m.topK = 2;
-  return m;
 }
 
 // moec --plan for moe-run: every plan is one the backend of the GPU's

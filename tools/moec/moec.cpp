@@ -582,7 +582,7 @@ int main(int argc, char **argv) {
     std::optional<mlir::moe::Fp8Options> fp8;
     if (!mlir::moe::lookupTarget(target)) {
       llvm::errs() << "moec: error: unknown target '" << target
-                   << "': expected cpu, a100, h100 or h200\n";
+                   << "': expected " << mlir::moe::knownTargetList() << "\n";
       return 1;
     }
     if (!fp8Gemms.empty() || fp8Dispatch) {

@@ -180,6 +180,13 @@ TEST(CapabilitiesTest, TheArtifactRecordsItsTarget) {
   EXPECT_EQ(read.status().message(),
             "artifact 't.moebin' names an unknown target 'v100'; known "
             "targets: cpu, a100, h100, h200");
+  program.target.clear();
+  bytes = serialize(program);
+  read = parseArtifact(bytes.data(), bytes.size(), "t.moebin");
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().message(),
+            "artifact 't.moebin' names no target (known targets: cpu, a100, "
+            "h100, h200); recompile it with this moec");
 }
 
 } // namespace

@@ -707,7 +707,7 @@ std::vector<uint8_t> serialize(const Program &program) {
       partitioned ? &program.meshShape : nullptr,
       groups.empty() ? nullptr : &groups,
       batchAxes.empty() ? nullptr : &batchAxes, pipeline,
-      program.target.c_str());
+      program.target.empty() ? nullptr : program.target.c_str());
   fb::FinishProgramBuffer(fbb, root);
   std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
                              fbb.GetBufferPointer() + fbb.GetSize());

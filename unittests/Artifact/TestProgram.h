@@ -156,7 +156,8 @@ uint32_t bufferNamed(const Program &program, const std::string &name);
 /// The index of the `nth` instruction with `opcode`; aborts if none.
 size_t instructionWith(const Program &program, Opcode opcode, size_t nth = 0);
 
-/// The .moebin bytes of `program`, written with the FlatBuffers builder and
+/// The .moebin bytes of `program` (without a target when its target is
+/// empty), written with the FlatBuffers builder and
 /// the "MOEB" identifier, exactly as the compiler's writer does.
 std::vector<uint8_t> serialize(const Program &program);
 

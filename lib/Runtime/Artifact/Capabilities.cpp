@@ -54,6 +54,76 @@ pipelineNeed(const Program &program, const Capabilities &record) {
   return std::nullopt;
 }
 
+/// The refusals of one check: "<origin> needs <what>; the cuda backend on
+/// a100 lacks it (<capability>: <what it has>)". An artifact of another
+/// backend's target (a cpu-target one on cuda) is checked against what the
+/// backend runs on every one of its targets, and says so.
+class Refusal {
+public:
+  Refusal(const std::string &origin, std::string_view backend,
+          const Capabilities &record, const std::string &target)
+      : origin(origin), backend(backend), record(record), target(target) {}
+
+  absl::Status operator()(const std::string &needs,
+                          std::string_view capability,
+                          const std::string &has) const {
+    if (!record.target.empty())
+      return absl::FailedPreconditionError(absl::StrCat(
+          origin, " needs ", needs, "; the ", str(backend), " backend on ",
+          str(record.target), " lacks it (", str(capability), ": ", has,
+          ")"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        origin, " needs ", needs, "; the ", str(backend),
+        " backend lacks it for target ", target, " (", str(capability),
+        " on all of ", targetsOf(backend), ": ", has, ")"));
+  }
+
+private:
+  const std::string &origin;
+  std::string_view backend;
+  const Capabilities &record;
+  const std::string &target;
+};
+
+/// The FP8 recipe, widths and dispatch of the expert instructions.
+absl::Status checkExperts(const Program &program, const Capabilities &record,
+                          const Refusal &lacks) {
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &inst = program.instructions[i];
+    bool forward = inst.opcode == Opcode::Experts;
+    if ((!forward && inst.opcode != Opcode::ExpertsGrad) ||
+        inst.floatAttrs.empty())
+      continue;
+    // [fp8_scaling, fp8_block, fp8_dispatch]; the verifier checked them.
+    int scaling = static_cast<int>(inst.floatAttrs[0]);
+    std::string at = describeInstruction(program, i);
+    if (scaling != 0) {
+      auto recipe = static_cast<Fp8Recipe>(scaling);
+      if (!record.hasRecipe(recipe))
+        return lacks(absl::StrCat("fp8 recipe ",
+                                  str(caps::fp8RecipeName(recipe)), " (", at,
+                                  ")"),
+                     caps::kFp8RecipesName, caps::recipeList(record));
+      // w1 is [experts, ffn, hidden].
+      const std::vector<int64_t> &w1 =
+          program.buffers[inst.operands[forward ? 3 : 4]].shape;
+      int64_t align = record.fp8GemmAlignment;
+      if (w1.size() == 3 && (w1[1] % align != 0 || w1[2] % align != 0))
+        return lacks(absl::StrCat("fp8 GEMMs of hidden ", w1[2], " and ffn ",
+                                  w1[1], " (", at, ")"),
+                     caps::kFp8GemmAlignmentName,
+                     absl::StrCat("multiples of ", align));
+    }
+    // Only an expert-parallel instruction (it carries its group) sends
+    // tokens anywhere.
+    bool dispatch = inst.floatAttrs.size() > 2 && inst.floatAttrs[2] != 0.0f;
+    if (dispatch && !inst.intAttrs.empty() && !record.fp8Dispatch)
+      return lacks(absl::StrCat("fp8 token dispatch (", at, ")"),
+                   caps::kFp8DispatchName, "no");
+  }
+  return absl::OkStatus();
+}
+
 } // namespace
 
 absl::Status checkCapabilities(const Program &program,
@@ -70,22 +140,7 @@ absl::Status checkCapabilities(const Program &program,
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown backend '", str(backend), "'; known backends: ", backends));
   Capabilities record = caps::backendCapabilities(backend, program.target);
-  // An artifact of another backend's target (a cpu-target one on cuda)
-  // gets what the backend runs on every one of its targets.
-  bool own = !record.target.empty();
-  auto lacks = [&](const std::string &needs, std::string_view capability,
-                   const std::string &has) {
-    if (own)
-      return absl::FailedPreconditionError(absl::StrCat(
-          origin, " needs ", needs, "; the ", str(backend), " backend on ",
-          str(record.target), " lacks it (", str(capability), ": ", has,
-          ")"));
-    return absl::FailedPreconditionError(absl::StrCat(
-        origin, " needs ", needs, "; the ", str(backend),
-        " backend lacks it for target ", program.target, " (", str(capability),
-        " on all of ", targetsOf(backend), ": ", has, ")"));
-  };
-  auto yesNo = [](bool b) { return std::string(b ? "yes" : "no"); };
+  Refusal lacks(origin, backend, record, program.target);
 
   for (uint32_t b = 0; b < program.buffers.size(); ++b)
     if (!record.hasDtype(program.buffers[b].dtype))
@@ -94,45 +149,14 @@ absl::Status checkCapabilities(const Program &program,
                    caps::kDtypesName, caps::dtypeList(record));
   if (auto need = pipelineNeed(program, record))
     return lacks(need->second, need->first, "no");
-
-  for (size_t i = 0; i < program.instructions.size(); ++i) {
-    const Instruction &inst = program.instructions[i];
-    bool forward = inst.opcode == Opcode::Experts;
-    if ((!forward && inst.opcode != Opcode::ExpertsGrad) ||
-        inst.floatAttrs.empty())
-      continue;
-    // [fp8_scaling, fp8_block, fp8_dispatch]; the verifier checked them.
-    int scaling = static_cast<int>(inst.floatAttrs[0]);
-    std::string at = describeInstruction(program, i);
-    if (scaling != 0) {
-      auto recipe = static_cast<Fp8Recipe>(scaling);
-      if (!record.hasRecipe(recipe))
-        return lacks(absl::StrCat("fp8 recipe ", str(caps::fp8RecipeName(recipe)),
-                                  " (", at, ")"),
-                     caps::kFp8RecipesName, caps::recipeList(record));
-      const std::vector<int64_t> &w1 =
-          program.buffers[inst.operands[forward ? 3 : 4]].shape;
-      int64_t align = record.fp8GemmAlignment;
-      if (w1.size() == 3 && (w1[1] % align != 0 || w1[2] % align != 0))
-        return lacks(absl::StrCat("fp8 GEMMs of hidden ", w1[2], " and ffn ",
-                                  w1[1], " (", at, ")"),
-                     caps::kFp8GemmAlignmentName,
-                     absl::StrCat("multiples of ", align));
-    }
-    // Only an expert-parallel instruction (it carries its group) sends
-    // tokens anywhere.
-    bool dispatch = inst.floatAttrs.size() > 2 && inst.floatAttrs[2] != 0.0f;
-    if (dispatch && !inst.intAttrs.empty() && !record.fp8Dispatch)
-      return lacks(absl::StrCat("fp8 token dispatch (", at, ")"),
-                   caps::kFp8DispatchName, yesNo(false));
-  }
-
+  if (absl::Status s = checkExperts(program, record, lacks); !s.ok())
+    return s;
+  // Run options the backend would otherwise ignore.
   if (request.expertChunks > 1 && !record.expertChunks)
     return lacks(absl::StrCat("--expert-chunks ", request.expertChunks),
-                 caps::kExpertChunksName, yesNo(false));
+                 caps::kExpertChunksName, "no");
   if (request.asyncCollectives && !record.asyncCollectives)
-    return lacks("--async-collectives", caps::kAsyncCollectivesName,
-                 yesNo(false));
+    return lacks("--async-collectives", caps::kAsyncCollectivesName, "no");
   return absl::OkStatus();
 }
 

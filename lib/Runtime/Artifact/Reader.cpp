@@ -233,7 +233,11 @@ absl::StatusOr<Program> decodeProgram(const fb::Program &root,
   if (const fb::Pipeline *pipeline = root.pipeline())
     program.pipeline = decodePipeline(*pipeline);
   // Version 3.0: what the backends' capabilities are checked for.
-  program.target = toString(root.target());
+  if (!root.target())
+    return absl::InvalidArgumentError(
+        absl::StrCat("artifact '", origin, "' names no target (known targets: ",
+                     caps::targetList(), "); recompile it with this moec"));
+  program.target = root.target()->str();
   if (!caps::targetCapabilities(program.target))
     return absl::InvalidArgumentError(absl::StrCat(
         "artifact '", origin, "' names an unknown target '", program.target,

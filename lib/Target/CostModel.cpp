@@ -289,8 +289,10 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
   }
   cost.gradientReductionSeconds = rank.gradientReduction;
   // Gradient reductions overlap the backward of the step's last
-  // microbatch (all of it without a pipeline).
-  cost.backwardSeconds = rank.backwardCompute;
+  // microbatch (all of it without a pipeline), where the GPU's backend
+  // overlaps them (async_collectives).
+  cost.backwardSeconds =
+      !record || record->asyncCollectives ? rank.backwardCompute : 0.0;
   double passes = microbatches * (rank.phase[0] + rank.phase[1] + rank.phase[2]);
   double makespan = passes;
   if (schedule && ranks > 1) {

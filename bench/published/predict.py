@@ -27,7 +27,10 @@ def predict(moec, run):
                "--cluster", os.path.join(ROOT, run["cluster"]),
                "--gpus", str(run["gpus"]),
                "--global-batch", str(run["global_batch"]),
-               "--plan-fix", run["plan"], "--plan-software", run["software"]]
+               "--plan-fix", run["plan"],
+               # Another software's run: predicted, not limited to what
+               # moe-run's backend runs.
+               "--plan-software", "runtime=other," + run["software"]]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"{run['name']}: moec failed:\n{result.stderr}{result.stdout}")

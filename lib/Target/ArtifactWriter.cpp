@@ -49,7 +49,7 @@ public:
                   const ::moe::pipeline::Schedule *schedule)
       : module(module), step(step), schedule(schedule) {}
 
-  LogicalResult build(uint64_t seed, llvm::raw_ostream &os);
+  LogicalResult build(uint64_t seed, StringRef target, llvm::raw_ostream &os);
 
 private:
   uint32_t addBuffer(StringRef name, fb::BufferKind kind, fb::DType dtype,
@@ -499,7 +499,8 @@ flatbuffers::Offset<fb::Pipeline> ArtifactBuilder::pipelineOffset() {
                             stageVec, phaseVec, rankVec);
 }
 
-LogicalResult ArtifactBuilder::build(uint64_t seed, llvm::raw_ostream &os) {
+LogicalResult ArtifactBuilder::build(uint64_t seed, StringRef target,
+                                     llvm::raw_ostream &os) {
   Block &body = step.getBody().front();
   if (failed(verifyStepSignature()))
     return failure();
@@ -593,12 +594,13 @@ LogicalResult ArtifactBuilder::build(uint64_t seed, llvm::raw_ostream &os) {
   auto bufferVec = fbb.CreateVector(buffers);
   auto instVec = fbb.CreateVector(instOffsets);
   auto producer = fbb.CreateString("moec");
+  auto targetName = fbb.CreateString(target.str());
   auto program = fb::CreateProgram(
       fbb, ::moe::rt::kArtifactVersionMajor, ::moe::rt::kArtifactVersionMinor,
       producer, model,
       bufferVec, instVec, arena.getInt(), inputs[0], inputs[1], inputs[2],
       outputs[0], outputs[1], outputs[2], seed, meshAxes, meshShape, groupVec,
-      batchAxes, pipeline, opcodeVec);
+      batchAxes, pipeline, opcodeVec, targetName);
   fb::FinishProgramBuffer(fbb, program);
   os.write(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
            fbb.GetSize());
@@ -611,10 +613,11 @@ LogicalResult ArtifactBuilder::build(uint64_t seed, llvm::raw_ostream &os) {
 LogicalResult
 mlir::moe::writeArtifact(ModuleOp module, StringRef function, uint64_t seed,
                          llvm::raw_ostream &os,
-                         const ::moe::pipeline::Schedule *schedule) {
+                         const ::moe::pipeline::Schedule *schedule,
+                         StringRef target) {
   FailureOr<func::FuncOp> step =
       lookupFunction(module, function, "to write as the training step");
   if (failed(step))
     return failure();
-  return ArtifactBuilder(module, *step, schedule).build(seed, os);
+  return ArtifactBuilder(module, *step, schedule).build(seed, target, os);
 }

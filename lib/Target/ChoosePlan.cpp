@@ -8,10 +8,8 @@ using namespace mlir::moe;
 /// The moec target of a GPU: the first known one of its compute
 /// capability (h100 for sm_90), else the CPU.
 static std::string targetOf(const GpuSpec &gpu) {
-  for (const Target &known : knownTargets())
-    if (known.computeCapability == gpu.computeCapability)
-      return known.name.str();
-  return "cpu";
+  const ::moe::caps::Capabilities *known = capabilitiesOf(gpu);
+  return known ? std::string(known->target) : std::string("cpu");
 }
 
 FailureOr<ChosenPlan>
@@ -45,6 +43,12 @@ mlir::moe::choosePlan(ModuleOp module, const PlanRequest &request,
     error("--plan-software: " + message);
     return failure();
   }
+  // Plans for moe-run are plans its backend runs; another software's run
+  // (--plan-software runtime=other) is only predicted.
+  std::string target = targetOf(cluster->gpu);
+  const Target &planTarget = *lookupTarget(target);
+  if (software->moeRun)
+    constraints->backend = &planTarget.capabilities;
   PlanSearchResult result =
       searchPlans(*model, *cluster, request.gpus, request.globalBatch,
                   *constraints, *software, std::max(1u, request.top));
@@ -59,12 +63,17 @@ mlir::moe::choosePlan(ModuleOp module, const PlanRequest &request,
     return failure();
   }
   if (result.best.empty()) {
+    std::string notRunnable;
+    if (result.rejectedBackend > 0)
+      notRunnable = "; " + std::to_string(result.rejectedBackend) +
+                    " of them not runnable: " + result.backendReason;
     error("no plan fits " + Twine(request.gpus) + " x " + cluster->gpu.name +
           " (" + Twine(result.considered) + " considered, " +
-          Twine(result.rejectedMemory) + " over memory)");
+          Twine(result.rejectedMemory) + " over memory)" + notRunnable);
     return failure();
   }
-  return ChosenPlan{result.best.front(), cluster->gpu, targetOf(cluster->gpu)};
+  return ChosenPlan{result.best.front(), cluster->gpu, target,
+                    constraints->backend};
 }
 
 void mlir::moe::applyPlan(const ChosenPlan &chosen, int64_t globalBatch,
@@ -78,9 +87,16 @@ void mlir::moe::applyPlan(const ChosenPlan &chosen, int64_t globalBatch,
   flags.microbatches = chosen.cost.microbatches;
   flags.target = chosen.target;
   if (best.fp8) {
-    if (chosen.gpu.fp8Tflops > 0)
+    // The recipe and the dispatch come from the record of the backend the
+    // plan is for (none: another software's run, only predicted).
+    const ::moe::caps::Capabilities &record =
+        lookupTarget(chosen.target)->capabilities;
+    std::string recipe = fp8RecipeOf(record);
+    if (chosen.gpu.fp8Tflops > 0 && !recipe.empty()) {
       flags.fp8Gemms = "experts";
-    flags.fp8Dispatch = best.ep > 1;
+      flags.fp8Scaling = recipe;
+    }
+    flags.fp8Dispatch = best.ep > 1 && (record.fp8Dispatch || !chosen.backend);
   }
 }
 

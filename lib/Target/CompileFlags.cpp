@@ -74,8 +74,8 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
 
   if (!flags.customSteps) {
     if (!lookupTarget(flags.target))
-      return fail("unknown target '" + flags.target +
-                  "': expected cpu, a100, h100 or h200");
+      return fail("unknown target '" + flags.target + "': expected " +
+                  knownTargetList());
     if (!flags.fp8Gemms.empty() || flags.fp8Dispatch) {
       Fp8Options &fp8 = options.fp8.emplace();
       fp8.gemms = flags.fp8Gemms.empty() ? std::string("none") : flags.fp8Gemms;
@@ -129,6 +129,7 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
   }
   options.artifact = flags.artifact;
   options.seed = flags.seed;
+  options.target = flags.target;
   return options;
 }
 

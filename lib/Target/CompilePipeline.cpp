@@ -71,6 +71,7 @@ LogicalResult mlir::moe::buildCompilePipeline(
     write.output = options.artifact;
     write.function = options.function;
     write.seed = options.seed;
+    write.target = options.target;
     pm.addPass(createWriteArtifact(write));
   }
   return success();

@@ -4,6 +4,7 @@
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Target/ModelStatistics.h"
 #include "moe/Transforms/Sharding.h"
+#include "moe/Transforms/Target.h"
 #include "moe/Transforms/Transforms.h"
 
 #include "llvm/ADT/StringSwitch.h"
@@ -43,12 +44,21 @@ double executedFlops(Operation *op) {
   return 0;
 }
 
-bool readsFp8(Operation *op) {
+/// The FP8 recipe `op`'s GEMMs read, if any.
+std::optional<Fp8Scaling> fp8RecipeOf(Operation *op) {
   if (auto experts = dyn_cast<ExpertsOp>(op))
-    return experts.getFp8().has_value();
+    return experts.getFp8();
   if (auto grad = dyn_cast<ExpertsGradOp>(op))
-    return grad.getFp8().has_value();
-  return false;
+    return grad.getFp8();
+  return std::nullopt;
+}
+
+/// Whether `op`'s GEMMs run at the FP8 rate: an FP8 recipe the backend of
+/// the GPU's target runs (its capability record); otherwise they are costed
+/// in BF16, as on a GPU without FP8 tensor cores.
+bool readsFp8(Operation *op, const Target *target) {
+  std::optional<Fp8Scaling> recipe = fp8RecipeOf(op);
+  return recipe && target && target->hasFp8Recipe(stringifyFp8Scaling(*recipe));
 }
 
 double bytesOf(Operation *op) {
@@ -169,6 +179,9 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
   cost.peakMemoryBytes = static_cast<double>(stats.peakBytes());
   MeshOp mesh = getMesh(module);
   const GpuSpec &gpu = cluster.gpu;
+  const ::moe::caps::Capabilities *record = capabilitiesOf(gpu);
+  const Target *target = record ? lookupTarget(std::string(record->target))
+                                : nullptr;
 
   // Per pipeline rank: per-microbatch seconds of each phase, and the once
   // per step optimizer; the breakdown by kind (per step).
@@ -230,7 +243,7 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
     OpCost c;
     if (double flops = executedFlops(op); flops > 0) {
       c.kind = "gemm";
-      c.seconds = std::max(flops / gpu.gemmFlops(readsFp8(op)),
+      c.seconds = std::max(flops / gpu.gemmFlops(readsFp8(op, target)),
                            bytesOf(op) / gpu.streamBytesPerSecond());
     } else if (!isa<func::ReturnOp, GetParamOp, ConstantOp>(op) &&
                op->getDialect() && op->getNumResults() + op->getNumOperands()) {
@@ -278,8 +291,10 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
   }
   cost.gradientReductionSeconds = rank.gradientReduction;
   // Gradient reductions overlap the backward of the step's last
-  // microbatch (all of it without a pipeline).
-  cost.backwardSeconds = rank.backwardCompute;
+  // microbatch (all of it without a pipeline), where the GPU's backend
+  // overlaps them (async_collectives).
+  cost.backwardSeconds =
+      !record || record->asyncCollectives ? rank.backwardCompute : 0.0;
   double passes = microbatches * (rank.phase[0] + rank.phase[1] + rank.phase[2]);
   double makespan = passes;
   if (schedule && ranks > 1) {
@@ -332,4 +347,12 @@ void mlir::moe::printCostReport(const StepCost &cost,
                      "memory plan)%s\n",
                      gib, cluster.gpu.memoryGiB,
                      gib <= cluster.gpu.memoryGiB ? "" : ": does not fit");
+  // What the GPU's backend runs (the step's FP8 is costed only where it
+  // runs the recipe).
+  if (const ::moe::caps::Capabilities *record = capabilitiesOf(cluster.gpu))
+    os << "  target " << record->target << " on the " << record->backend
+       << " backend: " << ::moe::caps::describeCapabilities(*record) << "\n";
+  else
+    os << "  no moec target has compute capability "
+       << cluster.gpu.computeCapability << "\n";
 }

@@ -1,5 +1,6 @@
 //===- Hardware.cpp - GPUs and clusters as data ---------------------------===//
 #include "moe/Target/Hardware.h"
+#include "moe/Runtime/Capabilities.h"
 
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -104,4 +105,13 @@ llvm::Expected<std::vector<GpuSpec>> mlir::moe::loadGpus(llvm::StringRef path) {
   if (llvm::Error error = parse(path, gpus))
     return std::move(error);
   return gpus;
+}
+
+const ::moe::caps::Capabilities *
+mlir::moe::capabilitiesOf(const GpuSpec &gpu) {
+  for (const ::moe::caps::Capabilities &record : ::moe::caps::kCapabilities)
+    if (record.backend != "cpu" &&
+        record.computeCapability == gpu.computeCapability)
+      return &record;
+  return nullptr;
 }

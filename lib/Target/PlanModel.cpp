@@ -260,7 +260,8 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
     double rows = tokens * model.topK / t;
     auto exchange = [&](double share) {
       return allToAllSeconds(cluster, epGroup,
-                             share * rows * h * (plan.fp8 ? 1.0 : act)) +
+                             share * rows * h *
+                                 (plan.fp8 && sw.fp8Dispatch ? 1.0 : act)) +
              allToAllSeconds(cluster, epGroup, share * rows * h * act);
     };
     double expertGemm = mlp / expertRate;

@@ -107,6 +107,10 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error) {
       field = n;
       return true;
     };
+    if (key == "runtime") {
+      traits.moeRun = value == "moe-run";
+      return value == "moe-run" || value == "other";
+    }
     if (key == "attention") {
       traits.fusedAttention = value == "fused";
       return value == "fused" || value == "unfused";
@@ -134,7 +138,8 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error) {
     return std::nullopt;
   };
   if (failed(forEachEntry(text,
-                          "attention, fusion, expert-chunks, dp-overlap, "
+                          "runtime, attention, fusion, expert-chunks, "
+                          "dp-overlap, "
                           "tp-overlap, fp8, "
                           "weight-bytes, gradient-bytes, optimizer-bytes, "
                           "activation-bytes",

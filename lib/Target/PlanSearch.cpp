@@ -40,19 +40,32 @@ PlanSearchResult mlir::moe::searchPlans(const ModelShape &model,
                                         const ClusterSpec &cluster,
                                         int64_t gpus, int64_t globalBatch,
                                         const PlanConstraints &constraints,
-                                        const SoftwareTraits &software,
+                                        const SoftwareTraits &requested,
                                         size_t keep) {
   PlanSearchResult result;
   std::vector<PlanCost> fitting;
   bool moe = model.moeLayers() > 0 && model.experts > 1;
+  // For moec's own runtime: only what the backend runs, predicted without
+  // the overlap it does not do. Choices it lacks are not searched; fixed
+  // ones it lacks are counted and named.
+  const ::moe::caps::Capabilities *backend = constraints.backend;
+  result.backend = backend;
+  SoftwareTraits software =
+      backend ? limitToBackend(requested, *backend) : requested;
+  bool searchPipelines = !backend || backend->pipelineStages;
+  bool searchMicrobatches = !backend || backend->microbatches;
   // FP8 changes something for MoE models (the dispatch, and the experts'
   // GEMMs on FP8 GPUs) and, where the software casts them, for linears.
-  bool fp8Gpu = cluster.gpu.fp8Tflops > 0;
+  bool fp8Gpu = cluster.gpu.fp8Tflops > 0 && (!backend || backend->fp8Gemms());
+  bool fp8Wire = !backend || backend->fp8Dispatch;
   // Tensor parallelism stays inside a node: its collectives run twice per
   // layer per pass.
   for (int64_t tp : choices(constraints.tp,
                             divisorsOf(gpus, cluster.gpusPerNode)))
-    for (int64_t stages : choices(constraints.pp, divisorsOf(gpus / tp, model.layers))) {
+    for (int64_t stages :
+         choices(constraints.pp, searchPipelines
+                                     ? divisorsOf(gpus / tp, model.layers)
+                                     : std::vector<int64_t>{1})) {
       if (gpus % (tp * stages))
         continue;
       int64_t dp = gpus / (tp * stages);
@@ -71,8 +84,13 @@ PlanSearchResult mlir::moe::searchPlans(const ModelShape &model,
           for (int64_t ep : choices(constraints.ep,
                                     moe ? divisorsOf(dp, model.experts)
                                         : std::vector<int64_t>{1}))
-            for (int64_t mb : choices(constraints.microbatchSize,
-                                      std::vector<int64_t>{1, 2, 4, 8, 16}))
+            // Without microbatches, one microbatch is the rank's batch
+            // (a fixed pipeline is searched as usual, and refused below).
+            for (int64_t mb : choices(
+                     constraints.microbatchSize,
+                     searchMicrobatches || stages > 1 || globalBatch % dp
+                         ? std::vector<int64_t>{1, 2, 4, 8, 16}
+                         : std::vector<int64_t>{globalBatch / dp}))
               for (bool fsdp : choices(constraints.fsdp,
                                        dp / ep > 1 ? std::vector<bool>{false, true}
                                                    : std::vector<bool>{false}))
@@ -81,7 +99,7 @@ PlanSearchResult mlir::moe::searchPlans(const ModelShape &model,
                                             Remat::Full}))
                   for (bool fp8 : choices(
                            constraints.fp8,
-                           (moe && (ep > 1 || fp8Gpu)) ||
+                           (moe && ((ep > 1 && fp8Wire) || fp8Gpu)) ||
                                    (fp8Gpu && software.fp8AllLinears)
                                ? std::vector<bool>{false, true}
                                : std::vector<bool>{false})) {
@@ -99,6 +117,14 @@ PlanSearchResult mlir::moe::searchPlans(const ModelShape &model,
                     if (checkPlan(model, plan, globalBatch))
                       continue;
                     ++result.considered;
+                    if (backend) {
+                      if (std::optional<std::string> reason = checkRunnable(
+                              model, plan, globalBatch, cluster.gpu, *backend)) {
+                        if (result.rejectedBackend++ == 0)
+                          result.backendReason = *reason;
+                        continue;
+                      }
+                    }
                     PlanCost cost = evaluatePlan(model, plan, cluster, globalBatch,
                                                  software, /*simulate=*/false);
                     if (!cost.fits) {
@@ -143,6 +169,14 @@ void mlir::moe::printPlans(const PlanSearchResult &result,
                       "shown\n",
                       result.considered, result.rejectedMemory,
                       result.best.size());
+  if (const ::moe::caps::Capabilities *backend = result.backend) {
+    os << "  only plans the " << backend->backend << " backend on "
+       << backend->target
+       << " runs: " << ::moe::caps::describeCapabilities(*backend) << "\n";
+    if (result.rejectedBackend > 0)
+      os << "  " << result.rejectedBackend << " plans left out: "
+         << result.backendReason << "\n";
+  }
   for (auto [index, cost] : llvm::enumerate(result.best)) {
     os << llvm::formatv("#{0} {1}\n", index + 1, cost.plan.describe());
     os << llvm::format("     step %.4g s, %.1f tokens/s per GPU, MFU %.1f%%, "

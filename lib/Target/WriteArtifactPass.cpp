@@ -2,6 +2,7 @@
 #include "moe/Target/ArtifactWriter.h"
 #include "moe/Target/Passes.h"
 #include "moe/Transforms/Pipeline.h"
+#include "moe/Transforms/Target.h"
 
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -25,6 +26,11 @@ struct WriteArtifactPass
       module.emitError() << "moe-write-artifact needs an output file";
       return signalPassFailure();
     }
+    if (!lookupTarget(target)) {
+      module.emitError() << "moe-write-artifact: unknown target '" << target
+                         << "': expected " << knownTargetList();
+      return signalPassFailure();
+    }
     FailureOr<std::optional<RecordedPipeline>> pipeline =
         recordedPipeline(module);
     if (failed(pipeline))
@@ -36,7 +42,8 @@ struct WriteArtifactPass
       return signalPassFailure();
     }
     if (failed(writeArtifact(module, function, seed, file->os(),
-                             *pipeline ? &(*pipeline)->schedule : nullptr)))
+                             *pipeline ? &(*pipeline)->schedule : nullptr,
+                             target)))
       return signalPassFailure();
     file->keep();
   }

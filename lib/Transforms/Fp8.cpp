@@ -71,11 +71,12 @@ LogicalResult mlir::moe::applyFp8(func::FuncOp function,
            << policy.pastSteps;
   bool gemms = policy.gemms == "experts";
   bool dispatch = policy.dispatch;
-  if (gemms && !policy.target.fp8Gemms) {
+  const Target &target = policy.target;
+  const ::moe::caps::Capabilities &caps = target.capabilities;
+  if (gemms && !target.fp8Gemms()) {
     // Storage and communication only: the tokens still travel in FP8.
     function.emitWarning()
-        << "target '" << policy.target.name << "' (sm_"
-        << policy.target.computeCapability
+        << "target '" << target.name << "' (sm_" << target.computeCapability
         << ") has no fp8 tensor cores: the expert GEMMs stay in full "
            "precision, and fp8 carries only the expert token dispatch";
     gemms = false;
@@ -84,12 +85,34 @@ LogicalResult mlir::moe::applyFp8(func::FuncOp function,
   if (!gemms && !dispatch)
     return function.emitOpError()
            << "has nothing to run in fp8: no GEMMs and no dispatch";
+  StringRef recipe = stringifyFp8Scaling(policy.scaling);
+  if (gemms && !target.hasFp8Recipe(recipe))
+    return function.emitOpError()
+           << "needs fp8 recipe " << recipe << "; target '" << target.name
+           << "' (" << target.backend() << " backend) lacks it ("
+           << ::moe::caps::kFp8RecipesName << ": "
+           << ::moe::caps::recipeList(caps) << ")";
+  if (dispatch && !caps.fp8Dispatch)
+    // The CPU backend still runs it, emulating the target.
+    function.emitWarning()
+        << "target '" << target.name << "' (" << target.backend()
+        << " backend) lacks " << ::moe::caps::kFp8DispatchName
+        << ": the artifact's fp8 token dispatch runs on the cpu backend only";
 
   Builder builder(function.getContext());
   unsigned marked = 0;
   SmallVector<ExpertsOp> layers;
   function.walk([&](ExpertsOp experts) { layers.push_back(experts); });
   for (ExpertsOp experts : layers) {
+    auto w1 = cast<ShapedType>(experts.getW1().getType());
+    int64_t align = caps.fp8GemmAlignment;
+    if (gemms && (w1.getDimSize(1) % align || w1.getDimSize(2) % align))
+      return experts.emitOpError()
+             << "needs fp8 GEMMs of hidden " << w1.getDimSize(2) << " and ffn "
+             << w1.getDimSize(1) << "; target '" << target.name << "' ("
+             << target.backend() << " backend) lacks it ("
+             << ::moe::caps::kFp8GemmAlignmentName << ": multiples of "
+             << align << ")";
     if (gemms) {
       experts.setFp8Attr(
           Fp8ScalingAttr::get(function.getContext(), policy.scaling));
@@ -126,7 +149,7 @@ struct Fp8Pass : public mlir::moe::impl::Fp8Base<Fp8Pass> {
     const Target *known = lookupTarget(target);
     if (!known) {
       module.emitError() << "unknown target '" << target
-                         << "': expected cpu, a100, h100 or h200";
+                         << "': expected " << knownTargetList();
       return signalPassFailure();
     }
     FailureOr<func::FuncOp> forward =

@@ -1,15 +1,21 @@
 //===- Target.cpp - the known targets --------------------------------------===//
 #include "moe/Transforms/Target.h"
 
+#include "llvm/ADT/STLExtras.h"
+
+#include <vector>
+
 using namespace mlir::moe;
 
 llvm::ArrayRef<Target> mlir::moe::knownTargets() {
-  static const Target kTargets[] = {
-      {"cpu", 0, /*fp8Gemms=*/true}, // emulated
-      {"a100", 80, /*fp8Gemms=*/false},
-      {"h100", 90, /*fp8Gemms=*/true},
-      {"h200", 90, /*fp8Gemms=*/true},
-  };
+  static const std::vector<Target> kTargets = [] {
+    std::vector<Target> targets;
+    for (const ::moe::caps::Capabilities &record : ::moe::caps::kCapabilities)
+      targets.push_back({llvm::StringRef(record.target.data(),
+                                         record.target.size()),
+                         record.computeCapability, record});
+    return targets;
+  }();
   return kTargets;
 }
 
@@ -18,4 +24,24 @@ const Target *mlir::moe::lookupTarget(llvm::StringRef name) {
     if (target.name == name)
       return &target;
   return nullptr;
+}
+
+bool Target::hasFp8Recipe(llvm::StringRef recipe) const {
+  for (::moe::caps::Fp8Recipe known : ::moe::caps::kFp8Recipes) {
+    std::string_view name = ::moe::caps::fp8RecipeName(known);
+    if (recipe == llvm::StringRef(name.data(), name.size()))
+      return capabilities.hasRecipe(known);
+  }
+  return false;
+}
+
+std::string mlir::moe::knownTargetList() {
+  std::string list;
+  llvm::ArrayRef<Target> targets = knownTargets();
+  for (auto [index, target] : llvm::enumerate(targets)) {
+    if (index > 0)
+      list += index + 1 == targets.size() ? " or " : ", ";
+    list += target.name.str();
+  }
+  return list;
 }

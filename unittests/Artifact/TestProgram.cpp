@@ -748,7 +748,8 @@ std::vector<uint8_t> serialize(const Program &program,
       program.seed, partitioned ? &meshAxes : nullptr,
       partitioned ? &program.meshShape : nullptr,
       groups.empty() ? nullptr : &groups,
-      batchAxes.empty() ? nullptr : &batchAxes, pipeline, &entries);
+      batchAxes.empty() ? nullptr : &batchAxes, pipeline, &entries,
+      program.target.empty() ? nullptr : program.target.c_str());
   fb::FinishProgramBuffer(fbb, root);
   std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
                              fbb.GetBufferPointer() + fbb.GetSize());

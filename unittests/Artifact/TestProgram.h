@@ -174,7 +174,8 @@ struct ForeignOpTable {
 
 /// The .moebin bytes of `program`, written with the FlatBuffers builder and
 /// the "MOEB" identifier, exactly as the compiler's writer does (with
-/// `foreign`, as a writer with that op table would).
+/// `foreign`, as a writer with that op table would; without a target when
+/// its target is empty).
 std::vector<uint8_t> serialize(const Program &program,
                                const ForeignOpTable &foreign = {});
 

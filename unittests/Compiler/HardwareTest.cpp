@@ -31,10 +31,15 @@ TEST(HardwareTest, GpusAgreeWithTheTargets) {
                      : gpu.name.substr(0, 4) == "H100" ? "h100"
                                                        : "h200");
     ASSERT_NE(target, nullptr);
-    EXPECT_EQ(gpu.fp8Tflops > 0, target->fp8Gemms);
+    EXPECT_EQ(gpu.fp8Tflops > 0, target->fp8Gemms());
     EXPECT_EQ(gpu.computeCapability, target->computeCapability);
     EXPECT_EQ(gpu.peakFlops(/*fp8=*/true) > gpu.peakFlops(false),
-              target->fp8Gemms);
+              target->fp8Gemms());
+    // The planner and the cost model find the GPU's capability record.
+    const ::moe::caps::Capabilities *record = capabilitiesOf(gpu);
+    ASSERT_NE(record, nullptr);
+    EXPECT_EQ(record->backend, "cuda");
+    EXPECT_EQ(record->fp8Gemms(), gpu.fp8Tflops > 0);
   }
 }
 

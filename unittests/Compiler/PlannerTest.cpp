@@ -8,6 +8,8 @@
 #include "moe/Target/Collectives.h"
 #include "moe/Target/Planner.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include "gtest/gtest.h"
 
 using namespace mlir;
@@ -51,6 +53,16 @@ ModelShape denseModel() {
   m.denseLayers = 32;
   m.denseFfn = 11008;
   m.seq = 4096;
+  return m;
+}
+
+/// A MoE model (the dense one with 8 experts top-2).
+ModelShape moeModel() {
+  ModelShape m = denseModel();
+  m.name = "moe";
+  m.denseLayers = 0;
+  m.experts = 8;
+  m.topK = 2;
   return m;
 }
 
@@ -137,11 +149,7 @@ TEST(PlannerTest, ShardingDividesWeightsAndState) {
 }
 
 TEST(PlannerTest, ChunkedExpertExchangeHidesBehindTheExperts) {
-  ModelShape m = denseModel();
-  m.name = "moe";
-  m.denseLayers = 0;
-  m.experts = 8;
-  m.topK = 2;
+  ModelShape m = moeModel();
   ClusterSpec cluster = testCluster();
   ParallelPlan plan;
   plan.dp = 16;
@@ -200,6 +208,76 @@ TEST(PlannerTest, SearchKeepsFixedChoicesAndRejectsWhatDoesNotFit) {
   EXPECT_GT(none.considered, 0);
 }
 
+// moec --plan for moe-run: every plan is one the backend of the GPU's
+// target runs, and the cost model leaves out overlap it does not do.
+TEST(PlannerTest, SearchProposesOnlyWhatTheBackendRuns) {
+  ModelShape m = moeModel();
+  ClusterSpec cluster = testCluster();
+  SoftwareTraits sw;
+  PlanConstraints anything;
+  PlanSearchResult free = searchPlans(m, cluster, 64, 256, anything, sw, 500);
+  auto unrunnable = [](const PlanCost &cost) {
+    return cost.plan.pp > 1 || cost.microbatches > 1 || cost.expertChunks > 1;
+  };
+  // Without a backend (another software's run) pipelines and chunks win.
+  EXPECT_TRUE(llvm::any_of(free.best, unrunnable));
+  PlanConstraints cuda;
+  cuda.backend = ::moe::caps::targetCapabilities("h100");
+  PlanSearchResult runnable = searchPlans(m, cluster, 64, 256, cuda, sw, 500);
+  ASSERT_FALSE(runnable.best.empty());
+  EXPECT_EQ(runnable.backend, cuda.backend);
+  for (const PlanCost &cost : runnable.best) {
+    SCOPED_TRACE(cost.plan.describe());
+    EXPECT_FALSE(unrunnable(cost));
+    EXPECT_FALSE(checkRunnable(m, cost.plan, 256, cluster.gpu, *cuda.backend));
+  }
+  // FP8 on Hopper is the GEMMs' (the dispatch stays in full precision).
+  EXPECT_TRUE(llvm::any_of(runnable.best,
+                           [](const PlanCost &c) { return c.plan.fp8; }));
+  // On an A100 there is nothing FP8 the backend runs.
+  cuda.backend = ::moe::caps::targetCapabilities("a100");
+  cluster.gpu.fp8Tflops = 0;
+  for (const PlanCost &cost :
+       searchPlans(m, cluster, 64, 256, cuda, sw, 500).best)
+    EXPECT_FALSE(cost.plan.fp8) << cost.plan.describe();
+  // A fixed choice the backend lacks is considered, and refused by name.
+  cuda.pp = 2;
+  PlanSearchResult fixed = searchPlans(m, cluster, 64, 256, cuda, sw, 5);
+  EXPECT_TRUE(fixed.best.empty());
+  EXPECT_GT(fixed.rejectedBackend, 0);
+  EXPECT_EQ(fixed.rejectedBackend, fixed.considered);
+  EXPECT_EQ(fixed.backendReason,
+            "the cuda backend on a100 lacks pipeline_stages (pp=2 vpp=1)");
+}
+
+TEST(PlannerTest, ChecksWhatTheBackendRuns) {
+  ModelShape m = moeModel();
+  GpuSpec hopper = testCluster().gpu;
+  const ::moe::caps::Capabilities &h100 = *::moe::caps::targetCapabilities("h100");
+  ParallelPlan plan;
+  plan.dp = 8;
+  plan.ep = 8;
+  plan.microbatchSize = 2;
+  EXPECT_EQ(checkRunnable(m, plan, 16, hopper, h100), std::nullopt);
+  EXPECT_EQ(checkRunnable(m, plan, 32, hopper, h100),
+            "the cuda backend on h100 lacks microbatches (2 microbatches of 2)");
+  plan.fp8 = true;
+  m.ffn = 11000;
+  EXPECT_EQ(checkRunnable(m, plan, 16, hopper, h100),
+            "the cuda backend on h100 lacks fp8_gemm_alignment (fp8 GEMMs of "
+            "hidden 4096 and ffn 11000 per rank, not multiples of 16)");
+  EXPECT_EQ(
+      checkRunnable(m, plan, 16, hopper, *::moe::caps::targetCapabilities("cpu")),
+      std::nullopt);
+  EXPECT_EQ(fp8RecipeOf(h100), "tensorwise");
+  EXPECT_EQ(fp8RecipeOf(*::moe::caps::targetCapabilities("cpu")), "blockwise");
+  EXPECT_EQ(fp8RecipeOf(*::moe::caps::targetCapabilities("a100")), "");
+  SoftwareTraits limited = limitToBackend(SoftwareTraits(), h100);
+  EXPECT_FALSE(limited.chunkedExpertExchange);
+  EXPECT_FALSE(limited.fp8Dispatch);
+  EXPECT_TRUE(limited.overlapDataParallel);
+}
+
 TEST(PlannerTest, ParsesConstraintsAndSoftware) {
   std::string error;
   FailureOr<PlanConstraints> c =
@@ -217,6 +295,11 @@ TEST(PlannerTest, ParsesConstraintsAndSoftware) {
   EXPECT_FALSE(sw->fusedAttention);
   EXPECT_EQ(sw->weightBytes, 2);
   EXPECT_TRUE(failed(parseSoftwareTraits("weight-bytes=0", error)));
+  EXPECT_TRUE(sw->moeRun);
+  sw = parseSoftwareTraits("runtime=other", error);
+  ASSERT_TRUE(succeeded(sw));
+  EXPECT_FALSE(sw->moeRun);
+  EXPECT_TRUE(failed(parseSoftwareTraits("runtime=megatron", error)));
 }
 
 } // namespace

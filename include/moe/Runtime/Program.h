@@ -22,7 +22,7 @@ namespace moe::rt {
 /// 2.0 is 1.4 sealed by a checksum trailer (Artifact/Seal.h); 3.0 types
 /// buffers (DType.h: f32, bf16, f16, FP8 E4M3/E5M2, i32, i64), encodes the
 /// attributes as the op table (Artifact/OpTable.td) defines them and records
-/// that table.
+/// that table and the target it was compiled for.
 inline constexpr uint16_t kArtifactVersionMajor = 3;
 inline constexpr uint16_t kArtifactVersionMinor = 0;
 
@@ -157,6 +157,8 @@ struct Program {
   AxisList batchAxes;
   /// Microbatches and pipeline stages (version 1.2).
   Pipeline pipeline;
+  /// The moec --target it was compiled for (version 3.0).
+  std::string target = "cpu";
 
   /// The ranks the step runs on: the product of the mesh shape.
   int64_t numRanks() const;

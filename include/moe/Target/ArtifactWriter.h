@@ -16,10 +16,12 @@ namespace mlir::moe {
 /// With `schedule`, the step is one microbatch's, split by
 /// moe-split-pipeline-stages, and the artifact runs it over the schedule's
 /// microbatches and stages (the mesh gains axis "pp" first when there are
-/// several).
+/// several). `target` (moec --target) is recorded for the runtime's
+/// capability check.
 LogicalResult writeArtifact(ModuleOp module, StringRef function, uint64_t seed,
                             llvm::raw_ostream &os,
-                            const ::moe::pipeline::Schedule *schedule = nullptr);
+                            const ::moe::pipeline::Schedule *schedule = nullptr,
+                            StringRef target = "cpu");
 
 } // namespace mlir::moe
 

@@ -32,6 +32,9 @@ struct ChosenPlan {
   GpuSpec gpu;
   /// The moec target of the cluster's GPU.
   std::string target;
+  /// The capability record the plan was limited to (its target's on its
+  /// backend), or none for another software's predicted run.
+  const ::moe::caps::Capabilities *backend = nullptr;
 };
 
 /// Searches the plans of `module`'s model (its moe.transformer) for

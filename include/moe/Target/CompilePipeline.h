@@ -51,9 +51,11 @@ struct CompileOptions {
   bool reportSharding = false, reportPipeline = false, reportMemory = false,
        reportCost = false;
   std::string cluster;
-  /// moe-write-artifact's file; empty: none written.
+  /// moe-write-artifact's file (empty: none written), its seed and the
+  /// moec --target it records, whose backend's capabilities moe-run checks.
   std::string artifact;
   uint64_t seed = 1234;
+  std::string target = "cpu";
 };
 
 /// moec's compile flags, as given (or as --plan chose them); also the

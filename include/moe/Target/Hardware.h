@@ -17,6 +17,10 @@
 #include <string>
 #include <vector>
 
+namespace moe::caps {
+struct Capabilities;
+} // namespace moe::caps
+
 namespace mlir::moe {
 
 struct GpuSpec {
@@ -61,6 +65,12 @@ struct ClusterSpec {
 llvm::Expected<ClusterSpec> loadCluster(llvm::StringRef path);
 /// Reads and checks a list of GPUs (hardware/gpus.yaml).
 llvm::Expected<std::vector<GpuSpec>> loadGpus(llvm::StringRef path);
+
+/// The capability record of a GPU's moec target: the first target of its
+/// compute capability (h100 for sm_90), or null for a GPU no target
+/// describes. What the chip's backend runs lives there
+/// (moe/Runtime/Capabilities.h), not in the hardware files.
+const ::moe::caps::Capabilities *capabilitiesOf(const GpuSpec &gpu);
 
 } // namespace mlir::moe
 

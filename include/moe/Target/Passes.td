@@ -24,7 +24,7 @@ def WriteArtifact : Pass<"moe-write-artifact", "ModuleOp"> {
     Example, the end of `moec model.mlir --dump-pass-pipeline`:
 
     ```
-    moe-plan-memory,moe-write-artifact{function=train_step output=model.moebin seed=1234}
+    moe-plan-memory,moe-write-artifact{function=train_step output=model.moebin seed=1234 target=cpu}
     ```
   }];
   let options = [
@@ -34,6 +34,9 @@ def WriteArtifact : Pass<"moe-write-artifact", "ModuleOp"> {
            "the training step to write">,
     Option<"seed", "seed", "uint64_t", "1234",
            "parameter initialisation seed">,
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "the moec --target the artifact records (cpu, a100, h100, h200); "
+           "moe-run checks its backend's capabilities for it">,
   ];
 }
 

@@ -22,6 +22,7 @@
 #define MOE_TARGET_PLANNER_H
 
 #include "moe/Pipeline/Schedule.h"
+#include "moe/Runtime/Capabilities.h"
 #include "moe/Target/Hardware.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -92,6 +93,10 @@ struct ParallelPlan {
 /// moec's own: fused attention, gradient reductions on the communication
 /// stream, FP8 for the experts only, fp32 weights and gradients.
 struct SoftwareTraits {
+  /// The plan runs on moe-run, so the search keeps only plans the backend
+  /// of the GPU's target runs (its capability record); false predicts
+  /// another software's run (bench/published).
+  bool moeRun = true;
   /// Attention scores never reach HBM (flash-style); otherwise the b x
   /// heads x s x s scores are written and read by separate kernels.
   bool fusedAttention = true;
@@ -109,6 +114,8 @@ struct SoftwareTraits {
   bool chunkedExpertExchange = true;
   /// FP8 applies to every linear layer, not only the experts.
   bool fp8AllLinears = false;
+  /// With FP8, expert-parallel tokens travel as FP8 codes.
+  bool fp8Dispatch = true;
   /// Bytes per weight element of the copy the GEMMs read, of a gradient
   /// (as reduced), and of optimizer state per weight (master copy and
   /// moments).
@@ -144,6 +151,23 @@ std::optional<std::string> checkPlan(const ModelShape &model,
                                      const ParallelPlan &plan,
                                      int64_t globalBatch);
 
+/// Why `backend` (a target's capability record) cannot run `plan` as moec
+/// compiles it, naming the capability it lacks, or none.
+std::optional<std::string>
+checkRunnable(const ModelShape &model, const ParallelPlan &plan,
+              int64_t globalBatch, const GpuSpec &gpu,
+              const ::moe::caps::Capabilities &backend);
+
+/// `software` without what `backend` lacks: chunked expert exchanges,
+/// overlapped gradient reductions, FP8 dispatch.
+SoftwareTraits limitToBackend(SoftwareTraits software,
+                              const ::moe::caps::Capabilities &backend);
+
+/// The recipe a plan's FP8 expert GEMMs are compiled with on `backend`:
+/// blockwise where it runs (moec's default), else tensorwise, else
+/// delayed; empty where it runs none.
+std::string fp8RecipeOf(const ::moe::caps::Capabilities &backend);
+
 /// Predicts `plan` for a global batch of `globalBatch` sequences; the plan
 /// must pass checkPlan. `simulatePipeline` replays the schedule for the
 /// bubble (otherwise its closed form for equal stages is used).
@@ -161,6 +185,9 @@ struct PlanConstraints {
   /// Keep plans over memory too (to predict a published run whose memory
   /// the model overestimates); they are marked.
   bool keepOverMemory = false;
+  /// Only plans this backend runs (moec's own runtime); null for any
+  /// (predicting another software's runs).
+  const ::moe::caps::Capabilities *backend = nullptr;
 };
 
 /// Parses "tp=8,pp=4,vpp=2,ep=8,mb=1,fsdp=1,remat=full,fp8=0,
@@ -178,6 +205,11 @@ struct PlanSearchResult {
   /// The best plans that fit, fastest first.
   std::vector<PlanCost> best;
   int64_t considered = 0, rejectedMemory = 0;
+  /// Considered plans the backend (PlanConstraints::backend) cannot run,
+  /// and the first one's reason.
+  int64_t rejectedBackend = 0;
+  std::string backendReason;
+  const ::moe::caps::Capabilities *backend = nullptr;
 };
 
 /// Searches the plans for `gpus` GPUs of `cluster`, keeping the `keep`

@@ -9,7 +9,6 @@
 #define MOE_TRANSFORMS_TRANSFORMS_H
 
 #include "moe/Dialect/MoE/IR/MoEOps.h"
-#include "moe/Transforms/Target.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -100,6 +99,8 @@ SmallVector<PipelineRankMemory> pipelineRankMemory(ModuleOp module,
                                                    func::FuncOp step);
 
 /// What moe-fp8 runs in FP8, and how.
+struct Target;
+
 struct Fp8Policy {
   /// "experts" (the expert GEMMs) or "none" (only the dispatch).
   StringRef gemms;

@@ -12,6 +12,7 @@
 
 #include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/Artifact/OpTableCheck.h"
+#include "moe/Runtime/Capabilities.h"
 #include "moe/Runtime/Artifact/Program_generated.h"
 #include "moe/Runtime/Artifact/Seal.h"
 #include "moe/Runtime/IO/File.h"
@@ -237,6 +238,16 @@ absl::StatusOr<Program> decodeProgram(const fb::Program &root,
   program.batchAxes = toStrings(root.batch_axes());
   if (const fb::Pipeline *pipeline = root.pipeline())
     program.pipeline = decodePipeline(*pipeline);
+  // Version 3.0: what the backends' capabilities are checked for.
+  if (!root.target())
+    return absl::InvalidArgumentError(
+        absl::StrCat("artifact '", origin, "' names no target (known targets: ",
+                     caps::targetList(), "); recompile it with this moec"));
+  program.target = root.target()->str();
+  if (!caps::targetCapabilities(program.target))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "artifact '", origin, "' names an unknown target '", program.target,
+        "'; known targets: ", caps::targetList()));
   return program;
 }
 

@@ -4,6 +4,7 @@
 #include "DeviceBuffer.h"
 #include "DeviceStep.h"
 
+#include "moe/Runtime/Artifact/Capabilities.h"
 #include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cuda/Device.h"
@@ -20,15 +21,6 @@
 namespace moe::rt::cuda {
 
 namespace {
-
-/// What this backend cannot run yet, named; OK otherwise. (FP8 recipes
-/// the GPU cannot run are refused by the experts' first step, naming why.)
-absl::Status checkSupported(const Program &program) {
-  if (program.pipeline.enabled())
-    return absl::UnimplementedError(
-        "the CUDA backend does not run pipelined programs yet");
-  return absl::OkStatus();
-}
 
 /// The last instruction writing `buffer` (0 when none does).
 size_t lastWriterOf(const Program &program, uint32_t buffer) {
@@ -49,8 +41,8 @@ absl::StatusOr<DeviceInfo> deviceOfThisProcess(const comm::World *world) {
     return absl::FailedPreconditionError(
         absl::StrCat("--device cuda: ", devices.status().message()));
   int64_t local = world ? world->rank() : 0;
-  for (const char *variable : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
-                               "LOCAL_RANK"})
+  for (const char *variable :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"})
     if (const char *value = std::getenv(variable)) {
       local = std::atoll(value);
       break;
@@ -350,21 +342,25 @@ createCudaBackend(std::shared_ptr<const Program> program,
                                      ": invalid program: ", status.message()));
   if (absl::Status status = engine::checkJobSize(*program, options.world);
       !status.ok())
-    return absl::Status(status.code(), absl::StrCat(options.artifactPath,
-                                                    ": ", status.message()));
+    return absl::Status(status.code(), absl::StrCat(options.artifactPath, ": ",
+                                                    status.message()));
   absl::StatusOr<DeviceInfo> device = deviceOfThisProcess(options.world);
   if (!device.ok())
     return device.status();
   auto prefixed = [&](const absl::Status &status) {
-    return absl::Status(status.code(),
-                        absl::StrCat("--device cuda (", device->name,
-                                     "): ", status.message()));
+    return absl::Status(
+        status.code(),
+        absl::StrCat("--device cuda (", device->name, "): ", status.message()));
   };
-  if (absl::Status status = checkSupported(*program); !status.ok())
+  // The backend's capability record (moe/Runtime/Capabilities.h), as at
+  // load time; FP8 GEMMs on a GPU older than sm_89 are refused by the
+  // experts' first step.
+  if (absl::Status status = checkCapabilities(*program, "the program", "cuda");
+      !status.ok())
     return prefixed(status);
   int64_t rank = options.world ? options.world->rank() : 0;
-  auto backend = std::make_unique<CudaBackend>(std::move(program), *device,
-                                               rank);
+  auto backend =
+      std::make_unique<CudaBackend>(std::move(program), *device, rank);
   if (absl::Status status = backend->setUp(options.world); !status.ok())
     return prefixed(status);
   return backend;

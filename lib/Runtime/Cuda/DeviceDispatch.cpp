@@ -63,17 +63,18 @@ absl::Status embedding(const DeviceStep &step, size_t index,
     return absl::OkStatus();
   int32_t id = 0;
   MOE_CUDA_TRY(step.read(step.i32(op.tokens()) + bad, 1, &id));
-  return absl::InvalidArgumentError(absl::StrCat(
-      describeInstruction(step.program, index), ": token id ", id, " at ",
-      describeIdPosition(step.buffer(op.tokens()), bad),
-      " is outside the embedding table [0, ", vocab, ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(describeInstruction(step.program, index), ": token id ", id,
+                   " at ", describeIdPosition(step.buffer(op.tokens()), bad),
+                   " is outside the embedding table [0, ", vocab, ")"));
 }
 
 absl::Status crossEntropy(const DeviceStep &step, size_t index,
                           const ops::CrossEntropyView &op) {
   const Buffer &logits = step.buffer(op.logits());
   int64_t vocab = last(logits), T = rowsOf(logits);
-  absl::StatusOr<int64_t> count = countTargets(step, index, op.targets(), vocab);
+  absl::StatusOr<int64_t> count =
+      countTargets(step, index, op.targets(), vocab);
   if (!count.ok())
     return count.status();
   MOE_DEVICE_BUFFER(double, sum, 1, step.stream);
@@ -98,7 +99,8 @@ absl::Status crossEntropyGrad(const DeviceStep &step, size_t index,
                               const ops::CrossEntropyGradView &op) {
   const Buffer &logits = step.buffer(op.logits());
   int64_t vocab = last(logits), T = rowsOf(logits);
-  absl::StatusOr<int64_t> count = countTargets(step, index, op.targets(), vocab);
+  absl::StatusOr<int64_t> count =
+      countTargets(step, index, op.targets(), vocab);
   if (!count.ok())
     return count.status();
   int64_t total = *count;
@@ -124,8 +126,8 @@ absl::Status auxLoss(const DeviceStep &step, uint32_t probsBuffer, int64_t topK,
   cudaStream_t stream = step.stream;
   MOE_DEVICE_BUFFER(unsigned long long, count, E, stream);
   MOE_DEVICE_BUFFER(double, probSum, E, stream);
-  MOE_CUDA_TRY(auxLossStatistics(p, T, E, topK, count.get(), probSum.get(),
-                                 stream));
+  MOE_CUDA_TRY(
+      auxLossStatistics(p, T, E, topK, count.get(), probSum.get(), stream));
   cpu::AuxLossStatistics stats;
   std::vector<unsigned long long> counts(E);
   stats.probSum.resize(E);
@@ -155,8 +157,8 @@ absl::Status auxLoss(const DeviceStep &step, uint32_t probsBuffer, int64_t topK,
                                 cudaMemcpyHostToDevice, stream));
     MOE_CUDA_OK(cudaStreamSynchronize(stream));
   }
-  return auxLossBackward(*dloss, count.get(), stats.tokens, step.f32(out), T,
-                         E, stream);
+  return auxLossBackward(*dloss, count.get(), stats.tokens, step.f32(out), T, E,
+                         stream);
 }
 
 absl::Status globalNorm(const DeviceStep &step, const ops::GlobalNormView &op) {
@@ -170,8 +172,7 @@ absl::Status globalNorm(const DeviceStep &step, const ops::GlobalNormView &op) {
                               step.buffer(grads[i]).numElements(),
                               squares.get() + i, step.stream));
   std::vector<double> host(n);
-  MOE_CUDA_TRY(
-      step.read(squares.get(), static_cast<int64_t>(n), host.data()));
+  MOE_CUDA_TRY(step.read(squares.get(), static_cast<int64_t>(n), host.data()));
   // Over the groups and the pipeline stages, as on the CPU; one rank has
   // groups of one.
   std::function<comm::Group &(int64_t)> groupOf;
@@ -233,11 +234,10 @@ absl::Status collective(const DeviceStep &step, size_t index,
     if (x != y)
       MOE_CUDA_OK(cudaMemcpyAsync(y, x, out.sizeInBytes(),
                                   cudaMemcpyDeviceToDevice, stream));
-    return comm->run(stream, comm->neededBy(index, true),
-                     [&](cudaStream_t on) {
-                       return group->allReduceSum(static_cast<float *>(y),
-                                                  out.numElements(), on);
-                     });
+    return comm->run(stream, comm->neededBy(index, true), [&](cudaStream_t on) {
+      return group->allReduceSum(static_cast<float *>(y), out.numElements(),
+                                 on);
+    });
   }
   int64_t parts = group->size();
   bool gather = kind == CollectiveKind::AllGather;
@@ -251,7 +251,7 @@ absl::Status collective(const DeviceStep &step, size_t index,
       return comm->runNow(stream, [&](cudaStream_t on) {
         return group->allGatherBytes(x, y, bytes, on);
       });
-    MOE_DEVICE_BUFFER(float, pack, parts * block, stream);
+    MOE_DEVICE_BUFFER(float, pack, parts *block, stream);
     MOE_CUDA_TRY(comm->runNow(stream, [&](cudaStream_t on) {
       return group->allGatherBytes(x, pack.get(), bytes, on);
     }));
@@ -261,7 +261,7 @@ absl::Status collective(const DeviceStep &step, size_t index,
   case CollectiveKind::ReduceScatter: {
     // A private copy of the input (packed around the dimension), which the
     // arena may reuse before the communication stream reads it; freed there.
-    MOE_DEVICE_BUFFER(float, copy, parts * block, stream);
+    MOE_DEVICE_BUFFER(float, copy, parts *block, stream);
     if (blocks.outer == 1)
       MOE_CUDA_OK(cudaMemcpyAsync(copy.get(), x, parts * block * 4,
                                   cudaMemcpyDeviceToDevice, stream));
@@ -269,22 +269,21 @@ absl::Status collective(const DeviceStep &step, size_t index,
       MOE_CUDA_TRY(interleaveBlocks(x, copy.get(), blocks.outer, parts,
                                     blocks.chunk, /*pack=*/true, stream));
     float *input = copy.release();
-    return comm->run(stream, comm->neededBy(index, true),
-                     [&](cudaStream_t on) {
-                       absl::Status status = group->reduceScatterSum(
-                           input, static_cast<float *>(y), block, on);
-                       MOE_CUDA_OK(cudaFreeAsync(input, on));
-                       return status;
-                     });
+    return comm->run(stream, comm->neededBy(index, true), [&](cudaStream_t on) {
+      absl::Status status =
+          group->reduceScatterSum(input, static_cast<float *>(y), block, on);
+      MOE_CUDA_OK(cudaFreeAsync(input, on));
+      return status;
+    });
   }
   case CollectiveKind::Slice: {
     // This rank's block: chunk `rank` of every outer row, no communication.
     size_t chunkBytes = static_cast<size_t>(blocks.chunk) * 4;
-    MOE_CUDA_OK(cudaMemcpy2DAsync(
-        y, chunkBytes,
-        static_cast<const char *>(x) + group->rank() * chunkBytes,
-        parts * chunkBytes, chunkBytes, blocks.outer,
-        cudaMemcpyDeviceToDevice, stream));
+    MOE_CUDA_OK(cudaMemcpy2DAsync(y, chunkBytes,
+                                  static_cast<const char *>(x) +
+                                      group->rank() * chunkBytes,
+                                  parts * chunkBytes, chunkBytes, blocks.outer,
+                                  cudaMemcpyDeviceToDevice, stream));
     return absl::OkStatus();
   }
   case CollectiveKind::AllReduce:
@@ -307,14 +306,14 @@ absl::Status fp8AmaxUpdate(const DeviceStep &step,
     MOE_DEVICE_BUFFER(float, current, rows, stream);
     size_t pitch = static_cast<size_t>(length) * sizeof(float);
     MOE_CUDA_OK(cudaMemcpy2DAsync(current.get(), sizeof(float), data, pitch,
-                                  sizeof(float), rows,
-                                  cudaMemcpyDeviceToDevice, stream));
+                                  sizeof(float), rows, cudaMemcpyDeviceToDevice,
+                                  stream));
     MOE_CUDA_TRY(step.comm->runNow(stream, [&](cudaStream_t on) {
       return group->allReduceMax(current.get(), rows, on);
     }));
     MOE_CUDA_OK(cudaMemcpy2DAsync(data, pitch, current.get(), sizeof(float),
-                                  sizeof(float), rows,
-                                  cudaMemcpyDeviceToDevice, stream));
+                                  sizeof(float), rows, cudaMemcpyDeviceToDevice,
+                                  stream));
   }
   return rollAmaxHistories(data, rows, length, stream);
 }
@@ -340,9 +339,9 @@ public:
                           stream);
   }
   absl::Status run(const ops::RmsNormGradView &op) {
-    return rmsNormBackward(f32(op.dy()), f32(op.x()), f32(op.w()),
-                           f32(op.dx()), f32(op.dw()), rowsOf(in(op.dy())),
-                           last(in(op.dy())), op.eps(), stream);
+    return rmsNormBackward(f32(op.dy()), f32(op.x()), f32(op.w()), f32(op.dx()),
+                           f32(op.dw()), rowsOf(in(op.dy())), last(in(op.dy())),
+                           op.eps(), stream);
   }
   absl::Status run(const ops::LinearView &op) {
     // y[T, N] = x[T, K] w[N, K]^T.
@@ -350,7 +349,8 @@ public:
             N = in(op.w()).shape[0];
     GemmSpec spec;
     spec.transB = true;
-    spec.m = T, spec.n = N, spec.k = K, spec.lda = K, spec.ldb = K, spec.ldc = N;
+    spec.m = T, spec.n = N, spec.k = K, spec.lda = K, spec.ldb = K,
+    spec.ldc = N;
     return step.bf16Gemm(spec, f32(op.x()), T * K, f32(op.w()), N * K, 0.0f,
                          f32(op.y()));
   }
@@ -359,7 +359,8 @@ public:
     int64_t T = rowsOf(in(op.dy())), N = last(in(op.dy())),
             K = in(op.w()).shape[1];
     GemmSpec spec;
-    spec.m = T, spec.n = K, spec.k = N, spec.lda = N, spec.ldb = K, spec.ldc = K;
+    spec.m = T, spec.n = K, spec.k = N, spec.lda = N, spec.ldb = K,
+    spec.ldc = K;
     return step.bf16Gemm(spec, f32(op.dy()), T * N, f32(op.w()), N * K, 0.0f,
                          f32(op.dx()));
   }
@@ -369,7 +370,8 @@ public:
             K = last(in(op.x()));
     GemmSpec spec;
     spec.transA = true;
-    spec.m = N, spec.n = K, spec.k = T, spec.lda = N, spec.ldb = K, spec.ldc = K;
+    spec.m = N, spec.n = K, spec.k = T, spec.lda = N, spec.ldb = K,
+    spec.ldc = K;
     return step.bf16Gemm(spec, f32(op.dy()), T * N, f32(op.x()), T * K, 0.0f,
                          f32(op.dw()));
   }
@@ -393,11 +395,10 @@ public:
                       attentionBackwardWorkspaceBytes(q[0], q[1], heads) /
                           sizeof(float),
                       stream);
-    return attentionBackward(f32(op.dout()), f32(op.q()), f32(op.k()),
-                             f32(op.v()), f32(op.out()), f32(op.lse()),
-                             f32(op.dq()), f32(op.dk()), f32(op.dv()), q[0],
-                             q[1], heads, op.kvHeads(), q[2] / heads,
-                             workspace.get(), stream);
+    return attentionBackward(
+        f32(op.dout()), f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
+        f32(op.lse()), f32(op.dq()), f32(op.dk()), f32(op.dv()), q[0], q[1],
+        heads, op.kvHeads(), q[2] / heads, workspace.get(), stream);
   }
   absl::Status run(const ops::RouterView &op) {
     return routerForward(f32(op.logits()), f32(op.probs()), f32(op.weights()),
@@ -475,9 +476,9 @@ public:
   absl::Status run(const ops::LearningRateView &op) {
     int32_t at = 0;
     MOE_CUDA_TRY(step.read(i32(op.step()), 1, &at));
-    return step.writeScalar(op.lr(),
-                            cpu::learningRate(at, op.peak(), op.min(),
-                                              op.warmup(), op.decay()));
+    return step.writeScalar(
+        op.lr(),
+        cpu::learningRate(at, op.peak(), op.min(), op.warmup(), op.decay()));
   }
   absl::Status run(const ops::AdamWView &op) { return adamwUpdate(step, op); }
   absl::Status run(const ops::AllReduceView &op) {
@@ -535,8 +536,8 @@ absl::Status runDeviceInstruction(const DeviceStep &step, size_t index) {
   if (status.ok() || absl::StartsWith(status.message(), "instruction "))
     return status;
   return absl::Status(status.code(),
-                      absl::StrCat(describeInstruction(step.program, index), ": ",
-                                   status.message()));
+                      absl::StrCat(describeInstruction(step.program, index),
+                                   ": ", status.message()));
 }
 
 } // namespace moe::rt::cuda

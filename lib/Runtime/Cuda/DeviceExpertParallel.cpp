@@ -99,10 +99,6 @@ absl::StatusOr<Route> routeOf(const DeviceStep &step, size_t index,
   if (!mpi || !nccl || !step.comm)
     return absl::FailedPreconditionError(
         "expert parallelism needs the job's communicators");
-  if (recipe.fp8Dispatch)
-    return absl::UnimplementedError(
-        "FP8 token dispatch does not run on the CUDA backend yet (compile "
-        "without --fp8-dispatch)");
   absl::StatusOr<Exchange> exchange = agree(step, index, args, *mpi);
   if (!exchange.ok())
     return exchange.status();

@@ -152,9 +152,9 @@ public:
   absl::Status run(const ops::EmbeddingView &op) {
     const Buffer &table = in(op.table()), &tokens = in(op.tokens());
     int64_t vocab = table.shape[0], hidden = table.shape[1];
-    int64_t bad = cpu::embeddingForward(i32(op.tokens()), f32(op.table()),
-                                        f32(op.y()), tokens.numElements(),
-                                        vocab, hidden);
+    int64_t bad =
+        cpu::embeddingForward(i32(op.tokens()), f32(op.table()), f32(op.y()),
+                              tokens.numElements(), vocab, hidden);
     if (bad >= 0)
       return absl::InvalidArgumentError(absl::StrCat(
           describeInstruction(context.program, index), ": token id ",
@@ -287,8 +287,9 @@ public:
     // The mean over every rank's tokens: sums and counts add up first.
     cpu::CrossEntropySums sums = cpu::crossEntropySums(
         f32(op.logits()), i32(op.targets()), rows(logits), vocab);
-    if (absl::Status status = comm::sumOverGroup(
-            *group, absl::MakeSpan(&sums.sum, 1), absl::MakeSpan(&sums.count, 1));
+    if (absl::Status status =
+            comm::sumOverGroup(*group, absl::MakeSpan(&sums.sum, 1),
+                               absl::MakeSpan(&sums.count, 1));
         !status.ok())
       return inInstruction(context, index, status);
     *f32(op.loss()) = cpu::crossEntropyMean(sums);

@@ -1,5 +1,6 @@
 //===- Trainer.cpp - the training loop of moe-run -------------------------===//
 #include "moe/Runtime/Train/Trainer.h"
+#include "moe/Runtime/Artifact/Capabilities.h"
 #include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/Backend/Backend.h"
 #include "moe/Runtime/Comm/Communicator.h"
@@ -290,6 +291,13 @@ absl::Status Run::setUp() {
   absl::StatusOr<Program> program = readArtifact(options.artifactPath);
   if (!program.ok())
     return program.status();
+  // Before anything is opened for the device: what its backend lacks is
+  // refused by name, the same on a machine with or without the device.
+  if (absl::Status s = checkCapabilities(
+          *program, absl::StrCat("artifact '", options.artifactPath, "'"),
+          options.device, {options.expertChunks, options.asyncCollectives});
+      !s.ok())
+    return s;
   plannedBytes = hostBytesPerRank(options.device, *program);
   if (absl::Status s = checkFitsInMemory(plannedBytes, options.artifactPath);
       !s.ok())

@@ -1,0 +1,245 @@
+//===- Capabilities.h - what each target's backend runs ---------*- C++ -*-===//
+//
+// The one record of what a target can run, per target and the backend that
+// runs it: the compiler (moe-fp8, the planner, the cost model, --report)
+// and the runtime's load-time check (Artifact/Capabilities.h) read this
+// table, so that what moec proposes and what moe-run accepts cannot drift
+// apart. It is a constexpr table in a header on purpose: the runtime links
+// neither LLVM nor MLIR and reads no data file at run time.
+//
+// A record states what the backend really runs today, not what the chip
+// could do: a capability lands here with the kernels that use it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_CAPABILITIES_H
+#define MOE_RUNTIME_CAPABILITIES_H
+
+#include "moe/Runtime/Program.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace moe::caps {
+
+/// The expert GEMMs' FP8 scaling recipes: the op table's fp8_scaling enum
+/// (Artifact/OpTable.td), whose None is full-precision GEMMs.
+using Fp8Recipe = rt::Fp8Scaling;
+inline constexpr Fp8Recipe kFp8Recipes[] = {
+    Fp8Recipe::Tensorwise, Fp8Recipe::Blockwise, Fp8Recipe::Delayed};
+
+/// The recipe's name, as moec's --fp8-scaling spells it.
+constexpr std::string_view fp8RecipeName(Fp8Recipe recipe) {
+  switch (recipe) {
+  case Fp8Recipe::None:
+    return "none";
+  case Fp8Recipe::Tensorwise:
+    return "tensorwise";
+  case Fp8Recipe::Blockwise:
+    return "blockwise";
+  case Fp8Recipe::Delayed:
+    return "delayed";
+  }
+  return "?";
+}
+
+constexpr uint8_t recipeBit(Fp8Recipe recipe) {
+  return static_cast<uint8_t>(1u << static_cast<unsigned>(recipe));
+}
+constexpr uint32_t dtypeBit(rt::DType dtype) {
+  return 1u << static_cast<unsigned>(dtype);
+}
+
+/// The capabilities' names, as errors and reports print them.
+inline constexpr std::string_view kFp8RecipesName = "fp8_recipes";
+inline constexpr std::string_view kFp8DispatchName = "fp8_dispatch";
+inline constexpr std::string_view kFp8GemmAlignmentName = "fp8_gemm_alignment";
+inline constexpr std::string_view kPipelineStagesName = "pipeline_stages";
+inline constexpr std::string_view kMicrobatchesName = "microbatches";
+inline constexpr std::string_view kExpertChunksName = "expert_chunks";
+inline constexpr std::string_view kAsyncCollectivesName = "async_collectives";
+inline constexpr std::string_view kDtypesName = "dtypes";
+
+struct Capabilities {
+  /// The target (moec --target) and the backend that runs it (moe-run
+  /// --device).
+  std::string_view target, backend;
+  /// The CUDA compute capability times ten (90 for sm_90); 0 for the CPU.
+  int computeCapability = 0;
+  /// The FP8 recipes the expert GEMMs run (recipeBit per recipe); none
+  /// where GEMMs cannot read FP8.
+  uint8_t fp8Recipes = 0;
+  /// Expert-parallel tokens sent as FP8 codes.
+  bool fp8Dispatch = false;
+  /// FP8 expert GEMMs need hidden and ffn widths that are multiples of
+  /// this (1: any width).
+  int64_t fp8GemmAlignment = 1;
+  /// A step cut into pipeline stages over a "pp" mesh axis.
+  bool pipelineStages = false;
+  /// A step over several microbatches (gradient accumulation).
+  bool microbatches = false;
+  /// The expert exchange in chunks overlapping the expert GEMMs (moe-run
+  /// --expert-chunks).
+  bool expertChunks = false;
+  /// Gradient reductions overlapping the backward (moe-run
+  /// --async-collectives on the CPU; always on the CUDA backend's
+  /// communication stream).
+  bool asyncCollectives = false;
+  /// The buffer dtypes it holds (dtypeBit per dtype).
+  uint32_t dtypes = 0;
+
+  constexpr bool hasRecipe(Fp8Recipe recipe) const {
+    return (fp8Recipes & recipeBit(recipe)) != 0;
+  }
+  /// Whether GEMMs can read FP8 inputs at all.
+  constexpr bool fp8Gemms() const { return fp8Recipes != 0; }
+  constexpr bool hasDtype(rt::DType dtype) const {
+    return (dtypes & dtypeBit(dtype)) != 0;
+  }
+};
+
+inline constexpr uint8_t kAllRecipes = recipeBit(Fp8Recipe::Tensorwise) |
+                                       recipeBit(Fp8Recipe::Blockwise) |
+                                       recipeBit(Fp8Recipe::Delayed);
+inline constexpr uint32_t kF32I32 =
+    dtypeBit(rt::DType::F32) | dtypeBit(rt::DType::I32);
+
+/// The CPU backend runs everything the compiler emits, FP8 emulated bit
+/// exactly (so it runs every target's artifacts). The CUDA backend
+/// (lib/Runtime/Cuda): tensorwise and delayed FP8 on sm_89+ (cuBLASLt has
+/// no block scaling on Hopper), widths that are multiples of 16; no FP8
+/// dispatch, pipelines, microbatches or expert chunks yet; gradient
+/// reductions always on the communication stream.
+inline constexpr Capabilities kCapabilities[] = {
+    {"cpu", "cpu", 0, kAllRecipes, /*fp8Dispatch=*/true,
+     /*fp8GemmAlignment=*/1, /*pipelineStages=*/true, /*microbatches=*/true,
+     /*expertChunks=*/true, /*asyncCollectives=*/true, kF32I32},
+    {"a100", "cuda", 80, /*fp8Recipes=*/0, /*fp8Dispatch=*/false,
+     /*fp8GemmAlignment=*/16, /*pipelineStages=*/false,
+     /*microbatches=*/false, /*expertChunks=*/false,
+     /*asyncCollectives=*/true, kF32I32},
+    {"h100", "cuda", 90,
+     recipeBit(Fp8Recipe::Tensorwise) | recipeBit(Fp8Recipe::Delayed),
+     /*fp8Dispatch=*/false, /*fp8GemmAlignment=*/16,
+     /*pipelineStages=*/false, /*microbatches=*/false,
+     /*expertChunks=*/false, /*asyncCollectives=*/true, kF32I32},
+    {"h200", "cuda", 90,
+     recipeBit(Fp8Recipe::Tensorwise) | recipeBit(Fp8Recipe::Delayed),
+     /*fp8Dispatch=*/false, /*fp8GemmAlignment=*/16,
+     /*pipelineStages=*/false, /*microbatches=*/false,
+     /*expertChunks=*/false, /*asyncCollectives=*/true, kF32I32},
+};
+
+/// The backends moe-run --device names.
+inline constexpr std::string_view kBackends[] = {"cpu", "cuda"};
+
+/// The record of `target` on its own backend, or null for an unknown one.
+constexpr const Capabilities *targetCapabilities(std::string_view target) {
+  for (const Capabilities &record : kCapabilities)
+    if (record.target == target)
+      return &record;
+  return nullptr;
+}
+
+/// What `backend` runs on every one of its targets: the record that holds
+/// for an artifact compiled for a target of another backend (a cpu-target
+/// artifact on the cuda backend).
+constexpr Capabilities commonCapabilities(std::string_view backend) {
+  Capabilities common;
+  common.backend = backend;
+  bool first = true;
+  for (const Capabilities &r : kCapabilities) {
+    if (r.backend != backend)
+      continue;
+    if (first) {
+      common = r;
+      common.target = "";
+      common.computeCapability = 0;
+      first = false;
+      continue;
+    }
+    common.fp8Recipes &= r.fp8Recipes;
+    common.fp8Dispatch = common.fp8Dispatch && r.fp8Dispatch;
+    if (r.fp8GemmAlignment > common.fp8GemmAlignment)
+      common.fp8GemmAlignment = r.fp8GemmAlignment;
+    common.pipelineStages = common.pipelineStages && r.pipelineStages;
+    common.microbatches = common.microbatches && r.microbatches;
+    common.expertChunks = common.expertChunks && r.expertChunks;
+    common.asyncCollectives = common.asyncCollectives && r.asyncCollectives;
+    common.dtypes &= r.dtypes;
+  }
+  return common;
+}
+
+/// What `backend` runs of an artifact compiled for `target`: the target's
+/// own record on its backend; on the CPU backend, which emulates every
+/// target, the CPU's; on another backend, what it runs everywhere
+/// (commonCapabilities, target left empty).
+constexpr Capabilities backendCapabilities(std::string_view backend,
+                                           std::string_view target) {
+  const Capabilities *own = targetCapabilities(target);
+  if (own && own->backend == backend)
+    return *own;
+  if (backend == "cpu")
+    return *targetCapabilities("cpu");
+  return commonCapabilities(backend);
+}
+
+/// "tensorwise, delayed", or "none".
+inline std::string recipeList(const Capabilities &caps) {
+  std::string list;
+  for (Fp8Recipe recipe : kFp8Recipes)
+    if (caps.hasRecipe(recipe)) {
+      if (!list.empty())
+        list += ", ";
+      list += fp8RecipeName(recipe);
+    }
+  return list.empty() ? "none" : list;
+}
+
+/// The dtypes a record can list, with the names reports print.
+inline constexpr std::pair<rt::DType, std::string_view> kDtypeNames[] = {
+    {rt::DType::F32, "f32"}, {rt::DType::I32, "i32"}};
+
+/// "f32, i32".
+inline std::string dtypeList(const Capabilities &caps) {
+  std::string list;
+  for (auto [dtype, name] : kDtypeNames)
+    if (caps.hasDtype(dtype))
+      list += (list.empty() ? "" : ", ") + std::string(name);
+  return list;
+}
+
+/// The record as one line: "fp8_recipes: tensorwise, delayed; fp8_dispatch:
+/// no; ...", for --report.
+inline std::string describeCapabilities(const Capabilities &caps) {
+  auto yesNo = [](bool b) { return b ? "yes" : "no"; };
+  std::string line;
+  auto add = [&](std::string_view name, const std::string &value) {
+    if (!line.empty())
+      line += "; ";
+    line += std::string(name) + ": " + value;
+  };
+  add(kFp8RecipesName, recipeList(caps));
+  add(kFp8DispatchName, yesNo(caps.fp8Dispatch));
+  add(kFp8GemmAlignmentName, std::to_string(caps.fp8GemmAlignment));
+  add(kPipelineStagesName, yesNo(caps.pipelineStages));
+  add(kMicrobatchesName, yesNo(caps.microbatches));
+  add(kExpertChunksName, yesNo(caps.expertChunks));
+  add(kAsyncCollectivesName, yesNo(caps.asyncCollectives));
+  add(kDtypesName, dtypeList(caps));
+  return line;
+}
+
+/// "cpu, a100, h100, h200".
+inline std::string targetList() {
+  std::string list;
+  for (const Capabilities &record : kCapabilities)
+    list += (list.empty() ? "" : ", ") + std::string(record.target);
+  return list;
+}
+
+} // namespace moe::caps
+
+#endif // MOE_RUNTIME_CAPABILITIES_H

@@ -1,0 +1,157 @@
+//===- Capabilities.cpp - refusing what a backend cannot run --------------===//
+//
+// Runs before the backend opens anything, so that a GPU-less machine, a
+// wrong GPU or a missing kernel all answer the same way: the capability's
+// name, what the artifact needs of it and what the backend has.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Runtime/Artifact/Capabilities.h"
+#include "moe/Runtime/Capabilities.h"
+
+#include "VerifierSupport.h"
+#include "moe/Runtime/Artifact/ExpertsRecipe.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <optional>
+
+namespace moe::rt {
+
+namespace {
+
+using caps::Capabilities;
+using caps::Fp8Recipe;
+using verifier::describeBuffer;
+using verifier::dtypeName;
+
+/// This Abseil's string_view is its own, not std::string_view.
+std::string str(std::string_view view) { return std::string(view); }
+
+/// The backend's targets: "a100, h100, h200".
+std::string targetsOf(std::string_view backend) {
+  std::string list;
+  for (const Capabilities &record : caps::kCapabilities)
+    if (record.backend == backend)
+      absl::StrAppend(&list, list.empty() ? "" : ", ", str(record.target));
+  return list;
+}
+
+/// What the program's pipeline needs that the backend lacks: the
+/// capability and "2 pipeline stages" / "4 microbatches"; none if nothing.
+std::optional<std::pair<std::string_view, std::string>>
+pipelineNeed(const Program &program, const Capabilities &record) {
+  const Pipeline &pipeline = program.pipeline;
+  if (!pipeline.enabled())
+    return std::nullopt;
+  if (pipeline.modelStages() > 1 && !record.pipelineStages)
+    return std::pair{caps::kPipelineStagesName,
+                     pipeline.virtualStages > 1
+                         ? absl::StrCat(pipeline.stages, " pipeline stages x ",
+                                        pipeline.virtualStages, " virtual")
+                         : absl::StrCat(pipeline.stages, " pipeline stages")};
+  if (!record.microbatches)
+    return std::pair{caps::kMicrobatchesName,
+                     absl::StrCat(pipeline.microbatches, " microbatches")};
+  return std::nullopt;
+}
+
+/// The refusals of one check: "<origin> needs <what>; the cuda backend on
+/// a100 lacks it (<capability>: <what it has>)". An artifact of another
+/// backend's target (a cpu-target one on cuda) is checked against what the
+/// backend runs on every one of its targets, and says so.
+class Refusal {
+public:
+  Refusal(const std::string &origin, std::string_view backend,
+          const Capabilities &record, const std::string &target)
+      : origin(origin), backend(backend), record(record), target(target) {}
+
+  absl::Status operator()(const std::string &needs, std::string_view capability,
+                          const std::string &has) const {
+    if (!record.target.empty())
+      return absl::FailedPreconditionError(absl::StrCat(
+          origin, " needs ", needs, "; the ", str(backend), " backend on ",
+          str(record.target), " lacks it (", str(capability), ": ", has, ")"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        origin, " needs ", needs, "; the ", str(backend),
+        " backend lacks it for target ", target, " (", str(capability),
+        " on all of ", targetsOf(backend), ": ", has, ")"));
+  }
+
+private:
+  const std::string &origin;
+  std::string_view backend;
+  const Capabilities &record;
+  const std::string &target;
+};
+
+/// The FP8 recipe, widths and dispatch of the expert instructions.
+absl::Status checkExperts(const Program &program, const Capabilities &record,
+                          const Refusal &lacks) {
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &inst = program.instructions[i];
+    std::optional<ops::ExpertsRecipe> recipe = ops::expertsRecipeOf(inst);
+    if (!recipe || !recipe->fp8Scaling)
+      continue;
+    std::string at = describeInstruction(program, i);
+    if (*recipe->fp8Scaling != Fp8Recipe::None) {
+      if (!record.hasRecipe(*recipe->fp8Scaling))
+        return lacks(absl::StrCat("fp8 recipe ",
+                                  str(caps::fp8RecipeName(*recipe->fp8Scaling)),
+                                  " (", at, ")"),
+                     caps::kFp8RecipesName, caps::recipeList(record));
+      // w1 is [experts, ffn, hidden].
+      const std::vector<int64_t> &w1 =
+          program.buffers[inst.operands[recipe->firstOperand + 3]].shape;
+      int64_t align = record.fp8GemmAlignment;
+      if (w1.size() == 3 && (w1[1] % align != 0 || w1[2] % align != 0))
+        return lacks(absl::StrCat("fp8 GEMMs of hidden ", w1[2], " and ffn ",
+                                  w1[1], " (", at, ")"),
+                     caps::kFp8GemmAlignmentName,
+                     absl::StrCat("multiples of ", align));
+    }
+    // Only an expert-parallel instruction (it carries its group) sends
+    // tokens anywhere.
+    if (recipe->fp8Dispatch && recipe->group && !record.fp8Dispatch)
+      return lacks(absl::StrCat("fp8 token dispatch (", at, ")"),
+                   caps::kFp8DispatchName, "no");
+  }
+  return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status checkCapabilities(const Program &program,
+                               const std::string &origin,
+                               std::string_view backend,
+                               const RunRequest &request) {
+  bool known = false;
+  std::string backends;
+  for (std::string_view name : caps::kBackends) {
+    known = known || name == backend;
+    absl::StrAppend(&backends, backends.empty() ? "" : ", ", str(name));
+  }
+  if (!known)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown backend '", str(backend), "'; known backends: ", backends));
+  Capabilities record = caps::backendCapabilities(backend, program.target);
+  Refusal lacks(origin, backend, record, program.target);
+
+  for (uint32_t b = 0; b < program.buffers.size(); ++b)
+    if (!record.hasDtype(program.buffers[b].dtype))
+      return lacks(absl::StrCat("dtype ", dtypeName(program.buffers[b].dtype),
+                                " (", describeBuffer(program, b), ")"),
+                   caps::kDtypesName, caps::dtypeList(record));
+  if (auto need = pipelineNeed(program, record))
+    return lacks(need->second, need->first, "no");
+  if (absl::Status s = checkExperts(program, record, lacks); !s.ok())
+    return s;
+  // Run options the backend would otherwise ignore.
+  if (request.expertChunks > 1 && !record.expertChunks)
+    return lacks(absl::StrCat("--expert-chunks ", request.expertChunks),
+                 caps::kExpertChunksName, "no");
+  if (request.asyncCollectives && !record.asyncCollectives)
+    return lacks("--async-collectives", caps::kAsyncCollectivesName, "no");
+  return absl::OkStatus();
+}
+
+} // namespace moe::rt

@@ -1,0 +1,73 @@
+//===- PlanCapabilities.cpp - plans the target's backend runs -------------===//
+//
+// `moec --plan` proposes what moe-run runs: a plan is checked against the
+// capability record of the cluster GPU's target (moe/Runtime/Capabilities.h),
+// and the cost model leaves out the overlap the backend does not do.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Target/Planner.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+namespace caps = ::moe::caps;
+
+namespace {
+std::string str(std::string_view view) { return std::string(view); }
+} // namespace
+
+std::optional<std::string>
+mlir::moe::checkRunnable(const ModelShape &model, const ParallelPlan &plan,
+                         int64_t globalBatch, const GpuSpec &gpu,
+                         const caps::Capabilities &backend) {
+  auto lacks = [&](std::string_view capability, const std::string &needs) {
+    return llvm::formatv("the {0} backend on {1} lacks {2} ({3})",
+                         str(backend.backend), str(backend.target),
+                         str(capability), needs)
+        .str();
+  };
+  if (plan.pp * plan.virtualStages > 1 && !backend.pipelineStages)
+    return lacks(caps::kPipelineStagesName,
+                 llvm::formatv("pp={0} vpp={1}", plan.pp, plan.virtualStages));
+  int64_t microbatches = globalBatch / (plan.dp * plan.microbatchSize);
+  if (microbatches > 1 && !backend.microbatches)
+    return lacks(caps::kMicrobatchesName,
+                 llvm::formatv("{0} microbatches of {1}", microbatches,
+                               plan.microbatchSize));
+  if (!plan.fp8)
+    return std::nullopt;
+  bool gemms = gpu.fp8Tflops > 0 && backend.fp8Gemms();
+  bool dispatch = plan.ep > 1 && backend.fp8Dispatch;
+  if (!gemms && !dispatch)
+    return lacks(llvm::formatv("{0} and {1}", str(caps::kFp8RecipesName),
+                               str(caps::kFp8DispatchName))
+                     .str(),
+                 "fp8");
+  int64_t align = backend.fp8GemmAlignment;
+  if (gemms && (model.hidden % align || (model.ffn / plan.tp) % align))
+    return lacks(caps::kFp8GemmAlignmentName,
+                 llvm::formatv("fp8 GEMMs of hidden {0} and ffn {1} per rank, "
+                               "not multiples of {2}",
+                               model.hidden, model.ffn / plan.tp, align));
+  return std::nullopt;
+}
+
+SoftwareTraits mlir::moe::limitToBackend(SoftwareTraits software,
+                                         const caps::Capabilities &backend) {
+  software.chunkedExpertExchange =
+      software.chunkedExpertExchange && backend.expertChunks;
+  software.overlapDataParallel =
+      software.overlapDataParallel && backend.asyncCollectives;
+  software.fp8Dispatch = software.fp8Dispatch && backend.fp8Dispatch;
+  return software;
+}
+
+std::string mlir::moe::fp8RecipeOf(const caps::Capabilities &backend) {
+  for (caps::Fp8Recipe recipe :
+       {caps::Fp8Recipe::Blockwise, caps::Fp8Recipe::Tensorwise,
+        caps::Fp8Recipe::Delayed})
+    if (backend.hasRecipe(recipe))
+      return str(caps::fp8RecipeName(recipe));
+  return "";
+}

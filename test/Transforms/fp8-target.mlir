@@ -1,0 +1,26 @@
+// moe-fp8 reads the target's capability record (moe/Runtime/Capabilities.h):
+// a recipe the target's backend lacks is an error naming the capability and
+// what the target has, and so are FP8 GEMM widths it cannot run.
+// RUN: not moe-opt %s --moe-fp8="function=f target=h100 scaling=blockwise" 2>&1 | FileCheck %s --check-prefix=RECIPE
+// RUN: moe-opt %s --moe-fp8="function=f target=h100 scaling=tensorwise" | FileCheck %s --check-prefix=HOPPER
+// RUN: moe-opt %s --moe-fp8="function=f target=h200 scaling=delayed" | FileCheck %s --check-prefix=DELAYED
+// RUN: moe-opt %s --moe-fp8="function=g scaling=tensorwise" | FileCheck %s --check-prefix=CPU
+// RUN: not moe-opt %s --moe-fp8="function=g target=h200 scaling=tensorwise" 2>&1 | FileCheck %s --check-prefix=ALIGN
+// RUN: moe-opt %s --moe-fp8="function=f target=h100 scaling=tensorwise dispatch=true" 2>&1 | FileCheck %s --check-prefix=DISPATCH
+// RECIPE: error: 'func.func' op needs fp8 recipe blockwise; target 'h100' (cuda backend) lacks it (fp8_recipes: tensorwise, delayed)
+// HOPPER: moe.experts {{.*}} {fp8 = #moe.fp8<tensorwise>} :
+// DELAYED: moe.experts {{.*}} {fp8 = #moe.fp8<delayed>, fp8_history =
+// The CPU emulates FP8 GEMMs of any width.
+// CPU-LABEL: func.func @g
+// CPU: moe.experts {{.*}} {fp8 = #moe.fp8<tensorwise>} :
+// ALIGN: error: 'moe.experts' op needs fp8 GEMMs of hidden 12 and ffn 24; target 'h200' (cuda backend) lacks it (fp8_gemm_alignment: multiples of 16)
+// DISPATCH: warning: target 'h100' (cuda backend) lacks fp8_dispatch: the artifact's fp8 token dispatch runs on the cpu backend only
+func.func @f(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) -> tensor<8x16xf32> {
+  %y = moe.experts %x, %w, %i, %w1, %w1, %w2 : (tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}
+
+func.func @g(%x: tensor<8x12xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x24x12xf32>, %w2: tensor<4x12x24xf32>) -> tensor<8x12xf32> {
+  %y = moe.experts %x, %w, %i, %w1, %w1, %w2 : (tensor<8x12xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x24x12xf32>, tensor<4x24x12xf32>, tensor<4x12x24xf32>) -> tensor<8x12xf32>
+  return %y : tensor<8x12xf32>
+}

@@ -297,6 +297,9 @@ checkDefinition(const Executor &executor, const Instruction &inst,
       break;
     }
     comm::Group &group = *groups[groupIndex];
+    // Empty on every rank of the group alike: nothing moves.
+    if (operands[0].empty())
+      break;
     const std::vector<int64_t> &shape = program.buffers[x].shape;
     int64_t outer = 1;
     for (int64_t d = 0; d < dim; ++d)
@@ -321,10 +324,12 @@ checkDefinition(const Executor &executor, const Instruction &inst,
       }
       return std::make_pair(total, std::ldexp(magnitude, -20));
     };
+    // Elements of one rank's block along dim, and of the result's slices.
     int64_t block = inst.opcode == Opcode::AllGather ? inner : inner / n;
+    int64_t resultInner = static_cast<int64_t>(result.size()) / outer;
     for (int64_t o = 0; o < outer && failures.empty(); ++o) {
-      for (int64_t k = 0; k < (int64_t)result.size() / outer; ++k) {
-        int64_t at = o * (result.size() / outer) + k;
+      for (int64_t k = 0; k < resultInner; ++k) {
+        int64_t at = o * resultInner + k;
         if (inst.opcode == Opcode::AllReduce ||
             inst.opcode == Opcode::ReduceScatter) {
           auto [expected, tolerance] =

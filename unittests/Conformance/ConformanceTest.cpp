@@ -18,11 +18,16 @@
 //   mesh programs' groups have one rank; test/moe-run/conformance-ranks.test
 //   runs it on 2 and 4 ranks, where the collectives' definitions are
 //   checked over real groups (AllReduce = the sum of the ranks' operands).
-// - On a device backend, whose buffers the host cannot read between
-//   instructions (Backend::hostStep() is null), a whole step from the same
-//   weights gives the CPU's loss and gradient norm within the BF16 GEMMs'
-//   tolerance; without the device (or without the backend's module) the
-//   test is skipped, saying why.
+// - On a device backend, the programs of one rank run two steps on it and
+//   on the CPU from the same weights and batches, instruction by
+//   instruction through the Backend interface (step hooks, readBuffer,
+//   writeBuffer, fillBuffer): each device instruction starts from the
+//   CPU's operands, has its results poisoned, and must write every element
+//   and match the CPU's results (integers exactly, floats within the BF16
+//   GEMMs' 2^-6 of the result's magnitude; router near-ties excepted, see
+//   checkInstructionsAgainstCpu). The op table's coverage is checked there
+//   too. Without the device (or without the backend's module) the test is
+//   skipped, saying why.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Runtime/Artifact/OpTable.h"
@@ -32,11 +37,13 @@
 
 #include "TestProgram.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -576,48 +583,357 @@ std::vector<std::string> uncovered(const Coverage &coverage) {
   return missing;
 }
 
-/// A device backend's whole step of program `index` of `programs` against
-/// the CPU's, from the same weights and batch.
-void checkAgainstCpu(const std::string &backendName,
-                     const std::vector<NamedProgram> &programs, size_t index) {
+/// Whether buffers `a` and `b` share memory by the program's plan: every
+/// backend keeps each parameter, optimizer state and input alone and the
+/// temporaries at their offsets in one arena.
+bool sharesMemory(const Program &program, uint32_t a, uint32_t b) {
+  if (a == b)
+    return true;
+  const Buffer &x = program.buffers[a], &y = program.buffers[b];
+  return x.kind == BufferKind::Temporary && y.kind == BufferKind::Temporary &&
+         x.sizeInBytes() > 0 && y.sizeInBytes() > 0 &&
+         x.offset < y.offset + y.sizeInBytes() &&
+         y.offset < x.offset + x.sizeInBytes();
+}
+
+/// Buffer `b` of `backend` as words, through the backend interface.
+absl::StatusOr<Words> readWords(const Backend &backend, uint32_t b) {
+  Words words((backend.program().buffers[b].sizeInBytes() + 3) / 4);
+  if (absl::Status status = backend.readBuffer(b, words.data());
+      !status.ok())
+    return status;
+  return words;
+}
+
+/// One instruction of the CPU's step: its operands as it found them, and
+/// its operands and results as it left them.
+struct Recorded {
+  std::vector<Words> operandsBefore, operandsAfter, results;
+};
+
+/// The bound of a device's f32 results of `inst` against the CPU's, as a
+/// power of two of the result's largest magnitude: 2^-6, as docs/cuda.md
+/// allows the whole steps' loss and norm (the CUDA GEMMs round their inputs
+/// to BF16, 8 significant bits: an output moves by up to 2^-7 of its
+/// terms), and 2^-5 for experts with FP8 GEMMs, as docs/cuda.md allows
+/// their steps (E4M3 keeps 4 significant bits: an input the backends
+/// compute apart, such as the SwiGLU before the down projection, may round
+/// to the next step).
+int toleranceExponent(const Instruction &inst) {
+  std::optional<Fp8Scaling> scaling;
+  if (inst.opcode == Opcode::Experts)
+    scaling = ops::ExpertsView(inst).fp8Scaling();
+  else if (inst.opcode == Opcode::ExpertsGrad)
+    scaling = ops::ExpertsGradView(inst).fp8Scaling();
+  return scaling && *scaling != Fp8Scaling::None ? -5 : -6;
+}
+
+double toleranceOf(const Words &expected, int exponent) {
+  double largest = 0.0;
+  for (uint32_t word : expected)
+    if (std::isfinite(asFloat(word)))
+      largest = std::max(largest, std::abs(static_cast<double>(asFloat(word))));
+  return std::ldexp(largest, exponent);
+}
+
+/// Router rows of `probs` ([rows, E], the CPU's) whose top-k choice is a
+/// near-tie: the k-th and (k+1)-th largest probabilities within 2^-16 of
+/// each other: far above the ulps in which two fp32 softmaxes of the same
+/// logits differ, and a gap random logits rarely leave (the seed is fixed,
+/// so whether one occurs does not flake). Either choice is right there.
+bool isNearTie(const Words &probs, int64_t experts, int64_t topK,
+               int64_t row) {
+  if (topK >= experts)
+    return false;
+  std::vector<float> sorted(experts);
+  for (int64_t e = 0; e < experts; ++e)
+    sorted[e] = asFloat(probs[row * experts + e]);
+  std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+  return sorted[topK - 1] - sorted[topK] <= std::ldexp(sorted[topK - 1], -16);
+}
+
+/// The failures of the device's `actual` words of buffer `b` against the
+/// CPU's `expected`: i32 exactly, f32 within toleranceOf(expected,
+/// exponent) (and non-finite exactly where the CPU's is), skipping the rows
+/// in `skipRows` (rows of `rowLength` elements).
+std::vector<std::string> compareWords(const Program &program, uint32_t b,
+                                      const Words &actual,
+                                      const Words &expected, int exponent,
+                                      const std::string &where,
+                                      const std::set<int64_t> &skipRows = {},
+                                      int64_t rowLength = 1) {
+  const Buffer &buffer = program.buffers[b];
+  double tolerance = toleranceOf(expected, exponent);
+  int64_t n = buffer.numElements();
+  for (int64_t i = 0; i < n; ++i) {
+    if (skipRows.count(i / rowLength))
+      continue;
+    if (buffer.dtype != DType::F32) {
+      if (actual[i] != expected[i])
+        return {absl::StrCat(where, ": '", buffer.name, "' [", i, "] is ",
+                             static_cast<int32_t>(actual[i]), ", not the cpu's ",
+                             static_cast<int32_t>(expected[i]))};
+      continue;
+    }
+    double a = asFloat(actual[i]), e = asFloat(expected[i]);
+    bool close = std::isfinite(e) ? std::abs(a - e) <= tolerance
+                                  : std::isnan(e) ? std::isnan(a) : a == e;
+    if (!close)
+      return {absl::StrCat(where, ": '", buffer.name, "' [", i, "] is ", a,
+                           ", not the cpu's ", e, " (within ", tolerance, ")")};
+  }
+  return {};
+}
+
+/// What a device backend's runs saw: Coverage, and the programs it refused
+/// at creation (what the suite cannot run there) with its reason.
+struct DeviceCoverage {
+  Coverage coverage;
+  std::vector<std::string> refused;
+  /// Opcodes of the programs it ran.
+  std::set<Opcode> inRunPrograms;
+};
+
+/// Two steps of program `index` of `programs` on the device backend
+/// `backendName` against the CPU's, instruction by instruction, from the
+/// same weights and batches: before each instruction the device's operands
+/// are set to the CPU's (so that each instruction is checked alone, not
+/// the drift of the ones before it) and its results poisoned; after it,
+/// every element must have been written and be the CPU's within
+/// compareWords' bound, and so must the operands it updates in place
+/// (AdamW, Fp8AmaxUpdate). A near-tie in a router's top-k may choose
+/// either expert: those rows' weights and indices are not compared (the
+/// probabilities are), and with a capacity factor, where one choice moves
+/// which later tokens are dropped, no row's after the first tie is. Skips
+/// the test if the device backend cannot be created for the first program.
+void checkInstructionsAgainstCpu(const std::string &backendName,
+                                 const std::vector<NamedProgram> &programs,
+                                 size_t index, DeviceCoverage &seen) {
   const NamedProgram &named = programs[index];
+  const std::string name = named.name;
   std::shared_ptr<const Program> shared =
       std::make_shared<const Program>(named.make());
   const Program &program = *shared;
-  absl::StatusOr<std::unique_ptr<Backend>> device =
+  absl::StatusOr<std::unique_ptr<Backend>> created =
       createBackend(backendName, shared, {});
-  if (!device.ok() &&
-      device.status().code() == absl::StatusCode::kFailedPrecondition)
-    GTEST_SKIP() << device.status().message();
-  ASSERT_TRUE(device.ok()) << named.name << ": " << device.status();
-  absl::StatusOr<std::unique_ptr<Backend>> cpu =
+  if (!created.ok() &&
+      (created.status().code() == absl::StatusCode::kFailedPrecondition ||
+       created.status().code() == absl::StatusCode::kUnimplemented)) {
+    // No device (or no module) refuses the first program already.
+    if (index == 0)
+      GTEST_SKIP() << created.status().message();
+    seen.refused.push_back(
+        absl::StrCat(name, ": ", created.status().message()));
+    return;
+  }
+  ASSERT_TRUE(created.ok()) << name << ": " << created.status();
+  Backend &device = **created;
+  for (const Instruction &inst : program.instructions)
+    seen.inRunPrograms.insert(inst.opcode);
+  absl::StatusOr<std::unique_ptr<Backend>> cpuCreated =
       createBackend("cpu", shared, {});
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  ASSERT_TRUE((*cpu)->initialize(weightsSeed(index)).ok());
-  ASSERT_TRUE((*device)->initialize(weightsSeed(index)).ok());
-  Batch batch =
-      randomBatch(named, program, index, (*cpu)->tokensPerStep(), 0, 0);
-  const int32_t *tokens = batch.tokens.data(), *targets = batch.targets.data();
-  absl::StatusOr<StepResult> expected =
-      (*cpu)->runStep(tokens, targets, 0, {});
-  absl::StatusOr<StepResult> actual =
-      (*device)->runStep(tokens, targets, 0, {});
-  ASSERT_TRUE(expected.ok()) << expected.status();
-  ASSERT_TRUE(actual.ok()) << named.name << ": " << actual.status();
-  // BF16 GEMM inputs (docs/cuda.md): 2^-6 relative.
-  EXPECT_NEAR(actual->loss, expected->loss, std::ldexp(expected->loss, -6))
-      << named.name;
-  EXPECT_NEAR(actual->gradNorm, expected->gradNorm,
-              std::ldexp(expected->gradNorm, -6))
-      << named.name;
-  EXPECT_EQ(actual->lr, expected->lr) << named.name;
+  ASSERT_TRUE(cpuCreated.ok()) << cpuCreated.status();
+  Backend &cpu = **cpuCreated;
+  ASSERT_TRUE(cpu.initialize(weightsSeed(index)).ok());
+  ASSERT_TRUE(device.initialize(weightsSeed(index)).ok());
+
+  std::vector<std::string> failures;
+  auto read = [&](const Backend &backend, uint32_t b) {
+    absl::StatusOr<Words> words = readWords(backend, b);
+    if (!words.ok()) {
+      failures.push_back(absl::StrCat(name, ": ", words.status().message()));
+      return Words(program.buffers[b].numElements());
+    }
+    return *std::move(words);
+  };
+  auto readAll = [&](const Backend &backend,
+                     const std::vector<uint32_t> &buffers) {
+    std::vector<Words> all;
+    for (uint32_t b : buffers)
+      all.push_back(read(backend, b));
+    return all;
+  };
+  auto poisonable = [&](const Instruction &inst) {
+    std::vector<uint32_t> results;
+    for (uint32_t r : inst.results)
+      if (program.buffers[r].sizeInBytes() > 0 &&
+          std::none_of(inst.operands.begin(), inst.operands.end(),
+                       [&](uint32_t o) { return sharesMemory(program, r, o); }))
+        results.push_back(r);
+    return results;
+  };
+  for (int64_t step = 0; step < 2; ++step) {
+    std::string at = absl::StrCat("step ", step, ", ");
+    auto where = [&](size_t i, const Instruction &inst) {
+      return absl::StrCat(name, ": ", at, "instruction ", i, " (",
+                          opcodeName(inst.opcode), ") on ", backendName);
+    };
+    Batch batch = randomBatch(named, program, index, cpu.tokensPerStep(),
+                              step, 0);
+    const int32_t *tokens = batch.tokens.data(),
+                  *targets = batch.targets.data();
+    std::vector<Recorded> recorded(program.instructions.size());
+    StepHooks record;
+    record.beforeInstruction = [&](size_t i, const Instruction &inst) {
+      recorded[i].operandsBefore = readAll(cpu, inst.operands);
+    };
+    record.afterInstruction = [&](size_t i, const Instruction &inst) {
+      recorded[i].operandsAfter = readAll(cpu, inst.operands);
+      recorded[i].results = readAll(cpu, inst.results);
+    };
+    absl::StatusOr<StepResult> expected =
+        cpu.runStep(tokens, targets, step, record);
+    ASSERT_TRUE(expected.ok()) << name << ": " << expected.status();
+    ASSERT_TRUE(failures.empty()) << absl::StrJoin(failures, "\n");
+
+    StepHooks check;
+    check.beforeInstruction = [&](size_t i, const Instruction &inst) {
+      for (size_t k = 0; k < inst.operands.size(); ++k)
+        if (absl::Status status = device.writeBuffer(
+                inst.operands[k], recorded[i].operandsBefore[k].data());
+            !status.ok())
+          failures.push_back(absl::StrCat(where(i, inst), ": ",
+                                          status.message()));
+      for (uint32_t r : poisonable(inst))
+        if (absl::Status status = device.fillBuffer(
+                r, program.buffers[r].dtype == DType::F32
+                       ? kPoisonBits
+                       : static_cast<uint32_t>(kPoisonId));
+            !status.ok())
+          failures.push_back(absl::StrCat(where(i, inst), ": ",
+                                          status.message()));
+    };
+    check.afterInstruction = [&](size_t i, const Instruction &inst) {
+      Coverage &coverage = seen.coverage;
+      coverage.run.insert(inst.opcode);
+      const Recorded &cpuSaw = recorded[i];
+      std::vector<Words> results = readAll(device, inst.results);
+      std::vector<uint32_t> poisoned = poisonable(inst);
+      for (size_t k = 0; k < inst.results.size(); ++k) {
+        uint32_t r = inst.results[k];
+        if (std::find(poisoned.begin(), poisoned.end(), r) == poisoned.end())
+          continue;
+        ++coverage.checked[inst.opcode];
+        const Buffer &buffer = program.buffers[r];
+        uint32_t poison = buffer.dtype == DType::F32
+                              ? kPoisonBits
+                              : static_cast<uint32_t>(kPoisonId);
+        int64_t left = std::count(results[k].begin(),
+                                  results[k].begin() + buffer.numElements(),
+                                  poison);
+        if (left > 0)
+          failures.push_back(absl::StrCat(where(i, inst), " left ", left,
+                                          " of ", buffer.numElements(),
+                                          " elements of '", buffer.name,
+                                          "' unwritten"));
+      }
+      // The rows of a router's near-ties, which either choice is right for.
+      std::set<int64_t> tiedRows;
+      int64_t topK = 1;
+      if (inst.opcode == Opcode::Router) {
+        ops::RouterView op(inst);
+        topK = op.topK();
+        int64_t experts = program.buffers[op.probs()].shape.back();
+        int64_t rows = program.buffers[op.indices()].numElements() / topK;
+        for (int64_t row = 0; row < rows; ++row) {
+          bool same = true;
+          for (int64_t j = 0; j < topK; ++j)
+            same &= results[2][row * topK + j] ==
+                    cpuSaw.results[2][row * topK + j];
+          if (same || !isNearTie(cpuSaw.results[0], experts, topK, row))
+            continue;
+          if (op.capacityFactor() > 0.0f) {
+            for (int64_t later = row; later < rows; ++later)
+              tiedRows.insert(later);
+            break;
+          }
+          tiedRows.insert(row);
+        }
+        if (!tiedRows.empty() && world->rank() == 0)
+          std::printf("%s: %zu router rows tied within 2^-16, not "
+                      "compared\n",
+                      where(i, inst).c_str(), tiedRows.size());
+      }
+      int exponent = toleranceExponent(inst);
+      for (size_t k = 0; k < inst.results.size(); ++k) {
+        bool routed = inst.opcode == Opcode::Router && k > 0;
+        for (std::string &each : compareWords(
+                 program, inst.results[k], results[k], cpuSaw.results[k],
+                 exponent, where(i, inst),
+                 routed ? tiedRows : std::set<int64_t>{}, routed ? topK : 1))
+          failures.push_back(std::move(each));
+      }
+      // What it updates in place (AdamW's parameter and moments, the amax
+      // history): an opcode without results is covered by this check. An
+      // operand under a result was compared as the result.
+      std::vector<Words> operands = readAll(device, inst.operands);
+      for (size_t k = 0; k < inst.operands.size(); ++k) {
+        uint32_t o = inst.operands[k];
+        if (std::any_of(inst.results.begin(), inst.results.end(),
+                        [&](uint32_t r) { return sharesMemory(program, r, o); }))
+          continue;
+        for (std::string &each :
+             compareWords(program, o, operands[k], cpuSaw.operandsAfter[k],
+                          exponent, where(i, inst)))
+          failures.push_back(std::move(each));
+      }
+      if (inst.results.empty())
+        ++coverage.defined[inst.opcode];
+    };
+    absl::StatusOr<StepResult> actual =
+        device.runStep(tokens, targets, step, check);
+    for (const std::string &each : failures)
+      ADD_FAILURE() << each;
+    ASSERT_TRUE(failures.empty());
+    ASSERT_TRUE(actual.ok()) << name << ": " << actual.status();
+    // Every instruction's operands were the CPU's: so are the step's
+    // scalars, within the same bound.
+    EXPECT_NEAR(actual->loss, expected->loss, std::ldexp(expected->loss, -6))
+        << name;
+    EXPECT_NEAR(actual->gradNorm, expected->gradNorm,
+                std::ldexp(expected->gradNorm, -6))
+        << name;
+    EXPECT_EQ(actual->lr, expected->lr) << name;
+  }
 }
 
-/// The programs a device backend runs whole steps of (the first of
-/// programsFor): the single-rank models. The device's step is compared
-/// whole because the Backend interface shows a device backend's buffers
-/// to no hook between instructions (hostStep() is null).
-constexpr size_t kDevicePrograms = 3;
+/// The device half of the suite for backend `backendName`: every program
+/// of one rank through checkInstructionsAgainstCpu, and the op table's
+/// coverage.
+void checkDeviceBackend(const std::string &backendName) {
+  // A device backend runs the programs of one rank (programsFor(1): the
+  // mesh programs over groups of one). Its collectives over real groups
+  // are the CPU's concern in conformance-ranks.test: two device backends
+  // of one process cannot form a group of two.
+  DeviceCoverage seen;
+  std::vector<NamedProgram> programs = programsFor(1);
+  for (size_t i = 0; i < programs.size(); ++i) {
+    checkInstructionsAgainstCpu(backendName, programs, i, seen);
+    if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure())
+      return;
+  }
+  // What the backend refuses to create (its capability record) the suite
+  // cannot run there: an opcode only such programs have is reported, and
+  // every other one must be covered.
+  std::vector<std::string> missing, refusedOnly;
+  for (const std::string &each : uncovered(seen.coverage)) {
+    const ops::OpInfo *info = nullptr;
+    for (const ops::OpInfo &entry : ops::kOpTable)
+      if (absl::StartsWith(each, absl::StrCat(entry.name, " ")))
+        info = &entry;
+    bool inRun = info && seen.inRunPrograms.count(info->opcode);
+    (inRun || seen.refused.empty() ? missing : refusedOnly).push_back(each);
+  }
+  if (!seen.refused.empty())
+    std::printf("%s refused: %s; so not covered on %s: %s\n",
+                backendName.c_str(), absl::StrJoin(seen.refused, "; ").c_str(),
+                backendName.c_str(),
+                refusedOnly.empty() ? "none"
+                                    : absl::StrJoin(refusedOnly, ", ").c_str());
+  EXPECT_TRUE(missing.empty())
+      << "opcodes of the op table no conformance program covers on "
+      << backendName << ": " << absl::StrJoin(missing, ", ");
+}
 
 class ConformanceTest : public ::testing::TestWithParam<std::string> {};
 
@@ -640,12 +956,7 @@ TEST_P(ConformanceTest, EveryOpcode) {
         << absl::StrJoin(missing, ", ");
     return;
   }
-  std::vector<NamedProgram> programs = programsFor(1);
-  for (size_t i = 0; i < kDevicePrograms; ++i) {
-    checkAgainstCpu(backendName, programs, i);
-    if (IsSkipped() || HasFatalFailure())
-      return;
-  }
+  checkDeviceBackend(backendName);
 }
 
 // The check that makes the suite fail for an uncovered opcode, on what a
@@ -666,6 +977,17 @@ TEST(ConformanceCoverage, NamesEveryOpcodeNotCovered) {
                   "was in place)"));
   EXPECT_TRUE(
       has("AdamW (no results, and no check against its definition)"));
+}
+
+// The device half on the CPU backend in the device's place: the Backend
+// interface's buffer access (readBuffer, writeBuffer, fillBuffer) and the
+// per-instruction comparison run here without a device, where the CPU must
+// match itself.
+TEST(ConformanceDeviceHalf, CpuInTheDevicesPlace) {
+  SCOPED_TRACE(::testing::Message()
+               << "conformance seed " << suiteSeed
+               << " (MOE_CONFORMANCE_SEED)");
+  checkDeviceBackend("cpu");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ConformanceTest,

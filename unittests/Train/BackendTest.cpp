@@ -5,6 +5,7 @@
 
 #include "moe/Runtime/Engine/HostWeights.h"
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -71,6 +72,53 @@ TEST(BackendTest, CpuStepsAsTheExecutor) {
   ASSERT_TRUE(direct.ok()) << direct.status();
   EXPECT_EQ(viaBackend->loss, direct->loss);
   EXPECT_EQ(viaBackend->gradNorm, direct->gradNorm);
+}
+
+// The inspection hooks for tests and tools: a buffer's bytes out, in, and
+// set to a repeated word; an index out of range is refused, naming it.
+TEST(BackendTest, CpuBuffersReadWriteAndFill) {
+  std::shared_ptr<const Program> program = moeProgram();
+  absl::StatusOr<std::unique_ptr<Backend>> backend =
+      createBackend("cpu", program, {});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ASSERT_TRUE((*backend)->initialize(7).ok());
+  uint32_t weight = (*backend)->weights().parameters().front();
+  const Buffer &buffer = program->buffers[weight];
+  std::vector<float> values(buffer.numElements());
+  ASSERT_TRUE((*backend)->readBuffer(weight, values.data()).ok());
+  EXPECT_EQ(std::memcmp(values.data(), (*backend)->weights().data(weight),
+                        buffer.sizeInBytes()),
+            0);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<float>(i);
+  ASSERT_TRUE((*backend)->writeBuffer(weight, values.data()).ok());
+  EXPECT_EQ((*backend)->weights().data(weight)[values.size() - 1],
+            static_cast<float>(values.size() - 1));
+  ASSERT_TRUE((*backend)->fillBuffer(weight, 0x3f800000).ok());
+  ASSERT_TRUE((*backend)->readBuffer(weight, values.data()).ok());
+  EXPECT_THAT(values, ::testing::Each(1.0f));
+  std::vector<int32_t> tokens((*backend)->tokensPerStep());
+  ASSERT_TRUE((*backend)->fillBuffer(program->tokens, 5).ok());
+  ASSERT_TRUE((*backend)->readBuffer(program->tokens, tokens.data()).ok());
+  EXPECT_THAT(tokens, ::testing::Each(5));
+
+  uint32_t outside = static_cast<uint32_t>(program->buffers.size());
+  std::string expected =
+      absl::StrCat("cpu backend: buffer ", outside,
+                   " is out of range (the program has ", outside, ")");
+  EXPECT_EQ((*backend)->readBuffer(outside, values.data()).message(),
+            expected);
+  EXPECT_EQ((*backend)->writeBuffer(outside, values.data()).message(),
+            expected);
+  EXPECT_EQ((*backend)->fillBuffer(outside, 0).message(), expected);
+}
+
+// fillBuffer's pattern over a size that is not a whole number of words.
+TEST(BackendTest, FillPatternEndsWithTheLeadingBytes) {
+  uint8_t bytes[6] = {};
+  fillPattern(bytes, sizeof(bytes), 0x04030201);
+  const uint8_t expected[6] = {1, 2, 3, 4, 1, 2};
+  EXPECT_EQ(std::memcmp(bytes, expected, sizeof(bytes)), 0);
 }
 
 // A device backend's staging holds the weights only, initialised by the

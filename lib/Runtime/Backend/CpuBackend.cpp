@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <cstring>
+
 namespace moe::rt {
 
 namespace {
@@ -57,6 +59,28 @@ public:
   }
   const Executor *hostStep() const override { return executor.get(); }
 
+  absl::Status readBuffer(uint32_t buffer, void *host) const override {
+    absl::StatusOr<uint8_t *> bytes = storageOf(buffer);
+    if (!bytes.ok())
+      return bytes.status();
+    std::memcpy(host, *bytes, program().buffers[buffer].sizeInBytes());
+    return absl::OkStatus();
+  }
+  absl::Status writeBuffer(uint32_t buffer, const void *host) override {
+    absl::StatusOr<uint8_t *> bytes = storageOf(buffer);
+    if (!bytes.ok())
+      return bytes.status();
+    std::memcpy(*bytes, host, program().buffers[buffer].sizeInBytes());
+    return absl::OkStatus();
+  }
+  absl::Status fillBuffer(uint32_t buffer, uint32_t pattern) override {
+    absl::StatusOr<uint8_t *> bytes = storageOf(buffer);
+    if (!bytes.ok())
+      return bytes.status();
+    fillPattern(*bytes, program().buffers[buffer].sizeInBytes(), pattern);
+    return absl::OkStatus();
+  }
+
   void configure(const BackendOptions &options) {
     executor->setExpertChunks(options.expertChunks);
     if (options.asyncCollectives)
@@ -65,6 +89,21 @@ public:
   }
 
 private:
+  /// Where the executor keeps `buffer` (its f32 or i32 storage).
+  absl::StatusOr<uint8_t *> storageOf(uint32_t buffer) const {
+    if (absl::Status status = checkBufferIndex(name(), program(), buffer);
+        !status.ok())
+      return status;
+    if (float *f32 = executor->data(buffer))
+      return reinterpret_cast<uint8_t *>(f32);
+    if (int32_t *i32 = executor->ids(buffer))
+      return reinterpret_cast<uint8_t *>(i32);
+    const Buffer &b = program().buffers[buffer];
+    return absl::UnimplementedError(absl::StrCat(
+        "cpu backend: buffer ", buffer, " ('", b.name, "'): the executor keeps "
+        "only f32 and i32 buffers, not ", dtypeName(b.dtype)));
+  }
+
   std::unique_ptr<Executor> executor;
   bool async = false;
 };

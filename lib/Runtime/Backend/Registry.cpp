@@ -16,7 +16,9 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstring>
 #include <mutex>
 
 namespace moe::rt {
@@ -127,6 +129,22 @@ createBackend(std::string_view name, std::shared_ptr<const Program> program,
   return absl::InvalidArgumentError(
       absl::StrCat("unknown device '", std::string(name), "': expected ",
                    known));
+}
+
+absl::Status checkBufferIndex(std::string_view backend, const Program &program,
+                              uint32_t buffer) {
+  if (buffer < program.buffers.size())
+    return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrCat(
+      std::string(backend), " backend: buffer ", buffer,
+      " is out of range (the program has ", program.buffers.size(), ")"));
+}
+
+void fillPattern(void *bytes, uint64_t size, uint32_t pattern) {
+  auto *out = static_cast<uint8_t *>(bytes);
+  for (uint64_t at = 0; at < size; at += sizeof(pattern))
+    std::memcpy(out + at, &pattern,
+                std::min<uint64_t>(sizeof(pattern), size - at));
 }
 
 uint64_t hostBytesPerRank(std::string_view name, const Program &program) {

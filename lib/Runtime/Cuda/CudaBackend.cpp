@@ -101,7 +101,17 @@ public:
                                      const int32_t *targets, int64_t step,
                                      const StepHooks &hooks) override;
 
+  absl::Status readBuffer(uint32_t buffer, void *host) const override;
+  absl::Status writeBuffer(uint32_t buffer, const void *host) override;
+  absl::Status fillBuffer(uint32_t buffer, uint32_t pattern) override;
+
 private:
+  /// Copies buffer `buffer`'s bytes from `from` to `to` (one of them its
+  /// device storage) on the step's stream, after the work already on it,
+  /// and waits for the copy.
+  absl::Status copyBuffer(uint32_t buffer, void *to, const void *from,
+                          cudaMemcpyKind kind) const;
+
   /// Several ranks: the NCCL communicators of the program's groups.
   absl::Status connect();
 
@@ -249,10 +259,43 @@ absl::Status CudaBackend::pullWeights() {
   return absl::OkStatus();
 }
 
+absl::Status CudaBackend::copyBuffer(uint32_t buffer, void *to,
+                                     const void *from,
+                                     cudaMemcpyKind kind) const {
+  MOE_CUDA_TRY(checkBufferIndex(name(), *prog, buffer));
+  uint64_t bytes = prog->buffers[buffer].sizeInBytes();
+  if (bytes == 0)
+    return absl::OkStatus();
+  MOE_CUDA_OK(cudaMemcpyAsync(to, from, bytes, kind, stream));
+  MOE_CUDA_OK(cudaStreamSynchronize(stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::readBuffer(uint32_t buffer, void *host) const {
+  return copyBuffer(buffer, host,
+                    buffer < pointers.size() ? pointers[buffer] : nullptr,
+                    cudaMemcpyDeviceToHost);
+}
+
+absl::Status CudaBackend::writeBuffer(uint32_t buffer, const void *host) {
+  return copyBuffer(buffer,
+                    buffer < pointers.size() ? pointers[buffer] : nullptr,
+                    host, cudaMemcpyHostToDevice);
+}
+
+absl::Status CudaBackend::fillBuffer(uint32_t buffer, uint32_t pattern) {
+  MOE_CUDA_TRY(checkBufferIndex(name(), *prog, buffer));
+  // A test's and tool's hook, not the step's: a host copy of the pattern
+  // is simpler than a kernel and fast enough.
+  std::vector<uint8_t> filled(prog->buffers[buffer].sizeInBytes());
+  fillPattern(filled.data(), filled.size(), pattern);
+  return writeBuffer(buffer, filled.data());
+}
+
 absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
                                                 const int32_t *targets,
                                                 int64_t step,
-                                                const StepHooks &) {
+                                                const StepHooks &hooks) {
   const Program &program = *prog;
   MOE_CUDA_TRY(checkStepInputs(tokens, targets, step));
   uint64_t inputBytes = program.buffers[program.tokens].sizeInBytes();
@@ -286,9 +329,14 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
     if (comm)
       if (absl::Status status = comm->before(stream, index); !status.ok())
         return failed(status);
+    const Instruction &instruction = program.instructions[index];
+    if (hooks.beforeInstruction)
+      hooks.beforeInstruction(index, instruction);
     if (absl::Status status = runDeviceInstruction(context, index);
         !status.ok())
       return failed(status);
+    if (hooks.afterInstruction)
+      hooks.afterInstruction(index, instruction);
     // As on the CPU: a diverged step stops before the optimizer writes
     // non-finite values into the weights.
     for (auto [readyAt, buffer, what] :

@@ -98,17 +98,41 @@ public:
 
   /// Runs one step at 0-based `step` (Executor::runStep): errors name the
   /// step; a non-finite loss or gradient norm stops it before the
-  /// optimizer. `hooks` observe the instructions where the backend can
-  /// (hostStep() is not null).
+  /// optimizer. Every backend calls `hooks` before and after each
+  /// instruction (an unset hook costs one test of it); a hook may inspect
+  /// and change buffers through readBuffer, writeBuffer and fillBuffer.
   virtual absl::StatusOr<StepResult> runStep(const int32_t *tokens,
                                              const int32_t *targets,
                                              int64_t step,
                                              const StepHooks &hooks) = 0;
-  /// The host executor whose buffers step hooks may read while it runs
-  /// (step dumps, per-kernel profiles, the loss parts): the CPU backend's;
-  /// null for a device backend, whose buffers the host cannot read.
+  /// The host executor whose buffers step hooks may read in place while it
+  /// runs (step dumps, per-kernel profiles, the loss parts): the CPU
+  /// backend's; null for a device backend, whose buffers the host reaches
+  /// only through readBuffer and its peers.
   virtual const Executor *hostStep() const { return nullptr; }
+
+  /// For tests and tools (the conformance suite), between steps or from a
+  /// step's hooks: buffer `buffer`'s Buffer::sizeInBytes() bytes copied to
+  /// `host`, or from `host`, or set to repeats of the four bytes of
+  /// `pattern` (a poison; a last partial word takes its leading bytes). A
+  /// device backend waits for its step's stream first; a collective that
+  /// it defers to a communication stream has its result only where the
+  /// step waits for it. A temporary holds what the last instruction
+  /// writing it left (the arena is shared: see Program.arenaBytes). Errors
+  /// name the buffer (an index out of range, a dtype without storage).
+  virtual absl::Status readBuffer(uint32_t buffer, void *host) const = 0;
+  virtual absl::Status writeBuffer(uint32_t buffer, const void *host) = 0;
+  virtual absl::Status fillBuffer(uint32_t buffer, uint32_t pattern) = 0;
 };
+
+/// What readBuffer, writeBuffer and fillBuffer check first: `buffer` is
+/// one of the program's (an error naming the backend and the index).
+absl::Status checkBufferIndex(std::string_view backend, const Program &program,
+                              uint32_t buffer);
+
+/// `size` bytes at `bytes` set to repeats of `pattern`'s four bytes (as
+/// fillBuffer defines it).
+void fillPattern(void *bytes, uint64_t size, uint32_t pattern);
 
 /// Creates one rank's backend for a program.
 using BackendFactory = absl::StatusOr<std::unique_ptr<Backend>> (*)(

@@ -2,7 +2,7 @@
 //
 // The single definition of each opcode's layout: its number, operands,
 // results (names, dtypes, shapes), named attributes and the hand-written
-// rules the verifier runs. Generated from it (utils/gen-op-table.py, at
+// rules the verifier runs. Generated from it (OpTableGen.py, at
 // build time): the schema's Opcode enum, the runtime's enum and names, the
 // verifier's signature checks, the writer's builders, the accessor views
 // the backends run, the dispatcher and the disassembler. The semantics of

@@ -39,7 +39,8 @@ public:
         config.getLoc(), symbol, type, init,
         init == InitKind::normal ? config.getInitStdAttr() : FloatAttr(),
         ParamKind::weight, /*no_weight_decay=*/init == InitKind::ones,
-        /*sharding=*/ShardingAttr(), /*sharding_origin=*/ArrayAttr());
+        /*sharding=*/ShardingAttr(), /*sharding_origin=*/ArrayAttr(),
+        /*master=*/FlatSymbolRefAttr());
     return body.create<GetParamOp>(loc, type, symbol);
   }
 

@@ -52,7 +52,8 @@ static ParamOp declareHistory(func::FuncOp function, ExpertsOp experts,
   return builder.create<ParamOp>(
       experts.getLoc(), historyName(experts, index), type, InitKind::zeros,
       FloatAttr(), ParamKind::fp8_history, /*no_weight_decay=*/true,
-      ShardingAttr(), /*sharding_origin=*/ArrayAttr());
+      ShardingAttr(), /*sharding_origin=*/ArrayAttr(),
+      /*master=*/FlatSymbolRefAttr());
 }
 
 LogicalResult mlir::moe::applyFp8(func::FuncOp function,

@@ -42,7 +42,8 @@ static ParamOp declareState(ParamOp param, StringRef suffix) {
                                  ParamKind::optimizer_state,
                                  /*no_weight_decay=*/false,
                                  param.getShardingAttr(),
-                                 param.getShardingOriginAttr());
+                                 param.getShardingOriginAttr(),
+                                 /*master=*/FlatSymbolRefAttr());
 }
 
 LogicalResult mlir::moe::appendOptimizerStep(func::FuncOp step,
@@ -101,7 +102,7 @@ LogicalResult mlir::moe::appendOptimizerStep(func::FuncOp step,
         coefficient, stepArg, builder.getF32FloatAttr(settings.beta1),
         builder.getF32FloatAttr(settings.beta2),
         builder.getF32FloatAttr(settings.eps),
-        builder.getF32FloatAttr(decay));
+        builder.getF32FloatAttr(decay), /*working_copy=*/FlatSymbolRefAttr());
   }
   // Delayed FP8 scaling: each amax history moves on after the step's last
   // GEMM has folded its amaxes in.

@@ -149,18 +149,20 @@ TEST(DTypeTest, ElementCountBoundDependsOnTheDType) {
 }
 
 TEST(DTypeTest, KernelOperandOfAnotherDTypeIsRefusedAtLoad) {
-  // The CPU kernels take f32 (and i32 ids): a bf16 activation reaching
-  // Linear is refused when the artifact loads, naming the instruction.
+  // Activations may be bf16 (mixed precision), but what the op table pins
+  // to fp32 (the gradients the optimizer reads, losses, router
+  // probabilities) is refused in bf16 when the artifact loads, naming the
+  // instruction.
   Program program = makeTinyProgram();
-  uint32_t x = ProgramBuilder(program).temporary("x", {2, 4, 4}, DType::BF16);
-  instruction(program, Opcode::Linear).operands[0] = x;
-  expectError(program, {"instruction 2 (Linear): operand 0 (buffer 26 'x') "
+  uint32_t x = ProgramBuilder(program).temporary("x", {256, 64}, DType::BF16);
+  instruction(program, Opcode::GlobalNorm).operands[0] = x;
+  expectError(program, {"(GlobalNorm): operand 0 (buffer 26 'x') "
                         "has dtype bf16, expected f32"});
   program = makeTinyProgram();
   buffer(program, "h").dtype = DType::I64;
   expectError(program,
               {"(Embedding): result 0 (buffer", "'h') has dtype i64, "
-               "expected f32"});
+               "expected f32 or bf16"});
 }
 
 TEST(DTypeTest, NonF32ParameterIsRefusedAtLoad) {

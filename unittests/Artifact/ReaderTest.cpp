@@ -126,11 +126,10 @@ TEST(ReaderTest, RoundTripsPartitionedProgram) {
   EXPECT_EQ(read->partsOf({}), 1);
 }
 
-TEST(ReaderTest, VersionOneZeroIsASingleRankProgram) {
-  // A 1.0 writer knew nothing of meshes: serialize() leaves the fields out
-  // for a program without one, and the reader must accept the file.
+TEST(ReaderTest, ProgramWithoutMeshFieldsIsASingleRankProgram) {
+  // serialize() leaves the mesh fields out for a program without one (as a
+  // 1.0 writer did), and the reader must accept the file.
   Program original = makeTinyProgram();
-  original.versionMinor = 0;
   absl::StatusOr<Program> read = parse(serialize(original));
   ASSERT_TRUE(read.ok()) << read.status();
   expectSamePrograms(original, *read);
@@ -230,7 +229,8 @@ TEST(ReaderTest, WrongMajorVersion) {
       HasSubstr(absl::StrCat("has version ", kArtifactVersionMajor + 1, ".0")));
   EXPECT_THAT(std::string(read.status().message()),
               HasSubstr(absl::StrCat("supports version ", kArtifactVersionMajor,
-                                     ".0 to ", kArtifactVersionMajor, ".",
+                                     ".", kOldestArtifactVersionMinor, " to ",
+                                     kArtifactVersionMajor, ".",
                                      kArtifactVersionMinor)));
 }
 
@@ -318,7 +318,7 @@ TEST(ReaderTest, UnsealedOlderMajorVersionSaysRecompile) {
   ASSERT_FALSE(read.ok());
   EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(read.status().message()),
-              HasSubstr("has version 1.4, this runtime supports version 3.0"));
+              HasSubstr("has version 1.4, this runtime supports version 3.1"));
   EXPECT_THAT(std::string(read.status().message()), HasSubstr("recompile"));
 }
 
@@ -333,7 +333,7 @@ TEST(ReaderTest, SealedVersion2SaysRecompile) {
   EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(read.status().message(),
             "artifact 'test.moebin' has version 2.0, this runtime supports "
-            "version 3.0 to 3.0 (recompile with this moec)");
+            "version 3.1 to 3.1 (recompile with this moec)");
 }
 
 // An artifact from a moec whose op table numbers opcodes differently is

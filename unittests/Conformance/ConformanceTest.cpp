@@ -34,6 +34,7 @@
 #include "moe/Runtime/Artifact/OpViews.h"
 #include "moe/Runtime/Backend/Backend.h"
 #include "moe/Runtime/Comm/Communicator.h"
+#include "moe/Runtime/IO/Float16.h"
 
 #include "TestProgram.h"
 
@@ -65,6 +66,7 @@ uint64_t suiteSeed = 0x5eed15;
 /// Bit patterns no kernel writes by chance: a NaN with a payload, and an
 /// id far outside every vocabulary and expert count.
 constexpr uint32_t kPoisonBits = 0x7fc0dead;
+constexpr uint16_t kPoisonBf16Bits = 0x7fad;
 constexpr int32_t kPoisonId = 0x7eadbeef;
 
 /// The job's processes: one under ctest, each rank of an mpirun under
@@ -86,6 +88,21 @@ Program makeSwigluProgram() {
   uint32_t dup = b.temporary("dup", shape);
   b.emit(Opcode::Swiglu, {gate, up}, {y});
   b.emit(Opcode::SwigluGrad, {dy, gate, up}, {dgate, dup});
+  return program;
+}
+
+/// The tiny program with its final norm's output cast to bf16 and back
+/// (mixed precision's casts; the model programs here are fp32).
+Program makeCastProgram() {
+  using namespace moe::rt::testing;
+  Program program = makeTinyProgram();
+  ProgramBuilder b(program);
+  uint32_t n = bufferNamed(program, "n");
+  const std::vector<int64_t> &shape = program.buffers[n].shape;
+  uint32_t narrow = b.temporary("n.bf16", shape, DType::BF16);
+  uint32_t wide = b.temporary("n.f32", shape);
+  b.emit(Opcode::Cast, {n}, {narrow});
+  b.emit(Opcode::Cast, {narrow}, {wide});
   return program;
 }
 
@@ -133,7 +150,8 @@ std::vector<NamedProgram> programsFor(int64_t ranks) {
          config.capacityFactor = 1.0f;
          return makeMoeProgram(config);
        }},
-      {"swiglu", makeSwigluProgram}};
+      {"swiglu", makeSwigluProgram},
+      {"cast", makeCastProgram}};
   // tp must divide the vocabulary the table is split along.
   for (int64_t tp = 1; tp <= ranks; ++tp)
     if (ranks % tp == 0 && MeshProgramSizes::kVocab % tp == 0)
@@ -186,11 +204,7 @@ Batch randomBatch(const NamedProgram &named, const Program &program,
 /// The bytes of buffer `b` in the executor's storage.
 std::pair<const uint8_t *, uint64_t> bytesOf(const Executor &executor,
                                              uint32_t b) {
-  const Buffer &buffer = executor.program().buffers[b];
-  const void *data = buffer.dtype == DType::F32
-                         ? static_cast<const void *>(executor.data(b))
-                         : static_cast<const void *>(executor.ids(b));
-  return {static_cast<const uint8_t *>(data), buffer.sizeInBytes()};
+  return {executor.bytes(b), executor.program().buffers[b].sizeInBytes()};
 }
 
 bool overlap(std::pair<const uint8_t *, uint64_t> a,
@@ -496,6 +510,9 @@ void checkEveryElementWritten(const std::vector<NamedProgram> &programs,
         float poison;
         std::memcpy(&poison, &kPoisonBits, sizeof(poison));
         std::fill(executor.data(r), executor.data(r) + n, poison);
+      } else if (buffer.dtype == DType::BF16) {
+        uint16_t *bits = reinterpret_cast<uint16_t *>(executor.bytes(r));
+        std::fill(bits, bits + n, kPoisonBf16Bits);
       } else {
         std::fill(executor.ids(r), executor.ids(r) + n, kPoisonId);
       }
@@ -528,6 +545,10 @@ void checkEveryElementWritten(const std::vector<NamedProgram> &programs,
           uint32_t bits;
           std::memcpy(&bits, executor.data(r) + i, sizeof(bits));
           left += bits == kPoisonBits;
+        } else if (buffer.dtype == DType::BF16) {
+          uint16_t bits;
+          std::memcpy(&bits, executor.bytes(r) + 2 * i, sizeof(bits));
+          left += bits == kPoisonBf16Bits;
         } else {
           left += executor.ids(r)[i] == kPoisonId;
         }
@@ -583,6 +604,15 @@ std::vector<std::string> uncovered(const Coverage &coverage) {
   return missing;
 }
 
+/// The word a backend fills a poisoned buffer of `dtype` with.
+uint32_t poisonWord(DType dtype) {
+  if (dtype == DType::F32)
+    return kPoisonBits;
+  if (dtype == DType::BF16)
+    return uint32_t{kPoisonBf16Bits} << 16 | kPoisonBf16Bits;
+  return static_cast<uint32_t>(kPoisonId);
+}
+
 /// Whether buffers `a` and `b` share memory by the program's plan: every
 /// backend keeps each parameter, optimizer state and input alone and the
 /// temporaries at their offsets in one arena.
@@ -628,11 +658,20 @@ int toleranceExponent(const Instruction &inst) {
   return scaling && *scaling != Fp8Scaling::None ? -5 : -6;
 }
 
-double toleranceOf(const Words &expected, int exponent) {
+/// Element i of a float buffer read as words: f32 words hold one, bf16
+/// ones two (the first in the low half).
+double floatElement(const Buffer &buffer, const Words &words, int64_t i) {
+  if (buffer.dtype == DType::BF16)
+    return io::bf16ToFloat(
+        static_cast<uint16_t>(words[i / 2] >> (16 * (i % 2))));
+  return asFloat(words[i]);
+}
+
+double toleranceOf(const Buffer &buffer, const Words &expected, int exponent) {
   double largest = 0.0;
-  for (uint32_t word : expected)
-    if (std::isfinite(asFloat(word)))
-      largest = std::max(largest, std::abs(static_cast<double>(asFloat(word))));
+  for (int64_t i = 0; i < buffer.numElements(); ++i)
+    if (double e = floatElement(buffer, expected, i); std::isfinite(e))
+      largest = std::max(largest, std::abs(e));
   return std::ldexp(largest, exponent);
 }
 
@@ -663,19 +702,21 @@ std::vector<std::string> compareWords(const Program &program, uint32_t b,
                                       const std::set<int64_t> &skipRows = {},
                                       int64_t rowLength = 1) {
   const Buffer &buffer = program.buffers[b];
-  double tolerance = toleranceOf(expected, exponent);
+  bool isFloat = buffer.dtype == DType::F32 || buffer.dtype == DType::BF16;
+  double tolerance = isFloat ? toleranceOf(buffer, expected, exponent) : 0.0;
   int64_t n = buffer.numElements();
   for (int64_t i = 0; i < n; ++i) {
     if (skipRows.count(i / rowLength))
       continue;
-    if (buffer.dtype != DType::F32) {
+    if (!isFloat) {
       if (actual[i] != expected[i])
         return {absl::StrCat(where, ": '", buffer.name, "' [", i, "] is ",
                              static_cast<int32_t>(actual[i]), ", not the cpu's ",
                              static_cast<int32_t>(expected[i]))};
       continue;
     }
-    double a = asFloat(actual[i]), e = asFloat(expected[i]);
+    double a = floatElement(buffer, actual, i),
+           e = floatElement(buffer, expected, i);
     bool close = std::isfinite(e) ? std::abs(a - e) <= tolerance
                                   : std::isnan(e) ? std::isnan(a) : a == e;
     if (!close)
@@ -795,10 +836,8 @@ void checkInstructionsAgainstCpu(const std::string &backendName,
           failures.push_back(absl::StrCat(where(i, inst), ": ",
                                           status.message()));
       for (uint32_t r : poisonable(inst))
-        if (absl::Status status = device.fillBuffer(
-                r, program.buffers[r].dtype == DType::F32
-                       ? kPoisonBits
-                       : static_cast<uint32_t>(kPoisonId));
+        if (absl::Status status =
+                device.fillBuffer(r, poisonWord(program.buffers[r].dtype));
             !status.ok())
           failures.push_back(absl::StrCat(where(i, inst), ": ",
                                           status.message()));
@@ -815,12 +854,16 @@ void checkInstructionsAgainstCpu(const std::string &backendName,
           continue;
         ++coverage.checked[inst.opcode];
         const Buffer &buffer = program.buffers[r];
-        uint32_t poison = buffer.dtype == DType::F32
-                              ? kPoisonBits
-                              : static_cast<uint32_t>(kPoisonId);
-        int64_t left = std::count(results[k].begin(),
-                                  results[k].begin() + buffer.numElements(),
-                                  poison);
+        uint32_t poison = poisonWord(buffer.dtype);
+        int64_t left = 0;
+        if (buffer.dtype == DType::BF16) {
+          for (int64_t e = 0; e < buffer.numElements(); ++e)
+            left += static_cast<uint16_t>(results[k][e / 2] >>
+                                          (16 * (e % 2))) == kPoisonBf16Bits;
+        } else {
+          left = std::count(results[k].begin(),
+                            results[k].begin() + buffer.numElements(), poison);
+        }
         if (left > 0)
           failures.push_back(absl::StrCat(where(i, inst), " left ", left,
                                           " of ", buffer.numElements(),

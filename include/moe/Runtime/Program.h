@@ -24,7 +24,10 @@ namespace moe::rt {
 /// attributes as the op table (Artifact/OpTable.td) defines them and records
 /// that table and the target it was compiled for.
 inline constexpr uint16_t kArtifactVersionMajor = 3;
-inline constexpr uint16_t kArtifactVersionMinor = 0;
+inline constexpr uint16_t kArtifactVersionMinor = 1;
+/// The oldest minor version of this major one the runtime reads: 3.0's op
+/// table allowed no BF16, so its per-opcode fingerprints no longer match.
+inline constexpr uint16_t kOldestArtifactVersionMinor = 1;
 
 /// The largest init_std of a normal-initialised buffer (moe.transformer and
 /// moe.param use the same bound).
@@ -41,7 +44,9 @@ enum class BufferKind : uint8_t {
   Parameter = 0,
   OptimizerState = 1,
   Input = 2,
-  Temporary = 3
+  Temporary = 3,
+  /// The BF16 working copy of a Parameter (Buffer::master), derived from it.
+  WorkingCopy = 4
 };
 enum class Init : uint8_t { None = 0, Zeros = 1, Ones = 2, Normal = 3 };
 
@@ -66,6 +71,8 @@ struct Buffer {
   /// dimension (one entry per dimension), and `shape` is this rank's block.
   /// Empty when the buffer is whole on every rank.
   std::vector<AxisList> split;
+  /// WorkingCopy only: the index of the Parameter it is a copy of.
+  uint32_t master = 0;
 
   int64_t numElements() const;
   /// Elements times the dtype's size (the verifier bounds the product).

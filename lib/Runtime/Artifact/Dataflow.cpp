@@ -154,10 +154,13 @@ private:
   absl::Status checkOptimizerState(size_t index) {
     const Instruction &instruction = program.instructions[index];
     std::vector<size_t> updated;
-    if (instruction.opcode == Opcode::AdamW)
+    if (instruction.opcode == Opcode::AdamW) {
       updated = {ops::AdamWView::kParamOperand, ops::AdamWView::kExpAvgOperand,
                  ops::AdamWView::kExpAvgSqOperand};
-    else if (instruction.opcode == Opcode::Fp8AmaxUpdate)
+      // The working copy of mixed precision, rounded from the update.
+      if (instruction.operands.size() > ops::AdamWView::kWorkingOperand)
+        updated.push_back(ops::AdamWView::kWorkingOperand);
+    } else if (instruction.opcode == Opcode::Fp8AmaxUpdate)
       updated = {ops::Fp8AmaxUpdateView::kHistoryOperand};
     for (size_t i : updated) {
       uint32_t b = instruction.operands[i];

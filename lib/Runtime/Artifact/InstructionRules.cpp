@@ -501,6 +501,16 @@ private:
     return resultShape(0, exactly(expected));
   }
 
+  /// A cast changes the dtype; one to the same dtype is a copy the
+  /// compiler never writes, so it marks a damaged or hand-edited program.
+  absl::Status checkCast(const ops::CastView &op) {
+    DType from = program.buffers[op.x()].dtype, to = program.buffers[op.y()].dtype;
+    if (from == to)
+      return error(absl::StrCat("casts ", describeBuffer(program, op.x()),
+                                " to its own dtype ", dtypeName(from)));
+    return absl::OkStatus();
+  }
+
   absl::Status checkAdamW(const ops::AdamWView &op) {
     MOE_VERIFY_OK(requireKind(op.kParamOperand, BufferKind::Parameter));
     // The flag says how the parameter is trained (moec clears it for norm

@@ -40,7 +40,7 @@ constexpr size_t kMinArtifactSize =
 // cast; a schema change that breaks this must fail to compile.
 static_assert(static_cast<int>(fb::Opcode::MAX) + 1 == kNumOpcodes);
 static_assert(static_cast<int>(fb::BufferKind::MAX) ==
-              static_cast<int>(BufferKind::Temporary));
+              static_cast<int>(BufferKind::WorkingCopy));
 static_assert(static_cast<int>(fb::DType::MAX) + 1 == kNumDTypes);
 static_assert(static_cast<int>(fb::DType::BF16) ==
                   static_cast<int>(DType::BF16) &&
@@ -124,7 +124,8 @@ absl::Status versionError(const std::string &origin, uint16_t major,
                           uint16_t minor) {
   return absl::FailedPreconditionError(absl::StrCat(
       "artifact '", origin, "' has version ", major, ".", minor,
-      ", this runtime supports version ", kArtifactVersionMajor, ".0 to ",
+      ", this runtime supports version ", kArtifactVersionMajor, ".",
+      kOldestArtifactVersionMinor, " to ",
       kArtifactVersionMajor, ".", kArtifactVersionMinor,
       " (recompile with this moec)"));
 }
@@ -162,6 +163,7 @@ Buffer decodeBuffer(const fb::Buffer &buffer) {
   result.initStd = buffer.init_std();
   result.weightDecay = buffer.weight_decay();
   result.split = toAxisLists(buffer.split());
+  result.master = buffer.master();
   return result;
 }
 
@@ -335,7 +337,8 @@ absl::StatusOr<Program> parseArtifact(const uint8_t *data, size_t size,
   if (std::optional<std::pair<uint16_t, uint16_t>> version =
           readVersion(data, size)) {
     auto [major, minor] = *version;
-    if (major != kArtifactVersionMajor || minor > kArtifactVersionMinor)
+    if (major != kArtifactVersionMajor || minor > kArtifactVersionMinor ||
+        minor < kOldestArtifactVersionMinor)
       return versionError(origin, major, minor);
   }
 

@@ -89,19 +89,12 @@ public:
   }
 
 private:
-  /// Where the executor keeps `buffer` (its f32 or i32 storage).
+  /// Where the executor keeps `buffer` (bf16 buffers hold their bits).
   absl::StatusOr<uint8_t *> storageOf(uint32_t buffer) const {
     if (absl::Status status = checkBufferIndex(name(), program(), buffer);
         !status.ok())
       return status;
-    if (float *f32 = executor->data(buffer))
-      return reinterpret_cast<uint8_t *>(f32);
-    if (int32_t *i32 = executor->ids(buffer))
-      return reinterpret_cast<uint8_t *>(i32);
-    const Buffer &b = program().buffers[buffer];
-    return absl::UnimplementedError(absl::StrCat(
-        "cpu backend: buffer ", buffer, " ('", b.name, "'): the executor keeps "
-        "only f32 and i32 buffers, not ", dtypeName(b.dtype)));
+    return executor->bytes(buffer);
   }
 
   std::unique_ptr<Executor> executor;

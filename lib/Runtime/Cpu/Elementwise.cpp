@@ -1,10 +1,22 @@
-//===- Elementwise.cpp - Residual add and the SwiGLU gate -----------------===//
+//===- Elementwise.cpp - Residual add, the SwiGLU gate and casts ----------===//
 
 #include "moe/Runtime/Cpu/Kernels.h"
 
 #include "KernelUtils.h"
 
+#include "moe/Runtime/IO/Float16.h"
+
 namespace moe::rt::cpu {
+
+void castToBf16(const float *x, uint16_t *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = io::floatToBf16(x[i]);
+}
+
+void castFromBf16(const uint16_t *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = io::bf16ToFloat(x[i]);
+}
 
 void add(const float *a, const float *b, float *y, int64_t n) {
   // Element i reads a[i] and b[i] before writing y[i], so aliasing is safe.

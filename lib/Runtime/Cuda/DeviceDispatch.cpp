@@ -500,6 +500,11 @@ public:
   absl::Status run(const ops::Fp8AmaxUpdateView &op) {
     return fp8AmaxUpdate(step, op);
   }
+  absl::Status run(const ops::CastView &) {
+    return absl::UnimplementedError(
+        absl::StrCat(describeInstruction(step.program, index),
+                     ": the cuda backend has no cast kernel yet"));
+  }
   absl::Status unknownOpcode(const Instruction &) {
     return absl::UnimplementedError(absl::StrCat(
         describeInstruction(step.program, index), ": unknown opcode"));

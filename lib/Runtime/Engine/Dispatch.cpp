@@ -370,6 +370,17 @@ public:
   absl::Status run(const ops::Fp8AmaxUpdateView &) {
     return runFp8AmaxUpdate(context, index);
   }
+  absl::Status run(const ops::CastView &op) {
+    int64_t n = in(op.x()).numElements();
+    uint8_t *x = context.pointers[op.x()], *y = context.pointers[op.y()];
+    if (in(op.x()).dtype == DType::F32)
+      cpu::castToBf16(reinterpret_cast<const float *>(x),
+                      reinterpret_cast<uint16_t *>(y), n);
+    else
+      cpu::castFromBf16(reinterpret_cast<const uint16_t *>(x),
+                        reinterpret_cast<float *>(y), n);
+    return absl::OkStatus();
+  }
   absl::Status unknownOpcode(const Instruction &) {
     return absl::InternalError(
         absl::StrCat(describeInstruction(context.program, index),

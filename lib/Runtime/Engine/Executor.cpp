@@ -271,6 +271,16 @@ const int32_t *Executor::ids(uint32_t buffer) const {
   return const_cast<Executor *>(this)->ids(buffer);
 }
 
+uint8_t *Executor::bytes(uint32_t buffer) {
+  if (buffer >= prog->buffers.size())
+    return nullptr;
+  return storage->pointers[buffer];
+}
+
+const uint8_t *Executor::bytes(uint32_t buffer) const {
+  return const_cast<Executor *>(this)->bytes(buffer);
+}
+
 std::optional<uint32_t> Executor::findBuffer(std::string_view name) const {
   for (uint32_t b = 0; b < prog->buffers.size(); ++b) {
     const Buffer &buffer = prog->buffers[b];

@@ -316,7 +316,7 @@ func.func @rms_norm_grad_types(%dy: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: te
 // -----
 
 func.func @rms_norm_grad_weight(%dy: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>) {
-  // expected-error @+1 {{expected weight_grad to have the weight's type}}
+  // expected-error @+1 {{expected weight_grad to have the weight's shape}}
   %dx, %dw = moe.rms_norm_grad %dy, %x, %w {epsilon = 1.0e-5 : f32} : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<4xf32>)
   return
 }
@@ -623,7 +623,7 @@ func.func @experts_grad_grad(%dy: tensor<8x32xf32>, %x: tensor<8x16xf32>, %w: te
 // -----
 
 func.func @experts_grad_results(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
-  // expected-error @+1 {{expected the gradients to have the types of input, weights, w1, w3, w2}}
+  // expected-error @+1 {{expected the gradients to have the types of input and weights and the shapes of w1, w3, w2}}
   %g:5 = moe.experts_grad %x, %x, %w, %i, %w1, %w1, %w2 : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> (tensor<8x16xf32>, tensor<8x2xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>, tensor<4x16x32xf32>)
   return
 }
@@ -969,7 +969,7 @@ func.func @fp8_amax_update_unknown_axis() {
 // the discardable moe.* ones its passes write.
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{'moe.transformer' op has unknown attribute 'shared_experts'; known attributes: aux_coef, batch, capacity_factor, dense_ffn, dense_layers, experts, ffn, heads, hidden, init_std, kv_heads, layers, rms_eps, rope_theta, seq, sym_name, top_k, vocab}}
+// expected-error @+1 {{'moe.transformer' op has unknown attribute 'shared_experts'; known attributes: aux_coef, batch, capacity_factor, dense_ffn, dense_layers, experts, ffn, heads, hidden, init_std, kv_heads, layers, precision, rms_eps, rope_theta, seq, sym_name, top_k, vocab}}
 moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, shared_experts = 1}
 
 // -----
@@ -1203,4 +1203,94 @@ func.func @result_too_large() -> tensor<16777216x16777217xf32> {
   // expected-error @+1 {{'moe.constant' op expected at most 281474976710656 elements (2^48) per tensor, got 'tensor<16777216x16777217xf32>' (result 0)}}
   %y = moe.constant 0.0 : tensor<16777216x16777217xf32>
   return %y : tensor<16777216x16777217xf32>
+}
+
+// -----
+
+func.func @cast_same_type(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{expected the result to have the other element type than the input's 'f32'}}
+  %y = moe.cast %x : tensor<4xf32> to tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @cast_shape(%x: tensor<4xf32>) -> tensor<8xbf16> {
+  // expected-error @+1 {{expected the result to have the input's shape [4], got [8]}}
+  %y = moe.cast %x : tensor<4xf32> to tensor<8xbf16>
+  return %y : tensor<8xbf16>
+}
+
+// -----
+
+moe.param @w : tensor<4xf32> {init = #moe.init<zeros>}
+// expected-error @+1 {{expected a working copy to name its master}}
+moe.param @w.bf16 : tensor<4xbf16> {kind = #moe.param_kind<working_copy>}
+
+// -----
+
+moe.param @w : tensor<4xf32> {init = #moe.init<zeros>}
+// expected-error @+1 {{has a master, which only a working copy has}}
+moe.param @w2 : tensor<4xf32> {init = #moe.init<zeros>, master = @w}
+
+// -----
+
+moe.param @w : tensor<4xf32> {init = #moe.init<zeros>}
+// expected-error @+1 {{expected no initialisation for a working copy (the runtime rounds its master)}}
+moe.param @w.bf16 : tensor<4xbf16> {init = #moe.init<zeros>, kind = #moe.param_kind<working_copy>, master = @w}
+
+// -----
+
+moe.param @w : tensor<4xf32> {init = #moe.init<zeros>}
+// expected-error @+1 {{expected a working copy of type bf16, got 'tensor<4xf32>'}}
+moe.param @w.bf16 : tensor<4xf32> {kind = #moe.param_kind<working_copy>, master = @w}
+
+// -----
+
+// expected-error @+1 {{expected an f32 tensor, got 'tensor<4xbf16>'}}
+moe.param @w : tensor<4xbf16> {init = #moe.init<zeros>}
+
+// -----
+
+moe.param @w : tensor<8xf32> {init = #moe.init<zeros>}
+// expected-error @+1 {{expected the shape of its master @w, [8], got [4]}}
+moe.param @w.bf16 : tensor<4xbf16> {kind = #moe.param_kind<working_copy>, master = @w}
+
+// -----
+
+moe.param @m : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+// expected-error @+1 {{master @m must be a weight}}
+moe.param @m.bf16 : tensor<4xbf16> {kind = #moe.param_kind<working_copy>, master = @m}
+
+// -----
+
+// expected-error @+1 {{master @nothing does not name a moe.param}}
+moe.param @w.bf16 : tensor<4xbf16> {kind = #moe.param_kind<working_copy>, master = @nothing}
+
+// -----
+
+moe.mesh @mesh(fsdp = 2)
+moe.param @w : tensor<4xf32> {init = #moe.init<zeros>, sharding = #moe.sharding<@mesh, [{fsdp}]>}
+// expected-error @+1 {{expected the sharding of its master @w}}
+moe.param @w.bf16 : tensor<4xbf16> {kind = #moe.param_kind<working_copy>, master = @w}
+
+// -----
+
+moe.param @w : tensor<4xf32> {init = #moe.init<zeros>}
+moe.param @u : tensor<4xf32> {init = #moe.init<zeros>}
+moe.param @m : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+moe.param @v : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+moe.param @u.bf16 : tensor<4xbf16> {kind = #moe.param_kind<working_copy>, master = @u}
+func.func @adamw_foreign_working_copy(%g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
+  // expected-error @+1 {{working_copy @u.bf16 must be the working copy of @w}}
+  moe.adamw_update @w, @m, @v, %g, %lr, %lr, %s {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32, working_copy = @u.bf16} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @router_bf16_logits(%x: tensor<2x4x4xbf16>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit float values}}
+  %p, %w, %i = moe.router %x {top_k = 2} : (tensor<2x4x4xbf16>) -> (tensor<2x4x4xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>)
+  return
 }

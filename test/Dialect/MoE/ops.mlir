@@ -133,3 +133,29 @@ func.func @pins(%x: tensor<8x4x6xf32>, %t: tensor<8x4xi32>) -> tensor<8x4x6xf32>
   %u = moe.shard %t {sharding = #moe.sharding<@mesh, [{dp, ep}, {tp}]>} : tensor<8x4xi32>
   return %y : tensor<8x4x6xf32>
 }
+
+// Mixed precision: a BF16 working copy of a master weight, read by BF16
+// ops, updated by the master's AdamW; casts between the float types.
+// CHECK: moe.transformer @bf16 {{.*}}precision = #moe.precision<bf16>
+moe.transformer @bf16 {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 8, seq = 4, batch = 2, precision = #moe.precision<bf16>}
+moe.param @mp : tensor<8x8xf32> {init = #moe.init<normal>, init_std = 0.02 : f32}
+moe.param @mp.exp_avg : tensor<8x8xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+moe.param @mp.exp_avg_sq : tensor<8x8xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+// CHECK: moe.param @mp.bf16 : tensor<8x8xbf16> {kind = #moe.param_kind<working_copy>, master = @mp}
+moe.param @mp.bf16 : tensor<8x8xbf16> {kind = #moe.param_kind<working_copy>, master = @mp}
+
+// CHECK-LABEL: func.func @mixed_precision
+func.func @mixed_precision(%x: tensor<2x4x8xbf16>, %lr: tensor<f32>, %step: tensor<i32>) -> tensor<2x4x8xf32> {
+  %w = moe.get_param @mp.bf16 : tensor<8x8xbf16>
+  // CHECK: moe.linear {{.*}} -> tensor<2x4x8xbf16>
+  %y = moe.linear %x, %w : (tensor<2x4x8xbf16>, tensor<8x8xbf16>) -> tensor<2x4x8xbf16>
+  // CHECK: moe.linear {{.*}} -> tensor<2x4x8xf32>
+  %logits = moe.linear %x, %w : (tensor<2x4x8xbf16>, tensor<8x8xbf16>) -> tensor<2x4x8xf32>
+  %dw = moe.linear_grad_weight %y, %x : (tensor<2x4x8xbf16>, tensor<2x4x8xbf16>) -> tensor<8x8xbf16>
+  // CHECK: moe.cast %{{.*}} : tensor<8x8xbf16> to tensor<8x8xf32>
+  %dw32 = moe.cast %dw : tensor<8x8xbf16> to tensor<8x8xf32>
+  // CHECK: moe.adamw_update @mp, {{.*}} working_copy = @mp.bf16
+  moe.adamw_update @mp, @mp.exp_avg, @mp.exp_avg_sq, %dw32, %lr, %lr, %step
+      {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.1 : f32, working_copy = @mp.bf16} : tensor<8x8xf32>
+  return %logits : tensor<2x4x8xf32>
+}

@@ -22,48 +22,48 @@ def Fp8Scaling : Enum<"Fp8Scaling", [
 ]>;
 
 def Embedding : Op<0> {
-  let operands = (ins Ids<"[...]">:$tokens, Tensor<"[V, H]">:$table);
-  let results = (outs Tensor<"[..., H]">:$y);
+  let operands = (ins Ids<"[...]">:$tokens, Float<"[V, H]">:$table);
+  let results = (outs Float<"[..., H]">:$y);
 }
 def EmbeddingGrad : Op<1> {
-  let operands = (ins Tensor<"[..., H]">:$dy, Ids<"[...]">:$tokens);
-  let results = (outs Tensor<"[V, H]">:$dtable);
+  let operands = (ins Float<"[..., H]">:$dy, Ids<"[...]">:$tokens);
+  let results = (outs Float<"[V, H]">:$dtable);
 }
 def RmsNorm : Op<2> {
-  let operands = (ins Tensor<"[..., H]">:$x, Tensor<"[H]">:$w);
-  let results = (outs Tensor<"[..., H]">:$y);
+  let operands = (ins Float<"[..., H]">:$x, Float<"[H]">:$w);
+  let results = (outs Float<"[..., H]">:$y);
   let attributes = (attrs FloatAttr<"$_ > 0", "must be > 0">:$eps);
 }
 def RmsNormGrad : Op<3> {
-  let operands = (ins Tensor<"[..., H]">:$dy, Tensor<"[..., H]">:$x,
-                      Tensor<"[H]">:$w);
-  let results = (outs Tensor<"[..., H]">:$dx, Tensor<"[H]">:$dw);
+  let operands = (ins Float<"[..., H]">:$dy, Float<"[..., H]">:$x,
+                      Float<"[H]">:$w);
+  let results = (outs Float<"[..., H]">:$dx, Float<"[H]">:$dw);
   let attributes = (attrs FloatAttr<"$_ > 0", "must be > 0">:$eps);
 }
 def Linear : Op<4> {
-  let operands = (ins Tensor<"[..., K]">:$x, Tensor<"[N, K]">:$w);
-  let results = (outs Tensor<"[..., N]">:$y);
+  let operands = (ins Float<"[..., K]">:$x, Float<"[N, K]">:$w);
+  let results = (outs Float<"[..., N]">:$y);
 }
 def LinearGradInput : Op<5> {
-  let operands = (ins Tensor<"[..., N]">:$dy, Tensor<"[N, K]">:$w);
-  let results = (outs Tensor<"[..., K]">:$dx);
+  let operands = (ins Float<"[..., N]">:$dy, Float<"[N, K]">:$w);
+  let results = (outs Float<"[..., K]">:$dx);
 }
 def LinearGradWeight : Op<6> {
-  let operands = (ins Tensor<"[..., N]">:$dy, Tensor<"[..., K]">:$x);
-  let results = (outs Tensor<"[N, K]">:$dw);
+  let operands = (ins Float<"[..., N]">:$dy, Float<"[..., K]">:$x);
+  let results = (outs Float<"[N, K]">:$dw);
 }
 // Rotary positions are the sequence index: [B, S, heads * head_dim].
 def Rope : Op<7> {
-  let operands = (ins Tensor<"[B, S, X]">:$x);
-  let results = (outs Tensor<"[B, S, X]">:$y);
+  let operands = (ins Float<"[B, S, X]">:$x);
+  let results = (outs Float<"[B, S, X]">:$y);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
                           FloatAttr<"$_ > 0", "must be > 0">:$theta);
   let inPlace = 1;
   let rules = ["checkRopeWidth"];
 }
 def RopeGrad : Op<8> {
-  let operands = (ins Tensor<"[B, S, X]">:$dy);
-  let results = (outs Tensor<"[B, S, X]">:$dx);
+  let operands = (ins Float<"[B, S, X]">:$dy);
+  let results = (outs Float<"[B, S, X]">:$dx);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
                           FloatAttr<"$_ > 0", "must be > 0">:$theta);
   let inPlace = 1;
@@ -72,17 +72,17 @@ def RopeGrad : Op<8> {
 // k and v are [B, S, kv_heads * head_dim], lse [B, heads, S]
 // (checkAttention).
 def Attention : Op<9> {
-  let operands = (ins Tensor<"[B, S, Q]">:$q, Tensor<>:$k, Tensor<>:$v);
-  let results = (outs Tensor<"[B, S, Q]">:$out, Tensor<>:$lse);
+  let operands = (ins Float<"[B, S, Q]">:$q, Float<>:$k, Float<>:$v);
+  let results = (outs Float<"[B, S, Q]">:$out, Tensor<>:$lse);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
                           IntAttr<>:$kv_heads);
   let rules = ["checkAttention"];
 }
 def AttentionGrad : Op<10> {
-  let operands = (ins Tensor<"[B, S, Q]">:$dout, Tensor<"[B, S, Q]">:$q,
-                      Tensor<>:$k, Tensor<>:$v, Tensor<"[B, S, Q]">:$out,
+  let operands = (ins Float<"[B, S, Q]">:$dout, Float<"[B, S, Q]">:$q,
+                      Float<>:$k, Float<>:$v, Float<"[B, S, Q]">:$out,
                       Tensor<>:$lse);
-  let results = (outs Tensor<"[B, S, Q]">:$dq, Tensor<>:$dk, Tensor<>:$dv);
+  let results = (outs Float<"[B, S, Q]">:$dq, Float<>:$dk, Float<>:$dv);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
                           IntAttr<>:$kv_heads);
   let rules = ["checkAttention"];
@@ -108,11 +108,11 @@ def RouterGrad : Op<12> {
 // recipe, FP8 GEMMs and/or FP8 token dispatch (version 1.3), delayed
 // scaling reading and updating the amax history [El, 9, L].
 def Experts : Op<13> {
-  let operands = (ins Tensor<"[..., H]">:$x, Tensor<"[..., k]">:$weights,
-                      Ids<"[..., k]">:$indices, Tensor<"[E, F, H]">:$w1,
-                      Tensor<"[E, F, H]">:$w3, Tensor<"[E, H, F]">:$w2,
+  let operands = (ins Float<"[..., H]">:$x, Tensor<"[..., k]">:$weights,
+                      Ids<"[..., k]">:$indices, Float<"[E, F, H]">:$w1,
+                      Float<"[E, F, H]">:$w3, Float<"[E, H, F]">:$w2,
                       OptionalTensor<>:$amax_history);
-  let results = (outs Tensor<"[..., H]">:$y);
+  let results = (outs Float<"[..., H]">:$y);
   let attributes = (attrs
       OptionalAttr<"group", GroupAttr>:$group,
       OptionalAttr<"fp8", EnumAttr<Fp8Scaling>>:$fp8_scaling,
@@ -122,13 +122,13 @@ def Experts : Op<13> {
   let rules = ["checkFp8Recipe", "checkExpertRouting"];
 }
 def ExpertsGrad : Op<14> {
-  let operands = (ins Tensor<"[..., H]">:$dy, Tensor<"[..., H]">:$x,
+  let operands = (ins Float<"[..., H]">:$dy, Float<"[..., H]">:$x,
                       Tensor<"[..., k]">:$weights, Ids<"[..., k]">:$indices,
-                      Tensor<"[E, F, H]">:$w1, Tensor<"[E, F, H]">:$w3,
-                      Tensor<"[E, H, F]">:$w2, OptionalTensor<>:$amax_history);
-  let results = (outs Tensor<"[..., H]">:$dx, Tensor<"[..., k]">:$dweights,
-                      Tensor<"[E, F, H]">:$dw1, Tensor<"[E, F, H]">:$dw3,
-                      Tensor<"[E, H, F]">:$dw2);
+                      Float<"[E, F, H]">:$w1, Float<"[E, F, H]">:$w3,
+                      Float<"[E, H, F]">:$w2, OptionalTensor<>:$amax_history);
+  let results = (outs Float<"[..., H]">:$dx, Tensor<"[..., k]">:$dweights,
+                      Float<"[E, F, H]">:$dw1, Float<"[E, F, H]">:$dw3,
+                      Float<"[E, H, F]">:$dw2);
   let attributes = (attrs
       OptionalAttr<"group", GroupAttr>:$group,
       OptionalAttr<"fp8", EnumAttr<Fp8Scaling>>:$fp8_scaling,
@@ -138,30 +138,30 @@ def ExpertsGrad : Op<14> {
   let rules = ["checkFp8Recipe", "checkExpertRouting"];
 }
 def Swiglu : Op<15> {
-  let operands = (ins Tensor<>:$gate, Tensor<"=gate">:$up);
-  let results = (outs Tensor<"=gate">:$y);
+  let operands = (ins Float<>:$gate, Float<"=gate">:$up);
+  let results = (outs Float<"=gate">:$y);
 }
 def SwigluGrad : Op<16> {
-  let operands = (ins Tensor<>:$dy, Tensor<"=dy">:$gate, Tensor<"=dy">:$up);
-  let results = (outs Tensor<"=dy">:$dgate, Tensor<"=dy">:$dup);
+  let operands = (ins Float<>:$dy, Float<"=dy">:$gate, Float<"=dy">:$up);
+  let results = (outs Float<"=dy">:$dgate, Float<"=dy">:$dup);
   let inPlace = 1;
 }
 def Add : Op<17> {
-  let operands = (ins Tensor<>:$a, Tensor<"=a">:$b);
-  let results = (outs Tensor<"=a">:$y);
+  let operands = (ins Float<>:$a, Float<"=a">:$b);
+  let results = (outs Float<"=a">:$y);
   let inPlace = 1;
 }
 // Losses may carry the group their tokens are split over (version 1.1):
 // counts and sums combine across it.
 def CrossEntropy : Op<18> {
-  let operands = (ins Tensor<"[..., V]">:$logits, Ids<"[...]">:$targets);
+  let operands = (ins Float<"[..., V]">:$logits, Ids<"[...]">:$targets);
   let results = (outs Scalar:$loss);
   let attributes = (attrs OptionalAttr<"group", GroupAttr>:$group);
 }
 def CrossEntropyGrad : Op<19> {
-  let operands = (ins Scalar:$dloss, Tensor<"[..., V]">:$logits,
+  let operands = (ins Scalar:$dloss, Float<"[..., V]">:$logits,
                       Ids<"[...]">:$targets);
-  let results = (outs Tensor<"[..., V]">:$dlogits);
+  let results = (outs Float<"[..., V]">:$dlogits);
   let attributes = (attrs OptionalAttr<"group", GroupAttr>:$group);
 }
 def AuxLoss : Op<20> {
@@ -214,7 +214,8 @@ def LearningRate : Op<26> {
 def AdamW : Op<27> {
   let operands = (ins Tensor<>:$param, Tensor<"=param">:$grad,
                       Tensor<"=param">:$exp_avg, Tensor<"=param">:$exp_avg_sq,
-                      Scalar:$lr, Scalar:$grad_scale, Ids<"[]">:$step);
+                      Scalar:$lr, Scalar:$grad_scale, Ids<"[]">:$step,
+                      OptionalTensor<"=param", [BF16]>:$working);
   let attributes = (attrs
       FloatAttr<"$_ >= 0 && $_ < 1", "must be in [0, 1)">:$beta1,
       FloatAttr<"$_ >= 0 && $_ < 1", "must be in [0, 1)">:$beta2,
@@ -225,28 +226,28 @@ def AdamW : Op<27> {
 
 // Collectives over a group of the mesh (Program.groups).
 def AllReduce : Op<28, "1.1"> {
-  let operands = (ins Tensor<>:$x);
-  let results = (outs Tensor<"=x">:$y);
+  let operands = (ins Float<>:$x);
+  let results = (outs SameDType<"x", "=x">:$y);
   let attributes = (attrs GroupAttr:$group);
   let rules = ["checkCollectiveSize"];
 }
 // Concatenation along dim in group order; moves ids too.
 def AllGather : Op<29, "1.1"> {
-  let operands = (ins Tensor<"", [F32, I32]>:$x);
+  let operands = (ins Tensor<"", [F32, BF16, I32]>:$x);
   let results = (outs SameDType<"x">:$y);
   let attributes = (attrs GroupAttr:$group, IntAttr<>:$dim);
   let rules = ["checkCollectiveSize", "checkCollectiveDim"];
 }
 // This rank's block of the sum along dim.
 def ReduceScatter : Op<30, "1.1"> {
-  let operands = (ins Tensor<>:$x);
-  let results = (outs Tensor<>:$y);
+  let operands = (ins Float<>:$x);
+  let results = (outs SameDType<"x">:$y);
   let attributes = (attrs GroupAttr:$group, IntAttr<>:$dim);
   let rules = ["checkCollectiveSize", "checkCollectiveDim"];
 }
 // This rank's block along dim, no communication.
 def Slice : Op<31, "1.1"> {
-  let operands = (ins Tensor<"", [F32, I32]>:$x);
+  let operands = (ins Tensor<"", [F32, BF16, I32]>:$x);
   let results = (outs SameDType<"x">:$y);
   let attributes = (attrs GroupAttr:$group, IntAttr<>:$dim);
   let rules = ["checkCollectiveSize", "checkCollectiveDim"];
@@ -257,4 +258,12 @@ def Fp8AmaxUpdate : Op<32, "1.4"> {
   let operands = (ins Tensor<>:$history);
   let attributes = (attrs OptionalAttr<"group", GroupAttr>:$group);
   let rules = ["checkAmaxUpdate"];
+}
+
+// Mixed precision (3.1): the same values in the other float dtype, fp32 to
+// bf16 rounding to nearest even, bf16 to fp32 exactly.
+def Cast : Op<33, "3.1"> {
+  let operands = (ins Float<>:$x);
+  let results = (outs Float<"=x">:$y);
+  let rules = ["checkCast"];
 }

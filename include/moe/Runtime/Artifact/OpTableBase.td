@@ -11,6 +11,7 @@
 class DType<string n> { string name = n; }
 def F32 : DType<"F32">;
 def I32 : DType<"I32">;
+def BF16 : DType<"BF16">;
 
 // An operand or result. `shape` is a pattern matched by the verifier
 // (lib/Runtime/Artifact/ShapePattern.h), written "[..., K]": "..." binds the
@@ -29,15 +30,21 @@ class Tensor<string shapePattern = "", list<DType> types = [F32]> {
   bit variadic = 0;
 }
 class Ids<string shapePattern = ""> : Tensor<shapePattern, [I32]>;
+// A float tensor mixed precision may store in BF16 (Tensor stays fp32:
+// router logits and probabilities, attention statistics, losses, optimizer
+// operands). Kernels compute in fp32 whatever the operands' dtypes.
+class Float<string shapePattern = ""> : Tensor<shapePattern, [F32, BF16]>;
 def Scalar : Tensor<"[]">;
-class OptionalTensor<string shapePattern = ""> : Tensor<shapePattern> {
+class OptionalTensor<string shapePattern = "", list<DType> types = [F32]>
+    : Tensor<shapePattern, types> {
   let optional = 1;
 }
 class Variadic<string shapePattern = ""> : Tensor<shapePattern> {
   let variadic = 1;
 }
-class SameDType<string operand, string shapePattern = "">
-    : Tensor<shapePattern, [F32, I32]> {
+class SameDType<string operand, string shapePattern = "",
+                list<DType> types = [F32, BF16, I32]>
+    : Tensor<shapePattern, types> {
   let dtypeOf = operand;
 }
 

@@ -42,6 +42,11 @@ void linearBackwardWeight(const float *dy, const float *x, float *dw, int64_t T,
 // Elementwise
 //===----------------------------------------------------------------------===//
 
+/// BF16 (bits) from fp32, rounding to nearest even and keeping NaNs quiet,
+/// and back, exactly (moe::rt::io's conversions, over n elements).
+void castToBf16(const float *x, uint16_t *y, int64_t n);
+void castFromBf16(const uint16_t *x, float *y, int64_t n);
+
 /// y = a + b over n elements (y may alias a or b).
 void add(const float *a, const float *b, float *y, int64_t n);
 /// y = silu(gate) * up.

@@ -153,6 +153,10 @@ public:
   /// The same for i32 buffers (tokens, targets, step, router expert ids).
   int32_t *ids(uint32_t buffer);
   const int32_t *ids(uint32_t buffer) const;
+  /// The storage of a buffer of any dtype (bf16 buffers hold their bits),
+  /// sizeInBytes() long; nullptr for an out-of-range index.
+  uint8_t *bytes(uint32_t buffer);
+  const uint8_t *bytes(uint32_t buffer) const;
 
   /// The buffer called `name` among parameters, optimizer state and inputs
   /// (temporaries' names are only for debugging and need not be unique).

@@ -425,6 +425,16 @@ AdamWUpdateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
                            << (kind == ParamKind::weight ? "a weight"
                                                          : "optimizer state");
   }
+  if (FlatSymbolRefAttr ref = getWorkingCopyAttr()) {
+    auto copy = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, ref);
+    if (!copy)
+      return emitOpError() << "working_copy " << ref
+                           << " does not name a moe.param";
+    if (copy.getKind() != ParamKind::working_copy ||
+        copy.getMasterAttr() != getParamAttr())
+      return emitOpError() << "working_copy " << ref
+                           << " must be the working copy of " << getParamAttr();
+  }
   return success();
 }
 
@@ -455,7 +465,21 @@ LogicalResult ParamOp::verify() {
                             "dimension, got "
                          << getShardingOrigin()->size() << " for rank "
                          << getTensorType().getRank();
-  if (getKind() != ParamKind::weight && getInit() != InitKind::zeros)
+  bool workingCopy = getKind() == ParamKind::working_copy;
+  if (workingCopy != static_cast<bool>(getMasterAttr()))
+    return emitOpError() << (workingCopy
+                                 ? "expected a working copy to name its master"
+                                 : "has a master, which only a working copy has");
+  if (workingCopy && getInit() != InitKind::none)
+    return emitOpError() << "expected no initialisation for a working copy "
+                            "(the runtime rounds its master)";
+  if (workingCopy != getTensorType().getElementType().isBF16())
+    return emitOpError() << (workingCopy
+                                 ? "expected a working copy of type bf16, got "
+                                 : "expected an f32 tensor, got ")
+                         << getType();
+  if (getKind() != ParamKind::weight && !workingCopy &&
+      getInit() != InitKind::zeros)
     return emitOpError() << "expected "
                          << (getKind() == ParamKind::optimizer_state
                                  ? "optimizer state"
@@ -470,6 +494,27 @@ LogicalResult ParamOp::verify() {
       return emitOpError() << "expected stacked expert tensor '" << name
                            << "' to have rank >= 2";
   }
+  return success();
+}
+
+LogicalResult ParamOp::verifyMaster(SymbolTableCollection &symbols) {
+  if (!getMasterAttr())
+    return success();
+  auto master = symbols.lookupNearestSymbolFrom<ParamOp>(*this, getMasterAttr());
+  if (!master)
+    return emitOpError() << "master " << getMasterAttr()
+                         << " does not name a moe.param";
+  if (master.getKind() != ParamKind::weight)
+    return emitOpError() << "master " << getMasterAttr()
+                         << " must be a weight";
+  if (master.getTensorType().getShape() != getTensorType().getShape())
+    return emitOpError() << "expected the shape of its master "
+                         << getMasterAttr() << ", "
+                         << fmt(master.getTensorType().getShape()) << ", got "
+                         << fmt(getTensorType().getShape());
+  if (master.getShardingAttr() != getShardingAttr())
+    return emitOpError() << "expected the sharding of its master "
+                         << getMasterAttr();
   return success();
 }
 
@@ -530,8 +575,10 @@ LogicalResult RMSNormGradOp::verify() {
       getInputGrad().getType() != getInput().getType())
     return emitOpError()
            << "expected grad and input_grad to have the input's type";
-  if (getWeightGrad().getType() != getWeight().getType())
-    return emitOpError() << "expected weight_grad to have the weight's type";
+  // Gradients may be wider than the BF16 values they are of (fp32 weight
+  // gradients of a BF16 working copy): only the shapes must agree.
+  if (shapeOf(getWeightGrad()) != shapeOf(getWeight()))
+    return emitOpError() << "expected weight_grad to have the weight's shape";
   return verifyNormShapes(*this, getInput(), getWeight(),
                           getEpsilon().convertToFloat());
 }
@@ -827,13 +874,15 @@ LogicalResult ExpertsGradOp::verify() {
     return failure();
   if (getGrad().getType() != getInput().getType())
     return emitOpError() << "expected grad to have the input's type";
+  // Weight gradients may be fp32 for BF16 weights: only their shapes
+  // must agree.
   if (getInputGrad().getType() != getInput().getType() ||
       getWeightsGrad().getType() != getWeights().getType() ||
-      getW1Grad().getType() != getW1().getType() ||
-      getW3Grad().getType() != getW3().getType() ||
-      getW2Grad().getType() != getW2().getType())
+      shapeOf(getW1Grad()) != shapeOf(getW1()) ||
+      shapeOf(getW3Grad()) != shapeOf(getW3()) ||
+      shapeOf(getW2Grad()) != shapeOf(getW2()))
     return emitOpError() << "expected the gradients to have the types of "
-                            "input, weights, w1, w3, w2";
+                            "input and weights and the shapes of w1, w3, w2";
   return success();
 }
 
@@ -887,6 +936,19 @@ LogicalResult WeightedSumOp::verify() {
     return emitOpError() << "expected one coefficient per input, got "
                          << getCoefficients().size() << " for "
                          << getInputs().size() << " inputs";
+  return success();
+}
+
+LogicalResult CastOp::verify() {
+  auto input = getInput().getType(), result = getResult().getType();
+  if (input.getShape() != result.getShape())
+    return emitOpError() << "expected the result to have the input's shape "
+                         << fmt(input.getShape()) << ", got "
+                         << fmt(result.getShape());
+  if (input.getElementType() == result.getElementType())
+    return emitOpError() << "expected the result to have the other element "
+                            "type than the input's "
+                         << input.getElementType();
   return success();
 }
 

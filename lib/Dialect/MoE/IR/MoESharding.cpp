@@ -260,6 +260,8 @@ SmallVector<Value> ShardOp::buildVJP(OpBuilder &builder,
 }
 
 LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (failed(verifyMaster(symbols)))
+    return failure();
   if (!getSharding())
     return success();
   auto module = (*this)->getParentOfType<ModuleOp>();

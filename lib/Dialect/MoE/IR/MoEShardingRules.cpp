@@ -30,6 +30,7 @@ SIMPLE_RULE(LinearGradWeightOp, "*n,*k->nk", "")
 SIMPLE_RULE(SwiGLUOp, "*,*->*", "")
 SIMPLE_RULE(SwiGLUGradOp, "*,*,*->*,*", "")
 SIMPLE_RULE(AddOp, "*,*->*", "")
+SIMPLE_RULE(CastOp, "*->*", "")
 SIMPLE_RULE(RouterOp, "*e->*e,*k,*k", "ek")
 // Experts: a token's output sums over the experts it was routed to, so the
 // expert factor e is contracted; splitting tokens and experts over one axis

@@ -69,7 +69,8 @@ def MoE_InitKindAttr : EnumAttr<MoE_Dialect, MoE_InitKind, "init"> {
 def MoE_ParamKind : I32EnumAttr<"ParamKind", "what a parameter symbol holds", [
   I32EnumAttrCase<"weight", 0>,
   I32EnumAttrCase<"optimizer_state", 1>,
-  I32EnumAttrCase<"fp8_history", 2>
+  I32EnumAttrCase<"fp8_history", 2>,
+  I32EnumAttrCase<"working_copy", 3>
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::moe";
@@ -108,6 +109,30 @@ def MoE_Fp8ScalingAttr : EnumAttr<MoE_Dialect, MoE_Fp8Scaling, "fp8"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
+def MoE_Precision : I32EnumAttr<"Precision",
+    "the dtype a training step computes and stores activations in", [
+  I32EnumAttrCase<"fp32", 0>,
+  I32EnumAttrCase<"bf16", 1>
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::moe";
+}
+
+def MoE_PrecisionAttr : EnumAttr<MoE_Dialect, MoE_Precision, "precision"> {
+  let summary = "the precision of a training step";
+  let description = [{
+    `fp32`: every tensor is fp32. `bf16`: mixed precision with fp32 master
+    weights (docs/precision.md): the forward and backward read a BF16
+    working copy of each weight and keep activations and their gradients in
+    BF16; GEMMs accumulate in fp32; router logits and probabilities,
+    attention statistics and losses stay fp32; the optimizer state and
+    update are fp32.
+
+    Example: `precision = #moe.precision<bf16>`.
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 // Every float attribute of a moe op (hyper-parameters, coefficients, fill
 // values) must be finite: the runtime would otherwise compute garbage.
 def MoE_FiniteFloatAttributes : NativeOpTrait<"FiniteFloatAttributes"> {
@@ -132,8 +157,12 @@ class MoE_Op<string mnemonic, list<Trait> traits = []>
           [MoE_KnownAttributes, MoE_FiniteFloatAttributes,
            MoE_BoundedTensors])>;
 
-// Tensors of the model: static shapes, fp32 values and int32 ids.
+// Tensors of the model: static shapes, fp32 values and int32 ids. Float
+// tensors that mixed precision may store in BF16 are MoE_FloatTensor; those
+// it keeps in fp32 (router logits and probabilities, attention statistics,
+// losses and scalars, optimizer operands) are MoE_F32Tensor.
 def MoE_F32Tensor : StaticShapeTensorOf<[F32]>;
+def MoE_FloatTensor : StaticShapeTensorOf<[F32, BF16]>;
 def MoE_I32Tensor : StaticShapeTensorOf<[I32]>;
 def MoE_F32Scalar : 0DTensorOf<[F32]> {
   let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getF32Type())";

@@ -54,6 +54,10 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
       `experts / top_k` on nothing is dropped, so a larger factor only
       inflates the capacity count).
 
+    `precision` (`#moe.precision<fp32>` or `<bf16>`) is the precision the
+    model trains in; moec's `--precision` overrides it, and without either
+    moec uses fp32 for the CPU target and bf16 for GPU targets.
+
     Example:
 
     ```mlir
@@ -80,7 +84,8 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     DefaultValuedAttr<F32Attr, "10000.0">:$rope_theta,
     DefaultValuedAttr<F32Attr, "0.01">:$aux_coef,
     DefaultValuedAttr<F32Attr, "0.0">:$capacity_factor,
-    DefaultValuedAttr<F32Attr, "0.02">:$init_std
+    DefaultValuedAttr<F32Attr, "0.02">:$init_std,
+    OptionalAttr<MoE_PrecisionAttr>:$precision
   );
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
@@ -173,9 +178,9 @@ def MoE_ShardOp : MoE_Op<"shard", [
         : tensor<8x64x64xf32>
     ```
   }];
-  let arguments = (ins AnyTypeOf<[MoE_F32Tensor, MoE_I32Tensor]>:$input,
+  let arguments = (ins AnyTypeOf<[MoE_FloatTensor, MoE_I32Tensor]>:$input,
                        MoE_ShardingAttr:$sharding);
-  let results = (outs AnyTypeOf<[MoE_F32Tensor, MoE_I32Tensor]>:$result);
+  let results = (outs AnyTypeOf<[MoE_FloatTensor, MoE_I32Tensor]>:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
@@ -183,14 +188,23 @@ def MoE_ParamOp : MoE_Op<"param", [Symbol,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "a named, persistent tensor: a weight or optimizer state";
   let description = [{
-    Declares a persistent fp32 tensor by name. Weights use HF Mixtral tensor
+    Declares a persistent tensor by name. Weights use HF Mixtral tensor
     names; stacked expert weights carry `{e}` in their name where the expert
     index goes (`...experts.{e}.w1.weight`, shape `[E, F, H]`), and exporting
     splits them along dimension 0. Optimizer state is named
-    `<param>.exp_avg` / `<param>.exp_avg_sq`.
+    `<param>.exp_avg` / `<param>.exp_avg_sq`. Under mixed precision each
+    weight (the fp32 master) has a BF16 working copy `<param>.bf16` of kind
+    `working_copy` naming it as its `master`: the forward and backward read
+    the copy, the optimizer updates the master and rounds it into the copy,
+    and the runtime derives the copy from the master instead of
+    initialising or saving it.
 
     Constraints:
-    * the type is a statically shaped f32 tensor;
+    * the type is a statically shaped f32 tensor, or bf16 for a working
+      copy;
+    * a working copy has a `master`, a weight of the same shape (and the
+      same `sharding`), and no initialisation; no other parameter has a
+      `master`;
     * a weight has an initialisation (`zeros`, `ones` or `normal`), and
       `init = normal` needs an `init_std`, which is in `(0, 1]` (as in
       `moe.transformer`, and as the runtime's artifact verifier checks);
@@ -210,13 +224,14 @@ def MoE_ParamOp : MoE_Op<"param", [Symbol,
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,
-    TypeAttrOf<MoE_F32Tensor>:$type,
+    TypeAttrOf<MoE_FloatTensor>:$type,
     DefaultValuedAttr<MoE_InitKindAttr, "InitKind::none">:$init,
     OptionalAttr<F32Attr>:$init_std,
     DefaultValuedAttr<MoE_ParamKindAttr, "ParamKind::weight">:$kind,
     UnitAttr:$no_weight_decay,
     OptionalAttr<MoE_ShardingAttr>:$sharding,
-    OptionalAttr<StrArrayAttr>:$sharding_origin
+    OptionalAttr<StrArrayAttr>:$sharding_origin,
+    OptionalAttr<FlatSymbolRefAttr>:$master
   );
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
@@ -224,6 +239,8 @@ def MoE_ParamOp : MoE_Op<"param", [Symbol,
     ::mlir::RankedTensorType getTensorType() {
       return ::llvm::cast<::mlir::RankedTensorType>(getType());
     }
+    /// A working copy's master: a weight of its shape and sharding.
+    ::mlir::LogicalResult verifyMaster(::mlir::SymbolTableCollection &symbols);
   }];
 }
 
@@ -244,7 +261,7 @@ def MoE_GetParamOp : MoE_Op<"get_param", [
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$param);
-  let results = (outs MoE_F32Tensor:$result);
+  let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "$param attr-dict `:` type($result)";
 }
 
@@ -270,8 +287,8 @@ def MoE_EmbeddingOp : MoE_Op<"embedding", [
         : (tensor<8x64xi32>, tensor<256x64xf32>) -> tensor<8x64x64xf32>
     ```
   }];
-  let arguments = (ins MoE_I32Tensor:$tokens, MoE_F32Tensor:$table);
-  let results = (outs MoE_F32Tensor:$result);
+  let arguments = (ins MoE_I32Tensor:$tokens, MoE_FloatTensor:$table);
+  let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -295,9 +312,9 @@ def MoE_RMSNormOp : MoE_Op<"rms_norm", [
         : (tensor<8x64x64xf32>, tensor<64xf32>) -> tensor<8x64x64xf32>
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$input, MoE_F32Tensor:$weight,
+  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight,
                        F32Attr:$epsilon);
-  let results = (outs MoE_F32Tensor:$result);
+  let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -321,8 +338,8 @@ def MoE_LinearOp : MoE_Op<"linear", [
         : (tensor<8x64x64xf32>, tensor<64x64xf32>) -> tensor<8x64x64xf32>
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$input, MoE_F32Tensor:$weight);
-  let results = (outs MoE_F32Tensor:$result);
+  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight);
+  let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -346,9 +363,9 @@ def MoE_RoPEOp : MoE_Op<"rope", [
         : (tensor<8x64x64xf32>) -> tensor<8x64x64xf32>
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$input, I64Attr:$num_heads,
+  let arguments = (ins MoE_FloatTensor:$input, I64Attr:$num_heads,
                        F32Attr:$theta);
-  let results = (outs MoE_F32Tensor:$result);
+  let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -376,10 +393,10 @@ def MoE_AttentionOp : MoE_Op<"attention", [
         -> (tensor<8x64x64xf32>, tensor<8x4x64xf32>)
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$query, MoE_F32Tensor:$key,
-                       MoE_F32Tensor:$value, I64Attr:$num_heads,
+  let arguments = (ins MoE_FloatTensor:$query, MoE_FloatTensor:$key,
+                       MoE_FloatTensor:$value, I64Attr:$num_heads,
                        I64Attr:$num_kv_heads);
-  let results = (outs MoE_F32Tensor:$output, MoE_F32Tensor:$lse);
+  let results = (outs MoE_FloatTensor:$output, MoE_F32Tensor:$lse);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -463,15 +480,15 @@ def MoE_ExpertsOp : MoE_Op<"experts", [
         -> tensor<8x64x64xf32>
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$input, MoE_F32Tensor:$weights,
-                       MoE_I32Tensor:$indices, MoE_F32Tensor:$w1,
-                       MoE_F32Tensor:$w3, MoE_F32Tensor:$w2,
+  let arguments = (ins MoE_FloatTensor:$input, MoE_F32Tensor:$weights,
+                       MoE_I32Tensor:$indices, MoE_FloatTensor:$w1,
+                       MoE_FloatTensor:$w3, MoE_FloatTensor:$w2,
                        OptionalAttr<StrArrayAttr>:$expert_axes,
                        OptionalAttr<MoE_Fp8ScalingAttr>:$fp8,
                        OptionalAttr<I64Attr>:$fp8_block,
                        UnitAttr:$fp8_dispatch,
                        OptionalAttr<FlatSymbolRefAttr>:$fp8_history);
-  let results = (outs MoE_F32Tensor:$result);
+  let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -492,8 +509,8 @@ def MoE_SwiGLUOp : MoE_Op<"swiglu", [
     %a = moe.swiglu %gate, %up : tensor<8x64x128xf32>
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$gate, MoE_F32Tensor:$up);
-  let results = (outs MoE_F32Tensor:$result);
+  let arguments = (ins MoE_FloatTensor:$gate, MoE_FloatTensor:$up);
+  let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` type($result)";
 }
 
@@ -510,8 +527,8 @@ def MoE_AddOp : MoE_Op<"add", [
     %y = moe.add %x, %r : tensor<8x64x64xf32>
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$lhs, MoE_F32Tensor:$rhs);
-  let results = (outs MoE_F32Tensor:$result);
+  let arguments = (ins MoE_FloatTensor:$lhs, MoE_FloatTensor:$rhs);
+  let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` type($result)";
 }
 
@@ -536,7 +553,7 @@ def MoE_CrossEntropyOp : MoE_Op<"cross_entropy", [
         : (tensor<8x64x256xf32>, tensor<8x64xi32>) -> tensor<f32>
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$logits, MoE_I32Tensor:$targets,
+  let arguments = (ins MoE_FloatTensor:$logits, MoE_I32Tensor:$targets,
                        OptionalAttr<StrArrayAttr>:$token_axes);
   let results = (outs MoE_F32Scalar:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
@@ -617,6 +634,33 @@ def MoE_ConstantOp : MoE_Op<"constant", [
   let hasFolder = 1;
 }
 
+def MoE_CastOp : MoE_Op<"cast", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>, Pure]> {
+  let summary = "converts a tensor between fp32 and bf16";
+  let description = [{
+    The same values in the other float type: fp32 to bf16 rounds to nearest
+    even (keeping NaNs quiet), bf16 to fp32 is exact. Mixed precision
+    (`moe-mixed-precision`) inserts it where a value changes dtype, e.g.
+    BF16 weight gradients reduced over ranks and then summed by the fp32
+    optimizer (`--grad-reduce-dtype=bf16`). A cast does not commute with a
+    sum over ranks, so its sharding rule takes no partial sum: a pending
+    reduction runs before it, in the input's dtype.
+
+    Constraints: the result has the input's shape and the other element
+    type.
+
+    Example:
+
+    ```mlir
+    %g32 = moe.cast %g : tensor<64x64xbf16> to tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_FloatTensor:$input);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Collectives (inserted by moe-partition over groups of the mesh)
 //===----------------------------------------------------------------------===//
@@ -649,14 +693,14 @@ def MoE_AllReduceOp : MoE_Op<"all_reduce", [SameOperandsAndResultType,
     %g = moe.all_reduce %p {mesh = @mesh, axes = ["dp"]} : tensor<64x64xf32>
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$input, FlatSymbolRefAttr:$mesh,
+  let arguments = (ins MoE_FloatTensor:$input, FlatSymbolRefAttr:$mesh,
                        StrArrayAttr:$axes);
-  let results = (outs MoE_F32Tensor:$result);
+  let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
 // Gathers and slices also move ids (tokens, expert indices).
-def MoE_AnyTensor : AnyTypeOf<[MoE_F32Tensor, MoE_I32Tensor]>;
+def MoE_AnyTensor : AnyTypeOf<[MoE_FloatTensor, MoE_I32Tensor]>;
 
 def MoE_AllGatherOp : MoE_CollectiveOp<"all_gather", MoE_AnyTensor,
     [AllElementTypesMatch<["input", "result"]>]> {
@@ -680,7 +724,7 @@ def MoE_AllGatherOp : MoE_CollectiveOp<"all_gather", MoE_AnyTensor,
   }];
 }
 
-def MoE_ReduceScatterOp : MoE_CollectiveOp<"reduce_scatter", MoE_F32Tensor> {
+def MoE_ReduceScatterOp : MoE_CollectiveOp<"reduce_scatter", MoE_FloatTensor> {
   let summary = "sums over the group and keeps this rank's block";
   let description = [{
     The sum of the group's inputs, split along `dim` into group-size blocks;
@@ -736,8 +780,8 @@ def MoE_EmbeddingGradOp : MoE_Op<"embedding_grad", [
         : (tensor<8x64x64xf32>, tensor<8x64xi32>) -> tensor<256x64xf32>
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$grad, MoE_I32Tensor:$tokens);
-  let results = (outs MoE_F32Tensor:$result);
+  let arguments = (ins MoE_FloatTensor:$grad, MoE_I32Tensor:$tokens);
+  let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -758,9 +802,9 @@ def MoE_RMSNormGradOp : MoE_Op<"rms_norm_grad", [
         -> (tensor<8x64x64xf32>, tensor<64xf32>)
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$grad, MoE_F32Tensor:$input,
-                       MoE_F32Tensor:$weight, F32Attr:$epsilon);
-  let results = (outs MoE_F32Tensor:$input_grad, MoE_F32Tensor:$weight_grad);
+  let arguments = (ins MoE_FloatTensor:$grad, MoE_FloatTensor:$input,
+                       MoE_FloatTensor:$weight, F32Attr:$epsilon);
+  let results = (outs MoE_FloatTensor:$input_grad, MoE_FloatTensor:$weight_grad);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -782,8 +826,8 @@ def MoE_LinearGradInputOp : MoE_Op<"linear_grad_input", [
         : (tensor<8x64x32xf32>, tensor<32x64xf32>) -> tensor<8x64x64xf32>
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$grad, MoE_F32Tensor:$weight);
-  let results = (outs MoE_F32Tensor:$result);
+  let arguments = (ins MoE_FloatTensor:$grad, MoE_FloatTensor:$weight);
+  let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -802,8 +846,8 @@ def MoE_LinearGradWeightOp : MoE_Op<"linear_grad_weight", [
         : (tensor<8x64x32xf32>, tensor<8x64x64xf32>) -> tensor<32x64xf32>
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$grad, MoE_F32Tensor:$input);
-  let results = (outs MoE_F32Tensor:$result);
+  let arguments = (ins MoE_FloatTensor:$grad, MoE_FloatTensor:$input);
+  let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -821,9 +865,9 @@ def MoE_RoPEGradOp : MoE_Op<"rope_grad", [
         : (tensor<8x64x64xf32>) -> tensor<8x64x64xf32>
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$grad, I64Attr:$num_heads,
+  let arguments = (ins MoE_FloatTensor:$grad, I64Attr:$num_heads,
                        F32Attr:$theta);
-  let results = (outs MoE_F32Tensor:$result);
+  let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -849,12 +893,12 @@ def MoE_AttentionGradOp : MoE_Op<"attention_grad", [
         -> (tensor<8x64x64xf32>, tensor<8x64x32xf32>, tensor<8x64x32xf32>)
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$grad, MoE_F32Tensor:$query,
-                       MoE_F32Tensor:$key, MoE_F32Tensor:$value,
-                       MoE_F32Tensor:$output, MoE_F32Tensor:$lse,
+  let arguments = (ins MoE_FloatTensor:$grad, MoE_FloatTensor:$query,
+                       MoE_FloatTensor:$key, MoE_FloatTensor:$value,
+                       MoE_FloatTensor:$output, MoE_F32Tensor:$lse,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads);
-  let results = (outs MoE_F32Tensor:$query_grad, MoE_F32Tensor:$key_grad,
-                      MoE_F32Tensor:$value_grad);
+  let results = (outs MoE_FloatTensor:$query_grad, MoE_FloatTensor:$key_grad,
+                      MoE_FloatTensor:$value_grad);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -911,18 +955,18 @@ def MoE_ExpertsGradOp : MoE_Op<"experts_grad", [
             tensor<4x128x64xf32>, tensor<4x64x128xf32>)
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$grad, MoE_F32Tensor:$input,
+  let arguments = (ins MoE_FloatTensor:$grad, MoE_FloatTensor:$input,
                        MoE_F32Tensor:$weights, MoE_I32Tensor:$indices,
-                       MoE_F32Tensor:$w1, MoE_F32Tensor:$w3,
-                       MoE_F32Tensor:$w2,
+                       MoE_FloatTensor:$w1, MoE_FloatTensor:$w3,
+                       MoE_FloatTensor:$w2,
                        OptionalAttr<StrArrayAttr>:$expert_axes,
                        OptionalAttr<MoE_Fp8ScalingAttr>:$fp8,
                        OptionalAttr<I64Attr>:$fp8_block,
                        UnitAttr:$fp8_dispatch,
                        OptionalAttr<FlatSymbolRefAttr>:$fp8_history);
-  let results = (outs MoE_F32Tensor:$input_grad, MoE_F32Tensor:$weights_grad,
-                      MoE_F32Tensor:$w1_grad, MoE_F32Tensor:$w3_grad,
-                      MoE_F32Tensor:$w2_grad);
+  let results = (outs MoE_FloatTensor:$input_grad, MoE_F32Tensor:$weights_grad,
+                      MoE_FloatTensor:$w1_grad, MoE_FloatTensor:$w3_grad,
+                      MoE_FloatTensor:$w2_grad);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -940,9 +984,9 @@ def MoE_SwiGLUGradOp : MoE_Op<"swiglu_grad", [
     %dg, %du = moe.swiglu_grad %dy, %g, %u : tensor<8x64x128xf32>
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$grad, MoE_F32Tensor:$gate,
-                       MoE_F32Tensor:$up);
-  let results = (outs MoE_F32Tensor:$gate_grad, MoE_F32Tensor:$up_grad);
+  let arguments = (ins MoE_FloatTensor:$grad, MoE_FloatTensor:$gate,
+                       MoE_FloatTensor:$up);
+  let results = (outs MoE_FloatTensor:$gate_grad, MoE_FloatTensor:$up_grad);
   let assemblyFormat = "operands attr-dict `:` type($grad)";
 }
 
@@ -961,10 +1005,10 @@ def MoE_CrossEntropyGradOp : MoE_Op<"cross_entropy_grad", [
         -> tensor<8x64x256xf32>
     ```
   }];
-  let arguments = (ins MoE_F32Scalar:$grad, MoE_F32Tensor:$logits,
+  let arguments = (ins MoE_F32Scalar:$grad, MoE_FloatTensor:$logits,
                        MoE_I32Tensor:$targets,
                        OptionalAttr<StrArrayAttr>:$token_axes);
-  let results = (outs MoE_F32Tensor:$result);
+  let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -1074,10 +1118,14 @@ def MoE_AdamWUpdateOp : MoE_Op<"adamw_update", [
     Updates `param` and its moments `exp_avg`, `exp_avg_sq` (all
     `moe.param` symbols) with the gradient times `grad_scale` (the clipping
     coefficient), at learning rate `lr` and 0-based `step`. Decoupled weight
-    decay `lr * weight_decay * p` is applied first.
+    decay `lr * weight_decay * p` is applied first. With `working_copy`
+    (mixed precision), the updated fp32 `param` is then rounded to nearest
+    even into that BF16 copy, which the next step's forward reads.
 
     Constraints: the three symbols name `moe.param` ops of the gradient's
     type, `param` a weight and the others two different optimizer states;
+    `working_copy`, when present, names a `working_copy` parameter whose
+    `master` is `param`;
     `0 <= beta1, beta2 < 1`, `eps > 0`, `weight_decay >= 0`.
 
     Example:
@@ -1092,7 +1140,8 @@ def MoE_AdamWUpdateOp : MoE_Op<"adamw_update", [
                        FlatSymbolRefAttr:$exp_avg_sq, MoE_F32Tensor:$grad,
                        MoE_F32Scalar:$lr, MoE_F32Scalar:$grad_scale,
                        MoE_I32Scalar:$step, F32Attr:$beta1, F32Attr:$beta2,
-                       F32Attr:$eps, F32Attr:$weight_decay);
+                       F32Attr:$eps, F32Attr:$weight_decay,
+                       OptionalAttr<FlatSymbolRefAttr>:$working_copy);
   let assemblyFormat = [{
     $param `,` $exp_avg `,` $exp_avg_sq `,` $grad `,` $lr `,` $grad_scale `,`
     $step attr-dict `:` type($grad)

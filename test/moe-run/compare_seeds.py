@@ -44,6 +44,11 @@ parser.add_argument("--threads", type=int, default=1)
 parser.add_argument("--jobs", type=int, default=2,
                     help="moe-run processes at once")
 parser.add_argument("--false-failure", type=float, default=1e-6)
+parser.add_argument("--report-within", type=float, default=None,
+                    help="also report whether each mean is within this "
+                         "fraction of the reference mean (a benchmark's "
+                         "target; not the test's pass criterion, which is "
+                         "the t test)")
 args = parser.parse_args()
 if args.seeds < 3:
     sys.exit("--seeds: at least 3 (a spread needs several)")
@@ -143,4 +148,10 @@ for artifact in args.runs:
           f"standard error {se:.4f}, t {t:+.2f}, "
           f"{'within' if ok else 'beyond'} k {k:.2f} "
           f"(false failure {args.false_failure:g}, {df:.1f} degrees of freedom)")
+    if args.report_within is not None:
+        relative = abs(m_run - m_ref) / m_ref
+        print(f"{os.path.basename(artifact)}: mean {relative:.2%} from the "
+              f"reference mean ({'within' if relative <= args.report_within else 'beyond'} "
+              f"{args.report_within:.0%}); reference seed-to-seed sd "
+              f"{math.sqrt(v_ref) / m_ref:.2%} of its mean")
 sys.exit(1 if failed else 0)

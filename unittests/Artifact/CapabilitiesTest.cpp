@@ -90,7 +90,7 @@ TEST(CapabilitiesTest, TheCudaBackendAsItIsToday) {
   EXPECT_EQ(caps::describeCapabilities(h100),
             "fp8_recipes: tensorwise, delayed; fp8_dispatch: no; "
             "fp8_gemm_alignment: 16; pipeline_stages: no; microbatches: no; "
-            "expert_chunks: no; async_collectives: yes; dtypes: f32, i32");
+            "expert_chunks: no; async_collectives: yes; dtypes: f32, i32, bf16");
   // A cpu-target artifact on the cuda backend gets what every GPU runs.
   caps::Capabilities common = caps::backendCapabilities("cuda", "cpu");
   EXPECT_TRUE(common.target.empty());

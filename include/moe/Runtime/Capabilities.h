@@ -104,6 +104,9 @@ inline constexpr uint8_t kAllRecipes = recipeBit(Fp8Recipe::Tensorwise) |
                                        recipeBit(Fp8Recipe::Delayed);
 inline constexpr uint32_t kF32I32 =
     dtypeBit(rt::DType::F32) | dtypeBit(rt::DType::I32);
+/// Mixed precision (docs/precision.md) stores BF16 activations and working
+/// copies; both backends keep them in BF16.
+inline constexpr uint32_t kF32I32BF16 = kF32I32 | dtypeBit(rt::DType::BF16);
 
 /// The CPU backend runs everything the compiler emits, FP8 emulated bit
 /// exactly (so it runs every target's artifacts). The CUDA backend
@@ -114,21 +117,21 @@ inline constexpr uint32_t kF32I32 =
 inline constexpr Capabilities kCapabilities[] = {
     {"cpu", "cpu", 0, kAllRecipes, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/1, /*pipelineStages=*/true, /*microbatches=*/true,
-     /*expertChunks=*/true, /*asyncCollectives=*/true, kF32I32},
+     /*expertChunks=*/true, /*asyncCollectives=*/true, kF32I32BF16},
     {"a100", "cuda", 80, /*fp8Recipes=*/0, /*fp8Dispatch=*/false,
      /*fp8GemmAlignment=*/16, /*pipelineStages=*/false,
      /*microbatches=*/false, /*expertChunks=*/false,
-     /*asyncCollectives=*/true, kF32I32},
+     /*asyncCollectives=*/true, kF32I32BF16},
     {"h100", "cuda", 90,
      recipeBit(Fp8Recipe::Tensorwise) | recipeBit(Fp8Recipe::Delayed),
      /*fp8Dispatch=*/false, /*fp8GemmAlignment=*/16,
      /*pipelineStages=*/false, /*microbatches=*/false,
-     /*expertChunks=*/false, /*asyncCollectives=*/true, kF32I32},
+     /*expertChunks=*/false, /*asyncCollectives=*/true, kF32I32BF16},
     {"h200", "cuda", 90,
      recipeBit(Fp8Recipe::Tensorwise) | recipeBit(Fp8Recipe::Delayed),
      /*fp8Dispatch=*/false, /*fp8GemmAlignment=*/16,
      /*pipelineStages=*/false, /*microbatches=*/false,
-     /*expertChunks=*/false, /*asyncCollectives=*/true, kF32I32},
+     /*expertChunks=*/false, /*asyncCollectives=*/true, kF32I32BF16},
 };
 
 /// The backends moe-run --device names.
@@ -200,7 +203,7 @@ inline std::string recipeList(const Capabilities &caps) {
 
 /// The dtypes a record can list, with the names reports print.
 inline constexpr std::pair<rt::DType, std::string_view> kDtypeNames[] = {
-    {rt::DType::F32, "f32"}, {rt::DType::I32, "i32"}};
+    {rt::DType::F32, "f32"}, {rt::DType::I32, "i32"}, {rt::DType::BF16, "bf16"}};
 
 /// "f32, i32".
 inline std::string dtypeList(const Capabilities &caps) {

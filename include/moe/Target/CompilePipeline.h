@@ -41,6 +41,11 @@ struct CompileOptions {
   unsigned stages = 1, virtualStages = 1;
   ::moe::pipeline::ScheduleKind schedule = ::moe::pipeline::ScheduleKind::OneFOneB;
   std::string pipelineTrace;
+  /// moe-mixed-precision's request (moe/Transforms/PrecisionRecipe.h):
+  /// --precision and --grad-reduce-dtype as given (empty: not given; the
+  /// pass then takes moe.transformer's `precision`, else the target's
+  /// default).
+  std::string precision, gradReduceDtype;
   /// moe-fp8 before autodiff.
   std::optional<Fp8Options> fp8;
   /// moe-rematerialize's budget in bytes.
@@ -79,6 +84,9 @@ struct CompileFlags {
   int64_t fp8Block = 128, fp8AmaxHistory = 16;
   bool fp8Dispatch = false;
   std::string target = "cpu";
+  /// --precision=fp32|bf16 and --grad-reduce-dtype=fp32|bf16 (empty: not
+  /// given).
+  std::string precision, gradReduceDtype;
   /// --memory-budget, as written ("80GiB").
   std::string memoryBudget;
   /// --report=sharding,pipeline,memory,cost and --cluster.

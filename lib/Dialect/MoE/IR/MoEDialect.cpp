@@ -86,6 +86,19 @@ static constexpr StringLiteral kCount = "an integer in [1, 1048576]";
 static constexpr StringLiteral kUnit = "a unit attribute";
 static constexpr StringLiteral kI64Array = "an array<i64: ...>";
 
+/// `{compute = "fp32"|"bf16", grad_reduce = "fp32"|"bf16"}`.
+static bool isPrecisionRecord(Attribute attr) {
+  auto dict = dyn_cast<DictionaryAttr>(attr);
+  if (!dict)
+    return false;
+  return llvm::all_of(dict, [](NamedAttribute entry) {
+    auto value = dyn_cast<StringAttr>(entry.getValue());
+    StringRef key = entry.getName().strref();
+    return (key == "compute" || key == "grad_reduce") && value &&
+           (value.strref() == "fp32" || value.strref() == "bf16");
+  });
+}
+
 static const DiscardableAttribute kOperationAttributes[] = {
     {kArenaBytesAttrName, kInteger, is<IntegerAttr>},
     {kFullRecomputeFlopsAttrName, "a float", is<FloatAttr>},
@@ -101,6 +114,10 @@ static const DiscardableAttribute kOperationAttributes[] = {
     {kPipelineSlotsAttrName, "an array<i64: ...> of counts in [1, 1048576]",
      isSlotCounts},
     {kPipelineStageAttrName, "an integer in [-1, 1048576)", isStage},
+    {kPrecisionAttrName,
+     "a dictionary {compute = \"fp32\"|\"bf16\", grad_reduce = "
+     "\"fp32\"|\"bf16\"}",
+     isPrecisionRecord},
     {kRecomputeFlopsAttrName, "a float", is<FloatAttr>},
     {kRecomputedAttrName, kUnit, is<UnitAttr>},
     {kShardingAttrName, "an array of #moe.sharding, one per result",

@@ -49,6 +49,11 @@ inline constexpr llvm::StringLiteral kModelAttrName = "moe.model";
 /// model's batch by them before expanding it).
 inline constexpr llvm::StringLiteral kMicrobatchesAttrName =
     "moe.microbatches";
+/// On the module: the mixed-precision recipe, `{compute = "bf16",
+/// grad_reduce = "fp32"}` (moe/Transforms/PrecisionRecipe.h); absent for
+/// fp32. moe-expand-transformer records moe.transformer's request,
+/// moe-mixed-precision the recipe it applied.
+inline constexpr llvm::StringLiteral kPrecisionAttrName = "moe.precision";
 /// Unit attribute of a module whose step moe-partition rewrote per rank:
 /// its parameter types are then this rank's blocks.
 inline constexpr llvm::StringLiteral kPartitionedAttrName = "moe.partitioned";

@@ -8,6 +8,7 @@
 #include "moe/Target/CompilePipeline.h"
 #include "moe/Target/Hardware.h"
 #include "moe/Transforms/Pipeline.h"
+#include "moe/Transforms/PrecisionRecipe.h"
 #include "moe/Transforms/Sharding.h"
 #include "moe/Transforms/Target.h"
 
@@ -85,6 +86,16 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
       fp8.amaxHistory = flags.fp8AmaxHistory;
       fp8.target = flags.target;
     }
+    // The names are checked here, the combination with the module's
+    // request by moe-mixed-precision.
+    for (auto [flag, value] :
+         {std::pair<StringRef, StringRef>("--precision", flags.precision),
+          {"--grad-reduce-dtype", flags.gradReduceDtype}})
+      if (!value.empty() && !parsePrecision(value))
+        return fail(flag + ": unknown precision '" + value + "' (known: " +
+                    knownPrecisions() + ")");
+    options.precision = flags.precision;
+    options.gradReduceDtype = flags.gradReduceDtype;
   }
 
   options.reportSharding = flags.reportSharding;
@@ -174,6 +185,12 @@ struct CompilePipelineOptions
                         init(false)};
   Opt<std::string> target{*this, "target",
                           desc("cpu, a100, h100 or h200"), init("cpu")};
+  Opt<std::string> precision{
+      *this, "precision",
+      desc("fp32 or bf16 (empty: the model's, else the target's)")};
+  Opt<std::string> gradReduceDtype{
+      *this, "grad-reduce-dtype",
+      desc("what weight gradients are reduced in: fp32 or bf16")};
   Opt<std::string> memoryBudget{*this, "memory-budget",
                                 desc("the memory one rank may hold")};
   PassOptions::ListOption<std::string> report{
@@ -214,6 +231,8 @@ readPipelineOptions(const CompilePipelineOptions &options, CompileFlags &flags,
   flags.fp8AmaxHistory = options.fp8AmaxHistory;
   flags.fp8Dispatch = options.fp8Dispatch;
   flags.target = options.target;
+  flags.precision = options.precision;
+  flags.gradReduceDtype = options.gradReduceDtype;
   flags.memoryBudget = options.memoryBudget;
   for (const std::string &report : options.report) {
     bool *wanted = llvm::StringSwitch<bool *>(report)

@@ -30,7 +30,12 @@ LogicalResult mlir::moe::buildCompilePipeline(
     if (failed(steps(pm)))
       return failure();
   } else {
-    buildTrainingFrontend(pm, options.sharded, options.fp8);
+    MixedPrecisionOptions precision;
+    precision.function = options.function;
+    precision.precision = options.precision;
+    precision.gradReduceDtype = options.gradReduceDtype;
+    precision.target = options.target;
+    buildTrainingFrontend(pm, options.sharded, options.fp8, precision);
   }
   if (options.reportSharding)
     pm.addPass(report(options, "sharding"));

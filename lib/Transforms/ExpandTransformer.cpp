@@ -255,6 +255,13 @@ FailureOr<func::FuncOp> mlir::moe::expandTransformer(TransformerOp config) {
   model.bodyBuilder().create<func::ReturnOp>(config.getLoc(), loss);
 
   module->setAttr(kModelAttrName, modelAttr(config));
+  // The requested precision outlives the config op; moe-mixed-precision
+  // weighs it against --precision and the target.
+  if (std::optional<Precision> precision = config.getPrecision())
+    module->setAttr(kPrecisionAttrName,
+                    builder.getDictionaryAttr({builder.getNamedAttr(
+                        "compute", builder.getStringAttr(
+                                       stringifyPrecision(*precision)))}));
   config.erase();
   return forward;
 }

@@ -7,12 +7,15 @@
 using namespace mlir;
 
 void mlir::moe::buildTrainingFrontend(OpPassManager &pm, bool sharded,
-                                      const std::optional<Fp8Options> &fp8) {
+                                      const std::optional<Fp8Options> &fp8,
+                                      const MixedPrecisionOptions &precision) {
   pm.addPass(createExpandTransformer());
   if (fp8)
     pm.addPass(createFp8(*fp8));
   pm.addPass(createAutodiff());
   pm.addPass(createOptimizer());
+  // Before sharding, so every later pass sees the dtypes.
+  pm.addPass(createMixedPrecision(precision));
   if (sharded)
     pm.addPass(createPropagateSharding());
 }

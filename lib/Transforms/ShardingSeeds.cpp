@@ -247,6 +247,16 @@ LogicalResult mlir::moe::seedShardings(ModuleOp module, func::FuncOp step,
     weightSeeds[param.getSymName()] = {*param.getSharding(), origin};
   }
   for (ParamOp param : module.getOps<ParamOp>()) {
+    // A BF16 working copy is its master, rounded: it is stored (and FSDP
+    // all-gathers it) where and why the master is.
+    if (param.getKind() == ParamKind::working_copy) {
+      auto it = weightSeeds.find(param.getMasterAttr().getValue());
+      if (it == weightSeeds.end())
+        continue;
+      param.setShardingAttr(it->second.first);
+      param->setAttr(kParamShardingOriginAttrName, it->second.second);
+      continue;
+    }
     // FP8 amax histories follow their experts when partitioned.
     if (param.getKind() != ParamKind::optimizer_state)
       continue;

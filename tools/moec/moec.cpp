@@ -135,6 +135,18 @@ static cl::opt<std::string> target(
              "emulated), a100 (no FP8 GEMMs: FP8 only for the expert "
              "dispatch), h100, h200"),
     cl::init("cpu"), cl::cat(moecCategory));
+static cl::opt<std::string> precision(
+    "precision",
+    cl::desc("the precision the step trains in: fp32, or bf16 (BF16 "
+             "weights, activations and messages with fp32 master weights, "
+             "docs/precision.md); default: the model's `precision`, else "
+             "fp32 for --target=cpu and bf16 for GPU targets"),
+    cl::value_desc("fp32|bf16"), cl::init(""), cl::cat(moecCategory));
+static cl::opt<std::string> gradReduceDtype(
+    "grad-reduce-dtype",
+    cl::desc("with --precision=bf16, what weight gradients are reduced over "
+             "ranks in: fp32 (default) or bf16 (half the bytes)"),
+    cl::value_desc("fp32|bf16"), cl::init(""), cl::cat(moecCategory));
 static cl::opt<int64_t> fp8Block("fp8-block",
                                  cl::desc("the block of blockwise FP8 scales"),
                                  cl::init(128), cl::cat(moecCategory));
@@ -295,6 +307,8 @@ static mlir::moe::CompileFlags commandLineFlags(ModuleOp module) {
   flags.fp8AmaxHistory = fp8AmaxHistory;
   flags.fp8Dispatch = fp8Dispatch;
   flags.target = target;
+  flags.precision = precision;
+  flags.gradReduceDtype = gradReduceDtype;
   flags.memoryBudget = memoryBudget;
   flags.reportSharding = llvm::is_contained(reports, Report::Sharding);
   flags.reportPipeline = llvm::is_contained(reports, Report::Pipeline);

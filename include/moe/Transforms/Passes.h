@@ -19,7 +19,7 @@ namespace mlir::moe {
 #include "moe/Transforms/Passes.h.inc"
 
 /// Adds the default compilation pipeline of moec: expand, autodiff,
-/// optimizer, (with `sharded`: sharding propagation and partitioning,)
+/// optimizer, mixed precision (the module's request, else fp32), (with `sharded`: sharding propagation and partitioning,)
 /// memory planning.
 void buildTrainingPipeline(OpPassManager &pm, bool sharded = false);
 
@@ -27,11 +27,13 @@ void buildTrainingPipeline(OpPassManager &pm, bool sharded = false);
 /// and from partitioning on (so tools can look at the sharded global step
 /// in between).
 /// With `fp8`, the frontend marks the GEMMs to run in FP8 (moe-fp8) before
-/// autodiff. With `pipeline`, the backend also splits the step into
+/// autodiff; `precision` is moe-mixed-precision's request (the flags and the
+/// target), after the optimizer. With `pipeline`, the backend also splits the step into
 /// pipeline stages and phases (moe-split-pipeline-stages) before planning
 /// its memory.
 void buildTrainingFrontend(OpPassManager &pm, bool sharded = false,
-                           const std::optional<Fp8Options> &fp8 = std::nullopt);
+                           const std::optional<Fp8Options> &fp8 = std::nullopt,
+                           const MixedPrecisionOptions &precision = {});
 /// With `remat`, it recomputes activations to fit a memory budget
 /// (moe-rematerialize) first.
 void buildTrainingBackend(

@@ -98,6 +98,61 @@ def Optimizer : Pass<"moe-optimizer", "ModuleOp"> {
   let dependentDialects = ["::mlir::moe::MoEDialect"];
 }
 
+def MixedPrecision : Pass<"moe-mixed-precision", "ModuleOp"> {
+  let summary = "store the step in BF16 with fp32 master weights";
+  let description = [{
+    Decides the dtypes of the training step (docs/precision.md). The
+    precision is `precision` when given, else the request moe.transformer
+    recorded on the module (`moe.precision`), else the target's default
+    (fp32 for `cpu`, bf16 for GPU targets). For fp32 the step is left as
+    it is. For bf16:
+    * every weight `@W` (the fp32 master, which AdamW updates with its fp32
+      moments) gets a BF16 working copy `@"W.bf16"` (kind `working_copy`,
+      `master = @W`, the master's sharding), which the forward and backward
+      read and `moe.adamw_update` rounds the updated master into
+      (`working_copy`);
+    * activations and their gradients become BF16, except what stays fp32:
+      the router's logits (the gate GEMM's output), probabilities and top-k
+      weights and their gradients, attention statistics (`lse`), losses and
+      every scalar;
+    * weight gradients are fp32 (`grad-reduce-dtype=fp32`), or BF16 with a
+      `moe.cast` to fp32 before the global norm (`=bf16`), so that their
+      reduction over ranks, placed by moe-partition before the cast, moves
+      BF16.
+    The applied recipe is recorded as the module attribute `moe.precision`
+    (`{compute = "bf16", grad_reduce = "fp32"}`).
+
+    Example: with `precision=bf16`,
+
+    ```mlir
+    %w = moe.get_param @"model.norm.weight" : tensor<64xf32>
+    %y = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32}
+        : (tensor<8x64x64xf32>, tensor<64xf32>) -> tensor<8x64x64xf32>
+    ```
+    becomes
+
+    ```mlir
+    moe.param @"model.norm.weight.bf16" : tensor<64xbf16>
+        {kind = #moe.param_kind<working_copy>, master = @"model.norm.weight"}
+    %w = moe.get_param @"model.norm.weight.bf16" : tensor<64xbf16>
+    %y = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32}
+        : (tensor<8x64x64xbf16>, tensor<64xbf16>) -> tensor<8x64x64xbf16>
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"train_step\"",
+           "the training step">,
+    Option<"precision", "precision", "std::string", "\"\"",
+           "fp32 or bf16 (empty: the module's request, else the target's)">,
+    Option<"gradReduceDtype", "grad-reduce-dtype", "std::string", "\"\"",
+           "what weight gradients are reduced in: fp32 or bf16 "
+           "(empty: fp32)">,
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "the target whose default precision applies">,
+  ];
+  let dependentDialects = ["::mlir::moe::MoEDialect"];
+}
+
 def PlanMemory : Pass<"moe-plan-memory", "ModuleOp"> {
   let summary = "assign arena offsets to the step's temporaries by liveness";
   let description = [{

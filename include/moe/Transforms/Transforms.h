@@ -18,6 +18,8 @@
 
 namespace mlir::moe {
 
+struct PrecisionRecipe;
+
 /// The function `name` of `module`; otherwise emits "no function named
 /// 'name' <purpose>" on the module and fails.
 FailureOr<func::FuncOp> lookupFunction(ModuleOp module, StringRef name,
@@ -43,6 +45,13 @@ struct AdamWSettings {
   /// The settings of the module's moe.adamw_config, or the defaults.
   static AdamWSettings fromModule(ModuleOp module);
 };
+
+/// Rewrites the training step `step` to `recipe`'s dtypes (see the
+/// moe-mixed-precision pass): BF16 working copies of the weights, BF16
+/// activations and their gradients, fp32 where the recipe keeps it, and
+/// the casts between. Does nothing for fp32.
+LogicalResult applyMixedPrecision(func::FuncOp step,
+                                  const PrecisionRecipe &recipe);
 
 /// Turns a differentiated function into one training step (see the
 /// moe-optimizer pass) and creates the optimizer-state parameters.

@@ -1010,7 +1010,7 @@ func.func @foreign_attribute(%x: tensor<8xf32>) -> tensor<8xf32> {
 // -----
 
 func.func @unknown_discardable(%x: tensor<8xf32>) -> tensor<8xf32> {
-  // expected-error @+1 {{'moe.add' op has unknown attribute 'moe.pipline_stage'; known moe attributes: moe.arena_bytes, moe.full_recompute_flops, moe.memory_budget, moe.microbatches, moe.model, moe.offsets, moe.partitioned, moe.peak_live_bytes, moe.pipeline_phase, moe.pipeline_ranks, moe.pipeline_schedule, moe.pipeline_slots, moe.pipeline_stage, moe.recompute_flops, moe.recomputed, moe.sharding, moe.sharding_origin, moe.sharding_seed, moe.sharding_seed_origin}}
+  // expected-error @+1 {{'moe.add' op has unknown attribute 'moe.pipline_stage'; known moe attributes: moe.arena_bytes, moe.full_recompute_flops, moe.memory_budget, moe.microbatches, moe.model, moe.offsets, moe.partitioned, moe.peak_live_bytes, moe.pipeline_phase, moe.pipeline_ranks, moe.pipeline_schedule, moe.pipeline_slots, moe.pipeline_stage, moe.precision, moe.recompute_flops, moe.recomputed, moe.sharding, moe.sharding_origin, moe.sharding_seed, moe.sharding_seed_origin}}
   %y = moe.add %x, %x {moe.pipline_stage = 0} : tensor<8xf32>
   return %y : tensor<8xf32>
 }

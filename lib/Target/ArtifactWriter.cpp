@@ -55,7 +55,8 @@ private:
   uint32_t addBuffer(StringRef name, fb::BufferKind kind, fb::DType dtype,
                      ArrayRef<int64_t> shape, uint64_t offset = 0,
                      fb::Init init = fb::Init::None, float initStd = 0,
-                     bool weightDecay = false, ShardingAttr split = {});
+                     bool weightDecay = false, ShardingAttr split = {},
+                     uint32_t master = 0);
   /// The index of the group over `axes`, added on first use.
   int64_t groupOf(ArrayRef<StringRef> axes);
   flatbuffers::Offset<fb::Axes> axesOffset(ArrayRef<StringRef> axes);
@@ -104,7 +105,7 @@ uint32_t ArtifactBuilder::addBuffer(StringRef name, fb::BufferKind kind,
                                     fb::DType dtype, ArrayRef<int64_t> shape,
                                     uint64_t offset, fb::Init init,
                                     float initStd, bool weightDecay,
-                                    ShardingAttr split) {
+                                    ShardingAttr split, uint32_t master) {
   auto nameOffset = fbb.CreateString(name.str());
   auto shapeOffset =
       fbb.CreateVector(std::vector<int64_t>(shape.begin(), shape.end()));
@@ -118,7 +119,7 @@ uint32_t ArtifactBuilder::addBuffer(StringRef name, fb::BufferKind kind,
   }
   buffers.push_back(fb::CreateBuffer(fbb, nameOffset, kind, dtype, shapeOffset,
                                      offset, init, initStd, weightDecay,
-                                     splitOffset));
+                                     splitOffset, master));
   return buffers.size() - 1;
 }
 
@@ -181,6 +182,13 @@ LogicalResult ArtifactBuilder::verifyStepSignature() {
 }
 
 LogicalResult ArtifactBuilder::addParams() {
+  // Parameters take consecutive buffers in declaration order; a working
+  // copy names its master's index (the dialect verifier checked that the
+  // master exists), wherever the master is declared.
+  llvm::DenseMap<StringAttr, uint32_t> masterIndex;
+  uint32_t next = buffers.size();
+  for (ParamOp param : module.getOps<ParamOp>())
+    masterIndex[param.getSymNameAttr()] = next++;
   for (ParamOp param : module.getOps<ParamOp>()) {
     bool weight = param.getKind() == ParamKind::weight;
     float std = param.getInitStd() ? param.getInitStd()->convertToFloat() : 0;
@@ -188,12 +196,16 @@ LogicalResult ArtifactBuilder::addParams() {
         param, "@" + param.getSymName(), param.getTensorType());
     if (failed(dtype))
       return failure();
+    bool working = param.getKind() == ParamKind::working_copy;
+    fb::BufferKind kind = weight    ? fb::BufferKind::Parameter
+                          : working ? fb::BufferKind::WorkingCopy
+                                    : fb::BufferKind::OptimizerState;
     paramBuffers[param.getSymNameAttr()] = addBuffer(
-        param.getSymName(),
-        weight ? fb::BufferKind::Parameter : fb::BufferKind::OptimizerState,
-        toSchema(*dtype), param.getTensorType().getShape(), 0,
-        toSchema(param.getInit()), std, weight && !param.getNoWeightDecay(),
-        param.getSharding() ? *param.getSharding() : ShardingAttr());
+        param.getSymName(), kind, toSchema(*dtype),
+        param.getTensorType().getShape(), 0, toSchema(param.getInit()), std,
+        weight && !param.getNoWeightDecay(),
+        param.getSharding() ? *param.getSharding() : ShardingAttr(),
+        working ? masterIndex.lookup(param.getMasterAttr().getAttr()) : 0);
   }
   return success();
 }
@@ -365,6 +377,7 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
           .Case([&](Fp8AmaxUpdateOp o) {
             return set(ops::buildFp8AmaxUpdate(groupOver(o.getAxes())));
           })
+          .Case([&](CastOp) { return set(ops::buildCast()); })
           .Case([&](AdamWUpdateOp o) {
             return set(ops::buildAdamW(f(o.getBeta1Attr()), f(o.getBeta2Attr()),
                                        f(o.getEpsAttr()),
@@ -390,6 +403,9 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
                      valueBuffers.lookup(update.getLr()),
                      valueBuffers.lookup(update.getGradScale()),
                      valueBuffers.lookup(update.getStep())};
+    // Mixed precision: the BF16 copy the update is rounded into (3.1).
+    if (FlatSymbolRefAttr working = update.getWorkingCopyAttr())
+      inst.operands.push_back(paramBuffer(working));
   } else if (auto update = dyn_cast<Fp8AmaxUpdateOp>(op)) {
     if (!updated.insert(update.getHistoryAttr()).second)
       return update.emitOpError() << "updates " << update.getHistoryAttr()

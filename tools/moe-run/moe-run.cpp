@@ -59,6 +59,8 @@ loss checks (a non-finite loss or gradient norm always stops the run):
 weights and outputs:
   --load FILE            start from these weights (safetensors, HF names)
   --save FILE            write the trained weights (safetensors, HF names)
+  --save-dtype fp32|bf16 the dtype --save writes (default fp32; bf16 rounds
+                         the fp32 masters to nearest even)
   --checkpoint-dir DIR   write distributed checkpoints under DIR (every rank
                          its shards, and a manifest), after the last step
   --checkpoint-every N   and every N steps
@@ -190,6 +192,11 @@ static Command parseArgs(int argc, char **argv) {
       options.loadPath = value();
     } else if (arg == "--save") {
       options.savePath = value();
+    } else if (arg == "--save-dtype") {
+      absl::StatusOr<train::SaveDType> dtype = train::parseSaveDType(value());
+      if (!dtype.ok())
+        throw UsageError{"--save-dtype: " + std::string(dtype.status().message())};
+      options.saveDType = *dtype;
     } else if (arg == "--metrics") {
       options.metricsPath = value();
     } else if (arg == "--trace") {

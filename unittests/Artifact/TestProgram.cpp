@@ -22,6 +22,18 @@ uint32_t ProgramBuilder::add(Buffer buffer) {
   return static_cast<uint32_t>(program.buffers.size() - 1);
 }
 
+uint32_t ProgramBuilder::workingCopy(uint32_t master) {
+  const Buffer &weight = program.buffers[master];
+  Buffer buffer;
+  buffer.name = weight.name + ".bf16";
+  buffer.kind = BufferKind::WorkingCopy;
+  buffer.dtype = DType::BF16;
+  buffer.shape = weight.shape;
+  buffer.split = weight.split;
+  buffer.master = master;
+  return add(std::move(buffer));
+}
+
 uint32_t ProgramBuilder::parameter(const std::string &name,
                                    std::vector<int64_t> shape, Init init,
                                    float initStd, bool weightDecay) {
@@ -195,6 +207,32 @@ Program makeTinyProgram(const TinyConfig &c) {
   program.loss = loss;
   program.gradNorm = gradNorm;
   program.lr = lr;
+  return program;
+}
+
+Program makeBf16TinyProgram(const TinyConfig &config) {
+  Program program = makeTinyProgram(config);
+  ProgramBuilder b(program);
+  // Working copies of the three weights; every read of a weight outside
+  // its AdamW reads the copy instead, and the AdamW rounds into it.
+  std::vector<uint32_t> copyOf(program.buffers.size(), ~0u);
+  for (const char *name :
+       {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"}) {
+    uint32_t master = bufferNamed(program, name);
+    copyOf[master] = b.workingCopy(master);
+  }
+  for (Instruction &instruction : program.instructions) {
+    if (instruction.opcode == Opcode::AdamW) {
+      instruction.operands.push_back(copyOf[instruction.operands[0]]);
+      continue;
+    }
+    for (uint32_t &operand : instruction.operands)
+      if (operand < copyOf.size() && copyOf[operand] != ~0u)
+        operand = copyOf[operand];
+  }
+  // Narrower than the f32 the arena was planned for, so the plan holds.
+  for (const char *name : {"h", "n", "logits", "dlogits", "dn", "dh"})
+    program.buffers[bufferNamed(program, name)].dtype = DType::BF16;
   return program;
 }
 
@@ -676,7 +714,7 @@ std::vector<uint8_t> serialize(const Program &program,
         fbb, buffer.name.c_str(), static_cast<fb::BufferKind>(buffer.kind),
         static_cast<fb::DType>(buffer.dtype), &buffer.shape, buffer.offset,
         static_cast<fb::Init>(buffer.init), buffer.initStd, buffer.weightDecay,
-        split.empty() ? nullptr : &split));
+        split.empty() ? nullptr : &split, buffer.master));
   }
   std::vector<flatbuffers::Offset<fb::Instruction>> instructions;
   for (const Instruction &instruction : program.instructions)

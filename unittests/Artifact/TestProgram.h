@@ -27,6 +27,9 @@ public:
 
   uint32_t parameter(const std::string &name, std::vector<int64_t> shape,
                      Init init, float initStd = 0.0f, bool weightDecay = true);
+  /// The BF16 working copy "<name>.bf16" of parameter `master` (mixed
+  /// precision), with its shape and split.
+  uint32_t workingCopy(uint32_t master);
   /// The two AdamW moments of `param`, named as in PyTorch's state dict.
   std::pair<uint32_t, uint32_t> moments(uint32_t param);
   /// Zero-initialised state the step keeps (optimizer state kind), such as
@@ -71,6 +74,13 @@ struct TinyConfig {
 /// "model.embed_tokens.weight" [V, H] (normal), "model.norm.weight" [H]
 /// (ones, not decayed), "lm_head.weight" [V, H] (normal).
 Program makeTinyProgram(const TinyConfig &config = {});
+
+/// makeTinyProgram(config) in BF16 mixed precision (docs/precision.md):
+/// each parameter gets a working copy "<name>.bf16" that the forward and
+/// backward read and its AdamW rounds into; the activations h, n, logits
+/// and their gradients dlogits, dn, dh are bf16; the weight gradients, the
+/// loss and the optimizer's scalars stay f32.
+Program makeBf16TinyProgram(const TinyConfig &config = {});
 
 /// makeTinyProgram(config) as the step of one of `microbatches`
 /// microbatches (version 1.2), over `stages` pipeline ranks ("pp", the

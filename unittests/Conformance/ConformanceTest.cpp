@@ -151,7 +151,9 @@ std::vector<NamedProgram> programsFor(int64_t ranks) {
          return makeMoeProgram(config);
        }},
       {"swiglu", makeSwigluProgram},
-      {"cast", makeCastProgram}};
+      {"cast", makeCastProgram},
+      // Mixed precision: BF16 working copies and activations.
+      {"bf16", [] { return makeBf16TinyProgram(); }}};
   // tp must divide the vocabulary the table is split along.
   for (int64_t tp = 1; tp <= ranks; ++tp)
     if (ranks % tp == 0 && MeshProgramSizes::kVocab % tp == 0)

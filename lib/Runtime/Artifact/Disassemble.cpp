@@ -38,6 +38,8 @@ std::string bufferLine(const Program &program, size_t b) {
   if (buffer.kind == BufferKind::Temporary)
     absl::StrAppend(&line, " @", buffer.offset);
   absl::StrAppend(&line, initText(buffer));
+  if (buffer.kind == BufferKind::WorkingCopy)
+    absl::StrAppend(&line, " of %", buffer.master);
   if (buffer.kind == BufferKind::Parameter && buffer.weightDecay)
     absl::StrAppend(&line, " weight_decay");
   if (!buffer.split.empty())

@@ -537,6 +537,17 @@ private:
             formatSplit(operand(i).split), " but operand 0 (",
             describeBuffer(program, instruction.operands[0]), ") is split ",
             formatSplit(operand(0).split)));
+    // Mixed precision: the update is rounded into the param's own copy.
+    if (std::optional<uint32_t> working = op.working()) {
+      MOE_VERIFY_OK(requireKind(op.kWorkingOperand, BufferKind::WorkingCopy));
+      if (program.buffers[*working].master != op.param())
+        return error(absl::StrCat(
+            "operand ", op.kWorkingOperand, " (",
+            describeBuffer(program, *working),
+            ") is the working copy of ",
+            describeBuffer(program, program.buffers[*working].master),
+            ", not of operand 0 (", describeBuffer(program, op.param()), ")"));
+    }
     return absl::OkStatus();
   }
 

@@ -54,6 +54,8 @@ std::string kindName(BufferKind kind) {
     return "input";
   case BufferKind::Temporary:
     return "temporary";
+  case BufferKind::WorkingCopy:
+    return "working copy";
   }
   return absl::StrCat("kind ", static_cast<int>(kind));
 }
@@ -93,11 +95,50 @@ namespace {
 
 using namespace verifier;
 
+/// A working copy (mixed precision) is the BF16 image of one f32 weight:
+/// the runtime rounds the master into it, so the master must exist, be a
+/// parameter and have the copy's shape and split.
+absl::Status verifyWorkingCopy(const Program &program, uint32_t index) {
+  const Buffer &buffer = program.buffers[index];
+  if (buffer.dtype != DType::BF16)
+    return bufferError(program, index,
+                       absl::StrCat("a working copy must be bf16, found ",
+                                    dtypeName(buffer.dtype)));
+  if (buffer.master >= program.buffers.size())
+    return bufferError(program, index,
+                       absl::StrCat("the master buffer ", buffer.master,
+                                    " is out of range (", program.buffers.size(),
+                                    " buffers)"));
+  const Buffer &master = program.buffers[buffer.master];
+  if (master.kind != BufferKind::Parameter)
+    return bufferError(
+        program, index,
+        absl::StrCat("the master ", describeBuffer(program, buffer.master),
+                     " must be a parameter, found ", withArticle(master.kind)));
+  if (master.shape != buffer.shape || master.split != buffer.split)
+    return bufferError(
+        program, index,
+        absl::StrCat("shape ", formatShape(buffer.shape), " split ",
+                     formatSplit(buffer.split), " differs from its master ",
+                     describeBuffer(program, buffer.master), "'s ",
+                     formatShape(master.shape), " split ",
+                     formatSplit(master.split)));
+  for (uint32_t other = 0; other < index; ++other)
+    if (program.buffers[other].kind == BufferKind::WorkingCopy &&
+        program.buffers[other].master == buffer.master)
+      return bufferError(program, index,
+                         absl::StrCat("the master ",
+                                      describeBuffer(program, buffer.master),
+                                      " already has the working copy ",
+                                      describeBuffer(program, other)));
+  return absl::OkStatus();
+}
+
 /// Kind, dtype, shape and init of one buffer, and its place in the arena.
 absl::Status verifyBuffer(const Program &program, uint32_t index) {
   const Buffer &buffer = program.buffers[index];
   if (static_cast<uint8_t>(buffer.kind) >
-      static_cast<uint8_t>(BufferKind::Temporary))
+      static_cast<uint8_t>(BufferKind::WorkingCopy))
     return bufferError(
         program, index,
         absl::StrCat("unknown buffer kind ", static_cast<int>(buffer.kind)));
@@ -162,6 +203,14 @@ absl::Status verifyBuffer(const Program &program, uint32_t index) {
                                     " must be f32, found ",
                                     dtypeName(buffer.dtype)));
 
+  if (buffer.kind == BufferKind::WorkingCopy)
+    MOE_VERIFY_OK(verifyWorkingCopy(program, index));
+  else if (buffer.master != 0)
+    return bufferError(program, index,
+                       absl::StrCat(withArticle(buffer.kind),
+                                    " has a master (buffer ", buffer.master,
+                                    "), which only a working copy has"));
+
   if (buffer.kind == BufferKind::Temporary) {
     if (buffer.offset % kArenaAlignment != 0)
       return bufferError(program, index,
@@ -190,6 +239,8 @@ absl::Status verifyBuffer(const Program &program, uint32_t index) {
     break;
   case BufferKind::Input:
   case BufferKind::Temporary:
+  // A working copy is derived from its master, never initialised.
+  case BufferKind::WorkingCopy:
     initValid = buffer.init == Init::None;
     break;
   }

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Dispatch.h"
+#include "Bf16Staging.h"
 #include "Collectives.h"
 #include "ExpertParallel.h"
 
@@ -353,6 +354,12 @@ public:
   }
   absl::Status run(const ops::AdamWView &op) {
     adamwScaled(buffers, op, context.scratch);
+    // Mixed precision: the next forward reads the updated master rounded
+    // to nearest even.
+    if (std::optional<uint32_t> working = op.working())
+      cpu::castToBf16(buffers.f32(op.param()),
+                      reinterpret_cast<uint16_t *>(context.pointers[*working]),
+                      in(op.param()).numElements());
     return absl::OkStatus();
   }
   absl::Status run(const ops::AllReduceView &) {
@@ -438,9 +445,19 @@ private:
   Buffers buffers;
 };
 
-absl::Status runKernel(const StepContext &context, size_t index) {
+absl::Status runFp32Kernel(const StepContext &context, size_t index) {
   CpuKernels kernels(context, index);
   return ops::dispatch(kernels, context.program.instructions[index]);
+}
+
+/// BF16 operands and results go through fp32 images (Bf16Staging.h).
+absl::Status runKernel(const StepContext &context, size_t index) {
+  if (!needsBf16Staging(context.program, index))
+    return runFp32Kernel(context, index);
+  if (context.widened)
+    return runStaged(context, *context.widened, index, runFp32Kernel);
+  Program widened = widenBf16Buffers(context.program);
+  return runStaged(context, widened, index, runFp32Kernel);
 }
 
 } // namespace

@@ -51,6 +51,10 @@ struct StepContext {
   /// an MPI that lets another thread call it).
   int64_t expertChunks = 1;
   bool overlapExperts = false;
+  /// The program with its BF16 buffers declared F32 (widenBf16Buffers),
+  /// for instructions run on fp32 images of BF16 buffers; built on the
+  /// fly when null.
+  const Program *widened = nullptr;
 };
 
 /// Runs instruction `index`. Fails only on data the verifier cannot see

@@ -27,7 +27,11 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "Bf16Staging.h"
+#include "moe/Runtime/Cpu/Kernels.h"
+
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -45,6 +49,11 @@ struct Executor::Storage {
   std::vector<float> scratch = std::vector<float>(kAdamwScratchFloats);
   // Strided collectives pack their blocks here (see Collectives.h).
   std::vector<float> packScratch;
+  // The program with BF16 buffers declared F32, for the instructions run
+  // on fp32 images of them (engine/Bf16Staging.h); empty when none is BF16.
+  std::optional<Program> widened;
+  // Working copies (mixed precision), each with its master.
+  std::vector<std::pair<uint32_t, uint32_t>> workingCopies;
 };
 
 namespace {
@@ -218,6 +227,14 @@ absl::Status Executor::allocate() {
         !status.ok())
       return status;
   storage->packScratch.resize(engine::packElements(*prog));
+  bool anyBf16 = false;
+  for (uint32_t b = 0; b < buffers.size(); ++b) {
+    anyBf16 |= buffers[b].dtype == DType::BF16;
+    if (buffers[b].kind == BufferKind::WorkingCopy)
+      storage->workingCopies.emplace_back(b, buffers[b].master);
+  }
+  if (anyBf16)
+    storage->widened = engine::widenBf16Buffers(*prog);
   lossReadyAt = lastWriterOf(*prog, prog->loss);
   gradNormReadyAt = lastWriterOf(*prog, prog->gradNorm);
   return absl::OkStatus();
@@ -225,6 +242,14 @@ absl::Status Executor::allocate() {
 
 void Executor::initialize(uint64_t seed) {
   engine::initializeWeights(*this, seed);
+  refreshWorkingCopies();
+}
+
+void Executor::refreshWorkingCopies() {
+  for (auto [copy, master] : storage->workingCopies)
+    cpu::castToBf16(reinterpret_cast<const float *>(storage->pointers[master]),
+                    reinterpret_cast<uint16_t *>(storage->pointers[copy]),
+                    prog->buffers[copy].numElements());
 }
 
 int64_t Executor::rank() const { return placement->rank(); }
@@ -344,8 +369,12 @@ absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
       !status.ok())
     return status;
   *ids(prog->step) = static_cast<int32_t>(step);
+  // Masters may have been loaded or set since the last update.
+  refreshWorkingCopies();
   engine::StepContext context{*prog, storage->pointers, storage->scratch,
                               groups, storage->packScratch};
+  if (storage->widened)
+    context.widened = &*storage->widened;
   context.trace = traceTo;
   context.expertChunks = expertChunks;
   context.overlapExperts = threadsMayCommunicate && expertChunks > 1;

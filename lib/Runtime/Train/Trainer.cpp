@@ -518,7 +518,8 @@ absl::StatusOr<TrainSummary> Run::loop() {
     if (absl::Status s = backend->pullWeights(); !s.ok())
       return s;
     if (absl::Status s = saveWeights(backend->weights(), options.savePath,
-                                     WeightSet::Parameters);
+                                     WeightSet::Parameters, {},
+                                     options.saveDType);
         !s.ok())
       return s;
   }

@@ -1,6 +1,8 @@
 //===- Weights.cpp - parameters and optimizer state as safetensors --------===//
 #include "moe/Runtime/Train/Weights.h"
 
+#include "moe/Runtime/Cpu/Kernels.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
@@ -57,13 +59,38 @@ std::vector<io::TensorView> exportViews(const WeightStore &executor,
   return views;
 }
 
+absl::StatusOr<SaveDType> parseSaveDType(std::string_view text) {
+  if (text == "fp32")
+    return SaveDType::F32;
+  if (text == "bf16")
+    return SaveDType::BF16;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown save dtype '", std::string(text), "' (known: fp32, bf16)"));
+}
+
 absl::Status saveWeights(const WeightStore &executor, const std::string &path,
                          WeightSet set,
-                         const std::map<std::string, std::string> &metadata) {
+                         const std::map<std::string, std::string> &metadata,
+                         SaveDType dtype) {
   std::map<std::string, std::string> meta = metadata;
   meta.emplace("format", "pt");
   meta.emplace("producer", "moe-run");
-  return io::writeSafetensors(path, exportViews(executor, set), meta);
+  std::vector<io::TensorView> views = exportViews(executor, set);
+  if (dtype == SaveDType::F32)
+    return io::writeSafetensors(path, views, meta);
+  // BF16: each view rounded to nearest even into its own copy.
+  std::vector<std::vector<uint16_t>> rounded(views.size());
+  for (size_t i = 0; i < views.size(); ++i) {
+    int64_t n = 1;
+    for (int64_t d : views[i].shape)
+      n *= d;
+    rounded[i].resize(n);
+    cpu::castToBf16(static_cast<const float *>(views[i].data),
+                    rounded[i].data(), n);
+    views[i].dtype = "BF16";
+    views[i].data = rounded[i].data();
+  }
+  return io::writeSafetensors(path, views, meta);
 }
 
 absl::Status loadWeights(WeightStore &executor, const std::string &path,

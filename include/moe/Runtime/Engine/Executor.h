@@ -143,6 +143,11 @@ public:
   void initialize(uint64_t seed);
   /// initialize() with the seed recorded in the artifact.
   void initialize() { initialize(prog->seed); }
+  /// Mixed precision: rounds every master weight to nearest even into its
+  /// BF16 working copy. Working copies are never initialised, loaded or
+  /// saved: runStep() derives them before each step, so a step after
+  /// initialize(), a load or a resume reads the masters' current values.
+  void refreshWorkingCopies();
 
   /// The storage of an f32 buffer: persistent for parameters, optimizer
   /// state and inputs; inside the arena (valid until the next step

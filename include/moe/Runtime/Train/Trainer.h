@@ -14,6 +14,7 @@
 
 #include "moe/Runtime/Data/TokenDataset.h"
 #include "moe/Runtime/Train/LossGuard.h"
+#include "moe/Runtime/Train/Weights.h"
 
 #include "absl/status/status.h"
 
@@ -44,6 +45,8 @@ struct TrainOptions {
   uint64_t dataSeed = 0;
   /// Safetensors to start from / to write at the end (HF names).
   std::string loadPath, savePath;
+  /// The dtype --save writes (--save-dtype).
+  SaveDType saveDType = SaveDType::F32;
   /// JSONL file with one record per step, its "step" numbered from 1 like
   /// the progress lines; appended to when resuming (startStep > 0),
   /// truncated otherwise.

@@ -13,6 +13,7 @@
 #include "moe/Runtime/IO/Safetensors.h"
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 #include <map>
 #include <string>
@@ -35,10 +36,19 @@ void appendExportViews(const std::string &name,
                        const std::vector<int64_t> &shape, const float *data,
                        std::vector<io::TensorView> &out);
 
-/// Writes the chosen buffers to `path` (atomically), with `metadata`.
+/// The dtype `moe-run --save` writes (--save-dtype): the fp32 masters as
+/// they are, or rounded to nearest even into BF16 (what HF checkpoints of
+/// BF16 models hold).
+enum class SaveDType { F32, BF16 };
+/// "fp32" or "bf16"; anything else is an error listing those.
+absl::StatusOr<SaveDType> parseSaveDType(std::string_view text);
+
+/// Writes the chosen buffers to `path` (atomically), with `metadata`, in
+/// `dtype`.
 absl::Status saveWeights(const WeightStore &executor, const std::string &path,
                          WeightSet set,
-                         const std::map<std::string, std::string> &metadata = {});
+                         const std::map<std::string, std::string> &metadata = {},
+                         SaveDType dtype = SaveDType::F32);
 
 /// Loads every parameter (and optimizer state, if present in the file and
 /// `set` asks for it) from `path`. Missing tensors, shape mismatches,

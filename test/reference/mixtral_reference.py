@@ -783,6 +783,9 @@ BF16_GRAD_RTOL = 1e-2
 WORKING_COPY_SUFFIX = ".bf16"  # docs/precision.md: W.bf16, the working copy of W
 
 
+LAST_REPORT = []  # the rows of the last check_dump, for the self-test
+
+
 def split_working_copies(tensors):
     """Separate "<param>.bf16" working copies (if a dump holds them) from parameters."""
     params, copies = {}, {}
@@ -937,6 +940,7 @@ def _check_dump(d, dump, dtype, rtol, ulp_tol, failures_only, precision):
                     rep.add("state", n + suf, s[suf], ref.numpy(), rtol, shape_str(s[suf]))
 
     rep.print()
+    LAST_REPORT[:] = rep.rows
     for i, st, f in zip(cfg.moe_layers, stats, forced):
         warn = "  <-- near tie: routing may legitimately differ" if st["min_topk_gap"] < 1e-5 and not bf16 else ""
         ties = (f", {len(st['near_ties'])} near ties, {len(f)} routed the other way to match the dump"
@@ -1028,12 +1032,25 @@ SELF_TEST_CASES = {
 }
 
 
-def write_self_test_dump(out_dir, case="gqa_dense", seed=0, perturb_grads=False, verbose=True):
-    """Write a dump computed in float64 by this script.  Returns the name of the
-    perturbed gradient tensor (or None)."""
+def write_self_test_dump(out_dir, case="gqa_dense", seed=0, perturb_grads=False, verbose=True,
+                         precision="fp32", flip_near_tie=False):
+    """Write a dump computed in float64 by this script (precision "fp32"), or
+    with the bf16 recipe in float32 (precision "bf16"; flip_near_tie: route the
+    token of the closest router near tie to its (k+1)-th expert, as another
+    correct implementation may).  Returns the name of the perturbed gradient
+    tensor (or None)."""
+    use_precision(precision)
+    try:
+        return _write_self_test_dump(out_dir, case, seed, perturb_grads, verbose, precision, flip_near_tie)
+    finally:
+        use_precision("fp32")
+
+
+def _write_self_test_dump(out_dir, case, seed, perturb_grads, verbose, precision, flip_near_tie):
     spec = SELF_TEST_CASES[case]
     cfg = Config.from_dict(spec["cfg"].to_dict())
-    model = MixtralForCausalLM(cfg).double()
+    cfg.precision = precision
+    model = MixtralForCausalLM(cfg).double() if precision == "fp32" else MixtralForCausalLM(cfg).float()
     init_params(model, seed, std=spec["std"], norm_jitter=0.1)
     g = torch.Generator().manual_seed(seed + 1)
     tokens = torch.randint(0, cfg.vocab, (cfg.batch, cfg.seq), generator=g)
@@ -1043,9 +1060,19 @@ def write_self_test_dump(out_dir, case="gqa_dense", seed=0, perturb_grads=False,
 
     met, grads, stats = forward_backward(model, tokens, targets)
     gap = min(s["min_topk_gap"] for s in stats) if stats else float("inf")
-    if gap < 1e-6:
+    if flip_near_tie:
+        ties = sorted((t[0], j, t[1], t[3]) for j, st in enumerate(stats) for t in st["near_ties"])
+        if not ties:
+            raise RuntimeError(f"self-test case {case} seed {seed}: no router near tie to flip")
+        _, j, tok, swapped = ties[0]
+        model.model.layers[cfg.moe_layers[j]].block_sparse_moe.forced = {tok: swapped}
+        met, grads, _ = forward_backward(model, tokens, targets)
+        if verbose:
+            print(f"routed token {tok} of MoE layer {cfg.moe_layers[j]} to experts {swapped} (a near tie)")
+    elif gap < 1e-6:
         raise RuntimeError(f"self-test case {case} seed {seed}: router near-tie ({gap:.1e}); pick another seed")
     params = {n: p.detach().clone() for n, p in model.named_parameters()}
+    grads = {n: v.double() for n, v in grads.items()}
     norm = global_grad_norm(grads)
     if spec["clip_ratio"] is not None:
         cfg.optimizer.max_grad_norm = spec["clip_ratio"] * norm  # < 1: clipping is active
@@ -1063,7 +1090,9 @@ def write_self_test_dump(out_dir, case="gqa_dense", seed=0, perturb_grads=False,
         cands = [n for n in grads if "experts" in n and ".w1." in n and float(grads[n].norm()) > 0]
         perturbed = cands[len(cands) // 2]
         noise = torch.randn(grads[perturbed].shape, generator=g, dtype=torch.float64)
-        grads[perturbed] = grads[perturbed] + 1e-3 * grads[perturbed].norm() * noise / noise.norm()
+        # bf16: 5e-2, five times the bf16 gradient tolerance.
+        scale = 1e-3 if precision == "fp32" else 5e-2
+        grads[perturbed] = grads[perturbed] + scale * grads[perturbed].norm() * noise / noise.norm()
 
     os.makedirs(out_dir, exist_ok=True)
     f32 = lambda d: {n: v.float().numpy() for n, v in d.items()}  # noqa: E731
@@ -1319,6 +1348,130 @@ def self_test(keep=None, seed=0):
     return True
 
 
+def bf16_semantic_checks():
+    """The bf16 recipe's primitives on hand-checkable values.  Returns list of failures."""
+    fails = []
+
+    def check(name, cond, detail=""):
+        print(f"  [{'ok' if cond else 'FAIL'}] {name}{(': ' + detail) if detail else ''}")
+        if not cond:
+            fails.append(name)
+
+    u = 2.0 ** -8  # half a BF16 ulp at 1 (an ulp at 1 is 2^-7)
+    x = torch.tensor([1 + u, 1 + 3 * u, -(1 + u + 2.0 ** -20), 1 + 2.0 ** -7, 3.0e38, 2.0 ** -130],
+                     dtype=torch.float32)
+    want = [1.0, 1 + 2.0 ** -6, -(1 + 2.0 ** -7), 1 + 2.0 ** -7, float(torch.tensor(3.0e38).bfloat16()),
+            2.0 ** -130]
+    got = bf16_round(x).tolist()
+    check("bf16 rounding: ties to even, above half rounds up, exact values stay, subnormals kept",
+          got == want, f"{got}")
+    use_precision("bf16")
+    try:
+        w = torch.tensor([1 + u, 2.0], requires_grad=True)
+        (working(w) * torch.tensor([1 + u, 1.0])).sum().backward()
+        check("working copy: BF16 forward, the fp32 gradient passes unrounded",
+              working(w).tolist() == [1.0, 2.0] and w.grad.tolist() == [1 + u, 1.0], f"{w.grad.tolist()}")
+        a = torch.tensor([1 + 3 * u], requires_grad=True)
+        (act(a) * (1 + u)).sum().backward()
+        check("activation: BF16 forward and gradient", a.grad.tolist() == [1.0], f"{a.grad.tolist()}")
+        c = torch.tensor([1 + u], requires_grad=True)
+        y = consumer(c)
+        (y * (1 + 3 * u)).sum().backward()
+        check("consumer gradient: forward unchanged, gradient BF16",
+              y.tolist() == [1 + u] and c.grad.tolist() == [1 + 2.0 ** -6], f"{c.grad.tolist()}")
+    finally:
+        use_precision("fp32")
+    check("fp32: the recipe's primitives are the identity", act(x) is x and working(x) is x and consumer(x) is x)
+    return fails
+
+
+def bf16_self_test(keep=None, seed=0):
+    """The bf16 recipe: primitives, then correct dumps pass and planted errors fail."""
+    root = keep or tempfile.mkdtemp(prefix="moec_ref_bf16_selftest_")
+    os.makedirs(root, exist_ok=True)
+    problems = []
+
+    def rows(kind):
+        return [r for r in LAST_REPORT if r[0] == kind]
+
+    try:
+        print("== bf16 semantic checks")
+        problems += [f"bf16 semantic check: {f}" for f in bf16_semantic_checks()]
+        for case in SELF_TEST_CASES:
+            d = os.path.join(root, case)
+            print(f"\n== {case}: float64-written fp32 dump, checked with the bf16 recipe "
+                  f"(the difference is BF16 rounding: median gradient in [2^-12, 2^-4])")
+            write_self_test_dump(d, case, seed)
+            check_dump(d, failures_only=True, precision="bf16")
+            # The recipe rounds: its gradients differ from exact ones by a
+            # fraction of BF16's unit roundoff 2^-9 at least (a no-op recipe
+            # would differ by fp32 rounding, ~1e-7), and by a few tens of u at
+            # most on these small, large-activation cases (whose few tokens
+            # average little; the tiny model's 512 differ by ~5e-3).
+            errs = sorted(r[3] for r in rows("grad"))
+            med = errs[len(errs) // 2]
+            loss = [r[3] for r in rows("metric") if r[1] == "loss"][0]
+            print(f"bf16 vs fp32: loss rel err {loss:.2e}; gradients median rel err {med:.2e}, "
+                  f"max {errs[-1]:.2e}")
+            if not 2.0 ** -12 <= med <= 2.0 ** -4:
+                problems.append(f"{case}: bf16 vs fp32 median gradient difference {med:.2e} "
+                                f"outside [2^-12, 2^-4]")
+
+        d = os.path.join(root, "bf16")
+        print("\n== gqa_dense written with the bf16 recipe, checked with it (must PASS, equal)")
+        write_self_test_dump(d, "gqa_dense", seed, precision="bf16")
+        if not check_dump(d, failures_only=True):
+            problems.append("bf16 check of a bf16-written dump failed")
+        worst = max(r[3] for r in rows("grad"))
+        if worst > 1e-6:
+            problems.append(f"bf16 reference is not deterministic: {worst:.2e} from its own dump")
+        print("\n== the same dump checked in fp32 (must FAIL: the fp32 check sees BF16 rounding)")
+        if check_dump(d, failures_only=True, precision="fp32"):
+            problems.append("fp32 check of a bf16-written dump passed")
+
+        d = os.path.join(root, "bf16_tie")
+        print("\n== bf16 dump routing one near tie the other way (must PASS, resolving it)")
+        write_self_test_dump(d, "gqa_dense", seed, precision="bf16", flip_near_tie=True)
+        if not check_dump(d, failures_only=True):
+            problems.append("bf16 check of a dump that routes a near tie the other way failed")
+        print("\n== the same dump without resolving near ties (must FAIL: one token's routing matters)")
+        global MAX_NEAR_TIES
+        saved, MAX_NEAR_TIES = MAX_NEAR_TIES, 0
+        try:
+            if check_dump(d, failures_only=True):
+                problems.append("a dump routing a token differently passed without resolving near ties")
+        finally:
+            MAX_NEAR_TIES = saved
+
+        d = os.path.join(root, "bf16_perturbed")
+        print("\n== bf16 dump with one gradient perturbed by 5e-2 (must FAIL)")
+        bad = write_self_test_dump(d, "gqa_dense", seed, precision="bf16", perturb_grads=True)
+        if check_dump(d, failures_only=True):
+            problems.append(f"bf16 check passed a dump with grad:{bad} perturbed")
+
+        d = os.path.join(root, "bf16_loss")
+        print("\n== bf16 dump with the loss off by 5e-3 relative (must FAIL)")
+        write_self_test_dump(d, "gqa_dense", seed, precision="bf16")
+        mp = os.path.join(d, "metrics.json")
+        with open(mp) as f:
+            m = json.load(f)
+        m["loss"] *= 1.005
+        with open(mp, "w") as f:
+            json.dump(m, f)
+        if check_dump(d, failures_only=True):
+            problems.append("bf16 check passed a dump with a wrong loss")
+    finally:
+        if keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    print()
+    if problems:
+        print("BF16 SELF-TEST FAILED:\n  " + "\n  ".join(problems))
+        return False
+    print("BF16 SELF-TEST PASSED: primitives ok; fp32 dumps differ from the bf16 recipe by "
+          "BF16 rounding; a bf16 dump, with a near tie routed either way, passes; perturbed dumps fail.")
+    return True
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dump_dir", nargs="?", help="step dump directory to check")
@@ -1346,6 +1499,8 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
 
     if args.self_test:
+        if args.precision == "bf16":
+            return 0 if bf16_self_test(args.keep, args.seed) else 1
         return 0 if self_test(args.keep, args.seed) else 1
     if args.write_self_test_dump:
         write_self_test_dump(args.write_self_test_dump, args.case, args.seed, args.perturb_grads)

@@ -106,6 +106,47 @@ Program makeCastProgram() {
   return program;
 }
 
+/// The tiny program as mixed precision compiles it (docs/precision.md):
+/// fp32 masters and moments, a BF16 working copy of each weight that the
+/// forward and backward read and AdamW rewrites, BF16 activations and
+/// activation gradients, the loss and the weight gradients fp32. The
+/// temporaries keep their fp32-sized arena ranges (BF16 fits in them).
+Program makeBf16TinyProgram() {
+  using namespace moe::rt::testing;
+  Program program = makeTinyProgram();
+  std::map<uint32_t, uint32_t> workingOf;
+  for (const char *name :
+       {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"}) {
+    uint32_t master = bufferNamed(program, name);
+    Buffer copy;
+    copy.name = absl::StrCat(name, ".bf16");
+    copy.kind = BufferKind::WorkingCopy;
+    copy.dtype = DType::BF16;
+    copy.shape = program.buffers[master].shape;
+    copy.master = master;
+    program.buffers.push_back(copy);
+    workingOf[master] = static_cast<uint32_t>(program.buffers.size() - 1);
+  }
+  for (const char *name : {"h", "n", "logits", "dlogits", "dn", "dh"})
+    program.buffers[bufferNamed(program, name)].dtype = DType::BF16;
+  for (Instruction &inst : program.instructions) {
+    if (inst.opcode == Opcode::AdamW) {
+      inst.operands.push_back(workingOf.at(inst.operands[0]));
+      continue;
+    }
+    for (uint32_t &operand : inst.operands)
+      if (auto copy = workingOf.find(operand); copy != workingOf.end())
+        operand = copy->second;
+  }
+  return program;
+}
+
+/// The mixed-precision programs: the device half checks them against the
+/// CPU's BF16 kernels.
+std::vector<std::pair<std::string, std::function<Program()>>> bf16Programs() {
+  return {{"tiny-bf16", makeBf16TinyProgram}};
+}
+
 /// Experts over a dp x 1 (ep) mesh with delayed FP8 scaling (recipe 3,
 /// block 128, no FP8 dispatch) and an amax history, whose step ends with
 /// Fp8AmaxUpdate over the {dp} group (the ranks hold copies).
@@ -950,6 +991,11 @@ void checkDeviceBackend(const std::string &backendName) {
   // of one process cannot form a group of two.
   DeviceCoverage seen;
   std::vector<NamedProgram> programs = programsFor(1);
+  // Mixed precision's programs, on a device against the CPU's BF16 kernels
+  // (the CPU's own half runs the fp32 programs only until it has them all).
+  if (backendName != "cpu")
+    for (auto &[name, make] : bf16Programs())
+      programs.push_back({name, make});
   for (size_t i = 0; i < programs.size(); ++i) {
     checkInstructionsAgainstCpu(backendName, programs, i, seen);
     if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure())

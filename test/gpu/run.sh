@@ -48,10 +48,17 @@ if [ "$compiler" = ON ]; then
   mkdir -p "$out"
   build-gpu/bin/moe-data synth --out "$out/tokens.bin" --tokens 2000000 > /dev/null
   build-gpu/bin/moec bench/models/gpu-moe.mlir -o "$out/bf16.moebin" || status=1
+  runs="bf16 fp8"
+  # Mixed precision (issue 16): BF16 weights and activations in memory.
+  if build-gpu/bin/moec --help 2>&1 | grep -q -- '--precision'; then
+    build-gpu/bin/moec bench/models/gpu-moe.mlir --precision=bf16 \
+      -o "$out/mixed.moebin" || status=1
+    runs="$runs mixed"
+  fi
   # FP8 expert GEMMs with delayed scales (blockwise needs Blackwell).
   build-gpu/bin/moec bench/models/gpu-moe.mlir --fp8=experts \
     --fp8-scaling=delayed --target=h200 -o "$out/fp8.moebin" || status=1
-  for run in bf16 fp8; do
+  for run in $runs; do
     build-gpu/bin/moe-run "$out/$run.moebin" --data "$out/tokens.bin" \
       --steps "$steps" --device cuda --metrics "$out/$run.jsonl" --quiet ||
       { status=1; continue; }

@@ -10,7 +10,9 @@
 #include "DeviceTesting.h"
 
 #include "moe/Runtime/Cpu/Kernels.h"
+#include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cuda/Kernels.h"
+#include "moe/Runtime/Cuda/Nccl.h"
 
 #include <cstring>
 #include <limits>
@@ -181,6 +183,35 @@ TEST(Bf16KernelTest, InterleaveBlocksOfBf16) {
                              /*pack=*/true, nullptr, /*elementBytes=*/3)
                 .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The BF16 NCCL calls (ncclBfloat16) on a group of one: the identity, bit
+// for bit (NcclKernelTest's plumbing, for the overloads BF16 buffers use).
+TEST(Bf16KernelTest, Bf16CollectivesOnAGroupOfOne) {
+  absl::StatusOr<std::unique_ptr<comm::World>> world = comm::World::local();
+  ASSERT_TRUE(world.ok()) << world.status();
+  absl::StatusOr<std::unique_ptr<comm::Group>> everyone =
+      (*world)->group(comm::Mesh{}, {});
+  ASSERT_TRUE(everyone.ok()) << everyone.status();
+  absl::StatusOr<std::unique_ptr<NcclWorld>> nccl =
+      NcclWorld::create(**everyone, 0);
+  ASSERT_TRUE(nccl.ok()) << nccl.status();
+  absl::StatusOr<std::unique_ptr<NcclGroup>> group = (*nccl)->split(**everyone);
+  ASSERT_TRUE(group.ok()) << group.status();
+  std::vector<float> values = randomValues(1000, 3);
+  std::vector<uint16_t> bits(values.size());
+  cpu::castToBf16(values.data(), bits.data(), 1000);
+  DeviceArray<uint16_t> data(bits), scattered(1000), rows(1000);
+  ASSERT_TRUE((*group)->allReduceSum(data.get(), 1000, nullptr).ok());
+  EXPECT_EQ(data.read(), bits);
+  ASSERT_TRUE(
+      (*group)->reduceScatterSum(data.get(), scattered.get(), 1000, nullptr)
+          .ok());
+  EXPECT_EQ(scattered.read(), bits);
+  ASSERT_TRUE(
+      (*group)->allToAllRows(data.get(), {100}, rows.get(), {100}, 10, nullptr)
+          .ok());
+  EXPECT_EQ(rows.read(), bits);
 }
 
 } // namespace

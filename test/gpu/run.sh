@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The prepared GPU check (issue 6), for a machine with an NVIDIA GPU and the
 # CUDA toolkit: builds, runs the GPU tests (the CUDA kernels against their
-# CPU twins, the tiny model's CPU-vs-GPU losses) and the GPU benchmark (MFU
+# CPU twins, the conformance suite's device half in fp32 and BF16, the tiny
+# model's CPU-vs-GPU losses) and the GPU benchmark (MFU
 # of a 1-GPU MoE step against the H200's 989 TFLOP/s dense BF16 peak).
 # Prints one summary line per part; the figures go to bench/RESULTS.md by
 # hand. Meant to finish in under 8 minutes on an H200.
@@ -27,7 +28,15 @@ ninja -C build-gpu -j"$(nproc)" > build-gpu/ninja.log 2>&1 ||
 echo "build: ok"
 
 build-gpu/bin/CudaTests --gtest_brief=1 || status=1
+# The kernels against their CPU twins, mixed precision's (Bf16KernelTest:
+# casts, AdamW's working copy, BF16 collectives) among them.
 build-gpu/bin/CudaKernelTests --gtest_brief=1 || status=1
+# The conformance suite's device half: every instruction of the fp32
+# programs and of the mixed-precision ones (tiny-bf16: BF16 working copies,
+# activations and gradients) on the GPU against the CPU's kernels.
+timeout 300 build-gpu/bin/ConformanceTests --gtest_brief=1 \
+  --gtest_filter='Backends/ConformanceTest.EveryOpcode/cuda:ConformanceBf16.*' ||
+  status=1
 if [ "$compiler" = ON ]; then
   /usr/lib/llvm-19/build/utils/lit/lit.py -sv build-gpu/test --filter 'gpu/' ||
     status=1
@@ -39,10 +48,17 @@ if [ "$compiler" = ON ]; then
   mkdir -p "$out"
   build-gpu/bin/moe-data synth --out "$out/tokens.bin" --tokens 2000000 > /dev/null
   build-gpu/bin/moec bench/models/gpu-moe.mlir -o "$out/bf16.moebin" || status=1
+  runs="bf16 fp8"
+  # Mixed precision (issue 16): BF16 weights and activations in memory.
+  if build-gpu/bin/moec --help 2>&1 | grep -q -- '--precision'; then
+    build-gpu/bin/moec bench/models/gpu-moe.mlir --precision=bf16 \
+      -o "$out/mixed.moebin" || status=1
+    runs="$runs mixed"
+  fi
   # FP8 expert GEMMs with delayed scales (blockwise needs Blackwell).
   build-gpu/bin/moec bench/models/gpu-moe.mlir --fp8=experts \
     --fp8-scaling=delayed --target=h200 -o "$out/fp8.moebin" || status=1
-  for run in bf16 fp8; do
+  for run in $runs; do
     build-gpu/bin/moe-run "$out/$run.moebin" --data "$out/tokens.bin" \
       --steps "$steps" --device cuda --metrics "$out/$run.jsonl" --quiet ||
       { status=1; continue; }

@@ -32,6 +32,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Runtime/Artifact/OpTable.h"
 #include "moe/Runtime/Artifact/OpViews.h"
+#include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/Backend/Backend.h"
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/IO/Float16.h"
@@ -104,6 +105,47 @@ Program makeCastProgram() {
   b.emit(Opcode::Cast, {n}, {narrow});
   b.emit(Opcode::Cast, {narrow}, {wide});
   return program;
+}
+
+/// The tiny program as mixed precision compiles it (docs/precision.md):
+/// fp32 masters and moments, a BF16 working copy of each weight that the
+/// forward and backward read and AdamW rewrites, BF16 activations and
+/// activation gradients, the loss and the weight gradients fp32. The
+/// temporaries keep their fp32-sized arena ranges (BF16 fits in them).
+Program makeBf16TinyProgram() {
+  using namespace moe::rt::testing;
+  Program program = makeTinyProgram();
+  std::map<uint32_t, uint32_t> workingOf;
+  for (const char *name :
+       {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"}) {
+    uint32_t master = bufferNamed(program, name);
+    Buffer copy;
+    copy.name = absl::StrCat(name, ".bf16");
+    copy.kind = BufferKind::WorkingCopy;
+    copy.dtype = DType::BF16;
+    copy.shape = program.buffers[master].shape;
+    copy.master = master;
+    program.buffers.push_back(copy);
+    workingOf[master] = static_cast<uint32_t>(program.buffers.size() - 1);
+  }
+  for (const char *name : {"h", "n", "logits", "dlogits", "dn", "dh"})
+    program.buffers[bufferNamed(program, name)].dtype = DType::BF16;
+  for (Instruction &inst : program.instructions) {
+    if (inst.opcode == Opcode::AdamW) {
+      inst.operands.push_back(workingOf.at(inst.operands[0]));
+      continue;
+    }
+    for (uint32_t &operand : inst.operands)
+      if (auto copy = workingOf.find(operand); copy != workingOf.end())
+        operand = copy->second;
+  }
+  return program;
+}
+
+/// The mixed-precision programs: the device half checks them against the
+/// CPU's BF16 kernels.
+std::vector<std::pair<std::string, std::function<Program()>>> bf16Programs() {
+  return {{"tiny-bf16", makeBf16TinyProgram}};
 }
 
 /// Experts over a dp x 1 (ep) mesh with delayed FP8 scaling (recipe 3,
@@ -952,6 +994,20 @@ void checkDeviceBackend(const std::string &backendName) {
   // of one process cannot form a group of two.
   DeviceCoverage seen;
   std::vector<NamedProgram> programs = programsFor(1);
+  // Mixed precision's programs, on a device against the CPU's BF16 kernels
+  // (the CPU's own half runs the fp32 programs only until it has them all).
+  // Until the verifier knows working copies (issue 16's runtime half, with
+  // the CPU's BF16 kernels) they are reported, not run; remove once it does.
+  if (backendName != "cpu")
+    for (auto &[name, make] : bf16Programs()) {
+      absl::Status status = verifyProgram(make());
+      if (absl::StrContains(status.message(), "unknown buffer kind 4")) {
+        std::printf("%s: not run: %s\n", name.c_str(),
+                    std::string(status.message()).c_str());
+        continue;
+      }
+      programs.push_back({name, make});
+    }
   for (size_t i = 0; i < programs.size(); ++i) {
     checkInstructionsAgainstCpu(backendName, programs, i, seen);
     if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure())
@@ -1022,6 +1078,19 @@ TEST(ConformanceCoverage, NamesEveryOpcodeNotCovered) {
                   "was in place)"));
   EXPECT_TRUE(
       has("AdamW (no results, and no check against its definition)"));
+}
+
+// The mixed-precision programs the device half runs are programs the
+// verifier accepts (a device needs none to tell).
+TEST(ConformanceBf16, ProgramsAreValid) {
+  for (auto &[name, make] : bf16Programs()) {
+    absl::Status status = verifyProgram(make());
+    // Until the verifier knows working copies (issue 16's runtime half);
+    // remove once it does.
+    if (absl::StrContains(status.message(), "unknown buffer kind 4"))
+      GTEST_SKIP() << name << ": " << status.message();
+    EXPECT_TRUE(status.ok()) << name << ": " << status;
+  }
 }
 
 // The device half on the CPU backend in the device's place: the Backend

@@ -8,6 +8,7 @@
 #include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cuda/Device.h"
+#include "moe/Runtime/Cuda/Kernels.h"
 #include "moe/Runtime/Engine/HostWeights.h"
 #include "moe/Runtime/Engine/ProgramGroups.h"
 #include "moe/Runtime/IO/Metrics.h"
@@ -114,6 +115,10 @@ private:
 
   /// Several ranks: the NCCL communicators of the program's groups.
   absl::Status connect();
+  /// Mixed precision: each BF16 working copy = its fp32 master rounded to
+  /// nearest even, as AdamW leaves it after every step (the copies are
+  /// derived, never loaded or saved).
+  absl::Status refreshWorkingCopies();
 
   std::shared_ptr<const Program> prog;
   DeviceInfo info;
@@ -244,7 +249,30 @@ absl::Status CudaBackend::pushWeights() {
       MOE_CUDA_OK(cudaMemcpyAsync(pointers[b], host.data(b),
                                   prog->buffers[b].sizeInBytes(),
                                   cudaMemcpyHostToDevice, stream));
+  MOE_CUDA_TRY(refreshWorkingCopies());
   MOE_CUDA_OK(cudaStreamSynchronize(stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::refreshWorkingCopies() {
+  for (uint32_t b = 0; b < prog->buffers.size(); ++b) {
+    const Buffer &copy = prog->buffers[b];
+    if (copy.kind != BufferKind::WorkingCopy)
+      continue;
+    // The verifier's invariants, which this cast relies on.
+    const Buffer *master = copy.master < prog->buffers.size()
+                               ? &prog->buffers[copy.master]
+                               : nullptr;
+    if (!master || master->kind != BufferKind::Parameter ||
+        master->dtype != DType::F32 || copy.dtype != DType::BF16 ||
+        master->numElements() != copy.numElements())
+      return absl::InternalError(absl::StrCat(
+          "working copy '", copy.name, "' is not the bf16 copy of an f32 "
+          "parameter of its size"));
+    MOE_CUDA_TRY(castToBf16(static_cast<const float *>(pointers[copy.master]),
+                            static_cast<uint16_t *>(pointers[b]),
+                            copy.numElements(), stream));
+  }
   return absl::OkStatus();
 }
 

@@ -6,6 +6,17 @@
 // groups of one, so collectives are copies and sums over ranks are the
 // rank's own.
 //
+// Mixed precision (docs/precision.md): buffers keep their artifact dtype
+// on the device, BF16 ones two bytes an element. The GEMMs read BF16
+// operands as they are (cuBLASLt, fp32 accumulation), Cast and AdamW's
+// working copy have their own kernels, and the collectives move BF16 as
+// BF16 (ncclBfloat16). The other kernels compute in fp32: an instruction
+// with BF16 operands or results runs them on per-instruction fp32 scratch,
+// each BF16 operand widened exactly into it and each BF16 result rounded
+// once, to nearest even, out of it (runWidened), as the CPU's kernels
+// decode and round. The scratch lives for one instruction; nothing BF16 is
+// kept in fp32.
+//
 //===----------------------------------------------------------------------===//
 #include "DeviceStep.h"
 
@@ -191,11 +202,15 @@ absl::Status adamwUpdate(const DeviceStep &step, const ops::AdamWView &op) {
     return lr.status();
   int32_t at = 0;
   MOE_CUDA_TRY(step.read(step.i32(op.step()), 1, &at));
+  // Mixed precision: the BF16 working copy takes the updated master.
+  std::optional<uint32_t> working = op.working();
   return adamw(step.f32(op.param()), step.f32(op.grad()),
                step.f32(op.gradScale()), step.f32(op.expAvg()),
                step.f32(op.expAvgSq()), step.buffer(op.param()).numElements(),
                *lr, op.beta1(), op.beta2(), op.eps(), op.weightDecay(), at,
-               step.stream);
+               step.stream,
+               working ? static_cast<uint16_t *>(step.pointers[*working])
+                       : nullptr);
 }
 
 /// A tensor's blocks around dimension `dim` of one rank's block `shape`:
@@ -229,12 +244,18 @@ absl::Status collective(const DeviceStep &step, size_t index,
   }
   if (in.numElements() == 0 || out.numElements() == 0)
     return absl::OkStatus();
+  // A collective moves its operand's dtype (the result's, SameDType).
+  bool bf16 = in.dtype == DType::BF16;
+  int64_t elementBytes = static_cast<int64_t>(dtypeBytes(in.dtype));
   if (kind == CollectiveKind::AllReduce) {
     // In place on the result, whose memory is the collective's from here on.
     if (x != y)
       MOE_CUDA_OK(cudaMemcpyAsync(y, x, out.sizeInBytes(),
                                   cudaMemcpyDeviceToDevice, stream));
     return comm->run(stream, comm->neededBy(index, true), [&](cudaStream_t on) {
+      if (bf16)
+        return group->allReduceSum(static_cast<uint16_t *>(y),
+                                   out.numElements(), on);
       return group->allReduceSum(static_cast<float *>(y), out.numElements(),
                                  on);
     });
@@ -246,39 +267,46 @@ absl::Status collective(const DeviceStep &step, size_t index,
   int64_t block = blocks.outer * blocks.chunk;
   switch (kind) {
   case CollectiveKind::AllGather: {
-    int64_t bytes = block * 4;
+    int64_t bytes = block * elementBytes;
     if (blocks.outer == 1)
       return comm->runNow(stream, [&](cudaStream_t on) {
         return group->allGatherBytes(x, y, bytes, on);
       });
-    MOE_DEVICE_BUFFER(float, pack, parts *block, stream);
+    MOE_DEVICE_BUFFER(uint8_t, pack, parts *bytes, stream);
     MOE_CUDA_TRY(comm->runNow(stream, [&](cudaStream_t on) {
       return group->allGatherBytes(x, pack.get(), bytes, on);
     }));
     return interleaveBlocks(pack.get(), y, blocks.outer, parts, blocks.chunk,
-                            /*pack=*/false, stream);
+                            /*pack=*/false, stream,
+                            static_cast<int>(elementBytes));
   }
   case CollectiveKind::ReduceScatter: {
     // A private copy of the input (packed around the dimension), which the
     // arena may reuse before the communication stream reads it; freed there.
-    MOE_DEVICE_BUFFER(float, copy, parts *block, stream);
+    MOE_DEVICE_BUFFER(uint8_t, copy, parts *block *elementBytes, stream);
     if (blocks.outer == 1)
-      MOE_CUDA_OK(cudaMemcpyAsync(copy.get(), x, parts * block * 4,
+      MOE_CUDA_OK(cudaMemcpyAsync(copy.get(), x, parts * block * elementBytes,
                                   cudaMemcpyDeviceToDevice, stream));
     else
       MOE_CUDA_TRY(interleaveBlocks(x, copy.get(), blocks.outer, parts,
-                                    blocks.chunk, /*pack=*/true, stream));
-    float *input = copy.release();
+                                    blocks.chunk, /*pack=*/true, stream,
+                                    static_cast<int>(elementBytes)));
+    uint8_t *input = copy.release();
     return comm->run(stream, comm->neededBy(index, true), [&](cudaStream_t on) {
       absl::Status status =
-          group->reduceScatterSum(input, static_cast<float *>(y), block, on);
+          bf16 ? group->reduceScatterSum(
+                     reinterpret_cast<const uint16_t *>(input),
+                     static_cast<uint16_t *>(y), block, on)
+               : group->reduceScatterSum(
+                     reinterpret_cast<const float *>(input),
+                     static_cast<float *>(y), block, on);
       MOE_CUDA_OK(cudaFreeAsync(input, on));
       return status;
     });
   }
   case CollectiveKind::Slice: {
     // This rank's block: chunk `rank` of every outer row, no communication.
-    size_t chunkBytes = static_cast<size_t>(blocks.chunk) * 4;
+    size_t chunkBytes = static_cast<size_t>(blocks.chunk * elementBytes);
     MOE_CUDA_OK(cudaMemcpy2DAsync(y, chunkBytes,
                                   static_cast<const char *>(x) +
                                       group->rank() * chunkBytes,
@@ -351,8 +379,7 @@ public:
     spec.transB = true;
     spec.m = T, spec.n = N, spec.k = K, spec.lda = K, spec.ldb = K,
     spec.ldc = N;
-    return step.bf16Gemm(spec, f32(op.x()), T * K, f32(op.w()), N * K, 0.0f,
-                         f32(op.y()));
+    return step.gemmOnBuffers(spec, op.x(), op.w(), op.y());
   }
   absl::Status run(const ops::LinearGradInputView &op) {
     // dx[T, K] = dy[T, N] w[N, K].
@@ -361,8 +388,7 @@ public:
     GemmSpec spec;
     spec.m = T, spec.n = K, spec.k = N, spec.lda = N, spec.ldb = K,
     spec.ldc = K;
-    return step.bf16Gemm(spec, f32(op.dy()), T * N, f32(op.w()), N * K, 0.0f,
-                         f32(op.dx()));
+    return step.gemmOnBuffers(spec, op.dy(), op.w(), op.dx());
   }
   absl::Status run(const ops::LinearGradWeightView &op) {
     // dw[N, K] = dy[T, N]^T x[T, K].
@@ -372,8 +398,7 @@ public:
     spec.transA = true;
     spec.m = N, spec.n = K, spec.k = T, spec.lda = N, spec.ldb = K,
     spec.ldc = K;
-    return step.bf16Gemm(spec, f32(op.dy()), T * N, f32(op.x()), T * K, 0.0f,
-                         f32(op.dw()));
+    return step.gemmOnBuffers(spec, op.dy(), op.x(), op.dw());
   }
   absl::Status run(const ops::RopeView &op) {
     return rope(ropeForward, op.x(), op.y(), op.heads(), op.theta());
@@ -500,10 +525,13 @@ public:
   absl::Status run(const ops::Fp8AmaxUpdateView &op) {
     return fp8AmaxUpdate(step, op);
   }
-  absl::Status run(const ops::CastView &) {
-    return absl::UnimplementedError(
-        absl::StrCat(describeInstruction(step.program, index),
-                     ": the cuda backend has no cast kernel yet"));
+  absl::Status run(const ops::CastView &op) {
+    // fp32 to BF16 rounds to nearest even, BF16 to fp32 is exact (checkCast:
+    // the dtypes differ).
+    int64_t n = in(op.x()).numElements();
+    if (in(op.x()).dtype == DType::F32)
+      return castToBf16(f32(op.x()), bits(op.y()), n, stream);
+    return castFromBf16(bits(op.x()), f32(op.y()), n, stream);
   }
   absl::Status unknownOpcode(const Instruction &) {
     return absl::UnimplementedError(absl::StrCat(
@@ -514,6 +542,9 @@ private:
   const Buffer &in(uint32_t b) const { return step.buffer(b); }
   float *f32(uint32_t b) const { return step.f32(b); }
   int32_t *i32(uint32_t b) const { return step.i32(b); }
+  uint16_t *bits(uint32_t b) const {
+    return static_cast<uint16_t *>(step.pointers[b]);
+  }
 
   template <class Kernel>
   absl::Status rope(Kernel kernel, uint32_t x, uint32_t y, int64_t heads,
@@ -533,10 +564,74 @@ absl::Status runKernel(const DeviceStep &step, size_t index) {
   return ops::dispatch(kernels, step.program.instructions[index]);
 }
 
+/// The opcodes whose kernels read and write BF16 buffers themselves: the
+/// GEMMs, Cast, AdamW (its working copy) and the collectives.
+bool handlesBf16(Opcode opcode) {
+  switch (opcode) {
+  case Opcode::Linear:
+  case Opcode::LinearGradInput:
+  case Opcode::LinearGradWeight:
+  case Opcode::Cast:
+  case Opcode::AdamW:
+  case Opcode::AllReduce:
+  case Opcode::AllGather:
+  case Opcode::ReduceScatter:
+  case Opcode::Slice:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// Runs an instruction whose kernel computes in fp32 storage on fp32
+/// scratch for its BF16 operands and results (see the file comment): the
+/// operands widened exactly, the results rounded once to nearest even. A
+/// buffer both read and written (in place) is widened and rounded back.
+absl::Status runWidened(const DeviceStep &step, size_t index) {
+  const Instruction &inst = step.program.instructions[index];
+  std::vector<uint32_t> widened;
+  auto isBf16 = [&](uint32_t b) {
+    return step.buffer(b).dtype == DType::BF16 &&
+           std::find(widened.begin(), widened.end(), b) == widened.end();
+  };
+  for (const std::vector<uint32_t> *set : {&inst.operands, &inst.results})
+    for (uint32_t b : *set)
+      if (isBf16(b))
+        widened.push_back(b);
+  if (widened.empty() || handlesBf16(inst.opcode))
+    return runKernel(step, index);
+  cudaStream_t stream = step.stream;
+  std::vector<void *> pointers = step.pointers;
+  std::vector<DeviceBuffer<float>> scratch;
+  scratch.reserve(widened.size());
+  for (uint32_t b : widened) {
+    int64_t n = step.buffer(b).numElements();
+    MOE_DEVICE_BUFFER(float, wide, n, stream);
+    if (std::find(inst.operands.begin(), inst.operands.end(), b) !=
+        inst.operands.end())
+      MOE_CUDA_TRY(castFromBf16(static_cast<const uint16_t *>(step.pointers[b]),
+                                wide.get(), n, stream));
+    pointers[b] = wide.get();
+    scratch.push_back(std::move(wide));
+  }
+  DeviceStep onScratch{step.program, pointers, stream, step.gemms, step.step,
+                       step.groups, step.nccl, step.comm, step.stageGroup};
+  MOE_CUDA_TRY(runKernel(onScratch, index));
+  for (size_t i = 0; i < widened.size(); ++i) {
+    uint32_t b = widened[i];
+    if (std::find(inst.results.begin(), inst.results.end(), b) !=
+        inst.results.end())
+      MOE_CUDA_TRY(castToBf16(scratch[i].get(),
+                              static_cast<uint16_t *>(step.pointers[b]),
+                              step.buffer(b).numElements(), stream));
+  }
+  return absl::OkStatus();
+}
+
 } // namespace
 
 absl::Status runDeviceInstruction(const DeviceStep &step, size_t index) {
-  absl::Status status = runKernel(step, index);
+  absl::Status status = runWidened(step, index);
   // Data errors name the instruction already ("instruction 3 (...) ...").
   if (status.ok() || absl::StartsWith(status.message(), "instruction "))
     return status;

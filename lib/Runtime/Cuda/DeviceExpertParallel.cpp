@@ -10,6 +10,11 @@
 // with the input gradient and the weight's gradient; the weight gradients
 // of this rank's experts sum over the group's tokens.
 //
+// Mixed precision: rows of a BF16 x or dy travel as BF16 (half the bytes);
+// what comes back (expert outputs and input gradients, summed into each
+// token's result in fp32 before its one rounding, as on one rank) travels
+// in fp32.
+//
 //===----------------------------------------------------------------------===//
 #include "DeviceExperts.h"
 
@@ -17,6 +22,7 @@
 
 #include "moe/Runtime/Artifact/ExpertsRecipe.h"
 
+#include "moe/Runtime/Cuda/Kernels.h"
 #include "moe/Runtime/Engine/ExpertExchange.h"
 
 #include "absl/strings/str_cat.h"
@@ -116,6 +122,32 @@ absl::Status send(const DeviceStep &step, NcclGroup &group,
   });
 }
 
+/// send() of rows holding BF16 values (widened): narrowed (exactly) for the
+/// wire, widened again on arrival, when `asBf16`.
+absl::Status sendRows(const DeviceStep &step, NcclGroup &group,
+                      const float *rows, const std::vector<int64_t> &sendRows,
+                      float *arrived, const std::vector<int64_t> &recvRows,
+                      int64_t width, bool asBf16) {
+  if (!asBf16)
+    return send(step, group, rows, sendRows, arrived, recvRows, width);
+  auto total = [](const std::vector<int64_t> &counts) {
+    int64_t sum = 0;
+    for (int64_t each : counts)
+      sum += each;
+    return sum;
+  };
+  int64_t leaving = total(sendRows) * width, arriving = total(recvRows) * width;
+  cudaStream_t stream = step.stream;
+  MOE_DEVICE_BUFFER(uint16_t, narrow, leaving, stream);
+  MOE_DEVICE_BUFFER(uint16_t, received, arriving, stream);
+  MOE_CUDA_TRY(castToBf16(rows, narrow.get(), leaving, stream));
+  MOE_CUDA_TRY(step.comm->runNow(stream, [&](cudaStream_t on) {
+    return group.allToAllRows(narrow.get(), sendRows, received.get(),
+                              recvRows, width, on);
+  }));
+  return castFromBf16(received.get(), arrived, arriving, stream);
+}
+
 } // namespace
 
 absl::Status expertParallelForward(const DeviceStep &step, size_t index,
@@ -135,8 +167,8 @@ absl::Status expertParallelForward(const DeviceStep &step, size_t index,
   MOE_CUDA_TRY(gatherRows(args.x, exchange->slots.get(), sent, s.topK, s.H,
                           leaving.get(), stream));
   MOE_DEVICE_BUFFER(float, arriving, arrived * s.H, stream);
-  MOE_CUDA_TRY(send(step, *nccl, leaving.get(), plan.sendRows, arriving.get(),
-                    plan.recvRows, s.H));
+  MOE_CUDA_TRY(sendRows(step, *nccl, leaving.get(), plan.sendRows,
+                        arriving.get(), plan.recvRows, s.H, args.bf16X));
   // This rank's experts on the rows that arrived: one slot each, weight 1
   // (the routing weight applies where the token is).
   MOE_DEVICE_BUFFER(float, ones, arrived, stream);
@@ -184,10 +216,10 @@ absl::Status expertParallelBackward(const DeviceStep &step, size_t index,
   MOE_DEVICE_BUFFER(float, arrivingX, arrived * s.H, stream);
   MOE_DEVICE_BUFFER(float, arrivingDy, arrived * s.H, stream);
   MOE_DEVICE_BUFFER(float, arrivingWeights, arrived, stream);
-  MOE_CUDA_TRY(send(step, *nccl, leavingX.get(), plan.sendRows, arrivingX.get(),
-                    plan.recvRows, s.H));
-  MOE_CUDA_TRY(send(step, *nccl, leavingDy.get(), plan.sendRows,
-                    arrivingDy.get(), plan.recvRows, s.H));
+  MOE_CUDA_TRY(sendRows(step, *nccl, leavingX.get(), plan.sendRows,
+                        arrivingX.get(), plan.recvRows, s.H, args.bf16X));
+  MOE_CUDA_TRY(sendRows(step, *nccl, leavingDy.get(), plan.sendRows,
+                        arrivingDy.get(), plan.recvRows, s.H, args.bf16Dy));
   MOE_CUDA_TRY(send(step, *nccl, leavingWeights.get(), plan.sendRows,
                     arrivingWeights.get(), plan.recvRows, 1));
 

@@ -230,6 +230,8 @@ ExpertsArgs expertsArgsOf(const DeviceStep &step, size_t index) {
   args.w2 = step.f32(in[first + 5]);
   args.shapes = {rowsOf(x), x.shape.back(), w1[1], w1[0],
                  step.buffer(in[first + 1]).shape.back()};
+  args.bf16X = x.dtype == DType::BF16;
+  args.bf16Dy = first > 0 && step.buffer(in[0]).dtype == DType::BF16;
   return args;
 }
 

@@ -25,6 +25,10 @@ struct ExpertsArgs {
   const int32_t *indices;
   const float *w1, *w3, *w2;
   ExpertShapes shapes;
+  /// Mixed precision: the instruction's x (and, backward, dy) are BF16
+  /// buffers, so their rows travel between ranks as BF16 (the values x
+  /// holds here are BF16's, widened: the narrowing for the wire is exact).
+  bool bf16X = false, bf16Dy = false;
 };
 
 /// dx [T, H], dweights [T, topK], dw1, dw3 [E, F, H], dw2 [E, H, F].

@@ -86,4 +86,38 @@ absl::Status DeviceStep::bf16Gemm(const GemmSpec &spec, const float *a,
   return gemm(spec, aBf16.get(), bBf16.get(), beta, c);
 }
 
+absl::Status DeviceStep::gemmOnBuffers(const GemmSpec &spec, uint32_t a,
+                                       uint32_t b, uint32_t c) const {
+  // The fp32 inputs' BF16 copies (one element when the buffer is BF16).
+  auto asBf16 = [&](uint32_t input, DeviceBuffer<uint16_t> &copy)
+      -> absl::StatusOr<const uint16_t *> {
+    const Buffer &in = buffer(input);
+    if (in.dtype == DType::BF16)
+      return static_cast<const uint16_t *>(pointers[input]);
+    absl::StatusOr<DeviceBuffer<uint16_t>> allocated =
+        DeviceBuffer<uint16_t>::allocate(in.numElements(), stream);
+    if (!allocated.ok())
+      return allocated.status();
+    copy = std::move(*allocated);
+    MOE_CUDA_TRY(castToBf16(f32(input), copy.get(), in.numElements(), stream));
+    return copy.get();
+  };
+  DeviceBuffer<uint16_t> aCopy, bCopy;
+  absl::StatusOr<const uint16_t *> aBf16 = asBf16(a, aCopy);
+  if (!aBf16.ok())
+    return aBf16.status();
+  absl::StatusOr<const uint16_t *> bBf16 = asBf16(b, bCopy);
+  if (!bBf16.ok())
+    return bBf16.status();
+  const Buffer &out = buffer(c);
+  if (out.dtype != DType::BF16)
+    return gemm(spec, *aBf16, *bBf16, 0.0f, f32(c));
+  // fp32 sums, then one rounding into the BF16 result.
+  int64_t n = out.numElements();
+  MOE_DEVICE_BUFFER(float, sums, n, stream);
+  MOE_CUDA_TRY(gemm(spec, *aBf16, *bBf16, 0.0f, sums.get()));
+  return castToBf16(sums.get(), static_cast<uint16_t *>(pointers[c]), n,
+                    stream);
+}
+
 } // namespace moe::rt::cuda

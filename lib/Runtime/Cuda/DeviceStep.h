@@ -74,6 +74,12 @@ struct DeviceStep {
   /// The same with inputs already in BF16.
   absl::Status gemm(const GemmSpec &spec, const uint16_t *a, const uint16_t *b,
                     float beta, float *c) const;
+  /// c = op(a) op(b) on buffers of either float dtype (mixed precision): a
+  /// BF16 input is read as it is, an fp32 one rounded to BF16 first; an
+  /// fp32 c takes the fp32 sums, a BF16 one those sums rounded once to
+  /// nearest even (as the CPU's GEMMs round their BF16 results).
+  absl::Status gemmOnBuffers(const GemmSpec &spec, uint32_t a, uint32_t b,
+                             uint32_t c) const;
 };
 
 /// Runs instruction `index` of the step.

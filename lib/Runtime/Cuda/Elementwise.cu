@@ -12,6 +12,8 @@
 #include "BlockReduce.cuh"
 #include "Launch.h"
 
+#include "absl/strings/str_cat.h"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -53,6 +55,11 @@ __global__ void fillKernel(float *x, float value, int64_t n) {
 
 __global__ void castToBf16Kernel(const float *x, uint16_t *out, int64_t n) {
   GRID_STRIDE(i, n) out[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i]));
+}
+
+/// BF16 is fp32's upper half: the widening is exact.
+__global__ void castFromBf16Kernel(const uint16_t *x, float *out, int64_t n) {
+  GRID_STRIDE(i, n) out[i] = __uint_as_float(uint32_t{x[i]} << 16);
 }
 
 /// |x| as unsigned bits: for non-negative floats the integer order is the
@@ -126,7 +133,8 @@ __global__ void rollAmaxHistoriesKernel(float *histories, int64_t rows,
   GRID_STRIDE(r, rows) semantics::rollAmaxHistory(histories + r * length, length);
 }
 
-__global__ void interleaveBlocksKernel(const uint32_t *from, uint32_t *to,
+template <typename Word>
+__global__ void interleaveBlocksKernel(const Word *from, Word *to,
                                        int64_t outer, int64_t parts,
                                        int64_t chunk, bool pack) {
   semantics::CollectiveBlocks blocks{outer, chunk};
@@ -169,11 +177,21 @@ __global__ void scatterValuesKernel(const float *values, const int64_t *slots,
 
 absl::Status interleaveBlocks(const void *from, void *to, int64_t outer,
                               int64_t parts, int64_t chunk, bool pack,
-                              cudaStream_t stream) {
-  interleaveBlocksKernel<<<gridFor(outer * parts * chunk), kThreads, 0,
-                           stream>>>(static_cast<const uint32_t *>(from),
-                                     static_cast<uint32_t *>(to), outer, parts,
-                                     chunk, pack);
+                              cudaStream_t stream, int elementBytes) {
+  if (elementBytes == 2)
+    interleaveBlocksKernel<<<gridFor(outer * parts * chunk), kThreads, 0,
+                             stream>>>(static_cast<const uint16_t *>(from),
+                                       static_cast<uint16_t *>(to), outer,
+                                       parts, chunk, pack);
+  else if (elementBytes == 4)
+    interleaveBlocksKernel<<<gridFor(outer * parts * chunk), kThreads, 0,
+                             stream>>>(static_cast<const uint32_t *>(from),
+                                       static_cast<uint32_t *>(to), outer,
+                                       parts, chunk, pack);
+  else
+    return absl::InvalidArgumentError(absl::StrCat(
+        "interleaveBlocks: elements of ", elementBytes,
+        " bytes (expected 2 or 4)"));
   return launched("interleaveBlocks");
 }
 
@@ -231,6 +249,12 @@ absl::Status castToBf16(const float *x, uint16_t *out, int64_t n,
                         cudaStream_t stream) {
   castToBf16Kernel<<<gridFor(n), kThreads, 0, stream>>>(x, out, n);
   return launched("castToBf16");
+}
+
+absl::Status castFromBf16(const uint16_t *x, float *out, int64_t n,
+                          cudaStream_t stream) {
+  castFromBf16Kernel<<<gridFor(n), kThreads, 0, stream>>>(x, out, n);
+  return launched("castFromBf16");
 }
 
 absl::Status absMax(const float *x, int64_t n, float *amax,

@@ -99,6 +99,15 @@ absl::Status NcclGroup::allReduceSum(float *data, int64_t count,
                     "ncclAllReduce", comm);
 }
 
+absl::Status NcclGroup::allReduceSum(uint16_t *bf16, int64_t count,
+                                     cudaStream_t stream) {
+  if (absl::Status status = checkCount(count, "ncclAllReduce"); !status.ok())
+    return status;
+  return ncclStatus(ncclAllReduce(bf16, bf16, static_cast<size_t>(count),
+                                  ncclBfloat16, ncclSum, comm, stream),
+                    "ncclAllReduce", comm);
+}
+
 absl::Status NcclGroup::allReduceMax(float *data, int64_t count,
                                      cudaStream_t stream) {
   if (absl::Status status = checkCount(count, "ncclAllReduce"); !status.ok())
@@ -136,11 +145,42 @@ absl::Status NcclGroup::reduceScatterSum(const float *input, float *output,
                     "ncclReduceScatter", comm);
 }
 
+absl::Status NcclGroup::reduceScatterSum(const uint16_t *input,
+                                         uint16_t *output, int64_t count,
+                                         cudaStream_t stream) {
+  if (absl::Status status = checkCount(count, "ncclReduceScatter");
+      !status.ok())
+    return status;
+  return ncclStatus(ncclReduceScatter(input, output, static_cast<size_t>(count),
+                                      ncclBfloat16, ncclSum, comm, stream),
+                    "ncclReduceScatter", comm);
+}
+
 absl::Status NcclGroup::allToAllRows(const float *input,
                                      const std::vector<int64_t> &sendRows,
                                      float *output,
                                      const std::vector<int64_t> &recvRows,
                                      int64_t width, cudaStream_t stream) {
+  return allToAllRowsOf(input, sendRows, output, recvRows, width, ncclFloat32,
+                        sizeof(float), stream);
+}
+
+absl::Status NcclGroup::allToAllRows(const uint16_t *input,
+                                     const std::vector<int64_t> &sendRows,
+                                     uint16_t *output,
+                                     const std::vector<int64_t> &recvRows,
+                                     int64_t width, cudaStream_t stream) {
+  return allToAllRowsOf(input, sendRows, output, recvRows, width,
+                        ncclBfloat16, sizeof(uint16_t), stream);
+}
+
+absl::Status NcclGroup::allToAllRowsOf(const void *input,
+                                       const std::vector<int64_t> &sendRows,
+                                       void *output,
+                                       const std::vector<int64_t> &recvRows,
+                                       int64_t width, ncclDataType_t type,
+                                       size_t elementBytes,
+                                       cudaStream_t stream) {
   if (sendRows.size() != static_cast<size_t>(size_) ||
       recvRows.size() != static_cast<size_t>(size_))
     return absl::InvalidArgumentError(absl::StrCat(
@@ -156,13 +196,15 @@ absl::Status NcclGroup::allToAllRows(const float *input,
     size_t sendCount = static_cast<size_t>(sendRows[peer] * width);
     size_t recvCount = static_cast<size_t>(recvRows[peer] * width);
     if (sendCount > 0)
-      failed = ncclStatus(ncclSend(input + sent, sendCount, ncclFloat32, peer,
-                                   comm, stream),
-                          "ncclSend", comm);
+      failed = ncclStatus(
+          ncclSend(static_cast<const char *>(input) + sent * elementBytes,
+                   sendCount, type, peer, comm, stream),
+          "ncclSend", comm);
     if (failed.ok() && recvCount > 0)
-      failed = ncclStatus(ncclRecv(output + received, recvCount, ncclFloat32,
-                                   peer, comm, stream),
-                          "ncclRecv", comm);
+      failed = ncclStatus(
+          ncclRecv(static_cast<char *>(output) + received * elementBytes,
+                   recvCount, type, peer, comm, stream),
+          "ncclRecv", comm);
     sent += static_cast<int64_t>(sendCount);
     received += static_cast<int64_t>(recvCount);
   }

@@ -13,7 +13,8 @@
 // FMA flags), the update is bitwise the CPU's. The gradient is first
 // multiplied by the clipping coefficient in fp32, as adamwScaled in
 // lib/Runtime/Engine/Dispatch.cpp does (a coefficient of 1 leaves it
-// unchanged there and here alike).
+// unchanged there and here alike). With mixed precision's working copy,
+// the updated parameter is also rounded to BF16 (nearest even) into it.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Runtime/Cuda/Kernels.h"
@@ -22,6 +23,8 @@
 #include "Launch.h"
 
 #include "absl/strings/str_cat.h"
+
+#include <cuda_bf16.h>
 
 #include <cmath>
 
@@ -56,7 +59,8 @@ struct AdamwScalars {
 
 __global__ void adamwKernel(float *param, const float *grad,
                             const float *gradScale, float *expAvg,
-                            float *expAvgSq, int64_t n, AdamwScalars s) {
+                            float *expAvgSq, int64_t n, AdamwScalars s,
+                            uint16_t *working) {
   float scale = *gradScale;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(blockDim.x) * gridDim.x) {
@@ -78,6 +82,8 @@ __global__ void adamwKernel(float *param, const float *grad,
     expAvg[i] = m;
     expAvgSq[i] = v;
     param[i] = p;
+    if (working)
+      working[i] = __bfloat16_as_ushort(__float2bfloat16_rn(p));
   }
 }
 
@@ -97,7 +103,7 @@ absl::Status sumOfSquares(const float *g, int64_t n, double *sum,
 absl::Status adamw(float *param, const float *grad, const float *gradScale,
                    float *expAvg, float *expAvgSq, int64_t n, float lr,
                    float beta1, float beta2, float eps, float weightDecay,
-                   int64_t step, cudaStream_t stream) {
+                   int64_t step, cudaStream_t stream, uint16_t *working) {
   if (n < 0)
     return absl::InvalidArgumentError(
         absl::StrCat("adamw: n must be >= 0, found ", n));
@@ -120,7 +126,7 @@ absl::Status adamw(float *param, const float *grad, const float *gradScale,
   s.eps = eps;
   s.decays = weightDecay != 0.0f;
   adamwKernel<<<gridFor(n), kThreads, 0, stream>>>(param, grad, gradScale,
-                                                   expAvg, expAvgSq, n, s);
+                                                   expAvg, expAvgSq, n, s, working);
   return launched("adamw");
 }
 

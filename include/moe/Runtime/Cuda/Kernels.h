@@ -40,17 +40,22 @@ absl::Status swigluBackward(const float *dy, const float *gate,
                             int64_t n, cudaStream_t stream);
 /// x[0, n) = value.
 absl::Status fill(float *x, float value, int64_t n, cudaStream_t stream);
-/// out = bf16(x), rounding to nearest even: a GEMM's BF16 input.
+/// out = bf16(x), rounding to nearest even (as cpu::castToBf16): a GEMM's
+/// BF16 input, a BF16 result computed in fp32, the Cast opcode.
 absl::Status castToBf16(const float *x, uint16_t *out, int64_t n,
                         cudaStream_t stream);
+/// out = the fp32 value of each BF16 (bits) x, exactly (cpu::castFromBf16).
+absl::Status castFromBf16(const uint16_t *x, float *out, int64_t n,
+                          cudaStream_t stream);
 
 /// A tensor split along a dimension with `outer` elements' worth of blocks
-/// before it is [outer, parts, chunk] (4-byte words: floats or ids); a
-/// collective's buffer is [parts, outer, chunk]. pack: to[r, o, :] =
-/// from[o, r, :]; unpack: the reverse (the CPU's Collectives interleave).
+/// before it is [outer, parts, chunk] (elements of `elementBytes`, 4: floats
+/// or ids, 2: BF16); a collective's buffer is [parts, outer, chunk]. pack:
+/// to[r, o, :] = from[o, r, :]; unpack: the reverse (the CPU's Collectives
+/// interleave).
 absl::Status interleaveBlocks(const void *from, void *to, int64_t outer,
                               int64_t parts, int64_t chunk, bool pack,
-                              cudaStream_t stream);
+                              cudaStream_t stream, int elementBytes = 4);
 
 /// OCP FP8 formats (as cpu::Fp8Format).
 enum class Fp8Format : uint8_t { E4M3 = 0, E5M2 = 1 };
@@ -233,11 +238,14 @@ absl::Status auxLossBackward(float dloss, const unsigned long long *count,
 absl::Status sumOfSquares(const float *g, int64_t n, double *sum,
                           cudaStream_t stream);
 /// As cpu::adamw, with the gradient scaled by *gradScale (device scalar:
-/// the clipping coefficient) and lr a host value.
+/// the clipping coefficient) and lr a host value. With `working` (mixed
+/// precision's BF16 working copy of param), working[i] = bf16(updated
+/// param[i]), rounded to nearest even.
 absl::Status adamw(float *param, const float *grad, const float *gradScale,
                    float *expAvg, float *expAvgSq, int64_t n, float lr,
                    float beta1, float beta2, float eps, float weightDecay,
-                   int64_t step, cudaStream_t stream);
+                   int64_t step, cudaStream_t stream,
+                   uint16_t *working = nullptr);
 
 } // namespace moe::rt::cuda
 

@@ -38,6 +38,9 @@ public:
 
   /// data = the sum of every rank's data (in place).
   absl::Status allReduceSum(float *data, int64_t count, cudaStream_t stream);
+  /// The same for BF16 (bits): ncclBfloat16, summed in NCCL's order.
+  absl::Status allReduceSum(uint16_t *bf16, int64_t count,
+                            cudaStream_t stream);
   /// data = the elementwise maximum of every rank's data (in place).
   absl::Status allReduceMax(float *data, int64_t count, cudaStream_t stream);
   /// output = the ranks' inputs (`count` each) concatenated in rank order.
@@ -50,6 +53,9 @@ public:
   /// ranks' inputs (size() * count each).
   absl::Status reduceScatterSum(const float *input, float *output,
                                 int64_t count, cudaStream_t stream);
+  /// The same for BF16 (bits).
+  absl::Status reduceScatterSum(const uint16_t *input, uint16_t *output,
+                                int64_t count, cudaStream_t stream);
   /// Rows of `width` floats to every rank: sendRows[r] of them, in rank
   /// order from `input`, to rank r; recvRows[r] from rank r into `output`,
   /// in rank order (the expert all-to-all, its counts known on the host).
@@ -57,9 +63,22 @@ public:
                             const std::vector<int64_t> &sendRows,
                             float *output, const std::vector<int64_t> &recvRows,
                             int64_t width, cudaStream_t stream);
+  /// The same for rows of BF16 (bits): mixed precision's expert dispatch.
+  absl::Status allToAllRows(const uint16_t *input,
+                            const std::vector<int64_t> &sendRows,
+                            uint16_t *output,
+                            const std::vector<int64_t> &recvRows,
+                            int64_t width, cudaStream_t stream);
 
 private:
   friend class NcclWorld;
+  /// allToAllRows over elements of `type` (`elementBytes` each).
+  absl::Status allToAllRowsOf(const void *input,
+                              const std::vector<int64_t> &sendRows,
+                              void *output,
+                              const std::vector<int64_t> &recvRows,
+                              int64_t width, ncclDataType_t type,
+                              size_t elementBytes, cudaStream_t stream);
   NcclGroup(ncclComm_t comm, int rank, int size)
       : comm(comm), rank_(rank), size_(size) {}
 

@@ -15,6 +15,8 @@ parser.add_argument("--keys", default="loss,ce_loss,aux_loss,grad_norm,lr")
 parser.add_argument("--rtol", type=float, default=1e-5)
 parser.add_argument("--from-step", type=int, default=0,
                     help="compare the steps from this one on (a resumed run)")
+parser.add_argument("--until-step", type=int, default=None,
+                    help="compare the steps before this one only")
 parser.add_argument("--run-steps", action="store_true",
                     help="compare the reference only at the steps the run has "
                          "(a run resumed at a step not known in advance)")
@@ -25,7 +27,8 @@ KEYS = args.keys.split(",")
 def load(path):
     with open(path) as f:
         records = [json.loads(line) for line in f if line.strip()]
-    return [r for r in records if r["step"] >= args.from_step]
+    return [r for r in records if r["step"] >= args.from_step and
+            (args.until_step is None or r["step"] < args.until_step)]
 
 
 reference, run = load(args.reference), load(args.run)

@@ -77,12 +77,15 @@ absl::Status verifySplit(const Program &program, uint32_t index) {
   const Buffer &buffer = program.buffers[index];
   if (buffer.split.empty())
     return absl::OkStatus();
+  // A working copy is split as its master (checked with the working
+  // copies): each rank rounds its own block.
   if (buffer.kind != BufferKind::Parameter &&
-      buffer.kind != BufferKind::OptimizerState)
+      buffer.kind != BufferKind::OptimizerState &&
+      buffer.kind != BufferKind::WorkingCopy)
     return bufferError(program, index,
                        absl::StrCat(withArticle(buffer.kind),
-                                    " cannot be split; only parameters and "
-                                    "optimizer state are"));
+                                    " cannot be split; only parameters, "
+                                    "optimizer state and working copies are"));
   if (buffer.split.size() != buffer.shape.size())
     return bufferError(program, index,
                        absl::StrCat("split ", formatSplit(buffer.split),

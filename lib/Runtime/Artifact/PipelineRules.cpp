@@ -347,9 +347,13 @@ std::vector<int32_t> persistentBufferStages(const Program &program) {
   std::vector<int32_t> stage(program.buffers.size(), -1);
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction &inst = program.instructions[i];
-    if (inst.opcode == Opcode::AdamW)
+    if (inst.opcode == Opcode::AdamW) {
       for (size_t o : {0, 2, 3})
         stage[inst.operands[o]] = pipeline.instructionStage[i];
+      // The BF16 working copy lives with the master it is rounded from.
+      if (inst.operands.size() > 7)
+        stage[inst.operands[7]] = pipeline.instructionStage[i];
+    }
     if (inst.opcode == Opcode::Fp8AmaxUpdate)
       stage[inst.operands[0]] = pipeline.instructionStage[i];
   }
@@ -357,7 +361,9 @@ std::vector<int32_t> persistentBufferStages(const Program &program) {
     if (pipeline.instructionPhase[i] == PipelinePhase::Optimizer)
       continue;
     for (uint32_t b : program.instructions[i].operands)
-      if (program.buffers[b].kind == BufferKind::Parameter && stage[b] < 0)
+      if ((program.buffers[b].kind == BufferKind::Parameter ||
+           program.buffers[b].kind == BufferKind::WorkingCopy) &&
+          stage[b] < 0)
         stage[b] = pipeline.instructionStage[i];
   }
   return stage;

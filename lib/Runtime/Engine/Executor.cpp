@@ -246,10 +246,14 @@ void Executor::initialize(uint64_t seed) {
 }
 
 void Executor::refreshWorkingCopies() {
-  for (auto [copy, master] : storage->workingCopies)
+  for (auto [copy, master] : storage->workingCopies) {
+    // A pipeline rank holds only its own stages' weights (and copies).
+    if (!storage->pointers[master] || !storage->pointers[copy])
+      continue;
     cpu::castToBf16(reinterpret_cast<const float *>(storage->pointers[master]),
                     reinterpret_cast<uint16_t *>(storage->pointers[copy]),
                     prog->buffers[copy].numElements());
+  }
 }
 
 int64_t Executor::rank() const { return placement->rank(); }

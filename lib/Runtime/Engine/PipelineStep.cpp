@@ -48,7 +48,8 @@ uint64_t pipelineRankBytes(const Program &program, int32_t rank) {
   for (uint32_t b = 0; b < program.buffers.size(); ++b) {
     const Buffer &buffer = program.buffers[b];
     bool stageBound = buffer.kind == BufferKind::Parameter ||
-                      buffer.kind == BufferKind::OptimizerState;
+                      buffer.kind == BufferKind::OptimizerState ||
+                      buffer.kind == BufferKind::WorkingCopy;
     if (buffer.kind != BufferKind::Temporary &&
         (!stageBound || (stages[b] >= 0 && stages[b] % pipeline.stages == rank)))
       bytes += padded(buffer.sizeInBytes());
@@ -162,7 +163,8 @@ PipelineStep::create(const Program &program, int32_t rank,
   runner->held.assign(program.buffers.size(), true);
   for (uint32_t b = 0; b < program.buffers.size(); ++b) {
     BufferKind kind = program.buffers[b].kind;
-    if (kind == BufferKind::Parameter || kind == BufferKind::OptimizerState)
+    if (kind == BufferKind::Parameter || kind == BufferKind::OptimizerState ||
+        kind == BufferKind::WorkingCopy)
       runner->held[b] = stages[b] >= 0 && stages[b] % pipeline.stages == rank;
   }
 
@@ -264,6 +266,12 @@ absl::Status PipelineStep::receive(const PipelineAction &action, Slot &slot) {
     int tag = static_cast<int>(t * program.pipeline.microbatches +
                                action.microbatch);
     uint8_t *data = slot.pointers[transfer.buffer];
+    // Other dtypes (BF16) travel as their bytes, in 4-byte words: received
+    // into a staging copy, since their size need not be a whole word.
+    std::vector<int32_t> words;
+    bool asWords = buffer.dtype != DType::F32 && buffer.dtype != DType::I32;
+    if (asWords)
+      words.resize((buffer.sizeInBytes() + 3) / 4);
     absl::StatusOr<comm::Request> request =
         buffer.dtype == DType::F32
             ? stageGroup->startRecv(
@@ -271,13 +279,16 @@ absl::Status PipelineStep::receive(const PipelineAction &action, Slot &slot) {
                                  buffer.numElements()),
                   peer, tag)
             : stageGroup->startRecv(
-                  absl::MakeSpan(reinterpret_cast<int32_t *>(data),
-                                 buffer.numElements()),
+                  asWords ? absl::MakeSpan(words)
+                          : absl::MakeSpan(reinterpret_cast<int32_t *>(data),
+                                           buffer.numElements()),
                   peer, tag);
     io::TraceScope span(trace, io::TraceTrack::Communication,
                         absl::StrCat("recv ", buffer.name, " mb ",
                                      action.microbatch));
     absl::Status status = request.ok() ? request->wait() : request.status();
+    if (status.ok() && asWords)
+      std::memcpy(data, words.data(), buffer.sizeInBytes());
     if (!status.ok())
       return absl::Status(
           status.code(),
@@ -305,7 +316,10 @@ absl::Status PipelineStep::send(const PipelineAction &action, Slot &slot) {
     // A copy, so that the slot may be reused before the peer has it.
     auto pending = std::make_unique<PendingSend>();
     const uint8_t *data = slot.pointers[transfer.buffer];
-    pending->bytes.assign(data, data + buffer.sizeInBytes());
+    // Whole 4-byte words (a BF16 buffer's bytes need not fill the last).
+    size_t words = (buffer.sizeInBytes() + 3) / 4;
+    pending->bytes.assign(words * 4, 0);
+    std::memcpy(pending->bytes.data(), data, buffer.sizeInBytes());
     absl::StatusOr<comm::Request> request =
         buffer.dtype == DType::F32
             ? stageGroup->startSend(
@@ -316,7 +330,7 @@ absl::Status PipelineStep::send(const PipelineAction &action, Slot &slot) {
             : stageGroup->startSend(
                   absl::MakeConstSpan(
                       reinterpret_cast<const int32_t *>(pending->bytes.data()),
-                      buffer.numElements()),
+                      words),
                   transfer.toRank, tag);
     if (!request.ok())
       return absl::Status(

@@ -2,6 +2,9 @@
 #include "moe/Runtime/Cuda/Nccl.h"
 
 #include "CudaStatus.h"
+#include "DeviceBuffer.h"
+
+#include "moe/Runtime/Cuda/Kernels.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -101,11 +104,18 @@ absl::Status NcclGroup::allReduceSum(float *data, int64_t count,
 
 absl::Status NcclGroup::allReduceSum(uint16_t *bf16, int64_t count,
                                      cudaStream_t stream) {
-  if (absl::Status status = checkCount(count, "ncclAllReduce"); !status.ok())
+  if (absl::Status status = checkCount(count, "ncclAllGather"); !status.ok())
     return status;
-  return ncclStatus(ncclAllReduce(bf16, bf16, static_cast<size_t>(count),
-                                  ncclBfloat16, ncclSum, comm, stream),
-                    "ncclAllReduce", comm);
+  if (count == 0)
+    return absl::OkStatus();
+  // Every rank's block, in rank order, then their fp32 sum rounded once
+  // (Bf16Sum.cu): the CPU's sum, where ncclBfloat16's ring would round
+  // after every hop.
+  MOE_DEVICE_BUFFER(uint16_t, blocks, count * size_, stream);
+  MOE_CUDA_TRY(allGatherBytes(bf16, blocks.get(),
+                              count * static_cast<int64_t>(sizeof(uint16_t)),
+                              stream));
+  return sumBf16Rows(blocks.get(), size_, count, bf16, stream);
 }
 
 absl::Status NcclGroup::allReduceMax(float *data, int64_t count,
@@ -151,9 +161,15 @@ absl::Status NcclGroup::reduceScatterSum(const uint16_t *input,
   if (absl::Status status = checkCount(count, "ncclReduceScatter");
       !status.ok())
     return status;
-  return ncclStatus(ncclReduceScatter(input, output, static_cast<size_t>(count),
-                                      ncclBfloat16, ncclSum, comm, stream),
-                    "ncclReduceScatter", comm);
+  if (count == 0)
+    return absl::OkStatus();
+  // Block r of every rank to rank r, in rank order, then their fp32 sum
+  // rounded once, as allReduceSum's.
+  std::vector<int64_t> one(static_cast<size_t>(size_), 1);
+  MOE_DEVICE_BUFFER(uint16_t, blocks, count * size_, stream);
+  MOE_CUDA_TRY(allToAllRowsOf(input, one, blocks.get(), one, count,
+                              ncclBfloat16, sizeof(uint16_t), stream));
+  return sumBf16Rows(blocks.get(), size_, count, output, stream);
 }
 
 absl::Status NcclGroup::allToAllRows(const float *input,

@@ -247,6 +247,13 @@ absl::Status adamw(float *param, const float *grad, const float *gradScale,
                    int64_t step, cudaStream_t stream,
                    uint16_t *working = nullptr);
 
+/// out[i] = bf16(rows[0][i] + rows[1][i] + ... + rows[parts - 1][i]) over
+/// `parts` rows of n BF16 values (bits): added in fp32 in row order and
+/// rounded once to nearest even, the CPU's sum over ranks of BF16 values
+/// (the BF16 collectives' reduction, Bf16Sum.cu). out may be a row.
+absl::Status sumBf16Rows(const uint16_t *rows, int64_t parts, int64_t n,
+                         uint16_t *out, cudaStream_t stream);
+
 } // namespace moe::rt::cuda
 
 #endif // MOE_RUNTIME_CUDA_KERNELS_H

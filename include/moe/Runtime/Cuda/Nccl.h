@@ -38,7 +38,9 @@ public:
 
   /// data = the sum of every rank's data (in place).
   absl::Status allReduceSum(float *data, int64_t count, cudaStream_t stream);
-  /// The same for BF16 (bits): ncclBfloat16, summed in NCCL's order.
+  /// The same for BF16 (bits), as the CPU sums: the ranks' blocks gathered
+  /// (ncclBfloat16), added in fp32 in rank order and rounded once
+  /// (sumBf16Rows), not NCCL's ring, which rounds after every hop.
   absl::Status allReduceSum(uint16_t *bf16, int64_t count,
                             cudaStream_t stream);
   /// data = the elementwise maximum of every rank's data (in place).
@@ -53,7 +55,8 @@ public:
   /// ranks' inputs (size() * count each).
   absl::Status reduceScatterSum(const float *input, float *output,
                                 int64_t count, cudaStream_t stream);
-  /// The same for BF16 (bits).
+  /// The same for BF16 (bits): block r of every rank sent to rank r
+  /// (ncclBfloat16), then summed as allReduceSum's.
   absl::Status reduceScatterSum(const uint16_t *input, uint16_t *output,
                                 int64_t count, cudaStream_t stream);
   /// Rows of `width` floats to every rank: sendRows[r] of them, in rank

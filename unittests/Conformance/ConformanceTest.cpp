@@ -995,19 +995,10 @@ void checkDeviceBackend(const std::string &backendName) {
   DeviceCoverage seen;
   std::vector<NamedProgram> programs = programsFor(1);
   // Mixed precision's programs, on a device against the CPU's BF16 kernels
-  // (the CPU's own half runs the fp32 programs only until it has them all).
-  // Until the verifier knows working copies (issue 16's runtime half, with
-  // the CPU's BF16 kernels) they are reported, not run; remove once it does.
+  // (the CPU's own half runs the fp32 programs only).
   if (backendName != "cpu")
-    for (auto &[name, make] : bf16Programs()) {
-      absl::Status status = verifyProgram(make());
-      if (absl::StrContains(status.message(), "unknown buffer kind 4")) {
-        std::printf("%s: not run: %s\n", name.c_str(),
-                    std::string(status.message()).c_str());
-        continue;
-      }
+    for (auto &[name, make] : bf16Programs())
       programs.push_back({name, make});
-    }
   for (size_t i = 0; i < programs.size(); ++i) {
     checkInstructionsAgainstCpu(backendName, programs, i, seen);
     if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure())
@@ -1085,10 +1076,6 @@ TEST(ConformanceCoverage, NamesEveryOpcodeNotCovered) {
 TEST(ConformanceBf16, ProgramsAreValid) {
   for (auto &[name, make] : bf16Programs()) {
     absl::Status status = verifyProgram(make());
-    // Until the verifier knows working copies (issue 16's runtime half);
-    // remove once it does.
-    if (absl::StrContains(status.message(), "unknown buffer kind 4"))
-      GTEST_SKIP() << name << ": " << status.message();
     EXPECT_TRUE(status.ok()) << name << ": " << status;
   }
 }

@@ -42,14 +42,30 @@ static void accountPipelineRanks(ModuleOp module, func::FuncOp step,
   SmallVector<PipelineRankMemory> ranks = pipelineRankMemory(module, step);
   if (ranks.empty())
     return;
+  // A working copy lives on the rank of the stage whose AdamW update
+  // rounds its master into it.
+  SmallVector<uint64_t> copies(ranks.size(), 0);
+  SymbolTable symbols(module);
+  step.walk([&](AdamWUpdateOp update) {
+    auto stage = update->getAttrOfType<IntegerAttr>(kPipelineStageAttrName);
+    FlatSymbolRefAttr copy = update.getWorkingCopyAttr();
+    if (!stage || stage.getInt() < 0 || !copy)
+      return;
+    if (auto param = symbols.lookup<ParamOp>(copy.getAttr()))
+      copies[stage.getInt() % ranks.size()] = llvm::SaturatingAdd(
+          copies[stage.getInt() % ranks.size()],
+          tensorBytes(param.getTensorType()));
+  });
   uint64_t slot = stats.arenaBytes + stats.inputBytes;
   auto held = [&](const PipelineRankMemory &rank) {
-    return rank.persistentBytes() + rank.slots * slot;
+    return rank.persistentBytes() + rank.slots * slot +
+           copies[&rank - ranks.data()];
   };
   const PipelineRankMemory *busiest = &ranks.front();
   for (const PipelineRankMemory &rank : ranks)
     if (held(rank) > held(*busiest))
       busiest = &rank;
+  stats.workingCopyBytes = copies[busiest - ranks.data()];
   stats.paramBytes = busiest->paramBytes;
   stats.optimizerStateBytes = busiest->optimizerStateBytes;
   stats.fp8HistoryBytes = busiest->fp8HistoryBytes;

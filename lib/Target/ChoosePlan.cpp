@@ -1,5 +1,6 @@
 //===- ChoosePlan.cpp - moec --plan: the plan a compile follows -----------===//
 #include "moe/Target/ChoosePlan.h"
+#include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Transforms/Target.h"
 
 using namespace mlir;
@@ -37,18 +38,38 @@ mlir::moe::choosePlan(ModuleOp module, const PlanRequest &request,
     return failure();
   }
   constraints->keepOverMemory = request.keepOverMemory;
+  // The plans are predicted in the precision the compile will resolve:
+  // the flag, else moe.transformer's `precision` (not yet recorded on the
+  // module before moe-expand-transformer), else the GPU's target's default.
+  std::string target = targetOf(cluster->gpu);
+  std::string precisionFlag = request.precision;
+  if (precisionFlag.empty())
+    for (TransformerOp transformer : module.getOps<TransformerOp>())
+      if (std::optional<Precision> declared = transformer.getPrecision())
+        precisionFlag = precisionName(*declared).str();
+  FailureOr<PrecisionRecipe> recipe = resolvePrecision(
+      precisionFlag, request.gradReduceDtype, module, target, message);
+  if (failed(recipe)) {
+    error(message);
+    return failure();
+  }
   FailureOr<SoftwareTraits> software =
-      parseSoftwareTraits(request.software, message);
+      parseSoftwareTraits(request.software, message, *recipe);
   if (failed(software)) {
     error("--plan-software: " + message);
     return failure();
   }
   // Plans for moe-run are plans its backend runs; another software's run
   // (--plan-software runtime=other) is only predicted.
-  std::string target = targetOf(cluster->gpu);
   const Target &planTarget = *lookupTarget(target);
-  if (software->moeRun)
+  if (software->moeRun) {
     constraints->backend = &planTarget.capabilities;
+    if (std::optional<std::string> refusal =
+            checkPrecisionRunnable(*recipe, planTarget.capabilities)) {
+      error(*refusal);
+      return failure();
+    }
+  }
   PlanSearchResult result =
       searchPlans(*model, *cluster, request.gpus, request.globalBatch,
                   *constraints, *software, std::max(1u, request.top));
@@ -73,7 +94,7 @@ mlir::moe::choosePlan(ModuleOp module, const PlanRequest &request,
     return failure();
   }
   return ChosenPlan{result.best.front(), cluster->gpu, target,
-                    constraints->backend};
+                    constraints->backend, *recipe};
 }
 
 void mlir::moe::applyPlan(const ChosenPlan &chosen, int64_t globalBatch,
@@ -86,6 +107,10 @@ void mlir::moe::applyPlan(const ChosenPlan &chosen, int64_t globalBatch,
   flags.schedule = best.schedule;
   flags.microbatches = chosen.cost.microbatches;
   flags.target = chosen.target;
+  // The compile resolves the same recipe; naming it keeps the two equal.
+  flags.precision = precisionName(chosen.precision.compute).str();
+  if (chosen.precision.isMixed())
+    flags.gradReduceDtype = precisionName(chosen.precision.gradReduce).str();
   if (best.fp8) {
     // The recipe and the dispatch come from the record of the backend the
     // plan is for (none: another software's run, only predicted).
@@ -105,7 +130,11 @@ void mlir::moe::printChosenPlan(const ChosenPlan &chosen,
                                 llvm::raw_ostream &os) {
   os << "compiling #1: --mesh " << flags.mesh << " --pp " << flags.stages
      << " --virtual-stages " << flags.virtualStages << " --microbatches "
-     << flags.microbatches << " --target " << flags.target << "\n";
+     << flags.microbatches << " --target " << flags.target
+     << " --precision " << flags.precision;
+  if (!flags.gradReduceDtype.empty())
+    os << " --grad-reduce-dtype " << flags.gradReduceDtype;
+  os << "\n";
   // The plan's data-parallel reductions overlap the backward, as moe-run's
   // communication thread does.
   int64_t expertChunks = chosen.cost.expertChunks;

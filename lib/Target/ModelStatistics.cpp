@@ -42,20 +42,95 @@ static void accountPipelineRanks(ModuleOp module, func::FuncOp step,
   SmallVector<PipelineRankMemory> ranks = pipelineRankMemory(module, step);
   if (ranks.empty())
     return;
+  // A working copy lives on the rank of the stage whose AdamW update
+  // rounds its master into it.
+  SmallVector<uint64_t> copies(ranks.size(), 0);
+  SymbolTable symbols(module);
+  step.walk([&](AdamWUpdateOp update) {
+    auto stage = update->getAttrOfType<IntegerAttr>(kPipelineStageAttrName);
+    FlatSymbolRefAttr copy = update.getWorkingCopyAttr();
+    if (!stage || stage.getInt() < 0 || !copy)
+      return;
+    if (auto param = symbols.lookup<ParamOp>(copy.getAttr()))
+      copies[stage.getInt() % ranks.size()] = llvm::SaturatingAdd(
+          copies[stage.getInt() % ranks.size()],
+          tensorBytes(param.getTensorType()));
+  });
   uint64_t slot = stats.arenaBytes + stats.inputBytes;
   auto held = [&](const PipelineRankMemory &rank) {
-    return rank.persistentBytes() + rank.slots * slot;
+    return rank.persistentBytes() + rank.slots * slot +
+           copies[&rank - ranks.data()];
   };
   const PipelineRankMemory *busiest = &ranks.front();
   for (const PipelineRankMemory &rank : ranks)
     if (held(rank) > held(*busiest))
       busiest = &rank;
+  stats.workingCopyBytes = copies[busiest - ranks.data()];
   stats.paramBytes = busiest->paramBytes;
   stats.optimizerStateBytes = busiest->optimizerStateBytes;
   stats.fp8HistoryBytes = busiest->fp8HistoryBytes;
   stats.gradientSumBytes = busiest->gradientSumBytes;
   stats.pipelineSlots = busiest->slots;
   stats.ranks *= ranks.size();
+}
+
+static std::string typeName(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << type;
+  return text;
+}
+
+/// The dtypes of the step: the recorded precision, the bytes per
+/// parameter of its AdamW updates, the kept activations (forward values
+/// the backward reads, as savedActivationBytes counts them) and the
+/// collectives' messages, by element type.
+static void accountDtypes(ModuleOp module, func::FuncOp step,
+                          ModelStatistics &stats) {
+  std::string error;
+  FailureOr<PrecisionRecipe> recipe = readPrecision(module, error);
+  if (succeeded(recipe))
+    stats.precision = *recipe;
+  SymbolTable symbols(module);
+  auto elementOf = [&](FlatSymbolRefAttr ref) -> uint64_t {
+    auto param = ref ? symbols.lookup<ParamOp>(ref.getAttr()) : ParamOp();
+    return param ? elementBytes(param.getTensorType().getElementType()) : 0;
+  };
+  step.walk([&](AdamWUpdateOp update) {
+    if (stats.masterElementBytes > 0)
+      return;
+    stats.masterElementBytes = elementOf(update.getParamAttr());
+    stats.momentElementBytes = elementOf(update.getExpAvgAttr()) +
+                               elementOf(update.getExpAvgSqAttr());
+    stats.gradientElementBytes =
+        elementBytes(update.getGrad().getType().getElementType());
+    stats.workingCopyElementBytes = elementOf(update.getWorkingCopyAttr());
+  });
+  llvm::SetVector<Operation *> forward = forwardOps(step);
+  for (Operation *op : forward)
+    for (Value result : op->getResults())
+      if (llvm::any_of(result.getUsers(), [&](Operation *user) {
+            return !forward.contains(user) && !isa<func::ReturnOp>(user);
+          }))
+        stats.keptActivationBytesByType[typeName(
+            cast<ShapedType>(result.getType()).getElementType())] +=
+            tensorBytes(result.getType());
+  step.walk([&](Operation *op) {
+    Value moved;
+    if (auto reduce = dyn_cast<AllReduceOp>(op))
+      moved = reduce.getInput();
+    else if (auto gather = dyn_cast<AllGatherOp>(op))
+      moved = gather.getResult();
+    else if (auto scatter = dyn_cast<ReduceScatterOp>(op))
+      moved = scatter.getInput();
+    else if (isa<ExpertsOp, ExpertsGradOp>(op) &&
+             op->getAttrOfType<ArrayAttr>("expert_axes"))
+      moved = op->getOperand(isa<ExpertsOp>(op) ? 0 : 1);
+    if (moved)
+      stats.messageBytesByType[typeName(
+          cast<ShapedType>(moved.getType()).getElementType())] +=
+          tensorBytes(moved.getType());
+  });
 }
 
 ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
@@ -116,6 +191,11 @@ ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
       add(stats.fp8HistoryBytes, localBytes);
       continue;
     }
+    // A working copy is its master's elements again, in BF16.
+    if (param.getKind() == ParamKind::working_copy) {
+      add(stats.workingCopyBytes, localBytes);
+      continue;
+    }
     add(stats.paramBytes, localBytes);
     add(totalParams, elements);
     // A token uses top_k of the experts stacked along dimension 0.
@@ -142,6 +222,7 @@ ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
     add(stats.gradientBytes, tensorBytes(update.getGrad().getType()));
   });
   stats.keptActivationBytes = savedActivationBytes(step);
+  accountDtypes(module, step, stats);
   stats.workspaceBytes = kernelWorkspaceBytes(module, step);
   step.walk([&](Operation *op) {
     stats.recomputedOps += op->hasAttr(kRecomputedAttrName);
@@ -206,13 +287,29 @@ static void printBytesRow(llvm::raw_ostream &os, StringRef what,
 void mlir::moe::printMemoryReport(const ModelStatistics &stats,
                                   llvm::raw_ostream &os) {
   os << "memory per rank (" << stats.ranks
-     << (stats.ranks == 1 ? " rank" : " ranks") << ", fp32)\n";
+     << (stats.ranks == 1 ? " rank" : " ranks") << ", "
+     << stats.precision.describe() << ")\n";
   os << llvm::format("  parameters: %lld total, %lld active per token\n",
                      static_cast<long long>(stats.totalParams),
                      static_cast<long long>(stats.activeParams));
   printBytesRow(os, "parameters", stats.paramBytes);
   printBytesRow(os, "optimizer state (AdamW m, v)",
                 stats.optimizerStateBytes);
+  bool mixed = stats.precision.isMixed() || stats.workingCopyBytes > 0;
+  if (mixed) {
+    printBytesRow(os, "working copies (what GEMMs read)",
+                  stats.workingCopyBytes);
+    os << llvm::format("  bytes per parameter: %llu master, %llu moments, "
+                       "%llu working copy, %llu gradient (%llu)\n",
+                       (unsigned long long)stats.masterElementBytes,
+                       (unsigned long long)stats.momentElementBytes,
+                       (unsigned long long)stats.workingCopyElementBytes,
+                       (unsigned long long)stats.gradientElementBytes,
+                       (unsigned long long)(stats.masterElementBytes +
+                                            stats.momentElementBytes +
+                                            stats.workingCopyElementBytes +
+                                            stats.gradientElementBytes));
+  }
   if (stats.fp8HistoryBytes > 0)
     printBytesRow(os, "fp8 amax histories", stats.fp8HistoryBytes);
   if (stats.pipelineSlots > 0)
@@ -224,6 +321,25 @@ void mlir::moe::printMemoryReport(const ModelStatistics &stats,
   printBytesRow(os, "  gradients", stats.gradientBytes);
   printBytesRow(os, "  activations kept for backward",
                 stats.keptActivationBytes);
+  if (mixed) {
+    // The element types of the compiled step, not the recipe's promise.
+    auto byType = [&](StringRef what,
+                      const std::map<std::string, uint64_t> &bytes) {
+      os << "    " << what << " by dtype:";
+      if (bytes.empty())
+        os << " none";
+      for (const auto &[type, count] : bytes)
+        os << llvm::format(" %s %.2f MiB;", type.c_str(),
+                           count / (1024.0 * 1024.0));
+      os << "\n";
+    };
+    byType("kept activations", stats.keptActivationBytesByType);
+    byType("messages (collectives per step)", stats.messageBytesByType);
+    os << llvm::format("  activations and messages: %u bytes per element "
+                       "(%s)\n",
+                       stats.precision.activationBytes(),
+                       precisionName(stats.precision.compute).str().c_str());
+  }
   if (stats.pipelineSlots > 0)
     os << llvm::format("  microbatches in flight: %lld, each with its "
                        "inputs and arena\n",
@@ -249,5 +365,6 @@ uint64_t ModelStatistics::peakBytes() const {
   uint64_t perSlot = llvm::SaturatingMultiply(
       slots, llvm::SaturatingAdd(inputBytes, arenaBytes));
   return llvm::SaturatingAdd(paramBytes, optimizerStateBytes, fp8HistoryBytes,
-                             gradientSumBytes, perSlot, workspaceBytes);
+                             gradientSumBytes, perSlot, workspaceBytes,
+                             workingCopyBytes);
 }

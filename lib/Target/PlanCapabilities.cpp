@@ -63,6 +63,18 @@ SoftwareTraits mlir::moe::limitToBackend(SoftwareTraits software,
   return software;
 }
 
+std::optional<std::string>
+mlir::moe::checkPrecisionRunnable(const PrecisionRecipe &recipe,
+                                  const caps::Capabilities &backend) {
+  if (!recipe.isMixed() || backend.hasDtype(::moe::rt::DType::BF16))
+    return std::nullopt;
+  return llvm::formatv("the {0} backend on {1} lacks {2} (bf16, for "
+                       "--precision={3})",
+                       str(backend.backend), str(backend.target),
+                       str(caps::kDtypesName), precisionName(recipe.compute))
+      .str();
+}
+
 std::string mlir::moe::fp8RecipeOf(const caps::Capabilities &backend) {
   for (caps::Fp8Recipe recipe :
        {caps::Fp8Recipe::Blockwise, caps::Fp8Recipe::Tensorwise,

@@ -390,7 +390,9 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
   };
   // The head: logits GEMM and the loss's softmax over the vocabulary.
   double headGemm = 2 * tokens * h * model.vocab / t / gpu.gemmFlops(false);
-  double headStream = 3 * tokens * model.vocab * 4.0 / t / gpu.streamBytesPerSecond();
+  // The logits are an activation (BF16 under mixed precision); the loss
+  // kernel computes in fp32 inside.
+  double headStream = 3 * tokens * model.vocab * act / t / gpu.streamBytesPerSecond();
 
   double fwdCompute = sum([](const LayerCosts &c) { return c.forward.compute(); }) +
                       headGemm + headStream;
@@ -491,10 +493,8 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
 
   // AdamW streams weights (read, write), the gradient and both moments.
   double onGpu = (denseOnGpu + expertOnGpu) / shards;
-  cost.optimizerSeconds = onGpu *
-                          (2 * sw.weightBytes + sw.gradientBytes +
-                           2 * sw.optimizerBytes) /
-                          gpu.streamBytesPerSecond();
+  cost.optimizerSeconds =
+      onGpu * sw.optimizerStreamBytes() / gpu.streamBytesPerSecond();
 
   cost.stepSeconds = run.makespan + dataParallelExposed + cost.optimizerSeconds;
   double gpus = static_cast<double>(plan.gpus());
@@ -519,8 +519,9 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
   double working = plan.remat == Remat::Full
                        ? std::max(routed.fullBytes, dense.fullBytes)
                        : 0.0;
-  // The logits and their gradient, in fp32, on the last stage.
-  double logits = 2 * tokens * model.vocab * 4.0 / t;
+  // The logits and their gradient, in the activations' dtype, on the last
+  // stage.
+  double logits = 2 * tokens * model.vocab * act / t;
   cost.activationMemory = std::max(firstInFlight * perChunk,
                                    lastInFlight * perChunk + logits) +
                           working;

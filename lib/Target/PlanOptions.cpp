@@ -96,8 +96,10 @@ mlir::moe::parsePlanConstraints(llvm::StringRef text, std::string &error) {
 }
 
 FailureOr<SoftwareTraits>
-mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error) {
-  SoftwareTraits traits;
+mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error,
+                               const PrecisionRecipe &precision) {
+  SoftwareTraits traits = withPrecision(SoftwareTraits(), precision);
+  std::string bytesKey;
   auto apply = [&](llvm::StringRef key,
                    llvm::StringRef value) -> std::optional<bool> {
     auto bytes = [&](double &field) {
@@ -105,6 +107,10 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error) {
       if (value.getAsDouble(n) || !(n > 0 && n <= 16))
         return false;
       field = n;
+      // The bytes are now another software's, not the recipe's.
+      traits.precision = std::nullopt;
+      if (bytesKey.empty())
+        bytesKey = key.str();
       return true;
     };
     if (key == "runtime") {
@@ -145,5 +151,11 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error) {
                           "activation-bytes",
                           error, apply)))
     return failure();
+  if (traits.moeRun && !bytesKey.empty()) {
+    error = bytesKey + " describes another software's run (runtime=other); "
+                       "moe-run's bytes are the compiled precision's "
+                       "(--precision, --grad-reduce-dtype)";
+    return failure();
+  }
   return traits;
 }

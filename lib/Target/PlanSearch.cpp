@@ -52,6 +52,7 @@ PlanSearchResult mlir::moe::searchPlans(const ModelShape &model,
   result.backend = backend;
   SoftwareTraits software =
       backend ? limitToBackend(requested, *backend) : requested;
+  result.software = software;
   bool searchPipelines = !backend || backend->pipelineStages;
   bool searchMicrobatches = !backend || backend->microbatches;
   // FP8 changes something for MoE models (the dispatch, and the experts'
@@ -169,6 +170,7 @@ void mlir::moe::printPlans(const PlanSearchResult &result,
                       "shown\n",
                       result.considered, result.rejectedMemory,
                       result.best.size());
+  os << "  precision " << describeBytes(result.software) << "\n";
   if (const ::moe::caps::Capabilities *backend = result.backend) {
     os << "  only plans the " << backend->backend << " backend on "
        << backend->target
@@ -196,8 +198,12 @@ void mlir::moe::printPlans(const PlanSearchResult &result,
     for (const auto &[kind, seconds] : cost.commSeconds)
       os << llvm::format(" %s %.4g s;", kind.c_str(), seconds);
     os << "\n";
-    os << llvm::format("     memory GiB: weights %.1f, gradients %.1f, "
-                       "optimizer %.1f, activations %.1f\n",
+    bool mixed = result.software.precision && result.software.precision->isMixed();
+    os << llvm::format(mixed ? "     memory GiB: weights %.1f (bf16 working "
+                               "copies), gradients %.1f, optimizer %.1f "
+                               "(fp32 masters and moments), activations %.1f\n"
+                             : "     memory GiB: weights %.1f, gradients %.1f, "
+                               "optimizer %.1f, activations %.1f\n",
                        cost.weightMemory / 1073741824.0,
                        cost.gradientMemory / 1073741824.0,
                        cost.optimizerMemory / 1073741824.0,

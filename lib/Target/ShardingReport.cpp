@@ -62,12 +62,19 @@ LogicalResult mlir::moe::printShardingReport(ModuleOp module,
   os << "parameters (storage per rank)\n";
   uint64_t weightBytes = 0, weightBytesPerRank = 0;
   uint64_t stateBytes = 0, stateBytesPerRank = 0;
+  uint64_t copyBytes = 0, copyBytesPerRank = 0;
   for (ParamOp param : module.getOps<ParamOp>()) {
     RankedTensorType type = param.getTensorType();
     ShardingAttr sharding = param.getSharding() ? *param.getSharding()
                                                 : ShardingAttr();
     SmallVector<int64_t> local = localShape(type, sharding, mesh);
     bool weight = param.getKind() == ParamKind::weight;
+    if (param.getKind() == ParamKind::working_copy) {
+      // Stored like its master; what the forward reads and FSDP gathers.
+      copyBytes += tensorBytes(type);
+      copyBytesPerRank += bytesOf(type, local);
+      continue;
+    }
     (weight ? weightBytes : stateBytes) += tensorBytes(type);
     (weight ? weightBytesPerRank : stateBytesPerRank) += bytesOf(type, local);
     if (!weight)
@@ -98,6 +105,9 @@ LogicalResult mlir::moe::printShardingReport(ModuleOp module,
   total("total weights", weightBytesPerRank, weightBytes);
   total("total AdamW moments (stored like their weights)", stateBytesPerRank,
         stateBytes);
+  if (copyBytes > 0)
+    total("total bf16 working copies (stored like their masters)",
+          copyBytesPerRank, copyBytes);
   os << "\n";
 
   os << "tensors of @" << step.getSymName() << " (per rank)\n";
@@ -195,8 +205,19 @@ void mlir::moe::printCollectivesReport(func::FuncOp step,
     double sent = bytes * factor;
     os << llvm::format("  %-14s over {%s}: ", kind.str().c_str(),
                        axesText(axes).c_str())
-       << shapeText(cast<ShapedType>(op->getResult(0).getType()).getShape())
-       << llvm::format(", %.0f bytes sent", sent) << "  at " << op->getLoc()
+       << shapeText(cast<ShapedType>(op->getResult(0).getType()).getShape());
+    // The dtype moved, where it is not the fp32 of every step before mixed
+    // precision (expert rows: the token rows'; with FP8 dispatch the codes
+    // are a runtime choice).
+    Type moved = isa<ExpertsOp, ExpertsGradOp>(op)
+                     ? cast<ShapedType>(op->getOperand(isa<ExpertsOp>(op) ? 0 : 1)
+                                            .getType())
+                           .getElementType()
+                     : cast<ShapedType>(op->getOperand(0).getType())
+                           .getElementType();
+    if (!moved.isF32())
+      os << " of " << moved;
+    os << llvm::format(", %.0f bytes sent", sent) << "  at " << op->getLoc()
        << "\n";
     auto &total = totals[(kind + " {" + axesText(axes) + "}").str()];
     ++total.first;

@@ -343,6 +343,9 @@ static LogicalResult applyPlan(ModuleOp module, mlir::moe::CompileFlags &flags,
   request.software = planSoftware;
   request.top = planTop;
   request.keepOverMemory = planKeepOverMemory;
+  // The plans are predicted in the precision the compile uses.
+  request.precision = flags.precision;
+  request.gradReduceDtype = flags.gradReduceDtype;
   FailureOr<mlir::moe::ChosenPlan> chosen = mlir::moe::choosePlan(
       module, request, quiet ? nullptr : &llvm::outs(),
       [](const Twine &message) {

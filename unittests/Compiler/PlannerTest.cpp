@@ -289,17 +289,84 @@ TEST(PlannerTest, ParsesConstraintsAndSoftware) {
   EXPECT_TRUE(*c->fsdp);
   EXPECT_TRUE(failed(parsePlanConstraints("tp=x", error)));
   EXPECT_EQ(error, "bad value in 'tp=x'");
-  FailureOr<SoftwareTraits> sw =
-      parseSoftwareTraits("attention=unfused,weight-bytes=2", error);
+  FailureOr<SoftwareTraits> sw = parseSoftwareTraits(
+      "attention=unfused,weight-bytes=2,runtime=other", error);
   ASSERT_TRUE(succeeded(sw));
   EXPECT_FALSE(sw->fusedAttention);
   EXPECT_EQ(sw->weightBytes, 2);
+  EXPECT_FALSE(sw->precision);
   EXPECT_TRUE(failed(parseSoftwareTraits("weight-bytes=0", error)));
+  // moe-run's bytes are the compiled precision's.
+  EXPECT_TRUE(failed(parseSoftwareTraits("weight-bytes=2", error)));
+  EXPECT_EQ(error, "weight-bytes describes another software's run "
+                   "(runtime=other); moe-run's bytes are the compiled "
+                   "precision's (--precision, --grad-reduce-dtype)");
+  sw = parseSoftwareTraits("attention=unfused", error);
+  ASSERT_TRUE(succeeded(sw));
   EXPECT_TRUE(sw->moeRun);
   sw = parseSoftwareTraits("runtime=other", error);
   ASSERT_TRUE(succeeded(sw));
   EXPECT_FALSE(sw->moeRun);
   EXPECT_TRUE(failed(parseSoftwareTraits("runtime=megatron", error)));
+}
+
+TEST(PlannerTest, BytesComeFromThePrecision) {
+  PrecisionRecipe fp32, bf16, bf16Reduce;
+  bf16.compute = Precision::bf16;
+  bf16Reduce.compute = bf16Reduce.gradReduce = Precision::bf16;
+  SoftwareTraits a = withPrecision(SoftwareTraits(), fp32);
+  // fp32 is what the planner assumed before mixed precision.
+  EXPECT_EQ(a.weightBytes, 4);
+  EXPECT_EQ(a.optimizerBytes, 8);
+  EXPECT_EQ(a.gradientBytes, 4);
+  EXPECT_EQ(a.activationBytes, 4);
+  EXPECT_EQ(a.optimizerStreamBytes(), 28);
+  SoftwareTraits b = withPrecision(SoftwareTraits(), bf16);
+  EXPECT_EQ(b.weightBytes, 2);      // the working copy
+  EXPECT_EQ(b.optimizerBytes, 12);  // master and moments
+  EXPECT_EQ(b.gradientBytes, 4);
+  EXPECT_EQ(b.activationBytes, 2);
+  EXPECT_EQ(b.weightBytes + b.optimizerBytes + b.gradientBytes,
+            bf16.bytesPerParameter());
+  // Master and moments read and written, the gradient read, the working
+  // copy written.
+  EXPECT_EQ(b.optimizerStreamBytes(), 2 * 4 + 2 * 8 + 4 + 2);
+  EXPECT_EQ(withPrecision(SoftwareTraits(), bf16Reduce).gradientBytes, 2);
+  EXPECT_EQ(describeBytes(b),
+            "bf16, fp32 gradient reductions: per parameter 4 master + 8 "
+            "moments + 2 working copy + 4 gradient = 18 bytes; activations "
+            "and messages 2 bytes per element");
+
+  // Half the activation bytes: half the kept activations, messages and
+  // weights the GEMMs read; more optimizer state.
+  ModelShape m = moeModel();
+  ParallelPlan plan;
+  plan.tp = 2;
+  plan.dp = 4;
+  plan.ep = 4;
+  ClusterSpec cluster = testCluster();
+  ASSERT_EQ(checkPlan(m, plan, 16), std::nullopt);
+  PlanCost full = evaluatePlan(m, plan, cluster, 16, a);
+  PlanCost mixed = evaluatePlan(m, plan, cluster, 16, b);
+  EXPECT_DOUBLE_EQ(mixed.weightMemory, full.weightMemory / 2);
+  EXPECT_DOUBLE_EQ(mixed.optimizerMemory, full.optimizerMemory * 1.5);
+  EXPECT_DOUBLE_EQ(mixed.activationMemory, full.activationMemory / 2);
+  EXPECT_LT(mixed.commSeconds.at("expert all-to-all"),
+            full.commSeconds.at("expert all-to-all"));
+  EXPECT_LT(mixed.stepSeconds, full.stepSeconds);
+}
+
+TEST(PlannerTest, RefusesAPrecisionTheBackendDoesNotHold) {
+  PrecisionRecipe bf16;
+  bf16.compute = Precision::bf16;
+  ::moe::caps::Capabilities record = *::moe::caps::targetCapabilities("a100");
+  // The records list bf16, so mixed precision runs where they are.
+  EXPECT_EQ(checkPrecisionRunnable(bf16, record), std::nullopt);
+  record.dtypes &= ~::moe::caps::dtypeBit(::moe::rt::DType::BF16);
+  EXPECT_EQ(checkPrecisionRunnable(bf16, record),
+            "the cuda backend on a100 lacks dtypes (bf16, for "
+            "--precision=bf16)");
+  EXPECT_EQ(checkPrecisionRunnable(PrecisionRecipe(), record), std::nullopt);
 }
 
 } // namespace

@@ -24,6 +24,11 @@ struct PlanRequest {
   std::string fix, software;
   unsigned top = 5;
   bool keepOverMemory = false;
+  /// --precision and --grad-reduce-dtype as given (empty: not given): the
+  /// plans are predicted in the precision the compile resolves
+  /// (resolvePrecision: the flag, moe.transformer's `precision`, the
+  /// target of the cluster's GPU).
+  std::string precision, gradReduceDtype;
 };
 
 /// The best plan and what compiling it needs besides.
@@ -35,6 +40,8 @@ struct ChosenPlan {
   /// The capability record the plan was limited to (its target's on its
   /// backend), or none for another software's predicted run.
   const ::moe::caps::Capabilities *backend = nullptr;
+  /// The precision the plans were predicted in, which the compile uses.
+  PrecisionRecipe precision;
 };
 
 /// Searches the plans of `module`'s model (its moe.transformer) for
@@ -47,7 +54,7 @@ choosePlan(ModuleOp module, const PlanRequest &request, llvm::raw_ostream *plans
            llvm::function_ref<void(const llvm::Twine &)> error);
 
 /// Sets the flags that compile `chosen` for `globalBatch` sequences: the
-/// batch, mesh, pipeline, microbatches, target and FP8.
+/// batch, mesh, pipeline, microbatches, target, precision and FP8.
 void applyPlan(const ChosenPlan &chosen, int64_t globalBatch,
                CompileFlags &flags);
 

@@ -2,10 +2,13 @@
 #ifndef MOE_TARGET_MODELSTATISTICS_H
 #define MOE_TARGET_MODELSTATISTICS_H
 
+#include "moe/Transforms/PrecisionRecipe.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
 #include <string>
 
 namespace mlir::moe {
@@ -43,6 +46,20 @@ struct ModelStatistics {
   /// A pipelined step: the sums over the microbatches of the gradients
   /// (what the optimizer reads) the busiest rank keeps outside its slots.
   uint64_t gradientSumBytes = 0;
+
+  /// The precision recorded on the module (moe.precision; fp32 without).
+  PrecisionRecipe precision;
+  /// BF16 working copies of the weights (counted apart from `paramBytes`,
+  /// the fp32 masters).
+  uint64_t workingCopyBytes = 0;
+  /// Bytes per parameter as the program stores them, from the element
+  /// types of an AdamW update's master, moments, gradient and working copy
+  /// (0 without an optimizer step).
+  uint64_t masterElementBytes = 0, momentElementBytes = 0,
+           gradientElementBytes = 0, workingCopyElementBytes = 0;
+  /// Activations kept for the backward, and the bytes the step's
+  /// collectives move per rank, by element type ("bf16", "f32", ...).
+  std::map<std::string, uint64_t> keptActivationBytesByType, messageBytesByType;
 
   /// The most memory the rank holds at once: weights, state, the arena and
   /// inputs of each microbatch in flight, and the kernels' scratch.

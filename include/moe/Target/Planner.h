@@ -24,6 +24,7 @@
 #include "moe/Pipeline/Schedule.h"
 #include "moe/Runtime/Capabilities.h"
 #include "moe/Target/Hardware.h"
+#include "moe/Transforms/PrecisionRecipe.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -91,7 +92,8 @@ struct ParallelPlan {
 
 /// How the software running the plan behaves, where runtimes differ.
 /// moec's own: fused attention, gradient reductions on the communication
-/// stream, FP8 for the experts only, fp32 weights and gradients.
+/// stream, FP8 for the experts only, and the bytes of the precision the
+/// step is compiled in (withPrecision).
 struct SoftwareTraits {
   /// The plan runs on moe-run, so the search keeps only plans the backend
   /// of the GPU's target runs (its capability record); false predicts
@@ -116,13 +118,35 @@ struct SoftwareTraits {
   bool fp8AllLinears = false;
   /// With FP8, expert-parallel tokens travel as FP8 codes.
   bool fp8Dispatch = true;
-  /// Bytes per weight element of the copy the GEMMs read, of a gradient
-  /// (as reduced), and of optimizer state per weight (master copy and
-  /// moments).
+  /// Bytes per weight element of the copy the GEMMs read (and FSDP
+  /// gathers), of a gradient (as reduced), and of optimizer state per
+  /// weight (the moments, and the fp32 master where the GEMMs read a BF16
+  /// working copy). The defaults are an fp32 step's.
   double weightBytes = 4, gradientBytes = 4, optimizerBytes = 8;
-  /// Bytes per activation element.
+  /// Bytes per activation element, and so per element of the messages
+  /// that carry activations (tensor-parallel, expert and pipeline).
   double activationBytes = 4;
+  /// The precision the bytes above come from (withPrecision), or none
+  /// where --plan-software gives them (another software's run).
+  std::optional<PrecisionRecipe> precision;
+
+  /// Bytes AdamW reads and writes per parameter: the master (read and
+  /// written), the gradient, both moments (read and written), and the
+  /// working copy it rounds the master into.
+  double optimizerStreamBytes() const;
 };
+
+/// `software` with the bytes of a step compiled in `recipe`: per parameter
+/// the fp32 master, two fp32 moments, the BF16 working copy the GEMMs read
+/// (none in fp32: they read the master) and the gradient as reduced; per
+/// activation element its dtype's bytes.
+SoftwareTraits withPrecision(SoftwareTraits software,
+                             const PrecisionRecipe &recipe);
+
+/// "bf16, fp32 gradient reductions: per parameter 4 master + 8 moments + 2
+/// working copy + 4 gradient = 18 bytes; activations and messages 2 bytes
+/// per element", or the bytes as given for another software's run.
+std::string describeBytes(const SoftwareTraits &software);
 
 /// The predicted step of one plan, per GPU (the busiest pipeline stage).
 struct PlanCost {
@@ -159,9 +183,17 @@ checkRunnable(const ModelShape &model, const ParallelPlan &plan,
               const ::moe::caps::Capabilities &backend);
 
 /// `software` without what `backend` lacks: chunked expert exchanges,
-/// overlapped gradient reductions, FP8 dispatch.
+/// overlapped gradient reductions, FP8 dispatch. A precision is not
+/// something to leave out: checkPrecisionRunnable refuses one whose dtypes
+/// the backend does not hold.
 SoftwareTraits limitToBackend(SoftwareTraits software,
                               const ::moe::caps::Capabilities &backend);
+
+/// Why `backend` cannot run a step compiled in `recipe` (a dtype missing
+/// from its record's `dtypes`), or none.
+std::optional<std::string>
+checkPrecisionRunnable(const PrecisionRecipe &recipe,
+                       const ::moe::caps::Capabilities &backend);
 
 /// The recipe a plan's FP8 expert GEMMs are compiled with on `backend`:
 /// blockwise where it runs (moec's default), else tensorwise, else
@@ -197,9 +229,12 @@ FailureOr<PlanConstraints> parsePlanConstraints(llvm::StringRef text,
 
 /// Parses "attention=unfused,dp-overlap=0,tp-overlap=1,fp8=linears,
 /// weight-bytes=2,gradient-bytes=2,optimizer-bytes=12,activation-bytes=2"
-/// over moec's defaults; an error names the bad entry.
-FailureOr<SoftwareTraits> parseSoftwareTraits(llvm::StringRef text,
-                                              std::string &error);
+/// over moec's defaults with the bytes of `precision`; an error names the
+/// bad entry. The byte keys describe another software's run
+/// (runtime=other): moe-run's bytes are those of the compiled precision.
+FailureOr<SoftwareTraits>
+parseSoftwareTraits(llvm::StringRef text, std::string &error,
+                    const PrecisionRecipe &precision = PrecisionRecipe());
 
 struct PlanSearchResult {
   /// The best plans that fit, fastest first.
@@ -210,6 +245,8 @@ struct PlanSearchResult {
   int64_t rejectedBackend = 0;
   std::string backendReason;
   const ::moe::caps::Capabilities *backend = nullptr;
+  /// The software the plans were predicted for (limited to the backend).
+  SoftwareTraits software;
 };
 
 /// Searches the plans for `gpus` GPUs of `cluster`, keeping the `keep`

@@ -109,7 +109,7 @@ TEST(MeshVerifierTest, OnlyPersistentBuffersAreSplit) {
   Program program = makeMeshProgram();
   buffer(program, "logits").split = {{"dp"}, {}, {}};
   expectError(program, {"'logits': a temporary cannot be split; only "
-                        "parameters and optimizer state are"});
+                        "parameters, optimizer state and working copies are"});
   program = makeMeshProgram();
   buffer(program, "tokens").split = {{"dp"}, {}};
   expectError(program, {"'tokens': an input cannot be split"});

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Independent PyTorch reference for a moec training step (docs/semantics.md).
 
-This file is written from docs/semantics.md alone, not from the C++ sources, so
-that it is an independent check of the compiler, kernels and runtime.
+This file is written from docs/semantics.md (and, for --precision bf16,
+docs/precision.md) alone, not from the C++ sources, so that it is an
+independent check of the compiler, kernels and runtime.
 
 Usage (always with Debian's interpreter, which has torch):
 
@@ -810,7 +811,8 @@ def split_working_copies(tensors):
     return params, copies
 
 
-def check_dump(d, dtype=torch.float32, rtol=1e-4, ulp_tol=4.0, failures_only=False, precision=None):
+def check_dump(d, dtype=torch.float32, rtol=1e-4, ulp_tol=4.0, failures_only=False, precision=None,
+               grad_reduce=None):
     """Check a step dump; prints a report and returns True iff everything passes.
 
     precision: "fp32" or "bf16" (docs/precision.md); None: the dump's config
@@ -818,6 +820,7 @@ def check_dump(d, dtype=torch.float32, rtol=1e-4, ulp_tol=4.0, failures_only=Fal
     dump = load_dump(d)
     cfg = dump["cfg"]
     precision = precision or cfg.precision
+    cfg.grad_reduce = grad_reduce or cfg.grad_reduce
     if precision == "bf16" and dtype != torch.float32:
         raise ValueError("the bf16 recipe accumulates in float32: use --dtype float32 with it")
     use_precision(precision)
@@ -1494,6 +1497,9 @@ def main(argv=None):
                     help="the recipe to check against (docs/precision.md; default: the dump's config, "
                          "else fp32); bf16 checks the loss within 2e-3 and gradients within 1e-2, "
                          "the optimizer's fp32 arithmetic within --rtol")
+    ap.add_argument("--grad-reduce", choices=["fp32", "bf16"],
+                    help="with --precision bf16: the dtype of the weight gradients "
+                         "(moec --grad-reduce-dtype; default: the dump's config, else fp32)")
     ap.add_argument("--ulp-tol", type=float, default=4.0,
                     help="float32 ulps an updated parameter may differ by when its step is below "
                          "float32 resolution (default 4)")
@@ -1521,7 +1527,8 @@ def main(argv=None):
         ap.error("give a dump directory, --self-test or --write-self-test-dump DIR")
     dtype = torch.float64 if args.dtype == "float64" else torch.float32
     try:
-        ok = check_dump(args.dump_dir, dtype, args.rtol, args.ulp_tol, args.failures_only, args.precision)
+        ok = check_dump(args.dump_dir, dtype, args.rtol, args.ulp_tol, args.failures_only, args.precision,
+                        args.grad_reduce)
     except (OSError, ValueError, KeyError) as e:
         print(f"FAIL: cannot check {args.dump_dir}: {e}")
         return 1

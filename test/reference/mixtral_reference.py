@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Independent PyTorch reference for a moec training step (docs/semantics.md).
 
-This file is written from docs/semantics.md alone, not from the C++ sources, so
-that it is an independent check of the compiler, kernels and runtime.
+This file is written from docs/semantics.md (and, for --precision bf16,
+docs/precision.md) alone, not from the C++ sources, so that it is an
+independent check of the compiler, kernels and runtime.
 
 Usage (always with Debian's interpreter, which has torch):
 
@@ -10,7 +11,18 @@ Usage (always with Debian's interpreter, which has torch):
       Check a step dump written by `moe-run ... --dump-step DUMP_DIR`.
       Exit status 0 if every check passes, 1 if any fails or the dump cannot be read.
 
-  /usr/bin/python3 test/reference/mixtral_reference.py --self-test [--keep DIR]
+  /usr/bin/python3 test/reference/mixtral_reference.py DUMP_DIR --precision bf16 [--failures-only]
+      Check a step dump of a BF16 mixed-precision compile against the recipe of
+      docs/precision.md (the default is the dump's config.json "precision",
+      a string or {compute, grad_reduce}; fp32 without one): loss, ce and aux
+      within 2e-3 relative, every gradient, the global norm and the updated
+      parameters within 1e-2 relative norm, the optimizer's fp32 arithmetic on
+      the dump's gradients within --rtol (BF16_LOSS_RTOL explains the numbers).
+      Router decisions within a few BF16 ulps (near ties) are routed as the
+      dump's gradients indicate (resolve_near_ties).
+
+  /usr/bin/python3 test/reference/mixtral_reference.py --self-test [--precision bf16] [--keep DIR]
+      (with --precision bf16: bf16_self_test, the recipe's own checks)
       Hand-checkable semantic unit checks, then for several tiny random configs:
       write a dump whose gradients/update are computed in float64 by this
       script, check it with the float32 path (must PASS), and check a dump with
@@ -129,13 +141,13 @@ def consumer(x):
     return _RoundConsumerGradient.apply(x) if Recipe.bf16 else x
 
 
-def linear(layer, x, activation_out=True, round_dx=True):
+def linear(layer, x, activation_out=True):
     """y = x W^T.  bf16 recipe: BF16 x and working copy of W, fp32 accumulation,
     output rounded to BF16 unless it stays fp32 (`activation_out=False`, the
     router's logits); dW is fp32, dx BF16."""
     if not Recipe.bf16:
         return layer(x)
-    y = F.linear(consumer(x) if round_dx else x, working(layer.weight))
+    y = F.linear(consumer(x), working(layer.weight))
     return act(y) if activation_out else y
 
 
@@ -365,12 +377,13 @@ class ExpertMLP(nn.Module):
 
     def forward(self, x):
         if Recipe.bf16:
-            # One fused Experts op: its input gradient is summed over W1 and W3
-            # and the token's k slots in fp32 and rounded once (SparseMoeBlock);
-            # u, g, silu(u)*g and W2's output are BF16, as the GEMMs' operands.
-            u = linear(self.w1, x, round_dx=False)
-            g = linear(self.w3, x, round_dx=False)
-            return linear(self.w2, act(F.silu(u) * g), round_dx=False)
+            # The experts are one op (moe.experts, moe.experts_grad), and a kernel
+            # "decodes its BF16 operands exactly to fp32, computes in fp32 and
+            # rounds each BF16 result once" (docs/precision.md): u, g, silu(u)*g
+            # and W2's output stay fp32 inside it, its result y and its input
+            # gradient dx are rounded once (SparseMoeBlock), dW1, dW2, dW3 fp32.
+            w1, w2, w3 = (working(lin.weight) for lin in (self.w1, self.w2, self.w3))
+            return F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2)
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
@@ -798,7 +811,8 @@ def split_working_copies(tensors):
     return params, copies
 
 
-def check_dump(d, dtype=torch.float32, rtol=1e-4, ulp_tol=4.0, failures_only=False, precision=None):
+def check_dump(d, dtype=torch.float32, rtol=1e-4, ulp_tol=4.0, failures_only=False, precision=None,
+               grad_reduce=None):
     """Check a step dump; prints a report and returns True iff everything passes.
 
     precision: "fp32" or "bf16" (docs/precision.md); None: the dump's config
@@ -806,6 +820,7 @@ def check_dump(d, dtype=torch.float32, rtol=1e-4, ulp_tol=4.0, failures_only=Fal
     dump = load_dump(d)
     cfg = dump["cfg"]
     precision = precision or cfg.precision
+    cfg.grad_reduce = grad_reduce or cfg.grad_reduce
     if precision == "bf16" and dtype != torch.float32:
         raise ValueError("the bf16 recipe accumulates in float32: use --dtype float32 with it")
     use_precision(precision)
@@ -1482,6 +1497,9 @@ def main(argv=None):
                     help="the recipe to check against (docs/precision.md; default: the dump's config, "
                          "else fp32); bf16 checks the loss within 2e-3 and gradients within 1e-2, "
                          "the optimizer's fp32 arithmetic within --rtol")
+    ap.add_argument("--grad-reduce", choices=["fp32", "bf16"],
+                    help="with --precision bf16: the dtype of the weight gradients "
+                         "(moec --grad-reduce-dtype; default: the dump's config, else fp32)")
     ap.add_argument("--ulp-tol", type=float, default=4.0,
                     help="float32 ulps an updated parameter may differ by when its step is below "
                          "float32 resolution (default 4)")
@@ -1509,7 +1527,8 @@ def main(argv=None):
         ap.error("give a dump directory, --self-test or --write-self-test-dump DIR")
     dtype = torch.float64 if args.dtype == "float64" else torch.float32
     try:
-        ok = check_dump(args.dump_dir, dtype, args.rtol, args.ulp_tol, args.failures_only, args.precision)
+        ok = check_dump(args.dump_dir, dtype, args.rtol, args.ulp_tol, args.failures_only, args.precision,
+                        args.grad_reduce)
     except (OSError, ValueError, KeyError) as e:
         print(f"FAIL: cannot check {args.dump_dir}: {e}")
         return 1

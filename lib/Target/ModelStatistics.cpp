@@ -1,6 +1,7 @@
 //===- ModelStatistics.cpp - sizes, FLOPs and memory of a step ------------===//
 #include "moe/Target/ModelStatistics.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Transforms/PrecisionRecipe.h"
 #include "moe/Transforms/Sharding.h"
 #include "moe/Transforms/Transforms.h"
 
@@ -272,6 +273,14 @@ std::string mlir::moe::configJson(ModuleOp module, func::FuncOp step) {
     }
   });
   config["optimizer"] = std::move(optimizer);
+  // The recipe of a mixed-precision step, for tools reading the config
+  // (the step dump's checker); fp32 configs stay as they were.
+  std::string error;
+  if (FailureOr<PrecisionRecipe> recipe = readPrecision(module, error);
+      succeeded(recipe) && recipe->isMixed())
+    config["precision"] = llvm::json::Object{
+        {"compute", precisionName(recipe->compute).str()},
+        {"grad_reduce", precisionName(recipe->gradReduce).str()}};
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::json::Value(std::move(config));

@@ -13,12 +13,14 @@
 #include "gtest/gtest.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 namespace moe::rt {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::makeBf16TinyProgram;
 using testing::makeMoeProgram;
 using testing::makeTinyProgram;
 using testing::TinyConfig;
@@ -341,6 +343,65 @@ TEST(ExecutorTest, VerifiedByteFlippedArtifactsRunSafely) {
     ++ran;
   }
   EXPECT_GT(ran, 0);
+}
+
+/// Mixed precision: the step reads BF16 working copies of the masters.
+/// AdamW writes master and copy together, so a step does not redo the
+/// copies unless a master was handed out for writing since the last one.
+struct WorkingCopies {
+  TinyConfig config;
+  std::unique_ptr<Executor> executor =
+      makeExecutor(makeBf16TinyProgram(config));
+  Batch batch = makeBatch(executor->tokensPerStep(), config.vocab);
+
+  float step(int64_t index) {
+    absl::StatusOr<StepResult> result =
+        executor->runStep(batch.tokens.data(), batch.targets.data(), index);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? result->loss : NAN;
+  }
+  uint32_t buffer(const char *name) { return *executor->findBuffer(name); }
+  /// Halves the head's master through data(), as a load does.
+  void halveHead() {
+    uint32_t head = buffer("lm_head.weight");
+    float *values = executor->data(head);
+    for (int64_t i = 0; i < executor->program().buffers[head].numElements();
+         ++i)
+      values[i] *= 0.5f;
+  }
+};
+
+TEST(ExecutorTest, AStepReadsMastersWrittenSinceTheLastStep) {
+  WorkingCopies written, refreshed;
+  ASSERT_TRUE(written.executor && refreshed.executor);
+  for (WorkingCopies *run : {&written, &refreshed}) {
+    run->executor->initialize();
+    run->step(0);
+    run->halveHead();
+  }
+  refreshed.executor->refreshWorkingCopies();
+  float loss = written.step(1);
+  EXPECT_EQ(loss, refreshed.step(1));
+  // And the halved head is what both read: a run left alone differs.
+  WorkingCopies untouched;
+  untouched.executor->initialize();
+  untouched.step(0);
+  EXPECT_NE(loss, untouched.step(1));
+}
+
+TEST(ExecutorTest, AStepDoesNotRederiveCopiesTheOptimizerWrote) {
+  WorkingCopies run, control;
+  ASSERT_TRUE(run.executor && control.executor);
+  for (WorkingCopies *each : {&run, &control}) {
+    each->executor->initialize();
+    each->step(0);
+  }
+  // Zeroing a copy (not a master) is seen by the next step: the step does
+  // not round the masters into the copies again.
+  uint32_t copy = run.buffer("lm_head.weight.bf16");
+  std::memset(run.executor->bytes(copy), 0,
+              run.executor->program().buffers[copy].sizeInBytes());
+  EXPECT_NE(run.step(1), control.step(1));
 }
 
 } // namespace

@@ -54,6 +54,13 @@ struct Executor::Storage {
   std::optional<Program> widened;
   // Working copies (mixed precision), each with its master.
   std::vector<std::pair<uint32_t, uint32_t>> workingCopies;
+  // Whether each buffer is the master of a working copy.
+  std::vector<bool> isMaster;
+  // Whether a master may have been written since the copies were derived
+  // from it: set when a master's storage is handed out for writing, cleared
+  // by refreshWorkingCopies(). A step's AdamW writes master and copy
+  // together, so steady-state steps do not refresh.
+  bool mastersTouched = true;
 };
 
 namespace {
@@ -228,10 +235,13 @@ absl::Status Executor::allocate() {
       return status;
   storage->packScratch.resize(engine::packElements(*prog));
   bool anyBf16 = false;
+  storage->isMaster.assign(buffers.size(), false);
   for (uint32_t b = 0; b < buffers.size(); ++b) {
     anyBf16 |= buffers[b].dtype == DType::BF16;
-    if (buffers[b].kind == BufferKind::WorkingCopy)
+    if (buffers[b].kind == BufferKind::WorkingCopy) {
       storage->workingCopies.emplace_back(b, buffers[b].master);
+      storage->isMaster[buffers[b].master] = true;
+    }
   }
   if (anyBf16)
     storage->widened = engine::widenBf16Buffers(*prog);
@@ -254,6 +264,12 @@ void Executor::refreshWorkingCopies() {
                     reinterpret_cast<uint16_t *>(storage->pointers[copy]),
                     prog->buffers[copy].numElements());
   }
+  storage->mastersTouched = false;
+}
+
+void Executor::noteWrite(uint32_t buffer) {
+  if (storage->isMaster[buffer])
+    storage->mastersTouched = true;
 }
 
 int64_t Executor::rank() const { return placement->rank(); }
@@ -282,11 +298,15 @@ float *Executor::data(uint32_t buffer) {
   if (buffer >= prog->buffers.size() ||
       prog->buffers[buffer].dtype != DType::F32)
     return nullptr;
+  noteWrite(buffer);
   return reinterpret_cast<float *>(storage->pointers[buffer]);
 }
 
 const float *Executor::data(uint32_t buffer) const {
-  return const_cast<Executor *>(this)->data(buffer);
+  if (buffer >= prog->buffers.size() ||
+      prog->buffers[buffer].dtype != DType::F32)
+    return nullptr;
+  return reinterpret_cast<const float *>(storage->pointers[buffer]);
 }
 
 int32_t *Executor::ids(uint32_t buffer) {
@@ -303,11 +323,14 @@ const int32_t *Executor::ids(uint32_t buffer) const {
 uint8_t *Executor::bytes(uint32_t buffer) {
   if (buffer >= prog->buffers.size())
     return nullptr;
+  noteWrite(buffer);
   return storage->pointers[buffer];
 }
 
 const uint8_t *Executor::bytes(uint32_t buffer) const {
-  return const_cast<Executor *>(this)->bytes(buffer);
+  if (buffer >= prog->buffers.size())
+    return nullptr;
+  return storage->pointers[buffer];
 }
 
 std::optional<uint32_t> Executor::findBuffer(std::string_view name) const {
@@ -373,8 +396,9 @@ absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
       !status.ok())
     return status;
   *ids(prog->step) = static_cast<int32_t>(step);
-  // Masters may have been loaded or set since the last update.
-  refreshWorkingCopies();
+  // Masters may have been initialised, loaded or set since the last step.
+  if (storage->mastersTouched)
+    refreshWorkingCopies();
   engine::StepContext context{*prog, storage->pointers, storage->scratch,
                               groups, storage->packScratch};
   if (storage->widened)

@@ -145,8 +145,12 @@ public:
   void initialize() { initialize(prog->seed); }
   /// Mixed precision: rounds every master weight to nearest even into its
   /// BF16 working copy. Working copies are never initialised, loaded or
-  /// saved: runStep() derives them before each step, so a step after
-  /// initialize(), a load or a resume reads the masters' current values.
+  /// saved: runStep() derives them before a step whenever a master's
+  /// storage was handed out for writing (data() or bytes() on a non-const
+  /// executor) since, so a step after initialize(), a load or a resume
+  /// reads the masters' current values. A pointer kept from an earlier
+  /// call and written later is not seen: call this after writing through
+  /// it.
   void refreshWorkingCopies();
 
   /// The storage of an f32 buffer: persistent for parameters, optimizer
@@ -231,6 +235,8 @@ private:
   absl::Status allocate();
   absl::Status connect(comm::World *world);
   absl::Status connectStages(comm::World *world);
+  /// Records that `buffer`'s storage was handed out for writing.
+  void noteWrite(uint32_t buffer);
 
   std::shared_ptr<const Program> prog;
   std::unique_ptr<Storage> storage;

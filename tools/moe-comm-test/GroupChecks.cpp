@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <type_traits>
 
 namespace moe::commtest {
 
@@ -43,17 +44,24 @@ uint64_t saltOf(const GroupUnderTest &g, uint64_t id) {
 }
 
 /// The fixed-order sum the layer promises: members' values added in group
-/// rank order, element by element.
+/// rank order, element by element (BF16: in fp32, rounded once).
 template <typename T>
 std::vector<T> serialSum(const GroupUnderTest &g, int64_t first, int64_t count,
                          uint64_t salt) {
-  std::vector<T> sum = valuesOf<T>(g.members[0], first, count, salt);
-  for (int64_t r = 1; r < n(g); ++r) {
-    std::vector<T> x = valuesOf<T>(g.members[r], first, count, salt);
-    for (int64_t i = 0; i < count; ++i)
-      sum[i] = add(sum[i], x[i]);
+  if constexpr (std::is_same_v<T, rt::comm::Bf16>) {
+    std::vector<std::vector<T>> rows;
+    for (int64_t member : g.members)
+      rows.push_back(valuesOf<T>(member, first, count, salt));
+    return bf16Sum(rows);
+  } else {
+    std::vector<T> sum = valuesOf<T>(g.members[0], first, count, salt);
+    for (int64_t r = 1; r < n(g); ++r) {
+      std::vector<T> x = valuesOf<T>(g.members[r], first, count, salt);
+      for (int64_t i = 0; i < count; ++i)
+        sum[i] = add(sum[i], x[i]);
+    }
+    return sum;
   }
-  return sum;
 }
 
 Outcome checkMembership(const GroupUnderTest &g) {
@@ -187,7 +195,7 @@ Outcome checkAllToAll(const GroupUnderTest &g, uint64_t salt) {
     recvOffsets[i] = end;
     end += (*recvCounts)[i] + 2;
   }
-  const T sentinel = static_cast<T>(-7);
+  const T sentinel = untouched<T>();
   std::vector<T> output(end, sentinel);
   if (absl::Status status =
           g.group.allToAll(input, sendCounts, sendOffsets,
@@ -240,7 +248,7 @@ Outcome checkSendRecv(const GroupUnderTest &g, int64_t count, uint64_t salt) {
 template <typename T>
 Outcome checkBroadcast(const GroupUnderTest &g, int64_t count, int root,
                        uint64_t salt) {
-  std::vector<T> data(count, static_cast<T>(-1));
+  std::vector<T> data(count, untouched<T>());
   if (me(g) == root)
     data = valuesOf<T>(g.worldRank, 0, count, salt);
   if (absl::Status status = g.group.broadcast(absl::MakeSpan(data), root);
@@ -391,6 +399,31 @@ absl::Status checkGroup(const GroupUnderTest &g, Report &report) {
                     }});
   checks.push_back({"broadcast i32 from rank 0", [&] {
                       return checkBroadcast<int32_t>(g, 100, 0, saltOf(g, 14));
+                    }});
+  // BF16 travels as BF16; its sums are fp32 rank-order sums rounded once.
+  checks.push_back({absl::StrCat("allReduceSum bf16 x", count), [&] {
+                      return checkAllReduce<rt::comm::Bf16>(g, count,
+                                                            saltOf(g, 17));
+                    }});
+  checks.push_back({"allGather bf16 x333", [&] {
+                      return checkAllGather<rt::comm::Bf16>(g, 333,
+                                                            saltOf(g, 18),
+                                                            false);
+                    }});
+  checks.push_back({"reduceScatterSum bf16 x257 per rank", [&] {
+                      return checkReduceScatter<rt::comm::Bf16>(g, 257,
+                                                                saltOf(g, 19));
+                    }});
+  checks.push_back({"allToAll bf16 variable counts", [&] {
+                      return checkAllToAll<rt::comm::Bf16>(g, saltOf(g, 20));
+                    }});
+  checks.push_back({"send/recv bf16 ring, two tags", [&] {
+                      return checkSendRecv<rt::comm::Bf16>(g, 129,
+                                                           saltOf(g, 21));
+                    }});
+  checks.push_back({"broadcast bf16 from the last rank", [&] {
+                      return checkBroadcast<rt::comm::Bf16>(
+                          g, 100, g.group.size() - 1, saltOf(g, 22));
                     }});
   checks.push_back({"barrier", [&] { return checkBarrier(g); }});
   checks.push_back({"three requests in flight",

@@ -1,6 +1,8 @@
 //===- TestData.cpp - data every rank can compute for every rank ----------===//
 #include "TestData.h"
 
+#include "moe/Runtime/IO/Float16.h"
+
 #include "absl/strings/str_format.h"
 
 #include <cmath>
@@ -33,6 +35,36 @@ int32_t intValue(int64_t worldRank, int64_t index, uint64_t salt) {
       static_cast<uint32_t>(hashOf(worldRank, index, salt) >> 16));
 }
 
+rt::comm::Bf16 bf16Value(int64_t worldRank, int64_t index, uint64_t salt) {
+  // Columns of world ranks 0, 1, 2 (bits):
+  //  0: 2^24, 1, -2^24. Rank order: 2^24 + 1 is 2^24 in fp32, so 0; any
+  //     other order gives 1.
+  //  1: 1, 2^-8, 2^-8. Once: 1 + 2^-7. Rounding after each addition: each
+  //     1 + 2^-8 is a tie that goes to 1, so 1.
+  //  2: 1 + 2^-7, 2^-8, 0. A tie, rounded to the even 1 + 2^-6.
+  //  3: 1, 2^-8, 2^-30. fp32 loses the 2^-30, and the tie goes to 1 (the
+  //     exact sum would round up).
+  static constexpr uint16_t kColumns[4][3] = {{0x4b80, 0x3f80, 0xcb80},
+                                              {0x3f80, 0x3b80, 0x3b80},
+                                              {0x3f81, 0x3b80, 0x0000},
+                                              {0x3f80, 0x3b80, 0x3080}};
+  if (index >= 0 && index < 4 && worldRank >= 0 && worldRank < 3)
+    return {kColumns[index][worldRank]};
+  return {rt::io::floatToBf16(floatValue(worldRank, index, salt))};
+}
+
+std::vector<rt::comm::Bf16>
+bf16Sum(const std::vector<std::vector<rt::comm::Bf16>> &rows) {
+  std::vector<rt::comm::Bf16> sum(rows.empty() ? 0 : rows[0].size());
+  for (size_t i = 0; i < sum.size(); ++i) {
+    float total = rt::io::bf16ToFloat(rows[0][i].bits);
+    for (size_t r = 1; r < rows.size(); ++r)
+      total += rt::io::bf16ToFloat(rows[r][i].bits);
+    sum[i].bits = rt::io::floatToBf16(total);
+  }
+  return sum;
+}
+
 std::string firstMismatch(absl::Span<const float> got,
                           absl::Span<const float> expected) {
   if (got.size() != expected.size())
@@ -59,6 +91,18 @@ std::string firstMismatch(absl::Span<const int32_t> got,
     if (got[i] != expected[i])
       return absl::StrFormat("element %d: got %d, expected %d", i, got[i],
                              expected[i]);
+  return "";
+}
+
+std::string firstMismatch(absl::Span<const rt::comm::Bf16> got,
+                          absl::Span<const rt::comm::Bf16> expected) {
+  if (got.size() != expected.size())
+    return absl::StrFormat("got %d elements, expected %d", got.size(),
+                           expected.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i].bits != expected[i].bits)
+      return absl::StrFormat("element %d: got bf16 0x%04x, expected 0x%04x",
+                             i, got[i].bits, expected[i].bits);
   return "";
 }
 

@@ -5,6 +5,7 @@
 #include "gtest/gtest.h"
 
 #include <cstdlib>
+#include <cstring>
 
 using namespace moe::rt::comm;
 using ::testing::ElementsAre;
@@ -172,6 +173,84 @@ TEST(LocalWorld, ArgumentErrors) {
               HasSubstr("root 2 is not a rank of the group"));
   // Argument errors are the caller's: the world stays usable.
   EXPECT_TRUE(world->healthy());
+}
+
+/// The bits of `values`, for comparing BF16 buffers.
+std::vector<uint16_t> bitsOf(const std::vector<Bf16> &values) {
+  std::vector<uint16_t> bits;
+  for (Bf16 value : values)
+    bits.push_back(value.bits);
+  return bits;
+}
+
+TEST(LocalWorld, Bf16CollectivesOfOneRankKeepTheBits) {
+  std::unique_ptr<World> world = localWorld();
+  std::unique_ptr<Group> g = groupOf(*world, kUnitMesh, {"dp", "tp"});
+  // 1.5, -2, a subnormal, -0, infinity.
+  const std::vector<Bf16> data = {
+      {0x3fc0}, {0xc000}, {0x0001}, {0x8000}, {0x7f80}};
+  const std::vector<uint16_t> bits = bitsOf(data);
+
+  std::vector<Bf16> summed = data;
+  ASSERT_TRUE(g->allReduceSum(absl::MakeSpan(summed)).ok());
+  EXPECT_EQ(bitsOf(summed), bits);
+  std::vector<Bf16> gathered(5);
+  ASSERT_TRUE(g->allGather(data, absl::MakeSpan(gathered)).ok());
+  EXPECT_EQ(bitsOf(gathered), bits);
+  std::vector<Bf16> scattered(5);
+  ASSERT_TRUE(g->reduceScatterSum(data, absl::MakeSpan(scattered)).ok());
+  EXPECT_EQ(bitsOf(scattered), bits);
+
+  std::vector<Bf16> out(6, Bf16{0x1234});
+  std::vector<int64_t> sendCounts = {3}, sendOffsets = {2}, recvCounts = {3},
+                       recvOffsets = {1};
+  ASSERT_TRUE(g->allToAll(data, sendCounts, sendOffsets, absl::MakeSpan(out),
+                          recvCounts, recvOffsets)
+                  .ok());
+  EXPECT_THAT(bitsOf(out),
+              ElementsAre(0x1234, 0x0001, 0x8000, 0x7f80, 0x1234, 0x1234));
+
+  std::vector<Bf16> received(5);
+  ASSERT_TRUE(g->send(data, 0, 3).ok());
+  ASSERT_TRUE(g->recv(absl::MakeSpan(received), 0, 3).ok());
+  EXPECT_EQ(bitsOf(received), bits);
+  std::vector<Bf16> broadcast = data;
+  ASSERT_TRUE(g->broadcast(absl::MakeSpan(broadcast), 0).ok());
+  EXPECT_EQ(bitsOf(broadcast), bits);
+}
+
+TEST(LocalWorld, Bf16MessagesAreTwoBytesAnElement) {
+  std::unique_ptr<World> world = localWorld();
+  std::unique_ptr<Group> g = groupOf(*world, kUnitMesh, {});
+  // Four BF16 elements are the 8 bytes of two fp32 words: a receive of two
+  // floats takes them whole.
+  ASSERT_TRUE(
+      g->send(std::vector<Bf16>{{0x3f80}, {0x4000}, {0x4040}, {0x4080}}, 0)
+          .ok());
+  std::vector<float> words(2);
+  ASSERT_TRUE(g->recv(absl::MakeSpan(words), 0).ok());
+  std::vector<uint16_t> halves(4);
+  std::memcpy(halves.data(), words.data(), sizeof(uint16_t) * 4);
+  EXPECT_THAT(halves, ElementsAre(0x3f80, 0x4000, 0x4040, 0x4080));
+}
+
+TEST(LocalWorld, Bf16ErrorsNameTheType) {
+  std::unique_ptr<World> world = localWorld();
+  std::unique_ptr<Group> g = groupOf(*world, kUnitMesh, {"tp"});
+  std::vector<Bf16> a(4), b(4);
+  EXPECT_THAT(
+      g->allGather(absl::MakeConstSpan(a).first(2), absl::MakeSpan(b))
+          .message(),
+      HasSubstr("allGather of 2 bf16 on group {tp} of dp=1 x tp=1: the output "
+                "has 4 elements, expected 1 x 2"));
+  EXPECT_THAT(g->reduceScatterSum(absl::MakeConstSpan(a).first(3),
+                                  absl::MakeSpan(b).first(2))
+                  .message(),
+              HasSubstr("reduceScatterSum of 3 bf16 on group {tp}"));
+  std::vector<int64_t> two = {2}, three = {3}, zero = {0};
+  EXPECT_THAT(
+      g->allToAll(a, three, zero, absl::MakeSpan(b), two, zero).message(),
+      HasSubstr("allToAll of bf16 on group {tp}"));
 }
 
 TEST(LocalWorld, WrongSizedReceiveIsAnError) {

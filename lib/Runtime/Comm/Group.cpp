@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "RequestState.h"
+#include "RowSums.h"
 #include "Transport.h"
 
 #include "moe/Runtime/Comm/Communicator.h"
@@ -21,40 +22,25 @@ namespace moe::rt::comm {
 
 using detail::Channel;
 using detail::OperationPtr;
+using detail::sumRows;
 
 namespace {
 
 template <typename T> constexpr DType dtypeOf() {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, int32_t>,
-                "collectives run on float and int32_t");
-  return std::is_same_v<T, float> ? DType::F32 : DType::I32;
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, int32_t> ||
+                    std::is_same_v<T, Bf16>,
+                "collectives run on float, int32_t and Bf16");
+  if constexpr (std::is_same_v<T, float>)
+    return DType::F32;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::I32;
+  else
+    return DType::BF16;
 }
 
-template <typename T> const char *typeName() {
-  return std::is_same_v<T, float> ? "f32" : "i32";
-}
-
-/// `acc[i] += x[i]`. int32 sums wrap (done in uint32, where overflow is
-/// defined) instead of being undefined behaviour.
-template <typename T> void addInto(T *acc, const T *x, size_t count) {
-  if constexpr (std::is_same_v<T, float>) {
-    for (size_t i = 0; i < count; ++i)
-      acc[i] += x[i];
-  } else {
-    for (size_t i = 0; i < count; ++i)
-      acc[i] = static_cast<int32_t>(static_cast<uint32_t>(acc[i]) +
-                                    static_cast<uint32_t>(x[i]));
-  }
-}
-
-/// out = rows[0] + rows[1] + ... + rows[n-1], added in that order for every
-/// element: the fixed order that makes the sums deterministic.
-template <typename T> void sumRows(T *out, const T *rows, int n, size_t count) {
-  if (count == 0)
-    return;
-  std::memcpy(out, rows, count * sizeof(T));
-  for (int i = 1; i < n; ++i)
-    addInto(out, rows + static_cast<size_t>(i) * count, count);
+/// "f32", "i32" or "bf16", for messages.
+template <typename T> std::string typeName() {
+  return dtypeName(dtypeOf<T>());
 }
 
 template <typename A, typename B>
@@ -522,115 +508,74 @@ absl::StatusOr<Request> Group::startBarrier() {
 }
 
 // The typed entry points: one overload per element type, so that vectors
-// and arrays convert to spans implicitly.
+// and arrays convert to spans implicitly, and their blocking forms (start,
+// then wait). The same for every type, hence one definition.
+#define MOE_COMM_GROUP_ENTRY_POINTS(T)                                        \
+  absl::StatusOr<Request> Group::startAllReduceSum(absl::Span<T> data) {      \
+    return allReduceSumImpl(data);                                            \
+  }                                                                           \
+  absl::StatusOr<Request> Group::startAllGather(absl::Span<const T> input,    \
+                                                absl::Span<T> output) {       \
+    return allGatherImpl(input, output);                                      \
+  }                                                                           \
+  absl::StatusOr<Request> Group::startReduceScatterSum(                       \
+      absl::Span<const T> input, absl::Span<T> output) {                      \
+    return reduceScatterSumImpl(input, output);                               \
+  }                                                                           \
+  absl::StatusOr<Request> Group::startAllToAll(                               \
+      absl::Span<const T> input, absl::Span<const int64_t> sendCounts,        \
+      absl::Span<const int64_t> sendOffsets, absl::Span<T> output,            \
+      absl::Span<const int64_t> recvCounts,                                   \
+      absl::Span<const int64_t> recvOffsets) {                                \
+    return allToAllImpl(input, sendCounts, sendOffsets, output, recvCounts,   \
+                        recvOffsets);                                         \
+  }                                                                           \
+  absl::StatusOr<Request> Group::startSend(absl::Span<const T> data,          \
+                                           int peer, int tag) {               \
+    return sendImpl(data, peer, tag);                                         \
+  }                                                                           \
+  absl::StatusOr<Request> Group::startRecv(absl::Span<T> data, int peer,      \
+                                           int tag) {                         \
+    return recvImpl(data, peer, tag);                                         \
+  }                                                                           \
+  absl::StatusOr<Request> Group::startBroadcast(absl::Span<T> data,           \
+                                                int root) {                   \
+    return broadcastImpl(data, root);                                         \
+  }                                                                           \
+  absl::Status Group::allReduceSum(absl::Span<T> data) {                      \
+    return run(startAllReduceSum(data));                                      \
+  }                                                                           \
+  absl::Status Group::allGather(absl::Span<const T> input,                    \
+                                absl::Span<T> output) {                       \
+    return run(startAllGather(input, output));                                \
+  }                                                                           \
+  absl::Status Group::reduceScatterSum(absl::Span<const T> input,             \
+                                       absl::Span<T> output) {                \
+    return run(startReduceScatterSum(input, output));                         \
+  }                                                                           \
+  absl::Status Group::allToAll(                                               \
+      absl::Span<const T> input, absl::Span<const int64_t> sendCounts,        \
+      absl::Span<const int64_t> sendOffsets, absl::Span<T> output,            \
+      absl::Span<const int64_t> recvCounts,                                   \
+      absl::Span<const int64_t> recvOffsets) {                                \
+    return run(startAllToAll(input, sendCounts, sendOffsets, output,          \
+                             recvCounts, recvOffsets));                       \
+  }                                                                           \
+  absl::Status Group::send(absl::Span<const T> data, int peer, int tag) {     \
+    return run(startSend(data, peer, tag));                                   \
+  }                                                                           \
+  absl::Status Group::recv(absl::Span<T> data, int peer, int tag) {           \
+    return run(startRecv(data, peer, tag));                                   \
+  }                                                                           \
+  absl::Status Group::broadcast(absl::Span<T> data, int root) {               \
+    return run(startBroadcast(data, root));                                   \
+  }
 
-absl::StatusOr<Request> Group::startAllReduceSum(absl::Span<float> data) {
-  return allReduceSumImpl(data);
-}
-absl::StatusOr<Request> Group::startAllReduceSum(absl::Span<int32_t> data) {
-  return allReduceSumImpl(data);
-}
-absl::StatusOr<Request> Group::startAllGather(absl::Span<const float> input,
-                                              absl::Span<float> output) {
-  return allGatherImpl(input, output);
-}
-absl::StatusOr<Request> Group::startAllGather(absl::Span<const int32_t> input,
-                                              absl::Span<int32_t> output) {
-  return allGatherImpl(input, output);
-}
-absl::StatusOr<Request>
-Group::startReduceScatterSum(absl::Span<const float> input,
-                             absl::Span<float> output) {
-  return reduceScatterSumImpl(input, output);
-}
-absl::StatusOr<Request>
-Group::startReduceScatterSum(absl::Span<const int32_t> input,
-                             absl::Span<int32_t> output) {
-  return reduceScatterSumImpl(input, output);
-}
-absl::StatusOr<Request> Group::startAllToAll(
-    absl::Span<const float> input, absl::Span<const int64_t> sendCounts,
-    absl::Span<const int64_t> sendOffsets, absl::Span<float> output,
-    absl::Span<const int64_t> recvCounts,
-    absl::Span<const int64_t> recvOffsets) {
-  return allToAllImpl(input, sendCounts, sendOffsets, output, recvCounts,
-                      recvOffsets);
-}
-absl::StatusOr<Request> Group::startAllToAll(
-    absl::Span<const int32_t> input, absl::Span<const int64_t> sendCounts,
-    absl::Span<const int64_t> sendOffsets, absl::Span<int32_t> output,
-    absl::Span<const int64_t> recvCounts,
-    absl::Span<const int64_t> recvOffsets) {
-  return allToAllImpl(input, sendCounts, sendOffsets, output, recvCounts,
-                      recvOffsets);
-}
-absl::StatusOr<Request> Group::startSend(absl::Span<const float> data, int peer,
-                                         int tag) {
-  return sendImpl(data, peer, tag);
-}
-absl::StatusOr<Request> Group::startSend(absl::Span<const int32_t> data,
-                                         int peer, int tag) {
-  return sendImpl(data, peer, tag);
-}
-absl::StatusOr<Request> Group::startRecv(absl::Span<float> data, int peer,
-                                         int tag) {
-  return recvImpl(data, peer, tag);
-}
-absl::StatusOr<Request> Group::startRecv(absl::Span<int32_t> data, int peer,
-                                         int tag) {
-  return recvImpl(data, peer, tag);
-}
-absl::StatusOr<Request> Group::startBroadcast(absl::Span<float> data,
-                                              int root) {
-  return broadcastImpl(data, root);
-}
-absl::StatusOr<Request> Group::startBroadcast(absl::Span<int32_t> data,
-                                              int root) {
-  return broadcastImpl(data, root);
-}
+MOE_COMM_GROUP_ENTRY_POINTS(float)
+MOE_COMM_GROUP_ENTRY_POINTS(int32_t)
+MOE_COMM_GROUP_ENTRY_POINTS(Bf16)
+#undef MOE_COMM_GROUP_ENTRY_POINTS
 
-// The blocking forms.
-
-absl::Status Group::allReduceSum(absl::Span<float> data) {
-  return run(startAllReduceSum(data));
-}
-absl::Status Group::allReduceSum(absl::Span<int32_t> data) {
-  return run(startAllReduceSum(data));
-}
-absl::Status Group::allGather(absl::Span<const float> input,
-                              absl::Span<float> output) {
-  return run(startAllGather(input, output));
-}
-absl::Status Group::allGather(absl::Span<const int32_t> input,
-                              absl::Span<int32_t> output) {
-  return run(startAllGather(input, output));
-}
-absl::Status Group::reduceScatterSum(absl::Span<const float> input,
-                                     absl::Span<float> output) {
-  return run(startReduceScatterSum(input, output));
-}
-absl::Status Group::reduceScatterSum(absl::Span<const int32_t> input,
-                                     absl::Span<int32_t> output) {
-  return run(startReduceScatterSum(input, output));
-}
-absl::Status Group::allToAll(absl::Span<const float> input,
-                             absl::Span<const int64_t> sendCounts,
-                             absl::Span<const int64_t> sendOffsets,
-                             absl::Span<float> output,
-                             absl::Span<const int64_t> recvCounts,
-                             absl::Span<const int64_t> recvOffsets) {
-  return run(startAllToAll(input, sendCounts, sendOffsets, output, recvCounts,
-                           recvOffsets));
-}
-absl::Status Group::allToAll(absl::Span<const int32_t> input,
-                             absl::Span<const int64_t> sendCounts,
-                             absl::Span<const int64_t> sendOffsets,
-                             absl::Span<int32_t> output,
-                             absl::Span<const int64_t> recvCounts,
-                             absl::Span<const int64_t> recvOffsets) {
-  return run(startAllToAll(input, sendCounts, sendOffsets, output, recvCounts,
-                           recvOffsets));
-}
 absl::StatusOr<std::vector<int64_t>>
 Group::exchangeCounts(absl::Span<const int64_t> sendCounts) {
   std::vector<int64_t> recvCounts(size_);
@@ -639,24 +584,6 @@ Group::exchangeCounts(absl::Span<const int64_t> sendCounts) {
       !status.ok())
     return status;
   return recvCounts;
-}
-absl::Status Group::send(absl::Span<const float> data, int peer, int tag) {
-  return run(startSend(data, peer, tag));
-}
-absl::Status Group::send(absl::Span<const int32_t> data, int peer, int tag) {
-  return run(startSend(data, peer, tag));
-}
-absl::Status Group::recv(absl::Span<float> data, int peer, int tag) {
-  return run(startRecv(data, peer, tag));
-}
-absl::Status Group::recv(absl::Span<int32_t> data, int peer, int tag) {
-  return run(startRecv(data, peer, tag));
-}
-absl::Status Group::broadcast(absl::Span<float> data, int root) {
-  return run(startBroadcast(data, root));
-}
-absl::Status Group::broadcast(absl::Span<int32_t> data, int root) {
-  return run(startBroadcast(data, root));
 }
 absl::Status Group::barrier() { return run(startBarrier()); }
 

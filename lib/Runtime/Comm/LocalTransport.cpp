@@ -24,9 +24,13 @@ public:
 
 OperationPtr done() { return std::make_unique<Done>(); }
 
-void copyElements(void *to, const void *from, int count) {
+size_t bytesOf(DType type, int count) {
+  return static_cast<size_t>(count) * dtypeBytes(type);
+}
+
+void copyElements(DType type, void *to, const void *from, int count) {
   if (count > 0 && to != from)
-    std::memmove(to, from, static_cast<size_t>(count) * kElementBytes);
+    std::memmove(to, from, bytesOf(type, count));
 }
 
 struct Message {
@@ -44,10 +48,10 @@ struct Mailbox {
 /// mailbox (messages with one tag are taken in the order sent, like MPI).
 class LocalRecv final : public Operation {
 public:
-  LocalRecv(std::shared_ptr<Mailbox> mailbox, Channel channel, void *data,
-            int count, int tag)
-      : mailbox_(std::move(mailbox)), channel_(channel), data_(data),
-        count_(count), tag_(tag) {}
+  LocalRecv(std::shared_ptr<Mailbox> mailbox, Channel channel, DType type,
+            void *data, int count, int tag)
+      : mailbox_(std::move(mailbox)), channel_(channel), type_(type),
+        data_(data), count_(count), tag_(tag) {}
 
   absl::StatusOr<bool> test() override {
     std::lock_guard<std::mutex> lock(mailbox_->mutex);
@@ -55,10 +59,10 @@ public:
          ++it) {
       if (it->channel != channel_ || it->tag != tag_)
         continue;
-      size_t expected = static_cast<size_t>(count_) * kElementBytes;
+      size_t expected = bytesOf(type_, count_);
       if (it->bytes.size() != expected)
         return absl::InvalidArgumentError(
-            absl::StrCat("received ", it->bytes.size() / kElementBytes,
+            absl::StrCat("received ", it->bytes.size() / dtypeBytes(type_),
                          " elements from group rank 0 (tag ", tag_,
                          ") but expected ", count_));
       if (count_ > 0)
@@ -72,6 +76,7 @@ public:
 private:
   std::shared_ptr<Mailbox> mailbox_;
   Channel channel_;
+  DType type_;
   void *data_;
   int count_;
   int tag_;
@@ -84,7 +89,7 @@ public:
   int maxTag() const override { return INT_MAX; }
 
   absl::StatusOr<OperationPtr>
-  allToAllV(DType, const void *input, std::vector<int> sendCounts,
+  allToAllV(DType type, const void *input, std::vector<int> sendCounts,
             std::vector<int> sendOffsets, void *output,
             std::vector<int> recvCounts,
             std::vector<int> recvOffsets) override {
@@ -92,21 +97,21 @@ public:
       return absl::InvalidArgumentError(absl::StrCat(
           "this rank sends ", sendCounts[0],
           " elements to itself but expects to receive ", recvCounts[0]));
-    copyElements(static_cast<char *>(output) +
-                     static_cast<size_t>(recvOffsets[0]) * kElementBytes,
+    copyElements(type,
+                 static_cast<char *>(output) + bytesOf(type, recvOffsets[0]),
                  static_cast<const char *>(input) +
-                     static_cast<size_t>(sendOffsets[0]) * kElementBytes,
+                     bytesOf(type, sendOffsets[0]),
                  sendCounts[0]);
     return done();
   }
 
-  absl::StatusOr<OperationPtr> allGatherV(DType, const void *input,
+  absl::StatusOr<OperationPtr> allGatherV(DType type, const void *input,
                                           int inputCount, void *output,
                                           std::vector<int> counts,
                                           std::vector<int> offsets) override {
     if (input)
-      copyElements(static_cast<char *>(output) +
-                       static_cast<size_t>(offsets[0]) * kElementBytes,
+      copyElements(type,
+                   static_cast<char *>(output) + bytesOf(type, offsets[0]),
                    input, inputCount);
     return done();
   }
@@ -117,11 +122,12 @@ public:
 
   absl::StatusOr<OperationPtr> barrier() override { return done(); }
 
-  absl::StatusOr<OperationPtr> send(Channel channel, DType, const void *data,
-                                    int count, int, int tag) override {
+  absl::StatusOr<OperationPtr> send(Channel channel, DType type,
+                                    const void *data, int count, int,
+                                    int tag) override {
     // Buffered: the bytes are copied now, so the send is complete at once.
     Message message{channel, tag, {}};
-    message.bytes.resize(static_cast<size_t>(count) * kElementBytes);
+    message.bytes.resize(bytesOf(type, count));
     if (count > 0)
       std::memcpy(message.bytes.data(), data, message.bytes.size());
     std::lock_guard<std::mutex> lock(mailbox_->mutex);
@@ -129,9 +135,10 @@ public:
     return done();
   }
 
-  absl::StatusOr<OperationPtr> recv(Channel channel, DType, void *data,
+  absl::StatusOr<OperationPtr> recv(Channel channel, DType type, void *data,
                                     int count, int, int tag) override {
-    return std::make_unique<LocalRecv>(mailbox_, channel, data, count, tag);
+    return std::make_unique<LocalRecv>(mailbox_, channel, type, data, count,
+                                       tag);
   }
 
 private:

@@ -41,7 +41,16 @@ absl::Status mpiError(int code, const char *call) {
 }
 
 MPI_Datatype mpiType(DType type) {
-  return type == DType::F32 ? MPI_FLOAT : MPI_INT32_T;
+  switch (type) {
+  case DType::F32:
+    return MPI_FLOAT;
+  case DType::BF16:
+    // MPI has no bfloat16; the layer only moves the bits (its sums are its
+    // own), so any 2-byte type carries them.
+    return MPI_UINT16_T;
+  default:
+    return MPI_INT32_T;
+  }
 }
 
 } // namespace moe::rt::comm::detail

@@ -16,7 +16,7 @@ namespace {
 
 /// MPI rejects some null buffers even for zero counts; any valid address
 /// will do then, since nothing is read or written.
-char emptyBuffer[kElementBytes];
+char emptyBuffer[kMaxDTypeBytes];
 
 void *orEmpty(void *data) { return data ? data : emptyBuffer; }
 const void *orEmpty(const void *data) { return data ? data : emptyBuffer; }

@@ -4,7 +4,8 @@
 // top of this small interface; MpiTransport moves the bytes between
 // processes, LocalTransport serves groups of one rank without MPI. Every
 // call starts a transfer and returns an Operation to poll. Counts and
-// offsets are in elements and already checked to fit MPI's int.
+// offsets are in elements of the call's DType (F32, I32 or BF16, whose
+// elements are dtypeBytes() long) and already checked to fit MPI's int.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_LIB_RUNTIME_COMM_TRANSPORT_H
@@ -35,9 +36,6 @@ using OperationPtr = std::unique_ptr<Operation>;
 /// layer's own algorithms travel on separate channels, so that a user's tag
 /// can never match an internal message.
 enum class Channel { User, Internal };
-
-/// Bytes per element of the two element types.
-inline constexpr size_t kElementBytes = 4;
 
 class Transport {
 public:

@@ -50,13 +50,9 @@ AsyncCollectives::AsyncCollectives(const Program &program)
     communicates[i] = ops::communicatesOverGroup(inst);
     bool reduction = inst.opcode == Opcode::AllReduce ||
                      inst.opcode == Opcode::ReduceScatter;
-    // BF16 collectives run in place, through the dispatcher's fp32 images
-    // (Bf16Staging.h), which the communication thread does not make.
-    bool bf16 = reduction &&
-                (program.buffers[inst.operands[0]].dtype == DType::BF16 ||
-                 program.buffers[inst.results[0]].dtype == DType::BF16);
-    // Worth it when something else runs before the result is needed.
-    if (reduction && !bf16 &&
+    // Worth it when something else runs before the result is needed. BF16
+    // ones too: the communication layer moves and sums BF16 itself.
+    if (reduction &&
         firstRead[inst.results[0]] > static_cast<int64_t>(i) + 1)
       deferred[i] = true;
     bool parameterGather =

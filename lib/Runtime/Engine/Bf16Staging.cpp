@@ -2,6 +2,8 @@
 
 #include "Bf16Staging.h"
 
+#include "Collectives.h"
+
 #include "moe/Runtime/Cpu/Kernels.h"
 
 #include <algorithm>
@@ -10,7 +12,9 @@ namespace moe::rt::engine {
 
 bool needsBf16Staging(const Program &program, size_t index) {
   const Instruction &instruction = program.instructions[index];
-  if (instruction.opcode == Opcode::Cast || instruction.opcode == Opcode::AdamW)
+  // Collectives move and sum BF16 themselves, so that BF16 travels as BF16.
+  if (instruction.opcode == Opcode::Cast ||
+      instruction.opcode == Opcode::AdamW || isCollective(instruction.opcode))
     return false;
   auto bf16 = [&](uint32_t b) {
     return program.buffers[b].dtype == DType::BF16;

@@ -18,7 +18,8 @@
 namespace moe::rt::engine {
 
 /// Whether instruction `index` reads or writes a BF16 buffer through a
-/// kernel that needs fp32 images (Cast and AdamW handle BF16 themselves).
+/// kernel that needs fp32 images (Cast, AdamW and the collectives handle
+/// BF16 themselves).
 bool needsBf16Staging(const Program &program, size_t index);
 
 /// `program` with every BF16 buffer declared F32: what the fp32 kernels

@@ -77,9 +77,10 @@ std::optional<Collective> collectiveOf(const Instruction &inst) {
 
 /// Copies chunk (o, r) of a [outer, parts, chunk] tensor to or from slot
 /// r of a [parts, outer, chunk] packing, for every o and r.
-void interleave(const float *from, float *to, const Blocks &blocks,
-                int64_t parts, bool pack) {
-  size_t bytes = static_cast<size_t>(blocks.chunk) * sizeof(float);
+template <typename T>
+void interleave(const T *from, T *to, const Blocks &blocks, int64_t parts,
+                bool pack) {
+  size_t bytes = static_cast<size_t>(blocks.chunk) * sizeof(T);
   for (int64_t r = 0; r < parts; ++r)
     for (int64_t o = 0; o < blocks.outer; ++o) {
       int64_t strided = semantics::stridedOffset(blocks, parts, o, r);
@@ -91,13 +92,17 @@ void interleave(const float *from, float *to, const Blocks &blocks,
     }
 }
 
-absl::Status collective(const StepContext &context, const Collective &op) {
+/// The collective on elements of type T, the buffers' dtype: a message
+/// carries what the buffer holds (BF16 at 2 bytes per element, summed as
+/// comm::Bf16 says; ids as int32, which no float conversion touches).
+template <typename T>
+absl::Status collectiveOn(const StepContext &context, const Collective &op) {
   const Program &program = context.program;
   comm::Group &group = *context.groups[op.group];
   const Buffer &in = program.buffers[op.x];
   const Buffer &out = program.buffers[op.y];
-  const float *x = reinterpret_cast<const float *>(context.pointers[op.x]);
-  float *y = reinterpret_cast<float *>(context.pointers[op.y]);
+  const T *x = reinterpret_cast<const T *>(context.pointers[op.x]);
+  T *y = reinterpret_cast<T *>(context.pointers[op.y]);
   // Every rank has the same local shapes, so all of a group skip together.
   if (in.numElements() == 0 || out.numElements() == 0)
     return absl::OkStatus();
@@ -110,15 +115,12 @@ absl::Status collective(const StepContext &context, const Collective &op) {
   int64_t parts = group.size();
   Blocks blocks = blocksAround(program.buffers[op.block()].shape, op.dim);
   int64_t block = blocks.outer * blocks.chunk;
-  float *pack = context.packScratch.data();
+  // Sized for packElements() floats, so it holds as many narrower ones.
+  static_assert(sizeof(T) <= sizeof(float));
+  T *pack = reinterpret_cast<T *>(context.packScratch.data());
   switch (op.kind) {
   case Kind::AllGather: {
-    // Ids (tokens) travel as int32 so no float conversion can touch them.
-    auto gather = [&](float *to) {
-      if (in.dtype == DType::I32)
-        return group.allGather(
-            absl::MakeConstSpan(reinterpret_cast<const int32_t *>(x), block),
-            absl::MakeSpan(reinterpret_cast<int32_t *>(to), parts * block));
+    auto gather = [&](T *to) {
       return group.allGather(absl::MakeConstSpan(x, block),
                              absl::MakeSpan(to, parts * block));
     };
@@ -139,7 +141,7 @@ absl::Status collective(const StepContext &context, const Collective &op) {
   case Kind::Slice: {
     // This rank's block is the one its group rank numbers: both are the
     // row-major index of its coordinates on the group's axes.
-    size_t bytes = static_cast<size_t>(blocks.chunk) * sizeof(float);
+    size_t bytes = static_cast<size_t>(blocks.chunk) * sizeof(T);
     for (int64_t o = 0; o < blocks.outer; ++o)
       std::memcpy(y + o * blocks.chunk,
                   x + (o * parts + group.rank()) * blocks.chunk, bytes);
@@ -149,6 +151,19 @@ absl::Status collective(const StepContext &context, const Collective &op) {
     break;
   }
   return absl::InternalError("not a collective");
+}
+
+absl::Status collective(const StepContext &context, const Collective &op) {
+  // The verifier allows f32, bf16 and (moves only) i32, the same for the
+  // operand and the result.
+  switch (context.program.buffers[op.x].dtype) {
+  case DType::BF16:
+    return collectiveOn<comm::Bf16>(context, op);
+  case DType::I32:
+    return collectiveOn<int32_t>(context, op);
+  default:
+    return collectiveOn<float>(context, op);
+  }
 }
 
 } // namespace

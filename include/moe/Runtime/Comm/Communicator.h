@@ -3,8 +3,8 @@
 // The multi-rank communication layer of the runtime. A World is the job's
 // process group (MPI, or a single in-process rank for tests); World::group()
 // cuts it into the groups of a Mesh over a subset of its axes (the tp group,
-// the {dp, ep} group, ...); a Group runs nonblocking collectives on fp32 and
-// int32 buffers and hands back a Request to wait on.
+// the {dp, ep} group, ...); a Group runs nonblocking collectives on fp32,
+// int32 and BF16 buffers and hands back a Request to wait on.
 //
 // Guarantees the executor relies on:
 //  * Deterministic sums. allReduceSum and reduceScatterSum never use MPI's
@@ -13,7 +13,9 @@
 //    ((x_0[e] + x_1[e]) + x_2[e]) + ... in group-rank order, computed by one
 //    rank and copied to the others, so every rank of the group holds bitwise
 //    identical values (replicas never drift apart) and a rerun reproduces the
-//    bits exactly. See Group::startAllReduceSum for the algorithm.
+//    bits exactly. See Group::startAllReduceSum for the algorithm. BF16
+//    sums decode every value exactly to fp32, add in fp32 in that order and
+//    round the total once to nearest even (see Bf16).
 //  * No hang on a dead or diverged peer. Request::wait() polls with a
 //    deadline (default 300 s, MOE_COMM_TIMEOUT_S overrides it) and returns
 //    DeadlineExceeded naming the group, the collective and the time waited.
@@ -64,6 +66,16 @@ absl::StatusOr<absl::Duration> timeoutFromEnvironment();
 /// sum), the usual displacements of an all-to-all.
 std::vector<int64_t> packedOffsets(absl::Span<const int64_t> counts);
 
+/// A bfloat16 element (the top half of an fp32), as its bits: BF16 messages
+/// travel at 2 bytes per element. Collectives that move data copy the bits
+/// exactly; sums decode each rank's value exactly to fp32, add them in fp32
+/// in group-rank order and round the total once to nearest even, which is
+/// what summing the fp32 images of the values and rounding the result gives.
+struct Bf16 {
+  uint16_t bits;
+};
+static_assert(sizeof(Bf16) == 2, "BF16 messages are 2 bytes per element");
+
 /// A started collective or point-to-point transfer. Its buffers must stay
 /// alive and untouched until it completes, and it must complete before its
 /// Group is destroyed. Move-only; destroying an unfinished Request waits for
@@ -106,8 +118,8 @@ private:
 
 /// The ranks of a World that differ only along some axes of a Mesh. Not
 /// thread-safe: one thread issues a group's calls (see World::threadLevel).
-/// Element types are float and int32_t. Counts and offsets are in elements;
-/// MPI limits each count and offset to 2^31 - 1.
+/// Element types are float, int32_t and Bf16. Counts and offsets are in
+/// elements; MPI limits each count and offset to 2^31 - 1.
 class Group {
 public:
   ~Group();
@@ -140,9 +152,11 @@ public:
   /// direct exchange takes two steps of n-1 messages each, and its result is
   /// the plain rank-order sum, which a single process can reproduce. (A
   /// hierarchical variant for very large groups can keep that result.)
-  /// int32 sums wrap around (two's complement).
+  /// int32 sums wrap around (two's complement); BF16 chunks are added in
+  /// fp32 and rounded once (see Bf16), and move as BF16 in both phases.
   absl::StatusOr<Request> startAllReduceSum(absl::Span<float> data);
   absl::StatusOr<Request> startAllReduceSum(absl::Span<int32_t> data);
+  absl::StatusOr<Request> startAllReduceSum(absl::Span<Bf16> data);
 
   /// Every rank contributes input.size() elements; output (size() times as
   /// many) holds them in group-rank order on every rank. `input` may be this
@@ -151,6 +165,8 @@ public:
                                          absl::Span<float> output);
   absl::StatusOr<Request> startAllGather(absl::Span<const int32_t> input,
                                          absl::Span<int32_t> output);
+  absl::StatusOr<Request> startAllGather(absl::Span<const Bf16> input,
+                                         absl::Span<Bf16> output);
 
   /// Sums `input` (size() chunks of output.size() elements) over the group;
   /// rank r receives the sum of chunk r, added in rank order like
@@ -159,6 +175,8 @@ public:
                                                 absl::Span<float> output);
   absl::StatusOr<Request> startReduceScatterSum(absl::Span<const int32_t> input,
                                                 absl::Span<int32_t> output);
+  absl::StatusOr<Request> startReduceScatterSum(absl::Span<const Bf16> input,
+                                                absl::Span<Bf16> output);
 
   /// All-to-all with per-rank counts (MPI's all-to-all-v), for expert
   /// dispatch: sendCounts[j] elements at input[sendOffsets[j]] go to rank j,
@@ -178,6 +196,12 @@ public:
                                         absl::Span<int32_t> output,
                                         absl::Span<const int64_t> recvCounts,
                                         absl::Span<const int64_t> recvOffsets);
+  absl::StatusOr<Request> startAllToAll(absl::Span<const Bf16> input,
+                                        absl::Span<const int64_t> sendCounts,
+                                        absl::Span<const int64_t> sendOffsets,
+                                        absl::Span<Bf16> output,
+                                        absl::Span<const int64_t> recvCounts,
+                                        absl::Span<const int64_t> recvOffsets);
 
   /// Tells every rank how much each rank will send it: recvCounts[i] =
   /// rank i's sendCounts[this rank] (an int32 all-to-all of one count per
@@ -193,28 +217,38 @@ public:
                                     int tag = 0);
   absl::StatusOr<Request> startSend(absl::Span<const int32_t> data, int peer,
                                     int tag = 0);
+  absl::StatusOr<Request> startSend(absl::Span<const Bf16> data, int peer,
+                                    int tag = 0);
   absl::StatusOr<Request> startRecv(absl::Span<float> data, int peer,
                                     int tag = 0);
   absl::StatusOr<Request> startRecv(absl::Span<int32_t> data, int peer,
+                                    int tag = 0);
+  absl::StatusOr<Request> startRecv(absl::Span<Bf16> data, int peer,
                                     int tag = 0);
 
   /// Copies `data` of group rank `root` into `data` of every rank.
   absl::StatusOr<Request> startBroadcast(absl::Span<float> data, int root);
   absl::StatusOr<Request> startBroadcast(absl::Span<int32_t> data, int root);
+  absl::StatusOr<Request> startBroadcast(absl::Span<Bf16> data, int root);
 
   absl::StatusOr<Request> startBarrier();
 
   // Blocking forms: start, then wait.
   absl::Status allReduceSum(absl::Span<float> data);
   absl::Status allReduceSum(absl::Span<int32_t> data);
+  absl::Status allReduceSum(absl::Span<Bf16> data);
   absl::Status allGather(absl::Span<const float> input,
                          absl::Span<float> output);
   absl::Status allGather(absl::Span<const int32_t> input,
                          absl::Span<int32_t> output);
+  absl::Status allGather(absl::Span<const Bf16> input,
+                         absl::Span<Bf16> output);
   absl::Status reduceScatterSum(absl::Span<const float> input,
                                 absl::Span<float> output);
   absl::Status reduceScatterSum(absl::Span<const int32_t> input,
                                 absl::Span<int32_t> output);
+  absl::Status reduceScatterSum(absl::Span<const Bf16> input,
+                                absl::Span<Bf16> output);
   absl::Status allToAll(absl::Span<const float> input,
                         absl::Span<const int64_t> sendCounts,
                         absl::Span<const int64_t> sendOffsets,
@@ -227,14 +261,23 @@ public:
                         absl::Span<int32_t> output,
                         absl::Span<const int64_t> recvCounts,
                         absl::Span<const int64_t> recvOffsets);
+  absl::Status allToAll(absl::Span<const Bf16> input,
+                        absl::Span<const int64_t> sendCounts,
+                        absl::Span<const int64_t> sendOffsets,
+                        absl::Span<Bf16> output,
+                        absl::Span<const int64_t> recvCounts,
+                        absl::Span<const int64_t> recvOffsets);
   absl::StatusOr<std::vector<int64_t>>
   exchangeCounts(absl::Span<const int64_t> sendCounts);
   absl::Status send(absl::Span<const float> data, int peer, int tag = 0);
   absl::Status send(absl::Span<const int32_t> data, int peer, int tag = 0);
+  absl::Status send(absl::Span<const Bf16> data, int peer, int tag = 0);
   absl::Status recv(absl::Span<float> data, int peer, int tag = 0);
   absl::Status recv(absl::Span<int32_t> data, int peer, int tag = 0);
+  absl::Status recv(absl::Span<Bf16> data, int peer, int tag = 0);
   absl::Status broadcast(absl::Span<float> data, int root);
   absl::Status broadcast(absl::Span<int32_t> data, int root);
+  absl::Status broadcast(absl::Span<Bf16> data, int root);
   absl::Status barrier();
 
 private:

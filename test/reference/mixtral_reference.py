@@ -115,6 +115,24 @@ class _RoundConsumerGradient(torch.autograd.Function):
         return bf16_round(g)
 
 
+class _WeightedBf16Row(torch.autograd.Function):
+    """w * bf16(z) for an expert's output rows z and their routing weights w
+    (bf16 recipe): each assignment's output is rounded to BF16 (the rows an
+    expert all-to-all brings back), passing its gradient w dy straight
+    through as every rounding here does; the weight's gradient dy . z reads z
+    as computed, as the kernel's a . (W2^T dy) does."""
+
+    @staticmethod
+    def forward(ctx, z, w):
+        ctx.save_for_backward(z, w)
+        return bf16_round(z) * w
+
+    @staticmethod
+    def backward(ctx, g):
+        z, w = ctx.saved_tensors
+        return g * w, (g * z).sum(-1, keepdim=True)
+
+
 class Recipe:
     """The precision the model computes in; set by `use_precision`."""
     bf16 = False
@@ -379,9 +397,10 @@ class ExpertMLP(nn.Module):
         if Recipe.bf16:
             # The experts are one op (moe.experts, moe.experts_grad), and a kernel
             # "decodes its BF16 operands exactly to fp32, computes in fp32 and
-            # rounds each BF16 result once" (docs/precision.md): u, g, silu(u)*g
-            # and W2's output stay fp32 inside it, its result y and its input
-            # gradient dx are rounded once (SparseMoeBlock), dW1, dW2, dW3 fp32.
+            # rounds each BF16 result once" (docs/precision.md): u, g and
+            # silu(u)*g stay fp32 inside it; each assignment's output and input
+            # gradient are rounded to BF16 (SparseMoeBlock), and so are the
+            # op's y and dx once their assignments are added; dW1, dW2, dW3 fp32.
             w1, w2, w3 = (working(lin.weight) for lin in (self.w1, self.w2, self.w3))
             return F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2)
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
@@ -429,7 +448,12 @@ class SparseMoeBlock(nn.Module):
             sl = slice(start, start + n)
             start += n
             t_e = tok[sl]
-            y.index_add_(0, t_e, self.experts[e](xe[t_e]) * wt[sl, None])
+            if Recipe.bf16:
+                # docs/precision.md, Experts: each assignment's row in BF16.
+                z = self.experts[e](consumer(xe[t_e]))
+                y.index_add_(0, t_e, _WeightedBf16Row.apply(z, wt[sl, None]))
+            else:
+                y.index_add_(0, t_e, self.experts[e](xe[t_e]) * wt[sl, None])
         # bf16: the weighted sum over a token's experts in fp32, rounded once.
         return act(y).view(shape), aux
 

@@ -604,20 +604,21 @@ Program makeExpertParallelProgram(const ExpertParallelConfig &c) {
   uint32_t w1 = expert("w1", {El, F, H}), w3 = expert("w3", {El, F, H});
   uint32_t w2 = expert("w2", {El, H, F});
 
-  uint32_t x = b.temporary("x", {B, S, H});
+  DType rows = c.bf16 ? DType::BF16 : DType::F32;
+  uint32_t x = b.temporary("x", {B, S, H}, rows);
   uint32_t logits = b.temporary("logits", {B, S, E});
   uint32_t probs = b.temporary("probs", {B, S, E});
   uint32_t weights = b.temporary("weights", {B, S, K});
   uint32_t ids = b.temporary("ids", {B, S, K}, DType::I32);
-  uint32_t y = b.temporary("y", {B, S, H});
+  uint32_t y = b.temporary("y", {B, S, H}, rows);
   b.emit(Opcode::Embedding, {program.tokens, embed}, {x});
   b.emit(Opcode::Embedding, {program.tokens, gate}, {logits});
   b.emit(Opcode::Router, {logits}, {probs, weights, ids}, {K},
          {c.capacityFactor});
   b.emit(Opcode::Experts, {x, weights, ids, w1, w3, w2}, {y}, {ep});
 
-  uint32_t dy = b.temporary("dy", {B, S, H});
-  uint32_t dx = b.temporary("dx", {B, S, H});
+  uint32_t dy = b.temporary("dy", {B, S, H}, rows);
+  uint32_t dx = b.temporary("dx", {B, S, H}, rows);
   uint32_t dweights = b.temporary("dweights", {B, S, K});
   uint32_t dw1 = b.temporary("dw1", {El, F, H});
   uint32_t dw3 = b.temporary("dw3", {El, F, H});

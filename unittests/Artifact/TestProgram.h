@@ -140,6 +140,8 @@ struct ExpertParallelConfig {
   int64_t dp = 1, ep = 2;
   int64_t localExperts = 3, topK = 3;
   float capacityFactor = 0.0f;
+  /// Mixed precision: x, y, dy and dx are BF16 buffers.
+  bool bf16 = false;
 };
 
 /// Buffers of makeExpertParallelProgram on one rank.

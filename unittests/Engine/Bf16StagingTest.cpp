@@ -13,6 +13,7 @@
 
 #include "moe/Runtime/Artifact/OpViews.h"
 #include "moe/Runtime/Comm/Communicator.h"
+#include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/IO/Float16.h"
 
 #include <gtest/gtest.h>
@@ -102,7 +103,9 @@ std::vector<std::vector<float>> run(const Program &program,
   return out;
 }
 
-void expectStagedIsRoundedFp32(const Case &c) {
+/// Random values for every buffer of `c`: BF16-representable, so that a
+/// run on BF16 buffers and one on fp32 buffers see the same operands.
+std::vector<std::vector<float>> randomValues(const Case &c) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<std::vector<float>> values(c.program.buffers.size());
@@ -112,16 +115,18 @@ void expectStagedIsRoundedFp32(const Case &c) {
     for (float &v : values[b]) {
       if (buffer.dtype == DType::I32)
         v = static_cast<float>(rng() % c.idRange);
-      else // BF16-representable, so both runs see the same operands.
+      else
         v = io::bf16ToFloat(io::floatToBf16(normal(rng)));
     }
   }
-  Program fp32 = c.program;
-  for (Buffer &buffer : fp32.buffers)
-    if (buffer.dtype == DType::BF16)
-      buffer.dtype = DType::F32;
-  std::vector<std::vector<float>> staged = run(c.program, values);
-  std::vector<std::vector<float>> reference = run(fp32, values);
+  return values;
+}
+
+/// Requires every result of instruction 0 of `c` run on its BF16 buffers to
+/// be bit for bit `reference`'s, rounded to BF16 where the result is BF16.
+void expectResultsAreRounded(const Case &c,
+                             const std::vector<std::vector<float>> &staged,
+                             const std::vector<std::vector<float>> &reference) {
   for (uint32_t r : c.program.instructions[0].results) {
     SCOPED_TRACE(testing::Message() << "result buffer " << r);
     bool bf16 = c.program.buffers[r].dtype == DType::BF16;
@@ -132,6 +137,17 @@ void expectStagedIsRoundedFp32(const Case &c) {
           << "element " << i << ": " << staged[r][i] << " vs " << expected;
     }
   }
+}
+
+void expectStagedIsRoundedFp32(const Case &c) {
+  std::vector<std::vector<float>> values = randomValues(c);
+  Program fp32 = c.program;
+  for (Buffer &buffer : fp32.buffers)
+    if (buffer.dtype == DType::BF16)
+      buffer.dtype = DType::F32;
+  std::vector<std::vector<float>> staged = run(c.program, values);
+  std::vector<std::vector<float>> reference = run(fp32, values);
+  expectResultsAreRounded(c, staged, reference);
 }
 
 constexpr DType BF = DType::BF16, F = DType::F32, I = DType::I32;
@@ -199,16 +215,57 @@ TEST(Bf16StagingTest, CrossEntropyLossStaysFp32) {
   expectStagedIsRoundedFp32(c);
 }
 
-TEST(Bf16StagingTest, Experts) {
-  Case c;
-  c.idRange = 2;
-  uint32_t x = c.add({4, 8}, BF), weights = c.add({4, 1}, F),
-           indices = c.add({4, 1}, I), w1 = c.add({2, 16, 8}, BF),
-           w3 = c.add({2, 16, 8}, BF), w2 = c.add({2, 8, 16}, BF),
-           y = c.add({4, 8}, BF);
+// The experts also round each assignment's expert output (backward, its
+// input gradient) to BF16 before adding a token's assignments, as the rows
+// an expert all-to-all brings back are BF16 (Kernels.h, bf16Rows): the
+// staged run is the fp32 kernel with bf16Rows, its BF16 results rounded
+// once. Two slots per token, so that the per-assignment rounding shows.
+struct ExpertsCase : Case {
+  uint32_t x = add({4, 8}, BF), weights = add({4, 2}, F),
+           indices = add({4, 2}, I), w1 = add({3, 16, 8}, BF),
+           w3 = add({3, 16, 8}, BF), w2 = add({3, 8, 16}, BF);
+  ExpertsCase() { idRange = 3; }
+};
+
+TEST(Bf16StagingTest, ExpertsRoundEachAssignmentsOutput) {
+  ExpertsCase c;
+  uint32_t y = c.add({4, 8}, BF);
   c.emit(ops::buildExperts(std::nullopt, std::nullopt),
-         {x, weights, indices, w1, w3, w2}, {y});
-  expectStagedIsRoundedFp32(c);
+         {c.x, c.weights, c.indices, c.w1, c.w3, c.w2}, {y});
+  std::vector<std::vector<float>> values = randomValues(c);
+  std::vector<std::vector<float>> reference = values;
+  std::vector<int32_t> ids(values[c.indices].begin(), values[c.indices].end());
+  cpu::expertsForward(values[c.x].data(), values[c.weights].data(), ids.data(),
+                      values[c.w1].data(), values[c.w3].data(),
+                      values[c.w2].data(), reference[y].data(), 4, 8, 16, 3, 2,
+                      /*fp8=*/nullptr, /*bf16Rows=*/true);
+  std::vector<float> unrounded(32);
+  cpu::expertsForward(values[c.x].data(), values[c.weights].data(), ids.data(),
+                      values[c.w1].data(), values[c.w3].data(),
+                      values[c.w2].data(), unrounded.data(), 4, 8, 16, 3, 2);
+  ASSERT_NE(reference[y], unrounded) << "the rounding must show";
+  expectResultsAreRounded(c, run(c.program, values), reference);
+}
+
+TEST(Bf16StagingTest, ExpertsGradRoundEachAssignmentsInputGradient) {
+  ExpertsCase c;
+  uint32_t dy = c.add({4, 8}, BF), dx = c.add({4, 8}, BF),
+           dweights = c.add({4, 2}, F), dw1 = c.add({3, 16, 8}, F),
+           dw3 = c.add({3, 16, 8}, F), dw2 = c.add({3, 8, 16}, F);
+  c.emit(ops::buildExpertsGrad(std::nullopt, std::nullopt),
+         {dy, c.x, c.weights, c.indices, c.w1, c.w3, c.w2},
+         {dx, dweights, dw1, dw3, dw2});
+  std::vector<std::vector<float>> values = randomValues(c);
+  std::vector<std::vector<float>> reference = values;
+  std::vector<int32_t> ids(values[c.indices].begin(), values[c.indices].end());
+  cpu::expertsBackward(values[dy].data(), values[c.x].data(),
+                       values[c.weights].data(), ids.data(),
+                       values[c.w1].data(), values[c.w3].data(),
+                       values[c.w2].data(), reference[dx].data(),
+                       reference[dweights].data(), reference[dw1].data(),
+                       reference[dw3].data(), reference[dw2].data(), 4, 8, 16,
+                       3, 2, /*fp8=*/nullptr, /*bf16Rows=*/true);
+  expectResultsAreRounded(c, run(c.program, values), reference);
 }
 
 } // namespace

@@ -7,7 +7,9 @@
 // reference (the group's tokens in rank order), in GEMMs of the same
 // shapes, and each token adds its experts in global expert order, as the
 // kernels do. On a group of one the check is exactly "the expert-parallel
-// path equals the plain kernels".
+// path equals the plain kernels". With BF16 x, y, dy and dx, the rows
+// travel as BF16 both ways and the reference is the kernels with bf16Rows,
+// their y and dx rounded once, as staging rounds them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -107,7 +109,7 @@ struct WholeExperts {
 
 Reference referenceOf(const WholeExperts &whole, int64_t tokens, int64_t topK,
                       const float *x, const float *weights, const int32_t *ids,
-                      const float *dy) {
+                      const float *dy, bool bf16) {
   int64_t E = whole.experts;
   Reference r;
   r.y.resize(tokens * H);
@@ -117,20 +119,32 @@ Reference referenceOf(const WholeExperts &whole, int64_t tokens, int64_t topK,
   r.dw3.resize(E * F * H);
   r.dw2.resize(E * H * F);
   cpu::expertsForward(x, weights, ids, whole.w1.data(), whole.w3.data(),
-                      whole.w2.data(), r.y.data(), tokens, H, F, E, topK);
+                      whole.w2.data(), r.y.data(), tokens, H, F, E, topK,
+                      /*fp8=*/nullptr, bf16);
   cpu::expertsBackward(dy, x, weights, ids, whole.w1.data(), whole.w3.data(),
                        whole.w2.data(), r.dx.data(), r.dweights.data(),
                        r.dw1.data(), r.dw3.data(), r.dw2.data(), tokens, H, F,
-                       E, topK);
+                       E, topK, /*fp8=*/nullptr, bf16);
+  if (bf16) {
+    cpu::roundToBf16(r.y.data(), tokens * H);
+    cpu::roundToBf16(r.dx.data(), tokens * H);
+  }
   return r;
 }
 
-/// The buffers a step leaves for the checks, copied out of the arena.
+/// The buffers a step leaves for the checks, copied out of the arena (BF16
+/// ones decoded).
 std::vector<float> copyOf(const Executor &executor, const char *name) {
   uint32_t b = bufferNamed(executor.program(), name);
-  const float *data = executor.data(b);
-  return std::vector<float>(data,
-                            data + executor.program().buffers[b].numElements());
+  const Buffer &buffer = executor.program().buffers[b];
+  std::vector<float> values(buffer.numElements());
+  if (buffer.dtype == DType::BF16)
+    cpu::castFromBf16(reinterpret_cast<const uint16_t *>(executor.bytes(b)),
+                      values.data(), buffer.numElements());
+  else
+    std::memcpy(values.data(), executor.data(b),
+                values.size() * sizeof(float));
+  return values;
 }
 
 const char *const kResults[] = {"y",         "dx",        "dweights",
@@ -146,7 +160,7 @@ void checkExpertParallelStep(const ExpertParallelConfig &config,
   SCOPED_TRACE(::testing::Message()
                << "mesh dp=" << dp << " x ep=" << ep << ", " << El
                << " experts per rank, top-" << K << ", capacity factor "
-               << config.capacityFactor);
+               << config.capacityFactor << (config.bf16 ? ", BF16" : ""));
   Program program = makeExpertParallelProgram(config);
   absl::StatusOr<std::unique_ptr<Executor>> created =
       Executor::create(program, world);
@@ -179,8 +193,7 @@ void checkExpertParallelStep(const ExpertParallelConfig &config,
   // Every rank's routing, as its Router computed it.
   Gatherer gatherer(config, world);
   auto gatherF = [&](const char *name, int64_t width) {
-    return gatherer.gather(executor.data(bufferNamed(program, name)),
-                           T * width);
+    return gatherer.gather(copyOf(executor, name).data(), T * width);
   };
   std::vector<float> x = gatherF("x", H), weights = gatherF("weights", K);
   std::vector<float> dy = gatherF("dy", H);
@@ -197,7 +210,7 @@ void checkExpertParallelStep(const ExpertParallelConfig &config,
     int64_t t0 = d * groupTokens;
     references.push_back(referenceOf(whole, groupTokens, K, &x[t0 * H],
                                      &weights[t0 * K], &ids[t0 * K],
-                                     &dy[t0 * H]));
+                                     &dy[t0 * H], config.bf16));
   }
   const Reference &mine = references[dpAt];
   int64_t row = epAt * T; // this rank's first token in its group

@@ -27,6 +27,11 @@ TEST(ExpertParallelTest, GroupOfOneEqualsThePlainKernelsBitwise) {
   testing::checkExpertParallelStep({1, 1, 5, 1}, nullptr);
 }
 
+TEST(ExpertParallelTest, Bf16RowsEqualTheKernelsRoundingEachAssignment) {
+  testing::checkExpertParallelStep(
+      {1, 1, 4, 3, /*capacityFactor=*/0.0f, /*bf16=*/true}, nullptr);
+}
+
 TEST(ExpertParallelTest, DroppedSlotsContributeNothing) {
   testing::checkExpertParallelStep({1, 1, 4, 3, /*capacityFactor=*/0.6f},
                                    nullptr);

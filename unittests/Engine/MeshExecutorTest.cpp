@@ -40,9 +40,11 @@ TEST(MeshExecutorTest, ExpertParallelOverEveryMesh) {
       continue;
     int64_t dp = ranks / ep;
     // Top-3 of 3 experts per rank; top-2 of 2 per rank with slots dropped
-    // by capacity.
+    // by capacity; BF16 rows (moving as BF16 both ways).
     testing::checkExpertParallelStep({dp, ep, 3, 3}, world);
     testing::checkExpertParallelStep({dp, ep, 2, 2, 0.5f}, world);
+    testing::checkExpertParallelStep({dp, ep, 3, 3, 0.0f, /*bf16=*/true},
+                                     world);
     testing::checkExpertParallelBadIds({dp, ep, 2, 2}, world);
     testing::checkFp8AmaxHistoryCopies({dp, ep, 3, 3}, world);
   }

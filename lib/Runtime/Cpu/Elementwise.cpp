@@ -18,6 +18,11 @@ void castFromBf16(const uint16_t *x, float *y, int64_t n) {
     y[i] = io::bf16ToFloat(x[i]);
 }
 
+void roundToBf16(float *x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = io::bf16ToFloat(io::floatToBf16(x[i]));
+}
+
 void add(const float *a, const float *b, float *y, int64_t n) {
   // Element i reads a[i] and b[i] before writing y[i], so aliasing is safe.
   for (int64_t i = 0; i < n; ++i)

@@ -140,7 +140,8 @@ void upProjections(const float *xe, const float *w1e, const float *w3e,
 void expertsForward(const float *x, const float *weights,
                     const int32_t *indices, const float *w1, const float *w3,
                     const float *w2, float *y, int64_t T, int64_t H, int64_t F,
-                    int64_t E, int64_t topK, const Fp8Gemms *fp8) {
+                    int64_t E, int64_t topK, const Fp8Gemms *fp8,
+                    bool bf16Rows) {
   std::fill(y, y + T * H, 0.0f);
   ExpertGroups groups(indices, T, E, topK);
   int64_t cap = groups.maxRows;
@@ -165,6 +166,8 @@ void expertsForward(const float *x, const float *weights,
     detail::gemm(/*transA=*/false, /*transB=*/true, n, H, F, 1.0f, u.data(), F,
                  rounding.weight(w2 + e * H * F, H, F, w2q, e, Role::W2), F,
                  0.0f, ze.data(), H);
+    if (bf16Rows)
+      roundToBf16(ze.data(), n * H);
     for (int64_t r = 0; r < n; ++r) {
       float w = weights[slots[r]];
       float *yr = y + (slots[r] / topK) * H;
@@ -179,7 +182,8 @@ void expertsBackward(const float *dy, const float *x, const float *weights,
                      const int32_t *indices, const float *w1, const float *w3,
                      const float *w2, float *dx, float *dweights, float *dw1,
                      float *dw3, float *dw2, int64_t T, int64_t H, int64_t F,
-                     int64_t E, int64_t topK, const Fp8Gemms *fp8) {
+                     int64_t E, int64_t topK, const Fp8Gemms *fp8,
+                     bool bf16Rows) {
   std::fill(dx, dx + T * H, 0.0f);
   // Dropped slots keep dweights = 0 (docs/semantics.md, Router backward).
   std::fill(dweights, dweights + T * topK, 0.0f);
@@ -258,6 +262,8 @@ void expertsBackward(const float *dy, const float *x, const float *weights,
                  xe.data(), H, 0.0f, dw1e, H);
     detail::gemm(/*transA=*/true, /*transB=*/false, F, H, n, 1.0f, g.data(), F,
                  xe.data(), H, 0.0f, dw3e, H);
+    if (bf16Rows)
+      roundToBf16(dxe.data(), n * H);
     for (int64_t r = 0; r < n; ++r) {
       float *dxr = dx + (slots[r] / topK) * H;
       const float *src = dxe.data() + r * H;

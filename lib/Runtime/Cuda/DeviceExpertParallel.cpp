@@ -10,10 +10,12 @@
 // with the input gradient and the weight's gradient; the weight gradients
 // of this rank's experts sum over the group's tokens.
 //
-// Mixed precision: rows of a BF16 x or dy travel as BF16 (half the bytes);
-// what comes back (expert outputs and input gradients, summed into each
-// token's result in fp32 before its one rounding, as on one rank) travels
-// in fp32.
+// Mixed precision: rows of a BF16 x or dy travel as BF16 (half the bytes),
+// and so do the rows that come back when the result is BF16: each
+// assignment's expert output (input gradient) is rounded to BF16 where it
+// is computed (ExpertsArgs::bf16Rows), as on one rank, and each token adds
+// its rows in fp32 before the result's one rounding. Routing weights and
+// their gradients travel in fp32.
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceExperts.h"
@@ -182,8 +184,8 @@ absl::Status expertParallelForward(const DeviceStep &step, size_t index,
   local.shapes.topK = 1;
   MOE_CUDA_TRY(expertsForwardOn(step, mm, local, outputs.get()));
   MOE_DEVICE_BUFFER(float, returned, sent * s.H, stream);
-  MOE_CUDA_TRY(send(step, *nccl, outputs.get(), plan.recvRows, returned.get(),
-                    plan.sendRows, s.H));
+  MOE_CUDA_TRY(sendRows(step, *nccl, outputs.get(), plan.recvRows,
+                        returned.get(), plan.sendRows, s.H, args.bf16Rows));
   return combineRows(returned.get(), exchange->positionOfSlot.get(),
                      args.indices, args.weights, s.T, s.topK, s.H, y, stream);
 }
@@ -242,8 +244,8 @@ absl::Status expertParallelBackward(const DeviceStep &step, size_t index,
   // slot's weight gradient lands on it (dropped slots keep 0).
   MOE_DEVICE_BUFFER(float, returnedDx, sent * s.H, stream);
   MOE_DEVICE_BUFFER(float, returnedDweights, sent, stream);
-  MOE_CUDA_TRY(send(step, *nccl, dxRows.get(), plan.recvRows, returnedDx.get(),
-                    plan.sendRows, s.H));
+  MOE_CUDA_TRY(sendRows(step, *nccl, dxRows.get(), plan.recvRows,
+                        returnedDx.get(), plan.sendRows, s.H, args.bf16Rows));
   MOE_CUDA_TRY(send(step, *nccl, dweightRows.get(), plan.recvRows,
                     returnedDweights.get(), plan.sendRows, 1));
   MOE_DEVICE_BUFFER(float, ones, s.T * s.topK, stream);

@@ -9,7 +9,9 @@
 // theirs.
 //
 // The backward recomputes W1 x and W3 x, as the CPU does, and gets the
-// routing weights' gradients as a . (W2^T dy).
+// routing weights' gradients as a . (W2^T dy). Under mixed precision each
+// assignment's output (input gradient) is rounded to BF16 before the
+// tokens add them (ExpertsArgs::bf16Rows), as the CPU rounds them.
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceStep.h"
@@ -122,6 +124,8 @@ absl::Status expertsForwardOn(const DeviceStep &step, const ExpertMatmul &mm,
     ExpertOperand a{u.get() + begin * s.F, n, s.F, Role::Activation};
     return mm.xwT(e, a, w.down(e), 0.0f, z.get() + begin * s.H);
   }));
+  if (args.bf16Rows)
+    MOE_CUDA_TRY(roundToBf16(z.get(), rows * s.H, stream));
   return combineRows(z.get(), groups->positionOfSlot.get(), args.indices,
                      args.weights, s.T, s.topK, s.H, y, stream);
 }
@@ -207,6 +211,8 @@ absl::Status expertsBackwardOn(const DeviceStep &step, const ExpertMatmul &mm,
     MOE_CUDA_TRY(mm.gTx(e, du, xe, dw1 + e * s.F * s.H));
     return mm.gTx(e, dg, xe, dw3 + e * s.F * s.H);
   }));
+  if (args.bf16Rows)
+    MOE_CUDA_TRY(roundToBf16(dxs.get(), rows * s.H, stream));
   // dx adds each token's rows in expert order, unweighted.
   MOE_DEVICE_BUFFER(float, ones, s.T * s.topK, stream);
   MOE_CUDA_TRY(fill(ones.get(), 1.0f, s.T * s.topK, stream));
@@ -232,6 +238,7 @@ ExpertsArgs expertsArgsOf(const DeviceStep &step, size_t index) {
                  step.buffer(in[first + 1]).shape.back()};
   args.bf16X = x.dtype == DType::BF16;
   args.bf16Dy = first > 0 && step.buffer(in[0]).dtype == DType::BF16;
+  args.bf16Rows = step.buffer(inst.results[0]).dtype == DType::BF16;
   return args;
 }
 

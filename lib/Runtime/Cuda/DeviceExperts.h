@@ -29,6 +29,11 @@ struct ExpertsArgs {
   /// buffers, so their rows travel between ranks as BF16 (the values x
   /// holds here are BF16's, widened: the narrowing for the wire is exact).
   bool bf16X = false, bf16Dy = false;
+  /// The result (y, or dx backward) is BF16: each assignment's row (its
+  /// expert output, or input gradient) is rounded to BF16 before a token's
+  /// rows are added in fp32, as on the CPU (cpu::expertsForward's
+  /// bf16Rows), and travels back between ranks as BF16.
+  bool bf16Rows = false;
 };
 
 /// dx [T, H], dweights [T, topK], dw1, dw3 [E, F, H], dw2 [E, H, F].

@@ -62,6 +62,10 @@ __global__ void castFromBf16Kernel(const uint16_t *x, float *out, int64_t n) {
   GRID_STRIDE(i, n) out[i] = __uint_as_float(uint32_t{x[i]} << 16);
 }
 
+__global__ void roundToBf16Kernel(float *x, int64_t n) {
+  GRID_STRIDE(i, n) x[i] = __bfloat162float(__float2bfloat16_rn(x[i]));
+}
+
 /// |x| as unsigned bits: for non-negative floats the integer order is the
 /// float order, and NaN (above infinity) wins a maximum, as cpu::absMax
 /// returns NaN for a tensor holding one.
@@ -255,6 +259,11 @@ absl::Status castFromBf16(const uint16_t *x, float *out, int64_t n,
                           cudaStream_t stream) {
   castFromBf16Kernel<<<gridFor(n), kThreads, 0, stream>>>(x, out, n);
   return launched("castFromBf16");
+}
+
+absl::Status roundToBf16(float *x, int64_t n, cudaStream_t stream) {
+  roundToBf16Kernel<<<gridFor(n), kThreads, 0, stream>>>(x, n);
+  return launched("roundToBf16");
 }
 
 absl::Status absMax(const float *x, int64_t n, float *amax,

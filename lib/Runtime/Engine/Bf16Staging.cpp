@@ -94,7 +94,8 @@ absl::Status runStaged(
                      context.scratch,   context.groups,
                      context.packScratch, context.stageGroup,
                      context.foreignGradients, context.trace,
-                     context.expertChunks, context.overlapExperts};
+                     context.expertChunks, context.overlapExperts,
+                     /*widened=*/nullptr, &program};
   if (absl::Status status = run(staged, index); !status.ok())
     return status;
   for (const Image &image : images) {

@@ -242,7 +242,8 @@ public:
     cpu::expertsForward(f32(op.x()), f32(op.weights()), i32(op.indices()),
                         f32(op.w1()), f32(op.w3()), f32(op.w2()), f32(op.y()),
                         rows(in(op.x())), w1[2], w1[1], w1[0],
-                        last(in(op.weights())), fp8 ? &*fp8 : nullptr);
+                        last(in(op.weights())), fp8 ? &*fp8 : nullptr,
+                        storedAsBf16(context, op.y()));
     return absl::OkStatus();
   }
   absl::Status run(const ops::ExpertsGradView &op) {
@@ -255,7 +256,8 @@ public:
                          f32(op.w2()), f32(op.dx()), f32(op.dweights()),
                          f32(op.dw1()), f32(op.dw3()), f32(op.dw2()),
                          rows(in(op.dy())), w1[2], w1[1], w1[0],
-                         last(in(op.weights())), fp8 ? &*fp8 : nullptr);
+                         last(in(op.weights())), fp8 ? &*fp8 : nullptr,
+                         storedAsBf16(context, op.dx()));
     return absl::OkStatus();
   }
   absl::Status run(const ops::SwigluView &op) {
@@ -461,6 +463,12 @@ absl::Status runKernel(const StepContext &context, size_t index) {
 }
 
 } // namespace
+
+bool storedAsBf16(const StepContext &context, uint32_t b) {
+  const Program &program =
+      context.declared ? *context.declared : context.program;
+  return program.buffers[b].dtype == DType::BF16;
+}
 
 absl::Status runInstruction(const StepContext &context, size_t index) {
   if (!context.trace)

@@ -55,7 +55,15 @@ struct StepContext {
   /// for instructions run on fp32 images of BF16 buffers; built on the
   /// fly when null.
   const Program *widened = nullptr;
+  /// Set while an instruction runs on fp32 images (`program` is then the
+  /// widened one): the program as written, whose dtypes say which results
+  /// are stored in BF16.
+  const Program *declared = nullptr;
 };
+
+/// Whether buffer `b` is stored in BF16, also while its instruction runs on
+/// an fp32 image of it.
+bool storedAsBf16(const StepContext &context, uint32_t b);
 
 /// Runs instruction `index`. Fails only on data the verifier cannot see
 /// (token ids outside the embedding table, targets outside the vocabulary,

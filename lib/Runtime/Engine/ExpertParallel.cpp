@@ -8,6 +8,14 @@
 // they left, so walking them adds each token's expert outputs in global
 // expert order, the order of cpu::expertsForward and expertsBackward.
 //
+// Mixed precision: what is stored in BF16 travels as BF16. Rows leave with
+// x and, backward, dy as BF16 (the values are BF16's, so exactly) and come
+// back as BF16 too: each assignment's expert output (its input gradient,
+// backward) is rounded to BF16 where it is computed, as the single-rank
+// kernel rounds it before adding a token's assignments in fp32 (bf16Rows),
+// so both give the same sums. Routing weights and their gradients are fp32
+// and travel as fp32, in two BF16-sized words (RowLayout).
+//
 // Before any row moves, the ranks exchange headers: for each destination,
 // the rows for each of its local experts and an error flag. The counts tell
 // the receiver how many rows arrive and which local expert each is for
@@ -48,6 +56,75 @@ struct ExpertOperands {
   int64_t tokens, hidden, ffn, localExperts, topK;
   const cpu::Fp8Gemms *fp8;
   io::Trace *trace;
+  /// Stored in BF16: x, dy (backward) and the result y or dx.
+  bool bf16X = false, bf16Dy = false, bf16Out = false;
+};
+
+/// How a row of floats travels: its segments in order, each as BF16 (values
+/// that are BF16's, so the narrowing is exact) or as fp32 bits in two words.
+class RowLayout {
+public:
+  RowLayout &add(int64_t width, bool bf16) {
+    segments.push_back({width, bf16});
+    floatWidth += width;
+    wordWidth += bf16 ? width : 2 * width;
+    return *this;
+  }
+  int64_t floats() const { return floatWidth; }
+  int64_t words() const { return wordWidth; }
+  bool allFp32() const { return wordWidth == 2 * floatWidth; }
+
+  /// `rows` rows of floats() floats into rows of words() words.
+  std::vector<comm::Bf16> pack(const std::vector<float> &rows) const {
+    int64_t n = static_cast<int64_t>(rows.size()) / floatWidth;
+    std::vector<comm::Bf16> wire(n * wordWidth);
+    for (int64_t r = 0; r < n; ++r) {
+      const float *from = rows.data() + r * floatWidth;
+      comm::Bf16 *to = wire.data() + r * wordWidth;
+      for (const Segment &segment : segments) {
+        if (segment.bf16) {
+          cpu::castToBf16(from, reinterpret_cast<uint16_t *>(to),
+                          segment.width);
+          to += segment.width;
+        } else {
+          std::memcpy(to, from, segment.width * sizeof(float));
+          to += 2 * segment.width;
+        }
+        from += segment.width;
+      }
+    }
+    return wire;
+  }
+
+  /// The inverse of pack().
+  void unpack(const std::vector<comm::Bf16> &wire,
+              std::vector<float> &rows) const {
+    int64_t n = static_cast<int64_t>(wire.size()) / wordWidth;
+    rows.resize(n * floatWidth);
+    for (int64_t r = 0; r < n; ++r) {
+      const comm::Bf16 *from = wire.data() + r * wordWidth;
+      float *to = rows.data() + r * floatWidth;
+      for (const Segment &segment : segments) {
+        if (segment.bf16) {
+          cpu::castFromBf16(reinterpret_cast<const uint16_t *>(from), to,
+                            segment.width);
+          from += segment.width;
+        } else {
+          std::memcpy(to, from, segment.width * sizeof(float));
+          from += 2 * segment.width;
+        }
+        to += segment.width;
+      }
+    }
+  }
+
+private:
+  struct Segment {
+    int64_t width;
+    bool bf16;
+  };
+  std::vector<Segment> segments;
+  int64_t floatWidth = 0, wordWidth = 0;
 };
 
 /// Sends sendRows[d] rows of `width` floats of `send` (packed in group-rank
@@ -91,13 +168,48 @@ struct Chunk {
   std::vector<float> dw1, dw3, dw2;
 };
 
-/// Widths of the rows a chunk sends and gets back: forward [x] and [y];
-/// backward [x | dy | routing weight] and [dx | dweight].
+/// The rows a chunk sends and gets back: forward [x] and [y]; backward
+/// [x | dy | routing weight] and [dx | dweight].
+RowLayout sentLayout(const ExpertOperands &ops, bool backward) {
+  RowLayout layout;
+  layout.add(ops.hidden, ops.bf16X);
+  if (backward)
+    layout.add(ops.hidden, ops.bf16Dy).add(1, false);
+  return layout;
+}
+RowLayout backLayout(const ExpertOperands &ops, bool backward) {
+  RowLayout layout;
+  layout.add(ops.hidden, ops.bf16Out);
+  if (backward)
+    layout.add(1, false);
+  return layout;
+}
 int64_t sentWidth(const Chunk &chunk, bool backward) {
-  return backward ? 2 * chunk.ops.hidden + 1 : chunk.ops.hidden;
+  return sentLayout(chunk.ops, backward).floats();
 }
 int64_t backWidth(const Chunk &chunk, bool backward) {
-  return backward ? chunk.ops.hidden + 1 : chunk.ops.hidden;
+  return backLayout(chunk.ops, backward).floats();
+}
+
+/// exchangeRows() of float rows laid out as `layout` says (rows of fp32
+/// alone move as they are).
+absl::Status exchangeLaidOut(comm::Group &group, const RowLayout &layout,
+                             const std::vector<float> &send,
+                             const std::vector<int64_t> &sendRows,
+                             std::vector<float> &recv,
+                             const std::vector<int64_t> &recvRows,
+                             io::Trace *trace, const char *name) {
+  if (layout.allFp32())
+    return exchangeRows(group, send, sendRows, recv, recvRows,
+                        layout.floats(), trace, name);
+  std::vector<comm::Bf16> arrived;
+  if (absl::Status status =
+          exchangeRows(group, layout.pack(send), sendRows, arrived, recvRows,
+                       layout.words(), trace, name);
+      !status.ok())
+    return status;
+  layout.unpack(arrived, recv);
+  return absl::OkStatus();
 }
 
 /// dispatch() with FP8 rows on the wire (Fp8Gemms::dispatch): tokens in
@@ -171,10 +283,11 @@ absl::Status dispatch(comm::Group &group, Chunk &chunk,
       row[2 * H] = ops.weights[slot];
     }
   }
-  return exchangeRows(group, sent, chunk.plan.sendRows, chunk.arrived,
-                      chunk.plan.recvRows, out, ops.trace,
-                      backward ? "expert dispatch (backward)"
-                               : "expert dispatch");
+  return exchangeLaidOut(group, sentLayout(ops, backward), sent,
+                         chunk.plan.sendRows, chunk.arrived,
+                         chunk.plan.recvRows, ops.trace,
+                         backward ? "expert dispatch (backward)"
+                                  : "expert dispatch");
 }
 
 /// Runs this rank's experts on the rows that arrived. Each arriving row is
@@ -194,7 +307,7 @@ void compute(Chunk &chunk, bool backward, float *dw1, float *dw3,
     cpu::expertsForward(chunk.arrived.data(), unit.data(),
                         chunk.plan.recvExperts.data(), ops.w1, ops.w3, ops.w2,
                         chunk.results.data(), rows, H, ops.ffn,
-                        ops.localExperts, /*topK=*/1, ops.fp8);
+                        ops.localExperts, /*topK=*/1, ops.fp8, ops.bf16Out);
     return;
   }
   int64_t out = sentWidth(chunk, backward);
@@ -212,7 +325,7 @@ void compute(Chunk &chunk, bool backward, float *dw1, float *dw3,
                          chunk.plan.recvExperts.data(), ops.w1, ops.w3,
                          ops.w2, dx.data(), dweights.data(), dw1, dw3, dw2,
                          rows, H, ops.ffn, ops.localExperts, /*topK=*/1,
-                         ops.fp8);
+                         ops.fp8, ops.bf16Out);
   }
   for (int64_t r = 0; r < rows; ++r) {
     float *row = chunk.results.data() + r * back;
@@ -223,11 +336,11 @@ void compute(Chunk &chunk, bool backward, float *dw1, float *dw3,
 
 /// Sends the results back to the ranks of their tokens.
 absl::Status combine(comm::Group &group, Chunk &chunk, bool backward) {
-  return exchangeRows(group, chunk.results, chunk.plan.recvRows,
-                      chunk.returned, chunk.plan.sendRows,
-                      backWidth(chunk, backward), chunk.ops.trace,
-                      backward ? "expert combine (backward)"
-                               : "expert combine");
+  return exchangeLaidOut(group, backLayout(chunk.ops, backward),
+                         chunk.results, chunk.plan.recvRows, chunk.returned,
+                         chunk.plan.sendRows, chunk.ops.trace,
+                         backward ? "expert combine (backward)"
+                                  : "expert combine");
 }
 
 /// Runs the chunks' dispatch, compute and combine. With `overlap`, a
@@ -437,6 +550,9 @@ absl::Status runExpertParallel(const StepContext &context, size_t index) {
       /*topK=*/ids.shape.back(),
       fp8 ? &*fp8 : nullptr,
       context.trace};
+  ops.bf16X = storedAsBf16(context, in[first]);
+  ops.bf16Dy = !isForward && storedAsBf16(context, in[0]);
+  ops.bf16Out = storedAsBf16(context, inst.results[0]);
 
   comm::Group &group = *context.groups[*ops::expertsRecipeOf(inst)->group];
   int64_t experts = ops.localExperts * group.size();

@@ -46,6 +46,9 @@ void linearBackwardWeight(const float *dy, const float *x, float *dw, int64_t T,
 /// and back, exactly (moe::rt::io's conversions, over n elements).
 void castToBf16(const float *x, uint16_t *y, int64_t n);
 void castFromBf16(const uint16_t *x, float *y, int64_t n);
+/// x = the fp32 value of bf16(x), in place: what a BF16 store and load of x
+/// give back.
+void roundToBf16(float *x, int64_t n);
 
 /// y = a + b over n elements (y may alias a or b).
 void add(const float *a, const float *b, float *y, int64_t n);
@@ -236,19 +239,26 @@ inline uint64_t expertsWorkspaceBytes(int64_t rows, int64_t topK, int64_t H,
 /// Slots whose index is outside [0, E) (capacity drops are -1) contribute
 /// nothing. Expert outputs are added into y in expert order, token order
 /// within an expert (HF's index_add_ order).
+/// With `bf16Rows` (mixed precision: y is a BF16 buffer), each assignment's
+/// expert output is rounded to BF16 before it is weighted and added in fp32,
+/// as the BF16 rows an expert all-to-all brings back (docs/precision.md).
 void expertsForward(const float *x, const float *weights,
                     const int32_t *indices, const float *w1, const float *w3,
                     const float *w2, float *y, int64_t T, int64_t H, int64_t F,
-                    int64_t E, int64_t topK, const Fp8Gemms *fp8 = nullptr);
+                    int64_t E, int64_t topK, const Fp8Gemms *fp8 = nullptr,
+                    bool bf16Rows = false);
 /// Overwrites dx [T, H], dweights [T, topK] (0 for skipped slots) and dw1,
 /// dw3 [E, F, H], dw2 [E, H, F] (0 for experts that received no token).
 /// Recomputes W1 x and W3 x per expert instead of taking them as inputs;
-/// with `fp8`, from the same FP8 values the forward read.
+/// with `fp8`, from the same FP8 values the forward read. With `bf16Rows`
+/// (dx is a BF16 buffer), each assignment's input gradient is rounded to
+/// BF16 before the token's are added in fp32.
 void expertsBackward(const float *dy, const float *x, const float *weights,
                      const int32_t *indices, const float *w1, const float *w3,
                      const float *w2, float *dx, float *dweights, float *dw1,
                      float *dw3, float *dw2, int64_t T, int64_t H, int64_t F,
-                     int64_t E, int64_t topK, const Fp8Gemms *fp8 = nullptr);
+                     int64_t E, int64_t topK, const Fp8Gemms *fp8 = nullptr,
+                     bool bf16Rows = false);
 
 //===----------------------------------------------------------------------===//
 // Losses

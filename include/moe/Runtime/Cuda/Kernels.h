@@ -47,6 +47,8 @@ absl::Status castToBf16(const float *x, uint16_t *out, int64_t n,
 /// out = the fp32 value of each BF16 (bits) x, exactly (cpu::castFromBf16).
 absl::Status castFromBf16(const uint16_t *x, float *out, int64_t n,
                           cudaStream_t stream);
+/// x = the fp32 value of bf16(x), in place (cpu::roundToBf16).
+absl::Status roundToBf16(float *x, int64_t n, cudaStream_t stream);
 
 /// A tensor split along a dimension with `outer` elements' worth of blocks
 /// before it is [outer, parts, chunk] (elements of `elementBytes`, 4: floats

@@ -306,24 +306,11 @@ static void checkRanks(const train::TrainOptions &options, int ranks) {
                      std::to_string(ranks) + " ranks yet"};
 }
 
-/// Whether a launcher (mpirun, srun, a PMI/PMIx server) started this
-/// process. Without one, moe-run is a world of one and skips MPI entirely:
-/// an MPI singleton would cost start-up time and create Open MPI session
-/// directories that concurrent runs can trip over.
-static bool startedByLauncher() {
-  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
-                          "SLURM_PROCID", "MPI_LOCALNRANKS"})
-    if (std::getenv(var))
-      return true;
-  return false;
-}
-
 int main(int argc, char **argv) {
   // MPI first: under a launcher this process learns its rank; without one
   // it is a world of one.
   absl::StatusOr<std::unique_ptr<comm::World>> world =
-      startedByLauncher() ? comm::World::init(&argc, &argv)
-                          : comm::World::local();
+      comm::World::start(&argc, &argv);
   if (!world.ok()) {
     std::cerr << "moe-run: error: " << world.status().message() << "\n";
     return 1;

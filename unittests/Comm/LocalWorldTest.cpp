@@ -37,6 +37,29 @@ TEST(LocalWorld, IsOneRankWithoutMpi) {
   EXPECT_TRUE(world->finalize().ok());
 }
 
+// A process no launcher started is a world of one that never touches MPI,
+// so the bare GPU machine (no MPI runtime) runs moe-run and the tests; each
+// launcher's variable makes it an MPI world instead.
+TEST(LocalWorld, IsWhatAProcessStartedAloneGets) {
+  const char *launchers[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
+                             "SLURM_PROCID", "MPI_LOCALNRANKS"};
+  for (const char *var : launchers)
+    if (std::getenv(var))
+      GTEST_SKIP() << "started by a launcher (" << var << " is set)";
+  EXPECT_FALSE(World::startedByLauncher());
+  int argc = 0;
+  char **argv = nullptr;
+  absl::StatusOr<std::unique_ptr<World>> world = World::start(&argc, &argv);
+  ASSERT_TRUE(world.ok()) << world.status();
+  EXPECT_FALSE((*world)->usesMpi());
+  EXPECT_EQ((*world)->size(), 1);
+  for (const char *var : launchers) {
+    setenv(var, "0", 1);
+    EXPECT_TRUE(World::startedByLauncher()) << var;
+    unsetenv(var);
+  }
+}
+
 TEST(LocalWorld, GroupsOfAUnitMesh) {
   std::unique_ptr<World> world = localWorld();
   for (std::vector<std::string> axes :

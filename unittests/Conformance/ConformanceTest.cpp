@@ -1100,7 +1100,10 @@ INSTANTIATE_TEST_SUITE_P(Backends, ConformanceTest,
 } // namespace
 
 int main(int argc, char **argv) {
-  absl::StatusOr<std::unique_ptr<comm::World>> world = comm::World::init(&argc, &argv);
+  // Without a launcher, a world of one that needs no MPI runtime (the bare
+  // GPU machine of test/gpu/run.sh has none).
+  absl::StatusOr<std::unique_ptr<comm::World>> world =
+      comm::World::start(&argc, &argv);
   if (!world.ok()) {
     std::fprintf(stderr, "ConformanceTests: %s\n",
                  std::string(world.status().message()).c_str());

@@ -55,7 +55,7 @@ TEST(MeshExecutorTest, ExpertParallelOverEveryMesh) {
 
 int main(int argc, char **argv) {
   absl::StatusOr<std::unique_ptr<moe::rt::comm::World>> world =
-      moe::rt::comm::World::init(&argc, &argv);
+      moe::rt::comm::World::start(&argc, &argv);
   if (!world.ok()) {
     std::fprintf(stderr, "EngineMeshTests: %s\n",
                  std::string(world.status().message()).c_str());

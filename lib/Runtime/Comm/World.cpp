@@ -92,6 +92,18 @@ absl::StatusOr<std::unique_ptr<World>> World::local() {
   return world;
 }
 
+bool World::startedByLauncher() {
+  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
+                          "SLURM_PROCID", "MPI_LOCALNRANKS"})
+    if (std::getenv(var))
+      return true;
+  return false;
+}
+
+absl::StatusOr<std::unique_ptr<World>> World::start(int *argc, char ***argv) {
+  return startedByLauncher() ? init(argc, argv) : local();
+}
+
 World::~World() {
   if (!usesMpi_ || finalized_)
     return;

@@ -355,6 +355,16 @@ public:
   /// single-process runs.
   static absl::StatusOr<std::unique_ptr<World>> local();
 
+  /// init() when a launcher (mpirun, srun, a PMI/PMIx server) started this
+  /// process, else local(): a process started alone skips MPI entirely, so
+  /// it needs no MPI runtime on its machine (a bare GPU node), costs no MPI
+  /// start-up, and creates no Open MPI session directories that concurrent
+  /// runs can trip over.
+  static absl::StatusOr<std::unique_ptr<World>> start(int *argc, char ***argv);
+
+  /// Whether a launcher started this process (start()).
+  static bool startedByLauncher();
+
   /// Finalises MPI, or aborts the job if the world is broken (see the file
   /// comment).
   ~World();

@@ -136,8 +136,8 @@ absl::Status exchangeRows(comm::Group &group, const std::vector<T> &send,
                           const std::vector<int64_t> &sendRows,
                           std::vector<T> &recv,
                           const std::vector<int64_t> &recvRows, int64_t width,
-                          io::Trace *trace, const char *name) {
-  io::TraceScope span(trace, io::TraceTrack::Communication, name);
+                          io::Trace *trace, std::string name) {
+  io::TraceScope span(trace, io::TraceTrack::Communication, std::move(name));
   std::vector<int64_t> sendCounts, recvCounts;
   for (int64_t rows : sendRows)
     sendCounts.push_back(rows * width);
@@ -192,20 +192,25 @@ int64_t backWidth(const Chunk &chunk, bool backward) {
 }
 
 /// exchangeRows() of float rows laid out as `layout` says (rows of fp32
-/// alone move as they are).
+/// alone move as they are). The trace names the exchange `what`, with
+/// "(bf16)" when BF16 travels, as "(fp8)" marks FP8 codes:
+/// "expert dispatch (bf16, backward)".
 absl::Status exchangeLaidOut(comm::Group &group, const RowLayout &layout,
                              const std::vector<float> &send,
                              const std::vector<int64_t> &sendRows,
                              std::vector<float> &recv,
                              const std::vector<int64_t> &recvRows,
-                             io::Trace *trace, const char *name) {
+                             io::Trace *trace, const char *what,
+                             bool backward) {
   if (layout.allFp32())
     return exchangeRows(group, send, sendRows, recv, recvRows,
-                        layout.floats(), trace, name);
+                        layout.floats(), trace,
+                        absl::StrCat(what, backward ? " (backward)" : ""));
   std::vector<comm::Bf16> arrived;
-  if (absl::Status status =
-          exchangeRows(group, layout.pack(send), sendRows, arrived, recvRows,
-                       layout.words(), trace, name);
+  if (absl::Status status = exchangeRows(
+          group, layout.pack(send), sendRows, arrived, recvRows,
+          layout.words(), trace,
+          absl::StrCat(what, backward ? " (bf16, backward)" : " (bf16)"));
       !status.ok())
     return status;
   layout.unpack(arrived, recv);
@@ -285,9 +290,8 @@ absl::Status dispatch(comm::Group &group, Chunk &chunk,
   }
   return exchangeLaidOut(group, sentLayout(ops, backward), sent,
                          chunk.plan.sendRows, chunk.arrived,
-                         chunk.plan.recvRows, ops.trace,
-                         backward ? "expert dispatch (backward)"
-                                  : "expert dispatch");
+                         chunk.plan.recvRows, ops.trace, "expert dispatch",
+                         backward);
 }
 
 /// Runs this rank's experts on the rows that arrived. Each arriving row is
@@ -339,8 +343,7 @@ absl::Status combine(comm::Group &group, Chunk &chunk, bool backward) {
   return exchangeLaidOut(group, backLayout(chunk.ops, backward),
                          chunk.results, chunk.plan.recvRows, chunk.returned,
                          chunk.plan.sendRows, chunk.ops.trace,
-                         backward ? "expert combine (backward)"
-                                  : "expert combine");
+                         "expert combine", backward);
 }
 
 /// Runs the chunks' dispatch, compute and combine. With `overlap`, a

@@ -36,6 +36,12 @@ if os.path.exists(hf_python):
     config.available_features.add("hf-transformers")
     config.substitutions.append(("%hf_python", hf_python))
 
+# The CUDA backend is built (the toolkit is there; a GPU need not be).
+if config.moe_cuda_backend.upper() in ("ON", "TRUE", "1", "YES"):
+    config.available_features.add("cuda-build")
+config.substitutions.append(("%moe_src", config.moe_src_root))
+config.substitutions.append(("%moe_obj", config.moe_obj_root))
+
 # A GPU the CUDA backend can use (the device machine; never CI): the tests
 # that train on it need this feature.
 import shutil, subprocess

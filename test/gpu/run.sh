@@ -1,77 +1,262 @@
 #!/usr/bin/env bash
-# The prepared GPU check (issue 6), for a machine with an NVIDIA GPU and the
-# CUDA toolkit: builds, runs the GPU tests (the CUDA kernels against their
-# CPU twins, the conformance suite's device half in fp32 and BF16, the tiny
-# model's CPU-vs-GPU losses) and the GPU benchmark (MFU
-# of a 1-GPU MoE step against the H200's 989 TFLOP/s dense BF16 peak).
-# Prints one summary line per part; the figures go to bench/RESULTS.md by
-# hand. Meant to finish in under 8 minutes on an H200.
-# Usage: test/gpu/run.sh [BENCH_STEPS]
+# The GPU check (issue 17), on the lent GPU machine: one call, under 7
+# minutes, from a tree that carries .gpu/ (test/gpu/prepare.sh, run here
+# first). Nothing is built there: it has no MLIR, Abseil, FlatBuffers,
+# OpenBLAS, MPI or GoogleTest, and nothing can be installed.
+#
+#   1. the GPU, driver and clocks
+#   2. the CUDA tests: descriptors, every kernel against its CPU twin, the
+#      conformance suite's device half; compute-sanitizer's memcheck on the
+#      attention, router and routing kernels
+#   3. step 1 of the tiny model in BF16 and FP8 against the CPU's dump:
+#      every gradient and updated weight
+#   4. 30 steps of the tiny model (BF16, FP8) and 3 of the mid-size model
+#      against the CPU's losses
+#   5. bench/models/gpu-moe.mlir in BF16 and FP8: median step time, model
+#      TFLOP/s and MFU against the datasheet peak and against a BF16 GEMM
+#      rate measured in this run, time per opcode; the same model as HF
+#      transformers' MixtralForCausalLM in PyTorch BF16 (SDPA), the peer
+#
+# Every part runs under `timeout`, within one deadline for the whole call.
+# Results go to $OUT (the device tool's; bench/out/gpu elsewhere): log.txt,
+# summary.txt (the table printed last) and runs.tar.gz (every run's
+# metrics, the benchmarks' times per opcode). Exit 0
+# only if every part ran and passed; a part that cannot find what it needs
+# fails loudly.
+#
+# Usage: test/gpu/run.sh [--rehearse]
+#   --rehearse   on a machine without a GPU: the same sequence on the CPU
+#                backend (the kernel tests then skip), which checks the
+#                bundle, the references and this script before a lease is
+#                spent on them
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-steps=${1:-8}
+root=$PWD
+bundle=$(realpath -m "${MOE_GPU_BUNDLE:-$root/.gpu}")
+device=cuda
+[ "${1:-}" = --rehearse ] && device=cpu
+out=${OUT:-$root/bench/out/gpu}
+mkdir -p "$out"
+# Scratch (runs, dumps, tokens) stays out of $OUT, which brings back only
+# a few files: log.txt, summary.txt and runs.tar.gz.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+log=$out/log.txt
+summary=$out/summary.txt
+: > "$log"
+: > "$summary"
+deadline=$((SECONDS + ${MOE_GPU_CHECK_SECONDS:-400}))
 peak=${MOE_PEAK_FLOPS:-989e12}
+# The comparisons need numpy (the lent machine's python3 has it).
+python=${MOE_PYTHON:-python3}
 status=0
-nvidia-smi -L || { echo "run.sh: no GPU (nvidia-smi -L failed)"; exit 77; }
 
-# The compiler needs MLIR; on a machine without it, build the runtime only.
-compiler=ON
-[ -d /usr/lib/llvm-19/lib/cmake/mlir ] || compiler=OFF
-if [ ! -f build-gpu/build.ninja ]; then
-  cmake -G Ninja -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release \
-    -DMOE_ENABLE_CUDA=ON -DMOE_BUILD_COMPILER=$compiler \
-    -DCMAKE_CUDA_ARCHITECTURES="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)" \
-    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-19/build/utils/lit/lit.py > /dev/null || exit 1
-fi
-ninja -C build-gpu -j"$(nproc)" > build-gpu/ninja.log 2>&1 ||
-  { tail -30 build-gpu/ninja.log; echo "run.sh: build failed"; exit 1; }
-echo "build: ok"
-
-build-gpu/bin/CudaTests --gtest_brief=1 || status=1
-# The kernels against their CPU twins, mixed precision's (Bf16KernelTest:
-# casts, AdamW's working copy, BF16 collectives) among them.
-build-gpu/bin/CudaKernelTests --gtest_brief=1 || status=1
-# The conformance suite's device half: every instruction of the fp32
-# programs and of the mixed-precision ones (tiny-bf16: BF16 working copies,
-# activations and gradients) on the GPU against the CPU's kernels.
-timeout 300 build-gpu/bin/ConformanceTests --gtest_brief=1 \
-  --gtest_filter='Backends/ConformanceTest.EveryOpcode/cuda:ConformanceBf16.*' ||
-  status=1
-if [ "$compiler" = ON ]; then
-  /usr/lib/llvm-19/build/utils/lit/lit.py -sv build-gpu/test --filter 'gpu/' ||
-    status=1
-fi
-
-# The benchmark: step time of the 1-GPU MoE after two warm-up steps.
-if [ "$compiler" = ON ]; then
-  out=bench/out/gpu
-  mkdir -p "$out"
-  build-gpu/bin/moe-data synth --out "$out/tokens.bin" --tokens 2000000 > /dev/null
-  build-gpu/bin/moec bench/models/gpu-moe.mlir -o "$out/bf16.moebin" || status=1
-  runs="bf16 fp8"
-  # Mixed precision (issue 16): BF16 weights and activations in memory.
-  if build-gpu/bin/moec --help 2>&1 | grep -q -- '--precision'; then
-    build-gpu/bin/moec bench/models/gpu-moe.mlir --precision=bf16 \
-      -o "$out/mixed.moebin" || status=1
-    runs="$runs mixed"
+say() { echo "$*" | tee -a "$log"; }
+# One row of the summary: part, verdict, detail.
+row() {
+  printf '%-28s %-5s %s\n' "$1" "$2" "$3" >> "$summary"
+  say "run.sh: $1: $2 $3"
+  [ "$2" = ok ] || [ "$2" = skip ] || status=1
+}
+# part NAME CAP COMMAND...: COMMAND under `timeout`, at most CAP seconds and
+# never past the deadline; its output goes to the log and to part.out.
+part() {
+  local name=$1 cap=$2
+  shift 2
+  local left=$((deadline - SECONDS))
+  [ "$left" -lt "$cap" ] && cap=$left
+  if [ "$cap" -le 5 ]; then
+    row "$name" FAIL "not run: the call's deadline has passed"
+    return 1
   fi
-  # FP8 expert GEMMs with delayed scales (blockwise needs Blackwell).
-  build-gpu/bin/moec bench/models/gpu-moe.mlir --fp8=experts \
-    --fp8-scaling=delayed --target=h200 -o "$out/fp8.moebin" || status=1
-  for run in $runs; do
-    build-gpu/bin/moe-run "$out/$run.moebin" --data "$out/tokens.bin" \
-      --steps "$steps" --device cuda --metrics "$out/$run.jsonl" --quiet ||
-      { status=1; continue; }
-    python3 - "$out/$run.jsonl" "$peak" "$run" <<'PY'
-import json, sys
-records = [json.loads(line) for line in open(sys.argv[1])][2:]
-if not records:
-    sys.exit("bench: no steps after the warm-up")
-flops = sorted(r["flops_per_s"] for r in records)[len(records) // 2]
-peak = float(sys.argv[2])
-print(f"bench gpu-moe {sys.argv[3]}: {flops / 1e12:.1f} TFLOP/s model FLOPs, "
-      f"MFU {flops / peak:.1%} of {peak / 1e12:.0f} TFLOP/s")
-PY
-  done
+  say "=== $name (at most ${cap}s)"
+  local start=$SECONDS
+  # Through bash: COMMAND may be one of this script's functions (exported).
+  timeout -k 5 "$cap" bash -c '"$@"' "$name" "$@" > "$work/part.out" 2>&1
+  local rc=$?
+  cat "$work/part.out" >> "$log"
+  [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] &&
+    say "run.sh: $name: killed after ${cap}s"
+  say "--- $name: exit $rc in $((SECONDS - start))s"
+  return $rc
+}
+
+# --- the bundle and the libraries the machine provides ----------------------
+[ -f "$bundle/MANIFEST" ] || {
+  row bundle FAIL "$bundle/MANIFEST is missing: run test/gpu/prepare.sh here and carry .gpu"
+  cat "$summary"
+  exit 1
+}
+head -3 "$bundle/MANIFEST" >> "$log"
+# The binaries and their libraries travel compressed; unpacked, they live
+# in the scratch directory (a few seconds).
+tools=$work/bundle
+mkdir -p "$tools"
+if ! python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+  "$bundle/bundle.tar.xz" "$tools" 2>> "$log"; then
+  row bundle FAIL "cannot unpack $bundle/bundle.tar.xz"
+  cat "$summary"
+  exit 1
 fi
+# NCCL, cuDNN and (if the toolkit's are missing) cuBLAS live in PyTorch's
+# site-packages there.
+libpath=$tools/lib
+for package in nvidia.nccl nvidia.cudnn nvidia.cublas nvidia.cuda_runtime; do
+  dir=$(timeout 30 python3 -c "import $package, os; print(os.path.join(list($package.__path__)[0], 'lib'))" 2>/dev/null) &&
+    [ -d "$dir" ] && libpath=$libpath:$dir
+done
+for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+  [ -d "$dir" ] && libpath=$libpath:$dir
+done
+loader=$tools/lib/ld-linux-x86-64.so.2
+# Each binary through the bundle's loader: glibc and the rest from its lib/,
+# whatever the machine's own distribution is. (The CUDA module is found
+# beside it: Registry.cpp looks in lib/ next to the executable's bin/, and
+# the executable is then the loader, in lib/ itself.)
+bin() {
+  local name=$1
+  shift
+  "$loader" --library-path "$libpath" "$tools/bin/$name" "$@"
+}
+export -f bin
+export loader libpath tools
+missing=$("$loader" --library-path "$libpath" --list "$tools/lib/libmoe_backend_cuda.so" 2>&1 | grep 'not found')
+if [ -n "$missing" ]; then
+  row libraries FAIL "the CUDA module lacks: $(echo "$missing" | awk '{print $1}' | tr '\n' ' ')"
+else
+  row libraries ok "library path $libpath"
+fi
+
+# --- 1. the machine -----------------------------------------------------------
+if [ "$device" = cuda ]; then
+  if part gpu 30 nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.limit --format=csv; then
+    row gpu ok "$(tail -1 "$work/part.out")"
+  else
+    row gpu FAIL "nvidia-smi found no GPU"
+    cat "$summary"
+    exit 1
+  fi
+else
+  row gpu skip "rehearsal on the CPU backend"
+fi
+
+# --- 2. the CUDA tests --------------------------------------------------------
+# Without a GPU (rehearsal) the kernel tests exit 77.
+gtest() {
+  local name=$1 cap=$2
+  shift 2
+  part "$name" "$cap" bin "$@" --gtest_brief=1
+  local rc=$?
+  local tally
+  tally=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$work/part.out" | tr -s ' ' | tr '\n' ' ')
+  if [ "$rc" -eq 0 ]; then
+    row "$name" ok "$tally"
+  elif [ "$rc" -eq 77 ] && [ "$device" = cpu ]; then
+    row "$name" skip "no GPU"
+  else
+    row "$name" FAIL "exit $rc $tally$(grep -m3 -E '^\[  FAILED  \] [A-Za-z]' "$work/part.out" | tr -s ' ' | tr '\n' ' ')"
+  fi
+}
+gtest cuda-tests 60 CudaTests
+gtest kernel-tests 120 CudaKernelTests
+gtest conformance 150 ConformanceTests \
+  --gtest_filter='Backends/ConformanceTest.EveryOpcode/cuda:ConformanceBf16.*'
+if [ "$device" = cuda ]; then
+  if ! command -v compute-sanitizer > /dev/null; then
+    row memcheck FAIL "compute-sanitizer is not on PATH"
+  elif part memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 3 \
+    "$loader" --library-path "$libpath" "$tools/bin/CudaKernelTests" --gtest_brief=1 \
+    --gtest_filter='*AttentionKernelTest*:*RouterKernelTest*:*ExpertRoutingKernelTest*'; then
+    row memcheck ok "$(grep -m1 'ERROR SUMMARY' "$work/part.out")"
+  else
+    row memcheck FAIL "$(grep -m1 'ERROR SUMMARY' "$work/part.out" || tail -1 "$work/part.out")"
+  fi
+fi
+
+# --- 3 and 4. training against the CPU ----------------------------------------
+data=$bundle/data/synth.bin
+# The rehearsal uses prepare.sh's thread count: on the CPU, same machine and
+# threads, a run repeats the reference bit for bit.
+threads=
+[ "$device" = cpu ] && threads="--threads $(nproc)"
+train() {
+  # shellcheck disable=SC2086 # $threads is empty or a flag and its value
+  bin moe-run "$@" --data "$data" --device "$device" --quiet $threads
+}
+export -f train
+export data device threads
+# compare NAME COMMAND...: a comparison's verdict, its last line the detail.
+compare() {
+  local name=$1
+  shift
+  if "$@" > "$work/part.out" 2>&1; then
+    row "$name" ok "$(tail -1 "$work/part.out")"
+  else
+    row "$name" FAIL "$(tail -1 "$work/part.out")"
+  fi
+  cat "$work/part.out" >> "$log"
+}
+for recipe in bf16 fp8; do
+  name=tiny-$recipe
+  if part "$name" 60 train "$bundle/artifacts/$name.moebin" --steps 30 \
+    --metrics "$work/$name.jsonl" --dump-step "$work/$name-step1"; then
+    compare "$name step 1" "$python" test/gpu/compare_dumps.py \
+      "$bundle/ref/$name-step1" "$work/$name-step1"
+    compare "$name 30 steps" "$python" test/gpu/compare_runs.py \
+      "$bundle/ref/$name.jsonl" "$work/$name.jsonl" \
+      --other-seeds "$bundle"/ref/"$name"-seed*.jsonl
+  else
+    row "$name" FAIL "moe-run: $(tail -1 "$work/part.out")"
+  fi
+done
+if part mid-bf16 90 train "$bundle/artifacts/mid-bf16.moebin" --steps 3 \
+  --metrics "$work/mid-bf16.jsonl"; then
+  compare "mid-bf16 3 steps" "$python" test/gpu/compare_runs.py \
+    "$bundle/ref/mid-bf16.jsonl" "$work/mid-bf16.jsonl"
+else
+  row mid-bf16 FAIL "moe-run: $(tail -1 "$work/part.out")"
+fi
+
+# --- 5. the benchmark and its peer --------------------------------------------
+if [ "$device" = cuda ]; then
+  gemm_rate=
+  if part gemm-rate 60 "$python" test/gpu/gemm_rate.py; then
+    gemm_rate=$(tail -1 "$work/part.out")
+    row gemm-rate ok "$(awk '{printf "%.0f TFLOP/s BF16 8192^3 (torch.matmul)", $1 / 1e12}' <<< "$gemm_rate")"
+  else
+    row gemm-rate FAIL "$(tail -1 "$work/part.out")"
+  fi
+  bin moe-data synth --out "$work/bench-tokens.bin" --tokens 1000000 > /dev/null ||
+    row bench-data FAIL "moe-data synth failed"
+  for recipe in bf16 fp8; do
+    name=gpu-moe-$recipe
+    if part "$name" 120 bin moe-run "$bundle/artifacts/$name.moebin" \
+      --data "$work/bench-tokens.bin" --steps 8 --device cuda --quiet --profile \
+      --metrics "$work/$name.jsonl"; then
+      cp "$work/part.out" "$work/$name-profile.txt"
+      row "$name" ok "$("$python" test/gpu/bench_summary.py "$work/$name.jsonl" \
+        --peak "$peak" --measured "${gemm_rate:-0}" 2>&1 | tail -1)"
+    else
+      row "$name" FAIL "moe-run: $(tail -1 "$work/part.out")"
+    fi
+  done
+  bin moe-run --model-config "$bundle/artifacts/gpu-moe-bf16.moebin" > "$work/gpu-moe.json"
+  if part torch-peer 150 python3 bench/gpu_torch_peer.py \
+    --config "$work/gpu-moe.json" --data "$work/bench-tokens.bin" --steps 8 \
+    --metrics "$work/torch-peer.jsonl"; then
+    row torch-peer ok "$(tail -1 "$work/part.out")"
+  else
+    row torch-peer FAIL "$(tail -1 "$work/part.out")"
+  fi
+  "$python" test/gpu/bench_summary.py --compare "$work/gpu-moe-bf16.jsonl" \
+    "$work/gpu-moe-fp8.jsonl" "$work/torch-peer.jsonl" \
+    --profiles "$work/gpu-moe-bf16-profile.txt" "$work/gpu-moe-fp8-profile.txt" \
+    >> "$summary" 2>&1 ||
+    row ratios FAIL "see $summary"
+fi
+
+(cd "$work" && shopt -s nullglob && tar czf "$out/runs.tar.gz" ./*.jsonl ./*-profile.txt) ||
+  row results FAIL "cannot pack the runs into $out/runs.tar.gz"
+echo "===== summary ($((SECONDS))s)" | tee -a "$log"
+cat "$summary"
 exit $status

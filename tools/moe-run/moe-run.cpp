@@ -27,6 +27,7 @@ using namespace moe::rt;
 
 static const char *kUsage = R"(usage: moe-run MODEL.moebin --data PATH [options]
        moe-run --describe MODEL.moebin
+       moe-run --model-config MODEL.moebin
 
 Trains a model compiled by moec on a token dataset and prints its loss curve.
 An artifact compiled with moec --mesh for N ranks runs under mpirun -np N;
@@ -34,6 +35,9 @@ rank 0 prints and writes the metrics.
 
   --describe             verify the artifact and print its program (buffers
                          and instructions with named attributes), then exit
+  --model-config         verify the artifact and print its model's
+                         configuration as JSON (a step dump's config.json,
+                         without the step), then exit
 data:
   --data PATH            flat token file (nanoGPT .bin) or Megatron prefix/.bin+.idx
   --data-format F        auto (default), flat or megatron
@@ -127,7 +131,9 @@ namespace {
 struct Command {
   train::TrainOptions options;
   bool help = false;
-  bool describe = false;
+  /// --describe or --model-config: the flag, which takes the artifact and
+  /// nothing else.
+  std::string inspect;
 };
 } // namespace
 
@@ -143,8 +149,8 @@ static Command parseArgs(int argc, char **argv) {
         throw UsageError{arg + " expects a value"};
       return argv[++i];
     };
-    if (arg == "--describe") {
-      command.describe = true;
+    if (arg == "--describe" || arg == "--model-config") {
+      command.inspect = arg;
       continue;
     }
     if (arg == "-h" || arg == "--help") {
@@ -245,9 +251,9 @@ static Command parseArgs(int argc, char **argv) {
   }
   if (options.artifactPath.empty())
     throw UsageError{"no artifact given"};
-  if (command.describe) {
+  if (!command.inspect.empty()) {
     if (argc != 3)
-      throw UsageError{"--describe takes the artifact and nothing else"};
+      throw UsageError{command.inspect + " takes the artifact and nothing else"};
     return command;
   }
   if (options.dataPath.empty())
@@ -321,7 +327,7 @@ int main(int argc, char **argv) {
   Command command;
   try {
     command = parseArgs(argc, argv);
-    if (!command.help && !command.describe)
+    if (!command.help && command.inspect.empty())
       checkRanks(command.options, ranks);
   } catch (const UsageError &error) {
     if (speaks)
@@ -333,15 +339,24 @@ int main(int argc, char **argv) {
       std::cout << kUsage;
     return 0;
   }
-  if (command.describe) {
+  if (!command.inspect.empty()) {
     absl::StatusOr<Program> program =
         readArtifact(command.options.artifactPath);
     if (!program.ok()) {
       std::cerr << "moe-run: error: " << program.status().message() << "\n";
       return 1;
     }
-    if (speaks)
+    if (!speaks)
+      return 0;
+    if (command.inspect == "--describe") {
       std::cout << disassemble(*program);
+    } else if (program->model.configJson.empty()) {
+      std::cerr << "moe-run: error: " << command.options.artifactPath
+                << ": the artifact records no model configuration\n";
+      return 1;
+    } else {
+      std::cout << program->model.configJson << "\n";
+    }
     return 0;
   }
   command.options.world = world->get();

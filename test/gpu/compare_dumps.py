@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Compares a GPU's step dump (moe-run --dump-step) with the CPU's: every
+gradient (grads.safetensors) and every updated weight
+(params_after.safetensors), tensor by tensor, by the relative norm of the
+difference ||gpu - cpu|| / ||cpu||. Exits 0 iff every tensor is within
+--rtol and neither dump misses a tensor the other has.
+
+The bound, 2e-2 by default: both backends run the same BF16 recipe
+(docs/precision.md), so what differs is the order of the fp32 sums inside
+GEMMs and reductions, which flips a BF16 rounding by one ulp (2^-8) where a
+value lies near a midpoint; a gradient passes through a few such roundings
+per layer on its way back, and a few ulps of 2^-8 in norm is about 1e-2.
+The updated weights differ far less (AdamW's first update is lr-sized), so
+they meet the bound with room. Numpy only: it runs where PyTorch is not
+wanted (the lent GPU machine has numpy)."""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "reference"))
+import safetensors_io  # noqa: E402
+
+parser = argparse.ArgumentParser()
+parser.add_argument("reference", help="the CPU's dump directory")
+parser.add_argument("run", help="the GPU's dump directory")
+parser.add_argument("--rtol", type=float, default=2e-2)
+args = parser.parse_args()
+
+
+def compare(file):
+    ref = safetensors_io.load(os.path.join(args.reference, file))
+    run = safetensors_io.load(os.path.join(args.run, file))
+    if set(ref) != set(run):
+        only = sorted(set(ref) ^ set(run))
+        sys.exit(f"{file}: the dumps hold different tensors: {only[:5]}")
+    rows = []
+    for name in sorted(ref):
+        a = np.asarray(ref[name], dtype=np.float64)
+        b = np.asarray(run[name], dtype=np.float64)
+        if a.shape != b.shape:
+            sys.exit(f"{file}: {name}: shape {list(b.shape)}, the CPU's "
+                     f"{list(a.shape)}")
+        if not np.all(np.isfinite(b)):
+            sys.exit(f"{file}: {name}: not finite on the GPU")
+        norm = np.linalg.norm(a)
+        diff = np.linalg.norm(b - a)
+        rows.append((diff / norm if norm > 0 else diff, name))
+    return rows
+
+
+def metrics(path):
+    with open(os.path.join(path, "metrics.json")) as f:
+        return json.load(f)
+
+
+failed = False
+summary = []
+for file in ("grads.safetensors", "params_after.safetensors"):
+    rows = compare(file)
+    worst = max(rows)
+    over = [r for r in rows if not r[0] <= args.rtol]
+    for rel, name in sorted(rows, reverse=True)[:5]:
+        print(f"{file}: {name}: {rel:.2e}")
+    for rel, name in over:
+        print(f"{file}: {name}: {rel:.2e} exceeds {args.rtol:g}")
+    failed |= bool(over)
+    summary.append(f"{file.split('.')[0]} worst {worst[0]:.1e} "
+                   f"({len(rows)} tensors)")
+ref, run = metrics(args.reference), metrics(args.run)
+loss = abs(run["loss"] - ref["loss"]) / abs(ref["loss"])
+summary.append(f"loss {loss:.1e}")
+failed |= not loss <= args.rtol
+print(("FAIL: " if failed else "") + ", ".join(summary) +
+      f" (bound {args.rtol:g})")
+sys.exit(1 if failed else 0)

@@ -82,4 +82,21 @@ TEST(InitTest, Fill) {
   EXPECT_EQ(x, std::vector<float>(5, 1.0f));
 }
 
+// A long run is drawn on several threads; each element is still a function
+// of its index alone, so the run equals the same elements drawn in short
+// runs (each on one thread), bit for bit, at shares' edges too.
+TEST(InitTest, LongRunsOnThreadsEqualShortRuns) {
+  const int64_t n = 3 * (int64_t{1} << 20) + 5, first = 7;
+  std::vector<float> whole(n), pieces(n);
+  initNormal(whole.data(), n, 0.02f, /*seed=*/3, nameHash("w"), first);
+  const int64_t piece = 100003;
+  for (int64_t k = 0; k < n; k += piece)
+    initNormal(pieces.data() + k, std::min(piece, n - k), 0.02f, 3,
+               nameHash("w"), first + k);
+  int64_t differing = 0;
+  for (int64_t k = 0; k < n; ++k)
+    differing += whole[k] != pieces[k];
+  EXPECT_EQ(differing, 0);
+}
+
 } // namespace

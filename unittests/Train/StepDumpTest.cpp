@@ -137,6 +137,64 @@ TEST(StepDumpTest, WritesConfigAndMetricsAtomically) {
                        "params_after.safetensors"}));
 }
 
+/// Dumps step 0 of `program` into `dir`, reading it through `state` while
+/// `run` runs the step with the hooks a dump needs.
+void dumpOneStep(const std::string &dir, train::StepState state,
+                 const Executor &shape,
+                 const std::function<absl::StatusOr<StepResult>(
+                     const int32_t *, const int32_t *, const StepHooks &)> &run) {
+  Batch batch(shape);
+  absl::StatusOr<train::StepDump> dump = train::StepDump::begin(
+      dir, state, /*step=*/0, batch.tokens.data(), batch.targets.data());
+  ASSERT_TRUE(dump.ok()) << dump.status();
+  train::LossPartsProbe probe(state);
+  StepHooks hooks;
+  hooks.beforeInstruction = [&](size_t index, const Instruction &inst) {
+    probe.before(index);
+    dump->before(index, inst);
+  };
+  absl::StatusOr<StepResult> result =
+      run(batch.tokens.data(), batch.targets.data(), hooks);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_TRUE(
+      dump->finish(result->loss, result->gradNorm, result->lr, probe.parts())
+          .ok());
+}
+
+// A device backend dumps through the Backend interface (readBuffer, the
+// pulled host weights): on the CPU backend that path writes, file for file
+// and byte for byte, what the executor's memory gives.
+TEST(StepDumpTest, ThroughABackendAsThroughItsExecutor) {
+  ScratchDir dir;
+  Program program = programs::makeMoeProgram();
+  program.model.configJson = R"({"hidden": 8})";
+  auto executor = makeExecutor(program);
+  dumpOneStep(dir.file("executor"), train::StepState(*executor), *executor,
+              [&](const int32_t *tokens, const int32_t *targets,
+                  const StepHooks &hooks) {
+                return executor->runStep(tokens, targets, 0, hooks);
+              });
+  absl::StatusOr<std::unique_ptr<Backend>> backend =
+      createCpuBackend(std::make_shared<const Program>(program), {});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ASSERT_TRUE((*backend)->initialize(1).ok());
+  dumpOneStep(dir.file("backend"), train::StepState(**backend), *executor,
+              [&](const int32_t *tokens, const int32_t *targets,
+                  const StepHooks &hooks) {
+                return (*backend)->runStep(tokens, targets, 0, hooks);
+              });
+  int files = 0;
+  for (const auto &entry :
+       std::filesystem::directory_iterator(dir.file("executor"))) {
+    std::string name = entry.path().filename().string();
+    EXPECT_EQ(moe::testing::readBytes(dir.file("backend/" + name)),
+              moe::testing::readBytes(entry.path().string()))
+        << name;
+    ++files;
+  }
+  EXPECT_EQ(files, 8);
+}
+
 TEST(StepDumpTest, UnwritableDirectoryIsAnError) {
   ScratchDir dir;
   moe::testing::writeBytes(dir.file("file"), "x");

@@ -54,8 +54,9 @@ absl::StatusOr<DeviceInfo> deviceOfThisProcess(const comm::World *world) {
 class CudaBackend final : public Backend {
 public:
   CudaBackend(std::shared_ptr<const Program> program, DeviceInfo device,
-              int64_t rank)
-      : prog(std::move(program)), info(std::move(device)), host(prog, rank) {}
+              int64_t rank, bool profile)
+      : prog(std::move(program)), info(std::move(device)), host(prog, rank),
+        profiling(profile) {}
   ~CudaBackend() override;
 
   /// Allocates the buffers on the device and connects the ranks.
@@ -105,8 +106,16 @@ public:
   absl::Status readBuffer(uint32_t buffer, void *host) const override;
   absl::Status writeBuffer(uint32_t buffer, const void *host) override;
   absl::Status fillBuffer(uint32_t buffer, uint32_t pattern) override;
+  const OpcodeTimes *instructionTimes() const override {
+    return profiling ? &opcodeTimes : nullptr;
+  }
 
 private:
+  /// --profile: adds the step's instruction times, from the events around
+  /// each instruction, to opcodeTimes (after the step's last
+  /// synchronisation).
+  absl::Status addInstructionTimes();
+
   /// Copies buffer `buffer`'s bytes from `from` to `to` (one of them its
   /// device storage) on the step's stream, after the work already on it,
   /// and waits for the copy.
@@ -146,6 +155,11 @@ private:
   void *arena = nullptr;
   size_t lossReadyAt = 0, gradNormReadyAt = 0;
   uint64_t allocated = 0, parameterBytes = 0, stateBytes = 0;
+  /// --profile: two events per instruction (before and after it, on the
+  /// compute stream) and the sums so far.
+  bool profiling = false;
+  std::vector<cudaEvent_t> profileEvents;
+  OpcodeTimes opcodeTimes = OpcodeTimes(kNumOpcodes);
 };
 
 CudaBackend::~CudaBackend() {
@@ -159,6 +173,8 @@ CudaBackend::~CudaBackend() {
   ncclOwned.clear();
   nccl.reset();
   gemms.reset();
+  for (cudaEvent_t event : profileEvents)
+    cudaEventDestroy(event);
   if (stream)
     cudaStreamDestroy(stream);
 }
@@ -173,6 +189,11 @@ absl::Status CudaBackend::setUp(comm::World *world) {
   jobWorld = *job;
   if (program.numRanks() > 1)
     MOE_CUDA_TRY(connect());
+  if (profiling) {
+    profileEvents.assign(2 * program.instructions.size(), nullptr);
+    for (cudaEvent_t &event : profileEvents)
+      MOE_CUDA_OK(cudaEventCreate(&event));
+  }
   absl::StatusOr<std::unique_ptr<GemmRunner>> created =
       GemmRunner::create(info.computeCapability);
   if (!created.ok())
@@ -353,6 +374,12 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
     drain();
     return atStep(step, status);
   };
+  // --profile: event `which` (two per instruction) on the compute stream.
+  auto mark = [&](size_t which) {
+    return profiling ? cudaStatus(cudaEventRecord(profileEvents[which], stream),
+                                  "cudaEventRecord")
+                     : absl::OkStatus();
+  };
   for (size_t index = 0; index < program.instructions.size(); ++index) {
     if (comm)
       if (absl::Status status = comm->before(stream, index); !status.ok())
@@ -360,8 +387,12 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
     const Instruction &instruction = program.instructions[index];
     if (hooks.beforeInstruction)
       hooks.beforeInstruction(index, instruction);
+    if (absl::Status status = mark(2 * index); !status.ok())
+      return failed(status);
     if (absl::Status status = runDeviceInstruction(context, index);
         !status.ok())
+      return failed(status);
+    if (absl::Status status = mark(2 * index + 1); !status.ok())
       return failed(status);
     if (hooks.afterInstruction)
       hooks.afterInstruction(index, instruction);
@@ -401,7 +432,23 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
           cudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
       !status.ok())
     return failed(status);
+  if (profiling)
+    if (absl::Status status = addInstructionTimes(); !status.ok())
+      return failed(status);
   return result;
+}
+
+absl::Status CudaBackend::addInstructionTimes() {
+  for (size_t index = 0; index < prog->instructions.size(); ++index) {
+    float milliseconds = 0;
+    MOE_CUDA_OK(cudaEventElapsedTime(&milliseconds, profileEvents[2 * index],
+                                     profileEvents[2 * index + 1]));
+    auto &slot =
+        opcodeTimes[static_cast<int>(prog->instructions[index].opcode)];
+    slot.first += milliseconds / 1e3;
+    ++slot.second;
+  }
+  return absl::OkStatus();
 }
 
 } // namespace
@@ -435,8 +482,8 @@ createCudaBackend(std::shared_ptr<const Program> program,
       !status.ok())
     return prefixed(status);
   int64_t rank = options.world ? options.world->rank() : 0;
-  auto backend =
-      std::make_unique<CudaBackend>(std::move(program), *device, rank);
+  auto backend = std::make_unique<CudaBackend>(std::move(program), *device,
+                                               rank, options.profile);
   if (absl::Status status = backend->setUp(options.world); !status.ok())
     return prefixed(status);
   return backend;

@@ -7,6 +7,7 @@
 #include "nlohmann/json.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 namespace moe::rt::train {
@@ -23,8 +24,59 @@ static std::optional<Opcode> producerOf(const Program &program, uint32_t buffer,
   return std::nullopt;
 }
 
-LossPartsProbe::LossPartsProbe(const Executor &executor) : executor(executor) {
-  const Program &program = executor.program();
+StepState::StepState(Backend &backend)
+    : prog(&backend.program()),
+      read([&backend](uint32_t buffer, void *host) {
+        return backend.readBuffer(buffer, host);
+      }),
+      current([&backend]() -> absl::StatusOr<const WeightStore *> {
+        if (absl::Status s = backend.pullWeights(); !s.ok())
+          return s;
+        return &backend.weights();
+      }) {}
+
+StepState::StepState(const Executor &executor)
+    : prog(&executor.program()),
+      read([&executor](uint32_t buffer, void *host) {
+        const uint8_t *bytes = executor.bytes(buffer);
+        if (!bytes)
+          return absl::OutOfRangeError(
+              absl::StrCat("no buffer %", buffer, " in the program"));
+        std::memcpy(host, bytes,
+                    executor.program().buffers[buffer].sizeInBytes());
+        return absl::OkStatus();
+      }),
+      current([&executor]() -> absl::StatusOr<const WeightStore *> {
+        return &executor;
+      }) {}
+
+absl::StatusOr<std::vector<float>> StepState::values(uint32_t buffer) const {
+  const Buffer &b = prog->buffers[buffer];
+  std::vector<float> values(static_cast<size_t>(b.numElements()));
+  if (b.dtype == DType::F32) {
+    if (absl::Status s = read(buffer, values.data()); !s.ok())
+      return s;
+    return values;
+  }
+  if (b.dtype != DType::BF16)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "buffer %", buffer, " '", b.name, "' is not a float buffer"));
+  std::vector<uint16_t> bits(values.size());
+  if (absl::Status s = read(buffer, bits.data()); !s.ok())
+    return s;
+  for (size_t i = 0; i < bits.size(); ++i) {
+    uint32_t word = static_cast<uint32_t>(bits[i]) << 16;
+    std::memcpy(&values[i], &word, sizeof(word));
+  }
+  return values;
+}
+
+absl::StatusOr<const WeightStore *> StepState::weights() const {
+  return current();
+}
+
+LossPartsProbe::LossPartsProbe(StepState source) : state(std::move(source)) {
+  const Program &program = state.program();
   for (size_t i = program.instructions.size(); i-- > 0;) {
     const Instruction &inst = program.instructions[i];
     if (std::find(inst.results.begin(), inst.results.end(), program.loss) ==
@@ -47,11 +99,29 @@ LossPartsProbe::LossPartsProbe(const Executor &executor) : executor(executor) {
 void LossPartsProbe::before(size_t index) {
   if (!lossInstruction || index != *lossInstruction)
     return;
-  const Instruction &inst = executor.program().instructions[index];
+  const Instruction &inst = state.program().instructions[index];
+  // A scalar that cannot be read leaves the parts unknown.
+  auto scalar = [&](uint32_t buffer) -> std::optional<double> {
+    absl::StatusOr<std::vector<float>> values = state.values(buffer);
+    if (!values.ok() || values->empty())
+      return std::nullopt;
+    return values->front();
+  };
   double aux = 0;
-  for (size_t i = 1; i < inst.operands.size(); ++i)
-    aux += *executor.data(inst.operands[i]);
-  ceSum += *executor.data(inst.operands[0]);
+  for (size_t i = 1; i < inst.operands.size(); ++i) {
+    std::optional<double> value = scalar(inst.operands[i]);
+    if (!value) {
+      lossInstruction.reset();
+      return;
+    }
+    aux += *value;
+  }
+  std::optional<double> ce = scalar(inst.operands[0]);
+  if (!ce) {
+    lossInstruction.reset();
+    return;
+  }
+  ceSum += *ce;
   auxSum += inst.operands.size() > 1 ? aux / (inst.operands.size() - 1) : 0;
   ++count;
   result.ce = static_cast<float>(ceSum / count);
@@ -72,27 +142,30 @@ static absl::Status writeText(const std::string &path,
   return file->commit();
 }
 
-static absl::Status writeState(const std::string &dir, const Executor &executor,
+static absl::Status writeState(const std::string &dir, const StepState &state,
                                const std::string &suffix) {
-  if (absl::Status s = saveWeights(executor, dir + "/params" + suffix +
+  absl::StatusOr<const WeightStore *> weights = state.weights();
+  if (!weights.ok())
+    return weights.status();
+  const WeightStore &store = **weights;
+  if (absl::Status s = saveWeights(store, dir + "/params" + suffix +
                                                  ".safetensors",
                                    WeightSet::Parameters);
       !s.ok())
     return s;
-  return saveWeights(executor, dir + "/optim_state" + suffix + ".safetensors",
+  return saveWeights(store, dir + "/optim_state" + suffix + ".safetensors",
                      WeightSet::OptimizerState);
 }
 
 absl::StatusOr<StepDump> StepDump::begin(const std::string &dir,
-                                         const Executor &executor,
-                                         int64_t step, const int32_t *tokens,
+                                         StepState state, int64_t step, const int32_t *tokens,
                                          const int32_t *targets) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error)
     return absl::InternalError(
         absl::StrCat("cannot create ", dir, ": ", error.message()));
-  const Program &program = executor.program();
+  const Program &program = state.program();
   nlohmann::json config = nlohmann::json::parse(
       program.model.configJson.empty() ? "{}" : program.model.configJson,
       nullptr, /*allow_exceptions=*/false);
@@ -110,27 +183,34 @@ absl::StatusOr<StepDump> StepDump::begin(const std::string &dir,
   if (absl::Status s = io::writeSafetensors(dir + "/batch.safetensors", batch);
       !s.ok())
     return s;
-  if (absl::Status s = writeState(dir, executor, ""); !s.ok())
+  if (absl::Status s = writeState(dir, state, ""); !s.ok())
     return s;
-  return StepDump(dir, executor);
+  return StepDump(dir, std::move(state));
 }
 
 void StepDump::before(size_t index, const Instruction &inst) {
   if (inst.opcode != Opcode::AdamW)
     return;
-  const Buffer &grad = executor->program().buffers[inst.operands[1]];
-  const float *data = executor->data(inst.operands[1]);
-  grads.emplace_back(inst.operands[0],
-                     std::vector<float>(data, data + grad.numElements()));
+  absl::StatusOr<std::vector<float>> grad = state.values(inst.operands[1]);
+  if (!grad.ok()) {
+    if (readFailure.ok())
+      readFailure = grad.status();
+    return;
+  }
+  grads.emplace_back(inst.operands[0], std::move(*grad));
 }
 
 absl::Status StepDump::finish(float loss, float gradNorm, float lr,
                               const LossParts &parts) {
-  if (absl::Status s = writeState(dir, *executor, "_after"); !s.ok())
+  if (!readFailure.ok())
+    return absl::Status(readFailure.code(),
+                        absl::StrCat("dumping a step: a gradient: ",
+                                     readFailure.message()));
+  if (absl::Status s = writeState(dir, state, "_after"); !s.ok())
     return s;
   std::vector<io::TensorView> views;
   for (const auto &[param, values] : grads) {
-    const Buffer &buffer = executor->program().buffers[param];
+    const Buffer &buffer = state.program().buffers[param];
     appendExportViews(buffer.name, buffer.shape, values.data(), views);
   }
   if (absl::Status s = io::writeSafetensors(dir + "/grads.safetensors", views);

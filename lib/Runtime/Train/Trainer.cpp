@@ -218,6 +218,7 @@ absl::Status Run::setUpBackend(Program program) {
   backendOptions.world = options.world;
   backendOptions.expertChunks = options.expertChunks;
   backendOptions.asyncCollectives = options.asyncCollectives;
+  backendOptions.profile = options.profile;
   if (!options.tracePath.empty()) {
     trace.emplace(options.world ? options.world->rank() : 0);
     backendOptions.trace = &*trace;
@@ -228,12 +229,12 @@ absl::Status Run::setUpBackend(Program program) {
   if (!created.ok())
     return created.status();
   backend = std::move(*created);
-  // Observing the instructions reads the step's buffers on the host.
-  if (!backend->hostStep() &&
-      (!options.dumpStepDir.empty() || options.profile ||
-       !options.tracePath.empty()))
-    return absl::UnimplementedError(
-        "--dump-step, --profile and --trace need --device cpu for now");
+  // A trace records kernels as a host step runs them; a device backend
+  // times its own instructions (--profile) and dumps through readBuffer.
+  if (!backend->hostStep() && !options.tracePath.empty())
+    return absl::UnimplementedError(absl::StrCat(
+        "--trace needs --device cpu for now (--device ", options.device,
+        " has --profile for the time per kernel)"));
   if (options.asyncCollectives && !backend->asyncCollectives() && reports &&
       !options.quiet)
     out << "note: --async-collectives needs a partitioned, unpipelined "
@@ -380,6 +381,9 @@ void Run::printHeader() const {
 }
 
 void Run::printProfile(double totalSeconds) const {
+  const OpcodeTimes &opcodeTime = backend->instructionTimes()
+                                      ? *backend->instructionTimes()
+                                      : this->opcodeTime;
   std::vector<int> order;
   for (int op = 0; op < kNumOpcodes; ++op)
     if (opcodeTime[op].second > 0)
@@ -387,7 +391,9 @@ void Run::printProfile(double totalSeconds) const {
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     return opcodeTime[a].first > opcodeTime[b].first;
   });
-  out << "time per kernel (all steps):\n";
+  out << (backend->instructionTimes()
+              ? "time per kernel (all steps, on the device's compute stream):\n"
+              : "time per kernel (all steps):\n");
   for (int op : order) {
     // A run too short for the clock to tick has no meaningful shares.
     double percent =
@@ -413,25 +419,28 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
         !s.ok())
       return atStep(step, s);
 
-  // Only a host step lets the hooks read its buffers.
-  const Executor *host = backend->hostStep();
-  std::optional<LossPartsProbe> probe;
-  if (host)
-    probe.emplace(*host);
-  std::optional<StepDump> dump;
+  // The loss parts read two scalars mid-step: free on the host, a wait for
+  // the stream on a device, which pays it only for a dump.
   bool dumpThis = !options.dumpStepDir.empty() &&
                   step == options.dumpStepAt.value_or(firstStep);
+  std::optional<LossPartsProbe> probe;
+  if (backend->hostStep() || dumpThis)
+    probe.emplace(StepState(*backend));
+  std::optional<StepDump> dump;
   if (dumpThis) {
-    absl::StatusOr<StepDump> begun = StepDump::begin(
-        options.dumpStepDir, *host, step, tokens.data(), targets.data());
+    absl::StatusOr<StepDump> begun =
+        StepDump::begin(options.dumpStepDir, StepState(*backend), step,
+                        tokens.data(), targets.data());
     if (!begun.ok())
       return begun.status();
     dump.emplace(std::move(*begun));
   }
   StepHooks hooks;
   std::chrono::steady_clock::time_point kernelStart;
+  // A backend that times its instructions itself needs no host timing.
+  bool hostTimed = options.profile && !backend->instructionTimes();
   hooks.afterInstruction = [&](size_t, const Instruction &inst) {
-    if (options.profile) {
+    if (hostTimed) {
       auto &slot = opcodeTime[static_cast<int>(inst.opcode)];
       slot.first += std::chrono::duration<double>(
                         std::chrono::steady_clock::now() - kernelStart)
@@ -444,7 +453,7 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
       probe->before(index);
     if (dump)
       dump->before(index, inst);
-    if (options.profile)
+    if (hostTimed)
       kernelStart = std::chrono::steady_clock::now();
   };
 

@@ -47,7 +47,13 @@ struct BackendOptions {
   /// Records the steps' kernels and communication; must outlive the
   /// backend's steps.
   io::Trace *trace = nullptr;
+  /// --profile: a backend whose steps run asynchronously (a device) times
+  /// its instructions itself (instructionTimes()).
+  bool profile = false;
 };
+
+/// Seconds and calls per opcode (indexed by Opcode), over the steps run.
+using OpcodeTimes = std::vector<std::pair<double, int64_t>>;
 
 class Backend {
 public:
@@ -110,6 +116,11 @@ public:
   /// backend's; null for a device backend, whose buffers the host reaches
   /// only through readBuffer and its peers.
   virtual const Executor *hostStep() const { return nullptr; }
+  /// With BackendOptions::profile, the time of each opcode's instructions
+  /// as the backend measured it (a device: on its compute stream, from an
+  /// instruction's first kernel to its last); null where the caller times
+  /// them around the hooks itself (a host step, which runs synchronously).
+  virtual const OpcodeTimes *instructionTimes() const { return nullptr; }
 
   /// For tests and tools (the conformance suite), between steps or from a
   /// step's hooks: buffer `buffer`'s Buffer::sizeInBytes() bytes copied to

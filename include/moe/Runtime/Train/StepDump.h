@@ -10,16 +10,38 @@
 #ifndef MOE_RUNTIME_TRAIN_STEPDUMP_H
 #define MOE_RUNTIME_TRAIN_STEPDUMP_H
 
+#include "moe/Runtime/Backend/Backend.h"
 #include "moe/Runtime/Engine/Executor.h"
 
 #include "absl/status/status.h"
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace moe::rt::train {
+
+/// What a dump and a probe read a step's state through: a backend's
+/// buffers (readBuffer: a device's are copied back, waiting for its
+/// stream) and its host weights (pulled from the device first), or a host
+/// executor's memory. Holds references: the source outlives it.
+class StepState {
+public:
+  StepState(Backend &backend);   // NOLINT: either source converts
+  StepState(const Executor &executor); // NOLINT
+  const Program &program() const { return *prog; }
+  /// Buffer `buffer`'s values widened to fp32 (an f32 or a bf16 buffer).
+  absl::StatusOr<std::vector<float>> values(uint32_t buffer) const;
+  /// The weights as they are now.
+  absl::StatusOr<const WeightStore *> weights() const;
+
+private:
+  const Program *prog;
+  std::function<absl::Status(uint32_t, void *)> read;
+  std::function<absl::StatusOr<const WeightStore *>()> current;
+};
 
 /// The losses a step reports besides the total.
 struct LossParts {
@@ -35,7 +57,7 @@ struct LossParts {
 /// every other operand from an AuxLoss.
 class LossPartsProbe {
 public:
-  explicit LossPartsProbe(const Executor &executor);
+  explicit LossPartsProbe(StepState state);
   /// To be called from StepHooks::beforeInstruction: the runtime may run
   /// WeightedSum in place, so its operands are only intact before it runs.
   /// A step over microbatches reaches it once per microbatch (on the rank
@@ -44,7 +66,7 @@ public:
   const LossParts &parts() const { return result; }
 
 private:
-  const Executor &executor;
+  StepState state;
   std::optional<size_t> lossInstruction;
   LossParts result;
   double ceSum = 0, auxSum = 0;
@@ -55,21 +77,23 @@ class StepDump {
 public:
   /// Prepares `dir` (created if needed) and writes the state before the step.
   static absl::StatusOr<StepDump> begin(const std::string &dir,
-                                        const Executor &executor, int64_t step,
+                                        StepState state, int64_t step,
                                         const int32_t *tokens,
                                         const int32_t *targets);
   /// To be called from StepHooks::beforeInstruction: keeps each gradient
-  /// as AdamW is about to consume it.
+  /// as AdamW is about to consume it. A gradient that cannot be read fails
+  /// finish().
   void before(size_t index, const Instruction &inst);
   /// Writes the state after the step and its metrics.
   absl::Status finish(float loss, float gradNorm, float lr,
                       const LossParts &parts);
 
 private:
-  StepDump(std::string dir, const Executor &executor)
-      : dir(std::move(dir)), executor(&executor) {}
+  StepDump(std::string dir, StepState state)
+      : dir(std::move(dir)), state(std::move(state)) {}
   std::string dir;
-  const Executor *executor;
+  StepState state;
+  absl::Status readFailure;
   /// (parameter buffer, copy of its gradient), in update order.
   std::vector<std::pair<uint32_t, std::vector<float>>> grads;
 };

@@ -213,8 +213,33 @@ TEST(GemmDescriptorTest, ShapesKeyThePlanCache) {
   plans[linearForward(16, 32, 64, GemmInput::BF16)] = 2;
   plans[linearForward(16, 32, 64, GemmInput::E4M3)] = 3;
   plans[linearForward(32, 32, 64, GemmInput::BF16)] = 4;
-  EXPECT_EQ(plans.size(), 3u);
+  GemmSpec bf16Out = linearForward(16, 32, 64, GemmInput::BF16);
+  bf16Out.c = GemmOutput::BF16;
+  plans[bf16Out] = 5;
+  EXPECT_EQ(plans.size(), 4u);
   EXPECT_EQ(plans[linearForward(16, 32, 64, GemmInput::BF16)], 2);
+}
+
+// A BF16 consumer's GEMM writes BF16 (cuBLASLt's epilogue rounds the fp32
+// sums): C and D are BF16 matrices of C's shape; the sums stay fp32.
+TEST(GemmDescriptorTest, Bf16OutputsAreBf16Matrices) {
+  for (GemmInput input : {GemmInput::BF16, GemmInput::E4M3}) {
+    GemmSpec spec = linearForward(16, 32, 64, input);
+    spec.c = GemmOutput::BF16;
+    auto d = GemmDescriptors::create(spec, 90);
+    ASSERT_TRUE(d.ok()) << d.status();
+    Layout c = layoutOf((*d)->c());
+    EXPECT_EQ(c.type, CUDA_R_16BF);
+    EXPECT_EQ(c.rows, 32u);
+    EXPECT_EQ(c.cols, 16u);
+    EXPECT_EQ(c.ld, 32);
+    EXPECT_EQ(attributeOf<int32_t>((*d)->operation(),
+                                   CUBLASLT_MATMUL_DESC_COMPUTE_TYPE),
+              CUBLAS_COMPUTE_32F);
+  }
+  auto fp32 = GemmDescriptors::create(linearForward(16, 32, 64, GemmInput::BF16), 90);
+  ASSERT_TRUE(fp32.ok());
+  EXPECT_EQ(layoutOf((*fp32)->c()).type, CUDA_R_32F);
 }
 
 // Without a GPU (CI, this machine) the backend says so instead of failing

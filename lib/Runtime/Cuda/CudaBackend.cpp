@@ -182,6 +182,15 @@ CudaBackend::~CudaBackend() {
 absl::Status CudaBackend::setUp(comm::World *world) {
   const Program &program = *prog;
   MOE_CUDA_OK(cudaSetDevice(info.ordinal));
+  // Instructions take their scratch from the stream-ordered allocator
+  // (DeviceBuffer.h). Its default release threshold of 0 hands every freed
+  // block back to the driver at each synchronisation, so the next step
+  // maps it again; keeping it makes the second step's allocations free.
+  cudaMemPool_t pool = nullptr;
+  MOE_CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, info.ordinal));
+  uint64_t keepEverything = UINT64_MAX;
+  MOE_CUDA_OK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold,
+                                      &keepEverything));
   MOE_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   absl::StatusOr<comm::World *> job = engine::jobWorldOf(world, localWorld);
   if (!job.ok())

@@ -54,7 +54,7 @@ DeviceStep::readIds(uint32_t buffer) const {
 }
 
 absl::Status DeviceStep::gemm(const GemmSpec &spec, const uint16_t *a,
-                              const uint16_t *b, float beta, float *c) const {
+                              const uint16_t *b, float beta, void *c) const {
   // As cpu's detail::gemm: an empty C is nothing to do and an empty sum
   // (k = 0) leaves beta C; cuBLASLt refuses both (validateGemm).
   if (spec.batch == 1 && spec.m >= 0 && spec.n >= 0 &&
@@ -65,8 +65,11 @@ absl::Status DeviceStep::gemm(const GemmSpec &spec, const uint16_t *a,
     if (beta == 1.0f)
       return absl::OkStatus();
     if (beta == 0.0f) {
-      MOE_CUDA_OK(cudaMemset2DAsync(c, spec.ldc * sizeof(float), 0,
-                                    spec.n * sizeof(float), spec.m, stream));
+      // Zero bits are +0 in either output type.
+      size_t element = spec.c == GemmOutput::BF16 ? sizeof(uint16_t)
+                                                  : sizeof(float);
+      MOE_CUDA_OK(cudaMemset2DAsync(c, spec.ldc * element, 0,
+                                    spec.n * element, spec.m, stream));
       return absl::OkStatus();
     }
   }
@@ -109,15 +112,11 @@ absl::Status DeviceStep::gemmOnBuffers(const GemmSpec &spec, uint32_t a,
   absl::StatusOr<const uint16_t *> bBf16 = asBf16(b, bCopy);
   if (!bBf16.ok())
     return bBf16.status();
-  const Buffer &out = buffer(c);
-  if (out.dtype != DType::BF16)
-    return gemm(spec, *aBf16, *bBf16, 0.0f, f32(c));
-  // fp32 sums, then one rounding into the BF16 result.
-  int64_t n = out.numElements();
-  MOE_DEVICE_BUFFER(float, sums, n, stream);
-  MOE_CUDA_TRY(gemm(spec, *aBf16, *bBf16, 0.0f, sums.get()));
-  return castToBf16(sums.get(), static_cast<uint16_t *>(pointers[c]), n,
-                    stream);
+  // A BF16 result straight from cuBLASLt: fp32 sums rounded once, to
+  // nearest even, in its epilogue (no fp32 scratch and cast).
+  GemmSpec out = spec;
+  out.c = buffer(c).dtype == DType::BF16 ? GemmOutput::BF16 : GemmOutput::F32;
+  return gemm(out, *aBf16, *bBf16, 0.0f, pointers[c]);
 }
 
 } // namespace moe::rt::cuda

@@ -71,9 +71,9 @@ struct DeviceStep {
   absl::Status bf16Gemm(const GemmSpec &spec, const float *a,
                         int64_t aElements, const float *b, int64_t bElements,
                         float beta, float *c) const;
-  /// The same with inputs already in BF16.
+  /// The same with inputs already in BF16, into a c of spec.c's type.
   absl::Status gemm(const GemmSpec &spec, const uint16_t *a, const uint16_t *b,
-                    float beta, float *c) const;
+                    float beta, void *c) const;
   /// c = op(a) op(b) on buffers of either float dtype (mixed precision): a
   /// BF16 input is read as it is, an fp32 one rounded to BF16 first; an
   /// fp32 c takes the fp32 sums, a BF16 one those sums rounded once to

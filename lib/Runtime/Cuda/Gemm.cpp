@@ -164,7 +164,8 @@ GemmDescriptors::create(const GemmSpec &requested, int computeCapability) {
   if (!layout.ok())
     return layout.status();
   descriptors->second_ = *layout;
-  layout = makeLayout(CUDA_R_32F, layouts.c, spec.batch, spec.strideC);
+  layout = makeLayout(spec.c == GemmOutput::BF16 ? CUDA_R_16BF : CUDA_R_32F,
+                      layouts.c, spec.batch, spec.strideC);
   if (!layout.ok())
     return layout.status();
   descriptors->c_ = *layout;
@@ -276,7 +277,7 @@ absl::StatusOr<GemmRunner::Plan *> GemmRunner::plan(const GemmSpec &spec,
 }
 
 absl::Status GemmRunner::run(const GemmSpec &spec, float alpha, const void *a,
-                             const void *b, float beta, float *c,
+                             const void *b, float beta, void *c,
                              cudaStream_t stream, const float *aScale,
                              const float *bScale) {
   // The largest power of two (up to 16) that every operand address is a

@@ -40,6 +40,11 @@ enum class GemmInput : uint8_t { BF16 = 0, E4M3 = 1, E5M2 = 2 };
 
 const char *gemmInputName(GemmInput input);
 
+/// The element type of C (and D = C): fp32, or BF16 where the consumer
+/// reads BF16 (cuBLASLt rounds the fp32 sums once, to nearest even, as the
+/// CPU's BF16 GEMMs round their results).
+enum class GemmOutput : uint8_t { F32 = 0, BF16 = 1 };
+
 /// One GEMM (or a strided batch of them), row-major as above.
 struct GemmSpec {
   bool transA = false, transB = false;
@@ -51,10 +56,11 @@ struct GemmSpec {
   int32_t batch = 1;
   int64_t strideA = 0, strideB = 0, strideC = 0;
   GemmInput a = GemmInput::BF16, b = GemmInput::BF16;
+  GemmOutput c = GemmOutput::F32;
 
   auto key() const {
     return std::make_tuple(transA, transB, m, n, k, lda, ldb, ldc, batch,
-                           strideA, strideB, strideC, a, b);
+                           strideA, strideB, strideC, a, b, c);
   }
   bool operator<(const GemmSpec &other) const { return key() < other.key(); }
   bool operator==(const GemmSpec &other) const { return key() == other.key(); }
@@ -122,10 +128,10 @@ public:
   ~GemmRunner();
 
   /// C = alpha op(A) op(B) + beta C on `stream`; A and B of spec.a / spec.b
-  /// as effectiveInput says (BF16 for FP8 on sm_80), C fp32. FP8 inputs
-  /// need their scales.
+  /// as effectiveInput says (BF16 for FP8 on sm_80), C of spec.c. FP8
+  /// inputs need their scales.
   absl::Status run(const GemmSpec &spec, float alpha, const void *a,
-                   const void *b, float beta, float *c, cudaStream_t stream,
+                   const void *b, float beta, void *c, cudaStream_t stream,
                    const float *aScale = nullptr, const float *bScale = nullptr);
 
   /// Shapes planned so far.

@@ -160,6 +160,8 @@ private:
   bool profiling = false;
   std::vector<cudaEvent_t> profileEvents;
   OpcodeTimes opcodeTimes = OpcodeTimes(kNumOpcodes);
+  /// DeviceStep::hostScalars of the step running.
+  std::map<uint32_t, float> hostScalars;
 };
 
 CudaBackend::~CudaBackend() {
@@ -336,6 +338,7 @@ absl::Status CudaBackend::readBuffer(uint32_t buffer, void *host) const {
 }
 
 absl::Status CudaBackend::writeBuffer(uint32_t buffer, const void *host) {
+  hostScalars.erase(buffer);
   return copyBuffer(buffer,
                     buffer < pointers.size() ? pointers[buffer] : nullptr,
                     host, cudaMemcpyHostToDevice);
@@ -365,6 +368,8 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
   MOE_CUDA_OK(cudaMemcpyAsync(pointers[program.step], &at, sizeof(int32_t),
                               cudaMemcpyHostToDevice, stream));
   DeviceStep context{program, pointers, stream, *gemms, step};
+  hostScalars.clear();
+  context.hostScalars = &hostScalars;
   if (!ncclGroups.empty()) {
     context.groups = &mpiGroups;
     context.nccl = &ncclGroups;

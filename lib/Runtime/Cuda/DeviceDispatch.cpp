@@ -200,14 +200,15 @@ absl::Status adamwUpdate(const DeviceStep &step, const ops::AdamWView &op) {
   absl::StatusOr<float> lr = step.readScalar(op.lr());
   if (!lr.ok())
     return lr.status();
-  int32_t at = 0;
-  MOE_CUDA_TRY(step.read(step.i32(op.step()), 1, &at));
+  absl::StatusOr<int32_t> at = step.readStep(op.step());
+  if (!at.ok())
+    return at.status();
   // Mixed precision: the BF16 working copy takes the updated master.
   std::optional<uint32_t> working = op.working();
   return adamw(step.f32(op.param()), step.f32(op.grad()),
                step.f32(op.gradScale()), step.f32(op.expAvg()),
                step.f32(op.expAvgSq()), step.buffer(op.param()).numElements(),
-               *lr, op.beta1(), op.beta2(), op.eps(), op.weightDecay(), at,
+               *lr, op.beta1(), op.beta2(), op.eps(), op.weightDecay(), *at,
                step.stream,
                working ? static_cast<uint16_t *>(step.pointers[*working])
                        : nullptr);
@@ -499,11 +500,12 @@ public:
                             semantics::clipCoefficient(op.maxNorm(), *norm));
   }
   absl::Status run(const ops::LearningRateView &op) {
-    int32_t at = 0;
-    MOE_CUDA_TRY(step.read(i32(op.step()), 1, &at));
+    absl::StatusOr<int32_t> at = step.readStep(op.step());
+    if (!at.ok())
+      return at.status();
     return step.writeScalar(
         op.lr(),
-        cpu::learningRate(at, op.peak(), op.min(), op.warmup(), op.decay()));
+        cpu::learningRate(*at, op.peak(), op.min(), op.warmup(), op.decay()));
   }
   absl::Status run(const ops::AdamWView &op) { return adamwUpdate(step, op); }
   absl::Status run(const ops::AllReduceView &op) {
@@ -631,6 +633,7 @@ absl::Status runWidened(const DeviceStep &step, size_t index) {
 } // namespace
 
 absl::Status runDeviceInstruction(const DeviceStep &step, size_t index) {
+  step.forgetResultsOf(index);
   absl::Status status = runWidened(step, index);
   // Data errors name the instruction already ("instruction 3 (...) ...").
   if (status.ok() || absl::StartsWith(status.message(), "instruction "))

@@ -33,17 +33,36 @@ template absl::Status DeviceStep::read(const unsigned long long *, int64_t,
                                        unsigned long long *) const;
 
 absl::StatusOr<float> DeviceStep::readScalar(uint32_t buffer) const {
+  if (hostScalars)
+    if (auto known = hostScalars->find(buffer); known != hostScalars->end())
+      return known->second;
   float value = 0.0f;
   MOE_CUDA_TRY(read(f32(buffer), 1, &value));
   return value;
 }
 
 absl::Status DeviceStep::writeScalar(uint32_t buffer, float value) const {
-  // The copy is enqueued on the stream; the value must outlive it.
+  // From pageable memory, cudaMemcpyAsync returns once it has staged the
+  // source, so `value` may go; no wait for the stream.
   MOE_CUDA_OK(cudaMemcpyAsync(f32(buffer), &value, sizeof(float),
                               cudaMemcpyHostToDevice, stream));
-  MOE_CUDA_OK(cudaStreamSynchronize(stream));
+  if (hostScalars)
+    (*hostScalars)[buffer] = value;
   return absl::OkStatus();
+}
+
+absl::StatusOr<int32_t> DeviceStep::readStep(uint32_t buffer) const {
+  if (buffer == program.step)
+    return static_cast<int32_t>(step);
+  int32_t value = 0;
+  MOE_CUDA_TRY(read(i32(buffer), 1, &value));
+  return value;
+}
+
+void DeviceStep::forgetResultsOf(size_t index) const {
+  if (hostScalars)
+    for (uint32_t result : program.instructions[index].results)
+      hostScalars->erase(result);
 }
 
 absl::StatusOr<std::vector<int32_t>>

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 
+#include <map>
 #include <vector>
 
 namespace moe::rt::cuda {
@@ -39,6 +40,12 @@ struct DeviceStep {
   /// The group of the pipeline stages, which a global norm sums over; none
   /// without stages (and pipelines are refused at creation for now).
   comm::Group *stageGroup = nullptr;
+  /// Scalars the host wrote this step and nothing has written since
+  /// (AdamW's learning rate, the clipping coefficient, the losses): each
+  /// read of one would otherwise wait for the stream, once per AdamW. The
+  /// backend owns it, clears it at each step and forgets a buffer that a
+  /// hook writes (writeBuffer, fillBuffer); null: nothing is remembered.
+  std::map<uint32_t, float> *hostScalars = nullptr;
 
   /// Program group `index`'s MPI group and NCCL communicator; null on one
   /// rank, where every group is a group of one.
@@ -57,9 +64,19 @@ struct DeviceStep {
   }
   const Buffer &buffer(uint32_t index) const { return program.buffers[index]; }
 
-  /// The value of a one-element f32 buffer (waits for the stream).
+  /// The value of a one-element f32 buffer: the one writeScalar left if no
+  /// instruction has written the buffer since, else read back (waiting for
+  /// the stream).
   absl::StatusOr<float> readScalar(uint32_t buffer) const;
+  /// Sets a one-element f32 buffer from the host (no wait) and remembers
+  /// the value for readScalar.
   absl::Status writeScalar(uint32_t buffer, float value) const;
+  /// The value of an i32 step buffer: the step's own input is known on the
+  /// host (no wait); another is read back.
+  absl::StatusOr<int32_t> readStep(uint32_t buffer) const;
+  /// Before instruction `index` runs: the values writeScalar left in its
+  /// results are no longer known.
+  void forgetResultsOf(size_t index) const;
   /// The contents of an i32 buffer (waits for the stream).
   absl::StatusOr<std::vector<int32_t>> readIds(uint32_t buffer) const;
   /// Any device array (waits for the stream).

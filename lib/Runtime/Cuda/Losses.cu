@@ -3,8 +3,9 @@
 // Cross-entropy runs one block per row (rows stride over a capped grid):
 // a block-wide float maximum, then the sum of exp(x - max) in double, as
 // cpu's logSumExp. The sums kernel keeps its rows' losses and count in
-// thread 0 and adds them to the caller's scalars once per block, so the
-// order of the row sums differs from the CPU's (results agree to rounding).
+// thread 0 and writes one partial loss per block, which a second kernel adds
+// in a fixed order (the same on every run; the order of the row sums
+// differs from the CPU's: results agree to rounding).
 //
 // The load-balancing statistics recompute each token's top-k with the CPU
 // router's exact rule (strictly greater wins, scanning ids upwards, so ties
@@ -16,7 +17,9 @@
 #include "moe/Runtime/Cuda/Kernels.h"
 
 #include "BlockReduce.cuh"
+#include "DeviceBuffer.h"
 #include "Launch.h"
+#include "PartialSums.cuh"
 
 #include "absl/strings/str_cat.h"
 
@@ -64,7 +67,7 @@ __device__ double rowLogSumExp(const float *x, int64_t V, float *sharedMax,
 
 __global__ void crossEntropySumsKernel(const float *logits,
                                        const int32_t *targets, int64_t T,
-                                       int64_t V, double *sum,
+                                       int64_t V, double *partials,
                                        unsigned long long *count) {
   __shared__ float sharedMax[kThreads];
   __shared__ double sharedSum[kThreads];
@@ -84,9 +87,11 @@ __global__ void crossEntropySumsKernel(const float *logits,
       ++blockRows;
     }
   }
-  if (threadIdx.x == 0 && blockRows > 0) {
-    atomicAdd(sum, blockLoss);
-    atomicAdd(count, blockRows);
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = blockLoss;
+    // Integers add exactly in any order.
+    if (blockRows > 0)
+      atomicAdd(count, blockRows);
   }
 }
 
@@ -218,9 +223,13 @@ absl::Status crossEntropySums(const float *logits, const int32_t *targets,
     return status;
   if (T == 0)
     return absl::OkStatus();
-  crossEntropySumsKernel<<<blocksForRows(T), kThreads, 0, stream>>>(
-      logits, targets, T, V, sum, count);
-  return launched("crossEntropySums");
+  unsigned blocks = blocksForRows(T);
+  MOE_DEVICE_BUFFER(double, partials, blocks, stream);
+  crossEntropySumsKernel<<<blocks, kThreads, 0, stream>>>(
+      logits, targets, T, V, partials.get(), count);
+  MOE_CUDA_TRY(launched("crossEntropySums"));
+  addPartialsKernel<<<1, kThreads, 0, stream>>>(partials.get(), blocks, sum);
+  return launched("crossEntropySums (partials)");
 }
 
 absl::Status crossEntropyBackward(float dloss, const float *logits,

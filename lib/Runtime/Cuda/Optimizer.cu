@@ -1,8 +1,11 @@
 //===- Optimizer.cu - Gradient norm and AdamW -----------------------------===//
 //
-// sumOfSquares: a grid-stride loop accumulating in double per thread, a
-// block tree, then one double atomicAdd per block into the caller's scalar
-// (order differs from the CPU's eight lanes: agreement to rounding).
+// sumOfSquares: two stages in a fixed order, so that a gradient's norm is
+// the same from run to run (no atomics): a grid-stride loop of at most
+// kSumBlocks blocks accumulating in double per thread and a block tree into
+// one partial per block, then one block adding the partials
+// (addPartialsKernel). The order differs from the CPU's eight lanes:
+// agreement to rounding.
 //
 // adamw: a grid-stride loop reproducing cpu::adamw operation for operation.
 // The scalars (bias corrections in double, with step + 1) are computed on
@@ -20,18 +23,26 @@
 #include "moe/Runtime/Cuda/Kernels.h"
 
 #include "BlockReduce.cuh"
+#include "DeviceBuffer.h"
 #include "Launch.h"
+#include "PartialSums.cuh"
 
 #include "absl/strings/str_cat.h"
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace moe::rt::cuda {
 namespace {
 
-__global__ void sumOfSquaresKernel(const float *g, int64_t n, double *sum) {
+/// The first stage's blocks at most: enough to fill an H200 several times
+/// over, few enough for one block to add.
+constexpr unsigned kSumBlocks = 1024;
+
+__global__ void sumOfSquaresPartials(const float *g, int64_t n,
+                                     double *partials) {
   __shared__ double shared[kThreads];
   double mine = 0.0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
@@ -43,7 +54,7 @@ __global__ void sumOfSquaresKernel(const float *g, int64_t n, double *sum) {
   }
   double total = blockSum(mine, shared);
   if (threadIdx.x == 0)
-    atomicAdd(sum, total);
+    partials[blockIdx.x] = total;
 }
 
 /// The per-call scalars of cpu::adamw, in fp32 as its element loop uses
@@ -96,8 +107,12 @@ absl::Status sumOfSquares(const float *g, int64_t n, double *sum,
         absl::StrCat("sumOfSquares: n must be >= 0, found ", n));
   if (n == 0)
     return absl::OkStatus();
-  sumOfSquaresKernel<<<gridFor(n), kThreads, 0, stream>>>(g, n, sum);
-  return launched("sumOfSquares");
+  unsigned blocks = std::min(gridFor(n), kSumBlocks);
+  MOE_DEVICE_BUFFER(double, partials, blocks, stream);
+  sumOfSquaresPartials<<<blocks, kThreads, 0, stream>>>(g, n, partials.get());
+  MOE_CUDA_TRY(launched("sumOfSquares"));
+  addPartialsKernel<<<1, kThreads, 0, stream>>>(partials.get(), blocks, sum);
+  return launched("sumOfSquares (partials)");
 }
 
 absl::Status adamw(float *param, const float *grad, const float *gradScale,

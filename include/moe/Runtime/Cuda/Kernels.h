@@ -236,7 +236,8 @@ absl::Status auxLossBackward(float dloss, const unsigned long long *count,
 // Optimizer
 //===----------------------------------------------------------------------===//
 
-/// sum[0] += sum of squares of g (double); the caller zeroes it.
+/// sum[0] += sum of squares of g (double), in the same order on every run;
+/// the caller zeroes it.
 absl::Status sumOfSquares(const float *g, int64_t n, double *sum,
                           cudaStream_t stream);
 /// As cpu::adamw, with the gradient scaled by *gradScale (device scalar:

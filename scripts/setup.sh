@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(
-  cmake ninja-build g++ ccache lld python3
+  cmake ninja-build g++ ccache lld python3 xz-utils
   libmlir-19-dev mlir-19-tools llvm-19 llvm-19-dev llvm-19-tools
   libabsl-dev libopenblas-dev libflatbuffers-dev flatbuffers-compiler openmpi-bin libopenmpi-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev

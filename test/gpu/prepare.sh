@@ -29,6 +29,8 @@ bundle=${MOE_GPU_BUNDLE:-.gpu}
 limit_bytes=$((64 * 1024 * 1024))
 say() { echo "prepare: $*"; }
 fail() { echo "prepare: error: $*" >&2; exit 1; }
+[ $# -eq 0 ] ||
+  fail "unknown arguments '$*': it takes none (MOE_BUILD_DIR and MOE_GPU_BUNDLE name other directories)"
 
 # --- build: the CUDA backend for both architectures -------------------------
 [ -f "$build/build.ninja" ] || scripts/setup.sh > /dev/null

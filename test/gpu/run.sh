@@ -34,7 +34,11 @@ cd "$(dirname "$0")/../.."
 root=$PWD
 bundle=$(realpath -m "${MOE_GPU_BUNDLE:-$root/.gpu}")
 device=cuda
-[ "${1:-}" = --rehearse ] && device=cpu
+if [ $# -gt 1 ] || { [ $# -eq 1 ] && [ "$1" != --rehearse ]; }; then
+  echo "run.sh: error: unknown arguments '$*' (known: --rehearse)" >&2
+  exit 2
+fi
+[ $# -eq 1 ] && device=cpu
 out=${OUT:-$root/bench/out/gpu}
 mkdir -p "$out"
 # Scratch (runs, dumps, tokens) stays out of $OUT, which brings back only

@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Runtime/Cuda/Kernels.h"
 
+#include "AttentionShape.h"
 #include "Launch.h"
 
 #include "absl/strings/str_cat.h"
@@ -302,25 +303,6 @@ void withSliceWidth(int64_t headDim, LaunchFn &&launch) {
     launch(std::integral_constant<int, 8>());
 }
 
-/// Rejects shapes the kernels cannot run: negative sizes, heads that are
-/// not whole groups of the kv heads (h / group would name a missing kv head,
-/// or divide by zero), rows wider than a warp's registers hold.
-absl::Status checkShape(const char *what, int64_t B, int64_t S, int64_t heads,
-                        int64_t kvHeads, int64_t headDim) {
-  if (B < 0 || S < 0 || heads < 0 || kvHeads < 0 || headDim < 0)
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": negative size (B ", B, ", S ", S, ", heads ",
-                     heads, ", kvHeads ", kvHeads, ", headDim ", headDim, ")"));
-  if (heads > 0 && (kvHeads == 0 || heads % kvHeads != 0))
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": heads (", heads,
-                     ") is not a multiple of kvHeads (", kvHeads, ")"));
-  if (headDim > kMaxHeadDim)
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": headDim ", headDim, " exceeds ", kMaxHeadDim));
-  return absl::OkStatus();
-}
-
 Shape makeShape(int64_t B, int64_t S, int64_t heads, int64_t kvHeads,
                 int64_t headDim) {
   float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
@@ -338,7 +320,8 @@ absl::Status attentionForward(const float *q, const float *k, const float *v,
                               int64_t heads, int64_t kvHeads, int64_t headDim,
                               cudaStream_t stream) {
   if (absl::Status status =
-          checkShape("attentionForward", B, S, heads, kvHeads, headDim);
+          checkAttentionShape("attentionForward", B, S, heads, kvHeads,
+                              headDim, kMaxHeadDim);
       !status.ok())
     return status;
   // As the CPU: nothing to compute, nothing written (lse included).
@@ -366,7 +349,8 @@ absl::Status attentionBackward(const float *dout, const float *q,
                                int64_t kvHeads, int64_t headDim,
                                float *workspace, cudaStream_t stream) {
   if (absl::Status status =
-          checkShape("attentionBackward", B, S, heads, kvHeads, headDim);
+          checkAttentionShape("attentionBackward", B, S, heads, kvHeads,
+                              headDim, kMaxHeadDim);
       !status.ok())
     return status;
   // dk and dv are empty: nothing to write. (With heads == 0 and kv heads

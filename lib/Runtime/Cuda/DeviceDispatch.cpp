@@ -15,7 +15,8 @@
 // each BF16 operand widened exactly into it and each BF16 result rounded
 // once, to nearest even, out of it (runWidened), as the CPU's kernels
 // decode and round. The scratch lives for one instruction; nothing BF16 is
-// kept in fp32.
+// kept in fp32. Attention is the exception: its BF16 form runs the
+// tensor-core kernels on the BF16 buffers (DeviceAttention.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceStep.h"
@@ -602,6 +603,8 @@ absl::Status runWidened(const DeviceStep &step, size_t index) {
         widened.push_back(b);
   if (widened.empty() || handlesBf16(inst.opcode))
     return runKernel(step, index);
+  if (runsTensorCoreAttention(step, index))
+    return runTensorCoreAttention(step, index);
   cudaStream_t stream = step.stream;
   std::vector<void *> pointers = step.pointers;
   std::vector<DeviceBuffer<float>> scratch;

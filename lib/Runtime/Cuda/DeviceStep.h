@@ -107,6 +107,12 @@ absl::Status runDeviceInstruction(const DeviceStep &step, size_t index);
 absl::Status runExpertsForward(const DeviceStep &step, size_t index);
 absl::Status runExpertsBackward(const DeviceStep &step, size_t index);
 
+/// Attention or AttentionGrad with BF16 activations and a head dim the
+/// tensor-core kernels take: they run on the BF16 buffers as they are
+/// (DeviceAttention.cpp), not on widened fp32 scratch.
+bool runsTensorCoreAttention(const DeviceStep &step, size_t index);
+absl::Status runTensorCoreAttention(const DeviceStep &step, size_t index);
+
 /// Rows of an activation [..., X]: the product of its leading dimensions.
 int64_t rowsOf(const Buffer &buffer);
 

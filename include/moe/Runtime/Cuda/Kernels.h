@@ -157,6 +157,29 @@ absl::Status attentionBackward(const float *dout, const float *q,
                                int64_t headDim, float *workspace,
                                cudaStream_t stream);
 
+/// The tensor-core attention (FlashAttention-2's tiling, BF16 operands,
+/// fp32 accumulation; lib/Runtime/Cuda/FlashAttentionBlocks.h) for BF16
+/// q, k, v, out, dout and gradients (bits), fp32 lse: the shapes and
+/// conventions of attentionForward/Backward. The probabilities enter their
+/// GEMMs rounded to BF16, so results agree with the fp32 kernels to BF16's
+/// precision, not to rounding. Deterministic (no atomics). Head dims up to
+/// kFlashAttentionMaxHeadDim; wider heads take the fp32 kernels.
+inline constexpr int64_t kFlashAttentionMaxHeadDim = 128;
+bool flashAttentionSupports(int64_t headDim);
+absl::Status flashAttentionForward(const uint16_t *q, const uint16_t *k,
+                                   const uint16_t *v, uint16_t *out,
+                                   float *lse, int64_t B, int64_t S,
+                                   int64_t heads, int64_t kvHeads,
+                                   int64_t headDim, cudaStream_t stream);
+/// The scratch flashAttentionBackward needs: B * heads * S floats (D).
+uint64_t flashAttentionBackwardWorkspaceBytes(int64_t B, int64_t S,
+                                              int64_t heads);
+absl::Status flashAttentionBackward(
+    const uint16_t *dout, const uint16_t *q, const uint16_t *k,
+    const uint16_t *v, const uint16_t *out, const float *lse, uint16_t *dq,
+    uint16_t *dk, uint16_t *dv, int64_t B, int64_t S, int64_t heads,
+    int64_t kvHeads, int64_t headDim, float *workspace, cudaStream_t stream);
+
 //===----------------------------------------------------------------------===//
 // Router and experts
 //===----------------------------------------------------------------------===//

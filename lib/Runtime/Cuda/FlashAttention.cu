@@ -1,0 +1,247 @@
+//===- FlashAttention.cu - tiled BF16 causal attention on tensor cores ----===//
+//
+// The device side of FlashAttentionBlocks.h: a Simt over CUDA's built-ins
+// and WMMA (BF16 m16n16k16 with fp32 accumulation, sm_80 and later; it runs
+// as mma.sync on sm_90 too), the kernels, and their launches. Each kernel
+// is one block of kBlockThreads per tile with its tiles in dynamic shared
+// memory (up to ~123 KiB at head dim 128, within sm_80's 163 KiB), so the
+// launches raise the kernels' shared-memory limit first.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Runtime/Cuda/Kernels.h"
+
+#include "AttentionShape.h"
+#include "DeviceBuffer.h"
+#include "FlashAttentionBlocks.h"
+#include "Launch.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cuda_bf16.h>
+#include <mma.h>
+
+#include <cmath>
+
+namespace moe::rt::cuda {
+namespace {
+
+namespace wmma = nvcuda::wmma;
+using flash::kBlockThreads;
+using flash::kTile;
+
+struct DeviceSimt {
+  unsigned char *sharedMemory;
+
+  using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
+                               wmma::row_major>;
+  using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16,
+                                  wmma::row_major>;
+  using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16,
+                                  wmma::col_major>;
+  using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+  __device__ int thread() const { return threadIdx.x; }
+  __device__ int64_t blockX() const { return blockIdx.x; }
+  __device__ int64_t blockY() const { return blockIdx.y; }
+  __device__ int64_t blockZ() const { return blockIdx.z; }
+  __device__ int64_t gridX() const { return gridDim.x; }
+  __device__ unsigned char *shared() const { return sharedMemory; }
+  __device__ void syncThreads() const { __syncthreads(); }
+  __device__ void syncWarp() const { __syncwarp(); }
+  __device__ float shflXor(float v, int mask) const {
+    return __shfl_xor_sync(0xffffffffu, v, mask);
+  }
+  __device__ float shfl(float v, int lane) const {
+    return __shfl_sync(0xffffffffu, v, lane);
+  }
+
+  template <typename Frag>
+  __device__ void load(Frag &frag, const uint16_t *p, unsigned ld) const {
+    wmma::load_matrix_sync(frag, reinterpret_cast<const __nv_bfloat16 *>(p),
+                           ld);
+  }
+  __device__ void loadAcc(FragC &frag, const float *p, unsigned ld) const {
+    wmma::load_matrix_sync(frag, p, ld, wmma::mem_row_major);
+  }
+  __device__ void storeAcc(float *p, const FragC &frag, unsigned ld) const {
+    wmma::store_matrix_sync(p, frag, ld, wmma::mem_row_major);
+  }
+  __device__ void zero(FragC &frag) const { wmma::fill_fragment(frag, 0.0f); }
+  __device__ void scale(FragC &frag, float factor) const {
+#pragma unroll
+    for (int i = 0; i < frag.num_elements; ++i)
+      frag.x[i] *= factor;
+  }
+  template <typename FragB>
+  __device__ void mma(FragC &c, const FragA &a, const FragB &b) const {
+    wmma::mma_sync(c, a, b, c);
+  }
+
+  __device__ uint16_t toBf16(float x) const {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+  }
+  __device__ float fromBf16(uint16_t bits) const {
+    return __bfloat162float(__ushort_as_bfloat16(bits));
+  }
+  __device__ void copy16(uint16_t *to, const uint16_t *from) const {
+    *reinterpret_cast<uint4 *>(to) = *reinterpret_cast<const uint4 *>(from);
+  }
+};
+
+template <int D>
+__global__ void __launch_bounds__(kBlockThreads)
+    forwardKernel(flash::ForwardArgs args) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  flash::forwardBlock<D>(DeviceSimt{smem}, args);
+}
+
+__global__ void __launch_bounds__(kBlockThreads)
+    rowDotKernel(flash::BackwardArgs args) {
+  flash::rowDotBlock(DeviceSimt{nullptr}, args);
+}
+
+template <int D>
+__global__ void __launch_bounds__(kBlockThreads)
+    keyValueGradKernel(flash::BackwardArgs args) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  flash::keyValueGradBlock<D>(DeviceSimt{smem}, args);
+}
+
+template <int D>
+__global__ void __launch_bounds__(kBlockThreads)
+    queryGradKernel(flash::BackwardArgs args) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  flash::queryGradBlock<D>(DeviceSimt{smem}, args);
+}
+
+/// Launches `kernel` over `grid` with `bytes` of dynamic shared memory,
+/// raising its limit first (above 48 KiB a kernel must opt in).
+template <typename Args>
+absl::Status launchTiles(void (*kernel)(Args), dim3 grid, size_t bytes,
+                         const Args &args, cudaStream_t stream,
+                         const char *what) {
+  cudaError_t error = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(bytes));
+  if (error != cudaSuccess)
+    return cudaStatus(error, what);
+  kernel<<<grid, kBlockThreads, bytes, stream>>>(args);
+  return launched(what);
+}
+
+/// The padded head dim of the kernel that runs headDim: 64 or 128.
+int paddedDim(int64_t headDim) { return headDim <= 64 ? 64 : 128; }
+
+absl::Status checkShape(const char *what, int64_t B, int64_t S, int64_t heads,
+                        int64_t kvHeads, int64_t headDim) {
+  if (absl::Status status = checkAttentionShape(
+          what, B, S, heads, kvHeads, headDim, kFlashAttentionMaxHeadDim);
+      !status.ok())
+    return status;
+  // Grid y and z are 16-bit.
+  if (heads > 65535 || B > 65535)
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", heads, " heads and batch ", B, " exceed a grid's 65535"));
+  return absl::OkStatus();
+}
+
+flash::Shape makeShape(int64_t B, int64_t S, int64_t heads, int64_t kvHeads,
+                       int64_t headDim) {
+  float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
+  return {B, S, heads, kvHeads, headDim, scale, scale * flash::kLog2e};
+}
+
+unsigned tilesOf(int64_t S) {
+  return static_cast<unsigned>((S + kTile - 1) / kTile);
+}
+
+} // namespace
+
+bool flashAttentionSupports(int64_t headDim) {
+  return headDim >= 0 && headDim <= kFlashAttentionMaxHeadDim;
+}
+
+absl::Status flashAttentionForward(const uint16_t *q, const uint16_t *k,
+                                   const uint16_t *v, uint16_t *out,
+                                   float *lse, int64_t B, int64_t S,
+                                   int64_t heads, int64_t kvHeads,
+                                   int64_t headDim, cudaStream_t stream) {
+  if (absl::Status status =
+          checkShape("flashAttentionForward", B, S, heads, kvHeads, headDim);
+      !status.ok())
+    return status;
+  if (B == 0 || S == 0 || heads == 0 || headDim == 0)
+    return absl::OkStatus();
+  flash::ForwardArgs args{q, k, v, out, lse,
+                          makeShape(B, S, heads, kvHeads, headDim)};
+  dim3 grid(tilesOf(S), static_cast<unsigned>(heads),
+            static_cast<unsigned>(B));
+  if (paddedDim(headDim) == 64)
+    return launchTiles(forwardKernel<64>, grid, flash::ForwardLayout<64>::kBytes,
+                       args, stream, "flashAttentionForward");
+  return launchTiles(forwardKernel<128>, grid,
+                     flash::ForwardLayout<128>::kBytes, args, stream,
+                     "flashAttentionForward");
+}
+
+uint64_t flashAttentionBackwardWorkspaceBytes(int64_t B, int64_t S,
+                                              int64_t heads) {
+  if (B <= 0 || S <= 0 || heads <= 0)
+    return 0;
+  return static_cast<uint64_t>(B * heads * S) * sizeof(float);
+}
+
+absl::Status flashAttentionBackward(
+    const uint16_t *dout, const uint16_t *q, const uint16_t *k,
+    const uint16_t *v, const uint16_t *out, const float *lse, uint16_t *dq,
+    uint16_t *dk, uint16_t *dv, int64_t B, int64_t S, int64_t heads,
+    int64_t kvHeads, int64_t headDim, float *workspace, cudaStream_t stream) {
+  if (absl::Status status =
+          checkShape("flashAttentionBackward", B, S, heads, kvHeads, headDim);
+      !status.ok())
+    return status;
+  if (B == 0 || S == 0 || kvHeads == 0 || headDim == 0)
+    return absl::OkStatus();
+  if (heads == 0) {
+    // No query head reads a key: dk and dv are zero, as on the CPU.
+    size_t bytes = static_cast<size_t>(B * S * kvHeads * headDim) * 2;
+    MOE_CUDA_OK(cudaMemsetAsync(dk, 0, bytes, stream));
+    MOE_CUDA_OK(cudaMemsetAsync(dv, 0, bytes, stream));
+    return absl::OkStatus();
+  }
+  if (workspace == nullptr)
+    return absl::InvalidArgumentError(
+        "flashAttentionBackward: workspace is null (needs "
+        "flashAttentionBackwardWorkspaceBytes)");
+  flash::BackwardArgs args{dout, q,  k,  v,  out,
+                           lse,  workspace, dq, dk, dv,
+                           makeShape(B, S, heads, kvHeads, headDim)};
+  int64_t rows = B * heads * S;
+  int64_t rowBlocks = (rows + flash::kWarps - 1) / flash::kWarps;
+  if (rowBlocks > 0x7fffffff)
+    return absl::InvalidArgumentError(
+        absl::StrCat("flashAttentionBackward: ", rows, " query rows"));
+  rowDotKernel<<<static_cast<unsigned>(rowBlocks), kBlockThreads, 0, stream>>>(
+      args);
+  MOE_CUDA_TRY(launched("flashAttentionBackward (dout . out)"));
+  dim3 keyGrid(tilesOf(S), static_cast<unsigned>(kvHeads),
+               static_cast<unsigned>(B));
+  dim3 queryGrid(tilesOf(S), static_cast<unsigned>(heads),
+                 static_cast<unsigned>(B));
+  if (paddedDim(headDim) == 64) {
+    MOE_CUDA_TRY(launchTiles(keyValueGradKernel<64>, keyGrid,
+                             flash::KeyValueGradLayout<64>::kBytes, args,
+                             stream, "flashAttentionBackward (dk, dv)"));
+    return launchTiles(queryGradKernel<64>, queryGrid,
+                       flash::QueryGradLayout<64>::kBytes, args, stream,
+                       "flashAttentionBackward (dq)");
+  }
+  MOE_CUDA_TRY(launchTiles(keyValueGradKernel<128>, keyGrid,
+                           flash::KeyValueGradLayout<128>::kBytes, args, stream,
+                           "flashAttentionBackward (dk, dv)"));
+  return launchTiles(queryGradKernel<128>, queryGrid,
+                     flash::QueryGradLayout<128>::kBytes, args, stream,
+                     "flashAttentionBackward (dq)");
+}
+
+} // namespace moe::rt::cuda

@@ -595,7 +595,8 @@ absl::Status runWidened(const DeviceStep &step, size_t index) {
   std::vector<uint32_t> widened;
   auto isBf16 = [&](uint32_t b) {
     return step.buffer(b).dtype == DType::BF16 &&
-           std::find(widened.begin(), widened.end(), b) == widened.end();
+           std::find(widened.begin(), widened.end(), b) == widened.end() &&
+           !readsBf16Operand(step, index, b);
   };
   for (const std::vector<uint32_t> *set : {&inst.operands, &inst.results})
     for (uint32_t b : *set)

@@ -3,7 +3,10 @@
 // As the CPU kernel (lib/Runtime/Cpu/Experts.cpp): the routed slots are
 // grouped by expert (a stable sort), their tokens gathered into one array
 // in expert order, and each expert runs its GEMMs on its rows of it (BF16 or,
-// with the artifact's FP8 recipe, FP8 inputs; fp32 out: ExpertMatmul). The
+// with the artifact's FP8 recipe, FP8 inputs; fp32 out: ExpertMatmul).
+// BF16 expert weights (mixed precision without FP8 GEMMs) are read as they
+// are, not widened; a stacked array that several GEMMs read is cast to BF16
+// once (StackedRows). The
 // outputs are added back into each token in expert order, as the CPU adds
 // them. The group offsets come back to the host: the GEMMs' sizes are
 // theirs.
@@ -72,25 +75,74 @@ absl::StatusOr<Groups> groupSlots(const DeviceStep &step,
   return groups;
 }
 
-/// The expert weights of an instruction: w1, w3 [E, F, H], w2 [E, H, F].
+/// Expert e's slice of an [E, rows, cols] weight, fp32 or BF16 (null
+/// stays null).
+template <typename T> const T *expertSlice(const T *w, int64_t e, int64_t size) {
+  return w ? w + e * size : nullptr;
+}
+
+/// The expert weights of an instruction: w1, w3 [E, F, H], w2 [E, H, F],
+/// with their BF16 values where the GEMMs read those.
 struct ExpertWeights {
-  const float *w1, *w3, *w2;
+  const ExpertsArgs &args;
   const ExpertShapes &s;
   ExpertOperand upGate(int64_t e, bool gate) const {
-    return {(gate ? w3 : w1) + e * s.F * s.H, s.F, s.H,
-            gate ? Role::W3 : Role::W1};
+    int64_t size = s.F * s.H;
+    ExpertOperand w{expertSlice(gate ? args.w3 : args.w1, e, size), s.F, s.H,
+                    gate ? Role::W3 : Role::W1};
+    w.bf16 = expertSlice(gate ? args.w3Bf16 : args.w1Bf16, e, size);
+    return w;
   }
   ExpertOperand down(int64_t e) const {
-    return {w2 + e * s.H * s.F, s.H, s.F, Role::W2};
+    ExpertOperand w{expertSlice(args.w2, e, s.H * s.F), s.H, s.F, Role::W2};
+    w.bf16 = expertSlice(args.w2Bf16, e, s.H * s.F);
+    return w;
   }
 };
+
+/// A stacked fp32 array [rows, cols] that several BF16 GEMMs read, with
+/// its BF16 copy cast once for all of them (none with FP8 GEMMs, which
+/// quantize the fp32 values themselves).
+struct StackedRows {
+  const float *data;
+  int64_t cols;
+  DeviceBuffer<uint16_t> bf16;
+
+  /// Expert rows [begin, begin + n) as a GEMM operand.
+  ExpertOperand rows(int64_t begin, int64_t n, Role role,
+                     Fp8Format format = Fp8Format::E4M3) const {
+    ExpertOperand op{data + begin * cols, n, cols, role, format};
+    if (bf16.get())
+      op.bf16 = bf16.get() + begin * cols;
+    return op;
+  }
+};
+
+absl::StatusOr<StackedRows> stackedRows(const DeviceStep &step,
+                                        const ExpertMatmul &mm,
+                                        const float *data, int64_t rows,
+                                        int64_t cols) {
+  StackedRows stacked{data, cols, {}};
+  if (mm.usesFp8())
+    return stacked;
+  MOE_DEVICE_BUFFER(uint16_t, copy, rows * cols, step.stream);
+  MOE_CUDA_TRY(castToBf16(data, copy.get(), rows * cols, step.stream));
+  stacked.bf16 = std::move(copy);
+  return stacked;
+}
+
+#define MOE_STACKED_ROWS(name, ...)                                            \
+  auto name##_made = stackedRows(__VA_ARGS__);                                 \
+  if (!name##_made.ok())                                                       \
+    return name##_made.status();                                               \
+  StackedRows name = std::move(*name##_made)
 
 /// u = x W1^T and g = x W3^T for every expert's rows of the stacked xs.
 absl::Status upProjections(const Groups &groups, const ExpertMatmul &mm,
                            const ExpertShapes &s, const ExpertWeights &w,
-                           const float *xs, float *u, float *g) {
+                           const StackedRows &xs, float *u, float *g) {
   return groups.forEachExpert([&](int64_t e, int64_t begin, int64_t n) {
-    ExpertOperand x{xs + begin * s.H, n, s.H, Role::Input};
+    ExpertOperand x = xs.rows(begin, n, Role::Input);
     MOE_CUDA_TRY(mm.xwT(e, x, w.upGate(e, false), 0.0f, u + begin * s.F));
     return mm.xwT(e, x, w.upGate(e, true), 0.0f, g + begin * s.F);
   });
@@ -102,7 +154,7 @@ absl::Status expertsForwardOn(const DeviceStep &step, const ExpertMatmul &mm,
                               const ExpertsArgs &args, float *y) {
   const ExpertShapes &s = args.shapes;
   cudaStream_t stream = step.stream;
-  ExpertWeights w{args.w1, args.w3, args.w2, s};
+  ExpertWeights w{args, s};
   absl::StatusOr<Groups> groups =
       groupSlots(step, args.indices, s.T, s.E, s.topK);
   if (!groups.ok())
@@ -116,12 +168,16 @@ absl::Status expertsForwardOn(const DeviceStep &step, const ExpertMatmul &mm,
                           xs.get(), stream));
   MOE_DEVICE_BUFFER(float, u, rows * s.F, stream);
   MOE_DEVICE_BUFFER(float, g, rows * s.F, stream);
-  MOE_CUDA_TRY(upProjections(*groups, mm, s, w, xs.get(), u.get(), g.get()));
+  {
+    MOE_STACKED_ROWS(xRows, step, mm, xs.get(), rows, s.H);
+    MOE_CUDA_TRY(upProjections(*groups, mm, s, w, xRows, u.get(), g.get()));
+  }
   // a = silu(u) * g, in place of u.
   MOE_CUDA_TRY(swigluForward(u.get(), g.get(), u.get(), rows * s.F, stream));
+  MOE_STACKED_ROWS(aRows, step, mm, u.get(), rows, s.F);
   MOE_DEVICE_BUFFER(float, z, rows * s.H, stream);
   MOE_CUDA_TRY(groups->forEachExpert([&](int64_t e, int64_t begin, int64_t n) {
-    ExpertOperand a{u.get() + begin * s.F, n, s.F, Role::Activation};
+    ExpertOperand a = aRows.rows(begin, n, Role::Activation);
     return mm.xwT(e, a, w.down(e), 0.0f, z.get() + begin * s.H);
   }));
   if (args.bf16Rows)
@@ -137,7 +193,7 @@ absl::Status expertsBackwardOn(const DeviceStep &step, const ExpertMatmul &mm,
   cudaStream_t stream = step.stream;
   // Gradients in E5M2 (the tensorwise and delayed recipes').
   Fp8Format gradient = Fp8Format::E5M2;
-  ExpertWeights w{args.w1, args.w3, args.w2, s};
+  ExpertWeights w{args, s};
   float *dx = out.dx, *dweights = out.dweights;
   float *dw1 = out.dw1, *dw3 = out.dw3, *dw2 = out.dw2;
   // Experts no token reached, and dropped slots, get zero gradients.
@@ -165,7 +221,8 @@ absl::Status expertsBackwardOn(const DeviceStep &step, const ExpertMatmul &mm,
   MOE_DEVICE_BUFFER(float, u, rows * s.F, stream);
   MOE_DEVICE_BUFFER(float, g, rows * s.F, stream);
   MOE_DEVICE_BUFFER(float, a, rows * s.F, stream);
-  MOE_CUDA_TRY(upProjections(*groups, mm, s, w, xs.get(), u.get(), g.get()));
+  MOE_STACKED_ROWS(xRows, step, mm, xs.get(), rows, s.H);
+  MOE_CUDA_TRY(upProjections(*groups, mm, s, w, xRows, u.get(), g.get()));
   MOE_CUDA_TRY(swigluForward(u.get(), g.get(), a.get(), rows * s.F, stream));
 
   // da' = dy W2 (unweighted); dweights = a . da'; da = w da'.
@@ -195,14 +252,17 @@ absl::Status expertsBackwardOn(const DeviceStep &step, const ExpertMatmul &mm,
   // du = da g silu'(u), dg = da silu(u), over u and g.
   MOE_CUDA_TRY(swigluBackward(da.get(), u.get(), g.get(), u.get(), g.get(),
                               rows * s.F, stream));
+  // du and dg are read twice each (dx, and dW1 or dW3): cast once.
+  MOE_STACKED_ROWS(duRows, step, mm, u.get(), rows, s.F);
+  MOE_STACKED_ROWS(dgRows, step, mm, g.get(), rows, s.F);
   MOE_DEVICE_BUFFER(float, dxs, rows * s.H, stream);
   MOE_CUDA_TRY(groups->forEachExpert([&](int64_t e, int64_t begin, int64_t n) {
     ExpertOperand weightedDy{dys.get() + begin * s.H, n, s.H,
                              Role::WeightedOutputGrad, gradient};
     ExpertOperand activation{a.get() + begin * s.F, n, s.F, Role::Activation};
-    ExpertOperand du{u.get() + begin * s.F, n, s.F, Role::UpGrad, gradient};
-    ExpertOperand dg{g.get() + begin * s.F, n, s.F, Role::GateGrad, gradient};
-    ExpertOperand xe{xs.get() + begin * s.H, n, s.H, Role::Input};
+    ExpertOperand du = duRows.rows(begin, n, Role::UpGrad, gradient);
+    ExpertOperand dg = dgRows.rows(begin, n, Role::GateGrad, gradient);
+    ExpertOperand xe = xRows.rows(begin, n, Role::Input);
     // dW2 = (w dy)^T a; dx_e = du W1 + dg W3; dW1 = du^T x; dW3 = dg^T x.
     MOE_CUDA_TRY(mm.gTx(e, weightedDy, activation, dw2 + e * s.H * s.F));
     float *dxe = dxs.get() + begin * s.H;
@@ -220,6 +280,21 @@ absl::Status expertsBackwardOn(const DeviceStep &step, const ExpertMatmul &mm,
                      ones.get(), s.T, s.topK, s.H, dx, stream);
 }
 
+bool readsBf16Operand(const DeviceStep &step, size_t index, uint32_t buffer) {
+  const Instruction &inst = step.program.instructions[index];
+  if (inst.opcode != Opcode::Experts && inst.opcode != Opcode::ExpertsGrad)
+    return false;
+  ops::ExpertsRecipe recipe = *ops::expertsRecipeOf(inst);
+  // FP8 GEMMs quantize the weights' fp32 values.
+  if (recipe.fp8Scaling && *recipe.fp8Scaling != Fp8Scaling::None)
+    return false;
+  size_t first = recipe.firstOperand;
+  for (size_t weight = first + 3; weight <= first + 5; ++weight)
+    if (inst.operands[weight] == buffer)
+      return step.buffer(buffer).dtype == DType::BF16;
+  return false;
+}
+
 ExpertsArgs expertsArgsOf(const DeviceStep &step, size_t index) {
   const Instruction &inst = step.program.instructions[index];
   // ExpertsGrad's operands are Experts' after dy.
@@ -231,9 +306,19 @@ ExpertsArgs expertsArgsOf(const DeviceStep &step, size_t index) {
   args.x = step.f32(in[first]);
   args.weights = step.f32(in[first + 1]);
   args.indices = step.i32(in[first + 2]);
-  args.w1 = step.f32(in[first + 3]);
-  args.w3 = step.f32(in[first + 4]);
-  args.w2 = step.f32(in[first + 5]);
+  if (readsBf16Operand(step, index, in[first + 3])) {
+    auto bits = [&](uint32_t b) {
+      return static_cast<const uint16_t *>(step.pointers[b]);
+    };
+    args.w1 = args.w3 = args.w2 = nullptr;
+    args.w1Bf16 = bits(in[first + 3]);
+    args.w3Bf16 = bits(in[first + 4]);
+    args.w2Bf16 = bits(in[first + 5]);
+  } else {
+    args.w1 = step.f32(in[first + 3]);
+    args.w3 = step.f32(in[first + 4]);
+    args.w2 = step.f32(in[first + 5]);
+  }
   args.shapes = {rowsOf(x), x.shape.back(), w1[1], w1[0],
                  step.buffer(in[first + 1]).shape.back()};
   args.bf16X = x.dtype == DType::BF16;

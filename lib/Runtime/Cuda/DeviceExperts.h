@@ -23,7 +23,10 @@ struct ExpertShapes {
 struct ExpertsArgs {
   const float *x, *weights;
   const int32_t *indices;
+  /// The expert weights' fp32 values, or null where they are read as BF16
+  /// (w1Bf16, ...: the BF16 working copies, without FP8 GEMMs).
   const float *w1, *w3, *w2;
+  const uint16_t *w1Bf16 = nullptr, *w3Bf16 = nullptr, *w2Bf16 = nullptr;
   ExpertShapes shapes;
   /// Mixed precision: the instruction's x (and, backward, dy) are BF16
   /// buffers, so their rows travel between ranks as BF16 (the values x

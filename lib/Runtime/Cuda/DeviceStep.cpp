@@ -97,17 +97,6 @@ absl::Status DeviceStep::gemm(const GemmSpec &spec, const uint16_t *a,
   return gemms.run(bf16, 1.0f, a, b, beta, c, stream);
 }
 
-absl::Status DeviceStep::bf16Gemm(const GemmSpec &spec, const float *a,
-                                  int64_t aElements, const float *b,
-                                  int64_t bElements, float beta,
-                                  float *c) const {
-  MOE_DEVICE_BUFFER(uint16_t, aBf16, aElements, stream);
-  MOE_DEVICE_BUFFER(uint16_t, bBf16, bElements, stream);
-  MOE_CUDA_TRY(castToBf16(a, aBf16.get(), aElements, stream));
-  MOE_CUDA_TRY(castToBf16(b, bBf16.get(), bElements, stream));
-  return gemm(spec, aBf16.get(), bBf16.get(), beta, c);
-}
-
 absl::Status DeviceStep::gemmOnBuffers(const GemmSpec &spec, uint32_t a,
                                        uint32_t b, uint32_t c) const {
   // The fp32 inputs' BF16 copies (one element when the buffer is BF16).

@@ -83,12 +83,7 @@ struct DeviceStep {
   template <typename T>
   absl::Status read(const T *device, int64_t count, T *host) const;
 
-  /// c = alpha op(a) op(b) + beta c with BF16 inputs: a and b (fp32, of
-  /// aElements and bElements) are cast first.
-  absl::Status bf16Gemm(const GemmSpec &spec, const float *a,
-                        int64_t aElements, const float *b, int64_t bElements,
-                        float beta, float *c) const;
-  /// The same with inputs already in BF16, into a c of spec.c's type.
+  /// c = op(a) op(b) + beta c with BF16 inputs, into a c of spec.c's type.
   absl::Status gemm(const GemmSpec &spec, const uint16_t *a, const uint16_t *b,
                     float beta, void *c) const;
   /// c = op(a) op(b) on buffers of either float dtype (mixed precision): a
@@ -112,6 +107,11 @@ absl::Status runExpertsBackward(const DeviceStep &step, size_t index);
 /// (DeviceAttention.cpp), not on widened fp32 scratch.
 bool runsTensorCoreAttention(const DeviceStep &step, size_t index);
 absl::Status runTensorCoreAttention(const DeviceStep &step, size_t index);
+
+/// Operand `buffer` of instruction `index` is BF16 and its kernel reads it
+/// as BF16 (not widened into fp32 scratch): the expert weights of Experts
+/// and ExpertsGrad without FP8 GEMMs (DeviceExperts.cpp).
+bool readsBf16Operand(const DeviceStep &step, size_t index, uint32_t buffer);
 
 /// Rows of an activation [..., X]: the product of its leading dimensions.
 int64_t rowsOf(const Buffer &buffer);

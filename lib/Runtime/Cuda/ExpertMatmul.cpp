@@ -96,6 +96,36 @@ absl::Status fp8Gemm(const DeviceStep &step, GemmSpec spec,
                         qb.inverseScale.get());
 }
 
+/// c = op(a) op(b) + beta c on BF16 operands: each read as it is where it
+/// has BF16 values, else cast into scratch for this GEMM.
+absl::Status bf16Gemm(const DeviceStep &step, const GemmSpec &spec,
+                      const ExpertOperand &a, const ExpertOperand &b,
+                      float beta, float *c) {
+  DeviceBuffer<uint16_t> aCopy, bCopy;
+  auto bitsOf = [&](const ExpertOperand &op, DeviceBuffer<uint16_t> &copy)
+      -> absl::StatusOr<const uint16_t *> {
+    if (op.bf16)
+      return op.bf16;
+    if (!op.data)
+      return absl::InternalError("expert GEMM operand has no values");
+    int64_t n = op.rows * op.cols;
+    absl::StatusOr<DeviceBuffer<uint16_t>> allocated =
+        DeviceBuffer<uint16_t>::allocate(n, step.stream);
+    if (!allocated.ok())
+      return allocated.status();
+    copy = std::move(*allocated);
+    MOE_CUDA_TRY(castToBf16(op.data, copy.get(), n, step.stream));
+    return copy.get();
+  };
+  absl::StatusOr<const uint16_t *> aBits = bitsOf(a, aCopy);
+  if (!aBits.ok())
+    return aBits.status();
+  absl::StatusOr<const uint16_t *> bBits = bitsOf(b, bCopy);
+  if (!bBits.ok())
+    return bBits.status();
+  return step.gemm(spec, *aBits, *bBits, beta, c);
+}
+
 } // namespace
 
 absl::Status ExpertMatmul::xwT(int64_t expert, const ExpertOperand &x,
@@ -104,8 +134,7 @@ absl::Status ExpertMatmul::xwT(int64_t expert, const ExpertOperand &x,
   GemmSpec spec = rowMajor(false, true, x.rows, w.rows, x.cols, x.cols, w.cols,
                            w.rows);
   if (!fp8)
-    return step.bf16Gemm(spec, x.data, x.rows * x.cols, w.data,
-                         w.rows * w.cols, beta, y);
+    return bf16Gemm(step, spec, x, w, beta, y);
   MOE_QUANTIZED(qx, step, *fp8, expert, x, false, 0);
   MOE_QUANTIZED(qw, step, *fp8, expert, w, false, 0);
   return fp8Gemm(step, spec, x, qx, w, qw, beta, y);
@@ -115,10 +144,10 @@ absl::Status ExpertMatmul::xw(int64_t expert, const ExpertOperand &x,
                               const ExpertOperand &w, float beta,
                               float *y) const {
   if (!fp8)
-    return step.bf16Gemm(rowMajor(false, false, x.rows, w.cols, x.cols,
-                                  x.cols, w.cols, w.cols),
-                         x.data, x.rows * x.cols, w.data, w.rows * w.cols,
-                         beta, y);
+    return bf16Gemm(step,
+                    rowMajor(false, false, x.rows, w.cols, x.cols, x.cols,
+                             w.cols, w.cols),
+                    x, w, beta, y);
   // x w = x (w^T)^T: the transposed weight [out, k] is what FP8 reads.
   MOE_QUANTIZED(qx, step, *fp8, expert, x, false, 0);
   MOE_QUANTIZED(qw, step, *fp8, expert, w, true, w.rows);
@@ -131,10 +160,10 @@ absl::Status ExpertMatmul::xw(int64_t expert, const ExpertOperand &x,
 absl::Status ExpertMatmul::gTx(int64_t expert, const ExpertOperand &g,
                                const ExpertOperand &x, float *dw) const {
   if (!fp8)
-    return step.bf16Gemm(rowMajor(true, false, g.cols, x.cols, g.rows, g.cols,
-                                  x.cols, x.cols),
-                         g.data, g.rows * g.cols, x.data, x.rows * x.cols, 0.0f,
-                         dw);
+    return bf16Gemm(step,
+                    rowMajor(true, false, g.cols, x.cols, g.rows, g.cols,
+                             x.cols, x.cols),
+                    g, x, 0.0f, dw);
   // g^T x = (g^T) ((x^T))^T, both transposed with the rows (k) padded with
   // zeros to a multiple of 16.
   int64_t k = paddedTo16(g.rows);

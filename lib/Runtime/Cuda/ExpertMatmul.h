@@ -1,9 +1,10 @@
 //===- ExpertMatmul.h - one expert's GEMMs, BF16 or FP8 ---------*- C++ -*-===//
 //
 // Private to the CUDA backend. The experts' forward and backward state their
-// GEMMs on fp32 operands (an expert's rows of the stacked activations, its
+// GEMMs on operands (an expert's rows of the stacked activations, its
 // weights); this turns each into a cuBLASLt GEMM:
-//   * BF16: both operands cast, fp32 accumulation;
+//   * BF16: operands read as BF16 where they are (BF16 weights, copies cast
+//     once), the others cast; fp32 accumulation;
 //   * FP8 (the artifact's tensorwise or delayed recipe, on sm_89+): each
 //     operand quantized with its own per-expert scale, as the CPU emulation
 //     rounds it (E4M3 values and weights, E5M2 gradients), and transposed
@@ -23,13 +24,18 @@
 
 namespace moe::rt::cuda {
 
-/// An fp32 row-major [rows, cols] operand of expert `expert`'s GEMMs, and
-/// how FP8 reads it.
+/// A row-major [rows, cols] operand of expert `expert`'s GEMMs, and how FP8
+/// reads it.
 struct ExpertOperand {
+  /// Its fp32 values; null when it has only BF16 ones (a BF16 expert
+  /// weight without FP8 GEMMs).
   const float *data;
   int64_t rows, cols;
   cpu::Fp8ExpertRole role;
   Fp8Format format = Fp8Format::E4M3;
+  /// Its BF16 values when they exist (a BF16 buffer, or a copy cast once
+  /// for several GEMMs): BF16 GEMMs read them instead of casting `data`.
+  const uint16_t *bf16 = nullptr;
 };
 
 /// The FP8 recipe of an Experts or ExpertsGrad instruction on the GPU.

@@ -2,13 +2,16 @@
 //
 // The gradient adds the rows of tokens that share an id. Rather than atomics
 // (whose order varies from run to run), each thread owns one column of the
-// table and walks the tokens in order: the sums are those of the CPU kernel,
-// bit for bit, and the columns of a warp are adjacent in memory.
+// table for one class of ids and walks the tokens in order
+// (WeightGradBlocks.h): the sums are those of the CPU kernel, bit for bit,
+// and the columns of a warp are adjacent in memory.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Runtime/Cuda/Kernels.h"
 
+#include "DeviceSimt.cuh"
 #include "Launch.h"
+#include "WeightGradBlocks.h"
 
 namespace moe::rt::cuda {
 namespace {
@@ -40,16 +43,10 @@ __global__ void finishFirstBadKernel(unsigned long long *firstBad) {
     *reinterpret_cast<int64_t *>(firstBad) = -1;
 }
 
-__global__ void embeddingBackwardKernel(const float *dy, const int32_t *tokens,
-                                        float *dtable, int64_t T, int64_t V,
-                                        int64_t H) {
-  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < H;
-       c += int64_t(blockDim.x) * gridDim.x)
-    for (int64_t t = 0; t < T; ++t) {
-      int32_t id = tokens[t];
-      if (id >= 0 && id < V)
-        dtable[id * H + c] += dy[t * H + c];
-    }
+__global__ void __launch_bounds__(weightgrad::kColumns)
+    embeddingBackwardKernel(weightgrad::EmbeddingGradArgs args) {
+  __shared__ __align__(16) unsigned char tokens[weightgrad::kEmbeddingGradSharedBytes];
+  weightgrad::embeddingGradBlock(DeviceSimt{tokens}, args);
 }
 
 } // namespace
@@ -69,8 +66,17 @@ absl::Status embeddingBackward(const float *dy, const int32_t *tokens,
                                float *dtable, int64_t T, int64_t V, int64_t H,
                                cudaStream_t stream) {
   MOE_CUDA_OK(cudaMemsetAsync(dtable, 0, V * H * sizeof(float), stream));
-  embeddingBackwardKernel<<<gridFor(H), kThreads, 0, stream>>>(dy, tokens,
-                                                              dtable, T, V, H);
+  if (T == 0 || V == 0 || H == 0)
+    return absl::OkStatus();
+  // Enough id classes to give every SM blocks; any count gives the same
+  // sums (each element adds its tokens in token order).
+  int64_t parts = V < 64 ? V : 64;
+  int64_t columnTiles = (H + weightgrad::kColumns - 1) / weightgrad::kColumns;
+  if (columnTiles > 0x7fffffff)
+    return absl::InvalidArgumentError("embeddingBackward: too many columns");
+  dim3 grid(static_cast<unsigned>(columnTiles), static_cast<unsigned>(parts));
+  embeddingBackwardKernel<<<grid, weightgrad::kColumns, 0, stream>>>(
+      {dy, tokens, dtable, T, V, H, parts});
   return launched("embeddingBackward");
 }
 

@@ -1,8 +1,8 @@
 //===- FlashAttention.cu - tiled BF16 causal attention on tensor cores ----===//
 //
-// The device side of FlashAttentionBlocks.h: a Simt over CUDA's built-ins
-// and WMMA (BF16 m16n16k16 with fp32 accumulation, sm_80 and later; it runs
-// as mma.sync on sm_90 too), the kernels, and their launches. Each kernel
+// The device side of FlashAttentionBlocks.h: the kernels over DeviceSimt
+// (WMMA BF16 m16n16k16 with fp32 accumulation, sm_80 and later; it runs as
+// mma.sync on sm_90 too), and their launches. Each kernel
 // is one block of kBlockThreads per tile with its tiles in dynamic shared
 // memory (up to ~123 KiB at head dim 128, within sm_80's 163 KiB), so the
 // launches raise the kernels' shared-memory limit first.
@@ -12,81 +12,19 @@
 
 #include "AttentionShape.h"
 #include "DeviceBuffer.h"
+#include "DeviceSimt.cuh"
 #include "FlashAttentionBlocks.h"
 #include "Launch.h"
 
 #include "absl/strings/str_cat.h"
-
-#include <cuda_bf16.h>
-#include <mma.h>
 
 #include <cmath>
 
 namespace moe::rt::cuda {
 namespace {
 
-namespace wmma = nvcuda::wmma;
 using flash::kBlockThreads;
 using flash::kTile;
-
-struct DeviceSimt {
-  unsigned char *sharedMemory;
-
-  using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
-                               wmma::row_major>;
-  using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16,
-                                  wmma::row_major>;
-  using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16,
-                                  wmma::col_major>;
-  using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-
-  __device__ int thread() const { return threadIdx.x; }
-  __device__ int64_t blockX() const { return blockIdx.x; }
-  __device__ int64_t blockY() const { return blockIdx.y; }
-  __device__ int64_t blockZ() const { return blockIdx.z; }
-  __device__ int64_t gridX() const { return gridDim.x; }
-  __device__ unsigned char *shared() const { return sharedMemory; }
-  __device__ void syncThreads() const { __syncthreads(); }
-  __device__ void syncWarp() const { __syncwarp(); }
-  __device__ float shflXor(float v, int mask) const {
-    return __shfl_xor_sync(0xffffffffu, v, mask);
-  }
-  __device__ float shfl(float v, int lane) const {
-    return __shfl_sync(0xffffffffu, v, lane);
-  }
-
-  template <typename Frag>
-  __device__ void load(Frag &frag, const uint16_t *p, unsigned ld) const {
-    wmma::load_matrix_sync(frag, reinterpret_cast<const __nv_bfloat16 *>(p),
-                           ld);
-  }
-  __device__ void loadAcc(FragC &frag, const float *p, unsigned ld) const {
-    wmma::load_matrix_sync(frag, p, ld, wmma::mem_row_major);
-  }
-  __device__ void storeAcc(float *p, const FragC &frag, unsigned ld) const {
-    wmma::store_matrix_sync(p, frag, ld, wmma::mem_row_major);
-  }
-  __device__ void zero(FragC &frag) const { wmma::fill_fragment(frag, 0.0f); }
-  __device__ void scale(FragC &frag, float factor) const {
-#pragma unroll
-    for (int i = 0; i < frag.num_elements; ++i)
-      frag.x[i] *= factor;
-  }
-  template <typename FragB>
-  __device__ void mma(FragC &c, const FragA &a, const FragB &b) const {
-    wmma::mma_sync(c, a, b, c);
-  }
-
-  __device__ uint16_t toBf16(float x) const {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-  }
-  __device__ float fromBf16(uint16_t bits) const {
-    return __bfloat162float(__ushort_as_bfloat16(bits));
-  }
-  __device__ void copy16(uint16_t *to, const uint16_t *from) const {
-    *reinterpret_cast<uint4 *>(to) = *reinterpret_cast<const uint4 *>(from);
-  }
-};
 
 template <int D>
 __global__ void __launch_bounds__(kBlockThreads)

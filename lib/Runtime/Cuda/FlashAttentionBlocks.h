@@ -45,10 +45,14 @@
 #include <cstddef>
 #include <cstdint>
 
+// MOE_SIMT_FN: a body's function (device code, or host code under the
+// emulation); MOE_SIMT_SHAPE_FN: a shape rule the launch reads too.
 #if defined(__CUDACC__)
 #define MOE_SIMT_FN __device__ __forceinline__
+#define MOE_SIMT_SHAPE_FN __host__ __device__ inline
 #else
 #define MOE_SIMT_FN inline
+#define MOE_SIMT_SHAPE_FN inline
 #endif
 
 namespace moe::rt::cuda::flash {

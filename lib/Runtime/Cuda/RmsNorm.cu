@@ -1,15 +1,17 @@
 //===- RmsNorm.cu - RMSNorm (HF MixtralRMSNorm) and its VJP ---------------===//
 //
 // One block per row; the row statistics accumulate in double, as on the CPU.
-// The weight gradient sums over rows: one thread per column walks the rows
-// in order (deterministic, the CPU's order), reading each row's normaliser
-// from a scratch array the row kernel wrote.
+// The weight gradient sums over rows in two fixed-order stages
+// (WeightGradBlocks.h: chunks of rows, then the chunks), reading each row's
+// normaliser from a scratch array the row kernel wrote.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Runtime/Cuda/Kernels.h"
 
 #include "BlockReduce.cuh"
+#include "DeviceSimt.cuh"
 #include "Launch.h"
+#include "WeightGradBlocks.h"
 
 namespace moe::rt::cuda {
 namespace {
@@ -57,16 +59,14 @@ __global__ void rmsNormBackwardRowsKernel(const float *dy, const float *x,
     reciprocals[row] = r;
 }
 
-__global__ void rmsNormBackwardWeightKernel(const float *dy, const float *x,
-                                            const float *reciprocals,
-                                            float *dw, int64_t T, int64_t H) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < H;
-       i += int64_t(blockDim.x) * gridDim.x) {
-    double sum = 0.0;
-    for (int64_t t = 0; t < T; ++t)
-      sum += static_cast<double>(dy[t * H + i]) * (x[t * H + i] * reciprocals[t]);
-    dw[i] = static_cast<float>(sum);
-  }
+__global__ void __launch_bounds__(weightgrad::kColumns)
+    rmsNormWeightPartialsKernel(weightgrad::RmsNormWeightGradArgs args) {
+  weightgrad::rmsNormWeightPartialsBlock(DeviceSimt{nullptr}, args);
+}
+
+__global__ void __launch_bounds__(weightgrad::kColumns)
+    rmsNormWeightSumKernel(weightgrad::RmsNormWeightGradArgs args) {
+  weightgrad::rmsNormWeightSumBlock(DeviceSimt{nullptr}, args);
 }
 
 /// Rows are blocks: the grid's x dimension holds 2^31 - 1 of them.
@@ -96,19 +96,36 @@ absl::Status rmsNormBackward(const float *dy, const float *x, const float *w,
     return status;
   if (T == 0)
     return fill(dw, 0.0f, H, stream);
+  int64_t chunks = weightgrad::rowChunks(T);
+  int64_t columnTiles = (H + weightgrad::kColumns - 1) / weightgrad::kColumns;
+  if (chunks > 65535 || columnTiles > 0x7fffffff)
+    return absl::InvalidArgumentError(
+        "rmsnorm: too many rows or columns for the weight gradient's grid");
   float *reciprocals = nullptr;
+  double *partials = nullptr;
   MOE_CUDA_OK(cudaMallocAsync(reinterpret_cast<void **>(&reciprocals),
                               T * sizeof(float), stream));
+  MOE_CUDA_OK(cudaMallocAsync(reinterpret_cast<void **>(&partials),
+                              chunks * H * sizeof(double), stream));
   rmsNormBackwardRowsKernel<<<static_cast<unsigned>(T), kThreads, 0, stream>>>(
       dy, x, w, dx, reciprocals, H, eps);
-  // The second kernel runs after the first on the stream; a failed launch
-  // of the first is reported instead.
-  absl::Status rows = launched("rmsNormBackward (rows)");
-  rmsNormBackwardWeightKernel<<<gridFor(H), kThreads, 0, stream>>>(
-      dy, x, reciprocals, dw, T, H);
-  absl::Status weight = launched("rmsNormBackward (weight)");
+  // Each kernel runs after the one before on the stream; the first failed
+  // launch is reported.
+  absl::Status status = launched("rmsNormBackward (rows)");
+  weightgrad::RmsNormWeightGradArgs args{dy, x, reciprocals, partials, dw, T, H};
+  dim3 partialsGrid(static_cast<unsigned>(columnTiles),
+                    static_cast<unsigned>(chunks));
+  rmsNormWeightPartialsKernel<<<partialsGrid, weightgrad::kColumns, 0,
+                                stream>>>(args);
+  absl::Status partialSums = launched("rmsNormBackward (weight partials)");
+  rmsNormWeightSumKernel<<<static_cast<unsigned>(columnTiles),
+                           weightgrad::kColumns, 0, stream>>>(args);
+  absl::Status sums = launched("rmsNormBackward (weight sums)");
+  MOE_CUDA_OK(cudaFreeAsync(partials, stream));
   MOE_CUDA_OK(cudaFreeAsync(reciprocals, stream));
-  return rows.ok() ? weight : rows;
+  if (!status.ok())
+    return status;
+  return partialSums.ok() ? sums : partialSums;
 }
 
 } // namespace moe::rt::cuda

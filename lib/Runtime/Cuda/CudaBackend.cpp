@@ -370,19 +370,21 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
   DeviceStep context{program, pointers, stream, *gemms, step};
   hostScalars.clear();
   context.hostScalars = &hostScalars;
+  CollectiveWatch *watch = nullptr;
   if (!ncclGroups.empty()) {
     context.groups = &mpiGroups;
     context.nccl = &ncclGroups;
     context.comm = comm.get();
+    watch = context.watch = &nccl->watch();
   }
   // Nothing enqueued may still read the caller's tokens and targets (or
   // run on, on either stream) once the step has returned.
   auto drain = [&] {
     if (comm) {
       comm->finish(stream).IgnoreError();
-      cudaStreamSynchronize(comm->stream());
+      synchronize(comm->stream(), watch).IgnoreError();
     }
-    cudaStreamSynchronize(stream);
+    synchronize(stream, watch).IgnoreError();
   };
   auto failed = [&](const absl::Status &status) {
     drain();
@@ -442,9 +444,7 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
     *into = *value;
   }
   // Errors inside kernels surface at a synchronisation; this is the last.
-  if (absl::Status status =
-          cudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-      !status.ok())
+  if (absl::Status status = synchronize(stream, watch); !status.ok())
     return failed(status);
   if (profiling)
     if (absl::Status status = addInstructionTimes(); !status.ok())

@@ -18,8 +18,21 @@ template <typename T>
 absl::Status DeviceStep::read(const T *device, int64_t count, T *host) const {
   MOE_CUDA_OK(cudaMemcpyAsync(host, device, count * sizeof(T),
                               cudaMemcpyDeviceToHost, stream));
-  MOE_CUDA_OK(cudaStreamSynchronize(stream));
-  return absl::OkStatus();
+  return synchronize(stream, watch);
+}
+
+absl::Status synchronize(cudaStream_t stream, CollectiveWatch *watch) {
+  if (!watch)
+    return cudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  return watch->waitUntil([stream]() -> absl::StatusOr<bool> {
+    cudaError_t state = cudaStreamQuery(stream);
+    if (state == cudaErrorNotReady) {
+      cudaGetLastError();
+      return false;
+    }
+    MOE_CUDA_OK(state);
+    return true;
+  });
 }
 
 template absl::Status DeviceStep::read(const float *, int64_t, float *) const;

@@ -10,6 +10,7 @@
 #ifndef MOE_LIB_RUNTIME_CUDA_DEVICESTEP_H
 #define MOE_LIB_RUNTIME_CUDA_DEVICESTEP_H
 
+#include "CollectiveWatch.h"
 #include "CommStream.h"
 
 #include "moe/Runtime/Comm/Communicator.h"
@@ -46,6 +47,9 @@ struct DeviceStep {
   /// backend owns it, clears it at each step and forgets a buffer that a
   /// hook writes (writeBuffer, fillBuffer); null: nothing is remembered.
   std::map<uint32_t, float> *hostScalars = nullptr;
+  /// Several ranks: the deadlines of the NCCL collectives, which every
+  /// host wait polls (synchronize).
+  CollectiveWatch *watch = nullptr;
 
   /// Program group `index`'s MPI group and NCCL communicator; null on one
   /// rank, where every group is a group of one.
@@ -93,6 +97,11 @@ struct DeviceStep {
   absl::Status gemmOnBuffers(const GemmSpec &spec, uint32_t a, uint32_t b,
                              uint32_t c) const;
 };
+
+/// Waits until `stream` has drained: cudaStreamSynchronize, or with a
+/// watch a poll that ends with an error (every communicator aborted) when a
+/// collective fails or passes its deadline.
+absl::Status synchronize(cudaStream_t stream, CollectiveWatch *watch);
 
 /// Runs instruction `index` of the step.
 absl::Status runDeviceInstruction(const DeviceStep &step, size_t index);

@@ -1,13 +1,17 @@
 //===- Nccl.cpp - NCCL communicators over the mesh's groups ---------------===//
 #include "moe/Runtime/Cuda/Nccl.h"
 
+#include "CollectiveWatch.h"
 #include "CudaStatus.h"
 #include "DeviceBuffer.h"
 
 #include "moe/Runtime/Cuda/Kernels.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace moe::rt::cuda {
@@ -19,6 +23,17 @@ absl::Status checkCount(int64_t count, const char *what) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": negative element count ", count));
   return absl::OkStatus();
+}
+
+/// A non-blocking communicator's configuration.
+ncclConfig_t nonBlocking() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+std::string elements(int64_t count, const char *type) {
+  return absl::StrCat(count, " ", type);
 }
 
 } // namespace
@@ -59,18 +74,108 @@ NcclWorld::create(comm::Group &everyone, int device) {
     return absl::FailedPreconditionError(
         "ncclGetUniqueId failed on rank 0: no NCCL communicator");
   std::memcpy(&id, words.data(), sizeof(id));
+  ncclConfig_t config = nonBlocking();
   ncclComm_t comm = nullptr;
+  ncclResult_t started = ncclCommInitRankConfig(&comm, everyone.size(), id,
+                                                everyone.rank(), &config);
+  if (started != ncclSuccess && started != ncclInProgress) {
+    absl::Status failed = ncclStatus(started, "ncclCommInitRankConfig", comm);
+    if (comm)
+      ncclCommAbort(comm);
+    return failed;
+  }
+  std::unique_ptr<NcclWorld> world(
+      new NcclWorld(comm, everyone.rank(), everyone.timeout()));
   if (absl::Status status =
-          ncclStatus(ncclCommInitRank(&comm, everyone.size(), id,
-                                      everyone.rank()),
-                     "ncclCommInitRank");
+          world->settle(comm, started, "ncclCommInitRankConfig");
       !status.ok())
     return status;
-  return std::unique_ptr<NcclWorld>(new NcclWorld(comm, everyone.rank()));
+  return world;
+}
+
+NcclWorld::NcclWorld(ncclComm_t comm, int rank, absl::Duration timeout)
+    : comm(comm), rank(rank), timeout(timeout), comms{comm} {
+  CollectiveWatch::Hooks hooks;
+  hooks.reached = [](void *marker) -> absl::StatusOr<bool> {
+    cudaError_t state = cudaEventQuery(static_cast<cudaEvent_t>(marker));
+    if (state == cudaErrorNotReady) {
+      cudaGetLastError();
+      return false;
+    }
+    if (absl::Status status = cudaStatus(state, "a collective's completion");
+        !status.ok())
+      return status;
+    return true;
+  };
+  hooks.release = [this](void *marker) {
+    freeMarkers.push_back(static_cast<cudaEvent_t>(marker));
+  };
+  hooks.asyncError = [this]() -> absl::Status {
+    for (ncclComm_t c : comms) {
+      ncclResult_t state = ncclSuccess;
+      ncclResult_t asked = ncclCommGetAsyncError(c, &state);
+      if (asked != ncclSuccess)
+        return ncclStatus(asked, "ncclCommGetAsyncError", c);
+      if (state != ncclSuccess && state != ncclInProgress)
+        return ncclStatus(state, "ncclCommGetAsyncError", c);
+    }
+    return absl::OkStatus();
+  };
+  hooks.abortAll = [this] {
+    for (ncclComm_t c : comms)
+      ncclCommAbort(c);
+  };
+  watch_ = std::make_unique<CollectiveWatch>(std::move(hooks), timeout);
+}
+
+absl::Status NcclWorld::settle(ncclComm_t on, ncclResult_t result,
+                               const char *what) {
+  if (result == ncclInProgress) {
+    absl::Time start = absl::Now();
+    for (;;) {
+      ncclResult_t asked = ncclCommGetAsyncError(on, &result);
+      if (asked != ncclSuccess)
+        result = asked;
+      if (result != ncclInProgress)
+        break;
+      if (absl::Now() - start > timeout)
+        return watch_->abort(absl::DeadlineExceededError(absl::StrFormat(
+            "%s did not settle within the deadline (MOE_COMM_TIMEOUT_S) of "
+            "%.1f s; aborted the job's NCCL communicators",
+            what, absl::ToDoubleSeconds(timeout))));
+      absl::SleepFor(absl::Microseconds(50));
+    }
+  }
+  if (result == ncclSuccess)
+    return absl::OkStatus();
+  return watch_->abort(ncclStatus(result, what, on));
+}
+
+absl::StatusOr<cudaEvent_t> NcclWorld::marker(cudaStream_t stream) {
+  cudaEvent_t event = nullptr;
+  if (!freeMarkers.empty()) {
+    event = freeMarkers.back();
+    freeMarkers.pop_back();
+  } else {
+    MOE_CUDA_OK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    allMarkers.push_back(event);
+  }
+  if (absl::Status status =
+          cudaStatus(cudaEventRecord(event, stream), "cudaEventRecord");
+      !status.ok()) {
+    freeMarkers.push_back(event);
+    return status;
+  }
+  return event;
 }
 
 NcclWorld::~NcclWorld() {
-  if (comm)
+  // Markers go back to the pool first; aborted communicators are gone.
+  bool aborted = watch_ && watch_->aborted();
+  watch_.reset();
+  for (cudaEvent_t event : allMarkers)
+    cudaEventDestroy(event);
+  if (comm && !aborted)
     ncclCommDestroy(comm);
 }
 
@@ -78,28 +183,52 @@ absl::StatusOr<std::unique_ptr<NcclGroup>>
 NcclWorld::split(const comm::Group &group) {
   // One colour per group: its first world rank, which no other group has.
   int colour = static_cast<int>(group.worldRanks().front());
+  ncclConfig_t config = nonBlocking();
   ncclComm_t child = nullptr;
+  ncclResult_t started =
+      ncclCommSplit(comm, colour, group.rank(), &child, &config);
+  if (child)
+    comms.push_back(child);
   if (absl::Status status =
-          ncclStatus(ncclCommSplit(comm, colour, group.rank(), &child, nullptr),
-                     "ncclCommSplit", comm);
+          settle(child ? child : comm, started, "ncclCommSplit");
       !status.ok())
     return status;
+  std::string label = group.name() + " (world ranks " +
+                      absl::StrJoin(group.worldRanks(), ", ") + ")";
   return std::unique_ptr<NcclGroup>(
-      new NcclGroup(child, group.rank(), group.size()));
+      new NcclGroup(child, group.rank(), group.size(), this, std::move(label)));
 }
 
 NcclGroup::~NcclGroup() {
-  if (comm)
+  if (!comm)
+    return;
+  auto &comms = world->comms;
+  comms.erase(std::remove(comms.begin(), comms.end(), comm), comms.end());
+  if (!world->watch().aborted())
     ncclCommDestroy(comm);
+}
+
+absl::Status NcclGroup::issued(ncclResult_t result, const char *call,
+                               const std::string &what, cudaStream_t stream) {
+  std::string described =
+      absl::StrCat(call, " of ", what, " on group ", label);
+  if (absl::Status status = world->settle(comm, result, described.c_str());
+      !status.ok())
+    return status;
+  absl::StatusOr<cudaEvent_t> marker = world->marker(stream);
+  if (!marker.ok())
+    return world->watch().abort(marker.status());
+  world->watch().enqueued(std::move(described), *marker);
+  return absl::OkStatus();
 }
 
 absl::Status NcclGroup::allReduceSum(float *data, int64_t count,
                                      cudaStream_t stream) {
   if (absl::Status status = checkCount(count, "ncclAllReduce"); !status.ok())
     return status;
-  return ncclStatus(ncclAllReduce(data, data, static_cast<size_t>(count),
-                                  ncclFloat32, ncclSum, comm, stream),
-                    "ncclAllReduce", comm);
+  return issued(ncclAllReduce(data, data, static_cast<size_t>(count),
+                              ncclFloat32, ncclSum, comm, stream),
+                "ncclAllReduce (sum)", elements(count, "float32"), stream);
 }
 
 absl::Status NcclGroup::allReduceSum(uint16_t *bf16, int64_t count,
@@ -122,27 +251,27 @@ absl::Status NcclGroup::allReduceMax(float *data, int64_t count,
                                      cudaStream_t stream) {
   if (absl::Status status = checkCount(count, "ncclAllReduce"); !status.ok())
     return status;
-  return ncclStatus(ncclAllReduce(data, data, static_cast<size_t>(count),
-                                  ncclFloat32, ncclMax, comm, stream),
-                    "ncclAllReduce", comm);
+  return issued(ncclAllReduce(data, data, static_cast<size_t>(count),
+                              ncclFloat32, ncclMax, comm, stream),
+                "ncclAllReduce (max)", elements(count, "float32"), stream);
 }
 
 absl::Status NcclGroup::allGatherBytes(const void *input, void *output,
                                        int64_t bytes, cudaStream_t stream) {
   if (absl::Status status = checkCount(bytes, "ncclAllGather"); !status.ok())
     return status;
-  return ncclStatus(ncclAllGather(input, output, static_cast<size_t>(bytes),
-                                  ncclUint8, comm, stream),
-                    "ncclAllGather", comm);
+  return issued(ncclAllGather(input, output, static_cast<size_t>(bytes),
+                              ncclUint8, comm, stream),
+                "ncclAllGather", elements(bytes, "bytes"), stream);
 }
 
 absl::Status NcclGroup::allGather(const float *input, float *output,
                                   int64_t count, cudaStream_t stream) {
   if (absl::Status status = checkCount(count, "ncclAllGather"); !status.ok())
     return status;
-  return ncclStatus(ncclAllGather(input, output, static_cast<size_t>(count),
-                                  ncclFloat32, comm, stream),
-                    "ncclAllGather", comm);
+  return issued(ncclAllGather(input, output, static_cast<size_t>(count),
+                              ncclFloat32, comm, stream),
+                "ncclAllGather", elements(count, "float32"), stream);
 }
 
 absl::Status NcclGroup::reduceScatterSum(const float *input, float *output,
@@ -150,9 +279,9 @@ absl::Status NcclGroup::reduceScatterSum(const float *input, float *output,
   if (absl::Status status = checkCount(count, "ncclReduceScatter");
       !status.ok())
     return status;
-  return ncclStatus(ncclReduceScatter(input, output, static_cast<size_t>(count),
-                                      ncclFloat32, ncclSum, comm, stream),
-                    "ncclReduceScatter", comm);
+  return issued(ncclReduceScatter(input, output, static_cast<size_t>(count),
+                                  ncclFloat32, ncclSum, comm, stream),
+                "ncclReduceScatter", elements(count, "float32"), stream);
 }
 
 absl::Status NcclGroup::reduceScatterSum(const uint16_t *input,
@@ -206,27 +335,41 @@ absl::Status NcclGroup::allToAllRowsOf(const void *input,
   if (absl::Status status = ncclStatus(ncclGroupStart(), "ncclGroupStart");
       !status.ok())
     return status;
+  // Inside the group the calls only queue (a non-blocking communicator
+  // may answer ncclInProgress); ncclGroupEnd issues them.
+  auto queued = [&](ncclResult_t result, const char *call) {
+    return result == ncclInProgress ? absl::OkStatus()
+                                    : ncclStatus(result, call, comm);
+  };
   absl::Status failed;
   int64_t sent = 0, received = 0;
   for (int peer = 0; peer < size_ && failed.ok(); ++peer) {
     size_t sendCount = static_cast<size_t>(sendRows[peer] * width);
     size_t recvCount = static_cast<size_t>(recvRows[peer] * width);
     if (sendCount > 0)
-      failed = ncclStatus(
+      failed = queued(
           ncclSend(static_cast<const char *>(input) + sent * elementBytes,
                    sendCount, type, peer, comm, stream),
-          "ncclSend", comm);
+          "ncclSend");
     if (failed.ok() && recvCount > 0)
-      failed = ncclStatus(
+      failed = queued(
           ncclRecv(static_cast<char *>(output) + received * elementBytes,
                    recvCount, type, peer, comm, stream),
-          "ncclRecv", comm);
+          "ncclRecv");
     sent += static_cast<int64_t>(sendCount);
     received += static_cast<int64_t>(recvCount);
   }
   // The group must be closed even after a failed call.
-  absl::Status closed = ncclStatus(ncclGroupEnd(), "ncclGroupEnd", comm);
-  return failed.ok() ? closed : failed;
+  ncclResult_t closed = ncclGroupEnd();
+  if (!failed.ok()) {
+    if (closed == ncclInProgress)
+      world->settle(comm, closed, "ncclGroupEnd").IgnoreError();
+    return world->watch().abort(failed);
+  }
+  return issued(closed, "all-to-all (ncclSend/ncclRecv)",
+                absl::StrCat(elements(sent, "elements"), " out, ",
+                             elements(received, "elements"), " in"),
+                stream);
 }
 
 } // namespace moe::rt::cuda

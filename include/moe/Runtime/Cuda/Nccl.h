@@ -7,6 +7,14 @@
 // group order). Collectives are enqueued on a caller's stream; NCCL orders
 // them with the kernels of that stream, and events order them with others.
 //
+// The communicators are non-blocking (ncclConfig_t::blocking = 0): no NCCL
+// call waits for a peer. Creation and each call that answers ncclInProgress
+// are polled against the job's deadline (MOE_COMM_TIMEOUT_S, the MPI
+// group's), and every collective is handed to the world's CollectiveWatch
+// (lib/Runtime/Cuda/CollectiveWatch.h), which host waits poll: a dead or
+// stuck peer aborts every communicator and ends the wait with an error
+// naming the collective and its group, never a hang.
+//
 // Without a GPU, creation fails naming NCCL's reason; nothing hangs.
 //
 //===----------------------------------------------------------------------===//
@@ -16,15 +24,20 @@
 #include "moe/Runtime/Comm/Communicator.h"
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace moe::rt::cuda {
+
+class CollectiveWatch;
+class NcclWorld;
 
 /// A NCCL communicator over the ranks of one group, in its rank order.
 class NcclGroup {
@@ -82,11 +95,22 @@ private:
                               const std::vector<int64_t> &recvRows,
                               int64_t width, ncclDataType_t type,
                               size_t elementBytes, cudaStream_t stream);
-  NcclGroup(ncclComm_t comm, int rank, int size)
-      : comm(comm), rank_(rank), size_(size) {}
+  NcclGroup(ncclComm_t comm, int rank, int size, NcclWorld *world,
+            std::string label)
+      : comm(comm), rank_(rank), size_(size), world(world),
+        label(std::move(label)) {}
+  /// The end of one NCCL call (or group) named `call` that moves `what`:
+  /// its result settled (polled while ncclInProgress), then a completion
+  /// marker on `stream` handed to the watch. A failure aborts the job's
+  /// communicators.
+  absl::Status issued(ncclResult_t result, const char *call,
+                      const std::string &what, cudaStream_t stream);
 
   ncclComm_t comm;
   int rank_, size_;
+  NcclWorld *world;
+  /// "{dp} of dp=2 x tp=2 (world ranks 0, 2)", for messages.
+  std::string label;
 };
 
 /// The job's NCCL communicator, from which the groups' are split.
@@ -106,10 +130,27 @@ public:
   /// of the same axes).
   absl::StatusOr<std::unique_ptr<NcclGroup>> split(const comm::Group &group);
 
+  /// The deadlines of every collective of the job's communicators. Host
+  /// waits poll it (CollectiveWatch::waitUntil).
+  CollectiveWatch &watch() { return *watch_; }
+
 private:
-  NcclWorld(ncclComm_t comm, int rank) : comm(comm), rank(rank) {}
+  friend class NcclGroup;
+  NcclWorld(ncclComm_t comm, int rank, absl::Duration timeout);
+  /// Polls `comm` until a non-blocking call on it has settled, within the
+  /// deadline; on failure or timeout aborts every communicator.
+  absl::Status settle(ncclComm_t comm, ncclResult_t result, const char *what);
+  /// A completion marker recorded on `stream` (an event, reused).
+  absl::StatusOr<cudaEvent_t> marker(cudaStream_t stream);
+
   ncclComm_t comm;
   int rank;
+  absl::Duration timeout;
+  /// Every live communicator, the world's first (abortAll's list).
+  std::vector<ncclComm_t> comms;
+  /// Completion markers: events made once and reused.
+  std::vector<cudaEvent_t> freeMarkers, allMarkers;
+  std::unique_ptr<CollectiveWatch> watch_;
 };
 
 /// OK, or an error "what: NCCL's message".

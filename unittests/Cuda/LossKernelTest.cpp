@@ -138,12 +138,25 @@ TEST(LossKernelTest, CrossEntropyWithoutCountedTargets) {
 }
 
 TEST(LossKernelTest, InvalidArguments) {
-  EXPECT_EQ(crossEntropySums(nullptr, nullptr, -1, 10, nullptr, nullptr,
+  const float *noLogits = nullptr;
+  float *noDlogits = nullptr;
+  EXPECT_EQ(crossEntropySums(noLogits, nullptr, -1, 10, nullptr, nullptr,
                              nullptr)
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(crossEntropyBackward(1.0f, nullptr, nullptr, nullptr, 4, 10, -1,
+  EXPECT_EQ(crossEntropyBackward(1.0f, noLogits, nullptr, noDlogits, 4, 10, -1,
                                  nullptr)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  // The BF16 forms check the same.
+  const uint16_t *noBf16Logits = nullptr;
+  uint16_t *noBf16Dlogits = nullptr;
+  EXPECT_EQ(crossEntropySums(noBf16Logits, nullptr, -1, 10, nullptr, nullptr,
+                             nullptr)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(crossEntropyBackward(1.0f, noBf16Logits, nullptr, noBf16Dlogits, 4,
+                                 10, -1, nullptr)
                 .code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(auxLossStatistics(nullptr, 4, 2000, 2, nullptr, nullptr, nullptr)

@@ -180,6 +180,8 @@ struct HostSimt {
       }
   }
 
+  float value(const float *p) const { return *p; }
+  float value(const uint16_t *p) const { return fromBf16(*p); }
   uint16_t toBf16(float x) const {
     uint16_t bits;
     cpu::castToBf16(&x, &bits, 1);

@@ -28,15 +28,30 @@ std::vector<float> normalValues(size_t n, uint32_t seed) {
   return values;
 }
 
+/// `values` as storage S: themselves (float), or their BF16 bits, with
+/// `values` rounded to what the bits hold (the CPU reference reads those).
+template <typename S> std::vector<S> stored(std::vector<float> &values);
+template <> std::vector<float> stored(std::vector<float> &values) {
+  return values;
+}
+template <> std::vector<uint16_t> stored(std::vector<float> &values) {
+  std::vector<uint16_t> bits(values.size());
+  cpu::castToBf16(values.data(), bits.data(), int64_t(values.size()));
+  cpu::castFromBf16(bits.data(), values.data(), int64_t(values.size()));
+  return bits;
+}
+
 int64_t columnTiles(int64_t H) {
   return (H + weightgrad::kColumns - 1) / weightgrad::kColumns;
 }
 
+template <typename S>
 void expectEmbeddingGradMatchesCpu(int64_t T, int64_t V, int64_t H,
                                    int64_t parts, uint32_t seed) {
   SCOPED_TRACE("T " + std::to_string(T) + ", V " + std::to_string(V) +
                ", H " + std::to_string(H) + ", parts " + std::to_string(parts));
   std::vector<float> dy = normalValues(size_t(T * H), seed);
+  std::vector<S> dyStored = stored<S>(dy);
   std::mt19937 generator(seed + 1);
   // Mostly a few frequent ids (long sums), and ids outside [0, V) that
   // take part in nothing.
@@ -48,8 +63,8 @@ void expectEmbeddingGradMatchesCpu(int64_t T, int64_t V, int64_t H,
   cpu::embeddingBackward(dy.data(), tokens.data(), expected.data(), T, V, H);
 
   std::vector<float> dtable(size_t(V * H), 0.0f);
-  weightgrad::EmbeddingGradArgs args{dy.data(), tokens.data(), dtable.data(),
-                                     T, V, H, parts};
+  weightgrad::EmbeddingGradArgs<S> args{dyStored.data(), tokens.data(),
+                                        dtable.data(), T, V, H, parts};
   runEmulatedGrid(columnTiles(H), parts, 1, weightgrad::kColumns,
                   weightgrad::kEmbeddingGradSharedBytes,
                   [&](const HostSimt &simt) {
@@ -60,17 +75,20 @@ void expectEmbeddingGradMatchesCpu(int64_t T, int64_t V, int64_t H,
 
 TEST(WeightGradEmulationTest, EmbeddingGradientIsTheCpusBitForBit) {
   // Tokens over two shared-memory chunks; one column tile.
-  expectEmbeddingGradMatchesCpu(1100, 20, 40, 20, 1);
+  expectEmbeddingGradMatchesCpu<float>(1100, 20, 40, 20, 1);
   // Two column tiles, the last partial; ids beyond the class count.
-  expectEmbeddingGradMatchesCpu(300, 70, 300, 64, 2);
+  expectEmbeddingGradMatchesCpu<float>(300, 70, 300, 64, 2);
+  // A BF16 dy (mixed precision): its values, summed in fp32.
+  expectEmbeddingGradMatchesCpu<uint16_t>(300, 70, 300, 64, 3);
 }
 
-TEST(WeightGradEmulationTest, RmsNormWeightGradientMatchesCpu) {
+template <typename S> void expectRmsNormWeightGradMatchesCpu() {
   const int64_t T = 300, H = 300;
   const float eps = 1e-5f;
   std::vector<float> x = normalValues(size_t(T * H), 3),
                      dy = normalValues(size_t(T * H), 4),
                      w = normalValues(size_t(H), 5);
+  std::vector<S> xStored = stored<S>(x), dyStored = stored<S>(dy);
   std::vector<float> dx(static_cast<size_t>(T * H)),
       expected(static_cast<size_t>(H));
   cpu::rmsNormBackward(dy.data(), x.data(), w.data(), dx.data(),
@@ -88,9 +106,9 @@ TEST(WeightGradEmulationTest, RmsNormWeightGradientMatchesCpu) {
   std::vector<double> partials(size_t(chunks * H),
                                std::numeric_limits<double>::quiet_NaN());
   std::vector<float> dw(size_t(H), std::numeric_limits<float>::quiet_NaN());
-  weightgrad::RmsNormWeightGradArgs args{dy.data(), x.data(),
-                                         reciprocals.data(), partials.data(),
-                                         dw.data(), T, H};
+  weightgrad::RmsNormWeightGradArgs<S> args{
+      dyStored.data(), xStored.data(), reciprocals.data(), partials.data(),
+      dw.data(), T, H};
   runEmulatedGrid(columnTiles(H), chunks, 1, weightgrad::kColumns, 0,
                   [&](const HostSimt &simt) {
                     weightgrad::rmsNormWeightPartialsBlock(simt, args);
@@ -102,6 +120,11 @@ TEST(WeightGradEmulationTest, RmsNormWeightGradientMatchesCpu) {
   for (int64_t c = 0; c < H; ++c)
     EXPECT_NEAR(dw[c], expected[c], 1e-6 * std::fabs(expected[c]) + 1e-7)
         << "column " << c;
+}
+
+TEST(WeightGradEmulationTest, RmsNormWeightGradientMatchesCpu) {
+  expectRmsNormWeightGradMatchesCpu<float>();
+  expectRmsNormWeightGradMatchesCpu<uint16_t>();
 }
 
 } // namespace

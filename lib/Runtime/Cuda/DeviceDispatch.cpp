@@ -60,15 +60,27 @@ comm::Group *tokenGroup(const DeviceStep &step, std::optional<int64_t> group) {
   return group ? step.mpiGroup(*group) : nullptr;
 }
 
+/// The BF16 bits of buffer `b` (a BF16 buffer the kernel reads as it is).
+uint16_t *bitsOf(const DeviceStep &step, uint32_t b) {
+  return static_cast<uint16_t *>(step.pointers[b]);
+}
+
+/// `bf16`: the instruction runs on BF16 storage (runsOnBf16Storage).
 absl::Status embedding(const DeviceStep &step, size_t index,
-                       const ops::EmbeddingView &op) {
+                       const ops::EmbeddingView &op, bool bf16) {
   const Buffer &table = step.buffer(op.table());
   int64_t vocab = table.shape[0], hidden = table.shape[1];
   int64_t T = step.buffer(op.tokens()).numElements();
   MOE_DEVICE_BUFFER(int64_t, firstBad, 1, step.stream);
-  MOE_CUDA_TRY(embeddingForward(step.i32(op.tokens()), step.f32(op.table()),
-                                step.f32(op.y()), T, vocab, hidden,
-                                firstBad.get(), step.stream));
+  if (bf16)
+    MOE_CUDA_TRY(embeddingForward(step.i32(op.tokens()),
+                                  bitsOf(step, op.table()),
+                                  bitsOf(step, op.y()), T, vocab, hidden,
+                                  firstBad.get(), step.stream));
+  else
+    MOE_CUDA_TRY(embeddingForward(step.i32(op.tokens()), step.f32(op.table()),
+                                  step.f32(op.y()), T, vocab, hidden,
+                                  firstBad.get(), step.stream));
   int64_t bad = -1;
   MOE_CUDA_TRY(step.read(firstBad.get(), 1, &bad));
   if (bad < 0)
@@ -82,7 +94,7 @@ absl::Status embedding(const DeviceStep &step, size_t index,
 }
 
 absl::Status crossEntropy(const DeviceStep &step, size_t index,
-                          const ops::CrossEntropyView &op) {
+                          const ops::CrossEntropyView &op, bool bf16) {
   const Buffer &logits = step.buffer(op.logits());
   int64_t vocab = last(logits), T = rowsOf(logits);
   absl::StatusOr<int64_t> count =
@@ -94,9 +106,14 @@ absl::Status crossEntropy(const DeviceStep &step, size_t index,
   MOE_CUDA_OK(cudaMemsetAsync(sum.get(), 0, sizeof(double), step.stream));
   MOE_CUDA_OK(cudaMemsetAsync(counted.get(), 0, sizeof(unsigned long long),
                               step.stream));
-  MOE_CUDA_TRY(crossEntropySums(step.f32(op.logits()), step.i32(op.targets()),
-                                T, vocab, sum.get(), counted.get(),
-                                step.stream));
+  if (bf16)
+    MOE_CUDA_TRY(crossEntropySums(bitsOf(step, op.logits()),
+                                  step.i32(op.targets()), T, vocab, sum.get(),
+                                  counted.get(), step.stream));
+  else
+    MOE_CUDA_TRY(crossEntropySums(step.f32(op.logits()),
+                                  step.i32(op.targets()), T, vocab, sum.get(),
+                                  counted.get(), step.stream));
   cpu::CrossEntropySums sums;
   MOE_CUDA_TRY(step.read(sum.get(), 1, &sums.sum));
   sums.count = *count;
@@ -108,7 +125,7 @@ absl::Status crossEntropy(const DeviceStep &step, size_t index,
 }
 
 absl::Status crossEntropyGrad(const DeviceStep &step, size_t index,
-                              const ops::CrossEntropyGradView &op) {
+                              const ops::CrossEntropyGradView &op, bool bf16) {
   const Buffer &logits = step.buffer(op.logits());
   int64_t vocab = last(logits), T = rowsOf(logits);
   absl::StatusOr<int64_t> count =
@@ -121,6 +138,11 @@ absl::Status crossEntropyGrad(const DeviceStep &step, size_t index,
   absl::StatusOr<float> dloss = step.readScalar(op.dloss());
   if (!dloss.ok())
     return dloss.status();
+  if (bf16)
+    return crossEntropyBackward(*dloss, bitsOf(step, op.logits()),
+                                step.i32(op.targets()),
+                                bitsOf(step, op.dlogits()), T, vocab, total,
+                                step.stream);
   return crossEntropyBackward(*dloss, step.f32(op.logits()),
                               step.i32(op.targets()), step.f32(op.dlogits()), T,
                               vocab, total, step.stream);
@@ -352,26 +374,38 @@ absl::Status fp8AmaxUpdate(const DeviceStep &step,
 class DeviceKernels {
 public:
   DeviceKernels(const DeviceStep &step, size_t index)
-      : step(step), index(index), stream(step.stream) {}
+      : step(step), index(index), stream(step.stream),
+        bf16(runsOnBf16Storage(step, index)) {}
 
   absl::Status run(const ops::EmbeddingView &op) {
-    return embedding(step, index, op);
+    return embedding(step, index, op, bf16);
   }
   absl::Status run(const ops::EmbeddingGradView &op) {
     const Buffer &dtable = in(op.dtable());
+    int64_t T = in(op.tokens()).numElements();
+    if (bf16)
+      return embeddingBackward(bits(op.dy()), i32(op.tokens()),
+                               f32(op.dtable()), T, dtable.shape[0],
+                               dtable.shape[1], stream);
     return embeddingBackward(f32(op.dy()), i32(op.tokens()), f32(op.dtable()),
-                             in(op.tokens()).numElements(), dtable.shape[0],
-                             dtable.shape[1], stream);
+                             T, dtable.shape[0], dtable.shape[1], stream);
   }
   absl::Status run(const ops::RmsNormView &op) {
-    return rmsNormForward(f32(op.x()), f32(op.w()), f32(op.y()),
-                          rowsOf(in(op.x())), last(in(op.x())), op.eps(),
+    int64_t T = rowsOf(in(op.x())), H = last(in(op.x()));
+    if (bf16)
+      return rmsNormForward(bits(op.x()), bits(op.w()), bits(op.y()), T, H,
+                            op.eps(), stream);
+    return rmsNormForward(f32(op.x()), f32(op.w()), f32(op.y()), T, H, op.eps(),
                           stream);
   }
   absl::Status run(const ops::RmsNormGradView &op) {
+    int64_t T = rowsOf(in(op.dy())), H = last(in(op.dy()));
+    if (bf16)
+      return rmsNormBackward(bits(op.dy()), bits(op.x()), bits(op.w()),
+                             bits(op.dx()), f32(op.dw()), T, H, op.eps(),
+                             stream);
     return rmsNormBackward(f32(op.dy()), f32(op.x()), f32(op.w()), f32(op.dx()),
-                           f32(op.dw()), rowsOf(in(op.dy())), last(in(op.dy())),
-                           op.eps(), stream);
+                           f32(op.dw()), T, H, op.eps(), stream);
   }
   absl::Status run(const ops::LinearView &op) {
     // y[T, N] = x[T, K] w[N, K]^T.
@@ -403,12 +437,14 @@ public:
     return step.gemmOnBuffers(spec, op.dy(), op.x(), op.dw());
   }
   absl::Status run(const ops::RopeView &op) {
-    return rope(ropeForward, op.x(), op.y(), op.heads(), op.theta());
+    return rope(true, op.x(), op.y(), op.heads(), op.theta());
   }
   absl::Status run(const ops::RopeGradView &op) {
-    return rope(ropeBackward, op.dy(), op.dx(), op.heads(), op.theta());
+    return rope(false, op.dy(), op.dx(), op.heads(), op.theta());
   }
   absl::Status run(const ops::AttentionView &op) {
+    if (bf16)
+      return runTensorCoreAttention(step, index);
     const std::vector<int64_t> &q = in(op.q()).shape;
     int64_t heads = op.heads();
     return attentionForward(f32(op.q()), f32(op.k()), f32(op.v()),
@@ -416,6 +452,8 @@ public:
                             op.kvHeads(), q[2] / heads, stream);
   }
   absl::Status run(const ops::AttentionGradView &op) {
+    if (bf16)
+      return runTensorCoreAttention(step, index);
     const std::vector<int64_t> &q = in(op.q()).shape;
     int64_t heads = op.heads();
     MOE_DEVICE_BUFFER(float, workspace,
@@ -447,23 +485,31 @@ public:
     return runExpertsBackward(step, index);
   }
   absl::Status run(const ops::SwigluView &op) {
-    return swigluForward(f32(op.gate()), f32(op.up()), f32(op.y()),
-                         in(op.gate()).numElements(), stream);
+    int64_t n = in(op.gate()).numElements();
+    if (bf16)
+      return swigluForward(bits(op.gate()), bits(op.up()), bits(op.y()), n,
+                           stream);
+    return swigluForward(f32(op.gate()), f32(op.up()), f32(op.y()), n, stream);
   }
   absl::Status run(const ops::SwigluGradView &op) {
+    int64_t n = in(op.dy()).numElements();
+    if (bf16)
+      return swigluBackward(bits(op.dy()), bits(op.gate()), bits(op.up()),
+                            bits(op.dgate()), bits(op.dup()), n, stream);
     return swigluBackward(f32(op.dy()), f32(op.gate()), f32(op.up()),
-                          f32(op.dgate()), f32(op.dup()),
-                          in(op.dy()).numElements(), stream);
+                          f32(op.dgate()), f32(op.dup()), n, stream);
   }
   absl::Status run(const ops::AddView &op) {
-    return add(f32(op.a()), f32(op.b()), f32(op.y()), in(op.a()).numElements(),
-               stream);
+    int64_t n = in(op.a()).numElements();
+    if (bf16)
+      return add(bits(op.a()), bits(op.b()), bits(op.y()), n, stream);
+    return add(f32(op.a()), f32(op.b()), f32(op.y()), n, stream);
   }
   absl::Status run(const ops::CrossEntropyView &op) {
-    return crossEntropy(step, index, op);
+    return crossEntropy(step, index, op, bf16);
   }
   absl::Status run(const ops::CrossEntropyGradView &op) {
-    return crossEntropyGrad(step, index, op);
+    return crossEntropyGrad(step, index, op, bf16);
   }
   absl::Status run(const ops::AuxLossView &op) {
     return auxLoss(step, op.probs(), op.topK(), op.group(), std::nullopt,
@@ -549,17 +595,28 @@ private:
     return static_cast<uint16_t *>(step.pointers[b]);
   }
 
-  template <class Kernel>
-  absl::Status rope(Kernel kernel, uint32_t x, uint32_t y, int64_t heads,
+  /// RoPE forward, or backward (the transpose).
+  absl::Status rope(bool forward, uint32_t x, uint32_t y, int64_t heads,
                     float theta) {
     const std::vector<int64_t> &shape = in(x).shape;
-    return kernel(f32(x), f32(y), shape[0], shape[1], heads, shape[2] / heads,
-                  theta, stream);
+    int64_t B = shape[0], S = shape[1], headDim = shape[2] / heads;
+    if (bf16)
+      return forward ? ropeForward(bits(x), bits(y), B, S, heads, headDim,
+                                   theta, stream)
+                     : ropeBackward(bits(x), bits(y), B, S, heads, headDim,
+                                    theta, stream);
+    return forward ? ropeForward(f32(x), f32(y), B, S, heads, headDim, theta,
+                                 stream)
+                   : ropeBackward(f32(x), f32(y), B, S, heads, headDim, theta,
+                                  stream);
   }
 
   const DeviceStep &step;
   size_t index;
   cudaStream_t stream;
+  /// The instruction runs on BF16 storage (runsOnBf16Storage): its BF16
+  /// buffers were not widened.
+  bool bf16;
 };
 
 absl::Status runKernel(const DeviceStep &step, size_t index) {
@@ -602,10 +659,9 @@ absl::Status runWidened(const DeviceStep &step, size_t index) {
     for (uint32_t b : *set)
       if (isBf16(b))
         widened.push_back(b);
-  if (widened.empty() || handlesBf16(inst.opcode))
+  if (widened.empty() || handlesBf16(inst.opcode) ||
+      runsOnBf16Storage(step, index))
     return runKernel(step, index);
-  if (runsTensorCoreAttention(step, index))
-    return runTensorCoreAttention(step, index);
   cudaStream_t stream = step.stream;
   std::vector<void *> pointers = step.pointers;
   std::vector<DeviceBuffer<float>> scratch;

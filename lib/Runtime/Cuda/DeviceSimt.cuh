@@ -67,6 +67,11 @@ struct DeviceSimt {
     wmma::mma_sync(c, a, b, c);
   }
 
+  /// An element of float or BF16 (bits) storage, as fp32.
+  __device__ float value(const float *p) const { return *p; }
+  __device__ float value(const uint16_t *p) const {
+    return __uint_as_float(uint32_t{*p} << 16);
+  }
   __device__ uint16_t toBf16(float x) const {
     return __bfloat16_as_ushort(__float2bfloat16_rn(x));
   }

@@ -111,10 +111,11 @@ absl::Status runDeviceInstruction(const DeviceStep &step, size_t index);
 absl::Status runExpertsForward(const DeviceStep &step, size_t index);
 absl::Status runExpertsBackward(const DeviceStep &step, size_t index);
 
-/// Attention or AttentionGrad with BF16 activations and a head dim the
-/// tensor-core kernels take: they run on the BF16 buffers as they are
-/// (DeviceAttention.cpp), not on widened fp32 scratch.
-bool runsTensorCoreAttention(const DeviceStep &step, size_t index);
+/// Instruction `index` has a kernel for BF16 storage and its buffers have
+/// the dtypes that kernel takes: it runs on the BF16 buffers as they are,
+/// not on widened fp32 scratch (DeviceBf16.cpp).
+bool runsOnBf16Storage(const DeviceStep &step, size_t index);
+/// Attention or AttentionGrad on BF16 storage: the tensor-core kernels.
 absl::Status runTensorCoreAttention(const DeviceStep &step, size_t index);
 
 /// Operand `buffer` of instruction `index` is BF16 and its kernel reads it

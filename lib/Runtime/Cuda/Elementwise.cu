@@ -11,6 +11,7 @@
 
 #include "BlockReduce.cuh"
 #include "Launch.h"
+#include "Storage.cuh"
 
 #include "absl/strings/str_cat.h"
 
@@ -27,25 +28,29 @@ namespace {
 
 __device__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
-__global__ void addKernel(const float *a, const float *b, float *y, int64_t n) {
-  GRID_STRIDE(i, n) y[i] = a[i] + b[i];
+// S: the storage type (Storage.cuh), float or BF16 bits.
+
+template <typename S>
+__global__ void addKernel(const S *a, const S *b, S *y, int64_t n) {
+  GRID_STRIDE(i, n) storeValue(y + i, loadValue(a + i) + loadValue(b + i));
 }
 
-__global__ void swigluForwardKernel(const float *gate, const float *up,
-                                    float *y, int64_t n) {
-  GRID_STRIDE(i, n) y[i] = silu(gate[i]) * up[i];
+template <typename S>
+__global__ void swigluForwardKernel(const S *gate, const S *up, S *y,
+                                    int64_t n) {
+  GRID_STRIDE(i, n) storeValue(y + i, silu(loadValue(gate + i)) * loadValue(up + i));
 }
 
-__global__ void swigluBackwardKernel(const float *dy, const float *gate,
-                                     const float *up, float *dgate, float *dup,
-                                     int64_t n) {
+template <typename S>
+__global__ void swigluBackwardKernel(const S *dy, const S *gate, const S *up,
+                                     S *dgate, S *dup, int64_t n) {
   GRID_STRIDE(i, n) {
-    float g = gate[i], u = up[i], d = dy[i];
+    float g = loadValue(gate + i), u = loadValue(up + i), d = loadValue(dy + i);
     float sigmoid = 1.0f / (1.0f + expf(-g));
     float s = g * sigmoid;
     // silu'(g) = sigmoid(g) (1 + g (1 - sigmoid(g))).
-    dgate[i] = d * u * sigmoid * (1.0f + g * (1.0f - sigmoid));
-    dup[i] = d * s;
+    storeValue(dgate + i, d * u * sigmoid * (1.0f + g * (1.0f - sigmoid)));
+    storeValue(dup + i, d * s);
   }
 }
 
@@ -230,10 +235,22 @@ absl::Status add(const float *a, const float *b, float *y, int64_t n,
   return launched("add");
 }
 
+absl::Status add(const uint16_t *a, const uint16_t *b, uint16_t *y, int64_t n,
+                 cudaStream_t stream) {
+  addKernel<<<gridFor(n), kThreads, 0, stream>>>(a, b, y, n);
+  return launched("add (bf16)");
+}
+
 absl::Status swigluForward(const float *gate, const float *up, float *y,
                            int64_t n, cudaStream_t stream) {
   swigluForwardKernel<<<gridFor(n), kThreads, 0, stream>>>(gate, up, y, n);
   return launched("swigluForward");
+}
+
+absl::Status swigluForward(const uint16_t *gate, const uint16_t *up,
+                           uint16_t *y, int64_t n, cudaStream_t stream) {
+  swigluForwardKernel<<<gridFor(n), kThreads, 0, stream>>>(gate, up, y, n);
+  return launched("swigluForward (bf16)");
 }
 
 absl::Status swigluBackward(const float *dy, const float *gate,
@@ -242,6 +259,14 @@ absl::Status swigluBackward(const float *dy, const float *gate,
   swigluBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(dy, gate, up,
                                                             dgate, dup, n);
   return launched("swigluBackward");
+}
+
+absl::Status swigluBackward(const uint16_t *dy, const uint16_t *gate,
+                            const uint16_t *up, uint16_t *dgate, uint16_t *dup,
+                            int64_t n, cudaStream_t stream) {
+  swigluBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(dy, gate, up,
+                                                            dgate, dup, n);
+  return launched("swigluBackward (bf16)");
 }
 
 absl::Status fill(float *x, float value, int64_t n, cudaStream_t stream) {

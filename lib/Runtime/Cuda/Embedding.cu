@@ -18,16 +18,18 @@ namespace {
 
 constexpr unsigned long long kNoBadToken = ~0ull;
 
-__global__ void embeddingForwardKernel(const int32_t *tokens,
-                                       const float *table, float *y, int64_t T,
-                                       int64_t V, int64_t H,
+/// S: the storage of the table and y (float, or BF16 bits: a row is copied
+/// as it is either way).
+template <typename S>
+__global__ void embeddingForwardKernel(const int32_t *tokens, const S *table,
+                                       S *y, int64_t T, int64_t V, int64_t H,
                                        unsigned long long *firstBad) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < T * H;
        i += int64_t(blockDim.x) * gridDim.x) {
     int64_t t = i / H, c = i % H;
     int32_t id = tokens[t];
     bool valid = id >= 0 && id < V;
-    y[i] = valid ? table[id * H + c] : 0.0f;
+    y[i] = valid ? table[id * H + c] : S(0);
     if (!valid && c == 0)
       atomicMin(firstBad, static_cast<unsigned long long>(t));
   }
@@ -43,17 +45,17 @@ __global__ void finishFirstBadKernel(unsigned long long *firstBad) {
     *reinterpret_cast<int64_t *>(firstBad) = -1;
 }
 
+template <typename S>
 __global__ void __launch_bounds__(weightgrad::kColumns)
-    embeddingBackwardKernel(weightgrad::EmbeddingGradArgs args) {
+    embeddingBackwardKernel(weightgrad::EmbeddingGradArgs<S> args) {
   __shared__ __align__(16) unsigned char tokens[weightgrad::kEmbeddingGradSharedBytes];
   weightgrad::embeddingGradBlock(DeviceSimt{tokens}, args);
 }
 
-} // namespace
-
-absl::Status embeddingForward(const int32_t *tokens, const float *table,
-                              float *y, int64_t T, int64_t V, int64_t H,
-                              int64_t *firstBad, cudaStream_t stream) {
+template <typename S>
+absl::Status embeddingForwardOn(const int32_t *tokens, const S *table, S *y,
+                                int64_t T, int64_t V, int64_t H,
+                                int64_t *firstBad, cudaStream_t stream) {
   auto *bad = reinterpret_cast<unsigned long long *>(firstBad);
   setKernel<<<1, 1, 0, stream>>>(bad, kNoBadToken);
   embeddingForwardKernel<<<gridFor(T * H), kThreads, 0, stream>>>(
@@ -62,9 +64,10 @@ absl::Status embeddingForward(const int32_t *tokens, const float *table,
   return launched("embeddingForward");
 }
 
-absl::Status embeddingBackward(const float *dy, const int32_t *tokens,
-                               float *dtable, int64_t T, int64_t V, int64_t H,
-                               cudaStream_t stream) {
+template <typename S>
+absl::Status embeddingBackwardOn(const S *dy, const int32_t *tokens,
+                                 float *dtable, int64_t T, int64_t V,
+                                 int64_t H, cudaStream_t stream) {
   MOE_CUDA_OK(cudaMemsetAsync(dtable, 0, V * H * sizeof(float), stream));
   if (T == 0 || V == 0 || H == 0)
     return absl::OkStatus();
@@ -76,8 +79,34 @@ absl::Status embeddingBackward(const float *dy, const int32_t *tokens,
     return absl::InvalidArgumentError("embeddingBackward: too many columns");
   dim3 grid(static_cast<unsigned>(columnTiles), static_cast<unsigned>(parts));
   embeddingBackwardKernel<<<grid, weightgrad::kColumns, 0, stream>>>(
-      {dy, tokens, dtable, T, V, H, parts});
+      weightgrad::EmbeddingGradArgs<S>{dy, tokens, dtable, T, V, H, parts});
   return launched("embeddingBackward");
+}
+
+} // namespace
+
+absl::Status embeddingForward(const int32_t *tokens, const float *table,
+                              float *y, int64_t T, int64_t V, int64_t H,
+                              int64_t *firstBad, cudaStream_t stream) {
+  return embeddingForwardOn(tokens, table, y, T, V, H, firstBad, stream);
+}
+
+absl::Status embeddingForward(const int32_t *tokens, const uint16_t *table,
+                              uint16_t *y, int64_t T, int64_t V, int64_t H,
+                              int64_t *firstBad, cudaStream_t stream) {
+  return embeddingForwardOn(tokens, table, y, T, V, H, firstBad, stream);
+}
+
+absl::Status embeddingBackward(const float *dy, const int32_t *tokens,
+                               float *dtable, int64_t T, int64_t V, int64_t H,
+                               cudaStream_t stream) {
+  return embeddingBackwardOn(dy, tokens, dtable, T, V, H, stream);
+}
+
+absl::Status embeddingBackward(const uint16_t *dy, const int32_t *tokens,
+                               float *dtable, int64_t T, int64_t V, int64_t H,
+                               cudaStream_t stream) {
+  return embeddingBackwardOn(dy, tokens, dtable, T, V, H, stream);
 }
 
 } // namespace moe::rt::cuda

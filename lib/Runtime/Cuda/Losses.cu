@@ -20,6 +20,7 @@
 #include "DeviceBuffer.h"
 #include "Launch.h"
 #include "PartialSums.cuh"
+#include "Storage.cuh"
 
 #include "absl/strings/str_cat.h"
 
@@ -52,20 +53,23 @@ __device__ bool isCounted(int32_t target, int64_t V) {
 /// log sum_v exp(x[v]) of one row, as cpu's logSumExp: the maximum in
 /// float, the sum of exp(double(x) - max) in double. Called by the whole
 /// block; every thread gets the result.
-__device__ double rowLogSumExp(const float *x, int64_t V, float *sharedMax,
+template <typename S>
+__device__ double rowLogSumExp(const S *x, int64_t V, float *sharedMax,
                                double *sharedSum) {
   float m = -INFINITY;
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-    m = fmaxf(m, x[v]);
+    m = fmaxf(m, loadValue(x + v));
   m = blockMax(m, sharedMax);
   double sum = 0.0;
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-    sum += exp(static_cast<double>(x[v]) - static_cast<double>(m));
+    sum += exp(static_cast<double>(loadValue(x + v)) - static_cast<double>(m));
   sum = blockSum(sum, sharedSum);
   return static_cast<double>(m) + log(sum);
 }
 
-__global__ void crossEntropySumsKernel(const float *logits,
+// S: the logits' (and their gradient's) storage, float or BF16 bits.
+template <typename S>
+__global__ void crossEntropySumsKernel(const S *logits,
                                        const int32_t *targets, int64_t T,
                                        int64_t V, double *partials,
                                        unsigned long long *count) {
@@ -80,10 +84,10 @@ __global__ void crossEntropySumsKernel(const float *logits,
     // rowLogSumExp are reached by all or by none.
     if (!isCounted(target, V))
       continue;
-    const float *x = logits + row * V;
+    const S *x = logits + row * V;
     double lse = rowLogSumExp(x, V, sharedMax, sharedSum);
     if (threadIdx.x == 0) {
-      blockLoss += lse - static_cast<double>(x[target]);
+      blockLoss += lse - static_cast<double>(loadValue(x + target));
       ++blockRows;
     }
   }
@@ -97,34 +101,33 @@ __global__ void crossEntropySumsKernel(const float *logits,
 
 /// coefficient = dloss / count (double, computed on the host as the CPU
 /// does); count > 0.
-__global__ void crossEntropyBackwardKernel(double coefficient,
-                                           const float *logits,
-                                           const int32_t *targets,
-                                           float *dlogits, int64_t T,
-                                           int64_t V) {
+template <typename S>
+__global__ void crossEntropyBackwardKernel(double coefficient, const S *logits,
+                                           const int32_t *targets, S *dlogits,
+                                           int64_t T, int64_t V) {
   __shared__ float sharedMax[kThreads];
   __shared__ double sharedSum[kThreads];
   float coefficientF = static_cast<float>(coefficient);
   for (int64_t row = blockIdx.x; row < T; row += gridDim.x) {
     int32_t target = targets[row];
-    float *g = dlogits + row * V;
+    S *g = dlogits + row * V;
     if (!isCounted(target, V)) {
       for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-        g[v] = 0.0f;
+        storeValue(g + v, 0.0f);
       continue;
     }
-    const float *x = logits + row * V;
+    const S *x = logits + row * V;
     double lse = rowLogSumExp(x, V, sharedMax, sharedSum);
     // Each element is written by the thread that reads it, after the whole
     // row has been read for lse: in-place (dlogits == logits) works too.
     for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
       float value = static_cast<float>(
-          coefficient * exp(static_cast<double>(x[v]) - lse));
+          coefficient * exp(static_cast<double>(loadValue(x + v)) - lse));
       // The CPU subtracts the one-hot in fp32 after rounding the softmax
       // term; the same thread does it here, so there is no second write.
       if (v == target)
         value -= coefficientF;
-      g[v] = value;
+      storeValue(g + v, value);
     }
   }
 }
@@ -210,11 +213,11 @@ absl::Status checkNonNegative(const char *function, const char *what,
   return absl::OkStatus();
 }
 
-} // namespace
-
-absl::Status crossEntropySums(const float *logits, const int32_t *targets,
-                              int64_t T, int64_t V, double *sum,
-                              unsigned long long *count, cudaStream_t stream) {
+template <typename S>
+absl::Status crossEntropySumsOn(const S *logits, const int32_t *targets,
+                                int64_t T, int64_t V, double *sum,
+                                unsigned long long *count,
+                                cudaStream_t stream) {
   if (absl::Status status = checkNonNegative("crossEntropySums", "T", T);
       !status.ok())
     return status;
@@ -232,10 +235,11 @@ absl::Status crossEntropySums(const float *logits, const int32_t *targets,
   return launched("crossEntropySums (partials)");
 }
 
-absl::Status crossEntropyBackward(float dloss, const float *logits,
-                                  const int32_t *targets, float *dlogits,
-                                  int64_t T, int64_t V, int64_t count,
-                                  cudaStream_t stream) {
+template <typename S>
+absl::Status crossEntropyBackwardOn(float dloss, const S *logits,
+                                    const int32_t *targets, S *dlogits,
+                                    int64_t T, int64_t V, int64_t count,
+                                    cudaStream_t stream) {
   const char *function = "crossEntropyBackward";
   if (absl::Status status = checkNonNegative(function, "T", T); !status.ok())
     return status;
@@ -256,6 +260,36 @@ absl::Status crossEntropyBackward(float dloss, const float *logits,
       coefficient, logits, targets, dlogits, T, V);
   return launched("crossEntropyBackward");
 }
+} // namespace
+
+absl::Status crossEntropySums(const float *logits, const int32_t *targets,
+                              int64_t T, int64_t V, double *sum,
+                              unsigned long long *count, cudaStream_t stream) {
+  return crossEntropySumsOn(logits, targets, T, V, sum, count, stream);
+}
+
+absl::Status crossEntropySums(const uint16_t *logits, const int32_t *targets,
+                              int64_t T, int64_t V, double *sum,
+                              unsigned long long *count, cudaStream_t stream) {
+  return crossEntropySumsOn(logits, targets, T, V, sum, count, stream);
+}
+
+absl::Status crossEntropyBackward(float dloss, const float *logits,
+                                  const int32_t *targets, float *dlogits,
+                                  int64_t T, int64_t V, int64_t count,
+                                  cudaStream_t stream) {
+  return crossEntropyBackwardOn(dloss, logits, targets, dlogits, T, V, count,
+                                stream);
+}
+
+absl::Status crossEntropyBackward(float dloss, const uint16_t *logits,
+                                  const int32_t *targets, uint16_t *dlogits,
+                                  int64_t T, int64_t V, int64_t count,
+                                  cudaStream_t stream) {
+  return crossEntropyBackwardOn(dloss, logits, targets, dlogits, T, V, count,
+                                stream);
+}
+
 
 absl::Status auxLossStatistics(const float *probs, int64_t T, int64_t E,
                                int64_t topK, unsigned long long *count,

@@ -11,61 +11,73 @@
 #include "BlockReduce.cuh"
 #include "DeviceSimt.cuh"
 #include "Launch.h"
+#include "Storage.cuh"
 #include "WeightGradBlocks.h"
 
 namespace moe::rt::cuda {
 namespace {
 
+// S: the storage type of x, w, y, dy and dx (Storage.cuh): float, or BF16
+// bits. dw is fp32.
+
 /// 1 / sqrt(mean(x^2) + eps) of the row, as cpu's rmsReciprocal.
-__device__ float rmsReciprocal(const float *x, int64_t H, float eps,
+template <typename S>
+__device__ float rmsReciprocal(const S *x, int64_t H, float eps,
                                double *shared) {
   double sum = 0.0;
-  for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
-    sum += static_cast<double>(x[i]) * x[i];
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    float xi = loadValue(x + i);
+    sum += static_cast<double>(xi) * xi;
+  }
   sum = blockSum(sum, shared);
   double mean = H > 0 ? sum / static_cast<double>(H) : 0.0;
   return static_cast<float>(1.0 / sqrt(mean + static_cast<double>(eps)));
 }
 
-__global__ void rmsNormForwardKernel(const float *x, const float *w, float *y,
-                                     int64_t H, float eps) {
+template <typename S>
+__global__ void rmsNormForwardKernel(const S *x, const S *w, S *y, int64_t H,
+                                     float eps) {
   __shared__ double shared[kThreads];
-  const float *xr = x + blockIdx.x * H;
-  float *yr = y + blockIdx.x * H;
+  const S *xr = x + blockIdx.x * H;
+  S *yr = y + blockIdx.x * H;
   float r = rmsReciprocal(xr, H, eps, shared);
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
-    yr[i] = w[i] * (xr[i] * r);
+    storeValue(yr + i, loadValue(w + i) * (loadValue(xr + i) * r));
 }
 
-__global__ void rmsNormBackwardRowsKernel(const float *dy, const float *x,
-                                          const float *w, float *dx,
-                                          float *reciprocals, int64_t H,
+template <typename S>
+__global__ void rmsNormBackwardRowsKernel(const S *dy, const S *x, const S *w,
+                                          S *dx, float *reciprocals, int64_t H,
                                           float eps) {
   __shared__ double shared[kThreads];
   int64_t row = blockIdx.x;
-  const float *xr = x + row * H, *dyr = dy + row * H;
-  float *dxr = dx + row * H;
+  const S *xr = x + row * H, *dyr = dy + row * H;
+  S *dxr = dx + row * H;
   float r = rmsReciprocal(xr, H, eps, shared);
   double dot = 0.0;
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
-    dot += static_cast<double>(dyr[i] * w[i]) * (xr[i] * r);
+    dot += static_cast<double>(loadValue(dyr + i) * loadValue(w + i)) *
+           (loadValue(xr + i) * r);
   dot = blockSum(dot, shared);
   float meanDot = H > 0 ? static_cast<float>(dot / static_cast<double>(H)) : 0.0f;
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
-    float xhat = xr[i] * r;
-    dxr[i] = r * (dyr[i] * w[i] - xhat * meanDot);
+    float xhat = loadValue(xr + i) * r;
+    storeValue(dxr + i,
+               r * (loadValue(dyr + i) * loadValue(w + i) - xhat * meanDot));
   }
   if (threadIdx.x == 0)
     reciprocals[row] = r;
 }
 
+template <typename S>
 __global__ void __launch_bounds__(weightgrad::kColumns)
-    rmsNormWeightPartialsKernel(weightgrad::RmsNormWeightGradArgs args) {
+    rmsNormWeightPartialsKernel(weightgrad::RmsNormWeightGradArgs<S> args) {
   weightgrad::rmsNormWeightPartialsBlock(DeviceSimt{nullptr}, args);
 }
 
+template <typename S>
 __global__ void __launch_bounds__(weightgrad::kColumns)
-    rmsNormWeightSumKernel(weightgrad::RmsNormWeightGradArgs args) {
+    rmsNormWeightSumKernel(weightgrad::RmsNormWeightGradArgs<S> args) {
   weightgrad::rmsNormWeightSumBlock(DeviceSimt{nullptr}, args);
 }
 
@@ -77,11 +89,9 @@ absl::Status checkRows(int64_t T) {
   return absl::OkStatus();
 }
 
-} // namespace
-
-absl::Status rmsNormForward(const float *x, const float *w, float *y,
-                            int64_t T, int64_t H, float eps,
-                            cudaStream_t stream) {
+template <typename S>
+absl::Status rmsNormForwardOn(const S *x, const S *w, S *y, int64_t T,
+                              int64_t H, float eps, cudaStream_t stream) {
   if (absl::Status status = checkRows(T); !status.ok() || T == 0)
     return status;
   rmsNormForwardKernel<<<static_cast<unsigned>(T), kThreads, 0, stream>>>(
@@ -89,9 +99,10 @@ absl::Status rmsNormForward(const float *x, const float *w, float *y,
   return launched("rmsNormForward");
 }
 
-absl::Status rmsNormBackward(const float *dy, const float *x, const float *w,
-                             float *dx, float *dw, int64_t T, int64_t H,
-                             float eps, cudaStream_t stream) {
+template <typename S>
+absl::Status rmsNormBackwardOn(const S *dy, const S *x, const S *w, S *dx,
+                               float *dw, int64_t T, int64_t H, float eps,
+                               cudaStream_t stream) {
   if (absl::Status status = checkRows(T); !status.ok())
     return status;
   if (T == 0)
@@ -112,7 +123,7 @@ absl::Status rmsNormBackward(const float *dy, const float *x, const float *w,
   // Each kernel runs after the one before on the stream; the first failed
   // launch is reported.
   absl::Status status = launched("rmsNormBackward (rows)");
-  weightgrad::RmsNormWeightGradArgs args{dy, x, reciprocals, partials, dw, T, H};
+  weightgrad::RmsNormWeightGradArgs<S> args{dy, x, reciprocals, partials, dw, T, H};
   dim3 partialsGrid(static_cast<unsigned>(columnTiles),
                     static_cast<unsigned>(chunks));
   rmsNormWeightPartialsKernel<<<partialsGrid, weightgrad::kColumns, 0,
@@ -126,6 +137,33 @@ absl::Status rmsNormBackward(const float *dy, const float *x, const float *w,
   if (!status.ok())
     return status;
   return partialSums.ok() ? sums : partialSums;
+}
+
+} // namespace
+
+absl::Status rmsNormForward(const float *x, const float *w, float *y,
+                            int64_t T, int64_t H, float eps,
+                            cudaStream_t stream) {
+  return rmsNormForwardOn(x, w, y, T, H, eps, stream);
+}
+
+absl::Status rmsNormForward(const uint16_t *x, const uint16_t *w, uint16_t *y,
+                            int64_t T, int64_t H, float eps,
+                            cudaStream_t stream) {
+  return rmsNormForwardOn(x, w, y, T, H, eps, stream);
+}
+
+absl::Status rmsNormBackward(const float *dy, const float *x, const float *w,
+                             float *dx, float *dw, int64_t T, int64_t H,
+                             float eps, cudaStream_t stream) {
+  return rmsNormBackwardOn(dy, x, w, dx, dw, T, H, eps, stream);
+}
+
+absl::Status rmsNormBackward(const uint16_t *dy, const uint16_t *x,
+                             const uint16_t *w, uint16_t *dx, float *dw,
+                             int64_t T, int64_t H, float eps,
+                             cudaStream_t stream) {
+  return rmsNormBackwardOn(dy, x, w, dx, dw, T, H, eps, stream);
 }
 
 } // namespace moe::rt::cuda

@@ -8,6 +8,7 @@
 #include "moe/Runtime/Cuda/Kernels.h"
 
 #include "Launch.h"
+#include "Storage.cuh"
 
 namespace moe::rt::cuda {
 namespace {
@@ -29,7 +30,9 @@ __global__ void ropeTableKernel(float *cosines, float *sines, int64_t S,
 
 /// Rotates pair (k, k + half) of every head by +angle (sign 1) or -angle
 /// (the transpose). A pair is read before it is written: y may alias x.
-__global__ void ropeRotateKernel(const float *x, float *y, const float *cosines,
+template <typename Storage>
+__global__ void ropeRotateKernel(const Storage *x, Storage *y,
+                                 const float *cosines,
                                  const float *sines, int64_t B, int64_t S,
                                  int64_t heads, int64_t headDim, float sign) {
   int64_t half = headDim / 2;
@@ -41,9 +44,9 @@ __global__ void ropeRotateKernel(const float *x, float *y, const float *cosines,
     int64_t s = (row / heads) % S;
     int64_t base = row * headDim;
     float c = cosines[s * half + k], sn = sign * sines[s * half + k];
-    float lo = x[base + k], hi = x[base + k + half];
-    y[base + k] = lo * c - hi * sn;
-    y[base + k + half] = hi * c + lo * sn;
+    float lo = loadValue(x + base + k), hi = loadValue(x + base + k + half);
+    storeValue(y + base + k, lo * c - hi * sn);
+    storeValue(y + base + k + half, hi * c + lo * sn);
     // An odd head dimension leaves its last element as it is (the CPU's
     // rule); the pair with k = 0 copies it.
     if (headDim % 2 != 0 && k == 0)
@@ -51,7 +54,8 @@ __global__ void ropeRotateKernel(const float *x, float *y, const float *cosines,
   }
 }
 
-absl::Status rotate(const float *x, float *y, int64_t B, int64_t S,
+template <typename Storage>
+absl::Status rotate(const Storage *x, Storage *y, int64_t B, int64_t S,
                     int64_t heads, int64_t headDim, float theta, float sign,
                     cudaStream_t stream, const char *what) {
   int64_t half = headDim / 2;
@@ -78,11 +82,25 @@ absl::Status ropeForward(const float *x, float *y, int64_t B, int64_t S,
                 "ropeForward");
 }
 
+absl::Status ropeForward(const uint16_t *x, uint16_t *y, int64_t B, int64_t S,
+                         int64_t heads, int64_t headDim, float theta,
+                         cudaStream_t stream) {
+  return rotate(x, y, B, S, heads, headDim, theta, 1.0f, stream,
+                "ropeForward (bf16)");
+}
+
 absl::Status ropeBackward(const float *dy, float *dx, int64_t B, int64_t S,
                           int64_t heads, int64_t headDim, float theta,
                           cudaStream_t stream) {
   return rotate(dy, dx, B, S, heads, headDim, theta, -1.0f, stream,
                 "ropeBackward");
+}
+
+absl::Status ropeBackward(const uint16_t *dy, uint16_t *dx, int64_t B,
+                          int64_t S, int64_t heads, int64_t headDim,
+                          float theta, cudaStream_t stream) {
+  return rotate(dy, dx, B, S, heads, headDim, theta, -1.0f, stream,
+                "ropeBackward (bf16)");
 }
 
 } // namespace moe::rt::cuda

@@ -28,8 +28,9 @@ inline constexpr int kColumns = 256;
 /// into `parts` residue classes (id mod parts), one per blockY(), so that
 /// H / kColumns * parts blocks share the work; blockX() is the column tile.
 /// Tokens are staged in shared memory (kTokenChunk int32 at a time).
-struct EmbeddingGradArgs {
-  const float *dy;
+template <typename S> struct EmbeddingGradArgs {
+  /// Float, or BF16 bits (mixed precision's activations).
+  const S *dy;
   const int32_t *tokens;
   float *dtable;
   int64_t T, V, H, parts;
@@ -38,9 +39,9 @@ struct EmbeddingGradArgs {
 inline constexpr int kTokenChunk = 1024;
 inline constexpr size_t kEmbeddingGradSharedBytes = kTokenChunk * 4;
 
-template <typename Simt>
+template <typename Simt, typename S>
 MOE_SIMT_FN void embeddingGradBlock(const Simt &simt,
-                                    const EmbeddingGradArgs &args) {
+                                    const EmbeddingGradArgs<S> &args) {
   int32_t *tokens = reinterpret_cast<int32_t *>(simt.shared());
   int64_t c = simt.blockX() * kColumns + simt.thread();
   int64_t part = simt.blockY();
@@ -53,7 +54,8 @@ MOE_SIMT_FN void embeddingGradBlock(const Simt &simt,
       for (int64_t i = 0; i < count; ++i) {
         int64_t id = tokens[i];
         if (id >= 0 && id < args.V && id % args.parts == part)
-          args.dtable[id * args.H + c] += args.dy[(first + i) * args.H + c];
+          args.dtable[id * args.H + c] +=
+              simt.value(args.dy + (first + i) * args.H + c);
       }
     // The chunk is overwritten next.
     simt.syncThreads();
@@ -66,8 +68,10 @@ MOE_SIMT_FN void embeddingGradBlock(const Simt &simt,
 /// then each column adds its chunks' partials in chunk order. The chunks
 /// depend on T alone. (The CPU adds all rows in one sequence; the double
 /// sums then round to the same float but for rare ties.)
-struct RmsNormWeightGradArgs {
-  const float *dy, *x, *reciprocals;
+template <typename S> struct RmsNormWeightGradArgs {
+  /// Float, or BF16 bits (mixed precision's activations).
+  const S *dy, *x;
+  const float *reciprocals;
   double *partials;
   float *dw;
   int64_t T, H;
@@ -79,9 +83,10 @@ MOE_SIMT_SHAPE_FN int64_t rowChunks(int64_t T) {
   return (T + kRowsPerChunk - 1) / kRowsPerChunk;
 }
 
-template <typename Simt>
-MOE_SIMT_FN void rmsNormWeightPartialsBlock(const Simt &simt,
-                                            const RmsNormWeightGradArgs &args) {
+template <typename Simt, typename S>
+MOE_SIMT_FN void
+rmsNormWeightPartialsBlock(const Simt &simt,
+                           const RmsNormWeightGradArgs<S> &args) {
   int64_t c = simt.blockX() * kColumns + simt.thread();
   int64_t chunk = simt.blockY();
   if (c >= args.H)
@@ -90,15 +95,15 @@ MOE_SIMT_FN void rmsNormWeightPartialsBlock(const Simt &simt,
   end = end < args.T ? end : args.T;
   double sum = 0.0;
   for (int64_t t = chunk * kRowsPerChunk; t < end; ++t) {
-    float xhat = args.x[t * args.H + c] * args.reciprocals[t];
-    sum += static_cast<double>(args.dy[t * args.H + c]) * xhat;
+    float xhat = simt.value(args.x + t * args.H + c) * args.reciprocals[t];
+    sum += static_cast<double>(simt.value(args.dy + t * args.H + c)) * xhat;
   }
   args.partials[chunk * args.H + c] = sum;
 }
 
-template <typename Simt>
+template <typename Simt, typename S>
 MOE_SIMT_FN void rmsNormWeightSumBlock(const Simt &simt,
-                                       const RmsNormWeightGradArgs &args) {
+                                       const RmsNormWeightGradArgs<S> &args) {
   int64_t c = simt.blockX() * kColumns + simt.thread();
   if (c >= args.H)
     return;

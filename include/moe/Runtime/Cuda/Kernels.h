@@ -38,6 +38,16 @@ absl::Status swigluForward(const float *gate, const float *up, float *y,
 absl::Status swigluBackward(const float *dy, const float *gate,
                             const float *up, float *dgate, float *dup,
                             int64_t n, cudaStream_t stream);
+/// The same three on BF16 storage (bits), computed in fp32, each result
+/// rounded once to nearest even: the bits of the fp32 kernels on widened
+/// copies, without the copies (mixed precision's activations).
+absl::Status add(const uint16_t *a, const uint16_t *b, uint16_t *y, int64_t n,
+                 cudaStream_t stream);
+absl::Status swigluForward(const uint16_t *gate, const uint16_t *up,
+                           uint16_t *y, int64_t n, cudaStream_t stream);
+absl::Status swigluBackward(const uint16_t *dy, const uint16_t *gate,
+                            const uint16_t *up, uint16_t *dgate, uint16_t *dup,
+                            int64_t n, cudaStream_t stream);
 /// x[0, n) = value.
 absl::Status fill(float *x, float value, int64_t n, cudaStream_t stream);
 /// out = bf16(x), rounding to nearest even (as cpu::castToBf16): a GEMM's
@@ -112,6 +122,14 @@ absl::Status embeddingForward(const int32_t *tokens, const float *table,
 absl::Status embeddingBackward(const float *dy, const int32_t *tokens,
                                float *dtable, int64_t T, int64_t V, int64_t H,
                                cudaStream_t stream);
+/// The same with a BF16 table and y (bits; rows copied as they are), and a
+/// BF16 dy with the fp32 gradient.
+absl::Status embeddingForward(const int32_t *tokens, const uint16_t *table,
+                              uint16_t *y, int64_t T, int64_t V, int64_t H,
+                              int64_t *firstBad, cudaStream_t stream);
+absl::Status embeddingBackward(const uint16_t *dy, const int32_t *tokens,
+                               float *dtable, int64_t T, int64_t V, int64_t H,
+                               cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // RMSNorm and RoPE
@@ -131,6 +149,21 @@ absl::Status ropeForward(const float *x, float *y, int64_t B, int64_t S,
 absl::Status ropeBackward(const float *dy, float *dx, int64_t B, int64_t S,
                           int64_t heads, int64_t headDim, float theta,
                           cudaStream_t stream);
+/// RMSNorm and RoPE on BF16 storage (bits): x, w, y, dy, dx BF16 and dw
+/// fp32, computed as the fp32 kernels, each BF16 result rounded once.
+absl::Status rmsNormForward(const uint16_t *x, const uint16_t *w, uint16_t *y,
+                            int64_t T, int64_t H, float eps,
+                            cudaStream_t stream);
+absl::Status rmsNormBackward(const uint16_t *dy, const uint16_t *x,
+                             const uint16_t *w, uint16_t *dx, float *dw,
+                             int64_t T, int64_t H, float eps,
+                             cudaStream_t stream);
+absl::Status ropeForward(const uint16_t *x, uint16_t *y, int64_t B, int64_t S,
+                         int64_t heads, int64_t headDim, float theta,
+                         cudaStream_t stream);
+absl::Status ropeBackward(const uint16_t *dy, uint16_t *dx, int64_t B,
+                          int64_t S, int64_t heads, int64_t headDim,
+                          float theta, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Causal attention with grouped-query heads
@@ -242,6 +275,15 @@ absl::Status crossEntropySums(const float *logits, const int32_t *targets,
 /// and everywhere when count is 0. dloss and count are host values.
 absl::Status crossEntropyBackward(float dloss, const float *logits,
                                   const int32_t *targets, float *dlogits,
+                                  int64_t T, int64_t V, int64_t count,
+                                  cudaStream_t stream);
+/// Cross-entropy on BF16 logits (bits) and, backward, into BF16 dlogits:
+/// the full logits are never widened into an fp32 copy.
+absl::Status crossEntropySums(const uint16_t *logits, const int32_t *targets,
+                              int64_t T, int64_t V, double *sum,
+                              unsigned long long *count, cudaStream_t stream);
+absl::Status crossEntropyBackward(float dloss, const uint16_t *logits,
+                                  const int32_t *targets, uint16_t *dlogits,
                                   int64_t T, int64_t V, int64_t count,
                                   cudaStream_t stream);
 /// The load-balancing loss's statistics (cpu::AuxLossStatistics):

@@ -15,8 +15,9 @@
 #include "Collectives.h"
 #include "Dispatch.h"
 #include "ExpertParallel.h"
-#include "PipelineStep.h"
+#include "HostPipelineDevice.h"
 #include "moe/Runtime/Engine/HostWeights.h"
+#include "moe/Runtime/Engine/PipelineStep.h"
 #include "moe/Runtime/Engine/Placement.h"
 #include "moe/Runtime/Engine/ProgramGroups.h"
 
@@ -175,6 +176,7 @@ absl::Status Executor::connectStages(comm::World *world) {
   if (!runner.ok())
     return runner.status();
   pipelineStep = std::move(*runner);
+  pipelineDevice = std::make_unique<engine::HostPipelineDevice>();
   return absl::OkStatus();
 }
 
@@ -230,7 +232,8 @@ absl::Status Executor::allocate() {
   for (uint32_t b : absent)
     storage->pointers[b] = nullptr;
   if (pipelineStep)
-    if (absl::Status status = pipelineStep->reserve(storage->pointers);
+    if (absl::Status status =
+            pipelineStep->reserve(*pipelineDevice, storage->pointers);
         !status.ok())
       return status;
   storage->packScratch.resize(engine::packElements(*prog));
@@ -406,9 +409,14 @@ absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
   context.trace = traceTo;
   context.expertChunks = expertChunks;
   context.overlapExperts = threadsMayCommunicate && expertChunks > 1;
-  if (pipelineStep)
-    return pipelineStep->run(tokens, targets, step,
-                             {context, storage->pointers, hooks});
+  if (pipelineStep) {
+    pipelineDevice->setContext(&context);
+    absl::StatusOr<StepResult> result = pipelineStep->run(
+        tokens, targets, step,
+        {*pipelineDevice, storage->pointers, hooks, context.trace});
+    pipelineDevice->setContext(nullptr);
+    return result;
+  }
   size_t count = static_cast<size_t>(tokensPerStep());
   std::memcpy(ids(prog->tokens), tokens, count * sizeof(int32_t));
   std::memcpy(ids(prog->targets), targets, count * sizeof(int32_t));

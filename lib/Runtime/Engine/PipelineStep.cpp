@@ -1,6 +1,6 @@
 //===- PipelineStep.cpp - run a step over microbatches and stages ---------===//
 
-#include "PipelineStep.h"
+#include "moe/Runtime/Engine/PipelineStep.h"
 
 #include "Dispatch.h"
 
@@ -121,8 +121,6 @@ std::vector<StageTransfer> stageTransfers(const Program &program) {
 }
 
 struct PipelineStep::Slot {
-  AlignedBuffer arena;
-  AlignedBuffer inputs; // tokens, then targets
   std::vector<uint8_t *> pointers;
   std::vector<bool> received; // by transfer
   bool inUse = false;
@@ -174,11 +172,14 @@ PipelineStep::create(const Program &program, int32_t rank,
   for (auto [b, stage] : optimizerSums(program, rank)) {
     runner->gradients.push_back(b);
     runner->gradientStages.push_back(stage);
-    runner->gradientSums.emplace_back(program.buffers[b].numElements());
   }
+  runner->foreign.assign(program.buffers.size(), false);
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     int32_t stage = pipeline.instructionStage[i];
     PipelinePhase phase = pipeline.instructionPhase[i];
+    const Instruction &inst = program.instructions[i];
+    if (inst.opcode == Opcode::AdamW && stage % pipeline.stages != rank)
+      runner->foreign[inst.operands[1]] = true;
     if (phase == PipelinePhase::Optimizer) {
       if (stage < 0 || stage % pipeline.stages == rank)
         runner->optimizerInstructions.push_back(i);
@@ -193,7 +194,8 @@ PipelineStep::create(const Program &program, int32_t rank,
 }
 
 absl::StatusOr<PipelineStep::Slot *>
-PipelineStep::acquire(int32_t microbatch, const std::vector<uint8_t *> &base,
+PipelineStep::acquire(int32_t microbatch, Device &device,
+                      const std::vector<uint8_t *> &base,
                       const int32_t *tokens, const int32_t *targets) {
   Slot *slot = nullptr;
   for (const std::unique_ptr<Slot> &candidate : slots)
@@ -205,23 +207,21 @@ PipelineStep::acquire(int32_t microbatch, const std::vector<uint8_t *> &base,
   uint64_t inputStride = padded(inputBytes);
   if (!slot) {
     auto fresh = std::make_unique<Slot>();
-    std::string what = absl::StrCat("arena of microbatch slot ", slots.size());
-    absl::StatusOr<AlignedBuffer> arena =
-        AlignedBuffer::allocate(program.arenaBytes, what);
+    absl::StatusOr<uint8_t *> arena = device.allocate(
+        program.arenaBytes,
+        absl::StrCat("arena of microbatch slot ", slots.size()));
     if (!arena.ok())
       return arena.status();
-    absl::StatusOr<AlignedBuffer> inputs =
-        AlignedBuffer::allocate(2 * inputStride, "microbatch tokens and targets");
+    absl::StatusOr<uint8_t *> inputs =
+        device.allocate(2 * inputStride, "microbatch tokens and targets");
     if (!inputs.ok())
       return inputs.status();
-    fresh->arena = std::move(*arena);
-    fresh->inputs = std::move(*inputs);
     fresh->pointers = base;
     for (uint32_t b = 0; b < program.buffers.size(); ++b)
       if (program.buffers[b].kind == BufferKind::Temporary)
-        fresh->pointers[b] = fresh->arena.data() + program.buffers[b].offset;
-    fresh->pointers[program.tokens] = fresh->inputs.data();
-    fresh->pointers[program.targets] = fresh->inputs.data() + inputStride;
+        fresh->pointers[b] = *arena + program.buffers[b].offset;
+    fresh->pointers[program.tokens] = *inputs;
+    fresh->pointers[program.targets] = *inputs + inputStride;
     slots.push_back(std::move(fresh));
     slot = slots.back().get();
   }
@@ -229,18 +229,36 @@ PipelineStep::acquire(int32_t microbatch, const std::vector<uint8_t *> &base,
   slot->received.assign(transfers.size(), false);
   if (microbatch >= 0) {
     size_t count = inputBytes / sizeof(int32_t);
-    std::memcpy(slot->inputs.data(), tokens + microbatch * count, inputBytes);
-    std::memcpy(slot->inputs.data() + inputStride, targets + microbatch * count,
-                inputBytes);
+    if (absl::Status status = device.upload(slot->pointers[program.tokens],
+                                            tokens + microbatch * count,
+                                            inputBytes);
+        !status.ok())
+      return status;
+    if (absl::Status status = device.upload(slot->pointers[program.targets],
+                                            targets + microbatch * count,
+                                            inputBytes);
+        !status.ok())
+      return status;
   }
   return slot;
 }
 
-absl::Status PipelineStep::reserve(const std::vector<uint8_t *> &base) {
+absl::Status PipelineStep::reserve(Device &device,
+                                   const std::vector<uint8_t *> &base) {
+  for (size_t g = gradientSums.size(); g < gradients.size(); ++g) {
+    const Buffer &buffer = program.buffers[gradients[g]];
+    absl::StatusOr<uint8_t *> sum =
+        device.allocate(buffer.sizeInBytes(),
+                        absl::StrCat("sum over the microbatches of ",
+                                     buffer.name));
+    if (!sum.ok())
+      return sum.status();
+    gradientSums.push_back(reinterpret_cast<float *>(*sum));
+  }
   size_t peak = peakSlots(program.pipeline, rank);
   std::vector<Slot *> taken;
   while (slots.size() < peak) {
-    absl::StatusOr<Slot *> slot = acquire(-1, base, nullptr, nullptr);
+    absl::StatusOr<Slot *> slot = acquire(-1, device, base, nullptr, nullptr);
     if (!slot.ok())
       return slot.status();
     taken.push_back(*slot);
@@ -250,7 +268,19 @@ absl::Status PipelineStep::reserve(const std::vector<uint8_t *> &base) {
   return absl::OkStatus();
 }
 
-absl::Status PipelineStep::receive(const PipelineAction &action, Slot &slot) {
+absl::StatusOr<float> PipelineStep::readScalar(Device &device,
+                                               const Slot &slot,
+                                               uint32_t buffer) const {
+  float value = 0.0f;
+  if (absl::Status status =
+          device.download(&value, slot.pointers[buffer], sizeof(float));
+      !status.ok())
+    return status;
+  return value;
+}
+
+absl::Status PipelineStep::receive(const PipelineAction &action, Slot &slot,
+                                   Device &device) {
   int32_t stage = action.chunk * program.pipeline.stages + rank;
   for (size_t t = 0; t < transfers.size(); ++t) {
     const StageTransfer &transfer = transfers[t];
@@ -265,30 +295,23 @@ absl::Status PipelineStep::receive(const PipelineAction &action, Slot &slot) {
     int peer = transfer.fromStage % program.pipeline.stages;
     int tag = static_cast<int>(t * program.pipeline.microbatches +
                                action.microbatch);
-    uint8_t *data = slot.pointers[transfer.buffer];
-    // Other dtypes (BF16) travel as their bytes, in 4-byte words: received
-    // into a staging copy, since their size need not be a whole word.
-    std::vector<int32_t> words;
-    bool asWords = buffer.dtype != DType::F32 && buffer.dtype != DType::I32;
-    if (asWords)
-      words.resize((buffer.sizeInBytes() + 3) / 4);
+    // Every dtype travels as its bytes, in 4-byte words (a BF16 buffer's
+    // need not fill the last), through a host copy.
+    std::vector<int32_t> words((buffer.sizeInBytes() + 3) / 4);
     absl::StatusOr<comm::Request> request =
         buffer.dtype == DType::F32
             ? stageGroup->startRecv(
-                  absl::MakeSpan(reinterpret_cast<float *>(data),
+                  absl::MakeSpan(reinterpret_cast<float *>(words.data()),
                                  buffer.numElements()),
                   peer, tag)
-            : stageGroup->startRecv(
-                  asWords ? absl::MakeSpan(words)
-                          : absl::MakeSpan(reinterpret_cast<int32_t *>(data),
-                                           buffer.numElements()),
-                  peer, tag);
+            : stageGroup->startRecv(absl::MakeSpan(words), peer, tag);
     io::TraceScope span(trace, io::TraceTrack::Communication,
                         absl::StrCat("recv ", buffer.name, " mb ",
                                      action.microbatch));
     absl::Status status = request.ok() ? request->wait() : request.status();
-    if (status.ok() && asWords)
-      std::memcpy(data, words.data(), buffer.sizeInBytes());
+    if (status.ok())
+      status = device.upload(slot.pointers[transfer.buffer], words.data(),
+                             buffer.sizeInBytes());
     if (!status.ok())
       return absl::Status(
           status.code(),
@@ -300,7 +323,8 @@ absl::Status PipelineStep::receive(const PipelineAction &action, Slot &slot) {
   return absl::OkStatus();
 }
 
-absl::Status PipelineStep::send(const PipelineAction &action, Slot &slot) {
+absl::Status PipelineStep::send(const PipelineAction &action, Slot &slot,
+                                Device &device) {
   int32_t stage = action.chunk * program.pipeline.stages + rank;
   for (size_t t = 0; t < transfers.size(); ++t) {
     const StageTransfer &transfer = transfers[t];
@@ -313,13 +337,17 @@ absl::Status PipelineStep::send(const PipelineAction &action, Slot &slot) {
     io::TraceScope span(trace, io::TraceTrack::Communication,
                         absl::StrCat("send ", buffer.name, " mb ",
                                      action.microbatch));
-    // A copy, so that the slot may be reused before the peer has it.
+    // A host copy, so that the slot may be reused before the peer has it.
     auto pending = std::make_unique<PendingSend>();
-    const uint8_t *data = slot.pointers[transfer.buffer];
     // Whole 4-byte words (a BF16 buffer's bytes need not fill the last).
     size_t words = (buffer.sizeInBytes() + 3) / 4;
     pending->bytes.assign(words * 4, 0);
-    std::memcpy(pending->bytes.data(), data, buffer.sizeInBytes());
+    if (absl::Status status =
+            device.download(pending->bytes.data(),
+                            slot.pointers[transfer.buffer],
+                            buffer.sizeInBytes());
+        !status.ok())
+      return status;
     absl::StatusOr<comm::Request> request =
         buffer.dtype == DType::F32
             ? stageGroup->startSend(
@@ -371,17 +399,17 @@ absl::Status PipelineStep::finishSends(bool all) {
 
 absl::Status PipelineStep::runAction(const PipelineAction &action, Slot &slot,
                                      int64_t step, Environment &env) {
-  if (absl::Status status = receive(action, slot); !status.ok())
+  Device &device = env.device;
+  if (absl::Status status = receive(action, slot, device); !status.ok())
     return status;
   env.pointers = slot.pointers;
-  const StepContext &context = env.context;
   int32_t stage = action.chunk * program.pipeline.stages + rank;
   for (size_t index : instructionsOf[stage * kActionKinds +
                                      kindIndex(action.kind)]) {
     const Instruction &instruction = program.instructions[index];
     if (env.hooks.beforeInstruction)
       env.hooks.beforeInstruction(index, instruction);
-    if (absl::Status status = runInstruction(context, index); !status.ok())
+    if (absl::Status status = device.run(index); !status.ok())
       return absl::Status(
           status.code(),
           absl::StrCat("step ", stepNumber(step), ", microbatch ",
@@ -390,14 +418,16 @@ absl::Status PipelineStep::runAction(const PipelineAction &action, Slot &slot,
       env.hooks.afterInstruction(index, instruction);
   }
   if (action.kind == PipelineAction::Kind::Forward && stage == lossStage) {
-    float loss = *reinterpret_cast<const float *>(slot.pointers[program.loss]);
-    if (!std::isfinite(loss))
+    absl::StatusOr<float> loss = readScalar(device, slot, program.loss);
+    if (!loss.ok())
+      return loss.status();
+    if (!std::isfinite(*loss))
       return absl::InvalidArgumentError(
-          atStep(step, absl::StrCat("loss is not finite (", loss,
+          atStep(step, absl::StrCat("loss is not finite (", *loss,
                                     ") in microbatch ", action.microbatch)));
-    lossSum += loss;
+    lossSum += *loss;
   }
-  if (absl::Status status = send(action, slot); !status.ok())
+  if (absl::Status status = send(action, slot, device); !status.ok())
     return status;
   // A stage's gradients are complete once its weight gradients are.
   if (action.kind == PipelineAction::Kind::Backward ||
@@ -405,11 +435,12 @@ absl::Status PipelineStep::runAction(const PipelineAction &action, Slot &slot,
     for (size_t g = 0; g < gradients.size(); ++g) {
       if (gradientStages[g] != stage)
         continue;
-      const float *grad =
-          reinterpret_cast<const float *>(slot.pointers[gradients[g]]);
-      std::vector<float> &sum = gradientSums[g];
-      for (size_t k = 0; k < sum.size(); ++k)
-        sum[k] += grad[k];
+      if (absl::Status status = device.accumulate(
+              gradientSums[g],
+              reinterpret_cast<const float *>(slot.pointers[gradients[g]]),
+              program.buffers[gradients[g]].numElements());
+          !status.ok())
+        return status;
     }
   return absl::OkStatus();
 }
@@ -419,10 +450,16 @@ absl::StatusOr<StepResult> PipelineStep::run(const int32_t *tokens,
                                              int64_t step, Environment env) {
   const Pipeline &pipeline = program.pipeline;
   std::vector<uint8_t *> base = env.pointers;
-  trace = env.context.trace;
+  trace = env.trace;
   lossSum = 0;
-  for (std::vector<float> &sum : gradientSums)
-    std::fill(sum.begin(), sum.end(), 0.0f);
+  if (absl::Status status = reserve(env.device, base); !status.ok())
+    return status;
+  for (size_t g = 0; g < gradients.size(); ++g)
+    if (absl::Status status =
+            env.device.zero(gradientSums[g],
+                            program.buffers[gradients[g]].numElements());
+        !status.ok())
+      return status;
   slotOf.assign(pipeline.microbatches, nullptr);
   actionsLeft.assign(pipeline.microbatches, 0);
   for (const PipelineAction &action : pipeline.ranks[rank])
@@ -433,7 +470,7 @@ absl::StatusOr<StepResult> PipelineStep::run(const int32_t *tokens,
     Slot *slot = slotOf[action.microbatch];
     if (!slot) {
       absl::StatusOr<Slot *> acquired =
-          acquire(action.microbatch, base, tokens, targets);
+          acquire(action.microbatch, env.device, base, tokens, targets);
       if (!acquired.ok()) {
         failed = acquired.status();
         break;
@@ -449,6 +486,8 @@ absl::StatusOr<StepResult> PipelineStep::run(const int32_t *tokens,
   }
   if (!failed.ok()) {
     env.pointers = base;
+    for (const std::unique_ptr<Slot> &slot : slots)
+      slot->inUse = false;
     return failed;
   }
   if (absl::Status status = finishSends(true); !status.ok())
@@ -461,7 +500,9 @@ absl::StatusOr<StepResult> PipelineStep::run(const int32_t *tokens,
 absl::StatusOr<StepResult> PipelineStep::optimize(int64_t step,
                                                   Environment &env) {
   const Pipeline &pipeline = program.pipeline;
-  absl::StatusOr<Slot *> acquired = acquire(-1, env.pointers, nullptr, nullptr);
+  Device &device = env.device;
+  absl::StatusOr<Slot *> acquired =
+      acquire(-1, device, env.pointers, nullptr, nullptr);
   if (!acquired.ok())
     return acquired.status();
   Slot &slot = **acquired;
@@ -470,12 +511,13 @@ absl::StatusOr<StepResult> PipelineStep::optimize(int64_t step,
   // The mean over the microbatches, as one batch of all their rows would
   // give for an average over equally many tokens each.
   float microbatches = static_cast<float>(pipeline.microbatches);
-  for (size_t g = 0; g < gradients.size(); ++g) {
-    float *grad = reinterpret_cast<float *>(slot.pointers[gradients[g]]);
-    const std::vector<float> &sum = gradientSums[g];
-    for (size_t k = 0; k < sum.size(); ++k)
-      grad[k] = sum[k] / microbatches;
-  }
+  for (size_t g = 0; g < gradients.size(); ++g)
+    if (absl::Status status = device.average(
+            reinterpret_cast<float *>(slot.pointers[gradients[g]]),
+            gradientSums[g], program.buffers[gradients[g]].numElements(),
+            microbatches);
+        !status.ok())
+      return status;
   double loss = (rank == lossStage % pipeline.stages)
                     ? lossSum / pipeline.microbatches
                     : 0.0;
@@ -489,37 +531,34 @@ absl::StatusOr<StepResult> PipelineStep::optimize(int64_t step,
                                            "pipeline stages: ",
                                            status.message())));
 
-  std::vector<bool> foreign(program.buffers.size(), false);
-  for (size_t i = 0; i < program.instructions.size(); ++i) {
-    const Instruction &inst = program.instructions[i];
-    if (inst.opcode == Opcode::AdamW &&
-        pipeline.instructionStage[i] % pipeline.stages != rank)
-      foreign[inst.operands[1]] = true;
-  }
-  StepContext context = env.context;
-  context.stageGroup = stageGroup;
-  context.foreignGradients = &foreign;
   for (size_t index : optimizerInstructions) {
     const Instruction &instruction = program.instructions[index];
     if (env.hooks.beforeInstruction)
       env.hooks.beforeInstruction(index, instruction);
-    if (absl::Status status = runInstruction(context, index); !status.ok())
+    if (absl::Status status = device.runOptimizer(index, stageGroup, foreign);
+        !status.ok())
       return atStep(step, status);
     if (env.hooks.afterInstruction)
       env.hooks.afterInstruction(index, instruction);
     for (uint32_t result : instruction.results)
       if (result == program.gradNorm) {
-        float norm = *reinterpret_cast<const float *>(slot.pointers[result]);
-        if (!std::isfinite(norm))
+        absl::StatusOr<float> norm = readScalar(device, slot, result);
+        if (!norm.ok())
+          return norm.status();
+        if (!std::isfinite(*norm))
           return absl::InvalidArgumentError(atStep(
-              step, absl::StrCat("gradient norm is not finite (", norm, ")")));
+              step, absl::StrCat("gradient norm is not finite (", *norm, ")")));
       }
   }
   StepResult result;
   result.loss = static_cast<float>(loss);
-  result.gradNorm = *reinterpret_cast<const float *>(
-      slot.pointers[program.gradNorm]);
-  result.lr = *reinterpret_cast<const float *>(slot.pointers[program.lr]);
+  for (auto [buffer, into] : {std::make_pair(program.gradNorm, &result.gradNorm),
+                              std::make_pair(program.lr, &result.lr)}) {
+    absl::StatusOr<float> value = readScalar(device, slot, buffer);
+    if (!value.ok())
+      return value.status();
+    *into = *value;
+  }
   return result;
 }
 

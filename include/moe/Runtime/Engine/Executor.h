@@ -51,6 +51,7 @@ namespace engine {
 class AsyncCollectives;
 class Placement;
 class PipelineStep;
+class HostPipelineDevice;
 } // namespace engine
 
 /// Observers of a step, e.g. to dump gradients before AdamW consumes them.
@@ -251,6 +252,8 @@ private:
   /// A pipelined program's group over "pp" and the runner of its steps.
   std::unique_ptr<comm::Group> stageGroup;
   std::unique_ptr<engine::PipelineStep> pipelineStep;
+  /// The pipelined step's memory and kernels (host memory, CPU kernels).
+  std::unique_ptr<engine::HostPipelineDevice> pipelineDevice;
   io::Trace *traceTo = nullptr;
   int64_t expertChunks = 1;
   std::unique_ptr<engine::AsyncCollectives> asyncCollectives;

@@ -89,7 +89,7 @@ TEST(CapabilitiesTest, TheCudaBackendAsItIsToday) {
   EXPECT_EQ(caps::recipeList(h100), "tensorwise, delayed");
   EXPECT_EQ(caps::describeCapabilities(h100),
             "fp8_recipes: tensorwise, delayed; fp8_dispatch: no; "
-            "fp8_gemm_alignment: 16; pipeline_stages: no; microbatches: no; "
+            "fp8_gemm_alignment: 16; pipeline_stages: yes; microbatches: yes; "
             "expert_chunks: no; async_collectives: yes; dtypes: f32, i32, bf16");
   // A cpu-target artifact on the cuda backend gets what every GPU runs.
   caps::Capabilities common = caps::backendCapabilities("cuda", "cpu");
@@ -137,18 +137,14 @@ TEST(CapabilitiesTest, RecipesAndWidthsOnHopper) {
                         "(fp8_recipes on all of a100, h100, h200: none)"));
 }
 
-TEST(CapabilitiesTest, PipelinesAndMicrobatchesWhereUnsupported) {
+TEST(CapabilitiesTest, PipelinesAndMicrobatchesRunOnEveryBackend) {
   Program pipelined = makePipelinedTinyProgram(2, 4);
   pipelined.target = "h100";
-  EXPECT_EQ(check(pipelined, "cuda"),
-            "artifact 'x.moebin' needs 2 pipeline stages; the cuda backend on "
-            "h100 lacks it (pipeline_stages: no)");
+  EXPECT_EQ(check(pipelined, "cuda"), "ok");
   EXPECT_EQ(check(pipelined, "cpu"), "ok");
   Program accumulated = makePipelinedTinyProgram(1, 4);
   accumulated.target = "a100";
-  EXPECT_EQ(check(accumulated, "cuda"),
-            "artifact 'x.moebin' needs 4 microbatches; the cuda backend on "
-            "a100 lacks it (microbatches: no)");
+  EXPECT_EQ(check(accumulated, "cuda"), "ok");
   EXPECT_EQ(check(makeTinyProgram(), "cuda"), "ok");
 }
 

@@ -216,10 +216,10 @@ TEST(PlannerTest, SearchProposesOnlyWhatTheBackendRuns) {
   SoftwareTraits sw;
   PlanConstraints anything;
   PlanSearchResult free = searchPlans(m, cluster, 64, 256, anything, sw, 500);
-  auto unrunnable = [](const PlanCost &cost) {
-    return cost.plan.pp > 1 || cost.microbatches > 1 || cost.expertChunks > 1;
-  };
-  // Without a backend (another software's run) pipelines and chunks win.
+  // What the cuda backend lacks: chunked expert exchanges (pipelines and
+  // microbatches it runs).
+  auto unrunnable = [](const PlanCost &cost) { return cost.expertChunks > 1; };
+  // Without a backend (another software's run) chunks win.
   EXPECT_TRUE(llvm::any_of(free.best, unrunnable));
   PlanConstraints cuda;
   cuda.backend = ::moe::caps::targetCapabilities("h100");
@@ -231,6 +231,9 @@ TEST(PlannerTest, SearchProposesOnlyWhatTheBackendRuns) {
     EXPECT_FALSE(unrunnable(cost));
     EXPECT_FALSE(checkRunnable(m, cost.plan, 256, cluster.gpu, *cuda.backend));
   }
+  // The cuda backend runs pipelines: some of the best plans have stages.
+  EXPECT_TRUE(llvm::any_of(runnable.best,
+                           [](const PlanCost &c) { return c.plan.pp > 1; }));
   // FP8 on Hopper is the GEMMs' (the dispatch stays in full precision).
   EXPECT_TRUE(llvm::any_of(runnable.best,
                            [](const PlanCost &c) { return c.plan.fp8; }));
@@ -240,7 +243,11 @@ TEST(PlannerTest, SearchProposesOnlyWhatTheBackendRuns) {
   for (const PlanCost &cost :
        searchPlans(m, cluster, 64, 256, cuda, sw, 500).best)
     EXPECT_FALSE(cost.plan.fp8) << cost.plan.describe();
-  // A fixed choice the backend lacks is considered, and refused by name.
+  // A fixed choice the backend lacks is considered, and refused by name
+  // (a backend without pipeline stages, as the cuda backend was).
+  ::moe::caps::Capabilities noStages = *::moe::caps::targetCapabilities("a100");
+  noStages.pipelineStages = false;
+  cuda.backend = &noStages;
   cuda.pp = 2;
   PlanSearchResult fixed = searchPlans(m, cluster, 64, 256, cuda, sw, 5);
   EXPECT_TRUE(fixed.best.empty());
@@ -253,7 +260,10 @@ TEST(PlannerTest, SearchProposesOnlyWhatTheBackendRuns) {
 TEST(PlannerTest, ChecksWhatTheBackendRuns) {
   ModelShape m = moeModel();
   GpuSpec hopper = testCluster().gpu;
-  const ::moe::caps::Capabilities &h100 = *::moe::caps::targetCapabilities("h100");
+  // The h100 record without microbatches (as the cuda backend was), so
+  // that refusing them is checked.
+  ::moe::caps::Capabilities h100 = *::moe::caps::targetCapabilities("h100");
+  h100.microbatches = false;
   ParallelPlan plan;
   plan.dp = 8;
   plan.ep = 8;

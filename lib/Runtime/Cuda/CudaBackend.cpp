@@ -2,6 +2,7 @@
 #include "moe/Runtime/Cuda/CudaBackend.h"
 
 #include "DeviceBuffer.h"
+#include "DevicePipeline.h"
 #include "DeviceStep.h"
 
 #include "moe/Runtime/Artifact/Capabilities.h"
@@ -9,7 +10,9 @@
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cuda/Device.h"
 #include "moe/Runtime/Cuda/Kernels.h"
+#include "moe/Runtime/Comm/GroupSums.h"
 #include "moe/Runtime/Engine/HostWeights.h"
+#include "moe/Runtime/Engine/PipelineStep.h"
 #include "moe/Runtime/Engine/ProgramGroups.h"
 #include "moe/Runtime/IO/Metrics.h"
 
@@ -55,8 +58,9 @@ class CudaBackend final : public Backend {
 public:
   CudaBackend(std::shared_ptr<const Program> program, DeviceInfo device,
               int64_t rank, bool profile)
-      : prog(std::move(program)), info(std::move(device)), host(prog, rank),
-        profiling(profile) {}
+      : prog(std::move(program)), info(std::move(device)),
+        held(engine::heldBuffers(*prog, engine::pipelineRankOf(*prog, rank))),
+        host(prog, rank, &held), profiling(profile) {}
   ~CudaBackend() override;
 
   /// Allocates the buffers on the device and connects the ranks.
@@ -70,12 +74,17 @@ public:
             prog->partsOf(prog->batchAxes)};
   }
   int64_t tokensPerStep() const override {
-    return prog->buffers[prog->tokens].numElements();
+    return prog->buffers[prog->tokens].numElements() * microbatches();
   }
-  int64_t microbatches() const override { return 1; }
+  int64_t microbatches() const override {
+    return prog->pipeline.enabled() ? prog->pipeline.microbatches : 1;
+  }
   uint64_t totalParameterBytes() const override { return parameterBytes; }
   uint64_t optimizerStateBytes() const override { return stateBytes; }
-  uint64_t arenaBytes() const override { return prog->arenaBytes; }
+  uint64_t arenaBytes() const override {
+    return pipelineStep ? prog->arenaBytes * pipelineStep->slotsAllocated()
+                        : prog->arenaBytes;
+  }
   std::string placementLine() const override {
     return absl::StrFormat("device: %s %d (sm_%d, %.1f GiB), %s B on it",
                            info.name, info.ordinal, info.computeCapability,
@@ -95,9 +104,10 @@ public:
   createGroup(const AxisList &axes) const override {
     return jobWorld->group(comm::Mesh{prog->meshAxes, prog->meshShape}, axes);
   }
-  // Pipelines are refused: there are no stages to sum over.
-  absl::Status sumOverStages(absl::Span<double>) override {
-    return absl::OkStatus();
+  absl::Status sumOverStages(absl::Span<double> values) override {
+    if (!stageGroup)
+      return absl::OkStatus();
+    return comm::sumOverGroup(*stageGroup, values, {});
   }
   absl::StatusOr<StepResult> runStep(const int32_t *tokens,
                                      const int32_t *targets, int64_t step,
@@ -124,6 +134,13 @@ private:
 
   /// Several ranks: the NCCL communicators of the program's groups.
   absl::Status connect();
+  /// A pipelined program: the group over the stages and the runner.
+  absl::Status connectStages();
+  /// A pipelined step: the shared runner over DevicePipeline.
+  absl::StatusOr<StepResult> runPipelined(const int32_t *tokens,
+                                          const int32_t *targets,
+                                          int64_t step, const StepHooks &hooks,
+                                          DeviceStep &context);
   /// Mixed precision: each BF16 working copy = its fp32 master rounded to
   /// nearest even, as AdamW leaves it after every step (the copies are
   /// derived, never loaded or saved).
@@ -131,7 +148,10 @@ private:
 
   std::shared_ptr<const Program> prog;
   DeviceInfo info;
-  /// The host staging of the weights: no inputs, temporaries or arena.
+  /// The buffers this rank holds: all but other pipeline stages' weights.
+  std::vector<bool> held;
+  /// The host staging of the weights it holds: no inputs, temporaries or
+  /// arena.
   engine::HostWeights host;
   /// The job: the world given, or a world of one.
   std::unique_ptr<comm::World> localWorld;
@@ -148,6 +168,13 @@ private:
   std::vector<NcclGroup *> ncclGroups;
   std::vector<comm::Group *> mpiGroups;
   std::unique_ptr<CommStream> comm;
+  /// A pipelined program: the "pp" group (several stages), the runner and
+  /// its device memory; temporaries live in the runner's slots.
+  std::unique_ptr<comm::Group> stageGroup;
+  std::unique_ptr<engine::PipelineStep> pipelineStep;
+  std::unique_ptr<DevicePipeline> pipelineDevice;
+  /// The runner's addresses (uint8_t *), mirrored into `pointers`.
+  std::vector<uint8_t *> runnerPointers;
   /// One allocation per persistent buffer (parameters, optimizer state,
   /// inputs) and one arena for the temporaries, at their planned offsets.
   std::vector<void *> pointers;
@@ -167,6 +194,8 @@ private:
 CudaBackend::~CudaBackend() {
   if (stream)
     cudaStreamSynchronize(stream);
+  pipelineStep.reset();
+  pipelineDevice.reset();
   for (void *p : owned)
     cudaFree(p);
   if (arena)
@@ -200,6 +229,8 @@ absl::Status CudaBackend::setUp(comm::World *world) {
   jobWorld = *job;
   if (program.numRanks() > 1)
     MOE_CUDA_TRY(connect());
+  if (program.pipeline.enabled())
+    MOE_CUDA_TRY(connectStages());
   if (profiling) {
     profileEvents.assign(2 * program.instructions.size(), nullptr);
     for (cudaEvent_t &event : profileEvents)
@@ -211,14 +242,22 @@ absl::Status CudaBackend::setUp(comm::World *world) {
     return created.status();
   gemms = std::move(*created);
   pointers.assign(program.buffers.size(), nullptr);
-  MOE_CUDA_OK(cudaMalloc(&arena, std::max<uint64_t>(program.arenaBytes, 1)));
-  allocated += program.arenaBytes;
+  // A pipelined step runs in its microbatch slots' arenas instead.
+  if (!pipelineStep) {
+    MOE_CUDA_OK(
+        cudaMalloc(&arena, std::max<uint64_t>(program.arenaBytes, 1)));
+    allocated += program.arenaBytes;
+  }
   for (uint32_t b = 0; b < program.buffers.size(); ++b) {
     const Buffer &buffer = program.buffers[b];
     if (buffer.kind == BufferKind::Temporary) {
-      pointers[b] = static_cast<char *>(arena) + buffer.offset;
+      if (arena)
+        pointers[b] = static_cast<char *>(arena) + buffer.offset;
       continue;
     }
+    // Another pipeline stage's weights: no storage here.
+    if (!held[b])
+      continue;
     void *storage = nullptr;
     MOE_CUDA_OK(
         cudaMalloc(&storage, std::max<uint64_t>(buffer.sizeInBytes(), 1)));
@@ -232,7 +271,38 @@ absl::Status CudaBackend::setUp(comm::World *world) {
   }
   lossReadyAt = lastWriterOf(program, program.loss);
   gradNormReadyAt = lastWriterOf(program, program.gradNorm);
+  if (pipelineStep) {
+    runnerPointers.assign(pointers.size(), nullptr);
+    for (size_t b = 0; b < pointers.size(); ++b)
+      runnerPointers[b] = static_cast<uint8_t *>(pointers[b]);
+    // Every slot the schedule holds at once, and the gradient sums, now:
+    // a step does not run out of memory halfway.
+    MOE_CUDA_TRY(pipelineStep->reserve(*pipelineDevice, runnerPointers));
+    allocated += pipelineDevice->bytesAllocated();
+  }
   return pushWeights();
+}
+
+absl::Status CudaBackend::connectStages() {
+  const Program &program = *prog;
+  int32_t stageRank = engine::pipelineRankOf(program, rank());
+  if (program.pipeline.stages > 1) {
+    absl::StatusOr<std::unique_ptr<comm::Group>> group = jobWorld->group(
+        comm::Mesh{program.meshAxes, program.meshShape}, {"pp"});
+    if (!group.ok())
+      return absl::Status(group.status().code(),
+                          absl::StrCat("cannot create the group of the "
+                                       "pipeline stages: ",
+                                       group.status().message()));
+    stageGroup = std::move(*group);
+  }
+  absl::StatusOr<std::unique_ptr<engine::PipelineStep>> runner =
+      engine::PipelineStep::create(program, stageRank, stageGroup.get());
+  if (!runner.ok())
+    return runner.status();
+  pipelineStep = std::move(*runner);
+  pipelineDevice = std::make_unique<DevicePipeline>(pointers, profiling);
+  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::connect() {
@@ -289,7 +359,8 @@ absl::Status CudaBackend::pushWeights() {
 absl::Status CudaBackend::refreshWorkingCopies() {
   for (uint32_t b = 0; b < prog->buffers.size(); ++b) {
     const Buffer &copy = prog->buffers[b];
-    if (copy.kind != BufferKind::WorkingCopy)
+    // Another pipeline stage's copies are that stage's to derive.
+    if (copy.kind != BufferKind::WorkingCopy || !held[b])
       continue;
     // The verifier's invariants, which this cast relies on.
     const Buffer *master = copy.master < prog->buffers.size()
@@ -390,6 +461,16 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
     drain();
     return atStep(step, status);
   };
+  if (pipelineStep) {
+    // A scalar buffer holds each microbatch's value in turn, in its own
+    // slot: none is remembered, every read comes from the running slot.
+    context.hostScalars = nullptr;
+    absl::StatusOr<StepResult> result =
+        runPipelined(tokens, targets, step, hooks, context);
+    if (!result.ok())
+      drain();
+    return result;
+  }
   // --profile: event `which` (two per instruction) on the compute stream.
   auto mark = [&](size_t which) {
     return profiling ? cudaStatus(cudaEventRecord(profileEvents[which], stream),
@@ -449,6 +530,31 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
   if (profiling)
     if (absl::Status status = addInstructionTimes(); !status.ok())
       return failed(status);
+  return result;
+}
+
+absl::StatusOr<StepResult>
+CudaBackend::runPipelined(const int32_t *tokens, const int32_t *targets,
+                          int64_t step, const StepHooks &hooks,
+                          DeviceStep &context) {
+  pipelineDevice->setStep(&context, &runnerPointers);
+  absl::StatusOr<StepResult> result = pipelineStep->run(
+      tokens, targets, step,
+      {*pipelineDevice, runnerPointers, hooks, /*trace=*/nullptr});
+  absl::Status finished = absl::OkStatus();
+  // Deferred reductions the step's end needs, then every error a kernel
+  // left: the step is over only when its streams are.
+  if (result.ok() && comm)
+    finished = comm->finish(stream);
+  if (finished.ok())
+    finished = synchronize(stream, context.watch);
+  if (finished.ok() && profiling)
+    finished = pipelineDevice->addTimes(opcodeTimes);
+  pipelineDevice->setStep(nullptr, nullptr);
+  if (!result.ok())
+    return result.status();
+  if (!finished.ok())
+    return atStep(step, finished);
   return result;
 }
 

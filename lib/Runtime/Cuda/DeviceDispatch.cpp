@@ -201,10 +201,14 @@ absl::Status globalNorm(const DeviceStep &step, const ops::GlobalNormView &op) {
   MOE_DEVICE_BUFFER(double, squares, n, step.stream);
   MOE_CUDA_OK(
       cudaMemsetAsync(squares.get(), 0, n * sizeof(double), step.stream));
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < n; ++i) {
+    // Another pipeline stage's gradient: that stage adds its square.
+    if (step.foreignGradients && (*step.foreignGradients)[grads[i]])
+      continue;
     MOE_CUDA_TRY(sumOfSquares(step.f32(grads[i]),
                               step.buffer(grads[i]).numElements(),
                               squares.get() + i, step.stream));
+  }
   std::vector<double> host(n);
   MOE_CUDA_TRY(step.read(squares.get(), static_cast<int64_t>(n), host.data()));
   // Over the groups and the pipeline stages, as on the CPU; one rank has
@@ -676,8 +680,7 @@ absl::Status runWidened(const DeviceStep &step, size_t index) {
     pointers[b] = wide.get();
     scratch.push_back(std::move(wide));
   }
-  DeviceStep onScratch{step.program, pointers, stream, step.gemms, step.step,
-                       step.groups, step.nccl, step.comm, step.stageGroup};
+  DeviceStep onScratch = step.withPointers(pointers);
   MOE_CUDA_TRY(runKernel(onScratch, index));
   for (size_t i = 0; i < widened.size(); ++i) {
     uint32_t b = widened[i];

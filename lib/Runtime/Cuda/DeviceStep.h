@@ -39,8 +39,11 @@ struct DeviceStep {
   /// Several ranks: the stream every NCCL call goes on.
   CommStream *comm = nullptr;
   /// The group of the pipeline stages, which a global norm sums over; none
-  /// without stages (and pipelines are refused at creation for now).
+  /// without stages.
   comm::Group *stageGroup = nullptr;
+  /// A pipelined step's optimizer: the gradients other stages hold (no
+  /// storage here), which the global norm leaves to them.
+  const std::vector<bool> *foreignGradients = nullptr;
   /// Scalars the host wrote this step and nothing has written since
   /// (AdamW's learning rate, the clipping coefficient, the losses): each
   /// read of one would otherwise wait for the stream, once per AdamW. The
@@ -50,6 +53,14 @@ struct DeviceStep {
   /// Several ranks: the deadlines of the NCCL collectives, which every
   /// host wait polls (synchronize).
   CollectiveWatch *watch = nullptr;
+
+  /// The same step over other buffer addresses (an instruction's widened
+  /// scratch).
+  DeviceStep withPointers(const std::vector<void *> &other) const {
+    return {program,    other,      stream,           gemms,
+            step,       groups,     nccl,             comm,
+            stageGroup, foreignGradients, hostScalars, watch};
+  }
 
   /// Program group `index`'s MPI group and NCCL communicator; null on one
   /// rank, where every group is a group of one.

@@ -54,6 +54,11 @@ __global__ void swigluBackwardKernel(const S *dy, const S *gate, const S *up,
   }
 }
 
+__global__ void divideKernel(const float *x, float divisor, float *y,
+                             int64_t n) {
+  GRID_STRIDE(i, n) y[i] = x[i] / divisor;
+}
+
 __global__ void fillKernel(float *x, float value, int64_t n) {
   GRID_STRIDE(i, n) x[i] = value;
 }
@@ -267,6 +272,12 @@ absl::Status swigluBackward(const uint16_t *dy, const uint16_t *gate,
   swigluBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(dy, gate, up,
                                                             dgate, dup, n);
   return launched("swigluBackward (bf16)");
+}
+
+absl::Status divide(const float *x, float divisor, float *y, int64_t n,
+                    cudaStream_t stream) {
+  divideKernel<<<gridFor(n), kThreads, 0, stream>>>(x, divisor, y, n);
+  return launched("divide");
 }
 
 absl::Status fill(float *x, float value, int64_t n, cudaStream_t stream) {

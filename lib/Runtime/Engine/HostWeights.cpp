@@ -5,11 +5,14 @@
 
 namespace moe::rt::engine {
 
-HostWeights::HostWeights(std::shared_ptr<const Program> program, int64_t rank)
+HostWeights::HostWeights(std::shared_ptr<const Program> program, int64_t rank,
+                         const std::vector<bool> *held)
     : prog(std::move(program)), placement(*prog, rank) {
   values.resize(prog->buffers.size());
   for (uint32_t b = 0; b < prog->buffers.size(); ++b) {
     const Buffer &buffer = prog->buffers[b];
+    if (held && !(*held)[b])
+      continue;
     if (buffer.kind == BufferKind::Parameter)
       params.push_back(b);
     else if (buffer.kind == BufferKind::OptimizerState)

@@ -5,6 +5,7 @@
 #include "Dispatch.h"
 
 #include "moe/Runtime/Comm/Communicator.h"
+#include "moe/Runtime/Engine/Placement.h"
 #include "moe/Runtime/Comm/GroupSums.h"
 #include "moe/Runtime/IO/Trace.h"
 #include "moe/Runtime/PipelineOrder.h"
@@ -120,6 +121,27 @@ std::vector<StageTransfer> stageTransfers(const Program &program) {
   return transfers;
 }
 
+int32_t pipelineRankOf(const Program &program, int64_t worldRank) {
+  if (!program.pipeline.enabled() || program.pipeline.stages <= 1)
+    return 0;
+  return static_cast<int32_t>(Placement(program, worldRank).coordinates()[0]);
+}
+
+std::vector<bool> heldBuffers(const Program &program, int32_t rank) {
+  const Pipeline &pipeline = program.pipeline;
+  std::vector<bool> held(program.buffers.size(), true);
+  if (!pipeline.enabled())
+    return held;
+  std::vector<int32_t> stages = persistentBufferStages(program);
+  for (uint32_t b = 0; b < program.buffers.size(); ++b) {
+    BufferKind kind = program.buffers[b].kind;
+    if (kind == BufferKind::Parameter || kind == BufferKind::OptimizerState ||
+        kind == BufferKind::WorkingCopy)
+      held[b] = stages[b] >= 0 && stages[b] % pipeline.stages == rank;
+  }
+  return held;
+}
+
 struct PipelineStep::Slot {
   std::vector<uint8_t *> pointers;
   std::vector<bool> received; // by transfer
@@ -157,14 +179,7 @@ PipelineStep::create(const Program &program, int32_t rank,
         pipeline.microbatches, " microbatches need more than ", kMaxTags,
         " message tags"));
 
-  std::vector<int32_t> stages = persistentBufferStages(program);
-  runner->held.assign(program.buffers.size(), true);
-  for (uint32_t b = 0; b < program.buffers.size(); ++b) {
-    BufferKind kind = program.buffers[b].kind;
-    if (kind == BufferKind::Parameter || kind == BufferKind::OptimizerState ||
-        kind == BufferKind::WorkingCopy)
-      runner->held[b] = stages[b] >= 0 && stages[b] % pipeline.stages == rank;
-  }
+  runner->held = heldBuffers(program, rank);
 
   std::vector<int64_t> producer = program.lastWriters();
   runner->instructionsOf.resize(pipeline.modelStages() * kActionKinds);
@@ -403,6 +418,7 @@ absl::Status PipelineStep::runAction(const PipelineAction &action, Slot &slot,
   if (absl::Status status = receive(action, slot, device); !status.ok())
     return status;
   env.pointers = slot.pointers;
+  device.pointersChanged();
   int32_t stage = action.chunk * program.pipeline.stages + rank;
   for (size_t index : instructionsOf[stage * kActionKinds +
                                      kindIndex(action.kind)]) {
@@ -486,6 +502,7 @@ absl::StatusOr<StepResult> PipelineStep::run(const int32_t *tokens,
   }
   if (!failed.ok()) {
     env.pointers = base;
+    env.device.pointersChanged();
     for (const std::unique_ptr<Slot> &slot : slots)
       slot->inUse = false;
     return failed;
@@ -508,6 +525,7 @@ absl::StatusOr<StepResult> PipelineStep::optimize(int64_t step,
   Slot &slot = **acquired;
   slot.inUse = false;
   env.pointers = slot.pointers;
+  device.pointersChanged();
   // The mean over the microbatches, as one batch of all their rows would
   // give for an average over equally many tokens each.
   float microbatches = static_cast<float>(pipeline.microbatches);

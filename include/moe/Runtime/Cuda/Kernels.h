@@ -50,6 +50,10 @@ absl::Status swigluBackward(const uint16_t *dy, const uint16_t *gate,
                             int64_t n, cudaStream_t stream);
 /// x[0, n) = value.
 absl::Status fill(float *x, float value, int64_t n, cudaStream_t stream);
+/// y = x / divisor, element by element in fp32 (a division, not a product
+/// with the reciprocal: the CPU's average over microbatches).
+absl::Status divide(const float *x, float divisor, float *y, int64_t n,
+                    cudaStream_t stream);
 /// out = bf16(x), rounding to nearest even (as cpu::castToBf16): a GEMM's
 /// BF16 input, a BF16 result computed in fp32, the Cast opcode.
 absl::Status castToBf16(const float *x, uint16_t *out, int64_t n,

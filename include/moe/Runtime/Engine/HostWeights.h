@@ -20,8 +20,10 @@ namespace moe::rt::engine {
 
 class HostWeights final : public WeightStore {
 public:
-  /// Rank `rank`'s parameters and optimizer state of `program`, zeroed.
-  HostWeights(std::shared_ptr<const Program> program, int64_t rank);
+  /// Rank `rank`'s parameters and optimizer state of `program`, zeroed;
+  /// with `held` (a pipeline rank's, heldBuffers), only those it holds.
+  HostWeights(std::shared_ptr<const Program> program, int64_t rank,
+              const std::vector<bool> *held = nullptr);
 
   const Program &program() const override { return *prog; }
   int64_t rank() const override { return placement.rank(); }

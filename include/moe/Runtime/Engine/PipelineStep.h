@@ -64,6 +64,15 @@ optimizerSums(const Program &program, int32_t rank);
 /// The transfers of a (verified) pipelined program, in buffer order.
 std::vector<StageTransfer> stageTransfers(const Program &program);
 
+/// The pipeline rank ("pp" coordinate) of world rank `worldRank` of a
+/// pipelined program: 0 with one stage ("pp" is mesh axis 0, verified).
+int32_t pipelineRankOf(const Program &program, int64_t worldRank);
+
+/// Whether pipeline rank `rank` holds each buffer: the parameters,
+/// optimizer state and working copies of its own stages, and everything
+/// that is not per stage.
+std::vector<bool> heldBuffers(const Program &program, int32_t rank);
+
 class PipelineStep {
 public:
   /// What a backend provides the runner: memory, copies to and from the
@@ -95,6 +104,8 @@ public:
                                     int64_t n) = 0;
     virtual absl::Status average(float *into, const float *sum, int64_t n,
                                  float count) = 0;
+    /// The runner pointed its `pointers` at another slot (or back).
+    virtual void pointersChanged() {}
   };
 
   /// The runner of a verified pipelined `program` on pipeline rank `rank`

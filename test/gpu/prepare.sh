@@ -115,6 +115,9 @@ bin moe-data synth --out "$bundle/data/synth.bin" --tokens 400000 > /dev/null
 fp8=(--fp8=experts --fp8-scaling=delayed --target=h200)
 "$moec" models/tiny.mlir --precision=bf16 -o "$bundle/artifacts/tiny-bf16.moebin"
 "$moec" models/tiny.mlir --precision=bf16 "${fp8[@]}" -o "$bundle/artifacts/tiny-fp8.moebin"
+# Gradient accumulation on one GPU: the shared pipeline runner with one
+# stage and two microbatches (DevicePipeline).
+"$moec" models/tiny.mlir --precision=bf16 --microbatches 2 -o "$bundle/artifacts/tiny-mb2.moebin"
 "$moec" bench/models/gpu-mid.mlir --precision=bf16 -o "$bundle/artifacts/mid-bf16.moebin"
 "$moec" bench/models/gpu-moe.mlir --precision=bf16 -o "$bundle/artifacts/gpu-moe-bf16.moebin"
 "$moec" bench/models/gpu-moe.mlir --precision=bf16 "${fp8[@]}" -o "$bundle/artifacts/gpu-moe-fp8.moebin"
@@ -134,6 +137,8 @@ for recipe in bf16 fp8; do
 done
 run_cpu "$bundle/artifacts/mid-bf16.moebin" --data "$data" --steps 3 \
   --metrics "$bundle/ref/mid-bf16.jsonl"
+run_cpu "$bundle/artifacts/tiny-mb2.moebin" --data "$data" --steps 3 \
+  --metrics "$bundle/ref/tiny-mb2.jsonl"
 
 # --- the budget ---------------------------------------------------------------
 bytes=$(du -sb "$bundle" | cut -f1)

@@ -10,8 +10,9 @@
 #      attention, router and routing kernels
 #   3. step 1 of the tiny model in BF16 and FP8 against the CPU's dump:
 #      every gradient and updated weight
-#   4. 30 steps of the tiny model (BF16, FP8) and 3 of the mid-size model
-#      against the CPU's losses
+#   4. 30 steps of the tiny model (BF16, FP8), 3 of it with two microbatches
+#      (gradient accumulation) and 3 of the mid-size model against the CPU's
+#      losses
 #   5. bench/models/gpu-moe.mlir in BF16 and FP8: median step time, model
 #      TFLOP/s and MFU against the datasheet peak and against a BF16 GEMM
 #      rate measured in this run, time per opcode; the same model as HF
@@ -213,6 +214,13 @@ for recipe in bf16 fp8; do
     row "$name" FAIL "moe-run: $(tail -1 "$work/part.out")"
   fi
 done
+if part tiny-mb2 60 train "$bundle/artifacts/tiny-mb2.moebin" --steps 3 \
+  --metrics "$work/tiny-mb2.jsonl"; then
+  compare "tiny-mb2 3 steps" "$python" test/gpu/compare_runs.py \
+    "$bundle/ref/tiny-mb2.jsonl" "$work/tiny-mb2.jsonl"
+else
+  row tiny-mb2 FAIL "moe-run: $(tail -1 "$work/part.out")"
+fi
 if part mid-bf16 90 train "$bundle/artifacts/mid-bf16.moebin" --steps 3 \
   --metrics "$work/mid-bf16.jsonl"; then
   compare "mid-bf16 3 steps" "$python" test/gpu/compare_runs.py \

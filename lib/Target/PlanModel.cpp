@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Target/Planner.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Runtime/Cuda/Workspace.h"
 #include "moe/Target/Collectives.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -525,7 +526,26 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
   cost.activationMemory = std::max(firstInFlight * perChunk,
                                    lastInFlight * perChunk + logits) +
                           working;
+  // Kernel scratch outside the plan: a flat GiB for another software; on
+  // moe-run's cuda backend at least the experts' backward scratch of a
+  // microbatch (moe/Runtime/Cuda/Workspace.h; every token of the
+  // microbatch, as without sequence parallelism). Expert parallel, it is
+  // counted for twice a balanced share of the group's slots arriving, where
+  // the compiled plan counts the worst case (all of them): routing is
+  // never balanced, but a plan sized for every slot of 32 ranks meeting on
+  // one would fit nothing.
   double workspace = 1024.0 * 1024 * 1024;
+  if (sw.moeRun && gpu.computeCapability > 0 && stageMoe > 0 &&
+      model.experts > 1)
+    workspace = std::max(
+        workspace,
+        static_cast<double>(::moe::rt::cuda::kGemmWorkspaceBytes +
+                            ::moe::rt::cuda::expertsWorkspaceBytes(
+                                static_cast<int64_t>(tokens), model.topK,
+                                model.hidden, model.ffn,
+                                std::max<int64_t>(model.experts / plan.ep, 1),
+                                /*backward=*/true, plan.fp8, act < 4,
+                                std::min<int64_t>(plan.ep, 2))));
   cost.peakMemory = cost.weightMemory + cost.gradientMemory +
                     cost.optimizerMemory + cost.activationMemory + workspace;
   // The rest is the CUDA context, NCCL's buffers and fragmentation.

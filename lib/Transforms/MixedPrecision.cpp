@@ -209,6 +209,9 @@ struct MixedPrecisionPass
       module.emitError() << error;
       return signalPassFailure();
     }
+    // resolvePrecision knows the target: what counts its backend's scratch
+    // (kernelWorkspaceBytes) reads it from here.
+    module->setAttr(kTargetAttrName, StringAttr::get(&getContext(), target));
     if (!recipe->isMixed()) {
       recordPrecision(module, *recipe);
       return;

@@ -2,7 +2,11 @@
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Transforms/Transforms.h"
 #include "moe/Transforms/Sharding.h"
+#include "moe/Runtime/Capabilities.h"
 #include "moe/Runtime/Cpu/Kernels.h"
+#include "moe/Runtime/Cuda/Workspace.h"
+
+#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -26,6 +30,114 @@ double mlir::moe::modelFlops(Operation *op) {
   }
   return 0;
 }
+
+namespace {
+
+/// The module's recorded target runs on the cuda backend.
+bool runsOnCuda(ModuleOp module) {
+  auto target = module->getAttrOfType<StringAttr>(kTargetAttrName);
+  if (!target)
+    return false;
+  const ::moe::caps::Capabilities *record =
+      ::moe::caps::targetCapabilities(target.strref());
+  return record && record->backend == "cuda";
+}
+
+bool isBf16(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  return shaped && shaped.getElementType().isBF16();
+}
+
+/// BF16 elements among an op's operands and results (each buffer once).
+int64_t bf16Elements(Operation *op) {
+  llvm::SmallPtrSet<Value, 8> seen;
+  int64_t elements = 0;
+  for (ValueRange values : {ValueRange(op->getOperands()),
+                            ValueRange(op->getResults())})
+    for (Value value : values)
+      if (isBf16(value.getType()) && seen.insert(value).second)
+        elements += cast<ShapedType>(value.getType()).getNumElements();
+  return elements;
+}
+
+/// The ops whose CUDA kernels run on BF16 storage as it is (the runtime's
+/// runsOnBf16Storage, lib/Runtime/Cuda/DeviceBf16.cpp, and the GEMMs,
+/// casts, AdamW and collectives), when every float tensor but the weight
+/// gradients and loss scalars is BF16; the others widen theirs.
+bool runsOnBf16Storage(Operation *op) {
+  if (isa<LinearOp, LinearGradInputOp, LinearGradWeightOp, CastOp,
+          AdamWUpdateOp, AllReduceOp, AllGatherOp, ReduceScatterOp, SliceOp,
+          EmbeddingOp, RMSNormOp, RoPEOp, RoPEGradOp, SwiGLUOp, SwiGLUGradOp,
+          AddOp, CrossEntropyOp, CrossEntropyGradOp>(op))
+    return true;
+  // Their weight gradients are fp32 (BF16 reductions widen them).
+  if (isa<RMSNormGradOp>(op))
+    return !isBf16(op->getResult(1).getType());
+  if (isa<EmbeddingGradOp>(op))
+    return !isBf16(op->getResult(0).getType());
+  // The tensor-core attention takes heads up to 128 wide.
+  auto headDim = [](Value query, int64_t heads) {
+    return heads > 0 ? cast<ShapedType>(query.getType()).getShape().back() / heads
+                     : 0;
+  };
+  if (auto attention = dyn_cast<AttentionOp>(op))
+    return headDim(attention.getQuery(), attention.getNumHeads()) <=
+           ::moe::rt::cuda::kTensorCoreAttentionMaxHeadDim;
+  if (auto grad = dyn_cast<AttentionGradOp>(op))
+    return headDim(grad.getQuery(), grad.getNumHeads()) <=
+           ::moe::rt::cuda::kTensorCoreAttentionMaxHeadDim;
+  return false;
+}
+
+/// kernelWorkspaceBytes for the cuda backend (moe/Runtime/Cuda/Workspace.h):
+/// cuBLASLt's workspace, and the largest of one instruction's scratch from
+/// the stream-ordered pool: the experts' stacked rows, attention's D, the
+/// fp32 widening of an op without a BF16 kernel, a collective's packing.
+uint64_t cudaWorkspaceBytes(ModuleOp module, func::FuncOp step,
+                            uint64_t pack) {
+  namespace cuda = ::moe::rt::cuda;
+  MeshOp mesh = getMesh(module);
+  auto groupSize = [&](std::optional<ArrayAttr> axes) {
+    int64_t size = 1;
+    if (axes && mesh)
+      for (StringRef axis : axes->getAsValueRange<StringAttr>())
+        size *= mesh.getAxisSize(axis).value_or(1);
+    return size;
+  };
+  uint64_t largest = 0;
+  auto experts = [&](Value x, Value ids, Value w1, bool backward, bool fp8,
+                     std::optional<ArrayAttr> axes) {
+    auto xShape = cast<ShapedType>(x.getType());
+    auto w1Shape = cast<ShapedType>(w1.getType()).getShape();
+    int64_t H = xShape.getShape().back();
+    largest = std::max(
+        largest, cuda::expertsWorkspaceBytes(
+                     xShape.getNumElements() / H,
+                     cast<ShapedType>(ids.getType()).getShape().back(), H,
+                     w1Shape[1], w1Shape[0], backward, fp8,
+                     isBf16(x.getType()), groupSize(axes)));
+  };
+  step.walk([&](Operation *op) {
+    if (auto forward = dyn_cast<ExpertsOp>(op))
+      return experts(forward.getInput(), forward.getIndices(), forward.getW1(),
+                     false, forward.getFp8().has_value(),
+                     forward.getExpertAxes());
+    if (auto backward = dyn_cast<ExpertsGradOp>(op))
+      return experts(backward.getInput(), backward.getIndices(),
+                     backward.getW1(), true, backward.getFp8().has_value(),
+                     backward.getExpertAxes());
+    if (auto grad = dyn_cast<AttentionGradOp>(op)) {
+      auto q = cast<ShapedType>(grad.getQuery().getType()).getShape();
+      largest = std::max(largest, cuda::attentionWorkspaceBytes(
+                                      q[0], q[1], grad.getNumHeads()));
+    }
+    if (!runsOnBf16Storage(op))
+      largest = std::max(largest, cuda::widenedBytes(bf16Elements(op)));
+  });
+  return cuda::kGemmWorkspaceBytes + pack + largest;
+}
+
+} // namespace
 
 uint64_t mlir::moe::kernelWorkspaceBytes(ModuleOp module, func::FuncOp step) {
   // Mirrors Executor::bytesPerRank: AdamW's chunk buffer (64 Ki floats),
@@ -60,6 +172,15 @@ uint64_t mlir::moe::kernelWorkspaceBytes(ModuleOp module, func::FuncOp step) {
                                     xShape.getNumElements() / H, topK, H, F,
                                     backward, fp8, groupSize(axes)));
   };
+  if (runsOnCuda(module)) {
+    step.walk([&](Operation *op) {
+      if (auto gather = dyn_cast<AllGatherOp>(op))
+        packs(gather->getOperand(0), gather->getResult(0), gather.getDim());
+      else if (auto scatter = dyn_cast<ReduceScatterOp>(op))
+        packs(scatter->getResult(0), scatter->getOperand(0), scatter.getDim());
+    });
+    return cudaWorkspaceBytes(module, step, pack);
+  }
   step.walk([&](Operation *op) {
     if (auto attention = dyn_cast<AttentionOp>(op))
       largest = std::max(largest,

@@ -22,7 +22,7 @@ moe.transformer @m {vocab = 32, hidden = 16, layers = 1, heads = 2,
 // FP32: moe.adamw_update @lm_head.weight, {{.*}} weight_decay = 1.000000e-01 : f32} : tensor<32x16xf32>
 
 // The recipe is recorded on the module.
-// BF16: module attributes {{{.*}}moe.precision = {compute = "bf16", grad_reduce = "fp32"}}
+// BF16: module attributes {{{.*}}moe.precision = {compute = "bf16", grad_reduce = "fp32"}, moe.target = "{{(h100|cpu)}}"}
 // Each weight is followed by its BF16 working copy, sharded as it is.
 // BF16: moe.param @model.embed_tokens.weight : tensor<32x16xf32>
 // BF16-NEXT: moe.param @model.embed_tokens.weight.bf16 : tensor<32x16xbf16> {kind = #moe.param_kind<working_copy>, master = @model.embed_tokens.weight}

@@ -1010,7 +1010,7 @@ func.func @foreign_attribute(%x: tensor<8xf32>) -> tensor<8xf32> {
 // -----
 
 func.func @unknown_discardable(%x: tensor<8xf32>) -> tensor<8xf32> {
-  // expected-error @+1 {{'moe.add' op has unknown attribute 'moe.pipline_stage'; known moe attributes: moe.arena_bytes, moe.full_recompute_flops, moe.memory_budget, moe.microbatches, moe.model, moe.offsets, moe.partitioned, moe.peak_live_bytes, moe.pipeline_phase, moe.pipeline_ranks, moe.pipeline_schedule, moe.pipeline_slots, moe.pipeline_stage, moe.precision, moe.recompute_flops, moe.recomputed, moe.sharding, moe.sharding_origin, moe.sharding_seed, moe.sharding_seed_origin}}
+  // expected-error @+1 {{'moe.add' op has unknown attribute 'moe.pipline_stage'; known moe attributes: moe.arena_bytes, moe.full_recompute_flops, moe.memory_budget, moe.microbatches, moe.model, moe.offsets, moe.partitioned, moe.peak_live_bytes, moe.pipeline_phase, moe.pipeline_ranks, moe.pipeline_schedule, moe.pipeline_slots, moe.pipeline_stage, moe.precision, moe.recompute_flops, moe.recomputed, moe.sharding, moe.sharding_origin, moe.sharding_seed, moe.sharding_seed_origin, moe.target}}
   %y = moe.add %x, %x {moe.pipline_stage = 0} : tensor<8xf32>
   return %y : tensor<8xf32>
 }
@@ -1020,6 +1020,13 @@ func.func @unknown_discardable(%x: tensor<8xf32>) -> tensor<8xf32> {
 // moe.* attributes are checked on every op, not only moe ones.
 // expected-error @+1 {{'builtin.module' op has unknown attribute 'moe.frobnicate'; known moe attributes: moe.arena_bytes,}}
 module attributes {moe.frobnicate = 3} {
+}
+
+// -----
+
+// The target recorded on the module names one of the capability records.
+// expected-error @+1 {{'builtin.module' op expected attribute 'moe.target' to be a target name (cpu, a100, h100, h200), got "v100"}}
+module attributes {moe.target = "v100"} {
 }
 
 // -----

@@ -22,6 +22,8 @@
 #ifndef MOE_RUNTIME_CUDA_GEMM_H
 #define MOE_RUNTIME_CUDA_GEMM_H
 
+#include "moe/Runtime/Cuda/Workspace.h"
+
 #include "absl/status/statusor.h"
 
 #include <cublasLt.h>
@@ -124,7 +126,8 @@ private:
 class GemmRunner {
 public:
   static absl::StatusOr<std::unique_ptr<GemmRunner>>
-  create(int computeCapability, uint64_t workspaceBytes = 32 << 20);
+  create(int computeCapability,
+         uint64_t workspaceBytes = kGemmWorkspaceBytes);
   ~GemmRunner();
 
   /// C = alpha op(A) op(B) + beta C on `stream`; A and B of spec.a / spec.b

@@ -16,6 +16,8 @@
 #ifndef MOE_RUNTIME_CUDA_KERNELS_H
 #define MOE_RUNTIME_CUDA_KERNELS_H
 
+#include "moe/Runtime/Cuda/Workspace.h"
+
 #include "absl/status/status.h"
 
 #include <cuda_runtime_api.h>
@@ -201,7 +203,8 @@ absl::Status attentionBackward(const float *dout, const float *q,
 /// GEMMs rounded to BF16, so results agree with the fp32 kernels to BF16's
 /// precision, not to rounding. Deterministic (no atomics). Head dims up to
 /// kFlashAttentionMaxHeadDim; wider heads take the fp32 kernels.
-inline constexpr int64_t kFlashAttentionMaxHeadDim = 128;
+inline constexpr int64_t kFlashAttentionMaxHeadDim =
+    kTensorCoreAttentionMaxHeadDim;
 bool flashAttentionSupports(int64_t headDim);
 absl::Status flashAttentionForward(const uint16_t *q, const uint16_t *k,
                                    const uint16_t *v, uint16_t *out,

@@ -1,6 +1,7 @@
 //===- MoEDialect.cpp - the moe dialect -----------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEDialect.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Runtime/Capabilities.h"
 
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/StringExtras.h"
@@ -99,6 +100,11 @@ static bool isPrecisionRecord(Attribute attr) {
   });
 }
 
+static bool isTargetName(Attribute attr) {
+  auto name = dyn_cast<StringAttr>(attr);
+  return name && ::moe::caps::targetCapabilities(name.strref()) != nullptr;
+}
+
 static const DiscardableAttribute kOperationAttributes[] = {
     {kArenaBytesAttrName, kInteger, is<IntegerAttr>},
     {kFullRecomputeFlopsAttrName, "a float", is<FloatAttr>},
@@ -127,6 +133,7 @@ static const DiscardableAttribute kOperationAttributes[] = {
     {kShardingSeedAttrName, "a #moe.sharding", is<ShardingAttr>},
     {kShardingSeedOriginAttrName, "an array of strings, one per dimension",
      isArrayOf<StringAttr>},
+    {kTargetAttrName, "a target name (cpu, a100, h100, h200)", isTargetName},
 };
 
 static const DiscardableAttribute kArgumentAttributes[] = {

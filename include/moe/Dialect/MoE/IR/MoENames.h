@@ -54,6 +54,11 @@ inline constexpr llvm::StringLiteral kMicrobatchesAttrName =
 /// fp32. moe-expand-transformer records moe.transformer's request,
 /// moe-mixed-precision the recipe it applied.
 inline constexpr llvm::StringLiteral kPrecisionAttrName = "moe.precision";
+/// On the module: the target the step is compiled for (moec --target, a
+/// name of moe/Runtime/Capabilities.h), which moe-mixed-precision records:
+/// what counts the scratch of the backend that runs it
+/// (kernelWorkspaceBytes).
+inline constexpr llvm::StringLiteral kTargetAttrName = "moe.target";
 /// Unit attribute of a module whose step moe-partition rewrote per rank:
 /// its parameter types are then this rank's blocks.
 inline constexpr llvm::StringLiteral kPartitionedAttrName = "moe.partitioned";

@@ -214,6 +214,14 @@ for recipe in bf16 fp8; do
     row "$name" FAIL "moe-run: $(tail -1 "$work/part.out")"
   fi
 done
+# --trace from the device's events: every step's experts on the compute
+# track.
+if part tiny-trace 60 train "$bundle/artifacts/tiny-bf16.moebin" --steps 2 \
+  --trace "$work/tiny-trace.json"; then
+  compare "tiny-trace" "$python" test/moe-run/check_trace.py "$work/tiny-trace.json"
+else
+  row tiny-trace FAIL "moe-run: $(tail -1 "$work/part.out")"
+fi
 if part tiny-mb2 60 train "$bundle/artifacts/tiny-mb2.moebin" --steps 3 \
   --metrics "$work/tiny-mb2.jsonl"; then
   compare "tiny-mb2 3 steps" "$python" test/gpu/compare_runs.py \

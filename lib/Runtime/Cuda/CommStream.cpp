@@ -4,6 +4,7 @@
 #include "CudaStatus.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace moe::rt::cuda {
 
@@ -55,9 +56,21 @@ absl::Status CommStream::run(
   cudaEventDestroy(ready);
   if (!waited.ok())
     return waited;
+  std::optional<size_t> span;
+  if (timeline) {
+    absl::StatusOr<size_t> started =
+        timeline->start(comm, io::TraceTrack::Communication, label);
+    if (!started.ok())
+      return started.status();
+    span = *started;
+  }
   // Recorded even when the work failed: what it enqueued before failing
   // (a copy, a free, part of a group) must still be waited for.
   absl::Status status = work(comm);
+  if (span)
+    if (absl::Status ended = timeline->end(*span, comm);
+        status.ok() && !ended.ok())
+      status = ended;
   MOE_CUDA_OK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   MOE_CUDA_OK(cudaEventRecord(done, comm));
   pending[neededBy].push_back(done);

@@ -18,6 +18,8 @@
 #ifndef MOE_LIB_RUNTIME_CUDA_COMMSTREAM_H
 #define MOE_LIB_RUNTIME_CUDA_COMMSTREAM_H
 
+#include "StepTimeline.h"
+
 #include "moe/Runtime/Program.h"
 
 #include "absl/status/statusor.h"
@@ -27,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace moe::rt::cuda {
@@ -56,6 +59,12 @@ public:
   absl::Status before(cudaStream_t compute, size_t index);
   /// The end of a step (or an error): the compute stream waits for all.
   absl::Status finish(cudaStream_t compute);
+  /// --trace: the work run() enqueues from here on is a span of
+  /// `timeline`'s communication track named `label` (none: untraced).
+  void traceAs(StepTimeline *timeline, std::string label) {
+    this->timeline = timeline;
+    this->label = std::move(label);
+  }
 
 private:
   CommStream() = default;
@@ -65,6 +74,8 @@ private:
   /// For each instruction, the first later one reading one of its results.
   std::vector<size_t> firstReader;
   std::map<size_t, std::vector<cudaEvent_t>> pending;
+  StepTimeline *timeline = nullptr;
+  std::string label;
 };
 
 } // namespace moe::rt::cuda

@@ -4,6 +4,7 @@
 #include "DeviceBuffer.h"
 #include "DevicePipeline.h"
 #include "DeviceStep.h"
+#include "StepTimeline.h"
 
 #include "moe/Runtime/Artifact/Capabilities.h"
 #include "moe/Runtime/Artifact/Reader.h"
@@ -20,6 +21,7 @@
 #include "absl/strings/str_format.h"
 
 #include <cmath>
+#include <optional>
 #include <cstdlib>
 
 namespace moe::rt::cuda {
@@ -57,10 +59,13 @@ absl::StatusOr<DeviceInfo> deviceOfThisProcess(const comm::World *world) {
 class CudaBackend final : public Backend {
 public:
   CudaBackend(std::shared_ptr<const Program> program, DeviceInfo device,
-              int64_t rank, bool profile)
+              int64_t rank, bool profile, io::Trace *trace)
       : prog(std::move(program)), info(std::move(device)),
         held(engine::heldBuffers(*prog, engine::pipelineRankOf(*prog, rank))),
-        host(prog, rank, &held), profiling(profile) {}
+        host(prog, rank, &held), profiling(profile) {
+    if (trace)
+      timeline = std::make_unique<StepTimeline>(*trace);
+  }
   ~CudaBackend() override;
 
   /// Allocates the buffers on the device and connects the ranks.
@@ -116,6 +121,7 @@ public:
   absl::Status readBuffer(uint32_t buffer, void *host) const override;
   absl::Status writeBuffer(uint32_t buffer, const void *host) override;
   absl::Status fillBuffer(uint32_t buffer, uint32_t pattern) override;
+  bool tracesSteps() const override { return true; }
   const OpcodeTimes *instructionTimes() const override {
     return profiling ? &opcodeTimes : nullptr;
   }
@@ -125,6 +131,14 @@ private:
   /// each instruction, to opcodeTimes (after the step's last
   /// synchronisation).
   absl::Status addInstructionTimes();
+  /// --trace: starts the span of `instruction` on stream `on` (none when
+  /// not tracing), naming the communication its collectives enqueue too;
+  /// after the step's last wait, writes the step's spans to the trace, or
+  /// forgets them (a failed step).
+  absl::StatusOr<std::optional<size_t>> startSpan(cudaStream_t on,
+                                                  const Instruction &instruction);
+  absl::Status writeTimeline();
+  void forgetTimeline();
 
   /// Copies buffer `buffer`'s bytes from `from` to `to` (one of them its
   /// device storage) on the step's stream, after the work already on it,
@@ -185,6 +199,8 @@ private:
   /// --profile: two events per instruction (before and after it, on the
   /// compute stream) and the sums so far.
   bool profiling = false;
+  /// --trace: the spans of the running step, on both streams.
+  std::unique_ptr<StepTimeline> timeline;
   std::vector<cudaEvent_t> profileEvents;
   OpcodeTimes opcodeTimes = OpcodeTimes(kNumOpcodes);
   /// DeviceStep::hostScalars of the step running.
@@ -301,7 +317,8 @@ absl::Status CudaBackend::connectStages() {
   if (!runner.ok())
     return runner.status();
   pipelineStep = std::move(*runner);
-  pipelineDevice = std::make_unique<DevicePipeline>(pointers, profiling);
+  pipelineDevice = std::make_unique<DevicePipeline>(pointers, profiling,
+                                                    timeline.get());
   return absl::OkStatus();
 }
 
@@ -430,6 +447,10 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
                                                 const StepHooks &hooks) {
   const Program &program = *prog;
   MOE_CUDA_TRY(checkStepInputs(tokens, targets, step));
+  // The stream is idle (the last step ended with a wait): the timeline's
+  // origin is now.
+  if (timeline)
+    MOE_CUDA_TRY(timeline->begin(stream));
   uint64_t inputBytes = program.buffers[program.tokens].sizeInBytes();
   int32_t at = static_cast<int32_t>(step);
   MOE_CUDA_OK(cudaMemcpyAsync(pointers[program.tokens], tokens, inputBytes,
@@ -459,6 +480,7 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
   };
   auto failed = [&](const absl::Status &status) {
     drain();
+    forgetTimeline();
     return atStep(step, status);
   };
   if (pipelineStep) {
@@ -486,9 +508,16 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
       hooks.beforeInstruction(index, instruction);
     if (absl::Status status = mark(2 * index); !status.ok())
       return failed(status);
+    absl::StatusOr<std::optional<size_t>> span =
+        startSpan(stream, instruction);
+    if (!span.ok())
+      return failed(span.status());
     if (absl::Status status = runDeviceInstruction(context, index);
         !status.ok())
       return failed(status);
+    if (*span)
+      if (absl::Status status = timeline->end(**span, stream); !status.ok())
+        return failed(status);
     if (absl::Status status = mark(2 * index + 1); !status.ok())
       return failed(status);
     if (hooks.afterInstruction)
@@ -507,6 +536,7 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
       if (!std::isfinite(*value)) {
         // Deferred reductions may still be in flight.
         drain();
+        forgetTimeline();
         return nonFinite(step, what, *value);
       }
     }
@@ -530,14 +560,46 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
   if (profiling)
     if (absl::Status status = addInstructionTimes(); !status.ok())
       return failed(status);
+  if (absl::Status status = writeTimeline(); !status.ok())
+    return failed(status);
   return result;
+}
+
+absl::StatusOr<std::optional<size_t>>
+CudaBackend::startSpan(cudaStream_t on, const Instruction &instruction) {
+  if (!timeline)
+    return std::optional<size_t>();
+  const char *name = opcodeName(instruction.opcode);
+  if (comm)
+    comm->traceAs(timeline.get(), name);
+  absl::StatusOr<size_t> span =
+      timeline->start(on, io::TraceTrack::Compute, name);
+  if (!span.ok())
+    return span.status();
+  return std::optional<size_t>(*span);
+}
+
+absl::Status CudaBackend::writeTimeline() {
+  if (!timeline)
+    return absl::OkStatus();
+  if (comm)
+    comm->traceAs(nullptr, "");
+  return timeline->write();
+}
+
+void CudaBackend::forgetTimeline() {
+  if (!timeline)
+    return;
+  if (comm)
+    comm->traceAs(nullptr, "");
+  timeline->discard();
 }
 
 absl::StatusOr<StepResult>
 CudaBackend::runPipelined(const int32_t *tokens, const int32_t *targets,
                           int64_t step, const StepHooks &hooks,
                           DeviceStep &context) {
-  pipelineDevice->setStep(&context, &runnerPointers);
+  pipelineDevice->setStep(&context, &runnerPointers, comm.get());
   absl::StatusOr<StepResult> result = pipelineStep->run(
       tokens, targets, step,
       {*pipelineDevice, runnerPointers, hooks, /*trace=*/nullptr});
@@ -550,7 +612,11 @@ CudaBackend::runPipelined(const int32_t *tokens, const int32_t *targets,
     finished = synchronize(stream, context.watch);
   if (finished.ok() && profiling)
     finished = pipelineDevice->addTimes(opcodeTimes);
-  pipelineDevice->setStep(nullptr, nullptr);
+  if (finished.ok() && result.ok())
+    finished = writeTimeline();
+  else
+    forgetTimeline();
+  pipelineDevice->setStep(nullptr, nullptr, nullptr);
   if (!result.ok())
     return result.status();
   if (!finished.ok())
@@ -602,8 +668,8 @@ createCudaBackend(std::shared_ptr<const Program> program,
       !status.ok())
     return prefixed(status);
   int64_t rank = options.world ? options.world->rank() : 0;
-  auto backend = std::make_unique<CudaBackend>(std::move(program), *device,
-                                               rank, options.profile);
+  auto backend = std::make_unique<CudaBackend>(
+      std::move(program), *device, rank, options.profile, options.trace);
   if (absl::Status status = backend->setUp(options.world); !status.ok())
     return prefixed(status);
   return backend;

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <optional>
+
 namespace moe::rt::cuda {
 
 DevicePipeline::~DevicePipeline() {
@@ -15,11 +17,9 @@ DevicePipeline::~DevicePipeline() {
   for (void *p : owned)
     cudaFree(p);
   for (auto &[index, start, end] : timed) {
-    cudaEventDestroy(start);
-    cudaEventDestroy(end);
+    events.give(start);
+    events.give(end);
   }
-  for (cudaEvent_t e : freeEvents)
-    cudaEventDestroy(e);
 }
 
 absl::StatusOr<uint8_t *> DevicePipeline::allocate(uint64_t bytes,
@@ -57,33 +57,35 @@ absl::Status DevicePipeline::download(void *to, const uint8_t *from,
   return synchronize(context->stream, context->watch);
 }
 
-absl::StatusOr<cudaEvent_t> DevicePipeline::event() {
-  if (!freeEvents.empty()) {
-    cudaEvent_t e = freeEvents.back();
-    freeEvents.pop_back();
-    return e;
-  }
-  cudaEvent_t e = nullptr;
-  MOE_CUDA_OK(cudaEventCreate(&e));
-  return e;
-}
-
 absl::Status DevicePipeline::runOn(const DeviceStep &step, size_t index) {
   if (step.comm)
     MOE_CUDA_TRY(step.comm->before(step.stream, index));
   cudaEvent_t start = nullptr, end = nullptr;
   if (profiling) {
-    absl::StatusOr<cudaEvent_t> first = event();
+    absl::StatusOr<cudaEvent_t> first = events.take();
     if (!first.ok())
       return first.status();
-    absl::StatusOr<cudaEvent_t> second = event();
+    absl::StatusOr<cudaEvent_t> second = events.take();
     if (!second.ok())
       return second.status();
     start = *first, end = *second;
     timed.emplace_back(index, start, end);
     MOE_CUDA_OK(cudaEventRecord(start, step.stream));
   }
+  std::optional<size_t> span;
+  if (timeline) {
+    const char *name = opcodeName(step.program.instructions[index].opcode);
+    if (comm)
+      comm->traceAs(timeline, name);
+    absl::StatusOr<size_t> started =
+        timeline->start(step.stream, io::TraceTrack::Compute, name);
+    if (!started.ok())
+      return started.status();
+    span = *started;
+  }
   MOE_CUDA_TRY(runDeviceInstruction(step, index));
+  if (span)
+    MOE_CUDA_TRY(timeline->end(*span, step.stream));
   if (profiling)
     MOE_CUDA_OK(cudaEventRecord(end, step.stream));
   return absl::OkStatus();
@@ -138,8 +140,8 @@ absl::Status DevicePipeline::addTimes(OpcodeTimes &times) {
     auto &slot = times[static_cast<int>(program.instructions[index].opcode)];
     slot.first += milliseconds / 1e3;
     ++slot.second;
-    freeEvents.push_back(start);
-    freeEvents.push_back(end);
+    events.give(start);
+    events.give(end);
   }
   timed.clear();
   return absl::OkStatus();

@@ -14,6 +14,8 @@
 #define MOE_LIB_RUNTIME_CUDA_DEVICEPIPELINE_H
 
 #include "DeviceStep.h"
+#include "EventPool.h"
+#include "StepTimeline.h"
 
 #include "moe/Runtime/Backend/Backend.h"
 #include "moe/Runtime/Engine/PipelineStep.h"
@@ -27,16 +29,21 @@ class DevicePipeline final : public engine::PipelineStep::Device {
 public:
   /// `backendPointers` is the vector the steps' DeviceStep reads; the
   /// runner's own (`runnerPointers`) are copied into it when they change.
-  DevicePipeline(std::vector<void *> &backendPointers, bool profiling)
-      : backendPointers(backendPointers), profiling(profiling) {}
+  DevicePipeline(std::vector<void *> &backendPointers, bool profiling,
+                 StepTimeline *timeline)
+      : backendPointers(backendPointers), profiling(profiling),
+        timeline(timeline) {}
   ~DevicePipeline() override;
 
-  /// The running step: its DeviceStep (whose pointers are backendPointers)
-  /// and the runner's pointers; null between steps.
+  /// The running step: its DeviceStep (whose pointers are backendPointers),
+  /// the runner's pointers and the communication stream (several ranks);
+  /// null between steps.
   void setStep(const DeviceStep *step,
-               const std::vector<uint8_t *> *runnerPointers) {
+               const std::vector<uint8_t *> *runnerPointers,
+               CommStream *commStream) {
     context = step;
     runner = runnerPointers;
+    comm = commStream;
   }
   /// --profile: adds the time of every instruction run since the last call
   /// to `times` (waits for the stream).
@@ -61,17 +68,19 @@ public:
 
 private:
   absl::Status runOn(const DeviceStep &step, size_t index);
-  absl::StatusOr<cudaEvent_t> event();
 
   std::vector<void *> &backendPointers;
   bool profiling;
+  /// --trace: the step's spans (null without).
+  StepTimeline *timeline;
+  CommStream *comm = nullptr;
   const DeviceStep *context = nullptr;
   const std::vector<uint8_t *> *runner = nullptr;
   std::vector<void *> owned;
   uint64_t allocated = 0;
   /// --profile: each instruction run, between its two events.
   std::vector<std::tuple<size_t, cudaEvent_t, cudaEvent_t>> timed;
-  std::vector<cudaEvent_t> freeEvents;
+  EventPool events;
 };
 
 } // namespace moe::rt::cuda

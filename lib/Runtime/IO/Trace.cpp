@@ -10,7 +10,11 @@ namespace moe::rt::io {
 Trace::Trace(int rank) : rank(rank), origin(Clock::now()) {}
 
 void Trace::span(TraceTrack track, std::string name, Clock::time_point start) {
-  Clock::time_point end = Clock::now();
+  span(track, std::move(name), start, Clock::now());
+}
+
+void Trace::span(TraceTrack track, std::string name, Clock::time_point start,
+                 Clock::time_point end) {
   auto us = [&](Clock::time_point t) {
     return std::chrono::duration<double, std::micro>(t - origin).count();
   };

@@ -229,12 +229,11 @@ absl::Status Run::setUpBackend(Program program) {
   if (!created.ok())
     return created.status();
   backend = std::move(*created);
-  // A trace records kernels as a host step runs them; a device backend
-  // times its own instructions (--profile) and dumps through readBuffer.
-  if (!backend->hostStep() && !options.tracePath.empty())
+  // A trace records kernels as a host step runs them, or from a device's
+  // events; a backend that does neither refuses it.
+  if (!backend->tracesSteps() && !options.tracePath.empty())
     return absl::UnimplementedError(absl::StrCat(
-        "--trace needs --device cpu for now (--device ", options.device,
-        " has --profile for the time per kernel)"));
+        "--trace: the ", options.device, " backend records no trace"));
   if (options.asyncCollectives && !backend->asyncCollectives() && reports &&
       !options.quiet)
     out << "note: --async-collectives needs a partitioned, unpipelined "

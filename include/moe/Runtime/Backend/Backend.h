@@ -116,6 +116,9 @@ public:
   /// backend's; null for a device backend, whose buffers the host reaches
   /// only through readBuffer and its peers.
   virtual const Executor *hostStep() const { return nullptr; }
+  /// Whether its steps record into BackendOptions::trace (moe-run
+  /// --trace): a host step's kernels as they run, a device's from events.
+  virtual bool tracesSteps() const { return hostStep() != nullptr; }
   /// With BackendOptions::profile, the time of each opcode's instructions
   /// as the backend measured it (a device: on its compute stream, from an
   /// instruction's first kernel to its last); null where the caller times

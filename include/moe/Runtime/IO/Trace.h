@@ -32,6 +32,9 @@ public:
   Clock::time_point now() const { return Clock::now(); }
   /// Records a span from `start` to now; callable from several threads.
   void span(TraceTrack track, std::string name, Clock::time_point start);
+  /// Records a span from `start` to `end` (a device's, timed by events).
+  void span(TraceTrack track, std::string name, Clock::time_point start,
+            Clock::time_point end);
 
   size_t size() const { return spans.size(); }
   /// The Chrome trace JSON of every span so far.

@@ -209,24 +209,41 @@ MOE_SIMT_FN void loadKeyValueTiles(const Simt &simt, const Args &args,
               shape.S - k0, shape.headDim);
 }
 
+/// scores[16, 16 kTiles] = a[16 rows] b[16 kTiles rows]^T over D, the
+/// kTiles column tiles accumulating together.
+template <int D, int kTiles, typename Simt>
+MOE_SIMT_FN void rowsTimesTilesT(const Simt &simt, const uint16_t *aRows,
+                                 const uint16_t *bTile, float *scores) {
+  using St = Strides<D>;
+  typename Simt::FragC acc[kTiles];
+  for (int n = 0; n < kTiles; ++n)
+    simt.zero(acc[n]);
+  for (int kk = 0; kk < D / 16; ++kk) {
+    typename Simt::FragA a;
+    simt.load(a, aRows + kk * 16, St::kRow);
+    for (int n = 0; n < kTiles; ++n) {
+      typename Simt::FragBCol b;
+      simt.load(b, bTile + n * 16 * St::kRow + kk * 16, St::kRow);
+      simt.mma(acc[n], a, b);
+    }
+  }
+  for (int n = 0; n < kTiles; ++n)
+    simt.storeAcc(scores + n * 16, acc[n], St::kScore);
+}
+
 /// scores[16, 64] (a warp's, stride kScore) = a[16 rows of A] b[64 rows
 /// of B]^T over D: A's rows from `aRows` (stride kRow), B's from `bTile`.
-template <int D, typename Simt>
+/// `kTogether` column tiles accumulate at once, so each A fragment is read
+/// from shared memory once per group of them: all four where registers
+/// allow, one at a time in the dk/dv kernel, whose 2 D / 16 accumulators
+/// already hold most of them.
+template <int D, typename Simt, int kTogether = kTile / 16>
 MOE_SIMT_FN void rowsTimesTileT(const Simt &simt, const uint16_t *aRows,
                                 const uint16_t *bTile, float *scores) {
-  using St = Strides<D>;
-  for (int n = 0; n < kTile / 16; ++n) {
-    typename Simt::FragC acc;
-    simt.zero(acc);
-    for (int kk = 0; kk < D / 16; ++kk) {
-      typename Simt::FragA a;
-      typename Simt::FragBCol b;
-      simt.load(a, aRows + kk * 16, St::kRow);
-      simt.load(b, bTile + n * 16 * St::kRow + kk * 16, St::kRow);
-      simt.mma(acc, a, b);
-    }
-    simt.storeAcc(scores + n * 16, acc, St::kScore);
-  }
+  static_assert((kTile / 16) % kTogether == 0, "whole groups of tiles");
+  for (int first = 0; first < kTile / 16; first += kTogether)
+    rowsTimesTilesT<D, kTogether>(
+        simt, aRows, bTile + first * 16 * Strides<D>::kRow, scores + first * 16);
 }
 
 /// acc[n] += probs[16, 64] (a warp's BF16, stride kProb) tile[64, D], for
@@ -457,8 +474,8 @@ MOE_SIMT_FN void keyValueGradBlock(const Simt &simt,
       simt.syncThreads();
 
       // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys.
-      rowsTimesTileT<D>(simt, warpK, qs, scores);
-      rowsTimesTileT<D>(simt, warpV, dos, dprobs);
+      rowsTimesTileT<D, Simt, 1>(simt, warpK, qs, scores);
+      rowsTimesTileT<D, Simt, 1>(simt, warpV, dos, dprobs);
       simt.syncWarp();
       for (int c = half * 32; c < half * 32 + 32; ++c) {
         int64_t query = q0 + c;

@@ -134,6 +134,11 @@ void mlir::moe::printChosenPlan(const ChosenPlan &chosen,
      << " --precision " << flags.precision;
   if (!flags.gradReduceDtype.empty())
     os << " --grad-reduce-dtype " << flags.gradReduceDtype;
+  // The plan's FP8, so that the line compiles what the plan costed.
+  if (!flags.fp8Gemms.empty())
+    os << " --fp8=" << flags.fp8Gemms << " --fp8-scaling=" << flags.fp8Scaling;
+  if (flags.fp8Dispatch)
+    os << " --fp8-dispatch";
   os << "\n";
   // The plan's data-parallel reductions overlap the backward, as moe-run's
   // communication thread does.

@@ -88,7 +88,7 @@ TEST(CapabilitiesTest, TheCudaBackendAsItIsToday) {
   EXPECT_EQ(caps::recipeList(a100), "none");
   EXPECT_EQ(caps::recipeList(h100), "tensorwise, delayed");
   EXPECT_EQ(caps::describeCapabilities(h100),
-            "fp8_recipes: tensorwise, delayed; fp8_dispatch: no; "
+            "fp8_recipes: tensorwise, delayed; fp8_dispatch: yes; "
             "fp8_gemm_alignment: 16; pipeline_stages: yes; microbatches: yes; "
             "expert_chunks: no; async_collectives: yes; dtypes: f32, i32, bf16");
   // A cpu-target artifact on the cuda backend gets what every GPU runs.
@@ -153,11 +153,8 @@ TEST(CapabilitiesTest, Fp8DispatchOnlyWhereTokensTravel) {
   program.target = "h100";
   setRecipe(program, Fp8Scaling::None, /*dispatch=*/true);
   ASSERT_TRUE(verifyProgram(program).ok());
-  std::string message = check(program, "cuda");
-  EXPECT_THAT(message, HasSubstr("needs fp8 token dispatch (instruction "));
-  EXPECT_THAT(
-      message,
-      HasSubstr("the cuda backend on h100 lacks it (fp8_dispatch: no)"));
+  // Both backends send FP8 rows (the cuda backend since issue 17).
+  EXPECT_EQ(check(program, "cuda"), "ok");
   EXPECT_EQ(check(program, "cpu"), "ok");
   // Without expert parallelism nothing is sent: the flag changes nothing.
   Program local = makeMoeProgram();

@@ -237,12 +237,13 @@ TEST(PlannerTest, SearchProposesOnlyWhatTheBackendRuns) {
   // FP8 on Hopper is the GEMMs' (the dispatch stays in full precision).
   EXPECT_TRUE(llvm::any_of(runnable.best,
                            [](const PlanCost &c) { return c.plan.fp8; }));
-  // On an A100 there is nothing FP8 the backend runs.
+  // On an A100, FP8 is the token dispatch alone, which only expert
+  // parallelism has.
   cuda.backend = ::moe::caps::targetCapabilities("a100");
   cluster.gpu.fp8Tflops = 0;
   for (const PlanCost &cost :
        searchPlans(m, cluster, 64, 256, cuda, sw, 500).best)
-    EXPECT_FALSE(cost.plan.fp8) << cost.plan.describe();
+    EXPECT_TRUE(!cost.plan.fp8 || cost.plan.ep > 1) << cost.plan.describe();
   // A fixed choice the backend lacks is considered, and refused by name
   // (a backend without pipeline stages, as the cuda backend was).
   ::moe::caps::Capabilities noStages = *::moe::caps::targetCapabilities("a100");
@@ -284,7 +285,7 @@ TEST(PlannerTest, ChecksWhatTheBackendRuns) {
   EXPECT_EQ(fp8RecipeOf(*::moe::caps::targetCapabilities("a100")), "");
   SoftwareTraits limited = limitToBackend(SoftwareTraits(), h100);
   EXPECT_FALSE(limited.chunkedExpertExchange);
-  EXPECT_FALSE(limited.fp8Dispatch);
+  EXPECT_TRUE(limited.fp8Dispatch);
   EXPECT_TRUE(limited.overlapDataParallel);
 }
 

@@ -21,6 +21,7 @@
 #ifndef MOE_UNITTESTS_CUDA_SIMTEMULATOR_H
 #define MOE_UNITTESTS_CUDA_SIMTEMULATOR_H
 
+#include "moe/Runtime/Cpu/Fp8.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 
 #include <condition_variable>
@@ -192,6 +193,12 @@ struct HostSimt {
     float x;
     std::memcpy(&x, &wide, sizeof x);
     return x;
+  }
+  uint8_t encodeFp8(float value, int format) const {
+    return cpu::encodeFp8(value, static_cast<cpu::Fp8Format>(format));
+  }
+  float decodeFp8(uint8_t code, int format) const {
+    return cpu::decodeFp8(code, static_cast<cpu::Fp8Format>(format));
   }
   void copy16(uint16_t *to, const uint16_t *from) const {
     if (reinterpret_cast<uintptr_t>(to) % 16 || reinterpret_cast<uintptr_t>(from) % 16)

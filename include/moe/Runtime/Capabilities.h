@@ -112,25 +112,25 @@ inline constexpr uint32_t kF32I32BF16 = kF32I32 | dtypeBit(rt::DType::BF16);
 /// exactly (so it runs every target's artifacts). The CUDA backend
 /// (lib/Runtime/Cuda): tensorwise and delayed FP8 on sm_89+ (cuBLASLt has
 /// no block scaling on Hopper), widths that are multiples of 16; pipelines
-/// and microbatches through the shared runner (engine::PipelineStep); no
-/// FP8 dispatch or expert chunks yet; gradient reductions always on the
-/// communication stream.
+/// and microbatches through the shared runner (engine::PipelineStep); FP8
+/// token dispatch (cpu::packFp8Row's rows); no expert chunks yet; gradient
+/// reductions always on the communication stream.
 inline constexpr Capabilities kCapabilities[] = {
     {"cpu", "cpu", 0, kAllRecipes, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/1, /*pipelineStages=*/true, /*microbatches=*/true,
      /*expertChunks=*/true, /*asyncCollectives=*/true, kF32I32BF16},
-    {"a100", "cuda", 80, /*fp8Recipes=*/0, /*fp8Dispatch=*/false,
+    {"a100", "cuda", 80, /*fp8Recipes=*/0, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/16, /*pipelineStages=*/true,
      /*microbatches=*/true, /*expertChunks=*/false,
      /*asyncCollectives=*/true, kF32I32BF16},
     {"h100", "cuda", 90,
      recipeBit(Fp8Recipe::Tensorwise) | recipeBit(Fp8Recipe::Delayed),
-     /*fp8Dispatch=*/false, /*fp8GemmAlignment=*/16,
+     /*fp8Dispatch=*/true, /*fp8GemmAlignment=*/16,
      /*pipelineStages=*/true, /*microbatches=*/true,
      /*expertChunks=*/false, /*asyncCollectives=*/true, kF32I32BF16},
     {"h200", "cuda", 90,
      recipeBit(Fp8Recipe::Tensorwise) | recipeBit(Fp8Recipe::Delayed),
-     /*fp8Dispatch=*/false, /*fp8GemmAlignment=*/16,
+     /*fp8Dispatch=*/true, /*fp8GemmAlignment=*/16,
      /*pipelineStages=*/true, /*microbatches=*/true,
      /*expertChunks=*/false, /*asyncCollectives=*/true, kF32I32BF16},
 };

@@ -17,6 +17,11 @@
 // its rows in fp32 before the result's one rounding. Routing weights and
 // their gradients travel in fp32.
 //
+// FP8 dispatch (`fp8_dispatch`): the tokens, and backward their gradients,
+// leave as FP8 rows with one scale per block (cpu::packFp8Row's words, so a
+// GPU rank sends what a CPU rank sends) and arrive as the values on the FP8
+// grid; what comes back stays in its storage format.
+//
 //===----------------------------------------------------------------------===//
 #include "DeviceExperts.h"
 
@@ -150,6 +155,59 @@ absl::Status sendRows(const DeviceStep &step, NcclGroup &group,
   return castFromBf16(received.get(), arrived, arriving, stream);
 }
 
+/// How the tokens (and, backward, their gradients) of an instruction
+/// travel to their experts: FP8 rows with `fp8_dispatch`, else as their
+/// storage (BF16 or fp32).
+struct DispatchFormat {
+  bool fp8 = false;
+  int64_t block = 0;
+  /// The gradients' format: E5M2 under FP8 GEMMs with tensor scales, E4M3
+  /// otherwise (cpu::fp8GradientFormat).
+  Fp8Format gradients = Fp8Format::E4M3;
+};
+
+DispatchFormat dispatchFormatOf(const DeviceStep &step, size_t index) {
+  ops::ExpertsRecipe recipe =
+      *ops::expertsRecipeOf(step.program.instructions[index]);
+  DispatchFormat format;
+  format.fp8 = recipe.fp8Dispatch;
+  format.block = recipe.fp8Block;
+  if (recipe.fp8Scaling && (*recipe.fp8Scaling == Fp8Scaling::Tensorwise ||
+                            *recipe.fp8Scaling == Fp8Scaling::Delayed))
+    format.gradients = Fp8Format::E5M2;
+  return format;
+}
+
+/// sendRows() of token rows on their way to the experts: as FP8 rows
+/// (codes and block scales, cpu::packFp8Row's words) with fp8 dispatch,
+/// unpacked on arrival into the values on the FP8 grid, as on the CPU.
+absl::Status dispatchRows(const DeviceStep &step, NcclGroup &group,
+                          const float *rows,
+                          const std::vector<int64_t> &sendRows,
+                          float *arrived, const std::vector<int64_t> &recvRows,
+                          int64_t width, bool asBf16,
+                          const DispatchFormat &dispatch, Fp8Format format) {
+  if (!dispatch.fp8)
+    return cuda::sendRows(step, group, rows, sendRows, arrived, recvRows,
+                          width, asBf16);
+  auto total = [](const std::vector<int64_t> &counts) {
+    return std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  };
+  int64_t leaving = total(sendRows), arriving = total(recvRows);
+  int64_t words = fp8RowWords(width, dispatch.block);
+  cudaStream_t stream = step.stream;
+  MOE_DEVICE_BUFFER(int32_t, packed, leaving * words, stream);
+  MOE_DEVICE_BUFFER(int32_t, received, arriving * words, stream);
+  MOE_CUDA_TRY(packFp8Rows(rows, leaving, width, dispatch.block, format,
+                           packed.get(), stream));
+  MOE_CUDA_TRY(step.comm->runNow(stream, [&](cudaStream_t on) {
+    return group.allToAllRows(packed.get(), sendRows, received.get(),
+                              recvRows, words, on);
+  }));
+  return unpackFp8Rows(received.get(), arriving, width, dispatch.block, format,
+                       arrived, stream);
+}
+
 } // namespace
 
 absl::Status expertParallelForward(const DeviceStep &step, size_t index,
@@ -169,8 +227,10 @@ absl::Status expertParallelForward(const DeviceStep &step, size_t index,
   MOE_CUDA_TRY(gatherRows(args.x, exchange->slots.get(), sent, s.topK, s.H,
                           leaving.get(), stream));
   MOE_DEVICE_BUFFER(float, arriving, arrived * s.H, stream);
-  MOE_CUDA_TRY(sendRows(step, *nccl, leaving.get(), plan.sendRows,
-                        arriving.get(), plan.recvRows, s.H, args.bf16X));
+  DispatchFormat dispatch = dispatchFormatOf(step, index);
+  MOE_CUDA_TRY(dispatchRows(step, *nccl, leaving.get(), plan.sendRows,
+                            arriving.get(), plan.recvRows, s.H, args.bf16X,
+                            dispatch, Fp8Format::E4M3));
   // This rank's experts on the rows that arrived: one slot each, weight 1
   // (the routing weight applies where the token is).
   MOE_DEVICE_BUFFER(float, ones, arrived, stream);
@@ -218,10 +278,13 @@ absl::Status expertParallelBackward(const DeviceStep &step, size_t index,
   MOE_DEVICE_BUFFER(float, arrivingX, arrived * s.H, stream);
   MOE_DEVICE_BUFFER(float, arrivingDy, arrived * s.H, stream);
   MOE_DEVICE_BUFFER(float, arrivingWeights, arrived, stream);
-  MOE_CUDA_TRY(sendRows(step, *nccl, leavingX.get(), plan.sendRows,
-                        arrivingX.get(), plan.recvRows, s.H, args.bf16X));
-  MOE_CUDA_TRY(sendRows(step, *nccl, leavingDy.get(), plan.sendRows,
-                        arrivingDy.get(), plan.recvRows, s.H, args.bf16Dy));
+  DispatchFormat dispatch = dispatchFormatOf(step, index);
+  MOE_CUDA_TRY(dispatchRows(step, *nccl, leavingX.get(), plan.sendRows,
+                            arrivingX.get(), plan.recvRows, s.H, args.bf16X,
+                            dispatch, Fp8Format::E4M3));
+  MOE_CUDA_TRY(dispatchRows(step, *nccl, leavingDy.get(), plan.sendRows,
+                            arrivingDy.get(), plan.recvRows, s.H, args.bf16Dy,
+                            dispatch, dispatch.gradients));
   MOE_CUDA_TRY(send(step, *nccl, leavingWeights.get(), plan.sendRows,
                     arrivingWeights.get(), plan.recvRows, 1));
 

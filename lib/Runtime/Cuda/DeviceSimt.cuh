@@ -11,6 +11,8 @@
 #define MOE_LIB_RUNTIME_CUDA_DEVICESIMT_CUH
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <mma.h>
 
 #include <cstdint>
@@ -77,6 +79,16 @@ struct DeviceSimt {
   }
   __device__ float fromBf16(uint16_t bits) const {
     return __bfloat162float(__ushort_as_bfloat16(bits));
+  }
+  /// FP8 codes (format 0: E4M3, 1: E5M2), as the FP8 casts round them.
+  __device__ uint8_t encodeFp8(float value, int format) const {
+    return __nv_cvt_float_to_fp8(value, __NV_SATFINITE,
+                                 format == 0 ? __NV_E4M3 : __NV_E5M2);
+  }
+  __device__ float decodeFp8(uint8_t code, int format) const {
+    __half_raw half =
+        __nv_cvt_fp8_to_halfraw(code, format == 0 ? __NV_E4M3 : __NV_E5M2);
+    return __half2float(__half(half));
   }
   __device__ void copy16(uint16_t *to, const uint16_t *from) const {
     *reinterpret_cast<uint4 *>(to) = *reinterpret_cast<const uint4 *>(from);

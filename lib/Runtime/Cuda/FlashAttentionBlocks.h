@@ -20,8 +20,9 @@
 //   zero, scale (every element, the only element-wise use: a fragment's
 //   layout is the hardware's) and mma (c += a b);
 //   toBf16(float) (nearest even), fromBf16(bits), value(p) (an element of
-//   float or BF16 storage as fp32), copy16(dst, src) (16 bytes, both
-//   16-byte aligned).
+//   float or BF16 storage as fp32), encodeFp8(value, format) (nearest
+//   even, saturating) and decodeFp8(code, format), copy16(dst, src) (16
+//   bytes, both 16-byte aligned).
 //
 // Shapes and layouts are Attention's (docs/ops.md): q, out [B, S, heads*d],
 // k, v [B, S, kvHeads*d], lse [B, heads, S] natural-log sums over the scaled

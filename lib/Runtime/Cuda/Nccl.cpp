@@ -319,6 +319,15 @@ absl::Status NcclGroup::allToAllRows(const uint16_t *input,
                         ncclBfloat16, sizeof(uint16_t), stream);
 }
 
+absl::Status NcclGroup::allToAllRows(const int32_t *input,
+                                     const std::vector<int64_t> &sendRows,
+                                     int32_t *output,
+                                     const std::vector<int64_t> &recvRows,
+                                     int64_t width, cudaStream_t stream) {
+  return allToAllRowsOf(input, sendRows, output, recvRows, width, ncclInt32,
+                        sizeof(int32_t), stream);
+}
+
 absl::Status NcclGroup::allToAllRowsOf(const void *input,
                                        const std::vector<int64_t> &sendRows,
                                        void *output,

@@ -78,6 +78,19 @@ absl::Status interleaveBlocks(const void *from, void *to, int64_t outer,
 /// OCP FP8 formats (as cpu::Fp8Format).
 enum class Fp8Format : uint8_t { E4M3 = 0, E5M2 = 1 };
 
+/// FP8 token dispatch: each row of `rows` [count, width] as
+/// cpu::packFp8Row packs it (its codes, four to a word, then one fp32
+/// scale per `block` elements): fp8RowWords(width, block) int32 words per
+/// row, the same words a CPU rank sends. unpackFp8Rows gives back the
+/// values the codes stand for.
+int64_t fp8RowWords(int64_t width, int64_t block);
+absl::Status packFp8Rows(const float *rows, int64_t count, int64_t width,
+                         int64_t block, Fp8Format format, int32_t *words,
+                         cudaStream_t stream);
+absl::Status unpackFp8Rows(const int32_t *words, int64_t count, int64_t width,
+                           int64_t block, Fp8Format format, float *rows,
+                           cudaStream_t stream);
+
 /// amax[0] = max |x| over n elements (NaN if any is NaN).
 absl::Status absMax(const float *x, int64_t n, float *amax,
                     cudaStream_t stream);

@@ -85,6 +85,12 @@ public:
                             uint16_t *output,
                             const std::vector<int64_t> &recvRows,
                             int64_t width, cudaStream_t stream);
+  /// The same for rows of 32-bit words: FP8 dispatch's packed rows.
+  absl::Status allToAllRows(const int32_t *input,
+                            const std::vector<int64_t> &sendRows,
+                            int32_t *output,
+                            const std::vector<int64_t> &recvRows,
+                            int64_t width, cudaStream_t stream);
 
 private:
   friend class NcclWorld;

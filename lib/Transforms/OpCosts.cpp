@@ -89,122 +89,117 @@ bool runsOnBf16Storage(Operation *op) {
   return false;
 }
 
-/// kernelWorkspaceBytes for the cuda backend (moe/Runtime/Cuda/Workspace.h):
-/// cuBLASLt's workspace, and the largest of one instruction's scratch from
-/// the stream-ordered pool: the experts' stacked rows, attention's D, the
-/// fp32 widening of an op without a BF16 kernel, a collective's packing.
-uint64_t cudaWorkspaceBytes(ModuleOp module, func::FuncOp step,
-                            uint64_t pack) {
-  namespace cuda = ::moe::rt::cuda;
-  MeshOp mesh = getMesh(module);
-  auto groupSize = [&](std::optional<ArrayAttr> axes) {
-    int64_t size = 1;
-    if (axes && mesh)
-      for (StringRef axis : axes->getAsValueRange<StringAttr>())
-        size *= mesh.getAxisSize(axis).value_or(1);
-    return size;
-  };
-  uint64_t largest = 0;
-  auto experts = [&](Value x, Value ids, Value w1, bool backward, bool fp8,
-                     std::optional<ArrayAttr> axes) {
+/// What the workspace formulas take of an Experts or ExpertsGrad op.
+struct ExpertsShape {
+  int64_t tokens, topK, hidden, ffn, experts, groupSize;
+  bool backward, fp8, bf16;
+};
+
+std::optional<ExpertsShape> expertsShapeOf(Operation *op, MeshOp mesh) {
+  auto shape = [&](Value x, Value ids, Value w1, bool backward, bool fp8,
+                   std::optional<ArrayAttr> axes) {
     auto xShape = cast<ShapedType>(x.getType());
     auto w1Shape = cast<ShapedType>(w1.getType()).getShape();
-    int64_t H = xShape.getShape().back();
-    largest = std::max(
-        largest, cuda::expertsWorkspaceBytes(
-                     xShape.getNumElements() / H,
-                     cast<ShapedType>(ids.getType()).getShape().back(), H,
-                     w1Shape[1], w1Shape[0], backward, fp8,
-                     isBf16(x.getType()), groupSize(axes)));
+    int64_t hidden = xShape.getShape().back(), groupSize = 1;
+    if (axes && mesh)
+      for (StringRef axis : axes->getAsValueRange<StringAttr>())
+        groupSize *= mesh.getAxisSize(axis).value_or(1);
+    return ExpertsShape{xShape.getNumElements() / hidden,
+                        cast<ShapedType>(ids.getType()).getShape().back(),
+                        hidden,
+                        w1Shape[1],
+                        w1Shape[0],
+                        groupSize,
+                        backward,
+                        fp8,
+                        isBf16(x.getType())};
   };
-  step.walk([&](Operation *op) {
-    if (auto forward = dyn_cast<ExpertsOp>(op))
-      return experts(forward.getInput(), forward.getIndices(), forward.getW1(),
-                     false, forward.getFp8().has_value(),
-                     forward.getExpertAxes());
-    if (auto backward = dyn_cast<ExpertsGradOp>(op))
-      return experts(backward.getInput(), backward.getIndices(),
-                     backward.getW1(), true, backward.getFp8().has_value(),
-                     backward.getExpertAxes());
-    if (auto grad = dyn_cast<AttentionGradOp>(op)) {
-      auto q = cast<ShapedType>(grad.getQuery().getType()).getShape();
-      largest = std::max(largest, cuda::attentionWorkspaceBytes(
-                                      q[0], q[1], grad.getNumHeads()));
-    }
-    if (!runsOnBf16Storage(op))
-      largest = std::max(largest, cuda::widenedBytes(bf16Elements(op)));
-  });
-  return cuda::kGemmWorkspaceBytes + pack + largest;
+  if (auto forward = dyn_cast<ExpertsOp>(op))
+    return shape(forward.getInput(), forward.getIndices(), forward.getW1(),
+                 false, forward.getFp8().has_value(), forward.getExpertAxes());
+  if (auto backward = dyn_cast<ExpertsGradOp>(op))
+    return shape(backward.getInput(), backward.getIndices(), backward.getW1(),
+                 true, backward.getFp8().has_value(),
+                 backward.getExpertAxes());
+  return std::nullopt;
+}
+
+/// The packing buffer a strided collective op needs: the whole tensor when
+/// its blocks are not contiguous (Collectives.h), else none.
+uint64_t packBytes(Operation *op) {
+  auto packs = [](Value block, Value whole, int64_t dim) -> uint64_t {
+    auto shape = cast<ShapedType>(block.getType()).getShape();
+    int64_t outer = 1;
+    for (int64_t d = 0; d < dim && d < static_cast<int64_t>(shape.size()); ++d)
+      outer *= shape[d];
+    return outer > 1 ? tensorBytes(whole.getType()) : 0;
+  };
+  if (auto gather = dyn_cast<AllGatherOp>(op))
+    return packs(gather->getOperand(0), gather->getResult(0), gather.getDim());
+  if (auto scatter = dyn_cast<ReduceScatterOp>(op))
+    return packs(scatter->getResult(0), scatter->getOperand(0),
+                 scatter.getDim());
+  return 0;
+}
+
+/// The largest scratch of one op on the CPU backend: the experts' and
+/// attention's (cpu::expertsWorkspaceBytes, attentionWorkspaceBytes).
+uint64_t cpuScratchBytes(Operation *op,
+                         const std::optional<ExpertsShape> &experts) {
+  namespace cpu = ::moe::rt::cpu;
+  if (experts)
+    return cpu::expertsWorkspaceBytes(experts->tokens, experts->topK,
+                                      experts->hidden, experts->ffn,
+                                      experts->backward, experts->fp8,
+                                      experts->groupSize);
+  if (auto attention = dyn_cast<AttentionOp>(op))
+    return cpu::attentionWorkspaceBytes(
+        attention.getQuery().getType().getShape()[1], false);
+  if (auto grad = dyn_cast<AttentionGradOp>(op))
+    return cpu::attentionWorkspaceBytes(
+        cast<ShapedType>(grad->getOperand(1).getType()).getShape()[1], true);
+  return 0;
+}
+
+/// The same on the cuda backend (moe/Runtime/Cuda/Workspace.h): the
+/// experts' stacked rows, attention's D, the fp32 widening of an op without
+/// a BF16 kernel, from the stream-ordered pool.
+uint64_t cudaScratchBytes(Operation *op,
+                          const std::optional<ExpertsShape> &experts) {
+  namespace cuda = ::moe::rt::cuda;
+  uint64_t bytes = 0;
+  if (experts)
+    bytes = cuda::expertsWorkspaceBytes(
+        experts->tokens, experts->topK, experts->hidden, experts->ffn,
+        experts->experts, experts->backward, experts->fp8, experts->bf16,
+        experts->groupSize);
+  if (auto grad = dyn_cast<AttentionGradOp>(op)) {
+    auto q = cast<ShapedType>(grad.getQuery().getType()).getShape();
+    bytes = cuda::attentionWorkspaceBytes(q[0], q[1], grad.getNumHeads());
+  }
+  if (!runsOnBf16Storage(op))
+    bytes = std::max(bytes, cuda::widenedBytes(bf16Elements(op)));
+  return bytes;
 }
 
 } // namespace
 
 uint64_t mlir::moe::kernelWorkspaceBytes(ModuleOp module, func::FuncOp step) {
-  // Mirrors Executor::bytesPerRank: AdamW's chunk buffer (64 Ki floats),
-  // the packing buffer of strided collectives (a whole tensor), and the
-  // largest scratch of one experts or attention kernel (cpu::
-  // expertsWorkspaceBytes, attentionWorkspaceBytes). `largest` holds it.
+  // Mirrors the backend that runs the module's target. The CPU's
+  // (Executor::bytesPerRank): AdamW's chunk buffer (64 Ki floats), the
+  // packing buffer of strided collectives (a whole tensor), and the largest
+  // scratch of one op. The cuda backend's: cuBLASLt's workspace, the
+  // packing buffer and the largest scratch of one op.
   constexpr uint64_t kAdamwScratchBytes = (1 << 16) * sizeof(float);
   MeshOp mesh = getMesh(module);
+  bool cuda = runsOnCuda(module);
   uint64_t pack = 0, largest = 0;
-  auto packs = [&](Value block, Value whole, int64_t dim) {
-    auto shape = cast<ShapedType>(block.getType()).getShape();
-    int64_t outer = 1;
-    for (int64_t d = 0; d < dim && d < static_cast<int64_t>(shape.size()); ++d)
-      outer *= shape[d];
-    if (outer > 1)
-      pack = std::max(pack, tensorBytes(whole.getType()));
-  };
-  auto groupSize = [&](std::optional<ArrayAttr> axes) {
-    int64_t size = 1;
-    if (axes && mesh)
-      for (StringRef axis : axes->getAsValueRange<StringAttr>())
-        size *= mesh.getAxisSize(axis).value_or(1);
-    return size;
-  };
-  auto expertsScratch = [&](Value x, Value ids, Value w1, bool backward,
-                            bool fp8, std::optional<ArrayAttr> axes) {
-    auto xShape = cast<ShapedType>(x.getType());
-    int64_t H = xShape.getShape().back();
-    int64_t topK = cast<ShapedType>(ids.getType()).getShape().back();
-    int64_t F = cast<ShapedType>(w1.getType()).getShape()[1];
-    largest = std::max(largest, ::moe::rt::cpu::expertsWorkspaceBytes(
-                                    xShape.getNumElements() / H, topK, H, F,
-                                    backward, fp8, groupSize(axes)));
-  };
-  if (runsOnCuda(module)) {
-    step.walk([&](Operation *op) {
-      if (auto gather = dyn_cast<AllGatherOp>(op))
-        packs(gather->getOperand(0), gather->getResult(0), gather.getDim());
-      else if (auto scatter = dyn_cast<ReduceScatterOp>(op))
-        packs(scatter->getResult(0), scatter->getOperand(0), scatter.getDim());
-    });
-    return cudaWorkspaceBytes(module, step, pack);
-  }
   step.walk([&](Operation *op) {
-    if (auto attention = dyn_cast<AttentionOp>(op))
-      largest = std::max(largest,
-                         ::moe::rt::cpu::attentionWorkspaceBytes(
-                             attention.getQuery().getType().getShape()[1],
-                             false));
-    else if (auto grad = dyn_cast<AttentionGradOp>(op))
-      largest = std::max(largest,
-                         ::moe::rt::cpu::attentionWorkspaceBytes(
-                             cast<ShapedType>(grad->getOperand(1).getType())
-                                 .getShape()[1],
-                             true));
-    if (auto gather = dyn_cast<AllGatherOp>(op))
-      packs(gather->getOperand(0), gather->getResult(0), gather.getDim());
-    else if (auto scatter = dyn_cast<ReduceScatterOp>(op))
-      packs(scatter->getResult(0), scatter->getOperand(0), scatter.getDim());
-    else if (auto forward = dyn_cast<ExpertsOp>(op))
-      expertsScratch(forward.getInput(), forward.getIndices(), forward.getW1(),
-                     false, forward.getFp8().has_value(),
-                     forward.getExpertAxes());
-    else if (auto backward = dyn_cast<ExpertsGradOp>(op))
-      expertsScratch(backward.getInput(), backward.getIndices(),
-                     backward.getW1(), true, backward.getFp8().has_value(),
-                     backward.getExpertAxes());
+    pack = std::max(pack, packBytes(op));
+    std::optional<ExpertsShape> experts = expertsShapeOf(op, mesh);
+    largest = std::max(largest, cuda ? cudaScratchBytes(op, experts)
+                                     : cpuScratchBytes(op, experts));
   });
-  return kAdamwScratchBytes + pack + largest;
+  return (cuda ? ::moe::rt::cuda::kGemmWorkspaceBytes : kAdamwScratchBytes) +
+         pack + largest;
 }

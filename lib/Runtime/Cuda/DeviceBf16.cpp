@@ -35,13 +35,6 @@ int64_t headDimOf(const DeviceStep &step, uint32_t q, int64_t heads) {
   return heads > 0 ? step.buffer(q).shape[2] / heads : 0;
 }
 
-const uint16_t *bits(const DeviceStep &step, uint32_t buffer) {
-  return static_cast<const uint16_t *>(step.pointers[buffer]);
-}
-uint16_t *mutableBits(const DeviceStep &step, uint32_t buffer) {
-  return static_cast<uint16_t *>(step.pointers[buffer]);
-}
-
 } // namespace
 
 bool runsOnBf16Storage(const DeviceStep &step, size_t index) {
@@ -120,8 +113,8 @@ absl::Status runTensorCoreAttention(const DeviceStep &step, size_t index) {
     ops::AttentionView op(inst);
     const std::vector<int64_t> &q = step.buffer(op.q()).shape;
     int64_t heads = op.heads();
-    return flashAttentionForward(bits(step, op.q()), bits(step, op.k()),
-                                 bits(step, op.v()), mutableBits(step, op.out()),
+    return flashAttentionForward(step.bf16(op.q()), step.bf16(op.k()),
+                                 step.bf16(op.v()), step.bf16(op.out()),
                                  step.f32(op.lse()), q[0], q[1], heads,
                                  op.kvHeads(), headDimOf(step, op.q(), heads),
                                  step.stream);
@@ -134,10 +127,10 @@ absl::Status runTensorCoreAttention(const DeviceStep &step, size_t index) {
                         sizeof(float),
                     step.stream);
   return flashAttentionBackward(
-      bits(step, op.dout()), bits(step, op.q()), bits(step, op.k()),
-      bits(step, op.v()), bits(step, op.out()), step.f32(op.lse()),
-      mutableBits(step, op.dq()), mutableBits(step, op.dk()),
-      mutableBits(step, op.dv()), q[0], q[1], heads, op.kvHeads(),
+      step.bf16(op.dout()), step.bf16(op.q()), step.bf16(op.k()),
+      step.bf16(op.v()), step.bf16(op.out()), step.f32(op.lse()),
+      step.bf16(op.dq()), step.bf16(op.dk()),
+      step.bf16(op.dv()), q[0], q[1], heads, op.kvHeads(),
       headDimOf(step, op.q(), heads), workspace.get(), step.stream);
 }
 

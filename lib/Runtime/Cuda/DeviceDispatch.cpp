@@ -15,8 +15,10 @@
 // each BF16 operand widened exactly into it and each BF16 result rounded
 // once, to nearest even, out of it (runWidened), as the CPU's kernels
 // decode and round. The scratch lives for one instruction; nothing BF16 is
-// kept in fp32. Attention is the exception: its BF16 form runs the
-// tensor-core kernels on the BF16 buffers (DeviceAttention.cpp).
+// kept in fp32. The exceptions are the instructions with kernels for BF16
+// storage (DeviceBf16.cpp: attention on the tensor cores, norms, RoPE,
+// element-wise ops, cross-entropy, the embedding), which read and write
+// their BF16 buffers as they are.
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceStep.h"
@@ -60,11 +62,6 @@ comm::Group *tokenGroup(const DeviceStep &step, std::optional<int64_t> group) {
   return group ? step.mpiGroup(*group) : nullptr;
 }
 
-/// The BF16 bits of buffer `b` (a BF16 buffer the kernel reads as it is).
-uint16_t *bitsOf(const DeviceStep &step, uint32_t b) {
-  return static_cast<uint16_t *>(step.pointers[b]);
-}
-
 /// `bf16`: the instruction runs on BF16 storage (runsOnBf16Storage).
 absl::Status embedding(const DeviceStep &step, size_t index,
                        const ops::EmbeddingView &op, bool bf16) {
@@ -74,8 +71,8 @@ absl::Status embedding(const DeviceStep &step, size_t index,
   MOE_DEVICE_BUFFER(int64_t, firstBad, 1, step.stream);
   if (bf16)
     MOE_CUDA_TRY(embeddingForward(step.i32(op.tokens()),
-                                  bitsOf(step, op.table()),
-                                  bitsOf(step, op.y()), T, vocab, hidden,
+                                  step.bf16(op.table()),
+                                  step.bf16(op.y()), T, vocab, hidden,
                                   firstBad.get(), step.stream));
   else
     MOE_CUDA_TRY(embeddingForward(step.i32(op.tokens()), step.f32(op.table()),
@@ -107,7 +104,7 @@ absl::Status crossEntropy(const DeviceStep &step, size_t index,
   MOE_CUDA_OK(cudaMemsetAsync(counted.get(), 0, sizeof(unsigned long long),
                               step.stream));
   if (bf16)
-    MOE_CUDA_TRY(crossEntropySums(bitsOf(step, op.logits()),
+    MOE_CUDA_TRY(crossEntropySums(step.bf16(op.logits()),
                                   step.i32(op.targets()), T, vocab, sum.get(),
                                   counted.get(), step.stream));
   else
@@ -139,9 +136,9 @@ absl::Status crossEntropyGrad(const DeviceStep &step, size_t index,
   if (!dloss.ok())
     return dloss.status();
   if (bf16)
-    return crossEntropyBackward(*dloss, bitsOf(step, op.logits()),
+    return crossEntropyBackward(*dloss, step.bf16(op.logits()),
                                 step.i32(op.targets()),
-                                bitsOf(step, op.dlogits()), T, vocab, total,
+                                step.bf16(op.dlogits()), T, vocab, total,
                                 step.stream);
   return crossEntropyBackward(*dloss, step.f32(op.logits()),
                               step.i32(op.targets()), step.f32(op.dlogits()), T,
@@ -237,7 +234,7 @@ absl::Status adamwUpdate(const DeviceStep &step, const ops::AdamWView &op) {
                step.f32(op.expAvgSq()), step.buffer(op.param()).numElements(),
                *lr, op.beta1(), op.beta2(), op.eps(), op.weightDecay(), *at,
                step.stream,
-               working ? static_cast<uint16_t *>(step.pointers[*working])
+               working ? step.bf16(*working)
                        : nullptr);
 }
 
@@ -595,9 +592,7 @@ private:
   const Buffer &in(uint32_t b) const { return step.buffer(b); }
   float *f32(uint32_t b) const { return step.f32(b); }
   int32_t *i32(uint32_t b) const { return step.i32(b); }
-  uint16_t *bits(uint32_t b) const {
-    return static_cast<uint16_t *>(step.pointers[b]);
-  }
+  uint16_t *bits(uint32_t b) const { return step.bf16(b); }
 
   /// RoPE forward, or backward (the transpose).
   absl::Status rope(bool forward, uint32_t x, uint32_t y, int64_t heads,
@@ -675,8 +670,7 @@ absl::Status runWidened(const DeviceStep &step, size_t index) {
     MOE_DEVICE_BUFFER(float, wide, n, stream);
     if (std::find(inst.operands.begin(), inst.operands.end(), b) !=
         inst.operands.end())
-      MOE_CUDA_TRY(castFromBf16(static_cast<const uint16_t *>(step.pointers[b]),
-                                wide.get(), n, stream));
+      MOE_CUDA_TRY(castFromBf16(step.bf16(b), wide.get(), n, stream));
     pointers[b] = wide.get();
     scratch.push_back(std::move(wide));
   }
@@ -686,8 +680,7 @@ absl::Status runWidened(const DeviceStep &step, size_t index) {
     uint32_t b = widened[i];
     if (std::find(inst.results.begin(), inst.results.end(), b) !=
         inst.results.end())
-      MOE_CUDA_TRY(castToBf16(scratch[i].get(),
-                              static_cast<uint16_t *>(step.pointers[b]),
+      MOE_CUDA_TRY(castToBf16(scratch[i].get(), step.bf16(b),
                               step.buffer(b).numElements(), stream));
   }
   return absl::OkStatus();

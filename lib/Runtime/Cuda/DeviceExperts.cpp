@@ -125,9 +125,10 @@ absl::StatusOr<StackedRows> stackedRows(const DeviceStep &step,
   StackedRows stacked{data, cols, {}};
   if (mm.usesFp8())
     return stacked;
-  MOE_DEVICE_BUFFER(uint16_t, copy, rows * cols, step.stream);
-  MOE_CUDA_TRY(castToBf16(data, copy.get(), rows * cols, step.stream));
-  stacked.bf16 = std::move(copy);
+  absl::StatusOr<const uint16_t *> copied =
+      step.castToBf16Scratch(data, rows * cols, stacked.bf16);
+  if (!copied.ok())
+    return copied.status();
   return stacked;
 }
 
@@ -307,13 +308,10 @@ ExpertsArgs expertsArgsOf(const DeviceStep &step, size_t index) {
   args.weights = step.f32(in[first + 1]);
   args.indices = step.i32(in[first + 2]);
   if (readsBf16Operand(step, index, in[first + 3])) {
-    auto bits = [&](uint32_t b) {
-      return static_cast<const uint16_t *>(step.pointers[b]);
-    };
     args.w1 = args.w3 = args.w2 = nullptr;
-    args.w1Bf16 = bits(in[first + 3]);
-    args.w3Bf16 = bits(in[first + 4]);
-    args.w2Bf16 = bits(in[first + 5]);
+    args.w1Bf16 = step.bf16(in[first + 3]);
+    args.w3Bf16 = step.bf16(in[first + 4]);
+    args.w2Bf16 = step.bf16(in[first + 5]);
   } else {
     args.w1 = step.f32(in[first + 3]);
     args.w3 = step.f32(in[first + 4]);

@@ -110,21 +110,27 @@ absl::Status DeviceStep::gemm(const GemmSpec &spec, const uint16_t *a,
   return gemms.run(bf16, 1.0f, a, b, beta, c, stream);
 }
 
+absl::StatusOr<const uint16_t *>
+DeviceStep::castToBf16Scratch(const float *data, int64_t n,
+                              DeviceBuffer<uint16_t> &copy) const {
+  absl::StatusOr<DeviceBuffer<uint16_t>> allocated =
+      DeviceBuffer<uint16_t>::allocate(n, stream);
+  if (!allocated.ok())
+    return allocated.status();
+  copy = std::move(*allocated);
+  MOE_CUDA_TRY(castToBf16(data, copy.get(), n, stream));
+  return copy.get();
+}
+
 absl::Status DeviceStep::gemmOnBuffers(const GemmSpec &spec, uint32_t a,
                                        uint32_t b, uint32_t c) const {
-  // The fp32 inputs' BF16 copies (one element when the buffer is BF16).
+  // The fp32 inputs' BF16 copies; a BF16 input is read as it is.
   auto asBf16 = [&](uint32_t input, DeviceBuffer<uint16_t> &copy)
       -> absl::StatusOr<const uint16_t *> {
     const Buffer &in = buffer(input);
     if (in.dtype == DType::BF16)
-      return static_cast<const uint16_t *>(pointers[input]);
-    absl::StatusOr<DeviceBuffer<uint16_t>> allocated =
-        DeviceBuffer<uint16_t>::allocate(in.numElements(), stream);
-    if (!allocated.ok())
-      return allocated.status();
-    copy = std::move(*allocated);
-    MOE_CUDA_TRY(castToBf16(f32(input), copy.get(), in.numElements(), stream));
-    return copy.get();
+      return bf16(input);
+    return castToBf16Scratch(f32(input), in.numElements(), copy);
   };
   DeviceBuffer<uint16_t> aCopy, bCopy;
   absl::StatusOr<const uint16_t *> aBf16 = asBf16(a, aCopy);

@@ -12,6 +12,7 @@
 
 #include "CollectiveWatch.h"
 #include "CommStream.h"
+#include "DeviceBuffer.h"
 
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cuda/Gemm.h"
@@ -77,6 +78,10 @@ struct DeviceStep {
   int32_t *i32(uint32_t buffer) const {
     return static_cast<int32_t *>(pointers[buffer]);
   }
+  /// A BF16 buffer's bits (read as they are, not widened).
+  uint16_t *bf16(uint32_t buffer) const {
+    return static_cast<uint16_t *>(pointers[buffer]);
+  }
   const Buffer &buffer(uint32_t index) const { return program.buffers[index]; }
 
   /// The value of a one-element f32 buffer: the one writeScalar left if no
@@ -98,6 +103,11 @@ struct DeviceStep {
   template <typename T>
   absl::Status read(const T *device, int64_t count, T *host) const;
 
+  /// The BF16 values of `n` floats: into `copy` (allocated here), rounded
+  /// to nearest even, for a BF16 kernel or GEMM that reads them.
+  absl::StatusOr<const uint16_t *>
+  castToBf16Scratch(const float *data, int64_t n,
+                    DeviceBuffer<uint16_t> &copy) const;
   /// c = op(a) op(b) + beta c with BF16 inputs, into a c of spec.c's type.
   absl::Status gemm(const GemmSpec &spec, const uint16_t *a, const uint16_t *b,
                     float beta, void *c) const;

@@ -108,14 +108,7 @@ absl::Status bf16Gemm(const DeviceStep &step, const GemmSpec &spec,
       return op.bf16;
     if (!op.data)
       return absl::InternalError("expert GEMM operand has no values");
-    int64_t n = op.rows * op.cols;
-    absl::StatusOr<DeviceBuffer<uint16_t>> allocated =
-        DeviceBuffer<uint16_t>::allocate(n, step.stream);
-    if (!allocated.ok())
-      return allocated.status();
-    copy = std::move(*allocated);
-    MOE_CUDA_TRY(castToBf16(op.data, copy.get(), n, step.stream));
-    return copy.get();
+    return step.castToBf16Scratch(op.data, op.rows * op.cols, copy);
   };
   absl::StatusOr<const uint16_t *> aBits = bitsOf(a, aCopy);
   if (!aBits.ok())

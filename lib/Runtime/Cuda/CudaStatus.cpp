@@ -19,6 +19,16 @@ absl::Status cudaStatus(cudaError_t result, const char *what) {
                                          ")"));
 }
 
+absl::StatusOr<bool> queryDone(cudaError_t result, const char *what) {
+  if (result == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  if (absl::Status status = cudaStatus(result, what); !status.ok())
+    return status;
+  return true;
+}
+
 absl::Status cublasStatus(cublasStatus_t result, const char *what) {
   if (result == CUBLAS_STATUS_SUCCESS)
     return absl::OkStatus();

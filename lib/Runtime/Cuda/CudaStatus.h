@@ -9,6 +9,7 @@
 #define MOE_LIB_RUNTIME_CUDA_CUDASTATUS_H
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -19,6 +20,10 @@ namespace moe::rt::cuda {
 /// last error of non-fatal failures.
 absl::Status cudaStatus(cudaError_t result, const char *what);
 absl::Status cublasStatus(cublasStatus_t result, const char *what);
+/// A query's answer (cudaEventQuery, cudaStreamQuery): true when the work
+/// is done, false when not yet (cudaErrorNotReady, which is cleared), else
+/// the error.
+absl::StatusOr<bool> queryDone(cudaError_t result, const char *what);
 
 } // namespace moe::rt::cuda
 

@@ -24,14 +24,8 @@ absl::Status DeviceStep::read(const T *device, int64_t count, T *host) const {
 absl::Status synchronize(cudaStream_t stream, CollectiveWatch *watch) {
   if (!watch)
     return cudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  return watch->waitUntil([stream]() -> absl::StatusOr<bool> {
-    cudaError_t state = cudaStreamQuery(stream);
-    if (state == cudaErrorNotReady) {
-      cudaGetLastError();
-      return false;
-    }
-    MOE_CUDA_OK(state);
-    return true;
+  return watch->waitUntil([stream]() {
+    return queryDone(cudaStreamQuery(stream), "cudaStreamQuery");
   });
 }
 

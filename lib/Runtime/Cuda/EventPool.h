@@ -1,8 +1,8 @@
 //===- EventPool.h - timing events, made once and reused --------*- C++ -*-===//
 //
-// Private to the CUDA backend: the timing events of --profile and --trace,
-// taken per instruction run and given back once read, so that a step
-// creates none after the first.
+// Private to the CUDA backend: events taken per use and given back once
+// read (the timing events of --profile and --trace, the collectives'
+// completion markers), so that a step creates none after the first.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_LIB_RUNTIME_CUDA_EVENTPOOL_H
@@ -20,7 +20,9 @@ namespace moe::rt::cuda {
 
 class EventPool {
 public:
-  EventPool() = default;
+  /// Events of `flags` (timing events by default; completion markers pass
+  /// cudaEventDisableTiming).
+  explicit EventPool(unsigned flags = cudaEventDefault) : flags(flags) {}
   ~EventPool() {
     for (cudaEvent_t e : free)
       cudaEventDestroy(e);
@@ -35,7 +37,7 @@ public:
       return e;
     }
     cudaEvent_t e = nullptr;
-    MOE_CUDA_OK(cudaEventCreate(&e));
+    MOE_CUDA_OK(cudaEventCreateWithFlags(&e, flags));
     return e;
   }
   /// Back to the pool (it owns it again; null is ignored).
@@ -45,6 +47,7 @@ public:
   }
 
 private:
+  unsigned flags;
   std::vector<cudaEvent_t> free;
 };
 

@@ -3,6 +3,7 @@
 
 #include "CollectiveWatch.h"
 #include "CudaStatus.h"
+#include "EventPool.h"
 #include "DeviceBuffer.h"
 
 #include "moe/Runtime/Cuda/Kernels.h"
@@ -94,21 +95,15 @@ NcclWorld::create(comm::Group &everyone, int device) {
 }
 
 NcclWorld::NcclWorld(ncclComm_t comm, int rank, absl::Duration timeout)
-    : comm(comm), rank(rank), timeout(timeout), comms{comm} {
+    : comm(comm), rank(rank), timeout(timeout), comms{comm},
+      markers(std::make_unique<EventPool>(cudaEventDisableTiming)) {
   CollectiveWatch::Hooks hooks;
-  hooks.reached = [](void *marker) -> absl::StatusOr<bool> {
-    cudaError_t state = cudaEventQuery(static_cast<cudaEvent_t>(marker));
-    if (state == cudaErrorNotReady) {
-      cudaGetLastError();
-      return false;
-    }
-    if (absl::Status status = cudaStatus(state, "a collective's completion");
-        !status.ok())
-      return status;
-    return true;
+  hooks.reached = [](void *marker) {
+    return queryDone(cudaEventQuery(static_cast<cudaEvent_t>(marker)),
+                     "a collective's completion");
   };
   hooks.release = [this](void *marker) {
-    freeMarkers.push_back(static_cast<cudaEvent_t>(marker));
+    markers->give(static_cast<cudaEvent_t>(marker));
   };
   hooks.asyncError = [this]() -> absl::Status {
     for (ncclComm_t c : comms) {
@@ -152,29 +147,23 @@ absl::Status NcclWorld::settle(ncclComm_t on, ncclResult_t result,
 }
 
 absl::StatusOr<cudaEvent_t> NcclWorld::marker(cudaStream_t stream) {
-  cudaEvent_t event = nullptr;
-  if (!freeMarkers.empty()) {
-    event = freeMarkers.back();
-    freeMarkers.pop_back();
-  } else {
-    MOE_CUDA_OK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    allMarkers.push_back(event);
-  }
+  absl::StatusOr<cudaEvent_t> event = markers->take();
+  if (!event.ok())
+    return event.status();
   if (absl::Status status =
-          cudaStatus(cudaEventRecord(event, stream), "cudaEventRecord");
+          cudaStatus(cudaEventRecord(*event, stream), "cudaEventRecord");
       !status.ok()) {
-    freeMarkers.push_back(event);
+    markers->give(*event);
     return status;
   }
-  return event;
+  return *event;
 }
 
 NcclWorld::~NcclWorld() {
-  // Markers go back to the pool first; aborted communicators are gone.
+  // Markers go back to their pool, which destroys them after this body;
+  // aborted communicators are gone.
   bool aborted = watch_ && watch_->aborted();
   watch_.reset();
-  for (cudaEvent_t event : allMarkers)
-    cudaEventDestroy(event);
   if (comm && !aborted)
     ncclCommDestroy(comm);
 }

@@ -37,6 +37,7 @@
 namespace moe::rt::cuda {
 
 class CollectiveWatch;
+class EventPool;
 class NcclWorld;
 
 /// A NCCL communicator over the ranks of one group, in its rank order.
@@ -154,8 +155,9 @@ private:
   absl::Duration timeout;
   /// Every live communicator, the world's first (abortAll's list).
   std::vector<ncclComm_t> comms;
-  /// Completion markers: events made once and reused.
-  std::vector<cudaEvent_t> freeMarkers, allMarkers;
+  /// Completion markers: events made once and reused (they outlive the
+  /// watch, which hands back the ones it holds).
+  std::unique_ptr<EventPool> markers;
   std::unique_ptr<CollectiveWatch> watch_;
 };
 

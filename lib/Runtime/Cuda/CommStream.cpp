@@ -121,4 +121,19 @@ absl::Status CommStream::finish(cudaStream_t compute) {
   return status;
 }
 
+absl::StatusOr<std::optional<size_t>>
+startInstructionSpan(StepTimeline *timeline, CommStream *comm,
+                     cudaStream_t compute, const Instruction &instruction) {
+  if (!timeline)
+    return std::optional<size_t>();
+  const char *name = opcodeName(instruction.opcode);
+  if (comm)
+    comm->traceAs(timeline, name);
+  absl::StatusOr<size_t> span =
+      timeline->start(compute, io::TraceTrack::Compute, name);
+  if (!span.ok())
+    return span.status();
+  return std::optional<size_t>(*span);
+}
+
 } // namespace moe::rt::cuda

@@ -29,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,13 @@ private:
   StepTimeline *timeline = nullptr;
   std::string label;
 };
+
+/// --trace: starts the compute-track span of `instruction` on `compute`
+/// (none without a timeline), and names what the instruction enqueues on
+/// `comm` (null: one rank) after it. The caller ends the span.
+absl::StatusOr<std::optional<size_t>>
+startInstructionSpan(StepTimeline *timeline, CommStream *comm,
+                     cudaStream_t compute, const Instruction &instruction);
 
 } // namespace moe::rt::cuda
 

@@ -131,12 +131,8 @@ private:
   /// each instruction, to opcodeTimes (after the step's last
   /// synchronisation).
   absl::Status addInstructionTimes();
-  /// --trace: starts the span of `instruction` on stream `on` (none when
-  /// not tracing), naming the communication its collectives enqueue too;
-  /// after the step's last wait, writes the step's spans to the trace, or
-  /// forgets them (a failed step).
-  absl::StatusOr<std::optional<size_t>> startSpan(cudaStream_t on,
-                                                  const Instruction &instruction);
+  /// --trace: after the step's last wait, writes the step's spans to the
+  /// trace, or forgets them (a failed step).
   absl::Status writeTimeline();
   void forgetTimeline();
 
@@ -508,8 +504,8 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
       hooks.beforeInstruction(index, instruction);
     if (absl::Status status = mark(2 * index); !status.ok())
       return failed(status);
-    absl::StatusOr<std::optional<size_t>> span =
-        startSpan(stream, instruction);
+    absl::StatusOr<std::optional<size_t>> span = startInstructionSpan(
+        timeline.get(), comm.get(), stream, instruction);
     if (!span.ok())
       return failed(span.status());
     if (absl::Status status = runDeviceInstruction(context, index);
@@ -563,20 +559,6 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
   if (absl::Status status = writeTimeline(); !status.ok())
     return failed(status);
   return result;
-}
-
-absl::StatusOr<std::optional<size_t>>
-CudaBackend::startSpan(cudaStream_t on, const Instruction &instruction) {
-  if (!timeline)
-    return std::optional<size_t>();
-  const char *name = opcodeName(instruction.opcode);
-  if (comm)
-    comm->traceAs(timeline.get(), name);
-  absl::StatusOr<size_t> span =
-      timeline->start(on, io::TraceTrack::Compute, name);
-  if (!span.ok())
-    return span.status();
-  return std::optional<size_t>(*span);
 }
 
 absl::Status CudaBackend::writeTimeline() {

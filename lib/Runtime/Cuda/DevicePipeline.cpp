@@ -7,8 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 
-#include <optional>
-
 namespace moe::rt::cuda {
 
 DevicePipeline::~DevicePipeline() {
@@ -72,20 +70,13 @@ absl::Status DevicePipeline::runOn(const DeviceStep &step, size_t index) {
     timed.emplace_back(index, start, end);
     MOE_CUDA_OK(cudaEventRecord(start, step.stream));
   }
-  std::optional<size_t> span;
-  if (timeline) {
-    const char *name = opcodeName(step.program.instructions[index].opcode);
-    if (comm)
-      comm->traceAs(timeline, name);
-    absl::StatusOr<size_t> started =
-        timeline->start(step.stream, io::TraceTrack::Compute, name);
-    if (!started.ok())
-      return started.status();
-    span = *started;
-  }
+  absl::StatusOr<std::optional<size_t>> span = startInstructionSpan(
+      timeline, comm, step.stream, step.program.instructions[index]);
+  if (!span.ok())
+    return span.status();
   MOE_CUDA_TRY(runDeviceInstruction(step, index));
-  if (span)
-    MOE_CUDA_TRY(timeline->end(*span, step.stream));
+  if (*span)
+    MOE_CUDA_TRY(timeline->end(**span, step.stream));
   if (profiling)
     MOE_CUDA_OK(cudaEventRecord(end, step.stream));
   return absl::OkStatus();

@@ -189,9 +189,8 @@ struct HostSimt {
     return bits;
   }
   float fromBf16(uint16_t bits) const {
-    uint32_t wide = uint32_t(bits) << 16;
     float x;
-    std::memcpy(&x, &wide, sizeof x);
+    cpu::castFromBf16(&bits, &x, 1);
     return x;
   }
   uint8_t encodeFp8(float value, int format) const {

@@ -10,6 +10,8 @@
 #ifndef MOE_LIB_RUNTIME_CUDA_DEVICESIMT_CUH
 #define MOE_LIB_RUNTIME_CUDA_DEVICESIMT_CUH
 
+#include "Storage.cuh"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -70,16 +72,14 @@ struct DeviceSimt {
   }
 
   /// An element of float or BF16 (bits) storage, as fp32.
-  __device__ float value(const float *p) const { return *p; }
-  __device__ float value(const uint16_t *p) const {
-    return __uint_as_float(uint32_t{*p} << 16);
-  }
+  __device__ float value(const float *p) const { return loadValue(p); }
+  __device__ float value(const uint16_t *p) const { return loadValue(p); }
   __device__ uint16_t toBf16(float x) const {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+    uint16_t bits;
+    storeValue(&bits, x);
+    return bits;
   }
-  __device__ float fromBf16(uint16_t bits) const {
-    return __bfloat162float(__ushort_as_bfloat16(bits));
-  }
+  __device__ float fromBf16(uint16_t bits) const { return loadValue(&bits); }
   /// FP8 codes (format 0: E4M3, 1: E5M2), as the FP8 casts round them.
   __device__ uint8_t encodeFp8(float value, int format) const {
     return __nv_cvt_float_to_fp8(value, __NV_SATFINITE,

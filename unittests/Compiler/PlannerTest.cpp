@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Target/Collectives.h"
 #include "moe/Target/Planner.h"
+#include "moe/Runtime/Cuda/Workspace.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -100,6 +101,33 @@ TEST(PlannerTest, ModelFlopsAreSixTimesTheWeightsPlusAttention) {
   EXPECT_NEAR(m.totalParams(), nonEmbedding + 2 * h * m.vocab +
                                    m.layers * 2 * h + h,
               1.0);
+}
+
+// moe-run on a GPU holds its experts' scratch beside the plan's memory
+// (moe/Runtime/Cuda/Workspace.h): the planner counts it where another
+// software gets a flat GiB, with twice a balanced share of the group's
+// slots arriving.
+TEST(PlannerTest, MoeRunCountsTheExpertsScratch) {
+  ModelShape m = moeModel();
+  ClusterSpec cluster = testCluster();
+  ParallelPlan plan;
+  plan.dp = 8;
+  plan.ep = 4;
+  plan.microbatchSize = 1;
+  ASSERT_FALSE(checkPlan(m, plan, 8));
+  SoftwareTraits other;
+  other.moeRun = false;
+  SoftwareTraits moeRun;
+  PlanCost flat = evaluatePlan(m, plan, cluster, 8, other);
+  PlanCost counted = evaluatePlan(m, plan, cluster, 8, moeRun);
+  double scratch = ::moe::rt::cuda::kGemmWorkspaceBytes +
+                   ::moe::rt::cuda::expertsWorkspaceBytes(
+                       m.seq, m.topK, m.hidden, m.ffn, m.experts / plan.ep,
+                       /*backward=*/true, /*fp8=*/false,
+                       /*bf16=*/moeRun.activationBytes < 4, /*groupSize=*/2);
+  ASSERT_GT(scratch, 1024.0 * 1024 * 1024);
+  EXPECT_NEAR(counted.peakMemory - flat.peakMemory,
+              scratch - 1024.0 * 1024 * 1024, 1.0);
 }
 
 TEST(PlannerTest, OneFOneBBubbleMatchesTheClosedForm) {

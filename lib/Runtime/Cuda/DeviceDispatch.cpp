@@ -374,9 +374,9 @@ absl::Status fp8AmaxUpdate(const DeviceStep &step,
 /// The CUDA backend of ops::dispatch: one run() per opcode.
 class DeviceKernels {
 public:
-  DeviceKernels(const DeviceStep &step, size_t index)
-      : step(step), index(index), stream(step.stream),
-        bf16(runsOnBf16Storage(step, index)) {}
+  /// `bf16`: the instruction runs on BF16 storage (runsOnBf16Storage).
+  DeviceKernels(const DeviceStep &step, size_t index, bool bf16)
+      : step(step), index(index), stream(step.stream), bf16(bf16) {}
 
   absl::Status run(const ops::EmbeddingView &op) {
     return embedding(step, index, op, bf16);
@@ -618,8 +618,8 @@ private:
   bool bf16;
 };
 
-absl::Status runKernel(const DeviceStep &step, size_t index) {
-  DeviceKernels kernels(step, index);
+absl::Status runKernel(const DeviceStep &step, size_t index, bool bf16) {
+  DeviceKernels kernels(step, index, bf16);
   return ops::dispatch(kernels, step.program.instructions[index]);
 }
 
@@ -658,9 +658,9 @@ absl::Status runWidened(const DeviceStep &step, size_t index) {
     for (uint32_t b : *set)
       if (isBf16(b))
         widened.push_back(b);
-  if (widened.empty() || handlesBf16(inst.opcode) ||
-      runsOnBf16Storage(step, index))
-    return runKernel(step, index);
+  bool onBf16Storage = runsOnBf16Storage(step, index);
+  if (widened.empty() || handlesBf16(inst.opcode) || onBf16Storage)
+    return runKernel(step, index, onBf16Storage);
   cudaStream_t stream = step.stream;
   std::vector<void *> pointers = step.pointers;
   std::vector<DeviceBuffer<float>> scratch;
@@ -675,7 +675,7 @@ absl::Status runWidened(const DeviceStep &step, size_t index) {
     scratch.push_back(std::move(wide));
   }
   DeviceStep onScratch = step.withPointers(pointers);
-  MOE_CUDA_TRY(runKernel(onScratch, index));
+  MOE_CUDA_TRY(runKernel(onScratch, index, /*bf16=*/false));
   for (size_t i = 0; i < widened.size(); ++i) {
     uint32_t b = widened[i];
     if (std::find(inst.results.begin(), inst.results.end(), b) !=

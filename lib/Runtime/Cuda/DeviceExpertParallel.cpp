@@ -29,6 +29,7 @@
 
 #include "moe/Runtime/Artifact/ExpertsRecipe.h"
 
+#include "moe/Runtime/Cpu/Fp8.h"
 #include "moe/Runtime/Cuda/Kernels.h"
 #include "moe/Runtime/Engine/ExpertExchange.h"
 
@@ -194,7 +195,7 @@ absl::Status dispatchRows(const DeviceStep &step, NcclGroup &group,
     return std::accumulate(counts.begin(), counts.end(), int64_t{0});
   };
   int64_t leaving = total(sendRows), arriving = total(recvRows);
-  int64_t words = fp8RowWords(width, dispatch.block);
+  int64_t words = cpu::packedFp8Words(width, dispatch.block);
   cudaStream_t stream = step.stream;
   MOE_DEVICE_BUFFER(int32_t, packed, leaving * words, stream);
   MOE_DEVICE_BUFFER(int32_t, received, arriving * words, stream);

@@ -25,11 +25,6 @@ namespace moe::rt::cuda::fp8rows {
 
 inline constexpr int kThreads = 128;
 
-/// Words per packed row: the codes, then a scale per block.
-MOE_SIMT_SHAPE_FN int64_t packedWords(int64_t width, int64_t block) {
-  return (width + 3) / 4 + (width + block - 1) / block;
-}
-
 struct Layout {
   int64_t rows, width, block;
   /// 0: E4M3, 1: E5M2 (Fp8Format's values).
@@ -39,6 +34,8 @@ struct Layout {
     return (width + block - 1) / block;
   }
   MOE_SIMT_SHAPE_FN int64_t codeWords() const { return (width + 3) / 4; }
+  /// Words per packed row: the codes, then a scale per block
+  /// (cpu::packedFp8Words).
   MOE_SIMT_SHAPE_FN int64_t words() const { return codeWords() + blocksPerRow(); }
 };
 

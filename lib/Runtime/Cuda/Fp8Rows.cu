@@ -38,10 +38,6 @@ absl::StatusOr<fp8rows::Layout> layoutOf(const char *what, int64_t count,
 
 } // namespace
 
-int64_t fp8RowWords(int64_t width, int64_t block) {
-  return fp8rows::packedWords(width, block);
-}
-
 absl::Status packFp8Rows(const float *rows, int64_t count, int64_t width,
                          int64_t block, Fp8Format format, int32_t *words,
                          cudaStream_t stream) {

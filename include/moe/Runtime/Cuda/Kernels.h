@@ -80,10 +80,9 @@ enum class Fp8Format : uint8_t { E4M3 = 0, E5M2 = 1 };
 
 /// FP8 token dispatch: each row of `rows` [count, width] as
 /// cpu::packFp8Row packs it (its codes, four to a word, then one fp32
-/// scale per `block` elements): fp8RowWords(width, block) int32 words per
-/// row, the same words a CPU rank sends. unpackFp8Rows gives back the
-/// values the codes stand for.
-int64_t fp8RowWords(int64_t width, int64_t block);
+/// scale per `block` elements): cpu::packedFp8Words(width, block) int32
+/// words per row, the same words a CPU rank sends. unpackFp8Rows gives back
+/// the values the codes stand for.
 absl::Status packFp8Rows(const float *rows, int64_t count, int64_t width,
                          int64_t block, Fp8Format format, int32_t *words,
                          cudaStream_t stream);

@@ -5,10 +5,10 @@
 // microbatch, then assembled by the pipeline schedule.
 //
 //===----------------------------------------------------------------------===//
-#include "moe/Target/Planner.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Runtime/Cuda/Workspace.h"
 #include "moe/Target/Collectives.h"
+#include "moe/Target/Planner.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/FormatVariadic.h"

@@ -1,10 +1,10 @@
 //===- OpCosts.cpp - model FLOPs of forward ops ---------------------------===//
 #include "moe/Dialect/MoE/IR/MoEOps.h"
-#include "moe/Transforms/Transforms.h"
-#include "moe/Transforms/Sharding.h"
 #include "moe/Runtime/Capabilities.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Cuda/Workspace.h"
+#include "moe/Transforms/Sharding.h"
+#include "moe/Transforms/Transforms.h"
 
 #include "llvm/ADT/SmallPtrSet.h"
 
@@ -52,8 +52,8 @@ bool isBf16(Type type) {
 int64_t bf16Elements(Operation *op) {
   llvm::SmallPtrSet<Value, 8> seen;
   int64_t elements = 0;
-  for (ValueRange values : {ValueRange(op->getOperands()),
-                            ValueRange(op->getResults())})
+  for (ValueRange values :
+       {ValueRange(op->getOperands()), ValueRange(op->getResults())})
     for (Value value : values)
       if (isBf16(value.getType()) && seen.insert(value).second)
         elements += cast<ShapedType>(value.getType()).getNumElements();
@@ -77,8 +77,9 @@ bool runsOnBf16Storage(Operation *op) {
     return !isBf16(op->getResult(0).getType());
   // The tensor-core attention takes heads up to 128 wide.
   auto headDim = [](Value query, int64_t heads) {
-    return heads > 0 ? cast<ShapedType>(query.getType()).getShape().back() / heads
-                     : 0;
+    return heads > 0
+               ? cast<ShapedType>(query.getType()).getShape().back() / heads
+               : 0;
   };
   if (auto attention = dyn_cast<AttentionOp>(op))
     return headDim(attention.getQuery(), attention.getNumHeads()) <=
@@ -119,8 +120,7 @@ std::optional<ExpertsShape> expertsShapeOf(Operation *op, MeshOp mesh) {
                  false, forward.getFp8().has_value(), forward.getExpertAxes());
   if (auto backward = dyn_cast<ExpertsGradOp>(op))
     return shape(backward.getInput(), backward.getIndices(), backward.getW1(),
-                 true, backward.getFp8().has_value(),
-                 backward.getExpertAxes());
+                 true, backward.getFp8().has_value(), backward.getExpertAxes());
   return std::nullopt;
 }
 
@@ -148,10 +148,9 @@ uint64_t cpuScratchBytes(Operation *op,
                          const std::optional<ExpertsShape> &experts) {
   namespace cpu = ::moe::rt::cpu;
   if (experts)
-    return cpu::expertsWorkspaceBytes(experts->tokens, experts->topK,
-                                      experts->hidden, experts->ffn,
-                                      experts->backward, experts->fp8,
-                                      experts->groupSize);
+    return cpu::expertsWorkspaceBytes(
+        experts->tokens, experts->topK, experts->hidden, experts->ffn,
+        experts->backward, experts->fp8, experts->groupSize);
   if (auto attention = dyn_cast<AttentionOp>(op))
     return cpu::attentionWorkspaceBytes(
         attention.getQuery().getType().getShape()[1], false);

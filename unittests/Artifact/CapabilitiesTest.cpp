@@ -87,10 +87,11 @@ TEST(CapabilitiesTest, TheCudaBackendAsItIsToday) {
   const caps::Capabilities &h100 = *caps::targetCapabilities("h100");
   EXPECT_EQ(caps::recipeList(a100), "none");
   EXPECT_EQ(caps::recipeList(h100), "tensorwise, delayed");
-  EXPECT_EQ(caps::describeCapabilities(h100),
-            "fp8_recipes: tensorwise, delayed; fp8_dispatch: yes; "
-            "fp8_gemm_alignment: 16; pipeline_stages: yes; microbatches: yes; "
-            "expert_chunks: no; async_collectives: yes; dtypes: f32, i32, bf16");
+  EXPECT_EQ(
+      caps::describeCapabilities(h100),
+      "fp8_recipes: tensorwise, delayed; fp8_dispatch: yes; "
+      "fp8_gemm_alignment: 16; pipeline_stages: yes; microbatches: yes; "
+      "expert_chunks: no; async_collectives: yes; dtypes: f32, i32, bf16");
   // A cpu-target artifact on the cuda backend gets what every GPU runs.
   caps::Capabilities common = caps::backendCapabilities("cuda", "cpu");
   EXPECT_TRUE(common.target.empty());

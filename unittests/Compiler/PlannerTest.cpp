@@ -5,9 +5,9 @@
 // state, memory rejection and the search honouring fixed choices.
 //
 //===----------------------------------------------------------------------===//
-#include "moe/Target/Collectives.h"
 #include "moe/Target/Planner.h"
 #include "moe/Runtime/Cuda/Workspace.h"
+#include "moe/Target/Collectives.h"
 
 #include "llvm/ADT/STLExtras.h"
 

@@ -48,7 +48,8 @@ TEST(Bf16StorageKernelTest, ElementwiseGiveTheWidenedBits) {
   ASSERT_TRUE(add(aWide.get(), bWide.get(), yWide.get(), n, nullptr).ok());
   EXPECT_EQ(y.read(), rounded(yWide.read())) << "add";
 
-  ASSERT_TRUE(swigluForward(aBits.get(), bBits.get(), y.get(), n, nullptr).ok());
+  ASSERT_TRUE(
+      swigluForward(aBits.get(), bBits.get(), y.get(), n, nullptr).ok());
   ASSERT_TRUE(
       swigluForward(aWide.get(), bWide.get(), yWide.get(), n, nullptr).ok());
   EXPECT_EQ(y.read(), rounded(yWide.read())) << "swigluForward";
@@ -75,8 +76,8 @@ TEST(Bf16StorageKernelTest, RmsNormAndRopeGiveTheWidenedBits) {
   ASSERT_TRUE(
       rmsNormForward(xBits.get(), wBits.get(), y.get(), T, H, 1e-5f, nullptr)
           .ok());
-  ASSERT_TRUE(rmsNormForward(xWide.get(), wWide.get(), yWide.get(), T, H,
-                             1e-5f, nullptr)
+  ASSERT_TRUE(rmsNormForward(xWide.get(), wWide.get(), yWide.get(), T, H, 1e-5f,
+                             nullptr)
                   .ok());
   EXPECT_EQ(y.read(), rounded(yWide.read())) << "rmsNormForward";
 
@@ -146,8 +147,8 @@ TEST(Bf16StorageKernelTest, CrossEntropyAndEmbeddingGiveTheWidenedBits) {
   ASSERT_TRUE(embeddingForward(tokens.get(), tableBits.get(), y.get(), T, V, H,
                                firstBad.get(), nullptr)
                   .ok());
-  ASSERT_TRUE(embeddingForward(tokens.get(), tableWide.get(), yWide.get(), T,
-                               V, H, firstBad.get(), nullptr)
+  ASSERT_TRUE(embeddingForward(tokens.get(), tableWide.get(), yWide.get(), T, V,
+                               H, firstBad.get(), nullptr)
                   .ok());
   EXPECT_EQ(y.read(), rounded(yWide.read())) << "embeddingForward";
   ASSERT_TRUE(embeddingBackward(dyBits.get(), tokens.get(), dtable.get(), T, V,

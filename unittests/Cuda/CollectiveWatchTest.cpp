@@ -49,8 +49,10 @@ struct FakeCuda {
 TEST(CollectiveWatchTest, CompletedCollectivesAreForgotten) {
   FakeCuda cuda;
   CollectiveWatch watch(cuda.hooks(), absl::Seconds(10));
-  watch.enqueued("ncclAllReduce (sum) of 8 float32 on group {dp}", FakeCuda::marker(1));
-  watch.enqueued("ncclAllGather of 8 float32 on group {tp}", FakeCuda::marker(2));
+  watch.enqueued("ncclAllReduce (sum) of 8 float32 on group {dp}",
+                 FakeCuda::marker(1));
+  watch.enqueued("ncclAllGather of 8 float32 on group {tp}",
+                 FakeCuda::marker(2));
   // The second stream's collective may finish first.
   cuda.reached.insert(2);
   EXPECT_TRUE(watch.check().ok());
@@ -65,8 +67,9 @@ TEST(CollectiveWatchTest, CompletedCollectivesAreForgotten) {
 TEST(CollectiveWatchTest, ACollectivePastItsDeadlineAbortsAndIsNamed) {
   FakeCuda cuda;
   CollectiveWatch watch(cuda.hooks(), absl::Seconds(10));
-  watch.enqueued("ncclReduceScatter of 64 float32 on group {dp} (world ranks 0, 1)",
-                 FakeCuda::marker(7));
+  watch.enqueued(
+      "ncclReduceScatter of 64 float32 on group {dp} (world ranks 0, 1)",
+      FakeCuda::marker(7));
   cuda.now += absl::Seconds(9);
   EXPECT_TRUE(watch.check().ok());
   cuda.now += absl::Seconds(2);
@@ -103,10 +106,9 @@ TEST(CollectiveWatchTest, AWaitEndsWhenDoneOrAtTheDeadline) {
   FakeCuda cuda;
   CollectiveWatch watch(cuda.hooks(), absl::Seconds(5));
   int polls = 0;
-  EXPECT_TRUE(watch.waitUntil([&]() -> absl::StatusOr<bool> {
-                     return ++polls == 3;
-                   })
-                  .ok());
+  EXPECT_TRUE(
+      watch.waitUntil([&]() -> absl::StatusOr<bool> { return ++polls == 3; })
+          .ok());
   EXPECT_EQ(polls, 3);
 
   // A stream that never drains behind a collective that never completes:
@@ -123,7 +125,8 @@ TEST(CollectiveWatchTest, AWaitEndsWhenDoneOrAtTheDeadline) {
 TEST(CollectiveWatchTest, AFailedQueryAbortsNamingTheCollective) {
   FakeCuda cuda;
   CollectiveWatch watch(cuda.hooks(), absl::Seconds(5));
-  watch.enqueued("ncclAllGather of 2 float32 on group {tp}", FakeCuda::marker(4));
+  watch.enqueued("ncclAllGather of 2 float32 on group {tp}",
+                 FakeCuda::marker(4));
   cuda.queryError = absl::InternalError("cudaErrorLaunchFailure");
   absl::Status failed = watch.check();
   EXPECT_THAT(failed.message(),

@@ -1,4 +1,4 @@
-//===- FlashAttentionCases.h - problems for the BF16 attention tests -*- C++ -*-===//
+//===- FlashAttentionCases.h - BF16 attention test problems -----*- C++ -*-===//
 //
 // The problems both tests of the tensor-core attention run (the CPU
 // emulation in FlashAttentionEmulationTest and the device in
@@ -105,9 +105,8 @@ inline void expectNearReference(const std::vector<float> &actual,
   int reported = 0;
   for (size_t i = 0; i < actual.size() && reported < 5; ++i)
     if (!(std::fabs(actual[i] - expected[i]) <= bound)) {
-      ADD_FAILURE() << what << "[" << i << "] is " << actual[i]
-                    << ", expected " << expected[i] << " (bound " << bound
-                    << ")";
+      ADD_FAILURE() << what << "[" << i << "] is " << actual[i] << ", expected "
+                    << expected[i] << " (bound " << bound << ")";
       ++reported;
     }
 }
@@ -129,10 +128,8 @@ inline void expectLseNearReference(const std::vector<float> &actual,
 /// takes the element-wise tile loads); peaked softmaxes.
 inline std::vector<FlashCase> flashCases() {
   return {
-      {1, 64, 1, 1, 64, 11},
-      {2, 130, 4, 2, 64, 21},
-      {1, 100, 3, 1, 36, 31},
-      {1, 70, 2, 2, 128, 41},
+      {1, 64, 1, 1, 64, 11},        {2, 130, 4, 2, 64, 21},
+      {1, 100, 3, 1, 36, 31},       {1, 70, 2, 2, 128, 41},
       {1, 129, 2, 1, 96, 51, 4.0f},
   };
 }

@@ -1,4 +1,4 @@
-//===- FlashAttentionEmulationTest.cpp - the tensor-core attention on the CPU -===//
+//===- FlashAttentionEmulationTest.cpp - attention, emulated --------------===//
 //
 // Runs the blocks of lib/Runtime/Cuda/FlashAttentionBlocks.h, the same code
 // the GPU kernels run, under SimtEmulator.h and compares them with the fp32
@@ -22,8 +22,8 @@ struct EmulatedFlashAttention {
 
   flash::Shape shape() const {
     float scale = 1.0f / std::sqrt(static_cast<float>(c.headDim));
-    return {c.B, c.S, c.heads, c.kvHeads, c.headDim, scale,
-            scale * flash::kLog2e};
+    return {
+        c.B, c.S, c.heads, c.kvHeads, c.headDim, scale, scale * flash::kLog2e};
   }
   int64_t tiles() const { return (c.S + flash::kTile - 1) / flash::kTile; }
 
@@ -35,20 +35,17 @@ struct EmulatedFlashAttention {
   }
   template <int D> void backward(const flash::BackwardArgs &args) const {
     int64_t rowBlocks = (int64_t(c.rows()) + flash::kWarps - 1) / flash::kWarps;
-    runEmulatedGrid(rowBlocks, 1, 1, flash::kBlockThreads, 0,
-                    [&](const HostSimt &simt) {
-                      flash::rowDotBlock(simt, args);
-                    });
-    runEmulatedGrid(tiles(), c.kvHeads, c.B, flash::kBlockThreads,
-                    flash::KeyValueGradLayout<D>::kBytes,
-                    [&](const HostSimt &simt) {
-                      flash::keyValueGradBlock<D>(simt, args);
-                    });
-    runEmulatedGrid(tiles(), c.heads, c.B, flash::kBlockThreads,
-                    flash::QueryGradLayout<D>::kBytes,
-                    [&](const HostSimt &simt) {
-                      flash::queryGradBlock<D>(simt, args);
-                    });
+    runEmulatedGrid(
+        rowBlocks, 1, 1, flash::kBlockThreads, 0,
+        [&](const HostSimt &simt) { flash::rowDotBlock(simt, args); });
+    runEmulatedGrid(
+        tiles(), c.kvHeads, c.B, flash::kBlockThreads,
+        flash::KeyValueGradLayout<D>::kBytes,
+        [&](const HostSimt &simt) { flash::keyValueGradBlock<D>(simt, args); });
+    runEmulatedGrid(
+        tiles(), c.heads, c.B, flash::kBlockThreads,
+        flash::QueryGradLayout<D>::kBytes,
+        [&](const HostSimt &simt) { flash::queryGradBlock<D>(simt, args); });
   }
 };
 
@@ -61,8 +58,8 @@ void expectMatchesCpu(const FlashCase &c) {
   // Outputs start as NaN: an element no block writes fails.
   std::vector<uint16_t> out(c.qSize(), kNanBits);
   std::vector<float> lse(c.rows(), std::numeric_limits<float>::quiet_NaN());
-  flash::ForwardArgs forward{p.q.data(), p.k.data(), p.v.data(), out.data(),
-                             lse.data(), run.shape()};
+  flash::ForwardArgs forward{p.q.data(), p.k.data(), p.v.data(),
+                             out.data(), lse.data(), run.shape()};
   if (c.headDim <= 64)
     run.forward<64>(forward);
   else
@@ -73,10 +70,9 @@ void expectMatchesCpu(const FlashCase &c) {
   std::vector<uint16_t> dq(c.qSize(), kNanBits), dk(c.kvSize(), kNanBits),
       dv(c.kvSize(), kNanBits);
   std::vector<float> delta(c.rows(), std::numeric_limits<float>::quiet_NaN());
-  flash::BackwardArgs backward{p.dout.data(), p.q.data(),  p.k.data(),
-                               p.v.data(),    out.data(),  lse.data(),
-                               delta.data(),  dq.data(),   dk.data(),
-                               dv.data(),     run.shape()};
+  flash::BackwardArgs backward{
+      p.dout.data(), p.q.data(), p.k.data(), p.v.data(), out.data(), lse.data(),
+      delta.data(),  dq.data(),  dk.data(),  dv.data(),  run.shape()};
   if (c.headDim <= 64)
     run.backward<64>(backward);
   else

@@ -1,4 +1,4 @@
-//===- FlashAttentionKernelTest.cpp - BF16 tensor-core attention vs the CPU -===//
+//===- FlashAttentionKernelTest.cpp - BF16 attention on the GPU -----------===//
 //
 // The device half of FlashAttentionEmulationTest: the same problems and
 // bounds, on the GPU's tensor cores. Also checks that two runs give the
@@ -30,8 +30,8 @@ struct DeviceResults {
 DeviceResults runOnDevice(const FlashCase &c, const FlashProblem &p) {
   DeviceArray<uint16_t> q(p.q), k(p.k), v(p.v), dout(p.dout);
   DeviceArray<uint16_t> out(std::vector<uint16_t>(c.qSize(), kNanBits));
-  DeviceArray<float> lse(std::vector<float>(
-      c.rows(), std::numeric_limits<float>::quiet_NaN()));
+  DeviceArray<float> lse(
+      std::vector<float>(c.rows(), std::numeric_limits<float>::quiet_NaN()));
   EXPECT_TRUE(flashAttentionForward(q.get(), k.get(), v.get(), out.get(),
                                     lse.get(), c.B, c.S, c.heads, c.kvHeads,
                                     c.headDim, nullptr)
@@ -79,12 +79,12 @@ TEST(FlashAttentionKernelTest, RejectsShapesItCannotRun) {
   uint16_t *none = nullptr;
   float *noFloats = nullptr;
   EXPECT_FALSE(flashAttentionSupports(129));
-  absl::Status wide = flashAttentionForward(none, none, none, none, noFloats,
-                                            1, 8, 2, 1, 129, nullptr);
+  absl::Status wide = flashAttentionForward(none, none, none, none, noFloats, 1,
+                                            8, 2, 1, 129, nullptr);
   EXPECT_EQ(wide.code(), absl::StatusCode::kInvalidArgument) << wide;
-  absl::Status groups = flashAttentionBackward(
-      none, none, none, none, none, noFloats, none, none, none, 1, 8, 3, 2, 16,
-      noFloats, nullptr);
+  absl::Status groups =
+      flashAttentionBackward(none, none, none, none, none, noFloats, none, none,
+                             none, 1, 8, 3, 2, 16, noFloats, nullptr);
   EXPECT_EQ(groups.code(), absl::StatusCode::kInvalidArgument) << groups;
 }
 

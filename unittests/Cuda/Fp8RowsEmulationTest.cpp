@@ -41,8 +41,7 @@ void expectMatchesCpu(int64_t count, int64_t width, int64_t block,
                ", format " + std::to_string(int(format)));
   std::vector<float> rows = rowsOf(count, width, 7);
   int64_t words = cpu::packedFp8Words(width, block);
-  ASSERT_EQ((fp8rows::Layout{count, width, block, int(format)}.words()),
-            words);
+  ASSERT_EQ((fp8rows::Layout{count, width, block, int(format)}.words()), words);
   std::vector<int32_t> expected(size_t(count * words));
   std::vector<float> expectedRows(rows.size());
   for (int64_t r = 0; r < count; ++r) {

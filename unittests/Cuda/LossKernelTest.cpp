@@ -140,10 +140,10 @@ TEST(LossKernelTest, CrossEntropyWithoutCountedTargets) {
 TEST(LossKernelTest, InvalidArguments) {
   const float *noLogits = nullptr;
   float *noDlogits = nullptr;
-  EXPECT_EQ(crossEntropySums(noLogits, nullptr, -1, 10, nullptr, nullptr,
-                             nullptr)
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      crossEntropySums(noLogits, nullptr, -1, 10, nullptr, nullptr, nullptr)
+          .code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(crossEntropyBackward(1.0f, noLogits, nullptr, noDlogits, 4, 10, -1,
                                  nullptr)
                 .code(),
@@ -151,10 +151,10 @@ TEST(LossKernelTest, InvalidArguments) {
   // The BF16 forms check the same.
   const uint16_t *noBf16Logits = nullptr;
   uint16_t *noBf16Dlogits = nullptr;
-  EXPECT_EQ(crossEntropySums(noBf16Logits, nullptr, -1, 10, nullptr, nullptr,
-                             nullptr)
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      crossEntropySums(noBf16Logits, nullptr, -1, 10, nullptr, nullptr, nullptr)
+          .code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(crossEntropyBackward(1.0f, noBf16Logits, nullptr, noBf16Dlogits, 4,
                                  10, -1, nullptr)
                 .code(),

@@ -24,8 +24,8 @@
 #include "moe/Runtime/Cpu/Fp8.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 
-#include <condition_variable>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -200,7 +200,8 @@ struct HostSimt {
     return cpu::decodeFp8(code, static_cast<cpu::Fp8Format>(format));
   }
   void copy16(uint16_t *to, const uint16_t *from) const {
-    if (reinterpret_cast<uintptr_t>(to) % 16 || reinterpret_cast<uintptr_t>(from) % 16)
+    if (reinterpret_cast<uintptr_t>(to) % 16 ||
+        reinterpret_cast<uintptr_t>(from) % 16)
       throw std::logic_error("copy16 on a pointer that is not 16-byte aligned");
     std::memcpy(to, from, 16);
   }
@@ -220,7 +221,9 @@ void runEmulatedGrid(int64_t gx, int64_t gy, int64_t gz, int threads,
         std::vector<std::thread> lanes;
         lanes.reserve(threads);
         for (int t = 0; t < threads; ++t)
-          lanes.emplace_back([&, t] { body(HostSimt{&block, t, x, y, z, gx}); });
+          lanes.emplace_back([&, t] {
+            body(HostSimt{&block, t, x, y, z, gx});
+          });
         for (std::thread &lane : lanes)
           lane.join();
         if (!block.guardIntact())

@@ -48,14 +48,15 @@ int64_t columnTiles(int64_t H) {
 template <typename S>
 void expectEmbeddingGradMatchesCpu(int64_t T, int64_t V, int64_t H,
                                    int64_t parts, uint32_t seed) {
-  SCOPED_TRACE("T " + std::to_string(T) + ", V " + std::to_string(V) +
-               ", H " + std::to_string(H) + ", parts " + std::to_string(parts));
+  SCOPED_TRACE("T " + std::to_string(T) + ", V " + std::to_string(V) + ", H " +
+               std::to_string(H) + ", parts " + std::to_string(parts));
   std::vector<float> dy = normalValues(size_t(T * H), seed);
   std::vector<S> dyStored = stored<S>(dy);
   std::mt19937 generator(seed + 1);
   // Mostly a few frequent ids (long sums), and ids outside [0, V) that
   // take part in nothing.
-  std::uniform_int_distribution<int32_t> frequent(0, 4), any(-2, int32_t(V) + 1);
+  std::uniform_int_distribution<int32_t> frequent(0, 4),
+      any(-2, int32_t(V) + 1);
   std::vector<int32_t> tokens(T);
   for (int32_t &id : tokens)
     id = generator() % 2 ? frequent(generator) : any(generator);
@@ -63,8 +64,8 @@ void expectEmbeddingGradMatchesCpu(int64_t T, int64_t V, int64_t H,
   cpu::embeddingBackward(dy.data(), tokens.data(), expected.data(), T, V, H);
 
   std::vector<float> dtable(size_t(V * H), 0.0f);
-  weightgrad::EmbeddingGradArgs<S> args{dyStored.data(), tokens.data(),
-                                        dtable.data(), T, V, H, parts};
+  weightgrad::EmbeddingGradArgs<S> args{
+      dyStored.data(), tokens.data(), dtable.data(), T, V, H, parts};
   runEmulatedGrid(columnTiles(H), parts, 1, weightgrad::kColumns,
                   weightgrad::kEmbeddingGradSharedBytes,
                   [&](const HostSimt &simt) {
@@ -106,9 +107,13 @@ template <typename S> void expectRmsNormWeightGradMatchesCpu() {
   std::vector<double> partials(size_t(chunks * H),
                                std::numeric_limits<double>::quiet_NaN());
   std::vector<float> dw(size_t(H), std::numeric_limits<float>::quiet_NaN());
-  weightgrad::RmsNormWeightGradArgs<S> args{
-      dyStored.data(), xStored.data(), reciprocals.data(), partials.data(),
-      dw.data(), T, H};
+  weightgrad::RmsNormWeightGradArgs<S> args{dyStored.data(),
+                                            xStored.data(),
+                                            reciprocals.data(),
+                                            partials.data(),
+                                            dw.data(),
+                                            T,
+                                            H};
   runEmulatedGrid(columnTiles(H), chunks, 1, weightgrad::kColumns, 0,
                   [&](const HostSimt &simt) {
                     weightgrad::rmsNormWeightPartialsBlock(simt, args);

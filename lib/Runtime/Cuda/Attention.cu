@@ -319,9 +319,8 @@ absl::Status attentionForward(const float *q, const float *k, const float *v,
                               float *out, float *lse, int64_t B, int64_t S,
                               int64_t heads, int64_t kvHeads, int64_t headDim,
                               cudaStream_t stream) {
-  if (absl::Status status =
-          checkAttentionShape("attentionForward", B, S, heads, kvHeads,
-                              headDim, kMaxHeadDim);
+  if (absl::Status status = checkAttentionShape("attentionForward", B, S, heads,
+                                                kvHeads, headDim, kMaxHeadDim);
       !status.ok())
     return status;
   // As the CPU: nothing to compute, nothing written (lse included).
@@ -348,9 +347,8 @@ absl::Status attentionBackward(const float *dout, const float *q,
                                float *dv, int64_t B, int64_t S, int64_t heads,
                                int64_t kvHeads, int64_t headDim,
                                float *workspace, cudaStream_t stream) {
-  if (absl::Status status =
-          checkAttentionShape("attentionBackward", B, S, heads, kvHeads,
-                              headDim, kMaxHeadDim);
+  if (absl::Status status = checkAttentionShape(
+          "attentionBackward", B, S, heads, kvHeads, headDim, kMaxHeadDim);
       !status.ok())
     return status;
   // dk and dv are empty: nothing to write. (With heads == 0 and kv heads

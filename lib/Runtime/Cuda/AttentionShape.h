@@ -18,10 +18,9 @@ namespace moe::rt::cuda {
 /// Rejects shapes a kernel cannot run: negative sizes, heads that are not
 /// whole groups of the kv heads (h / group would name a missing kv head,
 /// or divide by zero), heads wider than `maxHeadDim`.
-inline absl::Status checkAttentionShape(const char *what, int64_t B,
-                                        int64_t S, int64_t heads,
-                                        int64_t kvHeads, int64_t headDim,
-                                        int64_t maxHeadDim) {
+inline absl::Status checkAttentionShape(const char *what, int64_t B, int64_t S,
+                                        int64_t heads, int64_t kvHeads,
+                                        int64_t headDim, int64_t maxHeadDim) {
   if (B < 0 || S < 0 || heads < 0 || kvHeads < 0 || headDim < 0)
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": negative size (B ", B, ", S ", S, ", heads ",

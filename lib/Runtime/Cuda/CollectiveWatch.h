@@ -46,7 +46,9 @@ public:
     std::function<void()> abortAll;
     std::function<absl::Time()> now = [] { return absl::Now(); };
     /// Between two polls of a wait.
-    std::function<void()> pause = [] { absl::SleepFor(absl::Microseconds(50)); };
+    std::function<void()> pause = [] {
+      absl::SleepFor(absl::Microseconds(50));
+    };
   };
 
   CollectiveWatch(Hooks hooks, absl::Duration timeout)

@@ -9,9 +9,9 @@
 #include "moe/Runtime/Artifact/Capabilities.h"
 #include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/Comm/Communicator.h"
+#include "moe/Runtime/Comm/GroupSums.h"
 #include "moe/Runtime/Cuda/Device.h"
 #include "moe/Runtime/Cuda/Kernels.h"
-#include "moe/Runtime/Comm/GroupSums.h"
 #include "moe/Runtime/Engine/HostWeights.h"
 #include "moe/Runtime/Engine/PipelineStep.h"
 #include "moe/Runtime/Engine/ProgramGroups.h"
@@ -21,8 +21,8 @@
 #include "absl/strings/str_format.h"
 
 #include <cmath>
-#include <optional>
 #include <cstdlib>
+#include <optional>
 
 namespace moe::rt::cuda {
 
@@ -148,8 +148,8 @@ private:
   absl::Status connectStages();
   /// A pipelined step: the shared runner over DevicePipeline.
   absl::StatusOr<StepResult> runPipelined(const int32_t *tokens,
-                                          const int32_t *targets,
-                                          int64_t step, const StepHooks &hooks,
+                                          const int32_t *targets, int64_t step,
+                                          const StepHooks &hooks,
                                           DeviceStep &context);
   /// Mixed precision: each BF16 working copy = its fp32 master rounded to
   /// nearest even, as AdamW leaves it after every step (the copies are
@@ -256,8 +256,7 @@ absl::Status CudaBackend::setUp(comm::World *world) {
   pointers.assign(program.buffers.size(), nullptr);
   // A pipelined step runs in its microbatch slots' arenas instead.
   if (!pipelineStep) {
-    MOE_CUDA_OK(
-        cudaMalloc(&arena, std::max<uint64_t>(program.arenaBytes, 1)));
+    MOE_CUDA_OK(cudaMalloc(&arena, std::max<uint64_t>(program.arenaBytes, 1)));
     allocated += program.arenaBytes;
   }
   for (uint32_t b = 0; b < program.buffers.size(); ++b) {
@@ -313,8 +312,8 @@ absl::Status CudaBackend::connectStages() {
   if (!runner.ok())
     return runner.status();
   pipelineStep = std::move(*runner);
-  pipelineDevice = std::make_unique<DevicePipeline>(pointers, profiling,
-                                                    timeline.get());
+  pipelineDevice =
+      std::make_unique<DevicePipeline>(pointers, profiling, timeline.get());
   return absl::OkStatus();
 }
 
@@ -504,8 +503,8 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
       hooks.beforeInstruction(index, instruction);
     if (absl::Status status = mark(2 * index); !status.ok())
       return failed(status);
-    absl::StatusOr<std::optional<size_t>> span = startInstructionSpan(
-        timeline.get(), comm.get(), stream, instruction);
+    absl::StatusOr<std::optional<size_t>> span =
+        startInstructionSpan(timeline.get(), comm.get(), stream, instruction);
     if (!span.ok())
       return failed(span.status());
     if (absl::Status status = runDeviceInstruction(context, index);
@@ -577,10 +576,11 @@ void CudaBackend::forgetTimeline() {
   timeline->discard();
 }
 
-absl::StatusOr<StepResult>
-CudaBackend::runPipelined(const int32_t *tokens, const int32_t *targets,
-                          int64_t step, const StepHooks &hooks,
-                          DeviceStep &context) {
+absl::StatusOr<StepResult> CudaBackend::runPipelined(const int32_t *tokens,
+                                                     const int32_t *targets,
+                                                     int64_t step,
+                                                     const StepHooks &hooks,
+                                                     DeviceStep &context) {
   pipelineDevice->setStep(&context, &runnerPointers, comm.get());
   absl::StatusOr<StepResult> result = pipelineStep->run(
       tokens, targets, step,

@@ -113,11 +113,10 @@ absl::Status runTensorCoreAttention(const DeviceStep &step, size_t index) {
     ops::AttentionView op(inst);
     const std::vector<int64_t> &q = step.buffer(op.q()).shape;
     int64_t heads = op.heads();
-    return flashAttentionForward(step.bf16(op.q()), step.bf16(op.k()),
-                                 step.bf16(op.v()), step.bf16(op.out()),
-                                 step.f32(op.lse()), q[0], q[1], heads,
-                                 op.kvHeads(), headDimOf(step, op.q(), heads),
-                                 step.stream);
+    return flashAttentionForward(
+        step.bf16(op.q()), step.bf16(op.k()), step.bf16(op.v()),
+        step.bf16(op.out()), step.f32(op.lse()), q[0], q[1], heads,
+        op.kvHeads(), headDimOf(step, op.q(), heads), step.stream);
   }
   ops::AttentionGradView op(inst);
   const std::vector<int64_t> &q = step.buffer(op.q()).shape;
@@ -129,9 +128,9 @@ absl::Status runTensorCoreAttention(const DeviceStep &step, size_t index) {
   return flashAttentionBackward(
       step.bf16(op.dout()), step.bf16(op.q()), step.bf16(op.k()),
       step.bf16(op.v()), step.bf16(op.out()), step.f32(op.lse()),
-      step.bf16(op.dq()), step.bf16(op.dk()),
-      step.bf16(op.dv()), q[0], q[1], heads, op.kvHeads(),
-      headDimOf(step, op.q(), heads), workspace.get(), step.stream);
+      step.bf16(op.dq()), step.bf16(op.dk()), step.bf16(op.dv()), q[0], q[1],
+      heads, op.kvHeads(), headDimOf(step, op.q(), heads), workspace.get(),
+      step.stream);
 }
 
 } // namespace moe::rt::cuda

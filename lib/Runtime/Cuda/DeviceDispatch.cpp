@@ -70,8 +70,7 @@ absl::Status embedding(const DeviceStep &step, size_t index,
   int64_t T = step.buffer(op.tokens()).numElements();
   MOE_DEVICE_BUFFER(int64_t, firstBad, 1, step.stream);
   if (bf16)
-    MOE_CUDA_TRY(embeddingForward(step.i32(op.tokens()),
-                                  step.bf16(op.table()),
+    MOE_CUDA_TRY(embeddingForward(step.i32(op.tokens()), step.bf16(op.table()),
                                   step.bf16(op.y()), T, vocab, hidden,
                                   firstBad.get(), step.stream));
   else
@@ -108,9 +107,9 @@ absl::Status crossEntropy(const DeviceStep &step, size_t index,
                                   step.i32(op.targets()), T, vocab, sum.get(),
                                   counted.get(), step.stream));
   else
-    MOE_CUDA_TRY(crossEntropySums(step.f32(op.logits()),
-                                  step.i32(op.targets()), T, vocab, sum.get(),
-                                  counted.get(), step.stream));
+    MOE_CUDA_TRY(crossEntropySums(step.f32(op.logits()), step.i32(op.targets()),
+                                  T, vocab, sum.get(), counted.get(),
+                                  step.stream));
   cpu::CrossEntropySums sums;
   MOE_CUDA_TRY(step.read(sum.get(), 1, &sums.sum));
   sums.count = *count;
@@ -137,9 +136,8 @@ absl::Status crossEntropyGrad(const DeviceStep &step, size_t index,
     return dloss.status();
   if (bf16)
     return crossEntropyBackward(*dloss, step.bf16(op.logits()),
-                                step.i32(op.targets()),
-                                step.bf16(op.dlogits()), T, vocab, total,
-                                step.stream);
+                                step.i32(op.targets()), step.bf16(op.dlogits()),
+                                T, vocab, total, step.stream);
   return crossEntropyBackward(*dloss, step.f32(op.logits()),
                               step.i32(op.targets()), step.f32(op.dlogits()), T,
                               vocab, total, step.stream);
@@ -233,9 +231,7 @@ absl::Status adamwUpdate(const DeviceStep &step, const ops::AdamWView &op) {
                step.f32(op.gradScale()), step.f32(op.expAvg()),
                step.f32(op.expAvgSq()), step.buffer(op.param()).numElements(),
                *lr, op.beta1(), op.beta2(), op.eps(), op.weightDecay(), *at,
-               step.stream,
-               working ? step.bf16(*working)
-                       : nullptr);
+               step.stream, working ? step.bf16(*working) : nullptr);
 }
 
 /// A tensor's blocks around dimension `dim` of one rank's block `shape`:

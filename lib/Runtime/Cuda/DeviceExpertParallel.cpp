@@ -184,13 +184,13 @@ DispatchFormat dispatchFormatOf(const DeviceStep &step, size_t index) {
 /// unpacked on arrival into the values on the FP8 grid, as on the CPU.
 absl::Status dispatchRows(const DeviceStep &step, NcclGroup &group,
                           const float *rows,
-                          const std::vector<int64_t> &sendRows,
-                          float *arrived, const std::vector<int64_t> &recvRows,
-                          int64_t width, bool asBf16,
-                          const DispatchFormat &dispatch, Fp8Format format) {
+                          const std::vector<int64_t> &sendRows, float *arrived,
+                          const std::vector<int64_t> &recvRows, int64_t width,
+                          bool asBf16, const DispatchFormat &dispatch,
+                          Fp8Format format) {
   if (!dispatch.fp8)
-    return cuda::sendRows(step, group, rows, sendRows, arrived, recvRows,
-                          width, asBf16);
+    return cuda::sendRows(step, group, rows, sendRows, arrived, recvRows, width,
+                          asBf16);
   auto total = [](const std::vector<int64_t> &counts) {
     return std::accumulate(counts.begin(), counts.end(), int64_t{0});
   };
@@ -202,8 +202,8 @@ absl::Status dispatchRows(const DeviceStep &step, NcclGroup &group,
   MOE_CUDA_TRY(packFp8Rows(rows, leaving, width, dispatch.block, format,
                            packed.get(), stream));
   MOE_CUDA_TRY(step.comm->runNow(stream, [&](cudaStream_t on) {
-    return group.allToAllRows(packed.get(), sendRows, received.get(),
-                              recvRows, words, on);
+    return group.allToAllRows(packed.get(), sendRows, received.get(), recvRows,
+                              words, on);
   }));
   return unpackFp8Rows(received.get(), arriving, width, dispatch.block, format,
                        arrived, stream);

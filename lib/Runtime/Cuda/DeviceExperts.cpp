@@ -77,7 +77,8 @@ absl::StatusOr<Groups> groupSlots(const DeviceStep &step,
 
 /// Expert e's slice of an [E, rows, cols] weight, fp32 or BF16 (null
 /// stays null).
-template <typename T> const T *expertSlice(const T *w, int64_t e, int64_t size) {
+template <typename T>
+const T *expertSlice(const T *w, int64_t e, int64_t size) {
   return w ? w + e * size : nullptr;
 }
 

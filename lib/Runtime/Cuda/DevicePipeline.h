@@ -52,8 +52,7 @@ public:
   absl::StatusOr<uint8_t *> allocate(uint64_t bytes,
                                      const std::string &what) override;
   absl::Status upload(uint8_t *to, const void *from, uint64_t bytes) override;
-  absl::Status download(void *to, const uint8_t *from,
-                        uint64_t bytes) override;
+  absl::Status download(void *to, const uint8_t *from, uint64_t bytes) override;
   absl::Status run(size_t index) override;
   absl::Status runOptimizer(size_t index, comm::Group *stages,
                             const std::vector<bool> &foreign) override;

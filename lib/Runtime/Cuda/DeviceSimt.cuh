@@ -1,4 +1,4 @@
-//===- DeviceSimt.cuh - the Simt interface over CUDA's built-ins -*- CUDA -*-===//
+//===- DeviceSimt.cuh - the device Simt ------------------------*- CUDA -*-===//
 //
 // Private to the CUDA backend: what kernel bodies written against a Simt
 // (FlashAttentionBlocks.h, WeightGradBlocks.h) call on the device: the

@@ -58,9 +58,9 @@ struct DeviceStep {
   /// The same step over other buffer addresses (an instruction's widened
   /// scratch).
   DeviceStep withPointers(const std::vector<void *> &other) const {
-    return {program,    other,      stream,           gemms,
-            step,       groups,     nccl,             comm,
-            stageGroup, foreignGradients, hostScalars, watch};
+    return {program,     other, stream, gemms,      step,
+            groups,      nccl,  comm,   stageGroup, foreignGradients,
+            hostScalars, watch};
   }
 
   /// Program group `index`'s MPI group and NCCL communicator; null on one

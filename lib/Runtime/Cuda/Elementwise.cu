@@ -38,7 +38,8 @@ __global__ void addKernel(const S *a, const S *b, S *y, int64_t n) {
 template <typename S>
 __global__ void swigluForwardKernel(const S *gate, const S *up, S *y,
                                     int64_t n) {
-  GRID_STRIDE(i, n) storeValue(y + i, silu(loadValue(gate + i)) * loadValue(up + i));
+  GRID_STRIDE(i, n)
+  storeValue(y + i, silu(loadValue(gate + i)) * loadValue(up + i));
 }
 
 template <typename S>
@@ -269,8 +270,8 @@ absl::Status swigluBackward(const float *dy, const float *gate,
 absl::Status swigluBackward(const uint16_t *dy, const uint16_t *gate,
                             const uint16_t *up, uint16_t *dgate, uint16_t *dup,
                             int64_t n, cudaStream_t stream) {
-  swigluBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(dy, gate, up,
-                                                            dgate, dup, n);
+  swigluBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(dy, gate, up, dgate,
+                                                            dup, n);
   return launched("swigluBackward (bf16)");
 }
 

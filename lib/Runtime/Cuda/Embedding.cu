@@ -48,7 +48,8 @@ __global__ void finishFirstBadKernel(unsigned long long *firstBad) {
 template <typename S>
 __global__ void __launch_bounds__(weightgrad::kColumns)
     embeddingBackwardKernel(weightgrad::EmbeddingGradArgs<S> args) {
-  __shared__ __align__(16) unsigned char tokens[weightgrad::kEmbeddingGradSharedBytes];
+  __shared__ __align__(
+      16) unsigned char tokens[weightgrad::kEmbeddingGradSharedBytes];
   weightgrad::embeddingGradBlock(DeviceSimt{tokens}, args);
 }
 
@@ -66,8 +67,8 @@ absl::Status embeddingForwardOn(const int32_t *tokens, const S *table, S *y,
 
 template <typename S>
 absl::Status embeddingBackwardOn(const S *dy, const int32_t *tokens,
-                                 float *dtable, int64_t T, int64_t V,
-                                 int64_t H, cudaStream_t stream) {
+                                 float *dtable, int64_t T, int64_t V, int64_t H,
+                                 cudaStream_t stream) {
   MOE_CUDA_OK(cudaMemsetAsync(dtable, 0, V * H * sizeof(float), stream));
   if (T == 0 || V == 0 || H == 0)
     return absl::OkStatus();

@@ -102,8 +102,9 @@ absl::Status bf16Gemm(const DeviceStep &step, const GemmSpec &spec,
                       const ExpertOperand &a, const ExpertOperand &b,
                       float beta, float *c) {
   DeviceBuffer<uint16_t> aCopy, bCopy;
-  auto bitsOf = [&](const ExpertOperand &op, DeviceBuffer<uint16_t> &copy)
-      -> absl::StatusOr<const uint16_t *> {
+  auto bitsOf =
+      [&](const ExpertOperand &op,
+          DeviceBuffer<uint16_t> &copy) -> absl::StatusOr<const uint16_t *> {
     if (op.bf16)
       return op.bf16;
     if (!op.data)
@@ -137,10 +138,10 @@ absl::Status ExpertMatmul::xw(int64_t expert, const ExpertOperand &x,
                               const ExpertOperand &w, float beta,
                               float *y) const {
   if (!fp8)
-    return bf16Gemm(step,
-                    rowMajor(false, false, x.rows, w.cols, x.cols, x.cols,
-                             w.cols, w.cols),
-                    x, w, beta, y);
+    return bf16Gemm(
+        step,
+        rowMajor(false, false, x.rows, w.cols, x.cols, x.cols, w.cols, w.cols),
+        x, w, beta, y);
   // x w = x (w^T)^T: the transposed weight [out, k] is what FP8 reads.
   MOE_QUANTIZED(qx, step, *fp8, expert, x, false, 0);
   MOE_QUANTIZED(qw, step, *fp8, expert, w, true, w.rows);
@@ -153,10 +154,10 @@ absl::Status ExpertMatmul::xw(int64_t expert, const ExpertOperand &x,
 absl::Status ExpertMatmul::gTx(int64_t expert, const ExpertOperand &g,
                                const ExpertOperand &x, float *dw) const {
   if (!fp8)
-    return bf16Gemm(step,
-                    rowMajor(true, false, g.cols, x.cols, g.rows, g.cols,
-                             x.cols, x.cols),
-                    g, x, 0.0f, dw);
+    return bf16Gemm(
+        step,
+        rowMajor(true, false, g.cols, x.cols, g.rows, g.cols, x.cols, x.cols),
+        g, x, 0.0f, dw);
   // g^T x = (g^T) ((x^T))^T, both transposed with the rows (k) padded with
   // zeros to a multiple of 16.
   int64_t k = paddedTo16(g.rows);

@@ -58,9 +58,9 @@ template <typename Args>
 absl::Status launchTiles(void (*kernel)(Args), dim3 grid, size_t bytes,
                          const Args &args, cudaStream_t stream,
                          const char *what) {
-  cudaError_t error = cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(bytes));
+  cudaError_t error =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(bytes));
   if (error != cudaSuccess)
     return cudaStatus(error, what);
   kernel<<<grid, kBlockThreads, bytes, stream>>>(args);
@@ -100,23 +100,23 @@ bool flashAttentionSupports(int64_t headDim) {
 }
 
 absl::Status flashAttentionForward(const uint16_t *q, const uint16_t *k,
-                                   const uint16_t *v, uint16_t *out,
-                                   float *lse, int64_t B, int64_t S,
-                                   int64_t heads, int64_t kvHeads,
-                                   int64_t headDim, cudaStream_t stream) {
+                                   const uint16_t *v, uint16_t *out, float *lse,
+                                   int64_t B, int64_t S, int64_t heads,
+                                   int64_t kvHeads, int64_t headDim,
+                                   cudaStream_t stream) {
   if (absl::Status status =
           checkShape("flashAttentionForward", B, S, heads, kvHeads, headDim);
       !status.ok())
     return status;
   if (B == 0 || S == 0 || heads == 0 || headDim == 0)
     return absl::OkStatus();
-  flash::ForwardArgs args{q, k, v, out, lse,
-                          makeShape(B, S, heads, kvHeads, headDim)};
-  dim3 grid(tilesOf(S), static_cast<unsigned>(heads),
-            static_cast<unsigned>(B));
+  flash::ForwardArgs args{q,   k,   v,
+                          out, lse, makeShape(B, S, heads, kvHeads, headDim)};
+  dim3 grid(tilesOf(S), static_cast<unsigned>(heads), static_cast<unsigned>(B));
   if (paddedDim(headDim) == 64)
-    return launchTiles(forwardKernel<64>, grid, flash::ForwardLayout<64>::kBytes,
-                       args, stream, "flashAttentionForward");
+    return launchTiles(forwardKernel<64>, grid,
+                       flash::ForwardLayout<64>::kBytes, args, stream,
+                       "flashAttentionForward");
   return launchTiles(forwardKernel<128>, grid,
                      flash::ForwardLayout<128>::kBytes, args, stream,
                      "flashAttentionForward");
@@ -129,11 +129,13 @@ uint64_t flashAttentionBackwardWorkspaceBytes(int64_t B, int64_t S,
   return static_cast<uint64_t>(B * heads * S) * sizeof(float);
 }
 
-absl::Status flashAttentionBackward(
-    const uint16_t *dout, const uint16_t *q, const uint16_t *k,
-    const uint16_t *v, const uint16_t *out, const float *lse, uint16_t *dq,
-    uint16_t *dk, uint16_t *dv, int64_t B, int64_t S, int64_t heads,
-    int64_t kvHeads, int64_t headDim, float *workspace, cudaStream_t stream) {
+absl::Status flashAttentionBackward(const uint16_t *dout, const uint16_t *q,
+                                    const uint16_t *k, const uint16_t *v,
+                                    const uint16_t *out, const float *lse,
+                                    uint16_t *dq, uint16_t *dk, uint16_t *dv,
+                                    int64_t B, int64_t S, int64_t heads,
+                                    int64_t kvHeads, int64_t headDim,
+                                    float *workspace, cudaStream_t stream) {
   if (absl::Status status =
           checkShape("flashAttentionBackward", B, S, heads, kvHeads, headDim);
       !status.ok())
@@ -151,8 +153,16 @@ absl::Status flashAttentionBackward(
     return absl::InvalidArgumentError(
         "flashAttentionBackward: workspace is null (needs "
         "flashAttentionBackwardWorkspaceBytes)");
-  flash::BackwardArgs args{dout, q,  k,  v,  out,
-                           lse,  workspace, dq, dk, dv,
+  flash::BackwardArgs args{dout,
+                           q,
+                           k,
+                           v,
+                           out,
+                           lse,
+                           workspace,
+                           dq,
+                           dk,
+                           dv,
                            makeShape(B, S, heads, kvHeads, headDim)};
   int64_t rows = B * heads * S;
   int64_t rowBlocks = (rows + flash::kWarps - 1) / flash::kWarps;

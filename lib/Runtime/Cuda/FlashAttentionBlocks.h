@@ -1,4 +1,4 @@
-//===- FlashAttentionBlocks.h - tiled BF16 attention, one block's work -*- C++ -*-===//
+//===- FlashAttentionBlocks.h - tiled BF16 attention's blocks ---*- C++ -*-===//
 //
 // The bodies of the tensor-core attention kernels (FlashAttention-2's tiling:
 // exact softmax by an online rescaling, scores never in global memory), one
@@ -114,7 +114,7 @@ struct BackwardArgs {
 /// different banks; each keeps WMMA's rules (a multiple of 8 BF16 or 4
 /// floats, tile pointers 32-byte aligned at every 16th row and column).
 template <int D> struct Strides {
-  static constexpr int kRow = D + 8;      // a [64, D] BF16 tile
+  static constexpr int kRow = D + 8;       // a [64, D] BF16 tile
   static constexpr int kScore = kTile + 4; // a warp's [16, 64] fp32 scores
   static constexpr int kProb = kTile + 8;  // a warp's [16, 64] BF16 P or dS
   static constexpr int kAcc = D + 4;       // a warp's [16, D] fp32 rows
@@ -148,7 +148,8 @@ template <int D> struct KeyValueGradLayout {
                           kQ = kV + St::kTileBytes, kDo = kQ + St::kTileBytes,
                           kS = kDo + St::kTileBytes, kDp = kS + St::kScoreBytes,
                           kP = kDp + St::kScoreBytes, kDs = kP + St::kProbBytes,
-                          kLse = kDs + St::kProbBytes, kDelta = kLse + kTile * 4,
+                          kLse = kDs + St::kProbBytes,
+                          kDelta = kLse + kTile * 4,
                           kBytes = kDelta + kTile * 4;
 };
 
@@ -171,9 +172,8 @@ template <typename T> MOE_SIMT_FN T *at(unsigned char *base, size_t offset) {
 /// the rest of [64, D]: padding rows and columns are zero so they add
 /// nothing to any product (and V's padding cannot bring NaN into P V).
 template <int D, typename Simt>
-MOE_SIMT_FN void loadTile(const Simt &simt, uint16_t *tile,
-                          const uint16_t *src, int64_t stride, int64_t rows,
-                          int64_t headDim) {
+MOE_SIMT_FN void loadTile(const Simt &simt, uint16_t *tile, const uint16_t *src,
+                          int64_t stride, int64_t rows, int64_t headDim) {
   constexpr int kRow = Strides<D>::kRow;
   bool vector = headDim % 8 == 0 && stride % 8 == 0 &&
                 reinterpret_cast<uintptr_t>(src) % 16 == 0;
@@ -243,8 +243,9 @@ MOE_SIMT_FN void rowsTimesTileT(const Simt &simt, const uint16_t *aRows,
                                 const uint16_t *bTile, float *scores) {
   static_assert((kTile / 16) % kTogether == 0, "whole groups of tiles");
   for (int first = 0; first < kTile / 16; first += kTogether)
-    rowsTimesTilesT<D, kTogether>(
-        simt, aRows, bTile + first * 16 * Strides<D>::kRow, scores + first * 16);
+    rowsTimesTilesT<D, kTogether>(simt, aRows,
+                                  bTile + first * 16 * Strides<D>::kRow,
+                                  scores + first * 16);
 }
 
 /// acc[n] += probs[16, 64] (a warp's BF16, stride kProb) tile[64, D], for
@@ -268,25 +269,25 @@ MOE_SIMT_FN void probsTimesTile(const Simt &simt, const uint16_t *probs,
 /// as BF16 rows of `dst` (row r at dst + r * stride) for r < rows: each
 /// row by the whole warp, consecutive lanes on consecutive elements.
 template <int D, typename Simt, typename RowScale>
-MOE_SIMT_FN void storeRows(const Simt &simt, const float *rowsIn,
-                           uint16_t *dst, int64_t stride, int64_t rows,
-                           int64_t headDim, RowScale rowScale) {
+MOE_SIMT_FN void storeRows(const Simt &simt, const float *rowsIn, uint16_t *dst,
+                           int64_t stride, int64_t rows, int64_t headDim,
+                           RowScale rowScale) {
   int lane = simt.thread() % 32;
   for (int r = 0; r < kWarpRows; ++r) {
     float factor = rowScale(r);
     if (r >= rows)
       continue;
     for (int64_t c = lane; c < headDim; c += 32)
-      dst[r * stride + c] = simt.toBf16(rowsIn[r * Strides<D>::kAcc + c] * factor);
+      dst[r * stride + c] =
+          simt.toBf16(rowsIn[r * Strides<D>::kAcc + c] * factor);
   }
 }
 
 /// Stages the accumulators acc[D / 16] of a warp's 16 rows, times `scale`,
 /// at `staging` (the warp's [16, kAcc] fp32 rows) and writes them as BF16.
 template <int D, typename Simt>
-MOE_SIMT_FN void storeAccumulators(const Simt &simt,
-                                   typename Simt::FragC *acc, float scale,
-                                   float *staging, uint16_t *dst,
+MOE_SIMT_FN void storeAccumulators(const Simt &simt, typename Simt::FragC *acc,
+                                   float scale, float *staging, uint16_t *dst,
                                    int64_t stride, int64_t rows,
                                    int64_t headDim) {
   for (int n = 0; n < D / 16; ++n) {
@@ -308,7 +309,7 @@ struct QueryTileBlock {
   template <typename Simt>
   static MOE_SIMT_FN QueryTileBlock of(const Simt &simt, const Shape &shape) {
     int64_t qTile = simt.gridX() - 1 - simt.blockX(), h = simt.blockY();
-    return {simt.thread() / 32, simt.thread() % 32, qTile,         h,
+    return {simt.thread() / 32, simt.thread() % 32, qTile,        h,
             simt.blockZ(),      h / shape.group(),  qTile * kTile};
   }
 };
@@ -391,10 +392,10 @@ MOE_SIMT_FN void forwardBlock(const Simt &simt, const ForwardArgs &args) {
   }
 
   int64_t rows = shape.S - (q0 + warp * kWarpRows);
-  storeRows<D>(
-      simt, outRows, args.out + shape.qOffset(b, q0 + warp * kWarpRows, h),
-      shape.qStride(), rows, shape.headDim,
-      [&](int row) { return 1.0f / simt.shfl(rowSum, 2 * row); });
+  storeRows<D>(simt, outRows,
+               args.out + shape.qOffset(b, q0 + warp * kWarpRows, h),
+               shape.qStride(), rows, shape.headDim,
+               [&](int row) { return 1.0f / simt.shfl(rowSum, 2 * row); });
   if (half == 0 && query < shape.S)
     args.lse[shape.rowIndex(b, h, query)] = (rowMax + log2f(rowSum)) * kLn2;
 }
@@ -428,8 +429,7 @@ MOE_SIMT_FN void rowDotBlock(const Simt &simt, const BackwardArgs &args) {
 /// accumulators. Warp w owns keys k0 + 16 w ..; lanes 2r and 2r + 1 share
 /// key row r's element-wise work.
 template <int D, typename Simt>
-MOE_SIMT_FN void keyValueGradBlock(const Simt &simt,
-                                   const BackwardArgs &args) {
+MOE_SIMT_FN void keyValueGradBlock(const Simt &simt, const BackwardArgs &args) {
   using St = Strides<D>;
   using L = KeyValueGradLayout<D>;
   const Shape &shape = args.shape;
@@ -551,9 +551,9 @@ MOE_SIMT_FN void queryGradBlock(const Simt &simt, const BackwardArgs &args) {
     for (int c = half * 32; c < half * 32 + 32; ++c) {
       int64_t key = k0 + c;
       bool valid = key <= query && key < shape.S && validQuery;
-      float p = valid ? exp2f(scores[r * St::kScore + c] * shape.scaleLog2 -
-                              lse2)
-                      : 0.0f;
+      float p = valid
+                    ? exp2f(scores[r * St::kScore + c] * shape.scaleLog2 - lse2)
+                    : 0.0f;
       dscores[r * St::kProb + c] =
           simt.toBf16(p * (dprobs[r * St::kScore + c] - delta));
     }

@@ -36,7 +36,9 @@ struct Layout {
   MOE_SIMT_SHAPE_FN int64_t codeWords() const { return (width + 3) / 4; }
   /// Words per packed row: the codes, then a scale per block
   /// (cpu::packedFp8Words).
-  MOE_SIMT_SHAPE_FN int64_t words() const { return codeWords() + blocksPerRow(); }
+  MOE_SIMT_SHAPE_FN int64_t words() const {
+    return codeWords() + blocksPerRow();
+  }
 };
 
 /// Item `item` of the grid-stride loops: FP8 block k of row r, elements
@@ -70,8 +72,8 @@ MOE_SIMT_FN void packBlock(const Simt &simt, const Layout &layout,
       }
       amax = a > amax ? a : amax;
     }
-    float scale = semantics::fp8Scale(
-        amax, semantics::fp8MaxFinite(layout.format));
+    float scale =
+        semantics::fp8Scale(amax, semantics::fp8MaxFinite(layout.format));
     for (int64_t i = b0; i < b1; ++i)
       codes[i] = simt.encodeFp8(row[i] * scale, layout.format);
     // The last block's thread zeroes the last code word's spare bytes, as

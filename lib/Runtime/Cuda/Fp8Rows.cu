@@ -30,9 +30,9 @@ absl::StatusOr<fp8rows::Layout> layoutOf(const char *what, int64_t count,
                                          int64_t width, int64_t block,
                                          Fp8Format format) {
   if (count < 0 || width < 0 || block <= 0)
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": bad shape (rows ", count, ", width ", width,
-                     ", block ", block, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": bad shape (rows ",
+                                                   count, ", width ", width,
+                                                   ", block ", block, ")"));
   return fp8rows::Layout{count, width, block, static_cast<int>(format)};
 }
 

@@ -69,9 +69,8 @@ __device__ double rowLogSumExp(const S *x, int64_t V, float *sharedMax,
 
 // S: the logits' (and their gradient's) storage, float or BF16 bits.
 template <typename S>
-__global__ void crossEntropySumsKernel(const S *logits,
-                                       const int32_t *targets, int64_t T,
-                                       int64_t V, double *partials,
+__global__ void crossEntropySumsKernel(const S *logits, const int32_t *targets,
+                                       int64_t T, int64_t V, double *partials,
                                        unsigned long long *count) {
   __shared__ float sharedMax[kThreads];
   __shared__ double sharedSum[kThreads];
@@ -289,7 +288,6 @@ absl::Status crossEntropyBackward(float dloss, const uint16_t *logits,
   return crossEntropyBackwardOn(dloss, logits, targets, dlogits, T, V, count,
                                 stream);
 }
-
 
 absl::Status auxLossStatistics(const float *probs, int64_t T, int64_t E,
                                int64_t topK, unsigned long long *count,

@@ -3,8 +3,8 @@
 
 #include "CollectiveWatch.h"
 #include "CudaStatus.h"
-#include "EventPool.h"
 #include "DeviceBuffer.h"
+#include "EventPool.h"
 
 #include "moe/Runtime/Cuda/Kernels.h"
 
@@ -199,8 +199,7 @@ NcclGroup::~NcclGroup() {
 
 absl::Status NcclGroup::issued(ncclResult_t result, const char *call,
                                const std::string &what, cudaStream_t stream) {
-  std::string described =
-      absl::StrCat(call, " of ", what, " on group ", label);
+  std::string described = absl::StrCat(call, " of ", what, " on group ", label);
   if (absl::Status status = world->settle(comm, result, described.c_str());
       !status.ok())
     return status;
@@ -350,10 +349,10 @@ absl::Status NcclGroup::allToAllRowsOf(const void *input,
                    sendCount, type, peer, comm, stream),
           "ncclSend");
     if (failed.ok() && recvCount > 0)
-      failed = queued(
-          ncclRecv(static_cast<char *>(output) + received * elementBytes,
-                   recvCount, type, peer, comm, stream),
-          "ncclRecv");
+      failed =
+          queued(ncclRecv(static_cast<char *>(output) + received * elementBytes,
+                          recvCount, type, peer, comm, stream),
+                 "ncclRecv");
     sent += static_cast<int64_t>(sendCount);
     received += static_cast<int64_t>(recvCount);
   }

@@ -123,7 +123,8 @@ absl::Status rmsNormBackwardOn(const S *dy, const S *x, const S *w, S *dx,
   // Each kernel runs after the one before on the stream; the first failed
   // launch is reported.
   absl::Status status = launched("rmsNormBackward (rows)");
-  weightgrad::RmsNormWeightGradArgs<S> args{dy, x, reciprocals, partials, dw, T, H};
+  weightgrad::RmsNormWeightGradArgs<S> args{dy, x, reciprocals, partials, dw,
+                                            T,  H};
   dim3 partialsGrid(static_cast<unsigned>(columnTiles),
                     static_cast<unsigned>(chunks));
   rmsNormWeightPartialsKernel<<<partialsGrid, weightgrad::kColumns, 0,
@@ -141,9 +142,8 @@ absl::Status rmsNormBackwardOn(const S *dy, const S *x, const S *w, S *dx,
 
 } // namespace
 
-absl::Status rmsNormForward(const float *x, const float *w, float *y,
-                            int64_t T, int64_t H, float eps,
-                            cudaStream_t stream) {
+absl::Status rmsNormForward(const float *x, const float *w, float *y, int64_t T,
+                            int64_t H, float eps, cudaStream_t stream) {
   return rmsNormForwardOn(x, w, y, T, H, eps, stream);
 }
 

@@ -32,9 +32,9 @@ __global__ void ropeTableKernel(float *cosines, float *sines, int64_t S,
 /// (the transpose). A pair is read before it is written: y may alias x.
 template <typename Storage>
 __global__ void ropeRotateKernel(const Storage *x, Storage *y,
-                                 const float *cosines,
-                                 const float *sines, int64_t B, int64_t S,
-                                 int64_t heads, int64_t headDim, float sign) {
+                                 const float *cosines, const float *sines,
+                                 int64_t B, int64_t S, int64_t heads,
+                                 int64_t headDim, float sign) {
   int64_t half = headDim / 2;
   int64_t pairs = B * S * heads * half;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < pairs;

@@ -5,8 +5,8 @@
 
 namespace moe::rt::engine {
 
-absl::StatusOr<uint8_t *> HostPipelineDevice::allocate(uint64_t bytes,
-                                                       const std::string &what) {
+absl::StatusOr<uint8_t *>
+HostPipelineDevice::allocate(uint64_t bytes, const std::string &what) {
   absl::StatusOr<AlignedBuffer> buffer = AlignedBuffer::allocate(bytes, what);
   if (!buffer.ok())
     return buffer.status();
@@ -32,9 +32,9 @@ absl::Status HostPipelineDevice::run(size_t index) {
   return runInstruction(*context, index);
 }
 
-absl::Status HostPipelineDevice::runOptimizer(size_t index,
-                                              comm::Group *stages,
-                                              const std::vector<bool> &foreign) {
+absl::Status
+HostPipelineDevice::runOptimizer(size_t index, comm::Group *stages,
+                                 const std::vector<bool> &foreign) {
   if (!context)
     return absl::InternalError("pipeline: an instruction ran outside a step");
   StepContext optimizer = *context;

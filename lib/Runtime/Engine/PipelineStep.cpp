@@ -5,8 +5,8 @@
 #include "Dispatch.h"
 
 #include "moe/Runtime/Comm/Communicator.h"
-#include "moe/Runtime/Engine/Placement.h"
 #include "moe/Runtime/Comm/GroupSums.h"
+#include "moe/Runtime/Engine/Placement.h"
 #include "moe/Runtime/IO/Trace.h"
 #include "moe/Runtime/PipelineOrder.h"
 
@@ -210,8 +210,8 @@ PipelineStep::create(const Program &program, int32_t rank,
 
 absl::StatusOr<PipelineStep::Slot *>
 PipelineStep::acquire(int32_t microbatch, Device &device,
-                      const std::vector<uint8_t *> &base,
-                      const int32_t *tokens, const int32_t *targets) {
+                      const std::vector<uint8_t *> &base, const int32_t *tokens,
+                      const int32_t *targets) {
   Slot *slot = nullptr;
   for (const std::unique_ptr<Slot> &candidate : slots)
     if (!candidate->inUse) {
@@ -244,14 +244,14 @@ PipelineStep::acquire(int32_t microbatch, Device &device,
   slot->received.assign(transfers.size(), false);
   if (microbatch >= 0) {
     size_t count = inputBytes / sizeof(int32_t);
-    if (absl::Status status = device.upload(slot->pointers[program.tokens],
-                                            tokens + microbatch * count,
-                                            inputBytes);
+    if (absl::Status status =
+            device.upload(slot->pointers[program.tokens],
+                          tokens + microbatch * count, inputBytes);
         !status.ok())
       return status;
-    if (absl::Status status = device.upload(slot->pointers[program.targets],
-                                            targets + microbatch * count,
-                                            inputBytes);
+    if (absl::Status status =
+            device.upload(slot->pointers[program.targets],
+                          targets + microbatch * count, inputBytes);
         !status.ok())
       return status;
   }
@@ -262,10 +262,9 @@ absl::Status PipelineStep::reserve(Device &device,
                                    const std::vector<uint8_t *> &base) {
   for (size_t g = gradientSums.size(); g < gradients.size(); ++g) {
     const Buffer &buffer = program.buffers[gradients[g]];
-    absl::StatusOr<uint8_t *> sum =
-        device.allocate(buffer.sizeInBytes(),
-                        absl::StrCat("sum over the microbatches of ",
-                                     buffer.name));
+    absl::StatusOr<uint8_t *> sum = device.allocate(
+        buffer.sizeInBytes(),
+        absl::StrCat("sum over the microbatches of ", buffer.name));
     if (!sum.ok())
       return sum.status();
     gradientSums.push_back(reinterpret_cast<float *>(*sum));
@@ -283,8 +282,7 @@ absl::Status PipelineStep::reserve(Device &device,
   return absl::OkStatus();
 }
 
-absl::StatusOr<float> PipelineStep::readScalar(Device &device,
-                                               const Slot &slot,
+absl::StatusOr<float> PipelineStep::readScalar(Device &device, const Slot &slot,
                                                uint32_t buffer) const {
   float value = 0.0f;
   if (absl::Status status =
@@ -357,10 +355,9 @@ absl::Status PipelineStep::send(const PipelineAction &action, Slot &slot,
     // Whole 4-byte words (a BF16 buffer's bytes need not fill the last).
     size_t words = (buffer.sizeInBytes() + 3) / 4;
     pending->bytes.assign(words * 4, 0);
-    if (absl::Status status =
-            device.download(pending->bytes.data(),
-                            slot.pointers[transfer.buffer],
-                            buffer.sizeInBytes());
+    if (absl::Status status = device.download(pending->bytes.data(),
+                                              slot.pointers[transfer.buffer],
+                                              buffer.sizeInBytes());
         !status.ok())
       return status;
     absl::StatusOr<comm::Request> request =
@@ -471,9 +468,8 @@ absl::StatusOr<StepResult> PipelineStep::run(const int32_t *tokens,
   if (absl::Status status = reserve(env.device, base); !status.ok())
     return status;
   for (size_t g = 0; g < gradients.size(); ++g)
-    if (absl::Status status =
-            env.device.zero(gradientSums[g],
-                            program.buffers[gradients[g]].numElements());
+    if (absl::Status status = env.device.zero(
+            gradientSums[g], program.buffers[gradients[g]].numElements());
         !status.ok())
       return status;
   slotOf.assign(pipeline.microbatches, nullptr);
@@ -570,8 +566,9 @@ absl::StatusOr<StepResult> PipelineStep::optimize(int64_t step,
   }
   StepResult result;
   result.loss = static_cast<float>(loss);
-  for (auto [buffer, into] : {std::make_pair(program.gradNorm, &result.gradNorm),
-                              std::make_pair(program.lr, &result.lr)}) {
+  for (auto [buffer, into] :
+       {std::make_pair(program.gradNorm, &result.gradNorm),
+        std::make_pair(program.lr, &result.lr)}) {
     absl::StatusOr<float> value = readScalar(device, slot, buffer);
     if (!value.ok())
       return value.status();

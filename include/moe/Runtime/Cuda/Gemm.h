@@ -126,8 +126,7 @@ private:
 class GemmRunner {
 public:
   static absl::StatusOr<std::unique_ptr<GemmRunner>>
-  create(int computeCapability,
-         uint64_t workspaceBytes = kGemmWorkspaceBytes);
+  create(int computeCapability, uint64_t workspaceBytes = kGemmWorkspaceBytes);
   ~GemmRunner();
 
   /// C = alpha op(A) op(B) + beta C on `stream`; A and B of spec.a / spec.b

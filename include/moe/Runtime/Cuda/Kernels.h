@@ -219,18 +219,20 @@ inline constexpr int64_t kFlashAttentionMaxHeadDim =
     kTensorCoreAttentionMaxHeadDim;
 bool flashAttentionSupports(int64_t headDim);
 absl::Status flashAttentionForward(const uint16_t *q, const uint16_t *k,
-                                   const uint16_t *v, uint16_t *out,
-                                   float *lse, int64_t B, int64_t S,
-                                   int64_t heads, int64_t kvHeads,
-                                   int64_t headDim, cudaStream_t stream);
+                                   const uint16_t *v, uint16_t *out, float *lse,
+                                   int64_t B, int64_t S, int64_t heads,
+                                   int64_t kvHeads, int64_t headDim,
+                                   cudaStream_t stream);
 /// The scratch flashAttentionBackward needs: B * heads * S floats (D).
 uint64_t flashAttentionBackwardWorkspaceBytes(int64_t B, int64_t S,
                                               int64_t heads);
-absl::Status flashAttentionBackward(
-    const uint16_t *dout, const uint16_t *q, const uint16_t *k,
-    const uint16_t *v, const uint16_t *out, const float *lse, uint16_t *dq,
-    uint16_t *dk, uint16_t *dv, int64_t B, int64_t S, int64_t heads,
-    int64_t kvHeads, int64_t headDim, float *workspace, cudaStream_t stream);
+absl::Status flashAttentionBackward(const uint16_t *dout, const uint16_t *q,
+                                    const uint16_t *k, const uint16_t *v,
+                                    const uint16_t *out, const float *lse,
+                                    uint16_t *dq, uint16_t *dk, uint16_t *dv,
+                                    int64_t B, int64_t S, int64_t heads,
+                                    int64_t kvHeads, int64_t headDim,
+                                    float *workspace, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Router and experts

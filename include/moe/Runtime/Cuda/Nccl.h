@@ -90,8 +90,8 @@ public:
   absl::Status allToAllRows(const int32_t *input,
                             const std::vector<int64_t> &sendRows,
                             int32_t *output,
-                            const std::vector<int64_t> &recvRows,
-                            int64_t width, cudaStream_t stream);
+                            const std::vector<int64_t> &recvRows, int64_t width,
+                            cudaStream_t stream);
 
 private:
   friend class NcclWorld;

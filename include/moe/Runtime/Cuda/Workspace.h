@@ -43,8 +43,8 @@ inline constexpr uint64_t kGemmWorkspaceBytes = 32ull << 20;
 ///     quantized), a's FP8 rounding (backward), and one GEMM's quantized
 ///     operands at a time.
 inline uint64_t expertsWorkspaceBytes(int64_t T, int64_t topK, int64_t H,
-                                      int64_t F, int64_t experts,
-                                      bool backward, bool fp8, bool bf16,
+                                      int64_t F, int64_t experts, bool backward,
+                                      bool fp8, bool bf16,
                                       int64_t groupSize = 1) {
   uint64_t t = static_cast<uint64_t>(T), h = static_cast<uint64_t>(H),
            f = static_cast<uint64_t>(F), e = static_cast<uint64_t>(experts);
@@ -52,8 +52,8 @@ inline uint64_t expertsWorkspaceBytes(int64_t T, int64_t topK, int64_t H,
   uint64_t r = slots * static_cast<uint64_t>(groupSize > 1 ? groupSize : 1);
   uint64_t bytes = 16 * r + 8 * (e + 1);
   if (backward)
-    bytes += 8 * r * h + 12 * r + 16 * r * f + 2 * r * h + 4 * r * f +
-             4 * r * h;
+    bytes +=
+        8 * r * h + 12 * r + 16 * r * f + 2 * r * h + 4 * r * f + 4 * r * h;
   else
     bytes += 4 * r * h + 2 * r * h + 8 * r * f + 2 * r * f + 4 * r * h;
   if (bf16)

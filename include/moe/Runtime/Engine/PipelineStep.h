@@ -58,8 +58,8 @@ uint64_t pipelineRankBytes(const Program &program, int32_t rank);
 /// summed over them: the buffers (gradients, or what a deferred reduction
 /// reduces once) that a non-optimizer instruction on this rank writes,
 /// each with the model stage writing it.
-std::vector<std::pair<uint32_t, int32_t>>
-optimizerSums(const Program &program, int32_t rank);
+std::vector<std::pair<uint32_t, int32_t>> optimizerSums(const Program &program,
+                                                        int32_t rank);
 
 /// The transfers of a (verified) pipelined program, in buffer order.
 std::vector<StageTransfer> stageTransfers(const Program &program);
@@ -153,10 +153,9 @@ private:
   PipelineStep(const Program &program, int32_t rank, comm::Group *stageGroup);
   absl::StatusOr<Slot *> acquire(int32_t microbatch, Device &device,
                                  const std::vector<uint8_t *> &base,
-                                 const int32_t *tokens,
-                                 const int32_t *targets);
-  absl::Status runAction(const PipelineAction &action, Slot &slot,
-                         int64_t step, Environment &env);
+                                 const int32_t *tokens, const int32_t *targets);
+  absl::Status runAction(const PipelineAction &action, Slot &slot, int64_t step,
+                         Environment &env);
   absl::Status receive(const PipelineAction &action, Slot &slot,
                        Device &device);
   absl::Status send(const PipelineAction &action, Slot &slot, Device &device);
@@ -181,7 +180,7 @@ private:
   /// The AdamW gradients other stages hold.
   std::vector<bool> foreign;
   std::vector<std::unique_ptr<Slot>> slots;
-  std::vector<Slot *> slotOf; // by microbatch, while in flight
+  std::vector<Slot *> slotOf;       // by microbatch, while in flight
   std::vector<int32_t> actionsLeft; // by microbatch
   struct PendingSend;
   std::vector<std::unique_ptr<PendingSend>> pendingSends;

@@ -296,17 +296,12 @@ absl::Status CudaBackend::setUp(comm::World *world) {
 
 absl::Status CudaBackend::connectStages() {
   const Program &program = *prog;
+  absl::StatusOr<std::unique_ptr<comm::Group>> group =
+      engine::createStageGroup(program, jobWorld);
+  if (!group.ok())
+    return group.status();
+  stageGroup = std::move(*group);
   int32_t stageRank = engine::pipelineRankOf(program, rank());
-  if (program.pipeline.stages > 1) {
-    absl::StatusOr<std::unique_ptr<comm::Group>> group = jobWorld->group(
-        comm::Mesh{program.meshAxes, program.meshShape}, {"pp"});
-    if (!group.ok())
-      return absl::Status(group.status().code(),
-                          absl::StrCat("cannot create the group of the "
-                                       "pipeline stages: ",
-                                       group.status().message()));
-    stageGroup = std::move(*group);
-  }
   absl::StatusOr<std::unique_ptr<engine::PipelineStep>> runner =
       engine::PipelineStep::create(program, stageRank, stageGroup.get());
   if (!runner.ok())

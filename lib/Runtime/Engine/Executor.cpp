@@ -157,20 +157,13 @@ absl::Status Executor::connectStages(comm::World *world) {
   const Pipeline &pipeline = prog->pipeline;
   if (!pipeline.enabled())
     return absl::OkStatus();
-  int32_t stageRank = 0;
-  if (pipeline.stages > 1) {
-    // Verified: "pp" is mesh axis 0, so world holds every stage.
-    stageRank = static_cast<int32_t>(placement->coordinates()[0]);
-    comm::Mesh mesh{prog->meshAxes, prog->meshShape};
-    absl::StatusOr<std::unique_ptr<comm::Group>> group =
-        world->group(mesh, {"pp"});
-    if (!group.ok())
-      return absl::Status(group.status().code(),
-                          absl::StrCat("executor: cannot create the group of "
-                                       "the pipeline stages: ",
-                                       group.status().message()));
-    stageGroup = std::move(*group);
-  }
+  absl::StatusOr<std::unique_ptr<comm::Group>> group =
+      engine::createStageGroup(*prog, world);
+  if (!group.ok())
+    return absl::Status(group.status().code(),
+                        absl::StrCat("executor: ", group.status().message()));
+  stageGroup = std::move(*group);
+  int32_t stageRank = engine::pipelineRankOf(*prog, placement->rank());
   absl::StatusOr<std::unique_ptr<engine::PipelineStep>> runner =
       engine::PipelineStep::create(*prog, stageRank, stageGroup.get());
   if (!runner.ok())

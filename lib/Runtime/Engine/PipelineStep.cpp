@@ -127,6 +127,23 @@ int32_t pipelineRankOf(const Program &program, int64_t worldRank) {
   return static_cast<int32_t>(Placement(program, worldRank).coordinates()[0]);
 }
 
+absl::StatusOr<std::unique_ptr<comm::Group>>
+createStageGroup(const Program &program, comm::World *world) {
+  if (!program.pipeline.enabled() || program.pipeline.stages <= 1)
+    return std::unique_ptr<comm::Group>();
+  if (!world)
+    return absl::InternalError("pipeline: no world to group the stages in");
+  // Verified: "pp" is mesh axis 0, so the world holds every stage.
+  absl::StatusOr<std::unique_ptr<comm::Group>> group =
+      world->group(comm::Mesh{program.meshAxes, program.meshShape}, {"pp"});
+  if (!group.ok())
+    return absl::Status(group.status().code(),
+                        absl::StrCat("cannot create the group of the "
+                                     "pipeline stages: ",
+                                     group.status().message()));
+  return group;
+}
+
 std::vector<bool> heldBuffers(const Program &program, int32_t rank) {
   const Pipeline &pipeline = program.pipeline;
   std::vector<bool> held(program.buffers.size(), true);

@@ -68,6 +68,12 @@ std::vector<StageTransfer> stageTransfers(const Program &program);
 /// pipelined program: 0 with one stage ("pp" is mesh axis 0, verified).
 int32_t pipelineRankOf(const Program &program, int64_t worldRank);
 
+/// The group over the "pp" axis of `program`'s mesh in `world` (a
+/// collective call of the world), or null with one stage (`world` is then
+/// not used and may be null).
+absl::StatusOr<std::unique_ptr<comm::Group>>
+createStageGroup(const Program &program, comm::World *world);
+
 /// Whether pipeline rank `rank` holds each buffer: the parameters,
 /// optimizer state and working copies of its own stages, and everything
 /// that is not per stage.

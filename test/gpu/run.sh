@@ -12,7 +12,7 @@
 #      every gradient and updated weight
 #   4. 30 steps of the tiny model (BF16, FP8), 3 of it with two microbatches
 #      (gradient accumulation) and 3 of the mid-size model against the CPU's
-#      losses
+#      losses; a diverging run stops with the CPU's error
 #   5. bench/models/gpu-moe.mlir in BF16 and FP8: median step time, model
 #      TFLOP/s and MFU against the datasheet peak and against a BF16 GEMM
 #      rate measured in this run, time per opcode; the same model as HF
@@ -228,6 +228,15 @@ if part tiny-mb2 60 train "$bundle/artifacts/tiny-mb2.moebin" --steps 3 \
     "$bundle/ref/tiny-mb2.jsonl" "$work/tiny-mb2.jsonl"
 else
   row tiny-mb2 FAIL "moe-run: $(tail -1 "$work/part.out")"
+fi
+# A diverging run stops with the CPU's error: the step's checks on the
+# device (StepCheck.h), read when the step ends, and no optimizer update.
+if part diverge 60 train "$bundle/artifacts/diverge-bf16.moebin" --steps 20; then
+  row diverge FAIL "moe-run went on past a non-finite loss"
+elif found=$(grep -o 'error: step [0-9]*: [a-z ]* is not finite' "$work/part.out"); then
+  row diverge ok "${found#error: }"
+else
+  row diverge FAIL "moe-run: $(tail -1 "$work/part.out")"
 fi
 if part mid-bf16 90 train "$bundle/artifacts/mid-bf16.moebin" --steps 3 \
   --metrics "$work/mid-bf16.jsonl"; then

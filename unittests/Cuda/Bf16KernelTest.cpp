@@ -20,15 +20,11 @@
 namespace moe::rt::cuda {
 namespace {
 
+using testing::bitsOf;
 using testing::DeviceArray;
 using testing::expectClose;
 using testing::randomValues;
 
-uint32_t bitsOf(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return bits;
-}
 float floatOf(uint32_t bits) {
   float value;
   std::memcpy(&value, &bits, sizeof(value));

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -54,6 +55,13 @@ private:
   T *data = nullptr;
   size_t count;
 };
+
+/// The bits of a float (exact comparisons that also tell NaNs apart).
+inline uint32_t bitsOf(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
 
 /// n draws of normal(0, std), reproducible from `seed`.
 inline std::vector<float> randomValues(size_t n, uint32_t seed,

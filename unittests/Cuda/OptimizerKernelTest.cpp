@@ -4,6 +4,7 @@
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Cuda/Kernels.h"
 
+#include <memory>
 #include <ostream>
 
 namespace moe::rt::cuda {
@@ -108,6 +109,57 @@ TEST(OptimizerKernelTest, AdamwAtALaterStep) {
   expectClose(dParam.read(), param, 1e-6f, 1e-7f, "param");
   expectClose(dExpAvg.read(), expAvg, 1e-6f, 1e-7f, "expAvg");
   expectClose(dExpAvgSq.read(), expAvgSq, 1e-6f, 1e-9f, "expAvgSq");
+}
+
+// One launch over several tensors (sizes around the chunk's, one empty, a
+// BF16 working copy on some) gives each the bits of a call per tensor.
+TEST(AdamwManyKernelTest, EveryTensorGetsTheBitsOfItsOwnCall) {
+  const std::vector<int64_t> sizes = {1, 4095, 4096, 4097, 0, 100003, 77};
+  const float lr = 3e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+  DeviceArray<float> scale(std::vector<float>{0.75f});
+  struct Arrays {
+    std::unique_ptr<DeviceArray<float>> param, grad, m, v;
+    std::unique_ptr<DeviceArray<uint16_t>> working;
+  };
+  std::vector<Arrays> batched(sizes.size()), alone(sizes.size());
+  std::vector<AdamwTensor> tensors;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    int64_t n = sizes[k];
+    std::vector<float> p = randomValues(n, 100 + k),
+                       g = randomValues(n, 200 + k);
+    std::vector<float> m = randomValues(n, 300 + k, 0.01f);
+    std::vector<float> v(n, 0.5f);
+    for (Arrays *a : {&batched[k], &alone[k]}) {
+      a->param = std::make_unique<DeviceArray<float>>(p);
+      a->grad = std::make_unique<DeviceArray<float>>(g);
+      a->m = std::make_unique<DeviceArray<float>>(m);
+      a->v = std::make_unique<DeviceArray<float>>(v);
+      if (k % 2 == 0)
+        a->working = std::make_unique<DeviceArray<uint16_t>>(n);
+    }
+    float decay = k % 3 == 0 ? 0.0f : 0.1f;
+    tensors.push_back({batched[k].param->get(), batched[k].grad->get(),
+                       batched[k].m->get(), batched[k].v->get(),
+                       k % 2 == 0 ? batched[k].working->get() : nullptr, n,
+                       decay});
+    ASSERT_TRUE(adamw(alone[k].param->get(), alone[k].grad->get(), scale.get(),
+                      alone[k].m->get(), alone[k].v->get(), n, lr, beta1, beta2,
+                      eps, decay, 4, nullptr,
+                      k % 2 == 0 ? alone[k].working->get() : nullptr)
+                    .ok());
+  }
+  ASSERT_TRUE(adamwMany(tensors.data(), static_cast<int64_t>(tensors.size()),
+                        scale.get(), lr, beta1, beta2, eps, 4, nullptr)
+                  .ok());
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    SCOPED_TRACE(k);
+    EXPECT_EQ(batched[k].param->read(), alone[k].param->read());
+    EXPECT_EQ(batched[k].m->read(), alone[k].m->read());
+    EXPECT_EQ(batched[k].v->read(), alone[k].v->read());
+    if (k % 2 == 0) {
+      EXPECT_EQ(batched[k].working->read(), alone[k].working->read());
+    }
+  }
 }
 
 } // namespace

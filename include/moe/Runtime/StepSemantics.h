@@ -2,9 +2,10 @@
 //
 // The scalar parts of a training step that every backend must compute the
 // same way, bit for bit: the clipping coefficient, the weighted sum of the
-// loss terms, the global norm from its sums of squares, and the FP8 scale
-// and amax-history rules. The CPU kernels and dispatch and the CUDA
-// kernels and host code call these, so the two cannot drift.
+// loss terms, the global norm from its sums of squares, the losses from
+// their sums and statistics, and the FP8 scale and amax-history rules. The
+// CPU kernels and dispatch and the CUDA kernels and host code call these, so
+// the two cannot drift.
 //
 // Each is `__host__ __device__` under nvcc (MOE_HOST_DEVICE) and plain
 // inline C++ otherwise; they use only arithmetic both compilers evaluate
@@ -61,6 +62,30 @@ MOE_HOST_DEVICE inline float normFromSquares(const double *squares,
   for (size_t i = 0; i < n; ++i)
     sum += squares[i];
   return static_cast<float>(sqrt(sum));
+}
+
+/// The cross-entropy mean from its (possibly summed) parts: sum / count in
+/// double, stored as fp32; 0 when no target was counted.
+MOE_HOST_DEVICE inline float crossEntropyMean(double sum, int64_t count) {
+  return count == 0 ? 0.0f
+                    : static_cast<float>(sum / static_cast<double>(count));
+}
+
+/// The load-balancing loss from its statistics over `tokens` tokens:
+/// E * sum_e (count[e] / tokens) * (probSum[e] / tokens), in double in
+/// expert order; 0 without tokens. `Count` is the counts' integer type
+/// (the host's int64_t, the GPU's unsigned long long).
+template <typename Count>
+MOE_HOST_DEVICE inline float auxLossFromStatistics(const Count *count,
+                                                   const double *probSum,
+                                                   int64_t E, int64_t tokens) {
+  if (tokens <= 0)
+    return 0.0f;
+  double n = static_cast<double>(tokens);
+  double loss = 0.0;
+  for (int64_t e = 0; e < E; ++e)
+    loss += static_cast<double>(count[e]) / n * (probSum[e] / n);
+  return static_cast<float>(static_cast<double>(E) * loss);
 }
 
 /// The largest finite value of the FP8 formats (cpu::Fp8Format order):

@@ -1,6 +1,7 @@
 //===- Losses.cpp - Cross-entropy and the load-balancing loss -------------===//
 
 #include "moe/Runtime/Cpu/Kernels.h"
+#include "moe/Runtime/StepSemantics.h"
 
 #include "KernelUtils.h"
 
@@ -53,9 +54,7 @@ CrossEntropySums crossEntropySums(const float *logits, const int32_t *targets,
 }
 
 float crossEntropyMean(const CrossEntropySums &sums) {
-  return sums.count == 0
-             ? 0.0f
-             : static_cast<float>(sums.sum / static_cast<double>(sums.count));
+  return semantics::crossEntropyMean(sums.sum, sums.count);
 }
 
 float crossEntropyForward(const float *logits, const int32_t *targets,
@@ -111,15 +110,9 @@ AuxLossStatistics auxLossStatistics(const float *probs, int64_t T, int64_t E,
 }
 
 float auxLossFromStatistics(const AuxLossStatistics &stats) {
-  if (stats.tokens <= 0)
-    return 0.0f;
-  int64_t E = static_cast<int64_t>(stats.count.size());
-  double tokens = static_cast<double>(stats.tokens);
-  double loss = 0.0;
-  for (int64_t e = 0; e < E; ++e)
-    loss += static_cast<double>(stats.count[e]) / tokens *
-            (stats.probSum[e] / tokens);
-  return static_cast<float>(static_cast<double>(E) * loss);
+  return semantics::auxLossFromStatistics(
+      stats.count.data(), stats.probSum.data(),
+      static_cast<int64_t>(stats.count.size()), stats.tokens);
 }
 
 float auxLossForward(const float *probs, int64_t T, int64_t E, int64_t topK) {

@@ -1,6 +1,7 @@
 //===- CudaBackend.cpp - training steps on a GPU --------------------------===//
 #include "moe/Runtime/Cuda/CudaBackend.h"
 
+#include "AdamwBatches.h"
 #include "DeviceBuffer.h"
 #include "DevicePipeline.h"
 #include "DeviceStep.h"
@@ -32,11 +33,6 @@ namespace {
 size_t lastWriterOf(const Program &program, uint32_t buffer) {
   std::vector<int64_t> writers = program.lastWriters();
   return writers[buffer] < 0 ? 0 : static_cast<size_t>(writers[buffer]);
-}
-
-absl::Status nonFinite(int64_t step, const char *what, float value) {
-  return absl::InvalidArgumentError(
-      atStep(step, absl::StrCat(what, " is not finite (", value, ")")));
 }
 
 /// One GPU per process: the launcher's local rank picks it (Open MPI,
@@ -201,6 +197,12 @@ private:
   OpcodeTimes opcodeTimes = OpcodeTimes(kNumOpcodes);
   /// DeviceStep::hostScalars of the step running.
   std::map<uint32_t, float> hostScalars;
+  /// The step's checks on the device (DeviceStep::check), zeroed as each
+  /// step begins; not for pipelined steps, whose runner checks on the host.
+  StepCheck *deviceCheck = nullptr;
+  /// DeviceStep::adamwBatchOf on one rank without pipeline stages (where a
+  /// batch's gradients cannot be in flight on the communication stream).
+  std::vector<int64_t> adamwBatchOf;
 };
 
 CudaBackend::~CudaBackend() {
@@ -212,6 +214,8 @@ CudaBackend::~CudaBackend() {
     cudaFree(p);
   if (arena)
     cudaFree(arena);
+  if (deviceCheck)
+    cudaFree(deviceCheck);
   comm.reset();
   ncclOwned.clear();
   nccl.reset();
@@ -258,6 +262,7 @@ absl::Status CudaBackend::setUp(comm::World *world) {
   if (!pipelineStep) {
     MOE_CUDA_OK(cudaMalloc(&arena, std::max<uint64_t>(program.arenaBytes, 1)));
     allocated += program.arenaBytes;
+    MOE_CUDA_OK(cudaMalloc(&deviceCheck, sizeof(StepCheck)));
   }
   for (uint32_t b = 0; b < program.buffers.size(); ++b) {
     const Buffer &buffer = program.buffers[b];
@@ -280,6 +285,7 @@ absl::Status CudaBackend::setUp(comm::World *world) {
     else if (buffer.kind == BufferKind::OptimizerState)
       stateBytes += buffer.sizeInBytes();
   }
+  adamwBatchOf = adamwBatches(program);
   lossReadyAt = lastWriterOf(program, program.loss);
   gradNormReadyAt = lastWriterOf(program, program.gradNorm);
   if (pipelineStep) {
@@ -483,6 +489,10 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
       drain();
     return result;
   }
+  MOE_CUDA_OK(cudaMemsetAsync(deviceCheck, 0, sizeof(StepCheck), stream));
+  context.check = deviceCheck;
+  if (!comm)
+    context.adamwBatchOf = &adamwBatchOf;
   // --profile: event `which` (two per instruction) on the compute stream.
   auto mark = [&](size_t which) {
     return profiling ? cudaStatus(cudaEventRecord(profileEvents[which], stream),
@@ -512,28 +522,40 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
       return failed(status);
     if (hooks.afterInstruction)
       hooks.afterInstruction(index, instruction);
-    // As on the CPU: a diverged step stops before the optimizer writes
-    // non-finite values into the weights.
-    for (auto [readyAt, buffer, what] :
-         {std::make_tuple(lossReadyAt, program.loss, "loss"),
+    // As on the CPU, a diverged step leaves the weights as they were: the
+    // optimizer writes nothing once the check records a non-finite loss or
+    // norm, and the host learns it when the step ends.
+    for (auto [readyAt, buffer, kind] :
+         {std::make_tuple(lossReadyAt, program.loss, StepCheck::NonFiniteLoss),
           std::make_tuple(gradNormReadyAt, program.gradNorm,
-                          "gradient norm")}) {
+                          StepCheck::NonFiniteNorm)}) {
       if (index != readyAt)
         continue;
-      absl::StatusOr<float> value = context.readScalar(buffer);
-      if (!value.ok())
-        return failed(value.status());
-      if (!std::isfinite(*value)) {
-        // Deferred reductions may still be in flight.
-        drain();
-        forgetTimeline();
-        return nonFinite(step, what, *value);
-      }
+      if (absl::Status status = recordIfNotFinite(context.f32(buffer), kind,
+                                                  static_cast<uint32_t>(index),
+                                                  context.check, stream);
+          !status.ok())
+        return failed(status);
     }
   }
   if (comm)
     if (absl::Status status = comm->finish(stream); !status.ok())
       return failed(status);
+  {
+    // The step's one wait before its results (the loss and norm read
+    // below find the stream drained).
+    StepCheck found{};
+    MOE_CUDA_OK(cudaMemcpyAsync(&found, context.check, sizeof(StepCheck),
+                                cudaMemcpyDeviceToHost, stream));
+    if (absl::Status status = synchronize(stream, watch); !status.ok())
+      return failed(status);
+    if (absl::Status status = stepCheckStatus(program, found, step);
+        !status.ok()) {
+      drain();
+      forgetTimeline();
+      return status;
+    }
+  }
   StepResult result;
   for (auto [buffer, into] :
        {std::make_pair(program.loss, &result.loss),

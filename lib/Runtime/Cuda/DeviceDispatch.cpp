@@ -47,8 +47,8 @@ int64_t last(const Buffer &buffer) { return buffer.shape.back(); }
 
 /// The targets of a loss, read back: ids >= V are a data error (as on the
 /// CPU); the count of those in [0, V) divides the mean.
-absl::StatusOr<int64_t> countTargets(const DeviceStep &step, size_t index,
-                                     uint32_t operand, int64_t vocab) {
+absl::StatusOr<int64_t> readTargetCount(const DeviceStep &step, size_t index,
+                                        uint32_t operand, int64_t vocab) {
   absl::StatusOr<std::vector<int32_t>> targets = step.readIds(operand);
   if (!targets.ok())
     return targets.status();
@@ -77,6 +77,10 @@ absl::Status embedding(const DeviceStep &step, size_t index,
     MOE_CUDA_TRY(embeddingForward(step.i32(op.tokens()), step.f32(op.table()),
                                   step.f32(op.y()), T, vocab, hidden,
                                   firstBad.get(), step.stream));
+  if (step.check)
+    return recordBadId(firstBad.get(), step.i32(op.tokens()),
+                       StepCheck::BadToken, static_cast<uint32_t>(index),
+                       op.tokens(), vocab, step.check, step.stream);
   int64_t bad = -1;
   MOE_CUDA_TRY(step.read(firstBad.get(), 1, &bad));
   if (bad < 0)
@@ -89,47 +93,93 @@ absl::Status embedding(const DeviceStep &step, size_t index,
                    " is outside the embedding table [0, ", vocab, ")"));
 }
 
+/// The counted targets of a loss on the device (*count), a target >= V
+/// recorded in the step's check: nothing waits for the stream.
+absl::Status countTargetsOnDevice(const DeviceStep &step, size_t index,
+                                  uint32_t targets, int64_t vocab,
+                                  unsigned long long *count) {
+  MOE_DEVICE_BUFFER(int64_t, firstBad, 1, step.stream);
+  int64_t T = step.buffer(targets).numElements();
+  MOE_CUDA_TRY(countTargets(step.i32(targets), T, vocab, count, firstBad.get(),
+                            step.stream));
+  return recordBadId(firstBad.get(), step.i32(targets), StepCheck::BadTarget,
+                     static_cast<uint32_t>(index), targets, vocab, step.check,
+                     step.stream);
+}
+
+template <typename S>
+absl::Status crossEntropySumsOf(const DeviceStep &step,
+                                const ops::CrossEntropyView &op,
+                                const S *logits, int64_t T, int64_t vocab,
+                                double *sum, unsigned long long *counted) {
+  MOE_CUDA_OK(cudaMemsetAsync(sum, 0, sizeof(double), step.stream));
+  MOE_CUDA_OK(
+      cudaMemsetAsync(counted, 0, sizeof(unsigned long long), step.stream));
+  return crossEntropySums(logits, step.i32(op.targets()), T, vocab, sum,
+                          counted, step.stream);
+}
+
 absl::Status crossEntropy(const DeviceStep &step, size_t index,
                           const ops::CrossEntropyView &op, bool bf16) {
   const Buffer &logits = step.buffer(op.logits());
   int64_t vocab = last(logits), T = rowsOf(logits);
-  absl::StatusOr<int64_t> count =
-      countTargets(step, index, op.targets(), vocab);
-  if (!count.ok())
-    return count.status();
+  comm::Group *group = tokenGroup(step, op.group());
   MOE_DEVICE_BUFFER(double, sum, 1, step.stream);
   MOE_DEVICE_BUFFER(unsigned long long, counted, 1, step.stream);
-  MOE_CUDA_OK(cudaMemsetAsync(sum.get(), 0, sizeof(double), step.stream));
-  MOE_CUDA_OK(cudaMemsetAsync(counted.get(), 0, sizeof(unsigned long long),
-                              step.stream));
-  if (bf16)
-    MOE_CUDA_TRY(crossEntropySums(step.bf16(op.logits()),
-                                  step.i32(op.targets()), T, vocab, sum.get(),
-                                  counted.get(), step.stream));
-  else
-    MOE_CUDA_TRY(crossEntropySums(step.f32(op.logits()), step.i32(op.targets()),
-                                  T, vocab, sum.get(), counted.get(),
-                                  step.stream));
-  cpu::CrossEntropySums sums;
-  MOE_CUDA_TRY(step.read(sum.get(), 1, &sums.sum));
-  sums.count = *count;
+  auto sums = [&] {
+    return bf16 ? crossEntropySumsOf(step, op, step.bf16(op.logits()), T, vocab,
+                                     sum.get(), counted.get())
+                : crossEntropySumsOf(step, op, step.f32(op.logits()), T, vocab,
+                                     sum.get(), counted.get());
+  };
+  if (step.check && !group) {
+    // The mean on the device: the loss is read once, when the step ends.
+    MOE_DEVICE_BUFFER(unsigned long long, count, 1, step.stream);
+    MOE_CUDA_TRY(
+        countTargetsOnDevice(step, index, op.targets(), vocab, count.get()));
+    MOE_CUDA_TRY(sums());
+    return crossEntropyMean(sum.get(), counted.get(), step.f32(op.loss()),
+                            step.stream);
+  }
+  absl::StatusOr<int64_t> count =
+      readTargetCount(step, index, op.targets(), vocab);
+  if (!count.ok())
+    return count.status();
+  MOE_CUDA_TRY(sums());
+  cpu::CrossEntropySums host;
+  MOE_CUDA_TRY(step.read(sum.get(), 1, &host.sum));
+  host.count = *count;
   // The mean over every rank's tokens: sums and counts add up first.
-  if (comm::Group *group = tokenGroup(step, op.group()))
-    MOE_CUDA_TRY(comm::sumOverGroup(*group, absl::MakeSpan(&sums.sum, 1),
-                                    absl::MakeSpan(&sums.count, 1)));
-  return step.writeScalar(op.loss(), cpu::crossEntropyMean(sums));
+  if (group)
+    MOE_CUDA_TRY(comm::sumOverGroup(*group, absl::MakeSpan(&host.sum, 1),
+                                    absl::MakeSpan(&host.count, 1)));
+  return step.writeScalar(op.loss(), cpu::crossEntropyMean(host));
 }
 
 absl::Status crossEntropyGrad(const DeviceStep &step, size_t index,
                               const ops::CrossEntropyGradView &op, bool bf16) {
   const Buffer &logits = step.buffer(op.logits());
   int64_t vocab = last(logits), T = rowsOf(logits);
+  comm::Group *group = tokenGroup(step, op.group());
+  if (step.check && !group) {
+    MOE_DEVICE_BUFFER(unsigned long long, count, 1, step.stream);
+    MOE_CUDA_TRY(
+        countTargetsOnDevice(step, index, op.targets(), vocab, count.get()));
+    const float *dloss = step.f32(op.dloss());
+    if (bf16)
+      return crossEntropyBackward(
+          dloss, count.get(), step.bf16(op.logits()), step.i32(op.targets()),
+          step.bf16(op.dlogits()), T, vocab, step.stream);
+    return crossEntropyBackward(dloss, count.get(), step.f32(op.logits()),
+                                step.i32(op.targets()), step.f32(op.dlogits()),
+                                T, vocab, step.stream);
+  }
   absl::StatusOr<int64_t> count =
-      countTargets(step, index, op.targets(), vocab);
+      readTargetCount(step, index, op.targets(), vocab);
   if (!count.ok())
     return count.status();
   int64_t total = *count;
-  if (comm::Group *group = tokenGroup(step, op.group()))
+  if (group)
     MOE_CUDA_TRY(comm::sumOverGroup(*group, {}, absl::MakeSpan(&total, 1)));
   absl::StatusOr<float> dloss = step.readScalar(op.dloss());
   if (!dloss.ok())
@@ -157,6 +207,15 @@ absl::Status auxLoss(const DeviceStep &step, uint32_t probsBuffer, int64_t topK,
   MOE_DEVICE_BUFFER(double, probSum, E, stream);
   MOE_CUDA_TRY(
       auxLossStatistics(p, T, E, topK, count.get(), probSum.get(), stream));
+  comm::Group *group = tokenGroup(step, groupIndex);
+  if (step.check && !group) {
+    // This rank's tokens are all the loss's: nothing leaves the device.
+    if (forward)
+      return auxLossFromStatistics(count.get(), probSum.get(), E, T,
+                                   step.f32(out), stream);
+    return auxLossBackward(step.f32(*dlossBuffer), count.get(), T,
+                           step.f32(out), T, E, stream);
+  }
   cpu::AuxLossStatistics stats;
   std::vector<unsigned long long> counts(E);
   stats.probSum.resize(E);
@@ -166,7 +225,6 @@ absl::Status auxLoss(const DeviceStep &step, uint32_t probsBuffer, int64_t topK,
   stats.tokens = T;
   // Expert loads, probability sums and token counts over every rank's
   // tokens (the token count rides after the loads), as on the CPU.
-  comm::Group *group = tokenGroup(step, groupIndex);
   if (group) {
     stats.count.push_back(stats.tokens);
     MOE_CUDA_TRY(comm::sumOverGroup(*group, absl::MakeSpan(stats.probSum),
@@ -204,6 +262,10 @@ absl::Status globalNorm(const DeviceStep &step, const ops::GlobalNormView &op) {
                               step.buffer(grads[i]).numElements(),
                               squares.get() + i, step.stream));
   }
+  // One rank holding every gradient: the norm on the device.
+  if (step.scalarsOnDevice() && !step.foreignGradients)
+    return normFromSquares(squares.get(), static_cast<int64_t>(n),
+                           step.f32(op.norm()), step.stream);
   std::vector<double> host(n);
   MOE_CUDA_TRY(step.read(squares.get(), static_cast<int64_t>(n), host.data()));
   // Over the groups and the pipeline stages, as on the CPU; one rank has
@@ -218,20 +280,43 @@ absl::Status globalNorm(const DeviceStep &step, const ops::GlobalNormView &op) {
   return step.writeScalar(op.norm(), *norm);
 }
 
-absl::Status adamwUpdate(const DeviceStep &step, const ops::AdamWView &op) {
+absl::Status adamwUpdate(const DeviceStep &step, size_t index,
+                         const ops::AdamWView &op) {
+  int64_t batch = step.adamwBatchOf ? (*step.adamwBatchOf)[index] : -1;
+  // A later member of a batch: its update ran with the batch's first.
+  if (batch >= 0 && static_cast<size_t>(batch) != index)
+    return absl::OkStatus();
   absl::StatusOr<float> lr = step.readScalar(op.lr());
   if (!lr.ok())
     return lr.status();
   absl::StatusOr<int32_t> at = step.readStep(op.step());
   if (!at.ok())
     return at.status();
+  if (batch >= 0) {
+    std::vector<AdamwTensor> tensors;
+    for (size_t member = index; member < step.adamwBatchOf->size() &&
+                                (*step.adamwBatchOf)[member] == batch;
+         ++member) {
+      ops::AdamWView each(step.program.instructions[member]);
+      std::optional<uint32_t> working = each.working();
+      tensors.push_back({step.f32(each.param()), step.f32(each.grad()),
+                         step.f32(each.expAvg()), step.f32(each.expAvgSq()),
+                         working ? step.bf16(*working) : nullptr,
+                         step.buffer(each.param()).numElements(),
+                         each.weightDecay()});
+    }
+    return adamwMany(tensors.data(), static_cast<int64_t>(tensors.size()),
+                     step.f32(op.gradScale()), *lr, op.beta1(), op.beta2(),
+                     op.eps(), *at, step.stream, step.check);
+  }
   // Mixed precision: the BF16 working copy takes the updated master.
   std::optional<uint32_t> working = op.working();
   return adamw(step.f32(op.param()), step.f32(op.grad()),
                step.f32(op.gradScale()), step.f32(op.expAvg()),
                step.f32(op.expAvgSq()), step.buffer(op.param()).numElements(),
                *lr, op.beta1(), op.beta2(), op.eps(), op.weightDecay(), *at,
-               step.stream, working ? step.bf16(*working) : nullptr);
+               step.stream, working ? step.bf16(*working) : nullptr,
+               step.check);
 }
 
 /// A tensor's blocks around dimension `dim` of one rank's block `shape`:
@@ -364,7 +449,7 @@ absl::Status fp8AmaxUpdate(const DeviceStep &step,
                                   sizeof(float), rows, cudaMemcpyDeviceToDevice,
                                   stream));
   }
-  return rollAmaxHistories(data, rows, length, stream);
+  return rollAmaxHistories(data, rows, length, stream, step.check);
 }
 
 /// The CUDA backend of ops::dispatch: one run() per opcode.
@@ -518,6 +603,17 @@ public:
   }
   absl::Status run(const ops::WeightedSumView &op) {
     const std::vector<uint32_t> &scalars = op.scalars();
+    // The terms' device values are current whether or not the host knows
+    // them (writeScalar writes through).
+    if (step.check &&
+        static_cast<int64_t>(scalars.size()) <= kMaxWeightedTerms) {
+      std::vector<const float *> values;
+      for (uint32_t scalar : scalars)
+        values.push_back(f32(scalar));
+      return weightedSum(values.data(), op.coefficients().data(),
+                         static_cast<int64_t>(values.size()), f32(op.sum()),
+                         stream);
+    }
     std::vector<float> values(scalars.size());
     for (size_t i = 0; i < scalars.size(); ++i) {
       absl::StatusOr<float> value = step.readScalar(scalars[i]);
@@ -537,6 +633,9 @@ public:
   }
   absl::Status run(const ops::ClipCoefficientView &op) {
     // PyTorch clip_grad_norm_, as on the CPU.
+    if (step.check)
+      return clipCoefficient(op.maxNorm(), f32(op.norm()), f32(op.coef()),
+                             stream);
     absl::StatusOr<float> norm = step.readScalar(op.norm());
     if (!norm.ok())
       return norm.status();
@@ -551,7 +650,9 @@ public:
         op.lr(),
         cpu::learningRate(*at, op.peak(), op.min(), op.warmup(), op.decay()));
   }
-  absl::Status run(const ops::AdamWView &op) { return adamwUpdate(step, op); }
+  absl::Status run(const ops::AdamWView &op) {
+    return adamwUpdate(step, index, op);
+  }
   absl::Status run(const ops::AllReduceView &op) {
     return collective(step, index, CollectiveKind::AllReduce, op.x(), op.y(),
                       op.group(), 0);

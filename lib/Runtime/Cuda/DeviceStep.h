@@ -3,8 +3,9 @@
 // Private to the CUDA backend: what the dispatch of one instruction sees
 // (the program, the device address of every buffer, the stream, the GEMM
 // runner) and the helpers it shares. Scalars the CPU computes on the host
-// (losses from their sums, norms, the learning rate) are read back and
-// written again here: a handful per step, against kernels of milliseconds.
+// (losses from their sums, norms) stay on the device on one rank
+// (StepScalars.cu); summed over MPI groups, they are read back and written
+// again. The learning rate and step are known on the host ahead of time.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_LIB_RUNTIME_CUDA_DEVICESTEP_H
@@ -17,6 +18,7 @@
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cuda/Gemm.h"
 #include "moe/Runtime/Cuda/Nccl.h"
+#include "moe/Runtime/Cuda/StepCheck.h"
 #include "moe/Runtime/Program.h"
 
 #include "absl/status/statusor.h"
@@ -54,14 +56,25 @@ struct DeviceStep {
   /// Several ranks: the deadlines of the NCCL collectives, which every
   /// host wait polls (synchronize).
   CollectiveWatch *watch = nullptr;
+  /// The step's checks on the device (StepCheck.h): the first failure,
+  /// which the host reads when the step ends. Null: the instructions check
+  /// on the host, waiting for the stream.
+  StepCheck *check = nullptr;
+  /// Per instruction, the first of the multi-tensor AdamW batch it belongs
+  /// to, or -1 (AdamwBatches.h); null: every AdamW runs alone.
+  const std::vector<int64_t> *adamwBatchOf = nullptr;
 
   /// The same step over other buffer addresses (an instruction's widened
   /// scratch).
   DeviceStep withPointers(const std::vector<void *> &other) const {
-    return {program,     other, stream, gemms,      step,
-            groups,      nccl,  comm,   stageGroup, foreignGradients,
-            hostScalars, watch};
+    return {program,     other, stream, gemms,       step,
+            groups,      nccl,  comm,   stageGroup,  foreignGradients,
+            hostScalars, watch, check,  adamwBatchOf};
   }
+
+  /// Whether the step's loss and norm scalars can stay on the device: the
+  /// step checks there, and no MPI group sums them on the host.
+  bool scalarsOnDevice() const { return check && !groups && !stageGroup; }
 
   /// Program group `index`'s MPI group and NCCL communicator; null on one
   /// rank, where every group is a group of one.

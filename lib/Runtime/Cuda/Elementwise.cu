@@ -144,7 +144,10 @@ __global__ void delayedAmaxKernel(const float *current, float *history,
 }
 
 __global__ void rollAmaxHistoriesKernel(float *histories, int64_t rows,
-                                        int64_t length) {
+                                        int64_t length,
+                                        const StepCheck *check) {
+  if (check && check->kind != StepCheck::Passed)
+    return;
   GRID_STRIDE(r, rows) semantics::rollAmaxHistory(histories + r * length, length);
 }
 
@@ -345,11 +348,11 @@ absl::Status delayedAmax(const float *current, float *history, int64_t length,
 }
 
 absl::Status rollAmaxHistories(float *histories, int64_t rows, int64_t length,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, const StepCheck *check) {
   if (length < 2 || rows == 0)
     return absl::OkStatus();
   rollAmaxHistoriesKernel<<<gridFor(rows), kThreads, 0, stream>>>(
-      histories, rows, length);
+      histories, rows, length, check);
   return launched("rollAmaxHistories");
 }
 

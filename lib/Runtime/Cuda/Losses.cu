@@ -98,14 +98,19 @@ __global__ void crossEntropySumsKernel(const S *logits, const int32_t *targets,
   }
 }
 
-/// coefficient = dloss / count (double, computed on the host as the CPU
-/// does); count > 0.
+/// coefficient = dloss / count in double as the CPU computes it (0 when
+/// count is 0), from the device scalars *dloss and *count.
 template <typename S>
-__global__ void crossEntropyBackwardKernel(double coefficient, const S *logits,
+__global__ void crossEntropyBackwardKernel(const float *dloss,
+                                           const unsigned long long *count,
+                                           const S *logits,
                                            const int32_t *targets, S *dlogits,
                                            int64_t T, int64_t V) {
   __shared__ float sharedMax[kThreads];
   __shared__ double sharedSum[kThreads];
+  unsigned long long n = *count;
+  double coefficient =
+      n == 0 ? 0.0 : static_cast<double>(*dloss) / static_cast<double>(n);
   float coefficientF = static_cast<float>(coefficient);
   for (int64_t row = blockIdx.x; row < T; row += gridDim.x) {
     int32_t target = targets[row];
@@ -191,10 +196,11 @@ __global__ void auxLossProbSumKernel(const float *probs, int64_t T, int64_t E,
     probSum[e] = sum;
 }
 
-__global__ void auxLossBackwardKernel(float dloss,
+__global__ void auxLossBackwardKernel(const float *dlossOnDevice,
                                       const unsigned long long *count,
                                       double tokensSquared, float *dprobs,
                                       int64_t T, int64_t E) {
+  float dloss = *dlossOnDevice;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < T * E;
        i += int64_t(blockDim.x) * gridDim.x) {
     // cpu::auxLossBackward's order: ((dloss * E) * count) / tokens^2.
@@ -235,29 +241,43 @@ absl::Status crossEntropySumsOn(const S *logits, const int32_t *targets,
 }
 
 template <typename S>
-absl::Status crossEntropyBackwardOn(float dloss, const S *logits,
-                                    const int32_t *targets, S *dlogits,
-                                    int64_t T, int64_t V, int64_t count,
+absl::Status crossEntropyBackwardOn(const float *dloss,
+                                    const unsigned long long *count,
+                                    const S *logits, const int32_t *targets,
+                                    S *dlogits, int64_t T, int64_t V,
                                     cudaStream_t stream) {
   const char *function = "crossEntropyBackward";
   if (absl::Status status = checkNonNegative(function, "T", T); !status.ok())
     return status;
   if (absl::Status status = checkNonNegative(function, "V", V); !status.ok())
     return status;
-  if (absl::Status status = checkNonNegative(function, "count", count);
-      !status.ok())
-    return status;
   if (T == 0 || V == 0)
     return absl::OkStatus();
-  if (count == 0) {
-    // No counted target on any rank: the loss is the constant 0.
-    MOE_CUDA_OK(cudaMemsetAsync(dlogits, 0, T * V * sizeof(float), stream));
-    return absl::OkStatus();
-  }
-  double coefficient = static_cast<double>(dloss) / static_cast<double>(count);
   crossEntropyBackwardKernel<<<blocksForRows(T), kThreads, 0, stream>>>(
-      coefficient, logits, targets, dlogits, T, V);
+      dloss, count, logits, targets, dlogits, T, V);
   return launched("crossEntropyBackward");
+}
+
+/// The host-value form: dloss and count staged into device scalars (from
+/// pageable memory, so the call returns once they are copied).
+template <typename S>
+absl::Status crossEntropyBackwardFromHost(float dloss, const S *logits,
+                                          const int32_t *targets, S *dlogits,
+                                          int64_t T, int64_t V, int64_t count,
+                                          cudaStream_t stream) {
+  if (absl::Status status =
+          checkNonNegative("crossEntropyBackward", "count", count);
+      !status.ok())
+    return status;
+  MOE_DEVICE_BUFFER(float, dlossOnDevice, 1, stream);
+  MOE_DEVICE_BUFFER(unsigned long long, countOnDevice, 1, stream);
+  unsigned long long n = static_cast<unsigned long long>(count);
+  MOE_CUDA_OK(cudaMemcpyAsync(dlossOnDevice.get(), &dloss, sizeof(float),
+                              cudaMemcpyHostToDevice, stream));
+  MOE_CUDA_OK(cudaMemcpyAsync(countOnDevice.get(), &n, sizeof(n),
+                              cudaMemcpyHostToDevice, stream));
+  return crossEntropyBackwardOn(dlossOnDevice.get(), countOnDevice.get(),
+                                logits, targets, dlogits, T, V, stream);
 }
 } // namespace
 
@@ -277,15 +297,33 @@ absl::Status crossEntropyBackward(float dloss, const float *logits,
                                   const int32_t *targets, float *dlogits,
                                   int64_t T, int64_t V, int64_t count,
                                   cudaStream_t stream) {
-  return crossEntropyBackwardOn(dloss, logits, targets, dlogits, T, V, count,
-                                stream);
+  return crossEntropyBackwardFromHost(dloss, logits, targets, dlogits, T, V,
+                                      count, stream);
 }
 
 absl::Status crossEntropyBackward(float dloss, const uint16_t *logits,
                                   const int32_t *targets, uint16_t *dlogits,
                                   int64_t T, int64_t V, int64_t count,
                                   cudaStream_t stream) {
-  return crossEntropyBackwardOn(dloss, logits, targets, dlogits, T, V, count,
+  return crossEntropyBackwardFromHost(dloss, logits, targets, dlogits, T, V,
+                                      count, stream);
+}
+
+absl::Status crossEntropyBackward(const float *dloss,
+                                  const unsigned long long *count,
+                                  const float *logits, const int32_t *targets,
+                                  float *dlogits, int64_t T, int64_t V,
+                                  cudaStream_t stream) {
+  return crossEntropyBackwardOn(dloss, count, logits, targets, dlogits, T, V,
+                                stream);
+}
+
+absl::Status crossEntropyBackward(const float *dloss,
+                                  const unsigned long long *count,
+                                  const uint16_t *logits,
+                                  const int32_t *targets, uint16_t *dlogits,
+                                  int64_t T, int64_t V, cudaStream_t stream) {
+  return crossEntropyBackwardOn(dloss, count, logits, targets, dlogits, T, V,
                                 stream);
 }
 
@@ -313,9 +351,10 @@ absl::Status auxLossStatistics(const float *probs, int64_t T, int64_t E,
   return launched("auxLossStatistics (probSum)");
 }
 
-absl::Status auxLossBackward(float dloss, const unsigned long long *count,
-                             int64_t tokens, float *dprobs, int64_t T,
-                             int64_t E, cudaStream_t stream) {
+absl::Status auxLossBackward(const float *dloss,
+                             const unsigned long long *count, int64_t tokens,
+                             float *dprobs, int64_t T, int64_t E,
+                             cudaStream_t stream) {
   const char *function = "auxLossBackward";
   if (absl::Status status = checkNonNegative(function, "T", T); !status.ok())
     return status;
@@ -330,6 +369,16 @@ absl::Status auxLossBackward(float dloss, const unsigned long long *count,
   auxLossBackwardKernel<<<gridFor(T * E), kThreads, 0, stream>>>(
       dloss, count, tokensSquared, dprobs, T, E);
   return launched("auxLossBackward");
+}
+
+absl::Status auxLossBackward(float dloss, const unsigned long long *count,
+                             int64_t tokens, float *dprobs, int64_t T,
+                             int64_t E, cudaStream_t stream) {
+  MOE_DEVICE_BUFFER(float, dlossOnDevice, 1, stream);
+  MOE_CUDA_OK(cudaMemcpyAsync(dlossOnDevice.get(), &dloss, sizeof(float),
+                              cudaMemcpyHostToDevice, stream));
+  return auxLossBackward(dlossOnDevice.get(), count, tokens, dprobs, T, E,
+                         stream);
 }
 
 } // namespace moe::rt::cuda

@@ -16,6 +16,7 @@
 #ifndef MOE_RUNTIME_CUDA_KERNELS_H
 #define MOE_RUNTIME_CUDA_KERNELS_H
 
+#include "moe/Runtime/Cuda/StepCheck.h"
 #include "moe/Runtime/Cuda/Workspace.h"
 
 #include "absl/status/status.h"
@@ -121,9 +122,11 @@ absl::Status castTransposeToFp8(const float *x, const float *amax,
 /// then slot 0 = max(slot 0, *current) (NaN kept). All device pointers.
 absl::Status delayedAmax(const float *current, float *history, int64_t length,
                          float *amaxToUse, cudaStream_t stream);
-/// cpu::rollAmaxHistory on each of `rows` histories of `length`.
+/// cpu::rollAmaxHistory on each of `rows` histories of `length`; nothing
+/// once `check` (if given) records a failure, as adamw.
 absl::Status rollAmaxHistories(float *histories, int64_t rows, int64_t length,
-                               cudaStream_t stream);
+                               cudaStream_t stream,
+                               const StepCheck *check = nullptr);
 
 //===----------------------------------------------------------------------===//
 // Embedding
@@ -317,6 +320,65 @@ absl::Status auxLossStatistics(const float *probs, int64_t T, int64_t E,
 absl::Status auxLossBackward(float dloss, const unsigned long long *count,
                              int64_t tokens, float *dprobs, int64_t T,
                              int64_t E, cudaStream_t stream);
+/// The same three with dloss (and count) device scalars: a step that keeps
+/// its scalars on the device (StepScalars.cu) never waits to learn them.
+absl::Status crossEntropyBackward(const float *dloss,
+                                  const unsigned long long *count,
+                                  const float *logits, const int32_t *targets,
+                                  float *dlogits, int64_t T, int64_t V,
+                                  cudaStream_t stream);
+absl::Status crossEntropyBackward(const float *dloss,
+                                  const unsigned long long *count,
+                                  const uint16_t *logits,
+                                  const int32_t *targets, uint16_t *dlogits,
+                                  int64_t T, int64_t V, cudaStream_t stream);
+absl::Status auxLossBackward(const float *dloss,
+                             const unsigned long long *count, int64_t tokens,
+                             float *dprobs, int64_t T, int64_t E,
+                             cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// A step's scalars and checks on the device (StepScalars.cu)
+//===----------------------------------------------------------------------===//
+
+/// *count = the targets in [0, V) among T (engine::checkTargets' count);
+/// *firstBad = the least t with targets[t] >= V, or -1. Device scalars.
+absl::Status countTargets(const int32_t *targets, int64_t T, int64_t V,
+                          unsigned long long *count, int64_t *firstBad,
+                          cudaStream_t stream);
+/// *loss = semantics::crossEntropyMean(*sum, *count).
+absl::Status crossEntropyMean(const double *sum,
+                              const unsigned long long *count, float *loss,
+                              cudaStream_t stream);
+/// *loss = semantics::auxLossFromStatistics over E experts and `tokens`.
+absl::Status auxLossFromStatistics(const unsigned long long *count,
+                                   const double *probSum, int64_t E,
+                                   int64_t tokens, float *loss,
+                                   cudaStream_t stream);
+/// *norm = semantics::normFromSquares(squares, n).
+absl::Status normFromSquares(const double *squares, int64_t n, float *norm,
+                             cudaStream_t stream);
+/// *coefficient = semantics::clipCoefficient(maxNorm, *norm).
+absl::Status clipCoefficient(float maxNorm, const float *norm,
+                             float *coefficient, cudaStream_t stream);
+/// The most terms weightedSum takes (a loss has one per loss term).
+inline constexpr int64_t kMaxWeightedTerms = 16;
+/// *sum = semantics::weightedSum(coefficients, *values[0..n)): `values` a
+/// host array of n device scalars, `coefficients` n host values.
+absl::Status weightedSum(const float *const *values, const float *coefficients,
+                         int64_t n, float *sum, cudaStream_t stream);
+/// When *firstBad >= 0 and `check` records no failure yet: records the id
+/// ids[*firstBad] of buffer `idsBuffer` outside [0, limit), found by
+/// `instruction`.
+absl::Status recordBadId(const int64_t *firstBad, const int32_t *ids,
+                         StepCheck::Kind kind, uint32_t instruction,
+                         uint32_t idsBuffer, int64_t limit, StepCheck *check,
+                         cudaStream_t stream);
+/// When *value is not finite and `check` records no failure yet: records
+/// it as `kind` (NonFiniteLoss, NonFiniteNorm) of `instruction`.
+absl::Status recordIfNotFinite(const float *value, StepCheck::Kind kind,
+                               uint32_t instruction, StepCheck *check,
+                               cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Optimizer
@@ -330,11 +392,34 @@ absl::Status sumOfSquares(const float *g, int64_t n, double *sum,
 /// the clipping coefficient) and lr a host value. With `working` (mixed
 /// precision's BF16 working copy of param), working[i] = bf16(updated
 /// param[i]), rounded to nearest even.
+/// With `check`, nothing is written once it records a failure (the CPU
+/// stops the step before its optimizer).
 absl::Status adamw(float *param, const float *grad, const float *gradScale,
                    float *expAvg, float *expAvgSq, int64_t n, float lr,
                    float beta1, float beta2, float eps, float weightDecay,
                    int64_t step, cudaStream_t stream,
-                   uint16_t *working = nullptr);
+                   uint16_t *working = nullptr,
+                   const StepCheck *check = nullptr);
+
+/// One tensor of a multi-tensor AdamW (adamwMany): device pointers as
+/// adamw takes them, `working` optional, and the tensor's weight decay.
+struct AdamwTensor {
+  float *param;
+  const float *grad;
+  float *expAvg, *expAvgSq;
+  uint16_t *working;
+  int64_t n;
+  float weightDecay;
+};
+/// adamw on `count` tensors (a host array) that share the learning rate,
+/// betas, eps, step and gradient scale, in one launch: each element gets
+/// the bits a call per tensor gives it (the same per-element code), as
+/// Megatron's and PyTorch's fused multi-tensor optimizers do without the
+/// launch per parameter. Nothing once `check` records a failure.
+absl::Status adamwMany(const AdamwTensor *tensors, int64_t count,
+                       const float *gradScale, float lr, float beta1,
+                       float beta2, float eps, int64_t step,
+                       cudaStream_t stream, const StepCheck *check = nullptr);
 
 /// out[i] = bf16(rows[0][i] + rows[1][i] + ... + rows[parts - 1][i]) over
 /// `parts` rows of n BF16 values (bits): added in fp32 in row order and

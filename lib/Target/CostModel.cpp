@@ -61,6 +61,20 @@ bool readsFp8(Operation *op, const Target *target) {
   return recipe && target && target->hasFp8Recipe(stringifyFp8Scaling(*recipe));
 }
 
+/// The seconds of `flops` of `op`'s GEMMs: at the FP8 rate where they read
+/// FP8, except the share of a blockwise backward that the target's block
+/// scaling runs in BF16 (Capabilities::blockwiseBackwardFp8Share).
+double gemmSeconds(Operation *op, double flops, const GpuSpec &gpu,
+                   const Target *target) {
+  if (!readsFp8(op, target))
+    return flops / gpu.gemmFlops(false);
+  double share = 1.0;
+  if (isa<ExpertsGradOp>(op) && *fp8RecipeOf(op) == Fp8Scaling::blockwise)
+    share = target->capabilities.blockwiseBackwardFp8Share();
+  return flops * share / gpu.gemmFlops(true) +
+         flops * (1.0 - share) / gpu.gemmFlops(false);
+}
+
 double bytesOf(Operation *op) {
   double bytes = 0;
   for (Value v : op->getOperands())
@@ -243,7 +257,7 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
     OpCost c;
     if (double flops = executedFlops(op); flops > 0) {
       c.kind = "gemm";
-      c.seconds = std::max(flops / gpu.gemmFlops(readsFp8(op, target)),
+      c.seconds = std::max(gemmSeconds(op, flops, gpu, target),
                            bytesOf(op) / gpu.streamBytesPerSecond());
     } else if (!isa<func::ReturnOp, GetParamOp, ConstantOp>(op) &&
                op->getDialect() && op->getNumResults() + op->getNumOperands()) {

@@ -76,10 +76,14 @@ mlir::moe::checkPrecisionRunnable(const PrecisionRecipe &recipe,
 }
 
 std::string mlir::moe::fp8RecipeOf(const caps::Capabilities &backend) {
+  // Blockwise first where every GEMM of it runs in FP8; on hardware block
+  // scaling its weight gradients run in BF16, and tensorwise is faster.
+  bool blockwiseFirst = backend.blockwiseBackwardFp8Share() == 1.0;
   for (caps::Fp8Recipe recipe :
-       {caps::Fp8Recipe::Blockwise, caps::Fp8Recipe::Tensorwise,
-        caps::Fp8Recipe::Delayed})
-    if (backend.hasRecipe(recipe))
+       {blockwiseFirst ? caps::Fp8Recipe::Blockwise : caps::Fp8Recipe::None,
+        caps::Fp8Recipe::Tensorwise, caps::Fp8Recipe::Delayed,
+        caps::Fp8Recipe::Blockwise})
+    if (recipe != caps::Fp8Recipe::None && backend.hasRecipe(recipe))
       return str(caps::fp8RecipeName(recipe));
   return "";
 }

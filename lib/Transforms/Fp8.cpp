@@ -93,6 +93,12 @@ LogicalResult mlir::moe::applyFp8(func::FuncOp function,
            << "' (" << target.backend() << " backend) lacks it ("
            << ::moe::caps::kFp8RecipesName << ": "
            << ::moe::caps::recipeList(caps) << ")";
+  if (gemms && policy.scaling == Fp8Scaling::blockwise &&
+      !caps.runsFp8Block(policy.block))
+    return function.emitOpError()
+           << "needs fp8 blocks of " << policy.block << "; target '"
+           << target.name << "' (" << target.backend() << " backend) lacks it ("
+           << ::moe::caps::kFp8BlockName << ": " << caps.fp8Block << ")";
   if (dispatch && !caps.fp8Dispatch)
     // The CPU backend still runs it, emulating the target.
     function.emitWarning()

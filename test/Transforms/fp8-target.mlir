@@ -1,13 +1,16 @@
 // moe-fp8 reads the target's capability record (moe/Runtime/Capabilities.h):
-// a recipe the target's backend lacks is an error naming the capability and
-// what the target has, and so are FP8 GEMM widths it cannot run.
-// RUN: not moe-opt %s --moe-fp8="function=f target=h100 scaling=blockwise" 2>&1 | FileCheck %s --check-prefix=RECIPE
+// what the target's backend lacks (a block, GEMM widths) is an error naming
+// the capability and what the target has.
+// RUN: moe-opt %s --moe-fp8="function=f target=h100 scaling=blockwise" | FileCheck %s --check-prefix=BLOCKWISE
+// RUN: not moe-opt %s --moe-fp8="function=f target=h200 scaling=blockwise block=64" 2>&1 | FileCheck %s --check-prefix=BLOCK
 // RUN: moe-opt %s --moe-fp8="function=f target=h100 scaling=tensorwise" | FileCheck %s --check-prefix=HOPPER
 // RUN: moe-opt %s --moe-fp8="function=f target=h200 scaling=delayed" | FileCheck %s --check-prefix=DELAYED
 // RUN: moe-opt %s --moe-fp8="function=g scaling=tensorwise" | FileCheck %s --check-prefix=CPU
 // RUN: not moe-opt %s --moe-fp8="function=g target=h200 scaling=tensorwise" 2>&1 | FileCheck %s --check-prefix=ALIGN
 // RUN: moe-opt %s --moe-fp8="function=f target=h100 scaling=tensorwise dispatch=true" 2>&1 | FileCheck %s --check-prefix=DISPATCH
-// RECIPE: error: 'func.func' op needs fp8 recipe blockwise; target 'h100' (cuda backend) lacks it (fp8_recipes: tensorwise, delayed)
+// BLOCKWISE: moe.experts {{.*}} {fp8 = #moe.fp8<blockwise>, fp8_block = 128 : i64} :
+// Hopper's block scaling (cuBLASLt) is 1 x 128 and 128 x 128.
+// BLOCK: error: 'func.func' op needs fp8 blocks of 64; target 'h200' (cuda backend) lacks it (fp8_block: 128)
 // HOPPER: moe.experts {{.*}} {fp8 = #moe.fp8<tensorwise>} :
 // DELAYED: moe.experts {{.*}} {fp8 = #moe.fp8<delayed>, fp8_history =
 // The CPU emulates FP8 GEMMs of any width.

@@ -115,6 +115,8 @@ bin moe-data synth --out "$bundle/data/synth.bin" --tokens 400000 > /dev/null
 fp8=(--fp8=experts --fp8-scaling=delayed --target=h200)
 "$moec" models/tiny.mlir --precision=bf16 -o "$bundle/artifacts/tiny-bf16.moebin"
 "$moec" models/tiny.mlir --precision=bf16 "${fp8[@]}" -o "$bundle/artifacts/tiny-fp8.moebin"
+# Blockwise FP8 (1 x 128 and 128 x 128 scales: cuBLASLt's block scaling).
+"$moec" models/tiny.mlir --precision=bf16 --fp8=experts --fp8-scaling=blockwise --target=h200 -o "$bundle/artifacts/tiny-fp8b.moebin"
 # Gradient accumulation on one GPU: the shared pipeline runner with one
 # stage and two microbatches (DevicePipeline).
 "$moec" models/tiny.mlir --precision=bf16 --microbatches 2 -o "$bundle/artifacts/tiny-mb2.moebin"
@@ -127,7 +129,7 @@ fp8=(--fp8=experts --fp8-scaling=delayed --target=h200)
 # The tiny runs also from four other initialisation seeds: their spread is
 # what bounds the GPU's late steps (test/gpu/compare_runs.py).
 data=$bundle/data/synth.bin
-for recipe in bf16 fp8; do
+for recipe in bf16 fp8 fp8b; do
   dump=$bundle/ref/tiny-$recipe-step1
   run_cpu "$bundle/artifacts/tiny-$recipe.moebin" --data "$data" --steps 30 \
     --metrics "$bundle/ref/tiny-$recipe.jsonl" --dump-step "$dump"

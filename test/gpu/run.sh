@@ -8,8 +8,8 @@
 #   2. the CUDA tests: descriptors, every kernel against its CPU twin, the
 #      conformance suite's device half; compute-sanitizer's memcheck on the
 #      attention, router and routing kernels
-#   3. step 1 of the tiny model in BF16 and FP8 against the CPU's dump:
-#      every gradient and updated weight
+#   3. step 1 of the tiny model in BF16 and FP8 (delayed and blockwise
+#      scaling) against the CPU's dump: every gradient and updated weight
 #   4. 30 steps of the tiny model (BF16, FP8), 3 of it with two microbatches
 #      (gradient accumulation) and 3 of the mid-size model against the CPU's
 #      losses; a diverging run stops with the CPU's error
@@ -201,7 +201,7 @@ compare() {
   fi
   cat "$work/part.out" >> "$log"
 }
-for recipe in bf16 fp8; do
+for recipe in bf16 fp8 fp8b; do
   name=tiny-$recipe
   if part "$name" 60 train "$bundle/artifacts/$name.moebin" --steps 30 \
     --metrics "$work/$name.jsonl" --dump-step "$work/$name-step1"; then

@@ -43,11 +43,12 @@ std::string check(const Program &program, std::string_view backend,
 
 /// `program`'s expert instructions (their group kept) on `recipe`, with
 /// `dispatch` for the FP8 token dispatch.
-void setRecipe(Program &program, Fp8Scaling recipe, bool dispatch = false) {
+void setRecipe(Program &program, Fp8Scaling recipe, bool dispatch = false,
+               int64_t block = 128) {
   for (Opcode opcode : {Opcode::Experts, Opcode::ExpertsGrad}) {
     Instruction &inst = program.instructions[instructionWith(program, opcode)];
     std::optional<int64_t> group = ops::expertsRecipeOf(inst)->group;
-    ops::Fp8Attrs fp8{recipe, 128, dispatch};
+    ops::Fp8Attrs fp8{recipe, block, dispatch};
     ops::EncodedAttrs attrs = opcode == Opcode::Experts
                                   ? ops::buildExperts(group, fp8)
                                   : ops::buildExpertsGrad(group, fp8);
@@ -86,12 +87,13 @@ TEST(CapabilitiesTest, TheCudaBackendAsItIsToday) {
   const caps::Capabilities &a100 = *caps::targetCapabilities("a100");
   const caps::Capabilities &h100 = *caps::targetCapabilities("h100");
   EXPECT_EQ(caps::recipeList(a100), "none");
-  EXPECT_EQ(caps::recipeList(h100), "tensorwise, delayed");
+  EXPECT_EQ(caps::recipeList(h100), "tensorwise, blockwise, delayed");
   EXPECT_EQ(
       caps::describeCapabilities(h100),
-      "fp8_recipes: tensorwise, delayed; fp8_dispatch: yes; "
+      "fp8_recipes: tensorwise, blockwise, delayed; fp8_dispatch: yes; "
       "fp8_gemm_alignment: 16; pipeline_stages: yes; microbatches: yes; "
-      "expert_chunks: no; async_collectives: yes; dtypes: f32, i32, bf16");
+      "expert_chunks: no; async_collectives: yes; dtypes: f32, i32, bf16; "
+      "fp8_block: 128");
   // A cpu-target artifact on the cuda backend gets what every GPU runs.
   caps::Capabilities common = caps::backendCapabilities("cuda", "cpu");
   EXPECT_TRUE(common.target.empty());
@@ -114,20 +116,25 @@ TEST(CapabilitiesTest, BlockwiseFp8OnA100IsRefused) {
 }
 
 TEST(CapabilitiesTest, RecipesAndWidthsOnHopper) {
-  EXPECT_THAT(check(withRecipe(Fp8Scaling::Blockwise, "h100"), "cuda"),
-              HasSubstr("needs fp8 recipe blockwise (instruction "));
-  EXPECT_THAT(check(withRecipe(Fp8Scaling::Blockwise, "h100"), "cuda"),
-              HasSubstr("the cuda backend on h100 lacks it (fp8_recipes: "
-                        "tensorwise, delayed)"));
+  MoeConfig wide;
+  wide.hidden = 16;
+  wide.ffn = 32;
+  // Blockwise runs on cuBLASLt's block scaling: blocks of 128 only.
+  EXPECT_EQ(check(withRecipe(Fp8Scaling::Blockwise, "h100", wide), "cuda"),
+            "ok");
+  Program block64 = withRecipe(Fp8Scaling::Blockwise, "h100", wide);
+  setRecipe(block64, Fp8Scaling::Blockwise, false, 64);
+  std::string message = check(block64, "cuda");
+  EXPECT_THAT(message, HasSubstr("needs fp8 blocks of 64 (instruction "));
+  EXPECT_THAT(message,
+              HasSubstr("the cuda backend on h100 lacks it (fp8_block: 128)"));
+  EXPECT_EQ(check(block64, "cpu"), "ok");
   // Tensorwise runs, on widths that are multiples of 16 only.
   std::string narrow =
       check(withRecipe(Fp8Scaling::Tensorwise, "h200"), "cuda");
   EXPECT_THAT(narrow, HasSubstr("needs fp8 GEMMs of hidden 8 and ffn 6 "));
   EXPECT_THAT(narrow, HasSubstr("the cuda backend on h200 lacks it "
                                 "(fp8_gemm_alignment: multiples of 16)"));
-  MoeConfig wide;
-  wide.hidden = 16;
-  wide.ffn = 32;
   EXPECT_EQ(check(withRecipe(Fp8Scaling::Tensorwise, "h200", wide), "cuda"),
             "ok");
   // Compiled for the CPU: what every cuda target runs, which is no FP8.

@@ -166,6 +166,39 @@ TEST(GemmDescriptorTest, Fp8OnHopperTakesScalePointers) {
               HasSubstr("needs the scales of both inputs"));
 }
 
+// The blockwise recipe on Hopper: the activation (our A, cuBLASLt's B) by
+// 1 x 128 rows, the weight (our B, cuBLASLt's A) by 128 x 128 squares.
+TEST(GemmDescriptorTest, BlockScalingSetsTheScaleModes) {
+  GemmSpec spec = linearForward(16, 256, 384, GemmInput::E4M3);
+  spec.aScaling = GemmScaling::Rows128;
+  spec.bScaling = GemmScaling::Squares128;
+  auto d = GemmDescriptors::create(spec, 90);
+  ASSERT_TRUE(d.ok()) << d.status();
+  cublasLtMatmulDesc_t op = (*d)->operation();
+  EXPECT_EQ(attributeOf<int32_t>(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE),
+            CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F);
+  EXPECT_EQ(attributeOf<int32_t>(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE),
+            CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F);
+  // Per-tensor FP8 keeps scalar scales.
+  auto tensorwise =
+      GemmDescriptors::create(linearForward(16, 32, 64, GemmInput::E4M3), 90);
+  ASSERT_TRUE(tensorwise.ok());
+  EXPECT_EQ(attributeOf<int32_t>((*tensorwise)->operation(),
+                                 CUBLASLT_MATMUL_DESC_A_SCALE_MODE),
+            CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F);
+  // A different scaling is a different plan.
+  EXPECT_FALSE(spec == linearForward(16, 256, 384, GemmInput::E4M3));
+
+  // The scale arrays: rows innermost for 1 x 128 blocks; squares by rows
+  // of k blocks padded to a multiple of 4.
+  EXPECT_EQ(gemmScaleCount(GemmScaling::Rows128, 16, 384), 3 * 16);
+  EXPECT_EQ(gemmScaleIndex(GemmScaling::Rows128, 16, 384, 5, 2), 2 * 16 + 5);
+  EXPECT_EQ(gemmScaleCount(GemmScaling::Squares128, 256, 384), 2 * 4);
+  EXPECT_EQ(gemmScaleIndex(GemmScaling::Squares128, 256, 384, 200, 2), 4 + 2);
+  EXPECT_EQ(gemmScaleCount(GemmScaling::Squares128, 130, 640), 2 * 8);
+  EXPECT_EQ(gemmScaleCount(GemmScaling::Tensor, 130, 640), 1);
+}
+
 TEST(GemmDescriptorTest, Fp8OnTheA100RunsInBf16) {
   EXPECT_EQ(effectiveInput(GemmInput::E4M3, 80), GemmInput::BF16);
   EXPECT_EQ(effectiveInput(GemmInput::E4M3, 89), GemmInput::E4M3);
@@ -205,6 +238,20 @@ TEST(GemmDescriptorTest, RefusesWhatCublasLtCannotRun) {
   spec = linearForward(16, 32, 64, GemmInput::BF16);
   spec.batch = 0;
   EXPECT_THAT(error(spec), HasSubstr("batch must be >= 1"));
+  // Block scaling: both inputs, e4m3, A by rows, m and n multiples of 4.
+  spec = linearForward(16, 32, 64, GemmInput::E4M3);
+  spec.aScaling = GemmScaling::Rows128;
+  EXPECT_THAT(error(spec), HasSubstr("both inputs or neither"));
+  spec.bScaling = GemmScaling::Squares128;
+  spec.b = GemmInput::E5M2;
+  EXPECT_THAT(error(spec), HasSubstr("read e4m3 inputs"));
+  spec.b = GemmInput::E4M3;
+  spec.aScaling = GemmScaling::Squares128;
+  EXPECT_THAT(error(spec), HasSubstr("takes A (the activation) by rows"));
+  spec = linearForward(18, 32, 64, GemmInput::E4M3);
+  spec.aScaling = GemmScaling::Rows128;
+  spec.bScaling = GemmScaling::Squares128;
+  EXPECT_THAT(error(spec), HasSubstr("multiples of 4"));
 }
 
 TEST(GemmDescriptorTest, ShapesKeyThePlanCache) {

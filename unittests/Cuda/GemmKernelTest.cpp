@@ -119,5 +119,78 @@ TEST(GemmKernelTest, Fp8MatchesTheEmulation) {
   expectClose(y.read(), expected, 1e-4f, 1e-5f, "y");
 }
 
+// On sm_90: the blockwise recipe's GEMMs on cuBLASLt's block scaling (x by
+// 1 x 128 runs, W by 128 x 128 squares, as quantizeFp8Blocks lays out codes
+// and scales) equal the CPU's emulation up to the order of the sums, with
+// W stored [out, k] (the forward) and [k, out] (the backward's x W). A
+// wrong scale layout puts another block's scale on each value: errors of
+// the size of the values.
+TEST(GemmKernelTest, BlockScaledFp8MatchesTheEmulation) {
+  int cc = capability();
+  if (cc < 90)
+    GTEST_SKIP() << "sm_" << cc << " has no FP8 block scaling";
+  const int64_t T = 48, K = 384, N = 256;
+  // Magnitudes that differ by row and by block, so each scale matters.
+  std::vector<float> x = randomValues(T * K, 6), w = randomValues(N * K, 7);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < K; ++k)
+      x[t * K + k] *= 1.0f + float((t + k / 128) % 5) * 3.0f;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k)
+      w[n * K + k] *= 0.01f * (1.0f + float((n / 128 + 2 * (k / 128)) % 4));
+  std::vector<float> xq(T * K), wq(N * K), expected(T * N);
+  cpu::quantizeBlockwise(x.data(), xq.data(), T, K, 1, 128,
+                         cpu::Fp8Format::E4M3);
+  cpu::quantizeBlockwise(w.data(), wq.data(), N, K, 128, 128,
+                         cpu::Fp8Format::E4M3);
+  cpu::linearForward(xq.data(), wq.data(), expected.data(), T, K, N);
+  absl::StatusOr<std::unique_ptr<GemmRunner>> runner = GemmRunner::create(cc);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+
+  DeviceArray<float> dx(x);
+  DeviceArray<uint8_t> qx(T * K);
+  DeviceArray<float> sx(gemmScaleCount(GemmScaling::Rows128, T, K));
+  Fp8BlockOutputs xOut;
+  xOut.codes = qx.get();
+  xOut.inverseScales = sx.get();
+  xOut.scaling = GemmScaling::Rows128;
+  xOut.scaleRows = T;
+  ASSERT_TRUE(
+      quantizeFp8Blocks(dx.get(), T, K, false, Fp8Format::E4M3, xOut, nullptr)
+          .ok());
+  GemmSpec blocks = spec(false, true, T, N, K, K, K, N, GemmInput::E4M3);
+  blocks.aScaling = GemmScaling::Rows128;
+  blocks.bScaling = GemmScaling::Squares128;
+  for (bool transposed : {false, true}) {
+    SCOPED_TRACE(transposed ? "W stored [k, out]" : "W stored [out, k]");
+    // The stored weight, and the codes the GEMM reads ([out, k] either way).
+    std::vector<float> stored = w;
+    if (transposed)
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k)
+          stored[k * N + n] = w[n * K + k];
+    DeviceArray<float> dw(stored);
+    DeviceArray<uint8_t> qw(N * K);
+    DeviceArray<float> sw(gemmScaleCount(GemmScaling::Squares128, N, K));
+    Fp8BlockOutputs wOut;
+    wOut.codes = qw.get();
+    wOut.transpose = transposed;
+    wOut.codesLd = K;
+    wOut.inverseScales = sw.get();
+    wOut.scaling = GemmScaling::Squares128;
+    wOut.scaleRows = N;
+    ASSERT_TRUE(quantizeFp8Blocks(dw.get(), transposed ? K : N,
+                                  transposed ? N : K, true, Fp8Format::E4M3,
+                                  wOut, nullptr)
+                    .ok());
+    DeviceArray<float> y(T * N);
+    ASSERT_TRUE((*runner)
+                    ->run(blocks, 1.0f, qx.get(), qw.get(), 0.0f, y.get(),
+                          nullptr, sx.get(), sw.get())
+                    .ok());
+    expectClose(y.read(), expected, 1e-4f, 1e-4f, "y");
+  }
+}
+
 } // namespace
 } // namespace moe::rt::cuda

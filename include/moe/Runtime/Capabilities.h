@@ -60,6 +60,7 @@ inline constexpr std::string_view kMicrobatchesName = "microbatches";
 inline constexpr std::string_view kExpertChunksName = "expert_chunks";
 inline constexpr std::string_view kAsyncCollectivesName = "async_collectives";
 inline constexpr std::string_view kDtypesName = "dtypes";
+inline constexpr std::string_view kFp8BlockName = "fp8_block";
 
 struct Capabilities {
   /// The target (moec --target) and the backend that runs it (moe-run
@@ -88,6 +89,10 @@ struct Capabilities {
   bool asyncCollectives = false;
   /// The buffer dtypes it holds (dtypeBit per dtype).
   uint32_t dtypes = 0;
+  /// The block of blockwise FP8 GEMMs (--fp8-block) it runs: 0 for any,
+  /// else that one (cuBLASLt's block scaling on Hopper is 1 x 128 and
+  /// 128 x 128).
+  int64_t fp8Block = 0;
 
   constexpr bool hasRecipe(Fp8Recipe recipe) const {
     return (fp8Recipes & recipeBit(recipe)) != 0;
@@ -96,6 +101,18 @@ struct Capabilities {
   constexpr bool fp8Gemms() const { return fp8Recipes != 0; }
   constexpr bool hasDtype(rt::DType dtype) const {
     return (dtypes & dtypeBit(dtype)) != 0;
+  }
+  /// Whether blockwise FP8 GEMMs of `block` run.
+  constexpr bool runsFp8Block(int64_t block) const {
+    return fp8Block == 0 || fp8Block == block;
+  }
+  /// The share of the experts' backward GEMM work that blockwise FP8 runs
+  /// in FP8: all of it where the scales may follow any layout (the CPU's
+  /// emulation); 5 of its 8 GEMMs on hardware block scaling (a fixed
+  /// block), which scales along k: the three weight gradients sum over the
+  /// tokens, across the blocks, and run in BF16.
+  constexpr double blockwiseBackwardFp8Share() const {
+    return fp8Block == 0 ? 1.0 : 5.0 / 8.0;
   }
 };
 
@@ -110,8 +127,9 @@ inline constexpr uint32_t kF32I32BF16 = kF32I32 | dtypeBit(rt::DType::BF16);
 
 /// The CPU backend runs everything the compiler emits, FP8 emulated bit
 /// exactly (so it runs every target's artifacts). The CUDA backend
-/// (lib/Runtime/Cuda): tensorwise and delayed FP8 on sm_89+ (cuBLASLt has
-/// no block scaling on Hopper), widths that are multiples of 16; pipelines
+/// (lib/Runtime/Cuda): tensorwise, delayed and blockwise FP8 on sm_90
+/// (blockwise through cuBLASLt's 1 x 128 and 128 x 128 block scaling, so
+/// blocks of 128 only), widths that are multiples of 16; pipelines
 /// and microbatches through the shared runner (engine::PipelineStep); FP8
 /// token dispatch (cpu::packFp8Row's rows); no expert chunks yet; gradient
 /// reductions always on the communication stream.
@@ -123,16 +141,14 @@ inline constexpr Capabilities kCapabilities[] = {
      /*fp8GemmAlignment=*/16, /*pipelineStages=*/true,
      /*microbatches=*/true, /*expertChunks=*/false,
      /*asyncCollectives=*/true, kF32I32BF16},
-    {"h100", "cuda", 90,
-     recipeBit(Fp8Recipe::Tensorwise) | recipeBit(Fp8Recipe::Delayed),
-     /*fp8Dispatch=*/true, /*fp8GemmAlignment=*/16,
-     /*pipelineStages=*/true, /*microbatches=*/true,
-     /*expertChunks=*/false, /*asyncCollectives=*/true, kF32I32BF16},
-    {"h200", "cuda", 90,
-     recipeBit(Fp8Recipe::Tensorwise) | recipeBit(Fp8Recipe::Delayed),
-     /*fp8Dispatch=*/true, /*fp8GemmAlignment=*/16,
-     /*pipelineStages=*/true, /*microbatches=*/true,
-     /*expertChunks=*/false, /*asyncCollectives=*/true, kF32I32BF16},
+    {"h100", "cuda", 90, kAllRecipes, /*fp8Dispatch=*/true,
+     /*fp8GemmAlignment=*/16, /*pipelineStages=*/true, /*microbatches=*/true,
+     /*expertChunks=*/false, /*asyncCollectives=*/true, kF32I32BF16,
+     /*fp8Block=*/128},
+    {"h200", "cuda", 90, kAllRecipes, /*fp8Dispatch=*/true,
+     /*fp8GemmAlignment=*/16, /*pipelineStages=*/true, /*microbatches=*/true,
+     /*expertChunks=*/false, /*asyncCollectives=*/true, kF32I32BF16,
+     /*fp8Block=*/128},
 };
 
 /// The backends moe-run --device names.
@@ -172,6 +188,8 @@ constexpr Capabilities commonCapabilities(std::string_view backend) {
     common.expertChunks = common.expertChunks && r.expertChunks;
     common.asyncCollectives = common.asyncCollectives && r.asyncCollectives;
     common.dtypes &= r.dtypes;
+    if (r.fp8Block != 0)
+      common.fp8Block = r.fp8Block;
   }
   return common;
 }
@@ -233,6 +251,8 @@ inline std::string describeCapabilities(const Capabilities &caps) {
   add(kExpertChunksName, yesNo(caps.expertChunks));
   add(kAsyncCollectivesName, yesNo(caps.asyncCollectives));
   add(kDtypesName, dtypeList(caps));
+  add(kFp8BlockName,
+      caps.fp8Block == 0 ? std::string("any") : std::to_string(caps.fp8Block));
   return line;
 }
 

@@ -196,8 +196,8 @@ checkPrecisionRunnable(const PrecisionRecipe &recipe,
                        const ::moe::caps::Capabilities &backend);
 
 /// The recipe a plan's FP8 expert GEMMs are compiled with on `backend`:
-/// blockwise where it runs (moec's default), else tensorwise, else
-/// delayed; empty where it runs none.
+/// blockwise where it runs every GEMM in FP8 (moec's default), else
+/// tensorwise, else delayed, else blockwise; empty where it runs none.
 std::string fp8RecipeOf(const ::moe::caps::Capabilities &backend);
 
 /// Predicts `plan` for a global batch of `globalBatch` sequences; the plan

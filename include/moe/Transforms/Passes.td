@@ -402,10 +402,11 @@ def Fp8 : Pass<"moe-fp8", "ModuleOp"> {
     a GEMM faster, only what travels smaller: the pass warns, leaves the
     GEMMs in full precision and sends the expert tokens as FP8 codes. The
     target's capability record (moe/Runtime/Capabilities.h) decides the
-    rest: a recipe its backend lacks (blockwise on h100 and h200) is an
-    error naming it and the recipes the target has, and so are expert
-    widths that are not multiples of its `fp8_gemm_alignment`; FP8 dispatch
-    its backend lacks is a warning (the CPU backend runs it).
+    rest: a recipe its backend lacks is an error naming it and the recipes
+    the target has, and so are a blockwise block other than its `fp8_block`
+    (128 on h100 and h200: cuBLASLt's block scaling) and expert widths that
+    are not multiples of its `fp8_gemm_alignment`; FP8 dispatch its backend
+    lacks is a warning (the CPU backend runs it).
 
     Example, `--moe-fp8="scaling=blockwise block=128"`:
 

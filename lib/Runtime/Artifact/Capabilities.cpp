@@ -99,6 +99,11 @@ absl::Status checkExperts(const Program &program, const Capabilities &record,
                                   str(caps::fp8RecipeName(*recipe->fp8Scaling)),
                                   " (", at, ")"),
                      caps::kFp8RecipesName, caps::recipeList(record));
+      if (*recipe->fp8Scaling == Fp8Recipe::Blockwise &&
+          !record.runsFp8Block(recipe->fp8Block))
+        return lacks(
+            absl::StrCat("fp8 blocks of ", recipe->fp8Block, " (", at, ")"),
+            caps::kFp8BlockName, std::to_string(record.fp8Block));
       // w1 is [experts, ffn, hidden].
       const std::vector<int64_t> &w1 =
           program.buffers[inst.operands[recipe->firstOperand + 3]].shape;

@@ -193,8 +193,8 @@ absl::Status expertsBackwardOn(const DeviceStep &step, const ExpertMatmul &mm,
                                const ExpertGradients &out) {
   const ExpertShapes &s = args.shapes;
   cudaStream_t stream = step.stream;
-  // Gradients in E5M2 (the tensorwise and delayed recipes').
-  Fp8Format gradient = Fp8Format::E5M2;
+  // Gradients in E5M2 (tensorwise and delayed), E4M3 (blockwise).
+  Fp8Format gradient = mm.gradientFormat();
   ExpertWeights w{args, s};
   float *dx = out.dx, *dweights = out.dweights;
   float *dw1 = out.dw1, *dw3 = out.dw3, *dw2 = out.dw2;

@@ -2,6 +2,7 @@
 #include "ExpertMatmul.h"
 
 #include "DeviceBuffer.h"
+#include "Fp8BlockScaling.h"
 
 #include "moe/Runtime/Artifact/ExpertsRecipe.h"
 
@@ -120,6 +121,114 @@ absl::Status bf16Gemm(const DeviceStep &step, const GemmSpec &spec,
   return step.gemm(spec, *aBits, *bBits, beta, c);
 }
 
+bool isWeight(cpu::Fp8ExpertRole role) {
+  return role == cpu::Fp8ExpertRole::W1 || role == cpu::Fp8ExpertRole::W2 ||
+         role == cpu::Fp8ExpertRole::W3;
+}
+
+/// Block-scaled GEMMs need m (the activation's rows) a multiple of 4; 16
+/// keeps the padded rows aligned as the rest.
+int64_t paddedRows(int64_t n) { return (n + 15) / 16 * 16; }
+
+/// An operand's E4M3 codes and block scales as the block-scaled GEMM reads
+/// them: an activation [n, k] by runs, its rows padded with zeros; a weight
+/// by squares, as [out, k] (transposed from [k, out] where stored so).
+struct BlockCodes {
+  DeviceBuffer<uint8_t> codes;
+  DeviceBuffer<float> scales;
+};
+
+absl::StatusOr<BlockCodes> blockCodes(const DeviceStep &step,
+                                      const ExpertOperand &op, bool transpose) {
+  cudaStream_t stream = step.stream;
+  bool weight = isWeight(op.role);
+  if (!op.data)
+    return absl::InternalError("expert GEMM operand has no fp32 values");
+  // The codes matrix [rows, k] the GEMM reads, and its padded rows.
+  int64_t rows = transpose ? op.cols : op.rows;
+  int64_t k = transpose ? op.rows : op.cols;
+  int64_t padded = weight ? rows : paddedRows(rows);
+  GemmScaling scaling = weight ? GemmScaling::Squares128 : GemmScaling::Rows128;
+  int64_t scaleCount = gemmScaleCount(scaling, padded, k);
+  BlockCodes q;
+  MOE_DEVICE_BUFFER(uint8_t, codes, padded * k, stream);
+  MOE_DEVICE_BUFFER(float, scales, scaleCount, stream);
+  // Padding rows, and the squares' padding scales, stay zero.
+  if (padded != rows)
+    MOE_CUDA_OK(cudaMemsetAsync(codes.get() + rows * k, 0, (padded - rows) * k,
+                                stream));
+  MOE_CUDA_OK(
+      cudaMemsetAsync(scales.get(), 0, scaleCount * sizeof(float), stream));
+  Fp8BlockOutputs out;
+  out.codes = codes.get();
+  out.transpose = transpose;
+  out.codesLd = transpose ? op.rows : op.cols;
+  out.inverseScales = scales.get();
+  out.scaling = scaling;
+  out.scaleRows = padded;
+  MOE_CUDA_TRY(quantizeFp8Blocks(op.data, op.rows, op.cols, weight,
+                                 Fp8Format::E4M3, out, stream));
+  q.codes = std::move(codes);
+  q.scales = std::move(scales);
+  return q;
+}
+
+#define MOE_BLOCK_CODES(name, ...)                                             \
+  auto name##_made = blockCodes(__VA_ARGS__);                                  \
+  if (!name##_made.ok())                                                       \
+    return name##_made.status();                                               \
+  BlockCodes name = std::move(*name##_made)
+
+/// y[n, out] = x[n, k] w^T + beta y on cuBLASLt's block scaling, w stored
+/// [out, k] or (`transposed`) [k, out]. The GEMM writes padded rows into
+/// scratch when n is not a multiple of 16.
+absl::Status blockScaledGemm(const DeviceStep &step, const ExpertOperand &x,
+                             const ExpertOperand &w, bool transposed,
+                             float beta, float *y) {
+  cudaStream_t stream = step.stream;
+  int64_t n = x.rows, k = x.cols, out = transposed ? w.cols : w.rows;
+  int64_t padded = paddedRows(n);
+  MOE_BLOCK_CODES(qx, step, x, false);
+  MOE_BLOCK_CODES(qw, step, w, transposed);
+  GemmSpec spec = rowMajor(false, true, padded, out, k, k, k, out);
+  spec.a = spec.b = GemmInput::E4M3;
+  spec.aScaling = GemmScaling::Rows128;
+  spec.bScaling = GemmScaling::Squares128;
+  if (padded == n)
+    return step.gemms.run(spec, 1.0f, qx.codes.get(), qw.codes.get(), beta, y,
+                          stream, qx.scales.get(), qw.scales.get());
+  MOE_DEVICE_BUFFER(float, full, padded * out, stream);
+  MOE_CUDA_TRY(step.gemms.run(spec, 1.0f, qx.codes.get(), qw.codes.get(), 0.0f,
+                              full.get(), stream, qx.scales.get(),
+                              qw.scales.get()));
+  // beta is 0 (a new result) or 1 (dx adds the second projection's).
+  if (beta == 0.0f) {
+    MOE_CUDA_OK(cudaMemcpyAsync(y, full.get(), n * out * sizeof(float),
+                                cudaMemcpyDeviceToDevice, stream));
+    return absl::OkStatus();
+  }
+  if (beta != 1.0f)
+    return absl::InternalError("block-scaled expert GEMM: beta must be 0 or 1");
+  return add(y, full.get(), y, n * out, stream);
+}
+
+/// A BF16 copy of the values blockwise FP8 rounds `op` to (by runs of its
+/// rows, as an activation or gradient), for a GEMM whose k crosses the
+/// blocks.
+absl::StatusOr<const uint16_t *>
+blockRoundedBf16(const DeviceStep &step, const ExpertOperand &op,
+                 DeviceBuffer<uint16_t> &copy) {
+  if (!op.data)
+    return absl::InternalError("expert GEMM operand has no fp32 values");
+  MOE_DEVICE_BUFFER(uint16_t, bits, op.rows * op.cols, step.stream);
+  Fp8BlockOutputs out;
+  out.roundedBf16 = bits.get();
+  MOE_CUDA_TRY(quantizeFp8Blocks(op.data, op.rows, op.cols, false,
+                                 Fp8Format::E4M3, out, step.stream));
+  copy = std::move(bits);
+  return static_cast<const uint16_t *>(copy.get());
+}
+
 } // namespace
 
 absl::Status ExpertMatmul::xwT(int64_t expert, const ExpertOperand &x,
@@ -129,6 +238,8 @@ absl::Status ExpertMatmul::xwT(int64_t expert, const ExpertOperand &x,
                            w.rows);
   if (!fp8)
     return bf16Gemm(step, spec, x, w, beta, y);
+  if (fp8->blockwise)
+    return blockScaledGemm(step, x, w, /*transposed=*/false, beta, y);
   MOE_QUANTIZED(qx, step, *fp8, expert, x, false, 0);
   MOE_QUANTIZED(qw, step, *fp8, expert, w, false, 0);
   return fp8Gemm(step, spec, x, qx, w, qw, beta, y);
@@ -142,6 +253,8 @@ absl::Status ExpertMatmul::xw(int64_t expert, const ExpertOperand &x,
         step,
         rowMajor(false, false, x.rows, w.cols, x.cols, x.cols, w.cols, w.cols),
         x, w, beta, y);
+  if (fp8->blockwise)
+    return blockScaledGemm(step, x, w, /*transposed=*/true, beta, y);
   // x w = x (w^T)^T: the transposed weight [out, k] is what FP8 reads.
   MOE_QUANTIZED(qx, step, *fp8, expert, x, false, 0);
   MOE_QUANTIZED(qw, step, *fp8, expert, w, true, w.rows);
@@ -158,6 +271,20 @@ absl::Status ExpertMatmul::gTx(int64_t expert, const ExpertOperand &g,
         step,
         rowMajor(true, false, g.cols, x.cols, g.rows, g.cols, x.cols, x.cols),
         g, x, 0.0f, dw);
+  if (fp8->blockwise) {
+    // k runs along the tokens, across the runs' blocks: the FP8 values in
+    // a BF16 GEMM.
+    DeviceBuffer<uint16_t> gCopy, xCopy;
+    absl::StatusOr<const uint16_t *> gBits = blockRoundedBf16(step, g, gCopy);
+    if (!gBits.ok())
+      return gBits.status();
+    absl::StatusOr<const uint16_t *> xBits = blockRoundedBf16(step, x, xCopy);
+    if (!xBits.ok())
+      return xBits.status();
+    return step.gemm(
+        rowMajor(true, false, g.cols, x.cols, g.rows, g.cols, x.cols, x.cols),
+        *gBits, *xBits, 0.0f, dw);
+  }
   // g^T x = (g^T) ((x^T))^T, both transposed with the rows (k) padded with
   // zeros to a multiple of 16.
   int64_t k = paddedTo16(g.rows);
@@ -175,6 +302,12 @@ absl::Status ExpertMatmul::rounded(int64_t expert, const ExpertOperand &op,
       MOE_CUDA_OK(cudaMemcpyAsync(out, op.data, n * sizeof(float),
                                   cudaMemcpyDeviceToDevice, step.stream));
     return absl::OkStatus();
+  }
+  if (fp8->blockwise) {
+    Fp8BlockOutputs blocks;
+    blocks.rounded = out;
+    return quantizeFp8Blocks(op.data, op.rows, op.cols, isWeight(op.role),
+                             Fp8Format::E4M3, blocks, step.stream);
   }
   MOE_DEVICE_BUFFER(float, amax, 2, step.stream);
   absl::StatusOr<const float *> scaleFrom =
@@ -203,6 +336,18 @@ absl::StatusOr<std::optional<DeviceFp8>> deviceFp8Of(const DeviceStep &step,
         "FP8 GEMMs need sm_89 or newer, this GPU is sm_", capability,
         ": compile with --target=a100 (no FP8 GEMMs)"));
   DeviceFp8 fp8;
+  if (*recipe.fp8Scaling == Fp8Scaling::Blockwise) {
+    if (capability < 90)
+      return refused(absl::StrCat(
+          "blockwise FP8 needs cuBLASLt's block scaling (sm_90), this GPU "
+          "is sm_",
+          capability, ": compile with --fp8-scaling=tensorwise or delayed"));
+    if (recipe.fp8Block != fp8blocks::kBlock)
+      return refused(absl::StrCat("blockwise FP8 on the GPU takes blocks of ",
+                                  fp8blocks::kBlock, ", not ",
+                                  recipe.fp8Block));
+    fp8.blockwise = true;
+  }
   if (recipe.amaxHistory) {
     uint32_t history = *recipe.amaxHistory;
     fp8.delayed = true;

@@ -9,7 +9,14 @@
 //     operand quantized with its own per-expert scale, as the CPU emulation
 //     rounds it (E4M3 values and weights, E5M2 gradients), and transposed
 //     where cuBLASLt's FP8 GEMMs need x W^T; delayed scaling reads and
-//     updates the operand's amax history.
+//     updates the operand's amax history;
+//   * blockwise FP8 (sm_90): activations and gradients by 1 x 128 runs of
+//     their rows, weights by 128 x 128 squares, everything E4M3, as the CPU
+//     rounds them; x W^T and x W run on cuBLASLt's block scaling (k runs
+//     along the blocks), with the rows padded to a multiple of 16 it needs.
+//     The weight gradients' k runs along the tokens, across the blocks: they
+//     read the same FP8 values as BF16 (exact for the codes, the scale
+//     rounded to BF16's 8 bits) in a BF16 GEMM.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_LIB_RUNTIME_CUDA_EXPERTMATMUL_H
@@ -40,6 +47,9 @@ struct ExpertOperand {
 
 /// The FP8 recipe of an Experts or ExpertsGrad instruction on the GPU.
 struct DeviceFp8 {
+  /// Blockwise: block scales of 128 (the capability record refuses other
+  /// blocks at load).
+  bool blockwise = false;
   bool delayed = false;
   /// Delayed: the instruction's amax histories [E, 9, length].
   float *history = nullptr;
@@ -52,6 +62,11 @@ public:
       : step(step), fp8(fp8) {}
 
   bool usesFp8() const { return fp8.has_value(); }
+  /// The gradients' format: E4M3 with block scales, else E5M2
+  /// (cpu::fp8GradientFormat).
+  Fp8Format gradientFormat() const {
+    return fp8 && fp8->blockwise ? Fp8Format::E4M3 : Fp8Format::E5M2;
+  }
 
   /// y[n, out] = x[n, k] w[out, k]^T + beta y.
   absl::Status xwT(int64_t expert, const ExpertOperand &x,
@@ -74,9 +89,8 @@ private:
 };
 
 /// The FP8 recipe of Experts / ExpertsGrad instruction `index` as the GPU
-/// runs it (none without one), or why it cannot: blockwise scales need
-/// cuBLASLt's block scaling (Blackwell), and FP8 GEMMs need widths that
-/// are multiples of 16.
+/// runs it (none without one), or why it cannot: FP8 GEMMs need sm_89 or
+/// newer, block scaling sm_90 and blocks of 128.
 absl::StatusOr<std::optional<DeviceFp8>> deviceFp8Of(const DeviceStep &step,
                                                      size_t index);
 

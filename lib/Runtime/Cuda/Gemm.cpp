@@ -53,6 +53,19 @@ absl::StatusOr<cublasLtMatrixLayout_t> makeLayout(cudaDataType_t type,
   return layout;
 }
 
+/// cuBLASLt's scale mode of an input.
+int32_t scaleMode(GemmScaling scaling) {
+  switch (scaling) {
+  case GemmScaling::Tensor:
+    return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+  case GemmScaling::Rows128:
+    return CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  case GemmScaling::Squares128:
+    return CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  }
+  return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+}
+
 std::string shapeText(const GemmSpec &spec) {
   return absl::StrCat(spec.transA ? "A^T" : "A", " x ", spec.transB ? "B^T" : "B",
                       " [", spec.m, " x ", spec.k, "] x [", spec.k, " x ",
@@ -110,6 +123,20 @@ absl::Status validateGemm(const GemmSpec &spec) {
   if (spec.k % 16 != 0 || spec.lda % 16 != 0 || spec.ldb % 16 != 0)
     return invalid("fp8 GEMMs need k and the leading dimensions of A and B "
                    "to be multiples of 16");
+  bool aBlocks = spec.aScaling != GemmScaling::Tensor;
+  bool bBlocks = spec.bScaling != GemmScaling::Tensor;
+  if (aBlocks != bBlocks)
+    return invalid("block scaling applies to both inputs or neither");
+  if (!aBlocks)
+    return absl::OkStatus();
+  if (spec.a != GemmInput::E4M3 || spec.b != GemmInput::E4M3)
+    return invalid("block-scaled fp8 GEMMs read e4m3 inputs");
+  if (spec.aScaling != GemmScaling::Rows128)
+    return invalid("block scaling takes A (the activation) by rows");
+  if (spec.batch != 1)
+    return invalid("block-scaled fp8 GEMMs are not batched");
+  if (spec.m % 4 != 0 || spec.n % 4 != 0)
+    return invalid("block-scaled fp8 GEMMs need m and n to be multiples of 4");
   return absl::OkStatus();
 }
 
@@ -154,6 +181,14 @@ GemmDescriptors::create(const GemmSpec &requested, int computeCapability) {
     MOE_CUBLAS_OK(cublasLtMatmulDescSetAttribute(
         descriptors->operation_, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
         &fastAccumulation, sizeof(fastAccumulation)));
+    // cuBLASLt's A is our B and its B our A.
+    for (auto [attribute, scaling] :
+         {std::make_pair(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, spec.bScaling),
+          std::make_pair(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, spec.aScaling)}) {
+      int32_t mode = scaleMode(scaling);
+      MOE_CUBLAS_OK(cublasLtMatmulDescSetAttribute(
+          descriptors->operation_, attribute, &mode, sizeof(mode)));
+    }
   }
   absl::StatusOr<cublasLtMatrixLayout_t> layout =
       makeLayout(dataType(spec.b), layouts.first, spec.batch, spec.strideB);

@@ -22,6 +22,7 @@
 #ifndef MOE_RUNTIME_CUDA_GEMM_H
 #define MOE_RUNTIME_CUDA_GEMM_H
 
+#include "moe/Runtime/Cuda/GemmScaling.h"
 #include "moe/Runtime/Cuda/Workspace.h"
 
 #include "absl/status/statusor.h"
@@ -59,10 +60,14 @@ struct GemmSpec {
   int64_t strideA = 0, strideB = 0, strideC = 0;
   GemmInput a = GemmInput::BF16, b = GemmInput::BF16;
   GemmOutput c = GemmOutput::F32;
+  /// FP8 inputs: how their scales apply (op(A) = A's rows are its rows,
+  /// B's are the rows of B as stored, [n, k]).
+  GemmScaling aScaling = GemmScaling::Tensor, bScaling = GemmScaling::Tensor;
 
   auto key() const {
     return std::make_tuple(transA, transB, m, n, k, lda, ldb, ldc, batch,
-                           strideA, strideB, strideC, a, b, c);
+                           strideA, strideB, strideC, a, b, c, aScaling,
+                           bScaling);
   }
   bool operator<(const GemmSpec &other) const { return key() < other.key(); }
   bool operator==(const GemmSpec &other) const { return key() == other.key(); }
@@ -74,7 +79,9 @@ GemmInput effectiveInput(GemmInput requested, int computeCapability);
 
 /// Checks what cuBLASLt would refuse, naming the problem: sizes, leading
 /// dimensions, and FP8's layout (op(A) = A, op(B) = B^T), its k and leading
-/// dimensions (multiples of 16) and its types (not both E5M2).
+/// dimensions (multiples of 16) and its types (not both E5M2); block
+/// scaling only on FP8 inputs, E4M3 both, one batch, A by rows and B by
+/// rows or squares, m and n multiples of 4.
 absl::Status validateGemm(const GemmSpec &spec);
 
 /// A matrix as cuBLASLt sees it: column-major rows x cols with `ld`.
@@ -109,8 +116,9 @@ public:
   cublasLtMatrixLayout_t second() const { return second_; }
   cublasLtMatrixLayout_t c() const { return c_; }
 
-  /// FP8: the device pointers of A's and B's dequantization scales (one
-  /// fp32 each: the stored value times it is the real one).
+  /// FP8: the device pointers of A's and B's dequantization scales (fp32:
+  /// the stored value times its block's is the real one; one per input, or
+  /// gemmScaleCount of them in block scaling).
   absl::Status setScales(const float *aScale, const float *bScale);
 
 private:

@@ -16,6 +16,7 @@
 #ifndef MOE_RUNTIME_CUDA_KERNELS_H
 #define MOE_RUNTIME_CUDA_KERNELS_H
 
+#include "moe/Runtime/Cuda/Gemm.h"
 #include "moe/Runtime/Cuda/StepCheck.h"
 #include "moe/Runtime/Cuda/Workspace.h"
 
@@ -115,6 +116,28 @@ absl::Status castTransposeToFp8(const float *x, const float *amax,
                                 uint8_t *codes, float *inverseScale,
                                 int64_t rows, int64_t cols, int64_t outLd,
                                 Fp8Format format, cudaStream_t stream);
+
+/// Where quantizeFp8Blocks writes (each optional): the codes (x's layout,
+/// or with `transpose` x^T's [cols, codesLd]), the inverse scales of the
+/// codes matrix at gemmScaleIndex(scaling, scaleRows, its columns, ...),
+/// and the values the codes stand for, [rows, cols] in fp32 or BF16.
+struct Fp8BlockOutputs {
+  uint8_t *codes = nullptr;
+  bool transpose = false;
+  int64_t codesLd = 0;
+  float *inverseScales = nullptr;
+  GemmScaling scaling = GemmScaling::Tensor;
+  int64_t scaleRows = 0;
+  float *rounded = nullptr;
+  uint16_t *roundedBf16 = nullptr;
+};
+/// The blockwise recipe's rounding of a row-major [rows, cols] x: one
+/// scale per 1 x 128 run of a row, or with `squares` per 128 x 128 square
+/// (cpu::quantizeBlockwise with block 128), for the block-scaled GEMMs
+/// (Fp8BlockScaling.h).
+absl::Status quantizeFp8Blocks(const float *x, int64_t rows, int64_t cols,
+                               bool squares, Fp8Format format,
+                               const Fp8BlockOutputs &out, cudaStream_t stream);
 
 /// Delayed scaling of one GEMM input (cpu::quantizeDelayed): `history` is
 /// its amax history of `length` (slot 0 this step's, then the past steps');

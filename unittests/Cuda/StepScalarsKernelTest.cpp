@@ -191,5 +191,49 @@ TEST(StepScalarsKernelTest, OptimizerWritesNothingAfterAFailedCheck) {
   EXPECT_NE(dParam.read(), param);
 }
 
+// Sums over ranks add the gathered rows in rank order, as
+// comm::sumOverGroup does: bitwise the host's sequential sum.
+TEST(StepScalarsKernelTest, RankOrderSumsAreTheHostsBits) {
+  const int64_t parts = 5, n = 300;
+  std::vector<double> rows(parts * n);
+  std::vector<unsigned long long> counts(parts * n);
+  for (int64_t i = 0; i < parts * n; ++i) {
+    rows[i] = 1.0 / double(i + 3) * (i % 2 ? 1e8 : 1e-8);
+    counts[i] = 1000003ull * i;
+  }
+  DeviceArray<double> dRows(rows), sums(n);
+  DeviceArray<unsigned long long> dCounts(counts), countSums(n);
+  ASSERT_TRUE(
+      sumRowsInRankOrder(dRows.get(), parts, n, sums.get(), nullptr).ok());
+  ASSERT_TRUE(
+      sumRowsInRankOrder(dCounts.get(), parts, n, countSums.get(), nullptr)
+          .ok());
+  std::vector<double> gotSums = sums.read();
+  std::vector<unsigned long long> gotCounts = countSums.read();
+  for (int64_t i = 0; i < n; ++i) {
+    double sum = rows[i];
+    unsigned long long count = counts[i];
+    for (int64_t r = 1; r < parts; ++r) {
+      sum += rows[r * n + i];
+      count += counts[r * n + i];
+    }
+    ASSERT_EQ(gotSums[i], sum) << i;
+    ASSERT_EQ(gotCounts[i], count) << i;
+  }
+  // A global norm's squares of one group, packed and put back.
+  std::vector<int64_t> members = {4, 0, 7};
+  DeviceArray<int64_t> at(members);
+  DeviceArray<double> packed(3), squares(rows);
+  ASSERT_TRUE(
+      gatherDoubles(dRows.get(), at.get(), 3, packed.get(), nullptr).ok());
+  EXPECT_EQ(packed.read(), (std::vector<double>{rows[4], rows[0], rows[7]}));
+  DeviceArray<double> twice(std::vector<double>{1.5, 2.5, 3.5});
+  ASSERT_TRUE(
+      scatterDoubles(twice.get(), at.get(), 3, squares.get(), nullptr).ok());
+  std::vector<double> expected = rows;
+  expected[4] = 1.5, expected[0] = 2.5, expected[7] = 3.5;
+  EXPECT_EQ(squares.read(), expected);
+}
+
 } // namespace
 } // namespace moe::rt::cuda

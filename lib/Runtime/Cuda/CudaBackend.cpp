@@ -200,8 +200,7 @@ private:
   /// The step's checks on the device (DeviceStep::check), zeroed as each
   /// step begins; not for pipelined steps, whose runner checks on the host.
   StepCheck *deviceCheck = nullptr;
-  /// DeviceStep::adamwBatchOf on one rank without pipeline stages (where a
-  /// batch's gradients cannot be in flight on the communication stream).
+  /// DeviceStep::adamwBatchOf of a step without pipeline stages.
   std::vector<int64_t> adamwBatchOf;
 };
 
@@ -491,8 +490,7 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
   }
   MOE_CUDA_OK(cudaMemsetAsync(deviceCheck, 0, sizeof(StepCheck), stream));
   context.check = deviceCheck;
-  if (!comm)
-    context.adamwBatchOf = &adamwBatchOf;
+  context.adamwBatchOf = &adamwBatchOf;
   // --profile: event `which` (two per instruction) on the compute stream.
   auto mark = [&](size_t which) {
     return profiling ? cudaStatus(cudaEventRecord(profileEvents[which], stream),

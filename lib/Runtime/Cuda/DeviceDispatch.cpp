@@ -93,6 +93,47 @@ absl::Status embedding(const DeviceStep &step, size_t index,
                    " is outside the embedding table [0, ", vocab, ")"));
 }
 
+/// Where a loss's sums over its token group are taken on the device: they
+/// can be when the step checks on the device and the group, if it has
+/// several ranks, has its NCCL communicator; `nccl` is null when this
+/// rank's tokens are all of them.
+struct DeviceSums {
+  bool possible = false;
+  NcclGroup *nccl = nullptr;
+  /// The ranks whose tokens the loss covers.
+  int64_t ranks = 1;
+
+  /// values = their sum over the group in rank order (comm::sumOverGroup's
+  /// order), on the communication stream; nothing on one rank.
+  template <typename T>
+  absl::Status sum(const DeviceStep &step, T *values, int64_t n) const {
+    if (!nccl)
+      return absl::OkStatus();
+    NcclGroup *group = nccl;
+    return step.comm->runNow(step.stream, [&](cudaStream_t on) {
+      return group->sumInRankOrder(values, n, on);
+    });
+  }
+};
+
+DeviceSums deviceSumsOf(const DeviceStep &step,
+                        std::optional<int64_t> groupIndex) {
+  DeviceSums sums;
+  if (!step.check)
+    return sums;
+  if (!tokenGroup(step, groupIndex)) {
+    sums.possible = true;
+    return sums;
+  }
+  NcclGroup *nccl = step.ncclGroup(*groupIndex);
+  if (!nccl || !step.comm)
+    return sums;
+  sums.possible = true;
+  sums.ranks = nccl->size();
+  sums.nccl = nccl->size() > 1 ? nccl : nullptr;
+  return sums;
+}
+
 /// The counted targets of a loss on the device (*count), a target >= V
 /// recorded in the step's check: nothing waits for the stream.
 absl::Status countTargetsOnDevice(const DeviceStep &step, size_t index,
@@ -132,12 +173,15 @@ absl::Status crossEntropy(const DeviceStep &step, size_t index,
                 : crossEntropySumsOf(step, op, step.f32(op.logits()), T, vocab,
                                      sum.get(), counted.get());
   };
-  if (step.check && !group) {
-    // The mean on the device: the loss is read once, when the step ends.
+  if (DeviceSums over = deviceSumsOf(step, op.group()); over.possible) {
+    // The mean on the device, over every rank's tokens: the loss is read
+    // once, when the step ends.
     MOE_DEVICE_BUFFER(unsigned long long, count, 1, step.stream);
     MOE_CUDA_TRY(
         countTargetsOnDevice(step, index, op.targets(), vocab, count.get()));
     MOE_CUDA_TRY(sums());
+    MOE_CUDA_TRY(over.sum(step, sum.get(), 1));
+    MOE_CUDA_TRY(over.sum(step, counted.get(), 1));
     return crossEntropyMean(sum.get(), counted.get(), step.f32(op.loss()),
                             step.stream);
   }
@@ -161,10 +205,12 @@ absl::Status crossEntropyGrad(const DeviceStep &step, size_t index,
   const Buffer &logits = step.buffer(op.logits());
   int64_t vocab = last(logits), T = rowsOf(logits);
   comm::Group *group = tokenGroup(step, op.group());
-  if (step.check && !group) {
+  if (DeviceSums over = deviceSumsOf(step, op.group()); over.possible) {
     MOE_DEVICE_BUFFER(unsigned long long, count, 1, step.stream);
     MOE_CUDA_TRY(
         countTargetsOnDevice(step, index, op.targets(), vocab, count.get()));
+    // The mean's divisor counts every rank's targets.
+    MOE_CUDA_TRY(over.sum(step, count.get(), 1));
     const float *dloss = step.f32(op.dloss());
     if (bf16)
       return crossEntropyBackward(
@@ -208,12 +254,17 @@ absl::Status auxLoss(const DeviceStep &step, uint32_t probsBuffer, int64_t topK,
   MOE_CUDA_TRY(
       auxLossStatistics(p, T, E, topK, count.get(), probSum.get(), stream));
   comm::Group *group = tokenGroup(step, groupIndex);
-  if (step.check && !group) {
-    // This rank's tokens are all the loss's: nothing leaves the device.
-    if (forward)
-      return auxLossFromStatistics(count.get(), probSum.get(), E, T,
+  if (DeviceSums over = deviceSumsOf(step, groupIndex); over.possible) {
+    // Loads and probability sums over every rank's tokens, on the device.
+    // Every rank of the group holds T tokens (one program, one shape).
+    MOE_CUDA_TRY(over.sum(step, count.get(), E));
+    int64_t tokens = T * over.ranks;
+    if (forward) {
+      MOE_CUDA_TRY(over.sum(step, probSum.get(), E));
+      return auxLossFromStatistics(count.get(), probSum.get(), E, tokens,
                                    step.f32(out), stream);
-    return auxLossBackward(step.f32(*dlossBuffer), count.get(), T,
+    }
+    return auxLossBackward(step.f32(*dlossBuffer), count.get(), tokens,
                            step.f32(out), T, E, stream);
   }
   cpu::AuxLossStatistics stats;
@@ -248,6 +299,41 @@ absl::Status auxLoss(const DeviceStep &step, uint32_t probsBuffer, int64_t topK,
                          stream);
 }
 
+/// squares[i] = its sum over operand i's group (none for a negative id),
+/// on the device: one gather, sum in rank order and scatter per group, in
+/// order of first use, as comm::sumEachOverItsGroup does on the host.
+absl::Status sumSquaresOverGroups(const DeviceStep &step,
+                                  const ops::GlobalNormView &op,
+                                  double *squares) {
+  const std::vector<int64_t> &groupOf = op.groups();
+  std::vector<int64_t> order;
+  for (int64_t g : groupOf)
+    if (g >= 0 && std::find(order.begin(), order.end(), g) == order.end())
+      order.push_back(g);
+  cudaStream_t stream = step.stream;
+  for (int64_t g : order) {
+    NcclGroup *nccl = step.ncclGroup(g);
+    if (!nccl || nccl->size() == 1)
+      continue;
+    std::vector<int64_t> members;
+    for (size_t i = 0; i < groupOf.size(); ++i)
+      if (groupOf[i] == g)
+        members.push_back(static_cast<int64_t>(i));
+    int64_t n = static_cast<int64_t>(members.size());
+    MOE_DEVICE_BUFFER(int64_t, at, n, stream);
+    MOE_DEVICE_BUFFER(double, packed, n, stream);
+    // From pageable memory: returns once `members` is staged.
+    MOE_CUDA_OK(cudaMemcpyAsync(at.get(), members.data(), n * sizeof(int64_t),
+                                cudaMemcpyHostToDevice, stream));
+    MOE_CUDA_TRY(gatherDoubles(squares, at.get(), n, packed.get(), stream));
+    MOE_CUDA_TRY(step.comm->runNow(stream, [&](cudaStream_t on) {
+      return nccl->sumInRankOrder(packed.get(), n, on);
+    }));
+    MOE_CUDA_TRY(scatterDoubles(packed.get(), at.get(), n, squares, stream));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status globalNorm(const DeviceStep &step, const ops::GlobalNormView &op) {
   const std::vector<uint32_t> &grads = op.grads();
   size_t n = grads.size();
@@ -262,10 +348,14 @@ absl::Status globalNorm(const DeviceStep &step, const ops::GlobalNormView &op) {
                               step.buffer(grads[i]).numElements(),
                               squares.get() + i, step.stream));
   }
-  // One rank holding every gradient: the norm on the device.
-  if (step.scalarsOnDevice() && !step.foreignGradients)
+  // Every gradient held here, no pipeline stages: the norm on the device,
+  // each square summed over its group as on the host.
+  if (step.check && !step.stageGroup && !step.foreignGradients &&
+      (!step.groups || step.comm)) {
+    MOE_CUDA_TRY(sumSquaresOverGroups(step, op, squares.get()));
     return normFromSquares(squares.get(), static_cast<int64_t>(n),
                            step.f32(op.norm()), step.stream);
+  }
   std::vector<double> host(n);
   MOE_CUDA_TRY(step.read(squares.get(), static_cast<int64_t>(n), host.data()));
   // Over the groups and the pipeline stages, as on the CPU; one rank has
@@ -298,6 +388,10 @@ absl::Status adamwUpdate(const DeviceStep &step, size_t index,
                                 (*step.adamwBatchOf)[member] == batch;
          ++member) {
       ops::AdamWView each(step.program.instructions[member]);
+      // A later member's gradient may still be summed on the communication
+      // stream (its first reader): the batch waits for it now.
+      if (step.comm && member != index)
+        MOE_CUDA_TRY(step.comm->before(step.stream, member));
       std::optional<uint32_t> working = each.working();
       tensors.push_back({step.f32(each.param()), step.f32(each.grad()),
                          step.f32(each.expAvg()), step.f32(each.expAvgSq()),

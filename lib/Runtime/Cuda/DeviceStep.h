@@ -3,9 +3,10 @@
 // Private to the CUDA backend: what the dispatch of one instruction sees
 // (the program, the device address of every buffer, the stream, the GEMM
 // runner) and the helpers it shares. Scalars the CPU computes on the host
-// (losses from their sums, norms) stay on the device on one rank
-// (StepScalars.cu); summed over MPI groups, they are read back and written
-// again. The learning rate and step are known on the host ahead of time.
+// (losses from their sums, norms) stay on the device (StepScalars.cu),
+// summed over their groups in rank order with NCCL; in a pipelined step,
+// whose runner checks on the host, they are read back and written again.
+// The learning rate and step are known on the host ahead of time.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_LIB_RUNTIME_CUDA_DEVICESTEP_H
@@ -71,10 +72,6 @@ struct DeviceStep {
             groups,      nccl,  comm,   stageGroup,  foreignGradients,
             hostScalars, watch, check,  adamwBatchOf};
   }
-
-  /// Whether the step's loss and norm scalars can stay on the device: the
-  /// step checks there, and no MPI group sums them on the host.
-  bool scalarsOnDevice() const { return check && !groups && !stageGroup; }
 
   /// Program group `index`'s MPI group and NCCL communicator; null on one
   /// rank, where every group is a group of one.

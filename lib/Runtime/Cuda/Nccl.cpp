@@ -235,6 +235,29 @@ absl::Status NcclGroup::allReduceSum(uint16_t *bf16, int64_t count,
   return sumBf16Rows(blocks.get(), size_, count, bf16, stream);
 }
 
+template <typename T>
+absl::Status NcclGroup::sumInRankOrderOf(T *values, int64_t count,
+                                         cudaStream_t stream) {
+  if (absl::Status status = checkCount(count, "ncclAllGather"); !status.ok())
+    return status;
+  if (count == 0)
+    return absl::OkStatus();
+  MOE_DEVICE_BUFFER(T, rows, count * size_, stream);
+  MOE_CUDA_TRY(allGatherBytes(values, rows.get(),
+                              count * static_cast<int64_t>(sizeof(T)), stream));
+  return sumRowsInRankOrder(rows.get(), size_, count, values, stream);
+}
+
+absl::Status NcclGroup::sumInRankOrder(double *values, int64_t count,
+                                       cudaStream_t stream) {
+  return sumInRankOrderOf(values, count, stream);
+}
+
+absl::Status NcclGroup::sumInRankOrder(unsigned long long *values,
+                                       int64_t count, cudaStream_t stream) {
+  return sumInRankOrderOf(values, count, stream);
+}
+
 absl::Status NcclGroup::allReduceMax(float *data, int64_t count,
                                      cudaStream_t stream) {
   if (absl::Status status = checkCount(count, "ncclAllReduce"); !status.ok())

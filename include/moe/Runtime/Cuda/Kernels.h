@@ -424,6 +424,21 @@ absl::Status adamw(float *param, const float *grad, const float *gradScale,
                    uint16_t *working = nullptr,
                    const StepCheck *check = nullptr);
 
+/// out[i] = rows[0][i] + rows[1][i] + ... in row order, over `parts` rows
+/// of n values: comm::sumOverGroup's sum of the ranks' gathered values
+/// (GroupSums.cu). out may be a row.
+absl::Status sumRowsInRankOrder(const double *rows, int64_t parts, int64_t n,
+                                double *out, cudaStream_t stream);
+absl::Status sumRowsInRankOrder(const unsigned long long *rows, int64_t parts,
+                                int64_t n, unsigned long long *out,
+                                cudaStream_t stream);
+/// to[i] = from[at[i]], and to[at[i]] = from[i], for i < n (`at` on the
+/// device).
+absl::Status gatherDoubles(const double *from, const int64_t *at, int64_t n,
+                           double *to, cudaStream_t stream);
+absl::Status scatterDoubles(const double *from, const int64_t *at, int64_t n,
+                            double *to, cudaStream_t stream);
+
 /// One tensor of a multi-tensor AdamW (adamwMany): device pointers as
 /// adamw takes them, `working` optional, and the tensor's weight decay.
 struct AdamwTensor {

@@ -57,6 +57,14 @@ public:
   /// (sumBf16Rows), not NCCL's ring, which rounds after every hop.
   absl::Status allReduceSum(uint16_t *bf16, int64_t count,
                             cudaStream_t stream);
+  /// values = their sum over the ranks in group-rank order, as
+  /// comm::sumOverGroup adds the CPU's doubles and counts: every rank's
+  /// values gathered as bits, then added in rank order (sumRowsInRankOrder),
+  /// bitwise the CPU's sum and the same on every rank.
+  absl::Status sumInRankOrder(double *values, int64_t count,
+                              cudaStream_t stream);
+  absl::Status sumInRankOrder(unsigned long long *values, int64_t count,
+                              cudaStream_t stream);
   /// data = the elementwise maximum of every rank's data (in place).
   absl::Status allReduceMax(float *data, int64_t count, cudaStream_t stream);
   /// output = the ranks' inputs (`count` each) concatenated in rank order.
@@ -95,6 +103,8 @@ public:
 
 private:
   friend class NcclWorld;
+  template <typename T>
+  absl::Status sumInRankOrderOf(T *values, int64_t count, cudaStream_t stream);
   /// allToAllRows over elements of `type` (`elementBytes` each).
   absl::Status allToAllRowsOf(const void *input,
                               const std::vector<int64_t> &sendRows,

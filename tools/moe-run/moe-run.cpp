@@ -367,8 +367,10 @@ int main(int argc, char **argv) {
     std::string where = ranks > 1 ? "rank " + std::to_string(rank) + ": " : "";
     std::cerr << "moe-run: error: " + where +
                      std::string(summary.status().message()) + "\n";
-    // Peers may be waiting for this rank in a collective: end them too.
-    if (ranks > 1)
+    // Peers may be waiting for this rank in a collective: end them too,
+    // unless every rank stops here with this error (the world then
+    // finalises as on success).
+    if (ranks > 1 && !train::isOnEveryRank(summary.status()))
       (*world)->abort(1);
     return 1;
   }

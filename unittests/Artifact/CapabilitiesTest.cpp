@@ -92,7 +92,7 @@ TEST(CapabilitiesTest, TheCudaBackendAsItIsToday) {
       caps::describeCapabilities(h100),
       "fp8_recipes: tensorwise, blockwise, delayed; fp8_dispatch: yes; "
       "fp8_gemm_alignment: 16; pipeline_stages: yes; microbatches: yes; "
-      "expert_chunks: no; async_collectives: yes; dtypes: f32, i32, bf16; "
+      "expert_chunks: yes; async_collectives: yes; dtypes: f32, i32, bf16; "
       "fp8_block: 128");
   // A cpu-target artifact on the cuda backend gets what every GPU runs.
   caps::Capabilities common = caps::backendCapabilities("cuda", "cpu");
@@ -174,10 +174,12 @@ TEST(CapabilitiesTest, Fp8DispatchOnlyWhereTokensTravel) {
 TEST(CapabilitiesTest, RunOptionsTheBackendWouldIgnore) {
   Program program = makeTinyProgram();
   program.target = "h200";
-  EXPECT_EQ(check(program, "cuda", {/*expertChunks=*/8}),
-            "artifact 'x.moebin' needs --expert-chunks 8; the cuda backend on "
-            "h200 lacks it (expert_chunks: no)");
+  // Every backend runs them today: a record without chunks refuses them.
+  EXPECT_EQ(check(program, "cuda", {/*expertChunks=*/8}), "ok");
   EXPECT_EQ(check(program, "cpu", {/*expertChunks=*/8}), "ok");
+  for (const caps::Capabilities &record : caps::kCapabilities)
+    EXPECT_TRUE(record.expertChunks && record.asyncCollectives)
+        << record.target << ": name the option this test refuses";
   EXPECT_EQ(check(program, "cuda", {1, /*asyncCollectives=*/true}), "ok");
   EXPECT_EQ(check(program, "tpu"),
             "unknown backend 'tpu'; known backends: cpu, cuda");

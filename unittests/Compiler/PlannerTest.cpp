@@ -244,13 +244,19 @@ TEST(PlannerTest, SearchProposesOnlyWhatTheBackendRuns) {
   SoftwareTraits sw;
   PlanConstraints anything;
   PlanSearchResult free = searchPlans(m, cluster, 64, 256, anything, sw, 500);
-  // What the cuda backend lacks: chunked expert exchanges (pipelines and
-  // microbatches it runs).
+  // What a backend lacks is never proposed: here the h100 record without
+  // chunked expert exchanges (as the cuda backend was).
   auto unrunnable = [](const PlanCost &cost) { return cost.expertChunks > 1; };
-  // Without a backend (another software's run) chunks win.
+  // Without a backend (another software's run) chunks win, and so they do
+  // on the cuda backend, which runs them.
   EXPECT_TRUE(llvm::any_of(free.best, unrunnable));
   PlanConstraints cuda;
   cuda.backend = ::moe::caps::targetCapabilities("h100");
+  EXPECT_TRUE(llvm::any_of(searchPlans(m, cluster, 64, 256, cuda, sw, 500).best,
+                           unrunnable));
+  ::moe::caps::Capabilities noChunks = *::moe::caps::targetCapabilities("h100");
+  noChunks.expertChunks = false;
+  cuda.backend = &noChunks;
   PlanSearchResult runnable = searchPlans(m, cluster, 64, 256, cuda, sw, 500);
   ASSERT_FALSE(runnable.best.empty());
   EXPECT_EQ(runnable.backend, cuda.backend);
@@ -312,7 +318,11 @@ TEST(PlannerTest, ChecksWhatTheBackendRuns) {
   EXPECT_EQ(fp8RecipeOf(*::moe::caps::targetCapabilities("cpu")), "blockwise");
   EXPECT_EQ(fp8RecipeOf(*::moe::caps::targetCapabilities("a100")), "");
   SoftwareTraits limited = limitToBackend(SoftwareTraits(), h100);
-  EXPECT_FALSE(limited.chunkedExpertExchange);
+  EXPECT_TRUE(limited.chunkedExpertExchange);
+  ::moe::caps::Capabilities noChunks = h100;
+  noChunks.expertChunks = false;
+  EXPECT_FALSE(
+      limitToBackend(SoftwareTraits(), noChunks).chunkedExpertExchange);
   EXPECT_TRUE(limited.fp8Dispatch);
   EXPECT_TRUE(limited.overlapDataParallel);
 }

@@ -131,7 +131,8 @@ inline constexpr uint32_t kF32I32BF16 = kF32I32 | dtypeBit(rt::DType::BF16);
 /// (blockwise through cuBLASLt's 1 x 128 and 128 x 128 block scaling, so
 /// blocks of 128 only), widths that are multiples of 16; pipelines
 /// and microbatches through the shared runner (engine::PipelineStep); FP8
-/// token dispatch (cpu::packFp8Row's rows); no expert chunks yet; gradient
+/// token dispatch (cpu::packFp8Row's rows); expert exchanges in chunks
+/// pipelined over the compute and communication streams; gradient
 /// reductions always on the communication stream.
 inline constexpr Capabilities kCapabilities[] = {
     {"cpu", "cpu", 0, kAllRecipes, /*fp8Dispatch=*/true,
@@ -139,15 +140,15 @@ inline constexpr Capabilities kCapabilities[] = {
      /*expertChunks=*/true, /*asyncCollectives=*/true, kF32I32BF16},
     {"a100", "cuda", 80, /*fp8Recipes=*/0, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/16, /*pipelineStages=*/true,
-     /*microbatches=*/true, /*expertChunks=*/false,
+     /*microbatches=*/true, /*expertChunks=*/true,
      /*asyncCollectives=*/true, kF32I32BF16},
     {"h100", "cuda", 90, kAllRecipes, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/16, /*pipelineStages=*/true, /*microbatches=*/true,
-     /*expertChunks=*/false, /*asyncCollectives=*/true, kF32I32BF16,
+     /*expertChunks=*/true, /*asyncCollectives=*/true, kF32I32BF16,
      /*fp8Block=*/128},
     {"h200", "cuda", 90, kAllRecipes, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/16, /*pipelineStages=*/true, /*microbatches=*/true,
-     /*expertChunks=*/false, /*asyncCollectives=*/true, kF32I32BF16,
+     /*expertChunks=*/true, /*asyncCollectives=*/true, kF32I32BF16,
      /*fp8Block=*/128},
 };
 

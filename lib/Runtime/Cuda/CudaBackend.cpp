@@ -55,10 +55,12 @@ absl::StatusOr<DeviceInfo> deviceOfThisProcess(const comm::World *world) {
 class CudaBackend final : public Backend {
 public:
   CudaBackend(std::shared_ptr<const Program> program, DeviceInfo device,
-              int64_t rank, bool profile, io::Trace *trace)
+              int64_t rank, bool profile, io::Trace *trace,
+              int64_t expertChunks)
       : prog(std::move(program)), info(std::move(device)),
         held(engine::heldBuffers(*prog, engine::pipelineRankOf(*prog, rank))),
-        host(prog, rank, &held), profiling(profile) {
+        host(prog, rank, &held), expertChunks(expertChunks),
+        profiling(profile) {
     if (trace)
       timeline = std::make_unique<StepTimeline>(*trace);
   }
@@ -187,6 +189,8 @@ private:
   std::vector<void *> owned;
   void *arena = nullptr;
   size_t lossReadyAt = 0, gradNormReadyAt = 0;
+  /// --expert-chunks (DeviceStep::expertChunks).
+  int64_t expertChunks = 1;
   uint64_t allocated = 0, parameterBytes = 0, stateBytes = 0;
   /// --profile: two events per instruction (before and after it, on the
   /// compute stream) and the sums so far.
@@ -455,6 +459,7 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
   MOE_CUDA_OK(cudaMemcpyAsync(pointers[program.step], &at, sizeof(int32_t),
                               cudaMemcpyHostToDevice, stream));
   DeviceStep context{program, pointers, stream, *gemms, step};
+  context.expertChunks = expertChunks;
   hostScalars.clear();
   context.hostScalars = &hostScalars;
   CollectiveWatch *watch = nullptr;
@@ -666,7 +671,8 @@ createCudaBackend(std::shared_ptr<const Program> program,
     return prefixed(status);
   int64_t rank = options.world ? options.world->rank() : 0;
   auto backend = std::make_unique<CudaBackend>(
-      std::move(program), *device, rank, options.profile, options.trace);
+      std::move(program), *device, rank, options.profile, options.trace,
+      options.expertChunks);
   if (absl::Status status = backend->setUp(options.world); !status.ok())
     return prefixed(status);
   return backend;

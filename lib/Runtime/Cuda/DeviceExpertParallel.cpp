@@ -35,21 +35,30 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <limits>
 #include <numeric>
 
 namespace moe::rt::cuda {
 namespace {
 
-/// The exchange agreed for one instruction, with its device tables.
+/// An instruction's tokens in chunks (each token's slots in one chunk),
+/// with the exchange of each agreed over the group in chunk order, and the
+/// device tables over all of them: the slots in the order their rows leave
+/// (chunk after chunk), each slot's row among them, and the local expert
+/// of each arriving row (chunk after chunk).
 struct Exchange {
-  ExpertExchangePlan plan;
-  /// The slots in the order their rows leave; each slot's row (-1: none).
+  std::vector<ExpertExchangePlan> plans;
+  /// Per chunk, its first row among those that leave and those that arrive.
+  std::vector<int64_t> firstSent, firstArrived;
+  int64_t sent = 0, arrived = 0;
   DeviceBuffer<int64_t> slots, positionOfSlot;
-  /// The local expert of each arriving row.
   DeviceBuffer<int32_t> arrivingExperts;
-  int64_t sent() const { return static_cast<int64_t>(plan.slots.size()); }
-  int64_t arrived() const {
-    return static_cast<int64_t>(plan.recvExperts.size());
+  int64_t chunks() const { return static_cast<int64_t>(plans.size()); }
+  int64_t arrivedIn(int64_t c) const {
+    return static_cast<int64_t>(plans[c].recvExperts.size());
   }
 };
 
@@ -65,8 +74,11 @@ absl::Status upload(const DeviceStep &step, const std::vector<T> &host,
   return absl::OkStatus();
 }
 
+/// The exchange of the instruction's tokens in `chunks` equal chunks (at
+/// most one per token), as the CPU cuts them (engine::ExpertParallel.cpp).
 absl::StatusOr<Exchange> agree(const DeviceStep &step, size_t index,
-                               const ExpertsArgs &args, comm::Group &group) {
+                               const ExpertsArgs &args, comm::Group &group,
+                               int64_t chunks) {
   const Instruction &inst = step.program.instructions[index];
   const ExpertShapes &s = args.shapes;
   size_t first = ops::expertsRecipeOf(inst)->firstOperand;
@@ -76,24 +88,39 @@ absl::StatusOr<Exchange> agree(const DeviceStep &step, size_t index,
   int64_t experts = s.E * group.size();
   absl::Status routing =
       checkExpertIds(ids, indices.data(), s.T, s.topK, experts);
-  absl::StatusOr<ExpertExchangePlan> plan = planExpertExchange(
-      group, indices.data(), s.T, s.topK, s.E, routing);
-  if (!plan.ok())
-    return plan.status();
+  int64_t count = std::max<int64_t>(1, std::min<int64_t>(chunks, s.T));
   Exchange exchange;
-  exchange.plan = std::move(*plan);
-  std::vector<int64_t> positions(s.T * s.topK, -1);
-  for (size_t r = 0; r < exchange.plan.slots.size(); ++r)
-    positions[exchange.plan.slots[r]] = static_cast<int64_t>(r);
-  MOE_DEVICE_BUFFER(int64_t, slots, exchange.sent(), step.stream);
+  std::vector<int64_t> slots, positions(s.T * s.topK, -1);
+  std::vector<int32_t> arriving;
+  for (int64_t c = 0; c < count; ++c) {
+    int64_t begin = s.T * c / count, end = s.T * (c + 1) / count;
+    absl::StatusOr<ExpertExchangePlan> plan =
+        planExpertExchange(group, indices.data() + begin * s.topK, end - begin,
+                           s.topK, s.E, routing);
+    if (!plan.ok())
+      return plan.status();
+    // The chunk's slots count from its first token.
+    for (int64_t &slot : plan->slots)
+      slot += begin * s.topK;
+    exchange.firstSent.push_back(exchange.sent);
+    exchange.firstArrived.push_back(exchange.arrived);
+    for (int64_t slot : plan->slots)
+      positions[slot] = exchange.sent++;
+    slots.insert(slots.end(), plan->slots.begin(), plan->slots.end());
+    arriving.insert(arriving.end(), plan->recvExperts.begin(),
+                    plan->recvExperts.end());
+    exchange.arrived += static_cast<int64_t>(plan->recvExperts.size());
+    exchange.plans.push_back(std::move(*plan));
+  }
+  MOE_DEVICE_BUFFER(int64_t, slotsOnDevice, exchange.sent, step.stream);
   MOE_DEVICE_BUFFER(int64_t, positionOfSlot, s.T * s.topK, step.stream);
-  MOE_DEVICE_BUFFER(int32_t, arriving, exchange.arrived(), step.stream);
-  MOE_CUDA_TRY(upload(step, exchange.plan.slots, slots.get()));
+  MOE_DEVICE_BUFFER(int32_t, arrivingExperts, exchange.arrived, step.stream);
+  MOE_CUDA_TRY(upload(step, slots, slotsOnDevice.get()));
   MOE_CUDA_TRY(upload(step, positions, positionOfSlot.get()));
-  MOE_CUDA_TRY(upload(step, exchange.plan.recvExperts, arriving.get()));
-  exchange.slots = std::move(slots);
+  MOE_CUDA_TRY(upload(step, arriving, arrivingExperts.get()));
+  exchange.slots = std::move(slotsOnDevice);
   exchange.positionOfSlot = std::move(positionOfSlot);
-  exchange.arrivingExperts = std::move(arriving);
+  exchange.arrivingExperts = std::move(arrivingExperts);
   return exchange;
 }
 
@@ -113,48 +140,118 @@ absl::StatusOr<Route> routeOf(const DeviceStep &step, size_t index,
   if (!mpi || !nccl || !step.comm)
     return absl::FailedPreconditionError(
         "expert parallelism needs the job's communicators");
-  absl::StatusOr<Exchange> exchange = agree(step, index, args, *mpi);
+  absl::StatusOr<Exchange> exchange =
+      agree(step, index, args, *mpi, step.expertChunks);
   if (!exchange.ok())
     return exchange.status();
   return Route{std::move(*exchange), nccl};
 }
 
-/// Rows of `width` to the ranks the plan says, and the rows that arrive,
-/// on the communication stream; the compute stream goes on with them.
-absl::Status send(const DeviceStep &step, NcclGroup &group,
-                  const float *rows, const std::vector<int64_t> &sendRows,
-                  float *arrived, const std::vector<int64_t> &recvRows,
-                  int64_t width) {
-  return step.comm->runNow(step.stream, [&](cudaStream_t on) {
-    return group.allToAllRows(rows, sendRows, arrived, recvRows, width, on);
-  });
-}
+/// How rows travel: fp32 as they are, BF16 (rows holding BF16 values,
+/// narrowed exactly), or FP8 rows (cpu::packFp8Row's words).
+struct Wire {
+  enum Kind { F32, Bf16, Fp8 } kind = F32;
+  int64_t block = 0;
+  Fp8Format format = Fp8Format::E4M3;
+};
 
-/// send() of rows holding BF16 values (widened): narrowed (exactly) for the
-/// wire, widened again on arrival, when `asBf16`.
-absl::Status sendRows(const DeviceStep &step, NcclGroup &group,
-                      const float *rows, const std::vector<int64_t> &sendRows,
-                      float *arrived, const std::vector<int64_t> &recvRows,
-                      int64_t width, bool asBf16) {
-  if (!asBf16)
-    return send(step, group, rows, sendRows, arrived, recvRows, width);
-  auto total = [](const std::vector<int64_t> &counts) {
-    int64_t sum = 0;
-    for (int64_t each : counts)
-      sum += each;
-    return sum;
-  };
-  int64_t leaving = total(sendRows) * width, arriving = total(recvRows) * width;
-  cudaStream_t stream = step.stream;
-  MOE_DEVICE_BUFFER(uint16_t, narrow, leaving, stream);
-  MOE_DEVICE_BUFFER(uint16_t, received, arriving, stream);
-  MOE_CUDA_TRY(castToBf16(rows, narrow.get(), leaving, stream));
-  MOE_CUDA_TRY(step.comm->runNow(stream, [&](cudaStream_t on) {
-    return group.allToAllRows(narrow.get(), sendRows, received.get(),
-                              recvRows, width, on);
-  }));
-  return castFromBf16(received.get(), arrived, arriving, stream);
-}
+/// One all-to-all of rows in flight: put in its wire form on the compute
+/// stream, sent on the communication stream, and where the compute stream
+/// needs the rows (finish), waited for and unpacked into `arrived`. The
+/// wire buffers live with it.
+class Transfer {
+public:
+  Transfer() = default;
+  Transfer(const Transfer &) = delete;
+  Transfer &operator=(const Transfer &) = delete;
+  /// A transfer left unfinished (an error on the way) still has the
+  /// compute stream wait for it: the buffers it reads and writes, its own
+  /// and the caller's (declared before it), are freed on that stream.
+  ~Transfer() {
+    if (inFlight)
+      inFlight->comm->before(inFlight->stream, key).IgnoreError();
+  }
+
+  /// `key`: a name of the transfer among the instruction's others, for the
+  /// communication stream's pending work (CommStream::run).
+  absl::Status start(const DeviceStep &step, NcclGroup &group,
+                     const float *rows, const std::vector<int64_t> &sendRows,
+                     float *arrived, const std::vector<int64_t> &recvRows,
+                     int64_t width, Wire wire, size_t key) {
+    inFlight = &step;
+    this->arrived = arrived;
+    this->wire = wire;
+    this->width = width;
+    this->key = key;
+    auto total = [](const std::vector<int64_t> &counts) {
+      return std::accumulate(counts.begin(), counts.end(), int64_t{0});
+    };
+    leaving = total(sendRows);
+    arriving = total(recvRows);
+    cudaStream_t stream = step.stream;
+    std::function<absl::Status(cudaStream_t)> work;
+    switch (wire.kind) {
+    case Wire::F32:
+      work = [&, rows](cudaStream_t on) {
+        return group.allToAllRows(rows, sendRows, arrived, recvRows, width, on);
+      };
+      break;
+    case Wire::Bf16: {
+      MOE_DEVICE_BUFFER(uint16_t, out, leaving * width, stream);
+      MOE_DEVICE_BUFFER(uint16_t, in, arriving * width, stream);
+      MOE_CUDA_TRY(castToBf16(rows, out.get(), leaving * width, stream));
+      narrowOut = std::move(out);
+      narrowIn = std::move(in);
+      work = [&](cudaStream_t on) {
+        return group.allToAllRows(narrowOut.get(), sendRows, narrowIn.get(),
+                                  recvRows, width, on);
+      };
+      break;
+    }
+    case Wire::Fp8: {
+      int64_t words = cpu::packedFp8Words(width, wire.block);
+      MOE_DEVICE_BUFFER(int32_t, out, leaving * words, stream);
+      MOE_DEVICE_BUFFER(int32_t, in, arriving * words, stream);
+      MOE_CUDA_TRY(packFp8Rows(rows, leaving, width, wire.block, wire.format,
+                               out.get(), stream));
+      packedOut = std::move(out);
+      packedIn = std::move(in);
+      work = [&, words](cudaStream_t on) {
+        return group.allToAllRows(packedOut.get(), sendRows, packedIn.get(),
+                                  recvRows, words, on);
+      };
+      break;
+    }
+    }
+    return step.comm->run(stream, key, work);
+  }
+
+  /// The compute stream waits for the rows, then they are unpacked.
+  absl::Status finish(const DeviceStep &step) {
+    cudaStream_t stream = step.stream;
+    inFlight = nullptr;
+    MOE_CUDA_TRY(step.comm->before(stream, key));
+    switch (wire.kind) {
+    case Wire::F32:
+      return absl::OkStatus();
+    case Wire::Bf16:
+      return castFromBf16(narrowIn.get(), arrived, arriving * width, stream);
+    case Wire::Fp8:
+      return unpackFp8Rows(packedIn.get(), arriving, width, wire.block,
+                           wire.format, arrived, stream);
+    }
+    return absl::OkStatus();
+  }
+
+private:
+  const DeviceStep *inFlight = nullptr;
+  float *arrived = nullptr;
+  Wire wire;
+  int64_t width = 0, leaving = 0, arriving = 0;
+  size_t key = 0;
+  DeviceBuffer<uint16_t> narrowOut, narrowIn;
+  DeviceBuffer<int32_t> packedOut, packedIn;
+};
 
 /// How the tokens (and, backward, their gradients) of an instruction
 /// travel to their experts: FP8 rows with `fp8_dispatch`, else as their
@@ -165,6 +262,13 @@ struct DispatchFormat {
   /// The gradients' format: E5M2 under FP8 GEMMs with tensor scales, E4M3
   /// otherwise (cpu::fp8GradientFormat).
   Fp8Format gradients = Fp8Format::E4M3;
+
+  /// The wire of rows in `format` whose storage is BF16 when `bf16`.
+  Wire wireOf(bool bf16, Fp8Format format) const {
+    if (fp8)
+      return {Wire::Fp8, block, format};
+    return {bf16 ? Wire::Bf16 : Wire::F32, 0, format};
+  }
 };
 
 DispatchFormat dispatchFormatOf(const DeviceStep &step, size_t index) {
@@ -179,75 +283,92 @@ DispatchFormat dispatchFormatOf(const DeviceStep &step, size_t index) {
   return format;
 }
 
-/// sendRows() of token rows on their way to the experts: as FP8 rows
-/// (codes and block scales, cpu::packFp8Row's words) with fp8 dispatch,
-/// unpacked on arrival into the values on the FP8 grid, as on the CPU.
-absl::Status dispatchRows(const DeviceStep &step, NcclGroup &group,
-                          const float *rows,
-                          const std::vector<int64_t> &sendRows, float *arrived,
-                          const std::vector<int64_t> &recvRows, int64_t width,
-                          bool asBf16, const DispatchFormat &dispatch,
-                          Fp8Format format) {
-  if (!dispatch.fp8)
-    return cuda::sendRows(step, group, rows, sendRows, arrived, recvRows, width,
-                          asBf16);
-  auto total = [](const std::vector<int64_t> &counts) {
-    return std::accumulate(counts.begin(), counts.end(), int64_t{0});
-  };
-  int64_t leaving = total(sendRows), arriving = total(recvRows);
-  int64_t words = cpu::packedFp8Words(width, dispatch.block);
-  cudaStream_t stream = step.stream;
-  MOE_DEVICE_BUFFER(int32_t, packed, leaving * words, stream);
-  MOE_DEVICE_BUFFER(int32_t, received, arriving * words, stream);
-  MOE_CUDA_TRY(packFp8Rows(rows, leaving, width, dispatch.block, format,
-                           packed.get(), stream));
-  MOE_CUDA_TRY(step.comm->runNow(stream, [&](cudaStream_t on) {
-    return group.allToAllRows(packed.get(), sendRows, received.get(), recvRows,
-                              words, on);
-  }));
-  return unpackFp8Rows(received.get(), arriving, width, dispatch.block, format,
-                       arrived, stream);
+/// Names of an instruction's transfers on the communication stream, clear
+/// of the instruction indices CommStream keys its own work by (and of
+/// runNow's).
+size_t transferKey(int64_t chunk, int kind) {
+  return std::numeric_limits<size_t>::max() - 1 - 8 * chunk - kind;
+}
+
+/// The experts' operands for chunk c's arrived rows: one slot each, the
+/// rows `x` and routing weights `weights` (arrays over every chunk's rows).
+ExpertsArgs chunkArgs(const ExpertsArgs &args, const Exchange &exchange,
+                      int64_t c, const float *x, const float *weights) {
+  int64_t first = exchange.firstArrived[c];
+  ExpertsArgs local = args;
+  local.x = x + first * args.shapes.H;
+  local.weights = weights + first;
+  local.indices = exchange.arrivingExperts.get() + first;
+  local.shapes.T = exchange.arrivedIn(c);
+  local.shapes.topK = 1;
+  return local;
+}
+
+/// Rows [first, first + n) of a row-major array of `width`.
+template <typename T> T *rowsAt(T *base, int64_t first, int64_t width) {
+  return base + first * width;
 }
 
 } // namespace
 
+// The chunks go through the experts as a pipeline (docs/overlap.md): chunk
+// c + 1's tokens travel on the communication stream while chunk c's experts
+// run on the compute stream, and chunk c's results travel back while chunk
+// c + 1's run. The exchanges are enqueued in the same order on every rank
+// (dispatch 0, dispatch 1, combine 0, dispatch 2, combine 1, ...), as NCCL
+// needs and the CPU does. One chunk is the plain exchange.
 absl::Status expertParallelForward(const DeviceStep &step, size_t index,
                                    const ExpertMatmul &mm,
                                    const ExpertsArgs &args, float *y) {
   absl::StatusOr<Route> route = routeOf(step, index, args);
   if (!route.ok())
     return route.status();
-  Exchange *exchange = &route->exchange;
-  NcclGroup *nccl = route->nccl;
+  Exchange &exchange = route->exchange;
+  NcclGroup &nccl = *route->nccl;
   const ExpertShapes &s = args.shapes;
   cudaStream_t stream = step.stream;
-  const ExpertExchangePlan &plan = exchange->plan;
-  int64_t sent = exchange->sent(), arrived = exchange->arrived();
+  int64_t sent = exchange.sent, arrived = exchange.arrived;
+  int64_t chunks = exchange.chunks();
 
   MOE_DEVICE_BUFFER(float, leaving, sent * s.H, stream);
-  MOE_CUDA_TRY(gatherRows(args.x, exchange->slots.get(), sent, s.topK, s.H,
+  MOE_CUDA_TRY(gatherRows(args.x, exchange.slots.get(), sent, s.topK, s.H,
                           leaving.get(), stream));
   MOE_DEVICE_BUFFER(float, arriving, arrived * s.H, stream);
-  DispatchFormat dispatch = dispatchFormatOf(step, index);
-  MOE_CUDA_TRY(dispatchRows(step, *nccl, leaving.get(), plan.sendRows,
-                            arriving.get(), plan.recvRows, s.H, args.bf16X,
-                            dispatch, Fp8Format::E4M3));
+  MOE_DEVICE_BUFFER(float, outputs, arrived *s.H, stream);
+  MOE_DEVICE_BUFFER(float, returned, sent *s.H, stream);
   // This rank's experts on the rows that arrived: one slot each, weight 1
   // (the routing weight applies where the token is).
   MOE_DEVICE_BUFFER(float, ones, arrived, stream);
   MOE_CUDA_TRY(fill(ones.get(), 1.0f, arrived, stream));
-  MOE_DEVICE_BUFFER(float, outputs, arrived * s.H, stream);
-  ExpertsArgs local = args;
-  local.x = arriving.get();
-  local.weights = ones.get();
-  local.indices = exchange->arrivingExperts.get();
-  local.shapes.T = arrived;
-  local.shapes.topK = 1;
-  MOE_CUDA_TRY(expertsForwardOn(step, mm, local, outputs.get()));
-  MOE_DEVICE_BUFFER(float, returned, sent * s.H, stream);
-  MOE_CUDA_TRY(sendRows(step, *nccl, outputs.get(), plan.recvRows,
-                        returned.get(), plan.sendRows, s.H, args.bf16Rows));
-  return combineRows(returned.get(), exchange->positionOfSlot.get(),
+  Wire out = dispatchFormatOf(step, index).wireOf(args.bf16X, Fp8Format::E4M3);
+  Wire back{args.bf16Rows ? Wire::Bf16 : Wire::F32};
+  std::vector<Transfer> dispatched(chunks), combined(chunks);
+  auto dispatch = [&](int64_t c) {
+    const ExpertExchangePlan &plan = exchange.plans[c];
+    return dispatched[c].start(
+        step, nccl, rowsAt(leaving.get(), exchange.firstSent[c], s.H),
+        plan.sendRows, rowsAt(arriving.get(), exchange.firstArrived[c], s.H),
+        plan.recvRows, s.H, out, transferKey(c, 0));
+  };
+  MOE_CUDA_TRY(dispatch(0));
+  for (int64_t c = 0; c < chunks; ++c) {
+    if (c + 1 < chunks)
+      MOE_CUDA_TRY(dispatch(c + 1));
+    MOE_CUDA_TRY(dispatched[c].finish(step));
+    ExpertsArgs local =
+        chunkArgs(args, exchange, c, arriving.get(), ones.get());
+    float *chunkOutputs = rowsAt(outputs.get(), exchange.firstArrived[c], s.H);
+    if (local.shapes.T > 0)
+      MOE_CUDA_TRY(expertsForwardOn(step, mm, local, chunkOutputs));
+    const ExpertExchangePlan &plan = exchange.plans[c];
+    MOE_CUDA_TRY(
+        combined[c].start(step, nccl, chunkOutputs, plan.recvRows,
+                          rowsAt(returned.get(), exchange.firstSent[c], s.H),
+                          plan.sendRows, s.H, back, transferKey(c, 1)));
+  }
+  for (Transfer &transfer : combined)
+    MOE_CUDA_TRY(transfer.finish(step));
+  return combineRows(returned.get(), exchange.positionOfSlot.get(),
                      args.indices, args.weights, s.T, s.topK, s.H, y, stream);
 }
 
@@ -258,13 +379,13 @@ absl::Status expertParallelBackward(const DeviceStep &step, size_t index,
   absl::StatusOr<Route> route = routeOf(step, index, args);
   if (!route.ok())
     return route.status();
-  Exchange *exchange = &route->exchange;
-  NcclGroup *nccl = route->nccl;
+  Exchange &exchange = route->exchange;
+  NcclGroup &nccl = *route->nccl;
   const ExpertShapes &s = args.shapes;
   cudaStream_t stream = step.stream;
-  const ExpertExchangePlan &plan = exchange->plan;
-  int64_t sent = exchange->sent(), arrived = exchange->arrived();
-  const int64_t *slots = exchange->slots.get();
+  int64_t sent = exchange.sent, arrived = exchange.arrived;
+  int64_t chunks = exchange.chunks();
+  const int64_t *slots = exchange.slots.get();
 
   // The rows leave with their output gradient and routing weight.
   MOE_DEVICE_BUFFER(float, leavingX, sent * s.H, stream);
@@ -279,42 +400,73 @@ absl::Status expertParallelBackward(const DeviceStep &step, size_t index,
   MOE_DEVICE_BUFFER(float, arrivingX, arrived * s.H, stream);
   MOE_DEVICE_BUFFER(float, arrivingDy, arrived * s.H, stream);
   MOE_DEVICE_BUFFER(float, arrivingWeights, arrived, stream);
-  DispatchFormat dispatch = dispatchFormatOf(step, index);
-  MOE_CUDA_TRY(dispatchRows(step, *nccl, leavingX.get(), plan.sendRows,
-                            arrivingX.get(), plan.recvRows, s.H, args.bf16X,
-                            dispatch, Fp8Format::E4M3));
-  MOE_CUDA_TRY(dispatchRows(step, *nccl, leavingDy.get(), plan.sendRows,
-                            arrivingDy.get(), plan.recvRows, s.H, args.bf16Dy,
-                            dispatch, dispatch.gradients));
-  MOE_CUDA_TRY(send(step, *nccl, leavingWeights.get(), plan.sendRows,
-                    arrivingWeights.get(), plan.recvRows, 1));
-
-  // This rank's experts on the arrived rows; their weight gradients are
-  // the instruction's.
   MOE_DEVICE_BUFFER(float, dxRows, arrived * s.H, stream);
   MOE_DEVICE_BUFFER(float, dweightRows, arrived, stream);
-  ExpertsArgs local = args;
-  local.x = arrivingX.get();
-  local.weights = arrivingWeights.get();
-  local.indices = exchange->arrivingExperts.get();
-  local.shapes.T = arrived;
-  local.shapes.topK = 1;
-  ExpertGradients localOut{dxRows.get(), dweightRows.get(), out.dw1, out.dw3,
-                           out.dw2};
-  MOE_CUDA_TRY(
-      expertsBackwardOn(step, mm, local, arrivingDy.get(), localOut));
+  MOE_DEVICE_BUFFER(float, returnedDx, sent *s.H, stream);
+  MOE_DEVICE_BUFFER(float, returnedDweights, sent, stream);
+  DispatchFormat format = dispatchFormatOf(step, index);
+  Wire xWire = format.wireOf(args.bf16X, Fp8Format::E4M3);
+  Wire dyWire = format.wireOf(args.bf16Dy, format.gradients);
+  Wire dxWire{args.bf16Rows ? Wire::Bf16 : Wire::F32};
+  // Per chunk: x, dy and the routing weights out; dx and the weights'
+  // gradients back.
+  std::vector<std::array<Transfer, 3>> dispatched(chunks);
+  std::vector<std::array<Transfer, 2>> combined(chunks);
+  auto dispatch = [&](int64_t c) -> absl::Status {
+    const ExpertExchangePlan &plan = exchange.plans[c];
+    int64_t from = exchange.firstSent[c], to = exchange.firstArrived[c];
+    MOE_CUDA_TRY(
+        dispatched[c][0].start(step, nccl, rowsAt(leavingX.get(), from, s.H),
+                               plan.sendRows, rowsAt(arrivingX.get(), to, s.H),
+                               plan.recvRows, s.H, xWire, transferKey(c, 0)));
+    MOE_CUDA_TRY(
+        dispatched[c][1].start(step, nccl, rowsAt(leavingDy.get(), from, s.H),
+                               plan.sendRows, rowsAt(arrivingDy.get(), to, s.H),
+                               plan.recvRows, s.H, dyWire, transferKey(c, 1)));
+    return dispatched[c][2].start(step, nccl, leavingWeights.get() + from,
+                                  plan.sendRows, arrivingWeights.get() + to,
+                                  plan.recvRows, 1, Wire{}, transferKey(c, 2));
+  };
+  MOE_CUDA_TRY(dispatch(0));
+  for (int64_t c = 0; c < chunks; ++c) {
+    if (c + 1 < chunks)
+      MOE_CUDA_TRY(dispatch(c + 1));
+    for (Transfer &transfer : dispatched[c])
+      MOE_CUDA_TRY(transfer.finish(step));
+    // This rank's experts on the arrived rows; their weight gradients are
+    // the instruction's, each chunk's added in chunk order.
+    int64_t first = exchange.firstArrived[c];
+    ExpertsArgs local =
+        chunkArgs(args, exchange, c, arrivingX.get(), arrivingWeights.get());
+    ExpertGradients localOut{rowsAt(dxRows.get(), first, s.H),
+                             dweightRows.get() + first,
+                             out.dw1,
+                             out.dw3,
+                             out.dw2,
+                             /*accumulate=*/c > 0};
+    if (local.shapes.T > 0 || c == 0)
+      MOE_CUDA_TRY(expertsBackwardOn(
+          step, mm, local, rowsAt(arrivingDy.get(), first, s.H), localOut));
+    const ExpertExchangePlan &plan = exchange.plans[c];
+    int64_t to = exchange.firstSent[c];
+    MOE_CUDA_TRY(combined[c][0].start(step, nccl, localOut.dx, plan.recvRows,
+                                      rowsAt(returnedDx.get(), to, s.H),
+                                      plan.sendRows, s.H, dxWire,
+                                      transferKey(c, 3)));
+    MOE_CUDA_TRY(
+        combined[c][1].start(step, nccl, localOut.dweights, plan.recvRows,
+                             returnedDweights.get() + to, plan.sendRows, 1,
+                             Wire{}, transferKey(c, 4)));
+  }
+  for (std::array<Transfer, 2> &back : combined)
+    for (Transfer &transfer : back)
+      MOE_CUDA_TRY(transfer.finish(step));
 
   // Back where the tokens are: dx adds in expert order (unweighted), each
   // slot's weight gradient lands on it (dropped slots keep 0).
-  MOE_DEVICE_BUFFER(float, returnedDx, sent * s.H, stream);
-  MOE_DEVICE_BUFFER(float, returnedDweights, sent, stream);
-  MOE_CUDA_TRY(sendRows(step, *nccl, dxRows.get(), plan.recvRows,
-                        returnedDx.get(), plan.sendRows, s.H, args.bf16Rows));
-  MOE_CUDA_TRY(send(step, *nccl, dweightRows.get(), plan.recvRows,
-                    returnedDweights.get(), plan.sendRows, 1));
   MOE_DEVICE_BUFFER(float, ones, s.T * s.topK, stream);
   MOE_CUDA_TRY(fill(ones.get(), 1.0f, s.T * s.topK, stream));
-  MOE_CUDA_TRY(combineRows(returnedDx.get(), exchange->positionOfSlot.get(),
+  MOE_CUDA_TRY(combineRows(returnedDx.get(), exchange.positionOfSlot.get(),
                            args.indices, ones.get(), s.T, s.topK, s.H, out.dx,
                            stream));
   MOE_CUDA_TRY(fill(out.dweights, 0.0f, s.T * s.topK, stream));

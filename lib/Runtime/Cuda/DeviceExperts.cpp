@@ -198,11 +198,16 @@ absl::Status expertsBackwardOn(const DeviceStep &step, const ExpertMatmul &mm,
   ExpertWeights w{args, s};
   float *dx = out.dx, *dweights = out.dweights;
   float *dw1 = out.dw1, *dw3 = out.dw3, *dw2 = out.dw2;
-  // Experts no token reached, and dropped slots, get zero gradients.
+  // Experts no token reached, and dropped slots, get zero gradients (or
+  // keep what earlier chunks added).
   MOE_CUDA_TRY(fill(dweights, 0.0f, s.T * s.topK, stream));
-  MOE_CUDA_TRY(fill(dw1, 0.0f, s.E * s.F * s.H, stream));
-  MOE_CUDA_TRY(fill(dw3, 0.0f, s.E * s.F * s.H, stream));
-  MOE_CUDA_TRY(fill(dw2, 0.0f, s.E * s.H * s.F, stream));
+  if (!out.accumulate) {
+    MOE_CUDA_TRY(fill(dw1, 0.0f, s.E * s.F * s.H, stream));
+    MOE_CUDA_TRY(fill(dw3, 0.0f, s.E * s.F * s.H, stream));
+    MOE_CUDA_TRY(fill(dw2, 0.0f, s.E * s.H * s.F, stream));
+  }
+  // Chunks add their weight gradients in chunk order (GEMMs with beta 1).
+  float beta = out.accumulate ? 1.0f : 0.0f;
   const int32_t *indices = args.indices;
   absl::StatusOr<Groups> groups = groupSlots(step, indices, s.T, s.E, s.topK);
   if (!groups.ok())
@@ -266,12 +271,12 @@ absl::Status expertsBackwardOn(const DeviceStep &step, const ExpertMatmul &mm,
     ExpertOperand dg = dgRows.rows(begin, n, Role::GateGrad, gradient);
     ExpertOperand xe = xRows.rows(begin, n, Role::Input);
     // dW2 = (w dy)^T a; dx_e = du W1 + dg W3; dW1 = du^T x; dW3 = dg^T x.
-    MOE_CUDA_TRY(mm.gTx(e, weightedDy, activation, dw2 + e * s.H * s.F));
+    MOE_CUDA_TRY(mm.gTx(e, weightedDy, activation, beta, dw2 + e * s.H * s.F));
     float *dxe = dxs.get() + begin * s.H;
     MOE_CUDA_TRY(mm.xw(e, du, w.upGate(e, false), 0.0f, dxe));
     MOE_CUDA_TRY(mm.xw(e, dg, w.upGate(e, true), 1.0f, dxe));
-    MOE_CUDA_TRY(mm.gTx(e, du, xe, dw1 + e * s.F * s.H));
-    return mm.gTx(e, dg, xe, dw3 + e * s.F * s.H);
+    MOE_CUDA_TRY(mm.gTx(e, du, xe, beta, dw1 + e * s.F * s.H));
+    return mm.gTx(e, dg, xe, beta, dw3 + e * s.F * s.H);
   }));
   if (args.bf16Rows)
     MOE_CUDA_TRY(roundToBf16(dxs.get(), rows * s.H, stream));

@@ -42,6 +42,9 @@ struct ExpertsArgs {
 /// dx [T, H], dweights [T, topK], dw1, dw3 [E, F, H], dw2 [E, H, F].
 struct ExpertGradients {
   float *dx, *dweights, *dw1, *dw3, *dw2;
+  /// The weight gradients add to what dw1, dw3 and dw2 hold (a later chunk
+  /// of an expert-parallel exchange) instead of replacing it.
+  bool accumulate = false;
 };
 
 absl::Status expertsForwardOn(const DeviceStep &step, const ExpertMatmul &mm,

@@ -64,6 +64,8 @@ struct DeviceStep {
   /// Per instruction, the first of the multi-tensor AdamW batch it belongs
   /// to, or -1 (AdamwBatches.h); null: every AdamW runs alone.
   const std::vector<int64_t> *adamwBatchOf = nullptr;
+  /// Chunks of every expert-parallel exchange (moe-run --expert-chunks).
+  int64_t expertChunks = 1;
 
   /// The same step over other buffer addresses (an instruction's widened
   /// scratch).

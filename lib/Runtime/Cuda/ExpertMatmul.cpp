@@ -265,12 +265,13 @@ absl::Status ExpertMatmul::xw(int64_t expert, const ExpertOperand &x,
 }
 
 absl::Status ExpertMatmul::gTx(int64_t expert, const ExpertOperand &g,
-                               const ExpertOperand &x, float *dw) const {
+                               const ExpertOperand &x, float beta,
+                               float *dw) const {
   if (!fp8)
     return bf16Gemm(
         step,
         rowMajor(true, false, g.cols, x.cols, g.rows, g.cols, x.cols, x.cols),
-        g, x, 0.0f, dw);
+        g, x, beta, dw);
   if (fp8->blockwise) {
     // k runs along the tokens, across the runs' blocks: the FP8 values in
     // a BF16 GEMM.
@@ -283,7 +284,7 @@ absl::Status ExpertMatmul::gTx(int64_t expert, const ExpertOperand &g,
       return xBits.status();
     return step.gemm(
         rowMajor(true, false, g.cols, x.cols, g.rows, g.cols, x.cols, x.cols),
-        *gBits, *xBits, 0.0f, dw);
+        *gBits, *xBits, beta, dw);
   }
   // g^T x = (g^T) ((x^T))^T, both transposed with the rows (k) padded with
   // zeros to a multiple of 16.
@@ -291,7 +292,7 @@ absl::Status ExpertMatmul::gTx(int64_t expert, const ExpertOperand &g,
   MOE_QUANTIZED(qg, step, *fp8, expert, g, true, k);
   MOE_QUANTIZED(qx, step, *fp8, expert, x, true, k);
   return fp8Gemm(step, rowMajor(false, true, g.cols, x.cols, k, k, k, x.cols),
-                 g, qg, x, qx, 0.0f, dw);
+                 g, qg, x, qx, beta, dw);
 }
 
 absl::Status ExpertMatmul::rounded(int64_t expert, const ExpertOperand &op,

@@ -74,9 +74,9 @@ public:
   /// y[n, out] = x[n, k] w[k, out] + beta y.
   absl::Status xw(int64_t expert, const ExpertOperand &x,
                   const ExpertOperand &w, float beta, float *y) const;
-  /// dw[p, q] = g[n, p]^T x[n, q].
+  /// dw[p, q] = g[n, p]^T x[n, q] + beta dw.
   absl::Status gTx(int64_t expert, const ExpertOperand &g,
-                   const ExpertOperand &x, float *dw) const;
+                   const ExpertOperand &x, float beta, float *dw) const;
   /// out = the fp32 values a GEMM reads of `op`: op itself in BF16 mode
   /// (the kernels' other uses of it are fp32), its FP8 rounding with FP8
   /// (the CPU emulation rounds it in place, so later uses see that too).

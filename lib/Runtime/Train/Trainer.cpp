@@ -12,6 +12,7 @@
 #include "moe/Runtime/Train/StepDump.h"
 #include "moe/Runtime/Train/Weights.h"
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -193,7 +194,10 @@ absl::Status Run::checkVocabulary() {
     for (int64_t r = 0; r < ranks && bad < 0; ++r)
       std::memcpy(&bad, &all[2 * r], sizeof(bad));
   }
-  return bad >= 0 ? dataset->outsideVocabError(bad, vocab) : absl::OkStatus();
+  if (bad < 0)
+    return absl::OkStatus();
+  absl::Status error = dataset->outsideVocabError(bad, vocab);
+  return ranks > 1 ? onEveryRank(std::move(error)) : error;
 }
 
 absl::Status Run::checkpointAfter(int64_t step) {
@@ -563,6 +567,20 @@ absl::StatusOr<TrainSummary> Run::loop() {
           summary.plannedBytes / 1048576.0, summary.measuredBytes / 1048576.0);
   }
   return summary;
+}
+
+namespace {
+/// The payload onEveryRank attaches.
+constexpr absl::string_view kOnEveryRank = "moe/error-on-every-rank";
+} // namespace
+
+absl::Status onEveryRank(absl::Status status) {
+  status.SetPayload(kOnEveryRank, absl::Cord("1"));
+  return status;
+}
+
+bool isOnEveryRank(const absl::Status &status) {
+  return status.GetPayload(kOnEveryRank).has_value();
 }
 
 absl::StatusOr<TrainSummary> train(const TrainOptions &options,

@@ -117,6 +117,13 @@ struct TrainSummary {
   uint64_t plannedBytes = 0, measuredBytes = 0;
 };
 
+/// `status` marked as an error that every rank of the job returns at the
+/// same point, after agreeing on it (the dataset's vocabulary check): no
+/// peer is left waiting, so the ranks end normally, each printing its
+/// report, instead of one aborting the others (possibly before they print).
+absl::Status onEveryRank(absl::Status status);
+bool isOnEveryRank(const absl::Status &status);
+
 /// Runs the training loop; progress goes to `out`. Errors name the file,
 /// the step or the instruction concerned.
 absl::StatusOr<TrainSummary> train(const TrainOptions &options,

@@ -94,10 +94,13 @@ bool runsOnBf16Storage(Operation *op) {
 struct ExpertsShape {
   int64_t tokens, topK, hidden, ffn, experts, groupSize;
   bool backward, fp8, bf16;
+  /// Blockwise FP8 scaling (block scales, padded rows).
+  bool blockwise = false;
 };
 
 std::optional<ExpertsShape> expertsShapeOf(Operation *op, MeshOp mesh) {
-  auto shape = [&](Value x, Value ids, Value w1, bool backward, bool fp8,
+  auto shape = [&](Value x, Value ids, Value w1, bool backward,
+                   std::optional<Fp8Scaling> fp8,
                    std::optional<ArrayAttr> axes) {
     auto xShape = cast<ShapedType>(x.getType());
     auto w1Shape = cast<ShapedType>(w1.getType()).getShape();
@@ -112,15 +115,16 @@ std::optional<ExpertsShape> expertsShapeOf(Operation *op, MeshOp mesh) {
                         w1Shape[0],
                         groupSize,
                         backward,
-                        fp8,
-                        isBf16(x.getType())};
+                        fp8.has_value(),
+                        isBf16(x.getType()),
+                        fp8 == Fp8Scaling::blockwise};
   };
   if (auto forward = dyn_cast<ExpertsOp>(op))
     return shape(forward.getInput(), forward.getIndices(), forward.getW1(),
-                 false, forward.getFp8().has_value(), forward.getExpertAxes());
+                 false, forward.getFp8(), forward.getExpertAxes());
   if (auto backward = dyn_cast<ExpertsGradOp>(op))
     return shape(backward.getInput(), backward.getIndices(), backward.getW1(),
-                 true, backward.getFp8().has_value(), backward.getExpertAxes());
+                 true, backward.getFp8(), backward.getExpertAxes());
   return std::nullopt;
 }
 
@@ -171,7 +175,7 @@ uint64_t cudaScratchBytes(Operation *op,
     bytes = cuda::expertsWorkspaceBytes(
         experts->tokens, experts->topK, experts->hidden, experts->ffn,
         experts->experts, experts->backward, experts->fp8, experts->bf16,
-        experts->groupSize);
+        experts->groupSize, experts->blockwise);
   if (auto grad = dyn_cast<AttentionGradOp>(op)) {
     auto q = cast<ShapedType>(grad.getQuery().getType()).getShape();
     bytes = cuda::attentionWorkspaceBytes(q[0], q[1], grad.getNumHeads());

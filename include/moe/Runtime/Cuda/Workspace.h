@@ -42,10 +42,15 @@ inline constexpr uint64_t kGemmWorkspaceBytes = 32ull << 20;
 ///   * `fp8`: the expert weights are widened too (their fp32 values are
 ///     quantized), a's FP8 rounding (backward), and one GEMM's quantized
 ///     operands at a time.
+///   * `blockwise` (ExpertMatmul.cpp): one GEMM's operands at a time, the
+///     activation's codes with its rows padded to 16 and its block scales
+///     (4 per 128 of a row), the padded output's fp32 scratch, and
+///     (backward) the weight gradients' BF16 copies of both operands.
 inline uint64_t expertsWorkspaceBytes(int64_t T, int64_t topK, int64_t H,
                                       int64_t F, int64_t experts, bool backward,
                                       bool fp8, bool bf16,
-                                      int64_t groupSize = 1) {
+                                      int64_t groupSize = 1,
+                                      bool blockwise = false) {
   uint64_t t = static_cast<uint64_t>(T), h = static_cast<uint64_t>(H),
            f = static_cast<uint64_t>(F), e = static_cast<uint64_t>(experts);
   uint64_t slots = t * static_cast<uint64_t>(topK);
@@ -62,6 +67,11 @@ inline uint64_t expertsWorkspaceBytes(int64_t T, int64_t topK, int64_t H,
     if (bf16)
       bytes += 3 * e * f * h * 4;
     bytes += (backward ? 4 * r * f : 0) + 2 * f * h + r * (h > f ? h : f);
+  }
+  if (fp8 && blockwise) {
+    uint64_t wide = h > f ? h : f;
+    bytes += 16 * wide + 4 * (r + 16) * ((wide + 127) / 128) +
+             4 * (r + 16) * wide + (backward ? 2 * r * (h + f) : 0);
   }
   // Expert parallel: the rows leaving and arriving, the outputs and the
   // rows coming back (the backward's carry dy and a weight, and come back

@@ -123,8 +123,12 @@ fp8=(--fp8=experts --fp8-scaling=delayed --target=h200)
 # A learning rate of 1e30: the second step's loss is not finite.
 "$moec" test/moe-run/Inputs/diverge.mlir --precision=bf16 -o "$bundle/artifacts/diverge-bf16.moebin"
 "$moec" bench/models/gpu-mid.mlir --precision=bf16 -o "$bundle/artifacts/mid-bf16.moebin"
-"$moec" bench/models/gpu-moe.mlir --precision=bf16 -o "$bundle/artifacts/gpu-moe-bf16.moebin"
-"$moec" bench/models/gpu-moe.mlir --precision=bf16 "${fp8[@]}" -o "$bundle/artifacts/gpu-moe-fp8.moebin"
+# The benchmark for the GPU it runs on, with the memory plan's report: its
+# kernel workspace is what run.sh holds the measured scratch to.
+"$moec" bench/models/gpu-moe.mlir --precision=bf16 --target=h200 --report=memory \
+  -o "$bundle/artifacts/gpu-moe-bf16.moebin" > "$bundle/ref/gpu-moe-bf16.memory"
+"$moec" bench/models/gpu-moe.mlir --precision=bf16 "${fp8[@]}" --report=memory \
+  -o "$bundle/artifacts/gpu-moe-fp8.moebin" > "$bundle/ref/gpu-moe-fp8.memory"
 
 # The tiny runs also from four other initialisation seeds: their spread is
 # what bounds the GPU's late steps (test/gpu/compare_runs.py).

@@ -15,7 +15,8 @@
 #      losses; a diverging run stops with the CPU's error
 #   5. bench/models/gpu-moe.mlir in BF16 and FP8: median step time, model
 #      TFLOP/s and MFU against the datasheet peak and against a BF16 GEMM
-#      rate measured in this run, time per opcode; the same model as HF
+#      rate measured in this run, time per opcode, the scratch the
+#      instructions took against the memory plan's kernel workspace; the same model as HF
 #      transformers' MixtralForCausalLM in PyTorch BF16 (SDPA), the peer
 #
 # Every part runs under `timeout`, within one deadline for the whole call.
@@ -265,6 +266,10 @@ if [ "$device" = cuda ]; then
       cp "$work/part.out" "$work/$name-profile.txt"
       row "$name" ok "$("$python" test/gpu/bench_summary.py "$work/$name.jsonl" \
         --peak "$peak" --measured "${gemm_rate:-0}" 2>&1 | tail -1)"
+      # The scratch the instructions took, against the plan's kernel
+      # workspace (which includes cuBLASLt's 32 MiB).
+      compare "$name scratch" "$python" test/gpu/check_scratch.py \
+        "$work/$name.jsonl" "$bundle/ref/$name.memory"
     else
       row "$name" FAIL "moe-run: $(tail -1 "$work/part.out")"
     fi

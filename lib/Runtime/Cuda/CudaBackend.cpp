@@ -95,6 +95,18 @@ public:
                            io::formatSiValue(allocated));
   }
 
+  std::optional<DeviceMemory> deviceMemory() const override {
+    // The stream-ordered pool's high-water mark: every instruction's
+    // scratch (DeviceBuffer.h) comes from it, nothing else does.
+    cudaMemPool_t pool = nullptr;
+    uint64_t peak = 0;
+    if (cudaDeviceGetDefaultMemPool(&pool, info.ordinal) != cudaSuccess ||
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &peak) !=
+            cudaSuccess)
+      return std::nullopt;
+    return DeviceMemory{allocated + kGemmWorkspaceBytes, peak};
+  }
+
   absl::Status initialize(uint64_t seed) override {
     engine::initializeWeights(host, seed);
     return pushWeights();

@@ -505,6 +505,12 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
     record.extra.emplace_back("ce_loss", parts.ce);
     record.extra.emplace_back("aux_loss", parts.aux);
   }
+  if (std::optional<Backend::DeviceMemory> device = backend->deviceMemory()) {
+    record.extra.emplace_back("device_allocated_mib",
+                              device->allocated / 1048576.0);
+    record.extra.emplace_back("device_scratch_peak_mib",
+                              device->scratchPeak / 1048576.0);
+  }
   if (metrics)
     if (absl::Status s = metrics->write(record); !s.ok())
       return s;
@@ -565,6 +571,11 @@ absl::StatusOr<TrainSummary> Run::loop() {
           "memory per rank: %.2f MiB planned, %.2f MiB measured (resident "
           "growth to the peak)\n",
           summary.plannedBytes / 1048576.0, summary.measuredBytes / 1048576.0);
+    if (std::optional<Backend::DeviceMemory> device = backend->deviceMemory())
+      out << absl::StrFormat(
+          "device memory per rank: %.2f MiB allocated, %.2f MiB peak scratch "
+          "(the plan's kernel workspace)\n",
+          device->allocated / 1048576.0, device->scratchPeak / 1048576.0);
   }
   return summary;
 }

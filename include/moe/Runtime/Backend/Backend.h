@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,6 +84,17 @@ public:
   virtual std::string placementLine() const { return ""; }
   /// Whether gradient reductions run on a communication thread.
   virtual bool asyncCollectives() const { return false; }
+  /// A device's memory, for the run's report: what the backend allocated
+  /// (weights, optimizer state, arena, library workspaces) and the peak of
+  /// the scratch its instructions took besides, which the compiled memory
+  /// plan counts as the kernel workspace. None for the host backend, whose
+  /// memory is the process's.
+  struct DeviceMemory {
+    uint64_t allocated = 0, scratchPeak = 0;
+  };
+  virtual std::optional<DeviceMemory> deviceMemory() const {
+    return std::nullopt;
+  }
 
   /// Sets every parameter from its Init with `seed` and zeroes the
   /// optimizer state (engine::initializeWeights), in the backend's memory.

@@ -88,12 +88,8 @@ absl::StatusOr<Exchange> agree(const DeviceStep &step, size_t index,
   int64_t experts = s.E * group.size();
   absl::Status routing =
       checkExpertIds(ids, indices.data(), s.T, s.topK, experts);
-  int64_t count = std::max<int64_t>(1, std::min<int64_t>(chunks, s.T));
   Exchange exchange;
-  std::vector<int64_t> slots, positions(s.T * s.topK, -1);
-  std::vector<int32_t> arriving;
-  for (int64_t c = 0; c < count; ++c) {
-    int64_t begin = s.T * c / count, end = s.T * (c + 1) / count;
+  for (auto [begin, end] : expertChunkTokens(s.T, chunks)) {
     absl::StatusOr<ExpertExchangePlan> plan =
         planExpertExchange(group, indices.data() + begin * s.topK, end - begin,
                            s.topK, s.E, routing);
@@ -102,16 +98,16 @@ absl::StatusOr<Exchange> agree(const DeviceStep &step, size_t index,
     // The chunk's slots count from its first token.
     for (int64_t &slot : plan->slots)
       slot += begin * s.topK;
-    exchange.firstSent.push_back(exchange.sent);
-    exchange.firstArrived.push_back(exchange.arrived);
-    for (int64_t slot : plan->slots)
-      positions[slot] = exchange.sent++;
-    slots.insert(slots.end(), plan->slots.begin(), plan->slots.end());
-    arriving.insert(arriving.end(), plan->recvExperts.begin(),
-                    plan->recvExperts.end());
-    exchange.arrived += static_cast<int64_t>(plan->recvExperts.size());
     exchange.plans.push_back(std::move(*plan));
   }
+  ChunkedExchangeTables tables = layOutChunks(exchange.plans, s.T, s.topK);
+  exchange.firstSent = std::move(tables.firstSent);
+  exchange.firstArrived = std::move(tables.firstArrived);
+  exchange.sent = static_cast<int64_t>(tables.slots.size());
+  exchange.arrived = static_cast<int64_t>(tables.arrivingExperts.size());
+  const std::vector<int64_t> &slots = tables.slots;
+  const std::vector<int64_t> &positions = tables.positionOfSlot;
+  const std::vector<int32_t> &arriving = tables.arrivingExperts;
   MOE_DEVICE_BUFFER(int64_t, slotsOnDevice, exchange.sent, step.stream);
   MOE_DEVICE_BUFFER(int64_t, positionOfSlot, s.T * s.topK, step.stream);
   MOE_DEVICE_BUFFER(int32_t, arrivingExperts, exchange.arrived, step.stream);

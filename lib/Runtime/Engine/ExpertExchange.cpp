@@ -1,6 +1,8 @@
 //===- ExpertExchange.cpp - who sends which expert rows to whom -----------===//
 #include "moe/Runtime/Engine/ExpertExchange.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace moe::rt {
@@ -82,5 +84,33 @@ planExpertExchange(comm::Group &group, const int32_t *indices, int64_t tokens,
   return plan;
 }
 
+std::vector<std::pair<int64_t, int64_t>> expertChunkTokens(int64_t tokens,
+                                                           int64_t chunks) {
+  int64_t count = std::max<int64_t>(1, std::min<int64_t>(chunks, tokens));
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int64_t c = 0; c < count; ++c)
+    ranges.emplace_back(tokens * c / count, tokens * (c + 1) / count);
+  return ranges;
+}
+
+ChunkedExchangeTables layOutChunks(const std::vector<ExpertExchangePlan> &plans,
+                                   int64_t tokens, int64_t topK) {
+  ChunkedExchangeTables tables;
+  tables.positionOfSlot.assign(tokens * topK, -1);
+  int64_t arrived = 0;
+  for (const ExpertExchangePlan &plan : plans) {
+    tables.firstSent.push_back(static_cast<int64_t>(tables.slots.size()));
+    tables.firstArrived.push_back(arrived);
+    for (int64_t slot : plan.slots) {
+      tables.positionOfSlot[slot] = static_cast<int64_t>(tables.slots.size());
+      tables.slots.push_back(slot);
+    }
+    tables.arrivingExperts.insert(tables.arrivingExperts.end(),
+                                  plan.recvExperts.begin(),
+                                  plan.recvExperts.end());
+    arrived += static_cast<int64_t>(plan.recvExperts.size());
+  }
+  return tables;
+}
 
 } // namespace moe::rt

@@ -561,14 +561,12 @@ absl::Status runExpertParallel(const StepContext &context, size_t index) {
   int64_t experts = ops.localExperts * group.size();
   absl::Status routing =
       checkExpertIds(ids, ops.indices, ops.tokens, ops.topK, experts);
-  // The tokens in equal chunks (each token's slots in one), at most one
-  // per token.
-  int64_t count = std::max<int64_t>(
-      1, std::min<int64_t>(context.expertChunks, ops.tokens));
-  std::vector<Chunk> chunks(count);
+  std::vector<std::pair<int64_t, int64_t>> ranges =
+      expertChunkTokens(ops.tokens, context.expertChunks);
+  std::vector<Chunk> chunks(ranges.size());
   const float *dy = isForward ? nullptr : f32(in[0]);
-  for (int64_t c = 0; c < count; ++c) {
-    int64_t begin = ops.tokens * c / count, end = ops.tokens * (c + 1) / count;
+  for (size_t c = 0; c < ranges.size(); ++c) {
+    auto [begin, end] = ranges[c];
     Chunk &chunk = chunks[c];
     chunk.ops = ops;
     chunk.ops.x = ops.x + begin * ops.hidden;

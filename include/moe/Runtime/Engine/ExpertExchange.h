@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace moe::rt {
@@ -56,6 +57,25 @@ absl::StatusOr<ExpertExchangePlan>
 planExpertExchange(comm::Group &group, const int32_t *indices, int64_t tokens,
                    int64_t topK, int64_t localExperts,
                    const absl::Status &routing, io::Trace *trace = nullptr);
+
+/// The tokens [begin, end) of each chunk when an instruction's `tokens`
+/// go in `chunks` chunks (moe-run --expert-chunks): equal chunks, each
+/// token's slots in one, at most one chunk per token (and at least one).
+std::vector<std::pair<int64_t, int64_t>> expertChunkTokens(int64_t tokens,
+                                                           int64_t chunks);
+
+/// The chunks' plans laid end to end, as one exchange's tables: the slots
+/// in the order their rows leave (chunk after chunk), each slot's row among
+/// them (-1: a slot that goes nowhere) over `tokens` x `topK` slots, and
+/// the local expert of each arriving row; per chunk, its first row among
+/// those that leave and those that arrive. `plans[c]` holds chunk c's
+/// slots counted from the instruction's first token.
+struct ChunkedExchangeTables {
+  std::vector<int64_t> slots, positionOfSlot, firstSent, firstArrived;
+  std::vector<int32_t> arrivingExperts;
+};
+ChunkedExchangeTables layOutChunks(const std::vector<ExpertExchangePlan> &plans,
+                                   int64_t tokens, int64_t topK);
 
 } // namespace moe::rt
 

@@ -160,5 +160,54 @@ TEST(Bf16StorageKernelTest, CrossEntropyAndEmbeddingGiveTheWidenedBits) {
   EXPECT_EQ(dtable.read(), dtableWide.read()) << "embeddingBackward";
 }
 
+// The experts on one rank read x (and dy) as stored and write y (dx) so:
+// rows gathered from BF16 are the widened rows' bits, and a BF16 combine
+// is the fp32 combine rounded once.
+TEST(Bf16StorageKernelTest, ExpertRowsGiveTheWidenedBits) {
+  const int64_t T = 37, topK = 2, H = 96;
+  Bf16Input x(T * H, 7);
+  std::vector<int64_t> slots;
+  for (int64_t s = T * topK - 1; s >= 0; s -= 3)
+    slots.push_back(s);
+  int64_t rows = static_cast<int64_t>(slots.size());
+  DeviceArray<uint16_t> xBits(x.bits);
+  DeviceArray<float> xWide(x.values);
+  DeviceArray<int64_t> dSlots(slots);
+  DeviceArray<uint16_t> asStored(rows * H);
+  DeviceArray<float> widened(rows * H), fromWide(rows * H);
+  ASSERT_TRUE(gatherRows(xBits.get(), dSlots.get(), rows, topK, H,
+                         asStored.get(), nullptr)
+                  .ok());
+  ASSERT_TRUE(gatherRows(xBits.get(), dSlots.get(), rows, topK, H,
+                         widened.get(), nullptr)
+                  .ok());
+  ASSERT_TRUE(gatherRows(xWide.get(), dSlots.get(), rows, topK, H,
+                         fromWide.get(), nullptr)
+                  .ok());
+  EXPECT_EQ(widened.read(), fromWide.read()) << "BF16 rows widened";
+  EXPECT_EQ(asStored.read(), rounded(fromWide.read())) << "BF16 rows as stored";
+
+  // Each slot's row (every third slot has one, the others are dropped),
+  // weighted and added per token.
+  std::vector<int64_t> positions(T * topK, -1);
+  for (int64_t r = 0; r < rows; ++r)
+    positions[slots[r]] = r;
+  std::vector<int32_t> indices(T * topK);
+  for (int64_t s = 0; s < T * topK; ++s)
+    indices[s] = static_cast<int32_t>((s * 5) % 8);
+  DeviceArray<int64_t> dPositions(positions);
+  DeviceArray<int32_t> dIndices(indices);
+  DeviceArray<float> weights(randomValues(T * topK, 8));
+  DeviceArray<uint16_t> y(T * H);
+  DeviceArray<float> yWide(T * H);
+  ASSERT_TRUE(combineRows(fromWide.get(), dPositions.get(), dIndices.get(),
+                          weights.get(), T, topK, H, y.get(), nullptr)
+                  .ok());
+  ASSERT_TRUE(combineRows(fromWide.get(), dPositions.get(), dIndices.get(),
+                          weights.get(), T, topK, H, yWide.get(), nullptr)
+                  .ok());
+  EXPECT_EQ(y.read(), rounded(yWide.read())) << "combineRows into BF16";
+}
+
 } // namespace
 } // namespace moe::rt::cuda

@@ -263,10 +263,12 @@ TEST(ExpertRoutingKernelTest, RejectsWhatALaunchCannotTake) {
       groupByExpert(nullptr, -1, 8, 2, nullptr, nullptr, nullptr)));
   EXPECT_TRUE(absl::IsInvalidArgument(
       groupByExpert(nullptr, 8, 8, 0, nullptr, nullptr, nullptr)));
+  const float *noRows = nullptr;
+  float *noOutput = nullptr;
   EXPECT_TRUE(absl::IsInvalidArgument(
-      gatherRows(nullptr, nullptr, 8, 0, 4, nullptr, nullptr)));
+      gatherRows(noRows, nullptr, 8, 0, 4, noOutput, nullptr)));
   EXPECT_TRUE(absl::IsInvalidArgument(combineRows(
-      nullptr, nullptr, nullptr, nullptr, 8, 2048, 4, nullptr, nullptr)));
+      noRows, nullptr, nullptr, nullptr, 8, 2048, 4, noOutput, nullptr)));
   EXPECT_TRUE(absl::IsInvalidArgument(
       invertSlots(nullptr, nullptr, 8, -1, nullptr, nullptr)));
 }

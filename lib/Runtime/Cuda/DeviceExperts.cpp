@@ -5,8 +5,10 @@
 // in expert order, and each expert runs its GEMMs on its rows of it (BF16 or,
 // with the artifact's FP8 recipe, FP8 inputs; fp32 out: ExpertMatmul).
 // BF16 expert weights (mixed precision without FP8 GEMMs) are read as they
-// are, not widened; a stacked array that several GEMMs read is cast to BF16
-// once (StackedRows). The
+// are, not widened, and so, on one rank, are BF16 x and dy: their rows are
+// gathered as stored, and the result is written in BF16 by the combine
+// (readsBf16Operand). A stacked fp32 array that several GEMMs read is cast
+// to BF16 once (StackedRows). The
 // outputs are added back into each token in expert order, as the CPU adds
 // them. The group offsets come back to the host: the GEMMs' sizes are
 // theirs.
@@ -139,6 +141,40 @@ absl::StatusOr<StackedRows> stackedRows(const DeviceStep &step,
     return name##_made.status();                                               \
   StackedRows name = std::move(*name##_made)
 
+/// The stacked rows x[slot / topK] of every routed slot: from BF16 storage
+/// (args.xBf16) BF16 rows gathered as they are, which the GEMMs read; else
+/// fp32 rows into `fp32Rows` (and their BF16 copy, cast once, for BF16
+/// GEMMs).
+absl::StatusOr<StackedRows> tokenRows(const DeviceStep &step,
+                                      const ExpertMatmul &mm,
+                                      const ExpertsArgs &args,
+                                      const int64_t *slots, int64_t rows,
+                                      DeviceBuffer<float> &fp32Rows) {
+  const ExpertShapes &s = args.shapes;
+  if (args.xBf16) {
+    StackedRows stacked{nullptr, s.H, {}};
+    MOE_DEVICE_BUFFER(uint16_t, bits, rows * s.H, step.stream);
+    MOE_CUDA_TRY(gatherRows(args.xBf16, slots, rows, s.topK, s.H, bits.get(),
+                            step.stream));
+    stacked.bf16 = std::move(bits);
+    return stacked;
+  }
+  MOE_DEVICE_BUFFER(float, xs, rows *s.H, step.stream);
+  MOE_CUDA_TRY(
+      gatherRows(args.x, slots, rows, s.topK, s.H, xs.get(), step.stream));
+  fp32Rows = std::move(xs);
+  return stackedRows(step, mm, fp32Rows.get(), rows, s.H);
+}
+
+/// Zeroes an instruction's result of T x H, fp32 or BF16 (bits).
+absl::Status zeroResult(float *fp32, uint16_t *bf16, int64_t n,
+                        cudaStream_t stream) {
+  if (bf16)
+    return cudaStatus(cudaMemsetAsync(bf16, 0, n * sizeof(uint16_t), stream),
+                      "cudaMemsetAsync");
+  return fill(fp32, 0.0f, n, stream);
+}
+
 /// u = x W1^T and g = x W3^T for every expert's rows of the stacked xs.
 absl::Status upProjections(const Groups &groups, const ExpertMatmul &mm,
                            const ExpertShapes &s, const ExpertWeights &w,
@@ -163,16 +199,17 @@ absl::Status expertsForwardOn(const DeviceStep &step, const ExpertMatmul &mm,
     return groups.status();
   int64_t rows = groups->rows();
   if (rows == 0)
-    return fill(y, 0.0f, s.T * s.H, stream);
+    return zeroResult(y, args.yBf16, s.T * s.H, stream);
 
-  MOE_DEVICE_BUFFER(float, xs, rows * s.H, stream);
-  MOE_CUDA_TRY(gatherRows(args.x, groups->slots.get(), rows, s.topK, s.H,
-                          xs.get(), stream));
   MOE_DEVICE_BUFFER(float, u, rows * s.F, stream);
   MOE_DEVICE_BUFFER(float, g, rows * s.F, stream);
   {
-    MOE_STACKED_ROWS(xRows, step, mm, xs.get(), rows, s.H);
-    MOE_CUDA_TRY(upProjections(*groups, mm, s, w, xRows, u.get(), g.get()));
+    DeviceBuffer<float> xs;
+    absl::StatusOr<StackedRows> xRows =
+        tokenRows(step, mm, args, groups->slots.get(), rows, xs);
+    if (!xRows.ok())
+      return xRows.status();
+    MOE_CUDA_TRY(upProjections(*groups, mm, s, w, *xRows, u.get(), g.get()));
   }
   // a = silu(u) * g, in place of u.
   MOE_CUDA_TRY(swigluForward(u.get(), g.get(), u.get(), rows * s.F, stream));
@@ -184,6 +221,9 @@ absl::Status expertsForwardOn(const DeviceStep &step, const ExpertMatmul &mm,
   }));
   if (args.bf16Rows)
     MOE_CUDA_TRY(roundToBf16(z.get(), rows * s.H, stream));
+  if (args.yBf16)
+    return combineRows(z.get(), groups->positionOfSlot.get(), args.indices,
+                       args.weights, s.T, s.topK, s.H, args.yBf16, stream);
   return combineRows(z.get(), groups->positionOfSlot.get(), args.indices,
                      args.weights, s.T, s.topK, s.H, y, stream);
 }
@@ -214,21 +254,30 @@ absl::Status expertsBackwardOn(const DeviceStep &step, const ExpertMatmul &mm,
     return groups.status();
   int64_t rows = groups->rows();
   if (rows == 0)
-    return fill(dx, 0.0f, s.T * s.H, stream);
+    return zeroResult(dx, out.dxBf16, s.T * s.H, stream);
 
   const int64_t *slots = groups->slots.get();
-  MOE_DEVICE_BUFFER(float, xs, rows * s.H, stream);
   MOE_DEVICE_BUFFER(float, dys, rows * s.H, stream);
   MOE_DEVICE_BUFFER(float, rowWeights, rows, stream);
-  MOE_CUDA_TRY(gatherRows(args.x, slots, rows, s.topK, s.H, xs.get(), stream));
-  MOE_CUDA_TRY(gatherRows(dy, slots, rows, s.topK, s.H, dys.get(), stream));
+  DeviceBuffer<float> xs;
+  absl::StatusOr<StackedRows> tokens =
+      tokenRows(step, mm, args, slots, rows, xs);
+  if (!tokens.ok())
+    return tokens.status();
+  const StackedRows &xRows = *tokens;
+  // dy's rows in fp32 (widened exactly from BF16 storage): the routing
+  // weights scale them.
+  if (args.dyBf16)
+    MOE_CUDA_TRY(
+        gatherRows(args.dyBf16, slots, rows, s.topK, s.H, dys.get(), stream));
+  else
+    MOE_CUDA_TRY(gatherRows(dy, slots, rows, s.topK, s.H, dys.get(), stream));
   // The weights [T, topK] are indexed by slot: a gather with topK 1.
   MOE_CUDA_TRY(gatherRows(args.weights, slots, rows, 1, 1, rowWeights.get(),
                           stream));
   MOE_DEVICE_BUFFER(float, u, rows * s.F, stream);
   MOE_DEVICE_BUFFER(float, g, rows * s.F, stream);
-  MOE_DEVICE_BUFFER(float, a, rows * s.F, stream);
-  MOE_STACKED_ROWS(xRows, step, mm, xs.get(), rows, s.H);
+  MOE_DEVICE_BUFFER(float, a, rows *s.F, stream);
   MOE_CUDA_TRY(upProjections(*groups, mm, s, w, xRows, u.get(), g.get()));
   MOE_CUDA_TRY(swigluForward(u.get(), g.get(), a.get(), rows * s.F, stream));
 
@@ -283,6 +332,9 @@ absl::Status expertsBackwardOn(const DeviceStep &step, const ExpertMatmul &mm,
   // dx adds each token's rows in expert order, unweighted.
   MOE_DEVICE_BUFFER(float, ones, s.T * s.topK, stream);
   MOE_CUDA_TRY(fill(ones.get(), 1.0f, s.T * s.topK, stream));
+  if (out.dxBf16)
+    return combineRows(dxs.get(), groups->positionOfSlot.get(), indices,
+                       ones.get(), s.T, s.topK, s.H, out.dxBf16, stream);
   return combineRows(dxs.get(), groups->positionOfSlot.get(), indices,
                      ones.get(), s.T, s.topK, s.H, dx, stream);
 }
@@ -295,11 +347,20 @@ bool readsBf16Operand(const DeviceStep &step, size_t index, uint32_t buffer) {
   // FP8 GEMMs quantize the weights' fp32 values.
   if (recipe.fp8Scaling && *recipe.fp8Scaling != Fp8Scaling::None)
     return false;
+  if (step.buffer(buffer).dtype != DType::BF16)
+    return false;
   size_t first = recipe.firstOperand;
   for (size_t weight = first + 3; weight <= first + 5; ++weight)
     if (inst.operands[weight] == buffer)
-      return step.buffer(buffer).dtype == DType::BF16;
-  return false;
+      return true;
+  // On one rank the tokens' rows are gathered from x (and dy) as they are
+  // stored and the result is written so; expert parallelism's exchanges
+  // still take fp32 rows.
+  if (recipe.group)
+    return false;
+  bool backward = inst.opcode == Opcode::ExpertsGrad;
+  return buffer == inst.operands[first] ||
+         (backward && buffer == inst.operands[0]) || buffer == inst.results[0];
 }
 
 ExpertsArgs expertsArgsOf(const DeviceStep &step, size_t index) {
@@ -310,7 +371,14 @@ ExpertsArgs expertsArgsOf(const DeviceStep &step, size_t index) {
   const std::vector<int64_t> &w1 = step.buffer(in[first + 3]).shape;
   const Buffer &x = step.buffer(in[first]);
   ExpertsArgs args;
-  args.x = step.f32(in[first]);
+  if (readsBf16Operand(step, index, in[first]))
+    args.xBf16 = step.bf16(in[first]);
+  else
+    args.x = step.f32(in[first]);
+  if (first > 0 && readsBf16Operand(step, index, in[0]))
+    args.dyBf16 = step.bf16(in[0]);
+  if (readsBf16Operand(step, index, inst.results[0]))
+    args.yBf16 = step.bf16(inst.results[0]);
   args.weights = step.f32(in[first + 1]);
   args.indices = step.i32(in[first + 2]);
   if (readsBf16Operand(step, index, in[first + 3])) {
@@ -338,7 +406,7 @@ absl::Status runExpertsForward(const DeviceStep &step, size_t index) {
   ExpertMatmul mm(step, *fp8);
   const Instruction &inst = step.program.instructions[index];
   ExpertsArgs args = expertsArgsOf(step, index);
-  float *y = step.f32(inst.results[0]);
+  float *y = args.yBf16 ? nullptr : step.f32(inst.results[0]);
   if (ops::expertsRecipeOf(inst)->group)
     return expertParallelForward(step, index, mm, args, y);
   return expertsForwardOn(step, mm, args, y);
@@ -355,7 +423,13 @@ absl::Status runExpertsBackward(const DeviceStep &step, size_t index) {
   ExpertGradients gradients{step.f32(out[0]), step.f32(out[1]),
                             step.f32(out[2]), step.f32(out[3]),
                             step.f32(out[4])};
-  const float *dy = step.f32(inst.operands[0]);
+  // dx in BF16 storage: ExpertsArgs::yBf16 is the instruction's result.
+  if (args.yBf16) {
+    gradients.dx = nullptr;
+    gradients.dxBf16 = args.yBf16;
+    args.yBf16 = nullptr;
+  }
+  const float *dy = args.dyBf16 ? nullptr : step.f32(inst.operands[0]);
   if (ops::expertsRecipeOf(inst)->group)
     return expertParallelBackward(step, index, mm, args, dy, gradients);
   return expertsBackwardOn(step, mm, args, dy, gradients);

@@ -37,6 +37,12 @@ struct ExpertsArgs {
   /// rows are added in fp32, as on the CPU (cpu::expertsForward's
   /// bf16Rows), and travels back between ranks as BF16.
   bool bf16Rows = false;
+  /// BF16 storage read and written as it is (readsBf16Operand: BF16 GEMMs
+  /// on one rank): x (null then) and, backward, dy as BF16 bits; the
+  /// forward's y into `yBf16` (instead of y), each token's sum rounded
+  /// once, as the widened run rounds it.
+  const uint16_t *xBf16 = nullptr, *dyBf16 = nullptr;
+  uint16_t *yBf16 = nullptr;
 };
 
 /// dx [T, H], dweights [T, topK], dw1, dw3 [E, F, H], dw2 [E, H, F].
@@ -45,6 +51,8 @@ struct ExpertGradients {
   /// The weight gradients add to what dw1, dw3 and dw2 hold (a later chunk
   /// of an expert-parallel exchange) instead of replacing it.
   bool accumulate = false;
+  /// dx into BF16 storage (bits) instead of dx (ExpertsArgs::yBf16's rule).
+  uint16_t *dxBf16 = nullptr;
 };
 
 absl::Status expertsForwardOn(const DeviceStep &step, const ExpertMatmul &mm,

@@ -25,10 +25,12 @@
 
 #include "BlockCount.cuh"
 #include "Launch.h"
+#include "Storage.cuh"
 
 #include "absl/strings/str_cat.h"
 
 #include <climits>
+#include <type_traits>
 
 namespace moe::rt::cuda {
 namespace {
@@ -90,12 +92,19 @@ __global__ void scatterPositionsKernel(const int64_t *slots,
   GRID_STRIDE(r, count) positionOfSlot[slots[r]] = r;
 }
 
-__global__ void gatherRowsKernel(const float *x, const int64_t *slots,
+/// Rows of fp32 or BF16 storage into fp32 or BF16 rows: a copy, or an
+/// exact widening (BF16 to fp32); fp32 to BF16 is not instantiated.
+template <typename In, typename Out>
+__global__ void gatherRowsKernel(const In *x, const int64_t *slots,
                                  int64_t count, int64_t topK, int64_t width,
-                                 float *rows) {
+                                 Out *rows) {
   GRID_STRIDE(i, count * width) {
     int64_t r = i / width, c = i % width;
-    rows[i] = x[(slots[r] / topK) * width + c];
+    const In *from = x + (slots[r] / topK) * width + c;
+    if constexpr (std::is_same_v<In, Out>)
+      rows[i] = *from;
+    else
+      storeValue(rows + i, loadValue(from));
   }
 }
 
@@ -121,11 +130,12 @@ __device__ bool addedBefore(int64_t a, int64_t b, const int64_t *position,
 
 /// One block per token (grid-stride): dynamic shared memory holds the
 /// token's topK contributions in the order they are added.
+template <typename Out>
 __global__ void combineRowsKernel(const float *rows,
                                   const int64_t *positionOfSlot,
                                   const int32_t *indices, const float *weights,
                                   int64_t T, int64_t topK, int64_t width,
-                                  float *y) {
+                                  Out *y) {
   extern __shared__ Contribution ordered[];
   for (int64_t t = blockIdx.x; t < T; t += gridDim.x) {
     const int64_t *position = positionOfSlot + t * topK;
@@ -150,7 +160,8 @@ __global__ void combineRowsKernel(const float *rows,
         sum =
             __fadd_rn(sum, __fmul_rn(term.weight, rows[term.row * width + c]));
       }
-      y[t * width + c] = sum;
+      // A BF16 y takes the fp32 sum rounded once (as the widened y's cast).
+      storeValue(y + t * width + c, sum);
     }
     // The next token rewrites `ordered`.
     __syncthreads();
@@ -203,9 +214,10 @@ absl::Status groupByExpert(const int32_t *indices, int64_t T, int64_t E,
   return launched("groupByExpert (place)");
 }
 
-absl::Status gatherRows(const float *x, const int64_t *slots, int64_t count,
-                        int64_t topK, int64_t width, float *rows,
-                        cudaStream_t stream) {
+template <typename In, typename Out>
+absl::Status gatherRowsOf(const In *x, const int64_t *slots, int64_t count,
+                          int64_t topK, int64_t width, Out *rows,
+                          cudaStream_t stream) {
   MOE_RETURN_IF_ERROR(checkNonNegative("gatherRows", "row count", count));
   MOE_RETURN_IF_ERROR(checkNonNegative("gatherRows", "width", width));
   MOE_RETURN_IF_ERROR(checkTopK("gatherRows", topK, INT64_MAX));
@@ -216,10 +228,29 @@ absl::Status gatherRows(const float *x, const int64_t *slots, int64_t count,
   return launched("gatherRows");
 }
 
-absl::Status combineRows(const float *rows, const int64_t *positionOfSlot,
-                         const int32_t *indices, const float *weights,
-                         int64_t T, int64_t topK, int64_t width, float *y,
-                         cudaStream_t stream) {
+absl::Status gatherRows(const float *x, const int64_t *slots, int64_t count,
+                        int64_t topK, int64_t width, float *rows,
+                        cudaStream_t stream) {
+  return gatherRowsOf(x, slots, count, topK, width, rows, stream);
+}
+
+absl::Status gatherRows(const uint16_t *x, const int64_t *slots,
+                        int64_t count, int64_t topK, int64_t width,
+                        uint16_t *rows, cudaStream_t stream) {
+  return gatherRowsOf(x, slots, count, topK, width, rows, stream);
+}
+
+absl::Status gatherRows(const uint16_t *x, const int64_t *slots,
+                        int64_t count, int64_t topK, int64_t width, float *rows,
+                        cudaStream_t stream) {
+  return gatherRowsOf(x, slots, count, topK, width, rows, stream);
+}
+
+template <typename Out>
+absl::Status combineRowsOf(const float *rows, const int64_t *positionOfSlot,
+                           const int32_t *indices, const float *weights,
+                           int64_t T, int64_t topK, int64_t width, Out *y,
+                           cudaStream_t stream) {
   MOE_RETURN_IF_ERROR(checkNonNegative("combineRows", "token count", T));
   MOE_RETURN_IF_ERROR(checkNonNegative("combineRows", "width", width));
   MOE_RETURN_IF_ERROR(checkTopK("combineRows", topK, kMaxCombineTopK));
@@ -229,6 +260,22 @@ absl::Status combineRows(const float *rows, const int64_t *positionOfSlot,
                       stream>>>(rows, positionOfSlot, indices, weights, T, topK,
                                 width, y);
   return launched("combineRows");
+}
+
+absl::Status combineRows(const float *rows, const int64_t *positionOfSlot,
+                         const int32_t *indices, const float *weights,
+                         int64_t T, int64_t topK, int64_t width, float *y,
+                         cudaStream_t stream) {
+  return combineRowsOf(rows, positionOfSlot, indices, weights, T, topK, width,
+                       y, stream);
+}
+
+absl::Status combineRows(const float *rows, const int64_t *positionOfSlot,
+                         const int32_t *indices, const float *weights,
+                         int64_t T, int64_t topK, int64_t width, uint16_t *y,
+                         cudaStream_t stream) {
+  return combineRowsOf(rows, positionOfSlot, indices, weights, T, topK, width,
+                       y, stream);
 }
 
 absl::Status invertSlots(const int64_t *slots, const int64_t *offsets,

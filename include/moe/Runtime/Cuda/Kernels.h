@@ -286,6 +286,14 @@ absl::Status groupByExpert(const int32_t *indices, int64_t T, int64_t E,
 absl::Status gatherRows(const float *x, const int64_t *slots, int64_t count,
                         int64_t topK, int64_t width, float *rows,
                         cudaStream_t stream);
+/// The same from BF16 storage (bits): into BF16 rows as they are, or into
+/// fp32 rows widened (exactly).
+absl::Status gatherRows(const uint16_t *x, const int64_t *slots, int64_t count,
+                        int64_t topK, int64_t width, uint16_t *rows,
+                        cudaStream_t stream);
+absl::Status gatherRows(const uint16_t *x, const int64_t *slots, int64_t count,
+                        int64_t topK, int64_t width, float *rows,
+                        cudaStream_t stream);
 /// Unpermute and combine: y[t, :] = sum over j (in expert order, as the CPU
 /// adds them) of weights[t, j] * rows[position of slot t * topK + j, :];
 /// `positionOfSlot` [T * topK] gives each slot's row (-1: dropped, adds
@@ -293,6 +301,12 @@ absl::Status gatherRows(const float *x, const int64_t *slots, int64_t count,
 absl::Status combineRows(const float *rows, const int64_t *positionOfSlot,
                          const int32_t *indices, const float *weights,
                          int64_t T, int64_t topK, int64_t width, float *y,
+                         cudaStream_t stream);
+/// The same into a BF16 y (bits): each fp32 sum rounded once, to nearest
+/// even, as a widened y's cast rounds it.
+absl::Status combineRows(const float *rows, const int64_t *positionOfSlot,
+                         const int32_t *indices, const float *weights,
+                         int64_t T, int64_t topK, int64_t width, uint16_t *y,
                          cudaStream_t stream);
 /// out[r] = sum_i a[r, i] * b[r, i] (in double) for `rows` rows of
 /// `width`: the routing weights' gradients (a . da').

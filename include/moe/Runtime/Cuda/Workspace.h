@@ -37,8 +37,10 @@ inline constexpr uint64_t kGemmWorkspaceBytes = 32ull << 20;
 ///   * Backward: the grouping, xs and dy rows (8 R H), the routing weights,
 ///     dots and ones (12 R), u, g, a and da (16 R F), xs's BF16 copy (2 R H),
 ///     du's and dg's (4 R F), the input gradients dxs (4 R H).
-///   * `bf16`: the instruction's activations are BF16 and widened to fp32
-///     for it (x and y; backward dy, x and dx: T H each).
+///   * `bf16`: the instruction's activations are BF16. On one rank with
+///     BF16 GEMMs the rows are gathered from them as they are (no fp32 xs);
+///     with FP8 GEMMs or expert parallelism they are widened to fp32 for
+///     the instruction (x and y; backward dy, x and dx: T H each).
 ///   * `fp8`: the expert weights are widened too (their fp32 values are
 ///     quantized), a's FP8 rounding (backward), and one GEMM's quantized
 ///     operands at a time.
@@ -56,12 +58,15 @@ inline uint64_t expertsWorkspaceBytes(int64_t T, int64_t topK, int64_t H,
   uint64_t slots = t * static_cast<uint64_t>(topK);
   uint64_t r = slots * static_cast<uint64_t>(groupSize > 1 ? groupSize : 1);
   uint64_t bytes = 16 * r + 8 * (e + 1);
+  // The fp32 xs rows, which BF16 storage read as it is leaves out.
+  bool asStored = bf16 && !fp8 && groupSize <= 1;
+  uint64_t xs = asStored ? 0 : 4 * r * h;
   if (backward)
-    bytes +=
-        8 * r * h + 12 * r + 16 * r * f + 2 * r * h + 4 * r * f + 4 * r * h;
+    bytes += xs + 4 * r * h + 12 * r + 16 * r * f + 2 * r * h + 4 * r * f +
+             4 * r * h;
   else
-    bytes += 4 * r * h + 2 * r * h + 8 * r * f + 2 * r * f + 4 * r * h;
-  if (bf16)
+    bytes += xs + 2 * r * h + 8 * r * f + 2 * r * f + 4 * r * h;
+  if (bf16 && !asStored)
     bytes += (backward ? 12 : 8) * t * h;
   if (fp8) {
     if (bf16)

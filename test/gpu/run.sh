@@ -32,7 +32,7 @@
 #                bundle, the references and this script before a lease is
 #                spent on them
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 root=$PWD
 bundle=$(realpath -m "${MOE_GPU_BUNDLE:-$root/.gpu}")
 device=cuda

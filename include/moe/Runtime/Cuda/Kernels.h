@@ -398,8 +398,10 @@ absl::Status normFromSquares(const double *squares, int64_t n, float *norm,
 /// *coefficient = semantics::clipCoefficient(maxNorm, *norm).
 absl::Status clipCoefficient(float maxNorm, const float *norm,
                              float *coefficient, cudaStream_t stream);
-/// The most terms weightedSum takes (a loss has one per loss term).
-inline constexpr int64_t kMaxWeightedTerms = 16;
+/// The most terms weightedSum takes (a loss has one per loss term: the
+/// cross-entropy and an aux loss per MoE layer, 59 for DeepSeek-V3); they
+/// travel as kernel parameters (1.5 KiB of the 4 KiB).
+inline constexpr int64_t kMaxWeightedTerms = 128;
 /// *sum = semantics::weightedSum(coefficients, *values[0..n)): `values` a
 /// host array of n device scalars, `coefficients` n host values.
 absl::Status weightedSum(const float *const *values, const float *coefficients,

@@ -53,6 +53,11 @@ TEST(Bf16StorageKernelTest, ElementwiseGiveTheWidenedBits) {
   ASSERT_TRUE(
       swigluForward(aWide.get(), bWide.get(), yWide.get(), n, nullptr).ok());
   EXPECT_EQ(y.read(), rounded(yWide.read())) << "swigluForward";
+  // fp32 in, BF16 out (the experts' activation): the same bits.
+  DeviceArray<uint16_t> fromWide(n);
+  ASSERT_TRUE(
+      swigluForward(aWide.get(), bWide.get(), fromWide.get(), n, nullptr).ok());
+  EXPECT_EQ(fromWide.read(), rounded(yWide.read())) << "swigluForward (fp32)";
 
   ASSERT_TRUE(swigluBackward(dyBits.get(), aBits.get(), bBits.get(),
                              dgate.get(), dup.get(), n, nullptr)

@@ -211,9 +211,17 @@ absl::Status expertsForwardOn(const DeviceStep &step, const ExpertMatmul &mm,
       return xRows.status();
     MOE_CUDA_TRY(upProjections(*groups, mm, s, w, *xRows, u.get(), g.get()));
   }
-  // a = silu(u) * g, in place of u.
-  MOE_CUDA_TRY(swigluForward(u.get(), g.get(), u.get(), rows * s.F, stream));
-  MOE_STACKED_ROWS(aRows, step, mm, u.get(), rows, s.F);
+  // a = silu(u) * g: in place of u for FP8 GEMMs (which quantize its fp32
+  // values); for BF16 GEMMs, straight into the BF16 rows they read.
+  StackedRows aRows{u.get(), s.F, {}};
+  if (mm.usesFp8()) {
+    MOE_CUDA_TRY(swigluForward(u.get(), g.get(), u.get(), rows * s.F, stream));
+  } else {
+    MOE_DEVICE_BUFFER(uint16_t, aBits, rows * s.F, stream);
+    MOE_CUDA_TRY(
+        swigluForward(u.get(), g.get(), aBits.get(), rows * s.F, stream));
+    aRows = StackedRows{nullptr, s.F, std::move(aBits)};
+  }
   MOE_DEVICE_BUFFER(float, z, rows * s.H, stream);
   MOE_CUDA_TRY(groups->forEachExpert([&](int64_t e, int64_t begin, int64_t n) {
     ExpertOperand a = aRows.rows(begin, n, Role::Activation);

@@ -35,8 +35,10 @@ __global__ void addKernel(const S *a, const S *b, S *y, int64_t n) {
   GRID_STRIDE(i, n) storeValue(y + i, loadValue(a + i) + loadValue(b + i));
 }
 
-template <typename S>
-__global__ void swigluForwardKernel(const S *gate, const S *up, S *y,
+/// In and Out: float or BF16 bits; fp32 in with BF16 out rounds each
+/// result once (a BF16 GEMM's input, the fp32 result cast).
+template <typename In, typename Out>
+__global__ void swigluForwardKernel(const In *gate, const In *up, Out *y,
                                     int64_t n) {
   GRID_STRIDE(i, n)
   storeValue(y + i, silu(loadValue(gate + i)) * loadValue(up + i));
@@ -254,6 +256,12 @@ absl::Status swigluForward(const float *gate, const float *up, float *y,
                            int64_t n, cudaStream_t stream) {
   swigluForwardKernel<<<gridFor(n), kThreads, 0, stream>>>(gate, up, y, n);
   return launched("swigluForward");
+}
+
+absl::Status swigluForward(const float *gate, const float *up, uint16_t *y,
+                           int64_t n, cudaStream_t stream) {
+  swigluForwardKernel<<<gridFor(n), kThreads, 0, stream>>>(gate, up, y, n);
+  return launched("swigluForward (into bf16)");
 }
 
 absl::Status swigluForward(const uint16_t *gate, const uint16_t *up,

@@ -52,6 +52,11 @@ absl::Status swigluForward(const uint16_t *gate, const uint16_t *up,
 absl::Status swigluBackward(const uint16_t *dy, const uint16_t *gate,
                             const uint16_t *up, uint16_t *dgate, uint16_t *dup,
                             int64_t n, cudaStream_t stream);
+/// y = silu(gate) * up from fp32 into BF16 (bits), each result rounded
+/// once: the fp32 kernel's result cast to BF16, in one pass (the experts'
+/// activation, which only a BF16 GEMM reads).
+absl::Status swigluForward(const float *gate, const float *up, uint16_t *y,
+                           int64_t n, cudaStream_t stream);
 /// x[0, n) = value.
 absl::Status fill(float *x, float value, int64_t n, cudaStream_t stream);
 /// y = x / divisor, element by element in fp32 (a division, not a product

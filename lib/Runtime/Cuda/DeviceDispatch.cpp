@@ -472,7 +472,7 @@ absl::Status collective(const DeviceStep &step, size_t index,
       return comm->runNow(stream, [&](cudaStream_t on) {
         return group->allGatherBytes(x, y, bytes, on);
       });
-    MOE_DEVICE_BUFFER(uint8_t, pack, parts *bytes, stream);
+    MOE_DEVICE_BUFFER(uint8_t, pack, parts * bytes, stream);
     MOE_CUDA_TRY(comm->runNow(stream, [&](cudaStream_t on) {
       return group->allGatherBytes(x, pack.get(), bytes, on);
     }));
@@ -483,7 +483,7 @@ absl::Status collective(const DeviceStep &step, size_t index,
   case CollectiveKind::ReduceScatter: {
     // A private copy of the input (packed around the dimension), which the
     // arena may reuse before the communication stream reads it; freed there.
-    MOE_DEVICE_BUFFER(uint8_t, copy, parts *block *elementBytes, stream);
+    MOE_DEVICE_BUFFER(uint8_t, copy, parts * block * elementBytes, stream);
     if (blocks.outer == 1)
       MOE_CUDA_OK(cudaMemcpyAsync(copy.get(), x, parts * block * elementBytes,
                                   cudaMemcpyDeviceToDevice, stream));

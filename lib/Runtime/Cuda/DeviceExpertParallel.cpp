@@ -330,8 +330,8 @@ absl::Status expertParallelForward(const DeviceStep &step, size_t index,
   MOE_CUDA_TRY(gatherRows(args.x, exchange.slots.get(), sent, s.topK, s.H,
                           leaving.get(), stream));
   MOE_DEVICE_BUFFER(float, arriving, arrived * s.H, stream);
-  MOE_DEVICE_BUFFER(float, outputs, arrived *s.H, stream);
-  MOE_DEVICE_BUFFER(float, returned, sent *s.H, stream);
+  MOE_DEVICE_BUFFER(float, outputs, arrived * s.H, stream);
+  MOE_DEVICE_BUFFER(float, returned, sent * s.H, stream);
   // This rank's experts on the rows that arrived: one slot each, weight 1
   // (the routing weight applies where the token is).
   MOE_DEVICE_BUFFER(float, ones, arrived, stream);
@@ -398,7 +398,7 @@ absl::Status expertParallelBackward(const DeviceStep &step, size_t index,
   MOE_DEVICE_BUFFER(float, arrivingWeights, arrived, stream);
   MOE_DEVICE_BUFFER(float, dxRows, arrived * s.H, stream);
   MOE_DEVICE_BUFFER(float, dweightRows, arrived, stream);
-  MOE_DEVICE_BUFFER(float, returnedDx, sent *s.H, stream);
+  MOE_DEVICE_BUFFER(float, returnedDx, sent * s.H, stream);
   MOE_DEVICE_BUFFER(float, returnedDweights, sent, stream);
   DispatchFormat format = dispatchFormatOf(step, index);
   Wire xWire = format.wireOf(args.bf16X, Fp8Format::E4M3);

@@ -285,7 +285,7 @@ absl::Status expertsBackwardOn(const DeviceStep &step, const ExpertMatmul &mm,
                           stream));
   MOE_DEVICE_BUFFER(float, u, rows * s.F, stream);
   MOE_DEVICE_BUFFER(float, g, rows * s.F, stream);
-  MOE_DEVICE_BUFFER(float, a, rows *s.F, stream);
+  MOE_DEVICE_BUFFER(float, a, rows * s.F, stream);
   MOE_CUDA_TRY(upProjections(*groups, mm, s, w, xRows, u.get(), g.get()));
   MOE_CUDA_TRY(swigluForward(u.get(), g.get(), a.get(), rows * s.F, stream));
 

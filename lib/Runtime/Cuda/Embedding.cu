@@ -10,13 +10,12 @@
 #include "moe/Runtime/Cuda/Kernels.h"
 
 #include "DeviceSimt.cuh"
+#include "FirstBadId.cuh"
 #include "Launch.h"
 #include "WeightGradBlocks.h"
 
 namespace moe::rt::cuda {
 namespace {
-
-constexpr unsigned long long kNoBadToken = ~0ull;
 
 /// S: the storage of the table and y (float, or BF16 bits: a row is copied
 /// as it is either way).
@@ -31,18 +30,8 @@ __global__ void embeddingForwardKernel(const int32_t *tokens, const S *table,
     bool valid = id >= 0 && id < V;
     y[i] = valid ? table[id * H + c] : S(0);
     if (!valid && c == 0)
-      atomicMin(firstBad, static_cast<unsigned long long>(t));
+      noteBadId(firstBad, t);
   }
-}
-
-__global__ void setKernel(unsigned long long *value, unsigned long long to) {
-  *value = to;
-}
-
-/// kNoBadToken (no bad id) becomes -1.
-__global__ void finishFirstBadKernel(unsigned long long *firstBad) {
-  if (*firstBad == kNoBadToken)
-    *reinterpret_cast<int64_t *>(firstBad) = -1;
 }
 
 template <typename S>
@@ -58,7 +47,7 @@ absl::Status embeddingForwardOn(const int32_t *tokens, const S *table, S *y,
                                 int64_t T, int64_t V, int64_t H,
                                 int64_t *firstBad, cudaStream_t stream) {
   auto *bad = reinterpret_cast<unsigned long long *>(firstBad);
-  setKernel<<<1, 1, 0, stream>>>(bad, kNoBadToken);
+  startFirstBadKernel<<<1, 1, 0, stream>>>(bad);
   embeddingForwardKernel<<<gridFor(T * H), kThreads, 0, stream>>>(
       tokens, table, y, T, V, H, bad);
   finishFirstBadKernel<<<1, 1, 0, stream>>>(bad);

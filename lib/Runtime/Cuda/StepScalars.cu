@@ -7,30 +7,22 @@
 // them; the host reads the few it reports when the step ends. Checks record
 // their first failure in the step's StepCheck the same way.
 //
-// countTargets is a grid-stride loop with integer atomics (a count and a
-// minimum position), which give the same result in any order.
+// countTargets is a grid-stride loop with integer atomics (a count and the
+// least bad position, FirstBadId.cuh), which give the same result in any
+// order.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Runtime/Cuda/Kernels.h"
 #include "moe/Runtime/StepSemantics.h"
 
+#include "FirstBadId.cuh"
 #include "Launch.h"
 
 #include "absl/strings/str_cat.h"
 
-#include <climits>
 
 namespace moe::rt::cuda {
 namespace {
-
-/// No bad id seen yet (any valid position is smaller).
-constexpr unsigned long long kNoBadId = ULLONG_MAX;
-
-__global__ void startCountKernel(unsigned long long *count,
-                                 unsigned long long *firstBad) {
-  *count = 0;
-  *firstBad = kNoBadId;
-}
 
 __global__ void countTargetsKernel(const int32_t *targets, int64_t T, int64_t V,
                                    unsigned long long *count,
@@ -41,17 +33,11 @@ __global__ void countTargetsKernel(const int32_t *targets, int64_t T, int64_t V,
     int32_t id = targets[t];
     // As engine::checkTargets: negative ids are ignored, ids >= V are bad.
     if (id >= V)
-      atomicMin(firstBad, static_cast<unsigned long long>(t));
+      noteBadId(firstBad, t);
     mine += id >= 0 && id < V;
   }
   if (mine)
     atomicAdd(count, mine);
-}
-
-/// kNoBadId becomes -1, as embeddingForward's firstBad.
-__global__ void finishFirstBadKernel(unsigned long long *firstBad) {
-  if (*firstBad == kNoBadId)
-    *reinterpret_cast<int64_t *>(firstBad) = -1;
 }
 
 __global__ void crossEntropyMeanKernel(const double *sum,
@@ -127,7 +113,8 @@ absl::Status countTargets(const int32_t *targets, int64_t T, int64_t V,
     return absl::InvalidArgumentError(absl::StrCat(
         "countTargets: T and V must be >= 0, found ", T, " and ", V));
   auto *bad = reinterpret_cast<unsigned long long *>(firstBad);
-  startCountKernel<<<1, 1, 0, stream>>>(count, bad);
+  MOE_CUDA_OK(cudaMemsetAsync(count, 0, sizeof(*count), stream));
+  startFirstBadKernel<<<1, 1, 0, stream>>>(bad);
   if (T > 0)
     countTargetsKernel<<<gridFor(T), kThreads, 0, stream>>>(targets, T, V,
                                                             count, bad);

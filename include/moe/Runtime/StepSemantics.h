@@ -88,6 +88,20 @@ MOE_HOST_DEVICE inline float auxLossFromStatistics(const Count *count,
   return static_cast<float>(static_cast<double>(E) * loss);
 }
 
+/// The largest magnitude of x[0, n) (0 for none), or the first NaN met:
+/// the amax an FP8 scale is made from, per tensor, block or row.
+MOE_HOST_DEVICE inline float absMax(const float *x, int64_t n) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i];
+    if (v != v)
+      return v;
+    float magnitude = v < 0.0f ? -v : v;
+    amax = magnitude > amax ? magnitude : amax;
+  }
+  return amax;
+}
+
 /// The largest finite value of the FP8 formats (cpu::Fp8Format order):
 /// E4M3, E5M2.
 MOE_HOST_DEVICE inline float fp8MaxFinite(int format) {

@@ -96,15 +96,7 @@ float roundToFp8(float value, Fp8Format format, bool saturate) {
   return decodeFp8(encodeFp8(value, format, saturate), format);
 }
 
-float absMax(const float *x, int64_t n) {
-  float amax = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    if (std::isnan(x[i]))
-      return x[i];
-    amax = std::max(amax, std::fabs(x[i]));
-  }
-  return amax;
-}
+float absMax(const float *x, int64_t n) { return semantics::absMax(x, n); }
 
 float fp8Scale(float amax, Fp8Format format) {
   return semantics::fp8Scale(amax, fp8Spec(format).maxFinite);

@@ -68,7 +68,8 @@ struct Tiles {
   }
 };
 
-/// The largest of two magnitudes, NaN once either is NaN (cpu::absMax).
+/// The largest of two magnitudes, NaN once either is NaN (semantics::absMax
+/// of a run spread over the threads).
 MOE_SIMT_FN float maxMagnitude(float a, float b) {
   if (a != a)
     return a;
@@ -97,9 +98,7 @@ MOE_SIMT_FN void quantizeTiles(const Simt &simt, const Tiles &t) {
       for (int64_t e = tid; e < n; e += kThreads)
         amax = maxMagnitude(amax, fabsf(t.x[r0 * t.cols + c0 + e]));
     } else if (r0 + tid < r1) {
-      const float *run = t.x + (r0 + tid) * t.cols + c0;
-      for (int64_t c = 0; c < width; ++c)
-        amax = maxMagnitude(amax, fabsf(run[c]));
+      amax = semantics::absMax(t.x + (r0 + tid) * t.cols + c0, width);
       amax = amax != amax ? 0.0f : amax;
     }
     shared[tid] = amax;

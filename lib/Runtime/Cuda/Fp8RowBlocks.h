@@ -62,18 +62,8 @@ MOE_SIMT_FN void packBlock(const Simt &simt, const Layout &layout,
     const float *row = rows + r * layout.width;
     int32_t *words = packed + r * layout.words();
     uint8_t *codes = reinterpret_cast<uint8_t *>(words);
-    // cpu::absMax: the block's largest magnitude, NaN if any is NaN.
-    float amax = 0.0f;
-    for (int64_t i = b0; i < b1; ++i) {
-      float a = fabsf(row[i]);
-      if (row[i] != row[i]) {
-        amax = row[i];
-        break;
-      }
-      amax = a > amax ? a : amax;
-    }
-    float scale =
-        semantics::fp8Scale(amax, semantics::fp8MaxFinite(layout.format));
+    float scale = semantics::fp8Scale(semantics::absMax(row + b0, b1 - b0),
+                                      semantics::fp8MaxFinite(layout.format));
     for (int64_t i = b0; i < b1; ++i)
       codes[i] = simt.encodeFp8(row[i] * scale, layout.format);
     // The last block's thread zeroes the last code word's spare bytes, as

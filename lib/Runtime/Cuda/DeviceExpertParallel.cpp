@@ -182,7 +182,7 @@ public:
     auto total = [](const std::vector<int64_t> &counts) {
       return std::accumulate(counts.begin(), counts.end(), int64_t{0});
     };
-    leaving = total(sendRows);
+    int64_t leaving = total(sendRows);
     arriving = total(recvRows);
     cudaStream_t stream = step.stream;
     std::function<absl::Status(cudaStream_t)> work;
@@ -243,7 +243,7 @@ private:
   const DeviceStep *inFlight = nullptr;
   float *arrived = nullptr;
   Wire wire;
-  int64_t width = 0, leaving = 0, arriving = 0;
+  int64_t width = 0, arriving = 0;
   size_t key = 0;
   DeviceBuffer<uint16_t> narrowOut, narrowIn;
   DeviceBuffer<int32_t> packedOut, packedIn;

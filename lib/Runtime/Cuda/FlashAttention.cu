@@ -124,9 +124,8 @@ absl::Status flashAttentionForward(const uint16_t *q, const uint16_t *k,
 
 uint64_t flashAttentionBackwardWorkspaceBytes(int64_t B, int64_t S,
                                               int64_t heads) {
-  if (B <= 0 || S <= 0 || heads <= 0)
-    return 0;
-  return static_cast<uint64_t>(B * heads * S) * sizeof(float);
+  // The memory plan counts the same (Workspace.h).
+  return attentionWorkspaceBytes(B, S, heads);
 }
 
 absl::Status flashAttentionBackward(const uint16_t *dout, const uint16_t *q,

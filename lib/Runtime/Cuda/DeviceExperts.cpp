@@ -385,7 +385,7 @@ ExpertsArgs expertsArgsOf(const DeviceStep &step, size_t index) {
     args.x = step.f32(in[first]);
   if (first > 0 && readsBf16Operand(step, index, in[0]))
     args.dyBf16 = step.bf16(in[0]);
-  if (readsBf16Operand(step, index, inst.results[0]))
+  if (first == 0 && readsBf16Operand(step, index, inst.results[0]))
     args.yBf16 = step.bf16(inst.results[0]);
   args.weights = step.f32(in[first + 1]);
   args.indices = step.i32(in[first + 2]);
@@ -431,11 +431,9 @@ absl::Status runExpertsBackward(const DeviceStep &step, size_t index) {
   ExpertGradients gradients{step.f32(out[0]), step.f32(out[1]),
                             step.f32(out[2]), step.f32(out[3]),
                             step.f32(out[4])};
-  // dx in BF16 storage: ExpertsArgs::yBf16 is the instruction's result.
-  if (args.yBf16) {
+  if (readsBf16Operand(step, index, out[0])) {
     gradients.dx = nullptr;
-    gradients.dxBf16 = args.yBf16;
-    args.yBf16 = nullptr;
+    gradients.dxBf16 = step.bf16(out[0]);
   }
   const float *dy = args.dyBf16 ? nullptr : step.f32(inst.operands[0]);
   if (ops::expertsRecipeOf(inst)->group)

@@ -303,13 +303,16 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
           .Case([&](RouterGradOp o) {
             return set(ops::buildRouterGrad(o.getTopK()));
           })
+          // The forms that keep the up projections are opcodes of 3.2.
           .Case([&](ExpertsOp o) {
-            return set(ops::buildExperts(groupOver(o.getExpertAxes()),
-                                         fp8Recipe(o)));
+            auto build =
+                o.getHidden() ? ops::buildExpertsWithHidden : ops::buildExperts;
+            return set(build(groupOver(o.getExpertAxes()), fp8Recipe(o)));
           })
           .Case([&](ExpertsGradOp o) {
-            return set(ops::buildExpertsGrad(groupOver(o.getExpertAxes()),
-                                             fp8Recipe(o)));
+            auto build = o.getHidden() ? ops::buildExpertsGradWithHidden
+                                       : ops::buildExpertsGrad;
+            return set(build(groupOver(o.getExpertAxes()), fp8Recipe(o)));
           })
           .Case([&](SwiGLUOp) { return set(ops::buildSwiglu()); })
           .Case([&](SwiGLUGradOp) { return set(ops::buildSwigluGrad()); })

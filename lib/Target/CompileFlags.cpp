@@ -130,6 +130,7 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
                   flags.memoryBudget + "'");
     options.memoryBudget = *bytes;
   }
+  options.saveExpertActivations = !flags.recomputeExperts;
   if (options.reportCost) {
     if (flags.cluster.empty())
       return fail("--report=cost needs --cluster FILE");
@@ -193,6 +194,10 @@ struct CompilePipelineOptions
       desc("what weight gradients are reduced in: fp32 or bf16")};
   Opt<std::string> memoryBudget{*this, "memory-budget",
                                 desc("the memory one rank may hold")};
+  Opt<bool> recomputeExperts{
+      *this, "recompute-experts",
+      desc("recompute the experts' up projections in the backward"),
+      init(false)};
   PassOptions::ListOption<std::string> report{
       *this, "report", desc("sharding, pipeline, memory, cost")};
   Opt<std::string> cluster{*this, "cluster", desc("the cluster file")};
@@ -234,6 +239,7 @@ readPipelineOptions(const CompilePipelineOptions &options, CompileFlags &flags,
   flags.precision = options.precision;
   flags.gradReduceDtype = options.gradReduceDtype;
   flags.memoryBudget = options.memoryBudget;
+  flags.recomputeExperts = options.recomputeExperts;
   for (const std::string &report : options.report) {
     bool *wanted = llvm::StringSwitch<bool *>(report)
                        .Case("sharding", &flags.reportSharding)

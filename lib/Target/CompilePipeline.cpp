@@ -63,7 +63,12 @@ LogicalResult mlir::moe::buildCompilePipeline(
       remat->function = options.function;
       remat->budget = *options.memoryBudget;
     }
-    buildTrainingBackend(pm, options.sharded, split, remat);
+    std::optional<SaveExpertActivationsOptions> saveExperts;
+    if (options.saveExpertActivations) {
+      saveExperts.emplace();
+      saveExperts->function = options.function;
+    }
+    buildTrainingBackend(pm, options.sharded, split, remat, saveExperts);
   }
   if (options.reportSharding)
     pm.addPass(report(options, "collectives"));

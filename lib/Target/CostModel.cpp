@@ -38,8 +38,10 @@ double executedFlops(Operation *op) {
   if (auto grad = dyn_cast<ExpertsGradOp>(op)) {
     auto w1 = grad.getW1().getType().getShape();
     double assignments = grad.getWeights().getType().getNumElements();
-    // W1 x and W3 x again, dy W2, dW2, dx (two) and dW1, dW3.
-    return 2.0 * assignments * 8.0 * w1[1] * w1[2];
+    // W1 x and W3 x again (unless saved: `hidden`), dy W2, dW2, dx (two)
+    // and dW1, dW3.
+    double gemms = grad.getHidden() ? 6.0 : 8.0;
+    return 2.0 * assignments * gemms * w1[1] * w1[2];
   }
   return 0;
 }
@@ -69,8 +71,10 @@ double gemmSeconds(Operation *op, double flops, const GpuSpec &gpu,
   if (!readsFp8(op, target))
     return flops / gpu.gemmFlops(false);
   double share = 1.0;
-  if (isa<ExpertsGradOp>(op) && *fp8RecipeOf(op) == Fp8Scaling::blockwise)
-    share = target->capabilities.blockwiseBackwardFp8Share();
+  if (auto grad = dyn_cast<ExpertsGradOp>(op);
+      grad && *fp8RecipeOf(op) == Fp8Scaling::blockwise)
+    share = target->capabilities.blockwiseBackwardFp8Share(
+        static_cast<bool>(grad.getHidden()));
   return flops * share / gpu.gemmFlops(true) +
          flops * (1.0 - share) / gpu.gemmFlops(false);
 }

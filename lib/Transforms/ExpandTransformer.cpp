@@ -131,13 +131,15 @@ public:
                      InitKind::normal, loc);
     Value w2 = param(moe + "experts.{e}.w2.weight", {experts, hidden, ffn},
                      InitKind::normal, loc);
-    Value y = body.create<ExpertsOp>(loc, n.getType(), n, router.getWeights(),
-                                     router.getIndices(), w1, w3, w2,
+    Value y = body.create<ExpertsOp>(loc, n.getType(), /*hidden=*/Type(), n,
+                                     router.getWeights(), router.getIndices(),
+                                     w1, w3, w2,
                                      /*expert_axes=*/ArrayAttr(),
                                      /*fp8=*/Fp8ScalingAttr(),
                                      /*fp8_block=*/IntegerAttr(),
                                      /*fp8_dispatch=*/UnitAttr(),
-                                     /*fp8_history=*/FlatSymbolRefAttr());
+                                     /*fp8_history=*/FlatSymbolRefAttr())
+                  .getResult();
     Value aux = body.create<AuxLossOp>(
         loc, RankedTensorType::get({}, body.getF32Type()), router.getProbs(),
         body.getI64IntegerAttr(topK), /*token_axes=*/ArrayAttr());

@@ -37,7 +37,8 @@ static bool readsF32(OpOperand &use) {
   if (auto experts = dyn_cast<ExpertsOp>(op))
     return value == experts.getWeights();
   if (auto expertsGrad = dyn_cast<ExpertsGradOp>(op))
-    return value == expertsGrad.getWeights();
+    return value == expertsGrad.getWeights() ||
+           value == expertsGrad.getHidden();
   if (auto attentionGrad = dyn_cast<AttentionGradOp>(op))
     return value == attentionGrad.getLse();
   if (auto update = dyn_cast<AdamWUpdateOp>(op))
@@ -55,6 +56,8 @@ static bool producesF32(OpResult result) {
     return true;
   if (auto attention = dyn_cast<AttentionOp>(op))
     return result == attention.getLse();
+  if (auto experts = dyn_cast<ExpertsOp>(op))
+    return result == experts.getHidden();
   if (auto expertsGrad = dyn_cast<ExpertsGradOp>(op))
     return result == expertsGrad.getWeightsGrad();
   return false;

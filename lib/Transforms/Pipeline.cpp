@@ -23,9 +23,13 @@ void mlir::moe::buildTrainingFrontend(OpPassManager &pm, bool sharded,
 void mlir::moe::buildTrainingBackend(
     OpPassManager &pm, bool sharded,
     const std::optional<SplitPipelineStagesOptions> &pipeline,
-    const std::optional<RematerializeOptions> &remat) {
+    const std::optional<RematerializeOptions> &remat,
+    const std::optional<SaveExpertActivationsOptions> &saveExperts) {
   if (sharded)
     pm.addPass(createPartition());
+  // On the per-rank step (expert parallelism is known), before the cut.
+  if (saveExperts)
+    pm.addPass(createSaveExpertActivations(*saveExperts));
   // Rematerialization plans for the pipeline's ranks and slots when there
   // is one, so it runs on the split step.
   if (pipeline)

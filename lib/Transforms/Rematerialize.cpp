@@ -14,6 +14,10 @@
 // shortest prefix of that ranking whose memory plan fits the budget is
 // found by bisection, each probe planning a scratch copy of the step.
 //
+// The experts' saved up projections (moe-save-expert-activations) are a
+// candidate of their own: dropping them makes the backward recompute the
+// two GEMMs that made them, not the whole op.
+//
 //===----------------------------------------------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Transforms/Passes.h"
@@ -89,11 +93,10 @@ public:
   /// The candidates, cheapest recompute per saved byte first.
   std::vector<Candidate> candidates();
 
-  /// Recomputes the chosen forward ops (of one function, whose forward pass
-  /// is `forward`) right before their backward readers, which then read the
-  /// recomputation.
-  static void apply(ArrayRef<Operation *> chosen,
-                    const llvm::SetVector<Operation *> &forward);
+  /// Recomputes the chosen forward ops (of one function) right before their
+  /// backward readers, which then read the recomputation, and drops the
+  /// chosen saved up projections.
+  static void apply(ArrayRef<Operation *> chosen);
 
   func::FuncOp step;
   llvm::SetVector<Operation *> forward;
@@ -117,9 +120,29 @@ private:
   }
 };
 
+/// Experts whose saved up projections only their gradients read: dropping
+/// them is the candidate, not recomputing the op.
+static bool keepsDroppableHidden(Operation *op) {
+  auto experts = dyn_cast<ExpertsOp>(op);
+  return experts && experts.getHidden() &&
+         llvm::all_of(experts.getHidden().getUsers(),
+                      [](Operation *user) { return isa<ExpertsGradOp>(user); });
+}
+
 std::vector<Candidate> Rematerializer::candidates() {
   std::vector<Candidate> result;
   for (Operation *op : forward) {
+    if (keepsDroppableHidden(op)) {
+      Value hidden = cast<ExpertsOp>(op).getHidden();
+      if (!isSaved(hidden))
+        continue;
+      // Two of the op's three GEMMs.
+      double flops = modelFlops(op) * 2.0 / 3.0;
+      result.push_back({op, tensorBytes(hidden.getType()), flops, flops});
+      continue;
+    }
+    if (isa<ExpertsOp>(op) && cast<ExpertsOp>(op).getHidden())
+      continue;
     uint64_t saved = 0;
     double elements = 0;
     for (Value value : op->getResults()) {
@@ -147,8 +170,22 @@ std::vector<Candidate> Rematerializer::candidates() {
   return result;
 }
 
-void Rematerializer::apply(ArrayRef<Operation *> chosen,
-                           const llvm::SetVector<Operation *> &forward) {
+void Rematerializer::apply(ArrayRef<Operation *> candidates) {
+  if (candidates.empty())
+    return;
+  auto step = candidates.front()->getParentOfType<func::FuncOp>();
+  // Saved up projections are dropped in place (the ops are rebuilt, so the
+  // forward pass is found after); the rest are recomputed.
+  SmallVector<Operation *> chosen;
+  for (Operation *op : candidates) {
+    if (keepsDroppableHidden(op))
+      dropExpertActivations(cast<ExpertsOp>(op));
+    else
+      chosen.push_back(op);
+  }
+  if (chosen.empty())
+    return;
+  llvm::SetVector<Operation *> forward = forwardOps(step);
   llvm::SetVector<Operation *> set(chosen.begin(), chosen.end());
   // Where each recomputation goes: before its first backward reader, or
   // before the recomputation of a chosen op that reads it, if earlier.
@@ -205,7 +242,7 @@ FailureOr<uint64_t> arenaWith(func::FuncOp step,
   for (size_t i = 0; i < count; ++i)
     chosen.push_back(mapping.lookup(candidates[i].op));
   if (!chosen.empty())
-    Rematerializer::apply(chosen, forwardOps(copy));
+    Rematerializer::apply(chosen);
   FailureOr<MemoryPlan> plan = planMemory(copy);
   copy.erase();
   if (failed(plan))
@@ -266,7 +303,7 @@ mlir::moe::rematerialize(func::FuncOp step, uint64_t arenaBudget) {
     result.recomputeFlops += candidates[i].flops;
     result.recomputedBytes += candidates[i].savedBytes;
   }
-  Rematerializer::apply(chosen, remat.forward);
+  Rematerializer::apply(chosen);
   result.recomputedOps = chosen.size();
   FailureOr<MemoryPlan> plan = planMemory(step);
   if (failed(plan))

@@ -3,6 +3,8 @@
 // RUN: moe-opt %models/tiny.mlir --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-rematerialize="budget=8500000" --moe-plan-memory | FileCheck %s --check-prefix=FITS
 // RUN: not moe-opt %models/tiny.mlir --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-rematerialize="budget=6000000" 2>&1 | FileCheck %s --check-prefix=TOO-SMALL
 // RUN: not moe-opt %models/tiny.mlir --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-rematerialize="budget=3000000" 2>&1 | FileCheck %s --check-prefix=WEIGHTS
+// RUN: moe-opt %models/tiny.mlir --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-save-expert-activations --moe-rematerialize="budget=7000000" --moe-plan-memory | FileCheck %s --check-prefix=DROP-HIDDEN
+// RUN: moe-opt %models/tiny.mlir --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-save-expert-activations --moe-rematerialize="budget=8500000" --moe-plan-memory | FileCheck %s --check-prefix=KEEP-HIDDEN
 
 // The tiny model's step needs 7.62 MiB (2.07 MiB of weights and moments,
 // 1.76 MiB of kernel workspace, a 3.78 MiB arena). Under a 7 MB budget the
@@ -36,3 +38,16 @@
 
 // TOO-SMALL: error: 'func.func' op does not fit the memory budget even when every activation is recomputed: its arena needs 2.33 MiB (3.78 MiB without recomputation), the budget leaves 1.89 MiB after parameters, optimizer state, inputs and kernel workspace
 // WEIGHTS: error: 'func.func' op does not fit the memory budget of 2.86 MiB: parameters, optimizer state, inputs and kernel workspace alone need 3.83 MiB
+
+// The experts' saved up projections (1 MiB) are a candidate of their own:
+// under 7 MB they are dropped, and the gradient recomputes them (two of
+// the experts' three GEMMs, the recompute FLOPs the step records); the
+// experts op itself runs once. Under 8.5 MB the cheaper norms and products
+// make the room and the projections stay.
+// DROP-HIDDEN: func.func @train_step
+// DROP-HIDDEN-NOT: moe.recompute_flops = 0.0
+// DROP-HIDDEN: moe.experts {{.*}} -> tensor<8x64x64xf32>
+// DROP-HIDDEN-NOT: moe.experts {{.*}}moe.recomputed
+// DROP-HIDDEN: moe.experts_grad {{.*}}, tensor<4x64x128xf32>) -> (
+// KEEP-HIDDEN: %{{.*}}, %[[HIDDEN:.*]] = moe.experts
+// KEEP-HIDDEN: moe.experts_grad {{.*}}, %[[HIDDEN]] {

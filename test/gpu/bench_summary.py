@@ -61,11 +61,13 @@ def goal(ok):
 
 
 def expert_seconds(path):
-    """Experts + ExpertsGrad seconds in a --profile table."""
+    """Experts + ExpertsGrad seconds in a --profile table (or their forms that
+    keep the up projections, ...WithHidden)."""
     total = 0.0
     with open(path) as f:
         for line in f:
-            m = re.match(r"\s+(Experts|ExpertsGrad)\s+([0-9.]+) s", line)
+            m = re.match(r"\s+(Experts|ExpertsGrad)(?:WithHidden)?\s+([0-9.]+) s",
+                         line)
             if m:
                 total += float(m.group(2))
     if total <= 0:

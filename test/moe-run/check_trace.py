@@ -14,6 +14,8 @@ parser.add_argument("traces", nargs="+")
 parser.add_argument("--prefix", action="append", default=[])
 args = parser.parse_args()
 
+# The experts' kernels, counted together with their forms that keep the up
+# projections (ExpertsWithHidden, ExpertsGradWithHidden).
 EXPERTS = ["Experts", "ExpertsGrad"]
 EXCHANGES = ["expert dispatch", "expert combine", "expert dispatch (backward)",
              "expert combine (backward)"]
@@ -37,7 +39,7 @@ for path in args.traces:
                 sys.exit(f"{path}: overlapping spans on {threads[tid]}")
     def count(names, cat):
         return ", ".join(
-            f"{n} {sum(e['name'] == n and e['cat'] == cat for e in spans)}"
+            f"{n} {sum(e['name'] in (n, n + 'WithHidden') and e['cat'] == cat for e in spans)}"
             for n in names)
     if args.prefix:
         summary = ", ".join(

@@ -162,6 +162,12 @@ static cl::opt<std::string> memoryBudget(
              "activations are recomputed in the backward pass until the "
              "step fits"),
     cl::value_desc("size"), cl::init(""), cl::cat(moecCategory));
+static cl::opt<bool> recomputeExperts(
+    "recompute-experts",
+    cl::desc("recompute the experts' w1 x and w3 x in the backward instead "
+             "of keeping them from the forward (less memory, two more "
+             "expert GEMMs; --memory-budget chooses per layer)"),
+    cl::init(false), cl::cat(moecCategory));
 static cl::opt<std::string> stepFunction(
     "step-function", cl::desc("the training-step function to write"),
     cl::init("train_step"), cl::cat(moecCategory));
@@ -310,6 +316,7 @@ static mlir::moe::CompileFlags commandLineFlags(ModuleOp module) {
   flags.precision = precision;
   flags.gradReduceDtype = gradReduceDtype;
   flags.memoryBudget = memoryBudget;
+  flags.recomputeExperts = recomputeExperts;
   flags.reportSharding = llvm::is_contained(reports, Report::Sharding);
   flags.reportPipeline = llvm::is_contained(reports, Report::Pipeline);
   flags.reportMemory = llvm::is_contained(reports, Report::Memory);

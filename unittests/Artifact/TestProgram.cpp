@@ -391,7 +391,11 @@ Program makeMoeProgram(const MoeConfig &c) {
   emit(Opcode::RmsNorm, {x1, ln2}, {n2}, {}, {eps});
   emit(Opcode::Linear, {n2, wg}, {rl});
   emit(Opcode::Router, {rl}, {probs, rw, ridx}, {K}, {c.capacityFactor});
-  emit(Opcode::Experts, {n2, rw, ridx, w1, w3, w2}, {ffn});
+  uint32_t hidden = c.keepHidden ? t("expert_hidden", {B, S, K, 2, F}) : 0;
+  if (c.keepHidden)
+    emit(Opcode::ExpertsWithHidden, {n2, rw, ridx, w1, w3, w2}, {ffn, hidden});
+  else
+    emit(Opcode::Experts, {n2, rw, ridx, w1, w3, w2}, {ffn});
   emit(Opcode::Add, {x1, ffn}, {x2});
   emit(Opcode::RmsNorm, {x2, lnf}, {nf}, {}, {eps});
   emit(Opcode::Linear, {nf, head}, {logits});
@@ -415,8 +419,12 @@ Program makeMoeProgram(const MoeConfig &c) {
            drw = t("droute_weights", {B, S, K});
   uint32_t dw1 = t("dw1", {E, F, H}), dw3 = t("dw3", {E, F, H});
   uint32_t dw2 = t("dw2", {E, H, F});
-  emit(Opcode::ExpertsGrad, {dx2, n2, rw, ridx, w1, w3, w2},
-       {dn2e, drw, dw1, dw3, dw2});
+  if (c.keepHidden)
+    emit(Opcode::ExpertsGradWithHidden, {dx2, n2, rw, ridx, w1, w3, w2, hidden},
+         {dn2e, drw, dw1, dw3, dw2});
+  else
+    emit(Opcode::ExpertsGrad, {dx2, n2, rw, ridx, w1, w3, w2},
+         {dn2e, drw, dw1, dw3, dw2});
   uint32_t dprobs = t("dprobs", {B, S, E}),
            drl = t("drouter_logits", {B, S, E});
   emit(Opcode::AuxLossGrad, {daux, probs}, {dprobs}, {K});

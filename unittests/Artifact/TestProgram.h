@@ -97,6 +97,9 @@ struct MoeConfig {
   int64_t batch = 2, seq = 5, vocab = 11, hidden = 8, heads = 2, kvHeads = 1;
   int64_t experts = 4, topK = 2, ffn = 6;
   float capacityFactor = 0.0f, auxCoef = 0.01f;
+  /// The experts keep their up projections for the backward
+  /// (ExpertsWithHidden, ExpertsGradWithHidden) instead of recomputing them.
+  bool keepHidden = false;
 };
 
 /// One training step of a Mixtral-style decoder with a single layer, using

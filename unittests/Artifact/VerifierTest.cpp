@@ -616,6 +616,29 @@ TEST(VerifierTest, ExpertsFp8AmaxHistory) {
                         "expected an amax history"});
 }
 
+// The forms that keep the experts' up projections: hidden is f32
+// [..., k, 2, F], on one rank (no group).
+TEST(VerifierTest, ExpertsKeepingHidden) {
+  testing::MoeConfig config;
+  config.keepHidden = true;
+  expectValid(makeMoeProgram(config));
+
+  Program program = makeMoeProgram(config);
+  program.buffers[bufferNamed(program, "expert_hidden")].shape.back() += 1;
+  expectError(program, {"(ExpertsWithHidden): result 1 has shape [2, 5, 2, "
+                        "2, 7], expected [2, 5, 2, 2, 6]"});
+
+  program = makeMoeProgram(config);
+  testing::ProgramBuilder b(program);
+  b.mesh({"ep"}, {1});
+  int64_t group = b.group({"ep"});
+  instruction(program, Opcode::ExpertsWithHidden).intAttrs = {group};
+  instruction(program, Opcode::ExpertsGradWithHidden).intAttrs = {group};
+  expectError(program, {"(ExpertsWithHidden): keeps the experts' up "
+                        "projections but distributes the experts over group",
+                        "the backward recomputes them (ExpertsGrad)"});
+}
+
 TEST(VerifierTest, ExpertAssignmentsMustFitAGemm) {
   // 2^30 tokens, each routed to k = 2 experts: one expert's gathered rows
   // could reach 2^31, one more than a 32-bit GEMM dimension holds.

@@ -30,6 +30,7 @@
 //   skipped, saying why.
 //
 //===----------------------------------------------------------------------===//
+#include "moe/Runtime/Artifact/ExpertsRecipe.h"
 #include "moe/Runtime/Artifact/OpTable.h"
 #include "moe/Runtime/Artifact/OpViews.h"
 #include "moe/Runtime/Artifact/Reader.h"
@@ -190,6 +191,14 @@ std::vector<NamedProgram> programsFor(int64_t ranks) {
        [] {
          MoeConfig config;
          config.capacityFactor = 1.0f;
+         return makeMoeProgram(config);
+       }},
+      // Saved up projections, with dropped slots (zero rows).
+      {"moe-kept-hidden",
+       [] {
+         MoeConfig config;
+         config.capacityFactor = 1.0f;
+         config.keepHidden = true;
          return makeMoeProgram(config);
        }},
       {"swiglu", makeSwigluProgram},
@@ -695,10 +704,8 @@ struct Recorded {
 /// to the next step).
 int toleranceExponent(const Instruction &inst) {
   std::optional<Fp8Scaling> scaling;
-  if (inst.opcode == Opcode::Experts)
-    scaling = ops::ExpertsView(inst).fp8Scaling();
-  else if (inst.opcode == Opcode::ExpertsGrad)
-    scaling = ops::ExpertsGradView(inst).fp8Scaling();
+  if (std::optional<ops::ExpertsRecipe> recipe = ops::expertsRecipeOf(inst))
+    scaling = recipe->fp8Scaling;
   return scaling && *scaling != Fp8Scaling::None ? -5 : -6;
 }
 

@@ -178,7 +178,8 @@ struct ExpertsResult {
   std::vector<float> y, dx, dweights, dw1, dw3, dw2;
 };
 
-ExpertsResult runExperts(const ExpertsCase &c, const Fp8Gemms *fp8) {
+/// Zero results of `c`'s shapes.
+ExpertsResult resultsFor(const ExpertsCase &c) {
   ExpertsResult r;
   r.y.resize(c.T * c.H);
   r.dx.resize(c.T * c.H);
@@ -186,6 +187,11 @@ ExpertsResult runExperts(const ExpertsCase &c, const Fp8Gemms *fp8) {
   r.dw1.resize(c.E * c.F * c.H);
   r.dw3.resize(c.E * c.F * c.H);
   r.dw2.resize(c.E * c.H * c.F);
+  return r;
+}
+
+ExpertsResult runExperts(const ExpertsCase &c, const Fp8Gemms *fp8) {
+  ExpertsResult r = resultsFor(c);
   expertsForward(c.x.data(), c.weights.data(), c.indices.data(), c.w1.data(),
                  c.w3.data(), c.w2.data(), r.y.data(), c.T, c.H, c.F, c.E, c.K,
                  fp8);
@@ -281,4 +287,96 @@ TEST(ExpertsTest, Fp8DispatchOnlyLeavesTheGemmsExact) {
   ExpertsResult r = runExperts(c, &none);
   EXPECT_EQ(r.y, exact.y);
   EXPECT_EQ(r.dw2, exact.dw2);
+}
+
+namespace {
+
+/// The forward's saved up projections and the backward that reads them.
+struct KeptRun {
+  std::vector<float> hidden;
+  ExpertsResult grads;
+};
+
+KeptRun runKeepingHidden(const ExpertsCase &c, const Fp8Gemms *fp8) {
+  KeptRun r;
+  ExpertsResult &g = r.grads = resultsFor(c);
+  // Poisoned: every element must be written, dropped slots included.
+  r.hidden.assign(c.T * c.K * 2 * c.F, std::nanf(""));
+  expertsForward(c.x.data(), c.weights.data(), c.indices.data(), c.w1.data(),
+                 c.w3.data(), c.w2.data(), g.y.data(), c.T, c.H, c.F, c.E, c.K,
+                 fp8, /*bf16Rows=*/false, r.hidden.data());
+  expertsBackward(c.dy.data(), c.x.data(), c.weights.data(), c.indices.data(),
+                  c.w1.data(), c.w3.data(), c.w2.data(), g.dx.data(),
+                  g.dweights.data(), g.dw1.data(), g.dw3.data(), g.dw2.data(),
+                  c.T, c.H, c.F, c.E, c.K, fp8, /*bf16Rows=*/false,
+                  r.hidden.data());
+  return r;
+}
+
+} // namespace
+
+// The saved rows are each slot's W1 x and W3 x (a naive double dot product
+// agrees to fp32 rounding: a bound of 1e-5 relative to the terms' absolute
+// sum), zeros for dropped slots.
+TEST(ExpertsTest, KeptHiddenHoldsEachSlotsUpProjections) {
+  ExpertsCase c(40, 16, 12, 4, 2, 1.0f, 97);
+  ASSERT_GT(c.dropped(), 0);
+  KeptRun r = runKeepingHidden(c, nullptr);
+  for (int64_t s = 0; s < c.T * c.K; ++s) {
+    int64_t e = c.indices[s], t = s / c.K;
+    for (int64_t half = 0; half < 2; ++half)
+      for (int64_t f = 0; f < c.F; ++f) {
+        float saved = r.hidden[(s * 2 + half) * c.F + f];
+        if (e < 0) {
+          EXPECT_EQ(saved, 0.0f) << "dropped slot " << s;
+          continue;
+        }
+        const std::vector<float> &w = half == 0 ? c.w1 : c.w3;
+        double dot = 0.0, scale = 0.0;
+        for (int64_t i = 0; i < c.H; ++i) {
+          double term = static_cast<double>(w[(e * c.F + f) * c.H + i]) *
+                        c.x[t * c.H + i];
+          dot += term;
+          scale += std::abs(term);
+        }
+        EXPECT_NEAR(saved, dot, 1e-5 * scale) << "slot " << s << " f " << f;
+      }
+  }
+}
+
+// Reading the saved rows gives the bits of recomputing them: the forward
+// saves what its own GEMMs computed, which the backward's recomputation
+// repeats; with FP8 GEMMs too (the same rounded inputs).
+TEST(ExpertsTest, KeptHiddenGivesTheBitsOfRecomputing) {
+  ExpertsCase c(64, 16, 24, 8, 2, 1.0f, 96);
+  Fp8Gemms blockwise{Fp8Gemms::Scaling::Blockwise, 8};
+  for (const Fp8Gemms *fp8 : {static_cast<const Fp8Gemms *>(nullptr),
+                              static_cast<const Fp8Gemms *>(&blockwise)}) {
+    SCOPED_TRACE(fp8 ? "fp8 blockwise" : "fp32");
+    ExpertsResult recomputed = runExperts(c, fp8);
+    KeptRun kept = runKeepingHidden(c, fp8);
+    EXPECT_TRUE(bitwiseEqual(kept.grads.y, recomputed.y));
+    EXPECT_TRUE(bitwiseEqual(kept.grads.dx, recomputed.dx));
+    EXPECT_TRUE(bitwiseEqual(kept.grads.dweights, recomputed.dweights));
+    EXPECT_TRUE(bitwiseEqual(kept.grads.dw1, recomputed.dw1));
+    EXPECT_TRUE(bitwiseEqual(kept.grads.dw3, recomputed.dw3));
+    EXPECT_TRUE(bitwiseEqual(kept.grads.dw2, recomputed.dw2));
+  }
+}
+
+// The backward reads the rows it is given: zero up projections make a zero
+// activation, so zero gradients of every expert weight.
+TEST(ExpertsTest, BackwardReadsTheKeptHidden) {
+  ExpertsCase c(32, 16, 12, 4, 2, 0.0f, 95);
+  std::vector<float> hidden(c.T * c.K * 2 * c.F, 0.0f);
+  std::vector<float> dx(c.T * c.H), dweights(c.T * c.K);
+  std::vector<float> dw1(c.E * c.F * c.H, 5.0f), dw3(dw1), dw2(dw1);
+  expertsBackward(c.dy.data(), c.x.data(), c.weights.data(), c.indices.data(),
+                  c.w1.data(), c.w3.data(), c.w2.data(), dx.data(),
+                  dweights.data(), dw1.data(), dw3.data(), dw2.data(), c.T, c.H,
+                  c.F, c.E, c.K, nullptr, false, hidden.data());
+  for (const std::vector<float> *grad : {&dw1, &dw3, &dw2})
+    EXPECT_TRUE(std::all_of(grad->begin(), grad->end(),
+                            [](float v) { return v == 0.0f; }));
+  EXPECT_EQ(c.backward().dw1 == dw1, false);
 }

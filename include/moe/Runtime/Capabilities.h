@@ -110,9 +110,12 @@ struct Capabilities {
   /// in FP8: all of it where the scales may follow any layout (the CPU's
   /// emulation); 5 of its 8 GEMMs on hardware block scaling (a fixed
   /// block), which scales along k: the three weight gradients sum over the
-  /// tokens, across the blocks, and run in BF16.
-  constexpr double blockwiseBackwardFp8Share() const {
-    return fp8Block == 0 ? 1.0 : 5.0 / 8.0;
+  /// tokens, across the blocks, and run in BF16. With the up projections
+  /// saved, the backward runs 6 GEMMs, 3 of them in FP8.
+  constexpr double blockwiseBackwardFp8Share(bool savedUp = false) const {
+    if (fp8Block == 0)
+      return 1.0;
+    return savedUp ? 3.0 / 6.0 : 5.0 / 8.0;
   }
 };
 

@@ -22,9 +22,10 @@ namespace moe::rt {
 /// 2.0 is 1.4 sealed by a checksum trailer (Artifact/Seal.h); 3.0 types
 /// buffers (DType.h: f32, bf16, f16, FP8 E4M3/E5M2, i32, i64), encodes the
 /// attributes as the op table (Artifact/OpTable.td) defines them and records
-/// that table and the target it was compiled for.
+/// that table and the target it was compiled for; 3.1 adds BF16 storage and
+/// 3.2 the experts' saved up projections (ExpertsWithHidden).
 inline constexpr uint16_t kArtifactVersionMajor = 3;
-inline constexpr uint16_t kArtifactVersionMinor = 1;
+inline constexpr uint16_t kArtifactVersionMinor = 2;
 /// The oldest minor version of this major one the runtime reads: 3.0's op
 /// table allowed no BF16, so its per-opcode fingerprints no longer match.
 inline constexpr uint16_t kOldestArtifactVersionMinor = 1;

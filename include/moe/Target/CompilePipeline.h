@@ -50,6 +50,9 @@ struct CompileOptions {
   std::optional<Fp8Options> fp8;
   /// moe-rematerialize's budget in bytes.
   std::optional<uint64_t> memoryBudget;
+  /// moe-save-expert-activations: keep the experts' up projections for the
+  /// backward (off: --recompute-experts).
+  bool saveExpertActivations = true;
   /// Reports (moe-print-report, and moe-plan-pipeline's), in pipeline
   /// order: sharding (and collectives), pipeline, memory, cost (needs
   /// `cluster`).
@@ -89,6 +92,8 @@ struct CompileFlags {
   std::string precision, gradReduceDtype;
   /// --memory-budget, as written ("80GiB").
   std::string memoryBudget;
+  /// --recompute-experts.
+  bool recomputeExperts = false;
   /// --report=sharding,pipeline,memory,cost and --cluster.
   bool reportSharding = false, reportPipeline = false, reportMemory = false,
        reportCost = false;

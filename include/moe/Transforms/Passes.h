@@ -34,12 +34,16 @@ void buildTrainingPipeline(OpPassManager &pm, bool sharded = false);
 void buildTrainingFrontend(OpPassManager &pm, bool sharded = false,
                            const std::optional<Fp8Options> &fp8 = std::nullopt,
                            const MixedPrecisionOptions &precision = {});
-/// With `remat`, it recomputes activations to fit a memory budget
+/// With `saveExperts`, it keeps the experts' up projections for their
+/// backward (moe-save-expert-activations) before the pipeline cut; with
+/// `remat`, it recomputes activations to fit a memory budget
 /// (moe-rematerialize) first.
 void buildTrainingBackend(
     OpPassManager &pm, bool sharded = false,
     const std::optional<SplitPipelineStagesOptions> &pipeline = std::nullopt,
-    const std::optional<RematerializeOptions> &remat = std::nullopt);
+    const std::optional<RematerializeOptions> &remat = std::nullopt,
+    const std::optional<SaveExpertActivationsOptions> &saveExperts =
+        SaveExpertActivationsOptions{});
 
 /// Registers the default pipeline as `moe-training-pipeline`.
 void registerTrainingPipeline();

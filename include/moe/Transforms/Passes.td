@@ -433,6 +433,40 @@ def Fp8 : Pass<"moe-fp8", "ModuleOp"> {
   ];
 }
 
+def SaveExpertActivations : Pass<"moe-save-expert-activations", "ModuleOp"> {
+  let summary = "keep the experts' up projections for their backward";
+  let description = [{
+    Gives every `moe.experts` of the step whose gradient `moe.experts_grad`
+    reads the same tokens, routing and weights its second result, `hidden`
+    (each assignment's `w1 x` and `w3 x`), and makes that gradient read it
+    instead of recomputing two of the forward's three expert GEMMs.
+    moe-rematerialize drops them again, layer by layer, where a memory
+    budget needs the room. Expert-parallel layers (`expert_axes`) keep
+    recomputing. Runs on the per-rank step, after moe-partition and before
+    the pipeline cut, so the stages carry the rows like any other saved
+    activation. See lib/Transforms/SaveExpertActivations.cpp.
+
+    Example:
+
+    ```mlir
+    %y = moe.experts %x, %w, %i, %w1, %w3, %w2 : (...) -> tensor<8x64x64xf32>
+    ...
+    %dx, ... = moe.experts_grad %dy, %x, %w, %i, %w1, %w3, %w2 : ...
+    ```
+    becomes
+    ```mlir
+    %y, %h = moe.experts %x, %w, %i, %w1, %w3, %w2
+        : (...) -> (tensor<8x64x64xf32>, tensor<8x64x2x2x128xf32>)
+    ...
+    %dx, ... = moe.experts_grad %dy, %x, %w, %i, %w1, %w3, %w2, %h : ...
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"train_step\"",
+           "the training step">,
+  ];
+}
+
 def Rematerialize : Pass<"moe-rematerialize", "ModuleOp"> {
   let summary = "recompute activations in the backward pass to fit a budget";
   let description = [{

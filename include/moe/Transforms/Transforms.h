@@ -145,6 +145,16 @@ uint64_t savedActivationBytes(func::FuncOp step);
 /// planned buffers.
 uint64_t kernelWorkspaceBytes(ModuleOp module, func::FuncOp step);
 
+/// The saved up projections of `experts`: f32 [..., k, 2, F].
+RankedTensorType expertHiddenType(ExpertsOp experts);
+/// Keeps the up projections of every moe.experts of `step` (not expert
+/// parallel) for the moe.experts_grad that differentiates it; returns how
+/// many layers keep them.
+unsigned saveExpertActivations(func::FuncOp step);
+/// Drops the saved up projections of `experts` (whose only readers are its
+/// gradients, which then recompute them); returns the op that replaces it.
+ExpertsOp dropExpertActivations(ExpertsOp experts);
+
 /// Memory of a training step that moe-rematerialize fits into a budget.
 struct RematerializationPlan {
   /// The arena's size before and after, and the budget it had to meet.

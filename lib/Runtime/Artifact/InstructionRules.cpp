@@ -446,9 +446,14 @@ private:
     // in one all-to-all whose counts and offsets are ints, as rows of H
     // floats (Experts) or 2H + 1 (ExpertsGrad: x, dy and the weight).
     int64_t width = bound("H");
-    if (std::is_same_v<View, ops::ExpertsGradView> &&
-        (__builtin_mul_overflow(width, 2, &width) ||
-         __builtin_add_overflow(width, 1, &width)))
+    if ((std::is_same_v<View, ops::ExpertsGradView> ||
+         std::is_same_v<
+             View,
+             ops::
+                 ExpertsGradWithHiddenView>)&&(__builtin_mul_overflow(width, 2,
+                                                                      &width) ||
+                                               __builtin_add_overflow(width, 1,
+                                                                      &width)))
       width = std::numeric_limits<int64_t>::max();
     int64_t received = 0;
     if (__builtin_mul_overflow(assignments, ranks, &received) ||
@@ -461,6 +466,20 @@ private:
           "; one rank may receive them all, as rows of ", width,
           " floats: more than the ", std::numeric_limits<int32_t>::max(),
           " one exchange can move"));
+    return absl::OkStatus();
+  }
+
+  /// The saved up projections stay where the experts ran; with expert
+  /// parallelism those are other ranks, whose rows this instruction's
+  /// buffers do not hold, so the kept form runs on one rank only.
+  template <class View> absl::Status checkHiddenOnOneRank(const View &op) {
+    if (std::optional<int64_t> group = op.group())
+      return error(absl::StrCat(
+          "keeps the experts' up projections but distributes the experts "
+          "over group ",
+          *group, " ", formatAxes(program.groups[*group]),
+          "; with expert parallelism the backward recomputes them "
+          "(ExpertsGrad)"));
     return absl::OkStatus();
   }
 

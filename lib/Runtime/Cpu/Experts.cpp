@@ -6,9 +6,11 @@
 // results are scattered back expert by expert (HF's index_add_ order). Every
 // step has a fixed order, so the outputs are bitwise reproducible.
 //
-// The backward recomputes u = W1 x and g = W3 x per expert instead of saving
-// them, and gets dw_j = dy . (W2 a) as a . (W2^T dy), reusing the GEMM that
-// da needs anyway.
+// The backward reads u = W1 x and g = W3 x from the forward's saved `hidden`
+// when the compiler kept them (moe-save-expert-activations), else recomputes
+// them per expert with the forward's GEMM calls, so both give the same bits.
+// It gets dw_j = dy . (W2 a) as a . (W2^T dy), reusing the GEMM that da needs
+// anyway.
 //
 // With FP8 emulation each GEMM input is rounded onto the FP8 grid first
 // (Fp8Gemms): x, a and the weights in E4M3, dy and the SwiGLU gradients
@@ -127,6 +129,25 @@ private:
   const Fp8Gemms *fp8;
 };
 
+/// Slot s of hidden [slots, 2, F] holds (W1 x, W3 x) at s * 2F and s * 2F + F.
+void saveHidden(const float *u, const float *g, const int64_t *slots, int64_t n,
+                int64_t F, float *hidden) {
+  for (int64_t r = 0; r < n; ++r) {
+    float *saved = hidden + slots[r] * 2 * F;
+    std::copy(u + r * F, u + (r + 1) * F, saved);
+    std::copy(g + r * F, g + (r + 1) * F, saved + F);
+  }
+}
+
+void loadHidden(const float *hidden, const int64_t *slots, int64_t n, int64_t F,
+                float *u, float *g) {
+  for (int64_t r = 0; r < n; ++r) {
+    const float *saved = hidden + slots[r] * 2 * F;
+    std::copy(saved, saved + F, u + r * F);
+    std::copy(saved + F, saved + 2 * F, g + r * F);
+  }
+}
+
 /// u = x W1[e]^T and g = x W3[e]^T for n gathered rows.
 void upProjections(const float *xe, const float *w1e, const float *w3e,
                    float *u, float *g, int64_t n, int64_t H, int64_t F) {
@@ -140,10 +161,14 @@ void upProjections(const float *xe, const float *w1e, const float *w3e,
 void expertsForward(const float *x, const float *weights,
                     const int32_t *indices, const float *w1, const float *w3,
                     const float *w2, float *y, int64_t T, int64_t H, int64_t F,
-                    int64_t E, int64_t topK, const Fp8Gemms *fp8,
-                    bool bf16Rows) {
+                    int64_t E, int64_t topK, const Fp8Gemms *fp8, bool bf16Rows,
+                    float *hidden) {
   std::fill(y, y + T * H, 0.0f);
   ExpertGroups groups(indices, T, E, topK);
+  if (hidden)
+    for (int64_t s = 0; s < T * topK; ++s)
+      if (indices[s] < 0 || indices[s] >= E)
+        std::fill(hidden + s * 2 * F, hidden + (s + 1) * 2 * F, 0.0f);
   int64_t cap = groups.maxRows;
   std::vector<float> xe(cap * H), u(cap * F), g(cap * F), ze(cap * H);
   std::vector<float> w1q, w3q, w2q;
@@ -160,6 +185,8 @@ void expertsForward(const float *x, const float *weights,
                   rounding.weight(w1 + e * F * H, F, H, w1q, e, Role::W1),
                   rounding.weight(w3 + e * F * H, F, H, w3q, e, Role::W3),
                   u.data(), g.data(), n, H, F);
+    if (hidden)
+      saveHidden(u.data(), g.data(), slots, n, F, hidden);
     // a = silu(u) * g, in place of u.
     swigluForward(u.data(), g.data(), u.data(), n * F);
     rounding.activation(u.data(), n, F, Fp8Format::E4M3, e, Role::Activation);
@@ -183,7 +210,7 @@ void expertsBackward(const float *dy, const float *x, const float *weights,
                      const float *w2, float *dx, float *dweights, float *dw1,
                      float *dw3, float *dw2, int64_t T, int64_t H, int64_t F,
                      int64_t E, int64_t topK, const Fp8Gemms *fp8,
-                     bool bf16Rows) {
+                     bool bf16Rows, const float *hidden) {
   std::fill(dx, dx + T * H, 0.0f);
   // Dropped slots keep dweights = 0 (docs/semantics.md, Router backward).
   std::fill(dweights, dweights + T * topK, 0.0f);
@@ -212,7 +239,10 @@ void expertsBackward(const float *dy, const float *x, const float *weights,
     gatherRows(x, slots, n, topK, H, xe.data());
     rounding.activation(xe.data(), n, H, Fp8Format::E4M3, e, Role::Input);
     gatherRows(dy, slots, n, topK, H, dye.data());
-    upProjections(xe.data(), w1e, w3e, u.data(), g.data(), n, H, F);
+    if (hidden)
+      loadHidden(hidden, slots, n, F, u.data(), g.data());
+    else
+      upProjections(xe.data(), w1e, w3e, u.data(), g.data(), n, H, F);
     swigluForward(u.data(), g.data(), a.data(), n * F);
     rounding.activation(a.data(), n, F, Fp8Format::E4M3, e, Role::Activation);
     // The unweighted dy for da', then w dy for dW2: each rounded as the

@@ -660,6 +660,12 @@ public:
   absl::Status run(const ops::ExpertsGradView &) {
     return runExpertsBackward(step, index);
   }
+  absl::Status run(const ops::ExpertsWithHiddenView &) {
+    return runExpertsForward(step, index);
+  }
+  absl::Status run(const ops::ExpertsGradWithHiddenView &) {
+    return runExpertsBackward(step, index);
+  }
   absl::Status run(const ops::SwigluView &op) {
     int64_t n = in(op.gate()).numElements();
     if (bf16)

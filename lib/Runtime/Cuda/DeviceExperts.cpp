@@ -13,7 +13,9 @@
 // them. The group offsets come back to the host: the GEMMs' sizes are
 // theirs.
 //
-// The backward recomputes W1 x and W3 x, as the CPU does, and gets the
+// The backward reads W1 x and W3 x from the forward's saved rows when the
+// instruction keeps them (ExpertsWithHidden), else recomputes them with the
+// same GEMMs, as the CPU does, and gets the
 // routing weights' gradients as a . (W2^T dy). Under mixed precision each
 // assignment's output (input gradient) is rounded to BF16 before the
 // tokens add them (ExpertsArgs::bf16Rows), as the CPU rounds them.
@@ -198,12 +200,9 @@ absl::Status expertsForwardOn(const DeviceStep &step, const ExpertMatmul &mm,
   if (!groups.ok())
     return groups.status();
   int64_t rows = groups->rows();
-  if (rows == 0)
-    return zeroResult(y, args.yBf16, s.T * s.H, stream);
-
   MOE_DEVICE_BUFFER(float, u, rows * s.F, stream);
   MOE_DEVICE_BUFFER(float, g, rows * s.F, stream);
-  {
+  if (rows > 0) {
     DeviceBuffer<float> xs;
     absl::StatusOr<StackedRows> xRows =
         tokenRows(step, mm, args, groups->slots.get(), rows, xs);
@@ -211,6 +210,12 @@ absl::Status expertsForwardOn(const DeviceStep &step, const ExpertMatmul &mm,
       return xRows.status();
     MOE_CUDA_TRY(upProjections(*groups, mm, s, w, *xRows, u.get(), g.get()));
   }
+  // Before swigluForward writes a over u; dropped slots get zeros.
+  if (args.hiddenOut)
+    MOE_CUDA_TRY(saveHidden(u.get(), g.get(), groups->positionOfSlot.get(),
+                            s.T * s.topK, s.F, args.hiddenOut, stream));
+  if (rows == 0)
+    return zeroResult(y, args.yBf16, s.T * s.H, stream);
   // a = silu(u) * g: in place of u for FP8 GEMMs (which quantize its fp32
   // values); for BF16 GEMMs, straight into the BF16 rows they read.
   StackedRows aRows{u.get(), s.F, {}};
@@ -286,7 +291,11 @@ absl::Status expertsBackwardOn(const DeviceStep &step, const ExpertMatmul &mm,
   MOE_DEVICE_BUFFER(float, u, rows * s.F, stream);
   MOE_DEVICE_BUFFER(float, g, rows * s.F, stream);
   MOE_DEVICE_BUFFER(float, a, rows * s.F, stream);
-  MOE_CUDA_TRY(upProjections(*groups, mm, s, w, xRows, u.get(), g.get()));
+  if (args.hiddenIn)
+    MOE_CUDA_TRY(
+        loadHidden(args.hiddenIn, slots, rows, s.F, u.get(), g.get(), stream));
+  else
+    MOE_CUDA_TRY(upProjections(*groups, mm, s, w, xRows, u.get(), g.get()));
   MOE_CUDA_TRY(swigluForward(u.get(), g.get(), a.get(), rows * s.F, stream));
 
   // da' = dy W2 (unweighted); dweights = a . da'; da = w da'.
@@ -349,9 +358,10 @@ absl::Status expertsBackwardOn(const DeviceStep &step, const ExpertMatmul &mm,
 
 bool readsBf16Operand(const DeviceStep &step, size_t index, uint32_t buffer) {
   const Instruction &inst = step.program.instructions[index];
-  if (inst.opcode != Opcode::Experts && inst.opcode != Opcode::ExpertsGrad)
+  std::optional<ops::ExpertsRecipe> found = ops::expertsRecipeOf(inst);
+  if (!found)
     return false;
-  ops::ExpertsRecipe recipe = *ops::expertsRecipeOf(inst);
+  const ops::ExpertsRecipe &recipe = *found;
   // FP8 GEMMs quantize the weights' fp32 values.
   if (recipe.fp8Scaling && *recipe.fp8Scaling != Fp8Scaling::None)
     return false;
@@ -366,7 +376,7 @@ bool readsBf16Operand(const DeviceStep &step, size_t index, uint32_t buffer) {
   // still take fp32 rows.
   if (recipe.group)
     return false;
-  bool backward = inst.opcode == Opcode::ExpertsGrad;
+  bool backward = !recipe.forward;
   return buffer == inst.operands[first] ||
          (backward && buffer == inst.operands[0]) || buffer == inst.results[0];
 }
@@ -374,7 +384,8 @@ bool readsBf16Operand(const DeviceStep &step, size_t index, uint32_t buffer) {
 ExpertsArgs expertsArgsOf(const DeviceStep &step, size_t index) {
   const Instruction &inst = step.program.instructions[index];
   // ExpertsGrad's operands are Experts' after dy.
-  size_t first = ops::expertsRecipeOf(inst)->firstOperand;
+  ops::ExpertsRecipe recipe = *ops::expertsRecipeOf(inst);
+  size_t first = recipe.firstOperand;
   const std::vector<uint32_t> &in = inst.operands;
   const std::vector<int64_t> &w1 = step.buffer(in[first + 3]).shape;
   const Buffer &x = step.buffer(in[first]);
@@ -404,6 +415,10 @@ ExpertsArgs expertsArgsOf(const DeviceStep &step, size_t index) {
   args.bf16X = x.dtype == DType::BF16;
   args.bf16Dy = first > 0 && step.buffer(in[0]).dtype == DType::BF16;
   args.bf16Rows = step.buffer(inst.results[0]).dtype == DType::BF16;
+  if (recipe.hidden && recipe.forward)
+    args.hiddenOut = step.f32(*recipe.hidden);
+  else if (recipe.hidden)
+    args.hiddenIn = step.f32(*recipe.hidden);
   return args;
 }
 

@@ -43,6 +43,11 @@ struct ExpertsArgs {
   /// once, as the widened run rounds it.
   const uint16_t *xBf16 = nullptr, *dyBf16 = nullptr;
   uint16_t *yBf16 = nullptr;
+  /// The saved up projections [T, topK, 2, F] (ExpertsWithHidden and its
+  /// gradient, one rank): the forward writes them, the backward reads them
+  /// instead of recomputing W1 x and W3 x.
+  float *hiddenOut = nullptr;
+  const float *hiddenIn = nullptr;
 };
 
 /// dx [T, H], dweights [T, topK], dw1, dw3 [E, F, H], dw2 [E, H, F].

@@ -92,6 +92,30 @@ __global__ void scatterPositionsKernel(const int64_t *slots,
   GRID_STRIDE(r, count) positionOfSlot[slots[r]] = r;
 }
 
+/// One slot's up projections into hidden [slots, 2, F]: (u, g) of its row,
+/// or zeros for a dropped slot (position -1).
+__global__ void saveHiddenKernel(const float *u, const float *g,
+                                 const int64_t *positionOfSlot,
+                                 int64_t numSlots, int64_t F, float *hidden) {
+  GRID_STRIDE(i, numSlots * 2 * F) {
+    int64_t s = i / (2 * F), c = i % (2 * F);
+    int64_t row = positionOfSlot[s];
+    const float *half = c < F ? u : g;
+    hidden[i] = row < 0 ? 0.0f : half[row * F + c % F];
+  }
+}
+
+/// Rows r < count of u and g from the hidden rows of their slots.
+__global__ void loadHiddenKernel(const float *hidden, const int64_t *slots,
+                                 int64_t count, int64_t F, float *u,
+                                 float *g) {
+  GRID_STRIDE(i, count * 2 * F) {
+    int64_t r = i / (2 * F), c = i % (2 * F);
+    float value = hidden[slots[r] * 2 * F + c];
+    (c < F ? u : g)[r * F + c % F] = value;
+  }
+}
+
 /// Rows of fp32 or BF16 storage into fp32 or BF16 rows: a copy, or an
 /// exact widening (BF16 to fp32); fp32 to BF16 is not instantiated.
 template <typename In, typename Out>
@@ -291,6 +315,30 @@ absl::Status invertSlots(const int64_t *slots, const int64_t *offsets,
   scatterPositionsKernel<<<gridFor(numSlots), kThreads, 0, stream>>>(
       slots, offsets, E, numSlots, positionOfSlot);
   return launched("invertSlots");
+}
+
+absl::Status saveHidden(const float *u, const float *g,
+                        const int64_t *positionOfSlot, int64_t numSlots,
+                        int64_t F, float *hidden, cudaStream_t stream) {
+  MOE_RETURN_IF_ERROR(checkNonNegative("saveHidden", "slot count", numSlots));
+  MOE_RETURN_IF_ERROR(checkNonNegative("saveHidden", "width", F));
+  if (numSlots == 0 || F == 0)
+    return absl::OkStatus();
+  saveHiddenKernel<<<gridFor(numSlots * 2 * F), kThreads, 0, stream>>>(
+      u, g, positionOfSlot, numSlots, F, hidden);
+  return launched("saveHidden");
+}
+
+absl::Status loadHidden(const float *hidden, const int64_t *slots,
+                        int64_t count, int64_t F, float *u, float *g,
+                        cudaStream_t stream) {
+  MOE_RETURN_IF_ERROR(checkNonNegative("loadHidden", "row count", count));
+  MOE_RETURN_IF_ERROR(checkNonNegative("loadHidden", "width", F));
+  if (count == 0 || F == 0)
+    return absl::OkStatus();
+  loadHiddenKernel<<<gridFor(count * 2 * F), kThreads, 0, stream>>>(
+      hidden, slots, count, F, u, g);
+  return launched("loadHidden");
 }
 
 } // namespace moe::rt::cuda

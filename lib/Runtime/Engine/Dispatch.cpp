@@ -237,27 +237,43 @@ public:
   absl::Status run(const ops::ExpertsView &op) {
     if (op.group())
       return runExpertParallel(context, index);
+    return expertsForward(op, nullptr);
+  }
+  absl::Status run(const ops::ExpertsWithHiddenView &op) {
+    return expertsForward(op, f32(op.hidden()));
+  }
+  absl::Status run(const ops::ExpertsGradView &op) {
+    if (op.group())
+      return runExpertParallel(context, index);
+    return expertsBackward(op, nullptr);
+  }
+  absl::Status run(const ops::ExpertsGradWithHiddenView &op) {
+    return expertsBackward(op, f32(op.hidden()));
+  }
+  /// The experts on this rank's tokens, writing the up projections to
+  /// `hidden` when the instruction keeps them.
+  template <class View>
+  absl::Status expertsForward(const View &op, float *hidden) {
     const std::vector<int64_t> &w1 = in(op.w1()).shape;
     std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(op.instruction, &context);
     cpu::expertsForward(f32(op.x()), f32(op.weights()), i32(op.indices()),
                         f32(op.w1()), f32(op.w3()), f32(op.w2()), f32(op.y()),
                         rows(in(op.x())), w1[2], w1[1], w1[0],
                         last(in(op.weights())), fp8 ? &*fp8 : nullptr,
-                        storedAsBf16(context, op.y()));
+                        storedAsBf16(context, op.y()), hidden);
     return absl::OkStatus();
   }
-  absl::Status run(const ops::ExpertsGradView &op) {
-    if (op.group())
-      return runExpertParallel(context, index);
+  /// Their gradients, reading the saved up projections when given.
+  template <class View>
+  absl::Status expertsBackward(const View &op, const float *hidden) {
     const std::vector<int64_t> &w1 = in(op.w1()).shape;
     std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(op.instruction, &context);
-    cpu::expertsBackward(f32(op.dy()), f32(op.x()), f32(op.weights()),
-                         i32(op.indices()), f32(op.w1()), f32(op.w3()),
-                         f32(op.w2()), f32(op.dx()), f32(op.dweights()),
-                         f32(op.dw1()), f32(op.dw3()), f32(op.dw2()),
-                         rows(in(op.dy())), w1[2], w1[1], w1[0],
-                         last(in(op.weights())), fp8 ? &*fp8 : nullptr,
-                         storedAsBf16(context, op.dx()));
+    cpu::expertsBackward(
+        f32(op.dy()), f32(op.x()), f32(op.weights()), i32(op.indices()),
+        f32(op.w1()), f32(op.w3()), f32(op.w2()), f32(op.dx()),
+        f32(op.dweights()), f32(op.dw1()), f32(op.dw3()), f32(op.dw2()),
+        rows(in(op.dy())), w1[2], w1[1], w1[0], last(in(op.weights())),
+        fp8 ? &*fp8 : nullptr, storedAsBf16(context, op.dx()), hidden);
     return absl::OkStatus();
   }
   absl::Status run(const ops::SwigluView &op) {

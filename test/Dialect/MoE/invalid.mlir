@@ -557,6 +557,30 @@ func.func @experts_result(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<
 
 // -----
 
+func.func @experts_hidden_shape(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
+  // expected-error @+1 {{expected hidden of shape [8, 2, 2, 32], got [8, 2, 32]}}
+  %y, %h = moe.experts %x, %w, %i, %w1, %w1, %w2 : (tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> (tensor<8x16xf32>, tensor<8x2x32xf32>)
+  return
+}
+
+// -----
+
+func.func @experts_hidden_expert_parallel(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<2x32x16xf32>, %w2: tensor<2x16x32xf32>) {
+  // expected-error @+1 {{cannot keep the experts' up projections ('hidden') with expert_axes: they would live on the experts' ranks}}
+  %y, %h = moe.experts %x, %w, %i, %w1, %w1, %w2 {expert_axes = ["ep"]} : (tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<2x32x16xf32>, tensor<2x32x16xf32>, tensor<2x16x32xf32>) -> (tensor<8x16xf32>, tensor<8x2x2x32xf32>)
+  return
+}
+
+// -----
+
+func.func @experts_grad_hidden_shape(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>, %h: tensor<8x2x2x16xf32>) {
+  // expected-error @+1 {{expected hidden of shape [8, 2, 2, 32], got [8, 2, 2, 16]}}
+  %dx, %dw, %d1, %d3, %d2 = moe.experts_grad %x, %x, %w, %i, %w1, %w1, %w2, %h : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>, tensor<8x2x2x16xf32>) -> (tensor<8x16xf32>, tensor<8x2xf32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>)
+  return
+}
+
+// -----
+
 func.func @experts_leading(%x: tensor<8x16xf32>, %w: tensor<4x2xf32>, %i: tensor<4x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) {
   // expected-error @+1 {{expected routing weights with the input's leading dimensions, got [4, 2] for input [8, 16]}}
   %y = moe.experts %x, %w, %i, %w1, %w1, %w2 : (tensor<8x16xf32>, tensor<4x2xf32>, tensor<4x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<8x16xf32>

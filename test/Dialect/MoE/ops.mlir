@@ -54,6 +54,14 @@ func.func @model_ops(%tokens: tensor<2x4xi32>, %table: tensor<16x8xf32>,
   // CHECK: moe.experts {{.*}} {fp8_block = 128 : i64, fp8_dispatch}
   %yw = moe.experts %a, %weights, %indices, %w1, %w1, %w2 {fp8_block = 128, fp8_dispatch}
       : (tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>, tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<4x8x4xf32>) -> tensor<2x4x8xf32>
+  // The saved up projections: a second result, read by the gradient.
+  // CHECK: moe.experts {{.*}} -> (tensor<2x4x8xf32>, tensor<2x4x2x2x4xf32>)
+  %yk, %hidden = moe.experts %a, %weights, %indices, %w1, %w1, %w2
+      : (tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>, tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<4x8x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x2x2x4xf32>)
+  // CHECK: moe.experts_grad {{.*}}, tensor<2x4x2x2x4xf32>) -> (
+  %exk:5 = moe.experts_grad %yk, %a, %weights, %indices, %w1, %w1, %w2, %hidden
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>, tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<4x8x4xf32>, tensor<2x4x2x2x4xf32>)
+      -> (tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<4x8x4xf32>)
   // CHECK: moe.fp8_amax_update @history
   moe.fp8_amax_update @history
   // CHECK: moe.swiglu %{{.*}}, %{{.*}} : tensor<2x4x8xf32>

@@ -1,6 +1,8 @@
-//===- ExpertsRecipe.h - the attributes Experts and ExpertsGrad share -*- C++ -*-===//
+//===- ExpertsRecipe.h - the attributes Experts and ExpertsGrad share -*- C++
+//-*-===//
 //
-// Experts and ExpertsGrad carry the same optional attributes (OpTable.td):
+// Experts and ExpertsGrad (and their WithHidden forms, which keep the up
+// projections) carry the same optional attributes (OpTable.td):
 // the group distributing the experts and the FP8 recipe. Code that handles
 // both reads them here, through the ops' views.
 //
@@ -24,9 +26,14 @@ struct ExpertsRecipe {
   bool fp8Dispatch = false;
   /// Delayed scaling's amax history.
   std::optional<uint32_t> amaxHistory;
+  /// The saved up projections [..., k, 2, F]: a result of the forward
+  /// (ExpertsWithHidden), an operand of the backward
+  /// (ExpertsGradWithHidden); absent where the backward recomputes them.
+  std::optional<uint32_t> hidden;
 };
 
-/// The recipe of an Experts or ExpertsGrad instruction; nullopt for others.
+/// The recipe of an instruction of the experts (Experts, ExpertsGrad and
+/// their WithHidden forms); nullopt for others.
 inline std::optional<ExpertsRecipe> expertsRecipeOf(const Instruction &inst) {
   auto read = [](const auto &op, ExpertsRecipe recipe) {
     recipe.firstOperand = op.kXOperand;
@@ -37,14 +44,28 @@ inline std::optional<ExpertsRecipe> expertsRecipeOf(const Instruction &inst) {
     recipe.amaxHistory = op.amaxHistory();
     return recipe;
   };
-  if (inst.opcode == Opcode::Experts)
+  ExpertsRecipe backward;
+  backward.forward = false;
+  switch (inst.opcode) {
+  case Opcode::Experts:
     return read(ExpertsView(inst), {});
-  if (inst.opcode == Opcode::ExpertsGrad) {
-    ExpertsRecipe recipe;
-    recipe.forward = false;
-    return read(ExpertsGradView(inst), recipe);
+  case Opcode::ExpertsGrad:
+    return read(ExpertsGradView(inst), backward);
+  case Opcode::ExpertsWithHidden: {
+    ExpertsWithHiddenView op(inst);
+    ExpertsRecipe recipe = read(op, {});
+    recipe.hidden = op.hidden();
+    return recipe;
   }
-  return std::nullopt;
+  case Opcode::ExpertsGradWithHidden: {
+    ExpertsGradWithHiddenView op(inst);
+    ExpertsRecipe recipe = read(op, backward);
+    recipe.hidden = op.hidden();
+    return recipe;
+  }
+  default:
+    return std::nullopt;
+  }
 }
 
 } // namespace moe::rt::ops

@@ -267,3 +267,41 @@ def Cast : Op<33, "3.1"> {
   let results = (outs Float<"=x">:$y);
   let rules = ["checkCast"];
 }
+
+// Saved expert activations (3.2): Experts that also writes the up
+// projections of every routed slot, hidden[t, j] = (W1[e] x[t], W3[e] x[t])
+// for e = indices[t, j] (zeros for a dropped slot), and ExpertsGrad that
+// reads them instead of recomputing them. They hold the values the GEMMs
+// computed, so a step gives the bits of the recomputing pair. On one rank
+// only: with expert parallelism the rows live on the experts' ranks.
+def ExpertsWithHidden : Op<34, "3.2"> {
+  let operands = (ins Float<"[..., H]">:$x, Tensor<"[..., k]">:$weights,
+                      Ids<"[..., k]">:$indices, Float<"[E, F, H]">:$w1,
+                      Float<"[E, F, H]">:$w3, Float<"[E, H, F]">:$w2,
+                      OptionalTensor<>:$amax_history);
+  let results = (outs Float<"[..., H]">:$y, Tensor<"[..., k, 2, F]">:$hidden);
+  let attributes = (attrs
+      OptionalAttr<"group", GroupAttr>:$group,
+      OptionalAttr<"fp8", EnumAttr<Fp8Scaling>>:$fp8_scaling,
+      OptionalAttr<"fp8", IntAttr<"$_ >= 1 && $_ <= 65536",
+                                  "must be in [1, 65536]">>:$fp8_block,
+      OptionalAttr<"fp8", BoolAttr>:$fp8_dispatch);
+  let rules = ["checkFp8Recipe", "checkExpertRouting", "checkHiddenOnOneRank"];
+}
+def ExpertsGradWithHidden : Op<35, "3.2"> {
+  let operands = (ins Float<"[..., H]">:$dy, Float<"[..., H]">:$x,
+                      Tensor<"[..., k]">:$weights, Ids<"[..., k]">:$indices,
+                      Float<"[E, F, H]">:$w1, Float<"[E, F, H]">:$w3,
+                      Float<"[E, H, F]">:$w2, Tensor<"[..., k, 2, F]">:$hidden,
+                      OptionalTensor<>:$amax_history);
+  let results = (outs Float<"[..., H]">:$dx, Tensor<"[..., k]">:$dweights,
+                      Float<"[E, F, H]">:$dw1, Float<"[E, F, H]">:$dw3,
+                      Float<"[E, H, F]">:$dw2);
+  let attributes = (attrs
+      OptionalAttr<"group", GroupAttr>:$group,
+      OptionalAttr<"fp8", EnumAttr<Fp8Scaling>>:$fp8_scaling,
+      OptionalAttr<"fp8", IntAttr<"$_ >= 1 && $_ <= 65536",
+                                  "must be in [1, 65536]">>:$fp8_block,
+      OptionalAttr<"fp8", BoolAttr>:$fp8_dispatch);
+  let rules = ["checkFp8Recipe", "checkExpertRouting", "checkHiddenOnOneRank"];
+}

@@ -242,15 +242,19 @@ inline uint64_t expertsWorkspaceBytes(int64_t rows, int64_t topK, int64_t H,
 /// With `bf16Rows` (mixed precision: y is a BF16 buffer), each assignment's
 /// expert output is rounded to BF16 before it is weighted and added in fp32,
 /// as the BF16 rows an expert all-to-all brings back (docs/precision.md).
+/// With `hidden` [T, topK, 2, F], also writes each slot's W1 x and W3 x
+/// there as the GEMMs computed them (zeros for a dropped slot), for the
+/// backward to read.
 void expertsForward(const float *x, const float *weights,
                     const int32_t *indices, const float *w1, const float *w3,
                     const float *w2, float *y, int64_t T, int64_t H, int64_t F,
                     int64_t E, int64_t topK, const Fp8Gemms *fp8 = nullptr,
-                    bool bf16Rows = false);
+                    bool bf16Rows = false, float *hidden = nullptr);
 /// Overwrites dx [T, H], dweights [T, topK] (0 for skipped slots) and dw1,
 /// dw3 [E, F, H], dw2 [E, H, F] (0 for experts that received no token).
-/// Recomputes W1 x and W3 x per expert instead of taking them as inputs;
-/// with `fp8`, from the same FP8 values the forward read. With `bf16Rows`
+/// Reads W1 x and W3 x from the forward's `hidden` when given, else
+/// recomputes them per expert; with `fp8`, from the same FP8 values the
+/// forward read, so both give the same bits. With `bf16Rows`
 /// (dx is a BF16 buffer), each assignment's input gradient is rounded to
 /// BF16 before the token's are added in fp32.
 void expertsBackward(const float *dy, const float *x, const float *weights,
@@ -258,7 +262,7 @@ void expertsBackward(const float *dy, const float *x, const float *weights,
                      const float *w2, float *dx, float *dweights, float *dw1,
                      float *dw3, float *dw2, int64_t T, int64_t H, int64_t F,
                      int64_t E, int64_t topK, const Fp8Gemms *fp8 = nullptr,
-                     bool bf16Rows = false);
+                     bool bf16Rows = false, const float *hidden = nullptr);
 
 //===----------------------------------------------------------------------===//
 // Losses

@@ -323,6 +323,16 @@ absl::Status scaleRows(float *x, const float *scales, int64_t rows,
 /// out[slots[r]] = values[r] for r < count (other elements untouched).
 absl::Status scatterValues(const float *values, const int64_t *slots,
                            int64_t count, float *out, cudaStream_t stream);
+/// The experts' saved up projections, hidden [numSlots, 2, F]: slot s gets
+/// (u, g)[positionOfSlot[s]], zeros where that is -1 (a dropped slot).
+absl::Status saveHidden(const float *u, const float *g,
+                        const int64_t *positionOfSlot, int64_t numSlots,
+                        int64_t F, float *hidden, cudaStream_t stream);
+/// Their inverse for the grouped rows: u[r], g[r] = hidden[slots[r]] for
+/// r < count.
+absl::Status loadHidden(const float *hidden, const int64_t *slots,
+                        int64_t count, int64_t F, float *u, float *g,
+                        cudaStream_t stream);
 /// positionOfSlot[slots[r]] = r for r < offsets[E]; -1 for the other slots.
 absl::Status invertSlots(const int64_t *slots, const int64_t *offsets,
                          int64_t E, int64_t numSlots, int64_t *positionOfSlot,

@@ -849,6 +849,23 @@ LogicalResult ExpertsGradOp::verifySymbolUses(SymbolTableCollection &symbols) {
                           static_cast<bool>(getExpertAxes()), symbols);
 }
 
+/// The saved up projections, when present: f32 [..., k, 2, F] (the
+/// indices' shape, then w1's F), on the experts' own rank.
+static LogicalResult verifyExpertHidden(Operation *op, Value hidden,
+                                        Value indices, Value w1,
+                                        bool distributed) {
+  if (!hidden)
+    return success();
+  if (distributed)
+    return op->emitOpError()
+           << "cannot keep the experts' up projections ('hidden') with "
+              "expert_axes: they would live on the experts' ranks";
+  SmallVector<int64_t> expected(shapeOf(indices));
+  expected.push_back(2);
+  expected.push_back(shapeOf(w1)[1]);
+  return expectShape(op, "hidden", hidden, expected);
+}
+
 LogicalResult ExpertsOp::verify() {
   if (getResult().getType() != getInput().getType())
     return emitOpError() << "expected the result to have the input's type";
@@ -857,9 +874,12 @@ LogicalResult ExpertsOp::verify() {
   if (failed(verifyFp8Recipe(*this, getFp8(), getFp8Block(), getFp8Dispatch(),
                              getFp8HistoryAttr())))
     return failure();
-  return verifyExpertsShapes(*this, getInput(), getWeights(), getIndices(),
-                             getW1(), getW3(), getW2(),
-                             static_cast<bool>(getExpertAxes()));
+  if (failed(verifyExpertsShapes(*this, getInput(), getWeights(), getIndices(),
+                                 getW1(), getW3(), getW2(),
+                                 static_cast<bool>(getExpertAxes()))))
+    return failure();
+  return verifyExpertHidden(*this, getHidden(), getIndices(), getW1(),
+                            static_cast<bool>(getExpertAxes()));
 }
 
 LogicalResult ExpertsGradOp::verify() {
@@ -871,6 +891,9 @@ LogicalResult ExpertsGradOp::verify() {
   if (failed(verifyExpertsShapes(*this, getInput(), getWeights(), getIndices(),
                                  getW1(), getW3(), getW2(),
                                  static_cast<bool>(getExpertAxes()))))
+    return failure();
+  if (failed(verifyExpertHidden(*this, getHidden(), getIndices(), getW1(),
+                                static_cast<bool>(getExpertAxes()))))
     return failure();
   if (getGrad().getType() != getInput().getType())
     return emitOpError() << "expected grad to have the input's type";

@@ -35,8 +35,22 @@ SIMPLE_RULE(RouterOp, "*e->*e,*k,*k", "ek")
 // Experts: a token's output sums over the experts it was routed to, so the
 // expert factor e is contracted; splitting tokens and experts over one axis
 // is expert parallelism, which the partitioner lowers to all-to-alls.
-SIMPLE_RULE(ExpertsOp, "*h,*k,*k,efh,efh,ehf->*h", "hk")
-SIMPLE_RULE(ExpertsGradOp, "*h,*h,*k,*k,efh,efh,ehf->*h,*k,efh,efh,ehf", "hk")
+// The saved up projections [..., k, 2, F] follow the tokens, the slots and
+// the expert width; c is the pair (w1 x, w3 x).
+FailureOr<ShardingRule> ExpertsOp::getShardingRule() {
+  return ShardingRule::fromSpec(*this,
+                                getHidden() ? "*h,*k,*k,efh,efh,ehf->*h,*kcf"
+                                            : "*h,*k,*k,efh,efh,ehf->*h",
+                                "hkc");
+}
+
+FailureOr<ShardingRule> ExpertsGradOp::getShardingRule() {
+  return ShardingRule::fromSpec(
+      *this,
+      getHidden() ? "*h,*h,*k,*k,efh,efh,ehf,*kcf->*h,*k,efh,efh,ehf"
+                  : "*h,*h,*k,*k,efh,efh,ehf->*h,*k,efh,efh,ehf",
+      "hkc");
+}
 
 FailureOr<ShardingRule> RoPEOp::getShardingRule() {
   return ShardingRule::fromSpec(*this, "bs(hd)->bs(hd)", "sd",

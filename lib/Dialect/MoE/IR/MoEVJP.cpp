@@ -80,11 +80,11 @@ SmallVector<Value> ExpertsOp::buildVJP(OpBuilder &builder,
                                        ValueRange resultGrads) {
   auto grad = builder.create<ExpertsGradOp>(
       getLoc(),
-      TypeRange{getInput().getType(), getWeights().getType(),
-                getW1().getType(), getW3().getType(), getW2().getType()},
-      resultGrads[0], getInput(), getWeights(), getIndices(), getW1(),
-      getW3(), getW2(), getExpertAxesAttr(), getFp8Attr(), getFp8BlockAttr(),
-      getFp8DispatchAttr(), getFp8HistoryAttr());
+      TypeRange{getInput().getType(), getWeights().getType(), getW1().getType(),
+                getW3().getType(), getW2().getType()},
+      resultGrads[0], getInput(), getWeights(), getIndices(), getW1(), getW3(),
+      getW2(), getHidden(), getExpertAxesAttr(), getFp8Attr(),
+      getFp8BlockAttr(), getFp8DispatchAttr(), getFp8HistoryAttr());
   return {grad.getInputGrad(), grad.getWeightsGrad(), Value(),
           grad.getW1Grad(),    grad.getW3Grad(),      grad.getW2Grad()};
 }

@@ -463,6 +463,14 @@ def MoE_ExpertsOp : MoE_Op<"experts", [
     a row; without `fp8`, that is all FP8 does (a target without FP8 tensor
     cores: the GEMMs read full precision).
 
+    Saved activations: with a second result, `hidden` (f32,
+    `[..., k, 2, F]`), the op also returns each assignment's up projections
+    `hidden[t, j] = (w1[e] x[t], w3[e] x[t])` for `e = indices[t, j]`, zeros
+    for a dropped one, as its GEMMs computed them, for `moe.experts_grad`
+    to read instead of recomputing them (`moe-save-expert-activations` adds
+    it, `moe-rematerialize` drops it under a memory budget). Not with
+    `expert_axes`: those rows would live on the experts' ranks.
+
     Constraints: `input` is `[..., H]`; `weights` (f32) and `indices` (i32)
     are `[..., k]` with the input's leading dimensions; `w1` and `w3` are
     `[E, F, H]`, `w2` is `[E, H, F]`; the result has the input's type;
@@ -478,6 +486,10 @@ def MoE_ExpertsOp : MoE_Op<"experts", [
         : (tensor<8x64x64xf32>, tensor<8x64x2xf32>, tensor<8x64x2xi32>,
            tensor<4x128x64xf32>, tensor<4x128x64xf32>, tensor<4x64x128xf32>)
         -> tensor<8x64x64xf32>
+    %y, %h = moe.experts %x, %w, %i, %w1, %w3, %w2
+        : (tensor<8x64x64xf32>, tensor<8x64x2xf32>, tensor<8x64x2xi32>,
+           tensor<4x128x64xf32>, tensor<4x128x64xf32>, tensor<4x64x128xf32>)
+        -> (tensor<8x64x64xf32>, tensor<8x64x2x2x128xf32>)
     ```
   }];
   let arguments = (ins MoE_FloatTensor:$input, MoE_F32Tensor:$weights,
@@ -488,7 +500,8 @@ def MoE_ExpertsOp : MoE_Op<"experts", [
                        OptionalAttr<I64Attr>:$fp8_block,
                        UnitAttr:$fp8_dispatch,
                        OptionalAttr<FlatSymbolRefAttr>:$fp8_history);
-  let results = (outs MoE_FloatTensor:$result);
+  let results = (outs MoE_FloatTensor:$result,
+                      Optional<MoE_F32Tensor>:$hidden);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -936,13 +949,16 @@ def MoE_ExpertsGradOp : MoE_Op<"experts_grad", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "gradients of the experts' input, weights and parameters";
   let description = [{
-    Recomputes each expert's `w1 x` and `w3 x` instead of keeping them.
+    Reads each assignment's `w1 x` and `w3 x` from `hidden`, the forward's
+    saved up projections (see `moe.experts`), when given; recomputes them
+    otherwise. Both give the same values.
     With `expert_axes` (see `moe.experts`), tokens, their gradients and
     routing weights travel to the experts' ranks; the weight gradients are
     then summed over the tokens of the whole group.
 
-    Constraints: `grad` has the input's type; operands as `moe.experts`; the
-    results have the types of `input`, `weights`, `w1`, `w3`, `w2`.
+    Constraints: `grad` has the input's type; operands as `moe.experts`,
+    `hidden` as its second result; the results have the types of `input`,
+    `weights`, `w1`, `w3`, `w2`.
 
     Example:
 
@@ -958,7 +974,7 @@ def MoE_ExpertsGradOp : MoE_Op<"experts_grad", [
   let arguments = (ins MoE_FloatTensor:$grad, MoE_FloatTensor:$input,
                        MoE_F32Tensor:$weights, MoE_I32Tensor:$indices,
                        MoE_FloatTensor:$w1, MoE_FloatTensor:$w3,
-                       MoE_FloatTensor:$w2,
+                       MoE_FloatTensor:$w2, Optional<MoE_F32Tensor>:$hidden,
                        OptionalAttr<StrArrayAttr>:$expert_axes,
                        OptionalAttr<MoE_Fp8ScalingAttr>:$fp8,
                        OptionalAttr<I64Attr>:$fp8_block,

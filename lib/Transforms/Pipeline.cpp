@@ -27,6 +27,13 @@ void mlir::moe::buildTrainingBackend(
     const std::optional<SaveExpertActivationsOptions> &saveExperts) {
   if (sharded)
     pm.addPass(createPartition());
+  // A pipelined step reduces its gradients after every microbatch.
+  if (sharded && !pipeline) {
+    ScheduleCollectivesOptions schedule;
+    if (saveExperts)
+      schedule.function = saveExperts->function;
+    pm.addPass(createScheduleCollectives(schedule));
+  }
   // On the per-rank step (expert parallelism is known), before the cut.
   if (saveExperts)
     pm.addPass(createSaveExpertActivations(*saveExperts));

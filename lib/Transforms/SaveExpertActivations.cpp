@@ -61,8 +61,7 @@ RankedTensorType mlir::moe::expertHiddenType(ExpertsOp experts) {
   SmallVector<int64_t> shape(experts.getIndices().getType().getShape());
   shape.push_back(2);
   shape.push_back(experts.getW1().getType().getShape()[1]);
-  return RankedTensorType::get(shape,
-                               Float32Type::get(experts.getContext()));
+  return RankedTensorType::get(shape, Float32Type::get(experts.getContext()));
 }
 
 unsigned mlir::moe::saveExpertActivations(func::FuncOp step) {
@@ -104,8 +103,8 @@ ExpertsOp mlir::moe::dropExpertActivations(ExpertsOp experts) {
     ValueRange operands = reader->getOperands();
     rebuild(reader, reader->getResultTypes(), operands.drop_back());
   }
-  return cast<ExpertsOp>(rebuild(experts, experts.getResult().getType(),
-                                 experts->getOperands()));
+  return cast<ExpertsOp>(
+      rebuild(experts, experts.getResult().getType(), experts->getOperands()));
 }
 
 namespace {

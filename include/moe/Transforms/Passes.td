@@ -433,6 +433,40 @@ def Fp8 : Pass<"moe-fp8", "ModuleOp"> {
   ];
 }
 
+def ScheduleCollectives : Pass<"moe-schedule-collectives", "ModuleOp"> {
+  let summary = "start gradient reductions and parameter gathers early";
+  let description = [{
+    On the per-rank step after moe-partition: moves every reduction
+    (`moe.reduce_scatter`, `moe.all_reduce`) right after the op that makes
+    its operand, so FSDP's gradient reductions run under the rest of the
+    backward pass instead of at the optimizer (and the full-size gradients
+    die there), and moves the all-gathers of each layer's parameters to
+    where the previous layer's gathered weights are first read: a prefetch
+    one layer ahead. The backends run a collective from its position to its
+    first reader on their communication stream or thread. Values are
+    unchanged. Not for pipelined steps, whose reductions wait for every
+    microbatch. See lib/Transforms/ScheduleCollectives.cpp.
+
+    Example, with FSDP over 2 ranks:
+
+    ```mlir
+    %g = moe.linear_grad_weight %dy, %x : ... -> tensor<256x64xf32>
+    ...   // the rest of the backward
+    %r = moe.reduce_scatter %g {axes = ["fsdp"], dim = 0 : i64, mesh = @mesh}
+    ```
+    becomes
+    ```mlir
+    %g = moe.linear_grad_weight %dy, %x : ... -> tensor<256x64xf32>
+    %r = moe.reduce_scatter %g {axes = ["fsdp"], dim = 0 : i64, mesh = @mesh}
+    ...   // the rest of the backward
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"train_step\"",
+           "the training step">,
+  ];
+}
+
 def SaveExpertActivations : Pass<"moe-save-expert-activations", "ModuleOp"> {
   let summary = "keep the experts' up projections for their backward";
   let description = [{

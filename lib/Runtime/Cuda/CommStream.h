@@ -4,10 +4,12 @@
 // communication stream, in program order (the same order on every rank, one
 // stream per communicator, as NCCL needs). Events order it with the compute
 // stream: a collective starts after the compute work before it, and the
-// compute stream waits for it just before its first reader. For a gradient
-// reduction that is the optimizer, so the reduction overlaps the rest of the
-// backward pass; for everything else it is the next instruction, and there
-// is no overlap, only order.
+// compute stream waits for it just before its first reader. Reductions and
+// parameter all-gathers run so: moe-schedule-collectives puts a gradient
+// reduction right after its gradient, so it overlaps the rest of the
+// backward pass, and a parameter's gather one layer ahead of its readers.
+// For everything else the reader is the next instruction, and there is no
+// overlap, only order.
 //
 // The memory plan places a collective's result from its position on, so the
 // communication stream may write it late. Its input may be reused after the

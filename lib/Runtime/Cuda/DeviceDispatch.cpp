@@ -468,6 +468,16 @@ absl::Status collective(const DeviceStep &step, size_t index,
   switch (kind) {
   case CollectiveKind::AllGather: {
     int64_t bytes = block * elementBytes;
+    // A parameter's gather (FSDP) reads a buffer nothing writes before the
+    // optimizer and writes its result in place: it runs until its first
+    // reader, one layer ahead where moe-schedule-collectives put it so.
+    bool persistent =
+        in.kind == BufferKind::Parameter || in.kind == BufferKind::WorkingCopy;
+    if (blocks.outer == 1 && persistent)
+      return comm->run(stream, comm->neededBy(index, true),
+                       [&](cudaStream_t on) {
+                         return group->allGatherBytes(x, y, bytes, on);
+                       });
     if (blocks.outer == 1)
       return comm->runNow(stream, [&](cudaStream_t on) {
         return group->allGatherBytes(x, y, bytes, on);

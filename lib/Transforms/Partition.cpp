@@ -263,6 +263,14 @@ static SmallVector<DimAxes> factorAxes(Operation *op, const ShardingRule &rule) 
       set[f] = true;
     }
   };
+  // The experts' backward contracts the tokens (weight gradients) as well
+  // as the expert width (dx): it takes the width's split from the weights
+  // first, as its forward does, and gathers the tokens' gradients, instead
+  // of gathering every expert weight (the larger tensors by far).
+  if (isa<ExpertsGradOp>(op))
+    for (unsigned weight : {4u, 5u, 6u})
+      take(op->getOperand(weight), rule.getOperands()[weight],
+           /*onlyContracted=*/true);
   for (auto [operand, dims] : llvm::zip(op->getOperands(), rule.getOperands()))
     take(operand, dims, /*onlyContracted=*/true);
   for (auto [result, dims] : llvm::zip(op->getResults(), rule.getResults()))

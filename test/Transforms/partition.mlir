@@ -75,3 +75,22 @@ moe.transformer @ep {vocab = 32, hidden = 16, layers = 1, heads = 2,
 // CHECK: %{{.*}}, %{{.*}}, %[[DW1:.*]], %{{.*}}, %{{.*}} = moe.experts_grad {{.*}} {expert_axes = ["ep"]}
 // CHECK: moe.all_reduce %[[DW1]] {axes = ["dp"], mesh = @mesh} : tensor<2x8x16xf32>
 // CHECK: moe.all_reduce {{.*}} {axes = ["dp", "ep"], mesh = @mesh} : tensor<32x16xf32>
+
+// -----
+
+// The experts' backward under tensor parallelism splits the expert width as
+// its forward does: it reads the local expert weights and the forward's
+// gathered tokens, gathers the output gradient (sequence parallel), and
+// reduce-scatters the input gradient; no expert weight is gathered.
+moe.mesh @mesh(tp = 2)
+moe.transformer @tp {vocab = 32, hidden = 16, layers = 1, heads = 2,
+                     kv_heads = 2, experts = 4, top_k = 2, ffn = 8, seq = 4,
+                     batch = 2}
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[W1:.*]] = moe.get_param @"model.layers.0.block_sparse_moe.experts.{e}.w1.weight" : tensor<4x4x16xf32>
+// CHECK: %[[X:.*]] = moe.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64, mesh = @mesh} : (tensor<2x2x16xf32>) -> tensor<2x4x16xf32>
+// CHECK: moe.experts %[[X]], %{{.*}}, %{{.*}}, %[[W1]],
+// CHECK: %[[DY:.*]] = moe.all_gather %input_grad {axes = ["tp"], dim = 1 : i64, mesh = @mesh} : (tensor<2x2x16xf32>) -> tensor<2x4x16xf32>
+// CHECK-NOT: tensor<4x8x16xf32>
+// CHECK: %[[DX:.*]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} = moe.experts_grad %[[DY]], %[[X]], %{{.*}}, %{{.*}}, %[[W1]], {{.*}} -> (tensor<2x4x16xf32>, tensor<2x4x2xf32>, tensor<4x4x16xf32>, tensor<4x4x16xf32>, tensor<4x16x4xf32>)
+// CHECK: moe.reduce_scatter %[[DX]] {axes = ["tp"], dim = 1 : i64, mesh = @mesh} : (tensor<2x4x16xf32>) -> tensor<2x2x16xf32>

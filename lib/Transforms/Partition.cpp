@@ -271,6 +271,13 @@ static SmallVector<DimAxes> factorAxes(Operation *op, const ShardingRule &rule) 
     for (unsigned weight : {4u, 5u, 6u})
       take(op->getOperand(weight), rule.getOperands()[weight],
            /*onlyContracted=*/true);
+  // A weight gradient takes its weight's split first (its output and input
+  // features), as the forward's linear used it, and sums its tokens locally
+  // only over what is left: under tp it reads the local slice of the
+  // output gradient and the gathered input, instead of gathering the
+  // gradient and reduce-scattering a full weight-sized partial sum.
+  if (isa<LinearGradWeightOp>(op))
+    take(op->getResult(0), rule.getResults()[0], /*onlyContracted=*/false);
   for (auto [operand, dims] : llvm::zip(op->getOperands(), rule.getOperands()))
     take(operand, dims, /*onlyContracted=*/true);
   for (auto [result, dims] : llvm::zip(op->getResults(), rule.getResults()))

@@ -40,10 +40,12 @@ moe.transformer @small {vocab = 32, hidden = 16, layers = 1, heads = 4,
 // CHECK: %[[FANIN:.*]] = moe.add %{{.*}}, %{{.*}} : tensor<2x4x16xf32>
 // CHECK-NEXT: %[[RS:.*]] = moe.reduce_scatter %[[FANIN]] {axes = ["tp"], dim = 1 : i64, mesh = @mesh} : (tensor<2x4x16xf32>) -> tensor<2x2x16xf32>
 // CHECK-NEXT: moe.rms_norm_grad %[[RS]]
-// The q_proj gradient of the sequence slice sums over tp and fsdp and lands
-// in q_proj's storage split in one reduce-scatter; the norm sums squares
-// over shards.
-// CHECK: %[[SQ:.*]] = moe.reduce_scatter %{{.*}} {axes = ["tp", "fsdp"], dim = 0 : i64, mesh = @mesh} : (tensor<16x16xf32>) -> tensor<4x16xf32>
+// The q_proj gradient takes q_proj's split: each rank sums its own heads'
+// rows over the gathered sequence of its batch slice (no gradient gathered,
+// no tp reduction) and one reduce-scatter over fsdp lands it in q_proj's
+// storage split; the norm sums squares over shards.
+// CHECK: %[[GRADQ:.*]] = moe.linear_grad_weight %{{.*}}, %[[X]] : (tensor<2x4x8xf32>, tensor<2x4x16xf32>) -> tensor<8x16xf32>
+// CHECK: %[[SQ:.*]] = moe.reduce_scatter %[[GRADQ]] {axes = ["fsdp"], dim = 0 : i64, mesh = @mesh} : (tensor<8x16xf32>) -> tensor<4x16xf32>
 // CHECK: moe.global_norm {{.*}}input_axes = [{{.*}}["tp", "fsdp"]
 // CHECK: moe.adamw_update @model.layers.0.self_attn.q_proj.weight, {{.*}}, %[[SQ]],
 // CHECK: return {{.*}} : tensor<f32>, tensor<f32>, tensor<f32>

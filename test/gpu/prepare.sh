@@ -120,6 +120,9 @@ fp8=(--fp8=experts --fp8-scaling=delayed --target=h200)
 # Gradient accumulation on one GPU: the shared pipeline runner with one
 # stage and two microbatches (DevicePipeline).
 "$moec" models/tiny.mlir --precision=bf16 --microbatches 2 -o "$bundle/artifacts/tiny-mb2.moebin"
+# The experts recomputing their up projections instead of keeping them: the
+# device must give the kept run's bits.
+"$moec" models/tiny.mlir --precision=bf16 --recompute-experts -o "$bundle/artifacts/tiny-bf16-recomputed.moebin"
 # A learning rate of 1e30: the second step's loss is not finite.
 "$moec" test/moe-run/Inputs/diverge.mlir --precision=bf16 -o "$bundle/artifacts/diverge-bf16.moebin"
 "$moec" bench/models/gpu-mid.mlir --precision=bf16 -o "$bundle/artifacts/mid-bf16.moebin"

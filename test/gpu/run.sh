@@ -215,6 +215,15 @@ for recipe in bf16 fp8 fp8b; do
     row "$name" FAIL "moe-run: $(tail -1 "$work/part.out")"
   fi
 done
+# Keeping the experts' up projections gives the bits of recomputing them,
+# on the device too (the same GEMMs on the same inputs).
+if part tiny-recomputed 60 train "$bundle/artifacts/tiny-bf16-recomputed.moebin" \
+  --steps 10 --metrics "$work/tiny-recomputed.jsonl"; then
+  compare "tiny kept vs recomputed" "$python" test/moe-run/compare_losses.py \
+    --rtol 0 --until-step 11 "$work/tiny-recomputed.jsonl" "$work/tiny-bf16.jsonl"
+else
+  row tiny-recomputed FAIL "moe-run: $(tail -1 "$work/part.out")"
+fi
 # --trace from the device's events: every step's experts on the compute
 # track.
 if part tiny-trace 60 train "$bundle/artifacts/tiny-bf16.moebin" --steps 2 \

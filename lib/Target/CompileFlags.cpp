@@ -73,6 +73,30 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
   options.batch = flags.batch;
   options.microbatches = flags.numMicrobatches();
 
+  // --pass-pipeline's passes stand in for the training-step ones, so the
+  // flags that configure those would do nothing: refused, not ignored.
+  if (flags.customSteps) {
+    SmallVector<StringRef> ignored;
+    if (!flags.fp8Gemms.empty())
+      ignored.push_back("--fp8");
+    if (flags.fp8Dispatch)
+      ignored.push_back("--fp8-dispatch");
+    if (!flags.precision.empty())
+      ignored.push_back("--precision");
+    if (!flags.gradReduceDtype.empty())
+      ignored.push_back("--grad-reduce-dtype");
+    if (!flags.memoryBudget.empty())
+      ignored.push_back("--memory-budget");
+    if (flags.recomputeExperts)
+      ignored.push_back("--recompute-experts");
+    if (!ignored.empty())
+      return fail(llvm::join(ignored, ", ") +
+                  " configure moec's training-step passes, which "
+                  "--pass-pipeline replaces: give those passes' options in "
+                  "the pipeline instead (moe-fp8, moe-mixed-precision, "
+                  "moe-rematerialize, moe-save-expert-activations)");
+  }
+
   if (!flags.customSteps) {
     if (!lookupTarget(flags.target))
       return fail("unknown target '" + flags.target + "': expected " +

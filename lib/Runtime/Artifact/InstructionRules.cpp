@@ -446,14 +446,11 @@ private:
     // in one all-to-all whose counts and offsets are ints, as rows of H
     // floats (Experts) or 2H + 1 (ExpertsGrad: x, dy and the weight).
     int64_t width = bound("H");
-    if ((std::is_same_v<View, ops::ExpertsGradView> ||
-         std::is_same_v<
-             View,
-             ops::
-                 ExpertsGradWithHiddenView>)&&(__builtin_mul_overflow(width, 2,
-                                                                      &width) ||
-                                               __builtin_add_overflow(width, 1,
-                                                                      &width)))
+    constexpr bool backward =
+        std::is_same_v<View, ops::ExpertsGradView> ||
+        std::is_same_v<View, ops::ExpertsGradWithHiddenView>;
+    if (backward && (__builtin_mul_overflow(width, 2, &width) ||
+                     __builtin_add_overflow(width, 1, &width)))
       width = std::numeric_limits<int64_t>::max();
     int64_t received = 0;
     if (__builtin_mul_overflow(assignments, ranks, &received) ||

@@ -68,7 +68,10 @@ LogicalResult mlir::moe::buildCompilePipeline(
       saveExperts.emplace();
       saveExperts->function = options.function;
     }
-    buildTrainingBackend(pm, options.sharded, split, remat, saveExperts);
+    ScheduleCollectivesOptions schedule;
+    schedule.function = options.function;
+    buildTrainingBackend(pm, options.sharded, split, remat, saveExperts,
+                         schedule);
   }
   if (options.reportSharding)
     pm.addPass(report(options, "collectives"));

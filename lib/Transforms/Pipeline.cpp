@@ -24,16 +24,13 @@ void mlir::moe::buildTrainingBackend(
     OpPassManager &pm, bool sharded,
     const std::optional<SplitPipelineStagesOptions> &pipeline,
     const std::optional<RematerializeOptions> &remat,
-    const std::optional<SaveExpertActivationsOptions> &saveExperts) {
+    const std::optional<SaveExpertActivationsOptions> &saveExperts,
+    const ScheduleCollectivesOptions &schedule) {
   if (sharded)
     pm.addPass(createPartition());
   // A pipelined step reduces its gradients after every microbatch.
-  if (sharded && !pipeline) {
-    ScheduleCollectivesOptions schedule;
-    if (saveExperts)
-      schedule.function = saveExperts->function;
+  if (sharded && !pipeline)
     pm.addPass(createScheduleCollectives(schedule));
-  }
   // On the per-rank step (expert parallelism is known), before the cut.
   if (saveExperts)
     pm.addPass(createSaveExpertActivations(*saveExperts));

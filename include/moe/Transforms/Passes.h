@@ -37,13 +37,15 @@ void buildTrainingFrontend(OpPassManager &pm, bool sharded = false,
 /// With `saveExperts`, it keeps the experts' up projections for their
 /// backward (moe-save-expert-activations) before the pipeline cut; with
 /// `remat`, it recomputes activations to fit a memory budget
-/// (moe-rematerialize) first.
+/// (moe-rematerialize) first. A sharded step that is not pipelined has its
+/// collectives scheduled early (moe-schedule-collectives, `schedule`).
 void buildTrainingBackend(
     OpPassManager &pm, bool sharded = false,
     const std::optional<SplitPipelineStagesOptions> &pipeline = std::nullopt,
     const std::optional<RematerializeOptions> &remat = std::nullopt,
     const std::optional<SaveExpertActivationsOptions> &saveExperts =
-        SaveExpertActivationsOptions{});
+        SaveExpertActivationsOptions{},
+    const ScheduleCollectivesOptions &schedule = {});
 
 /// Registers the default pipeline as `moe-training-pipeline`.
 void registerTrainingPipeline();

@@ -10,9 +10,8 @@
 using namespace mlir;
 using namespace mlir::moe;
 
-/// The unit a name belongs to: 0 for the embedding, 1 + i for layer i,
-/// layers + 1 for the head; none for anything else (the optimizer).
-static std::optional<unsigned> unitOf(StringRef name, unsigned layers) {
+std::optional<unsigned> mlir::moe::pipelineUnitOfName(StringRef name,
+                                                      unsigned layers) {
   if (name.starts_with("model.embed_tokens"))
     return 0u;
   if (name.consume_front("model.layers.")) {
@@ -30,7 +29,7 @@ static std::optional<unsigned> unitOf(StringRef name, unsigned layers) {
 std::optional<unsigned> mlir::moe::pipelineUnitOf(Location loc,
                                                   unsigned layers) {
   if (auto named = dyn_cast<NameLoc>(loc))
-    return unitOf(named.getName().strref(), layers);
+    return pipelineUnitOfName(named.getName().strref(), layers);
   return std::nullopt;
 }
 
@@ -50,7 +49,7 @@ mlir::moe::pipelineUnits(ModuleOp module, func::FuncOp step) {
 
   for (ParamOp param : module.getOps<ParamOp>())
     if (param.getKind() == ParamKind::weight)
-      if (auto unit = unitOf(param.getSymName(), layers))
+      if (auto unit = pipelineUnitOfName(param.getSymName(), layers))
         units[*unit].weightBytes += tensorBytes(param.getType());
   step.walk([&](Operation *op) {
     // Forward ops carry the VJP interface; what they produce is kept for

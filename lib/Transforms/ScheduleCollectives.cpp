@@ -12,10 +12,11 @@
 //   reduction moves to right after the op that makes its operand, so it
 //   runs under the rest of the backward and the full gradient dies there.
 // - Parameter all-gathers sit right before their first reader. The gathers
-//   of a layer (the parameters named `...layers.N...`; outside the layers,
-//   each top-level module) move to where the previous layer's gathered
-//   weights are first read: one layer ahead, so the gather runs while that
-//   layer computes. The weights then live one layer longer.
+//   of a pipeline unit (the embedding, a layer, the head: the parameters'
+//   names say which, pipelineUnitOfName) move to where the previous unit's
+//   gathered weights are first read: one layer ahead, so the gather runs
+//   while that layer computes. The weights then live one layer longer. A
+//   module without its moe.transformer's layer count keeps its gathers.
 //
 // Moving a collective changes neither its operands nor its group, and every
 // rank runs the same program, so the ranks still call each group in one
@@ -24,10 +25,8 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Transforms/Passes.h"
+#include "moe/Transforms/Pipeline.h"
 #include "moe/Transforms/Transforms.h"
-
-#include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/StringExtras.h"
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_SCHEDULECOLLECTIVES
@@ -36,23 +35,6 @@ namespace mlir::moe {
 
 using namespace mlir;
 using namespace mlir::moe;
-
-StringRef mlir::moe::parameterGroupOf(StringRef name) {
-  // "model.layers.12.self_attn.q_proj.weight" -> "model.layers.12".
-  size_t layers = name.find("layers.");
-  if (layers != StringRef::npos) {
-    size_t digits = layers + strlen("layers.");
-    size_t end = digits;
-    while (end < name.size() && llvm::isDigit(name[end]))
-      ++end;
-    if (end > digits)
-      return name.take_front(end);
-  }
-  // "model.embed_tokens.weight" -> "model.embed_tokens"; "lm_head.weight"
-  // -> "lm_head".
-  size_t dot = name.rfind('.');
-  return dot == StringRef::npos ? name : name.take_front(dot);
-}
 
 /// The parameter an all-gather gathers, if it gathers one.
 static GetParamOp gatheredParameter(AllGatherOp gather) {
@@ -97,9 +79,14 @@ unsigned mlir::moe::scheduleCollectives(func::FuncOp step) {
     ++moved;
   }
 
-  // Parameter gathers in runs of one group each, in program order.
+  // Parameter gathers in runs of one unit each, in program order.
+  auto model = step->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(
+      kModelAttrName);
+  auto layers = model ? model.getAs<IntegerAttr>("layers") : IntegerAttr();
+  if (!layers)
+    return moved;
   struct Run {
-    StringRef group;
+    std::optional<unsigned> unit;
     SmallVector<AllGatherOp> gathers;
   };
   SmallVector<Run> runs;
@@ -107,9 +94,10 @@ unsigned mlir::moe::scheduleCollectives(func::FuncOp step) {
     GetParamOp param = gatheredParameter(gather);
     if (!param)
       continue;
-    StringRef group = parameterGroupOf(param.getParam());
-    if (runs.empty() || runs.back().group != group)
-      runs.push_back({group, {}});
+    std::optional<unsigned> unit =
+        pipelineUnitOfName(param.getParam(), layers.getInt());
+    if (runs.empty() || runs.back().unit != unit)
+      runs.push_back({unit, {}});
     runs.back().gathers.push_back(gather);
   }
   // Where each run starts: where the previous run's weights are first read

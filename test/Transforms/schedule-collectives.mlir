@@ -1,9 +1,10 @@
 // RUN: moe-opt %s --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-propagate-sharding --moe-partition --moe-schedule-collectives | FileCheck %s
 
-// FSDP over 2 ranks, two layers. Parameter gathers run one layer ahead: the
-// first layer's before the embedding reads its gathered table, the second
-// layer's before the first layer's first norm, the final norm's before the
-// second layer's first norm.
+// FSDP over 2 ranks, two layers. Parameter gathers run one pipeline unit
+// (embedding, layer, head) ahead: the first layer's before the embedding
+// reads its gathered table, the second layer's before the first layer's
+// first norm, the head's (final norm and LM head) before the second layer's
+// first norm.
 moe.mesh @mesh(fsdp = 2)
 moe.transformer @two {vocab = 32, hidden = 16, layers = 2, heads = 2,
                       kv_heads = 2, experts = 4, top_k = 2, ffn = 8, seq = 4,
@@ -20,6 +21,8 @@ moe.transformer @two {vocab = 32, hidden = 16, layers = 2, heads = 2,
 // CHECK-NEXT: moe.all_gather
 // CHECK-NEXT: moe.rms_norm
 // CHECK: moe.get_param @model.norm.weight
+// CHECK-NEXT: moe.all_gather
+// CHECK-NEXT: moe.get_param @lm_head.weight
 // CHECK-NEXT: moe.all_gather
 // CHECK-NEXT: moe.rms_norm
 

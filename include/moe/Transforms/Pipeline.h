@@ -60,9 +60,12 @@ FailureOr<PipelinePlan> planPipeline(Operation *diagnosticsOn,
                                      std::vector<PipelineUnit> units,
                                      unsigned stages, unsigned virtualStages);
 
+/// The unit a name (a parameter's, an op's location) belongs to: 0 for the
+/// embedding, 1 + i for layer i, layers + 1 for the head; none for anything
+/// else (the optimizer).
+std::optional<unsigned> pipelineUnitOfName(StringRef name, unsigned layers);
 /// The unit an op belongs to, from its location (moe-expand-transformer
-/// names ops after their layer): 0 for the embedding, 1 + i for layer i,
-/// layers + 1 for the head; none for unnamed ops.
+/// names ops after their layer); none for unnamed ops.
 std::optional<unsigned> pipelineUnitOf(Location loc, unsigned layers);
 
 /// A phase as kPipelinePhaseAttrName spells it: "forward", "backward",

@@ -145,10 +145,6 @@ uint64_t savedActivationBytes(func::FuncOp step);
 /// planned buffers.
 uint64_t kernelWorkspaceBytes(ModuleOp module, func::FuncOp step);
 
-/// The group a parameter's name puts it in for scheduling: its layer
-/// ("model.layers.12" of "model.layers.12.mlp.w1.weight"), else the module
-/// holding it ("lm_head" of "lm_head.weight").
-StringRef parameterGroupOf(StringRef name);
 /// Moves the collectives of `step` to where they start earliest (see
 /// moe-schedule-collectives): reductions right after what they reduce,
 /// parameter all-gathers one layer ahead. Returns how many moved.

@@ -5,6 +5,7 @@
 // RUN: not moe-opt %models/tiny.mlir --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-rematerialize="budget=3000000" 2>&1 | FileCheck %s --check-prefix=WEIGHTS
 // RUN: moe-opt %models/tiny.mlir --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-save-expert-activations --moe-rematerialize="budget=7000000" --moe-plan-memory | FileCheck %s --check-prefix=DROP-HIDDEN
 // RUN: moe-opt %models/tiny.mlir --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-save-expert-activations --moe-rematerialize="budget=8500000" --moe-plan-memory | FileCheck %s --check-prefix=KEEP-HIDDEN
+// RUN: moe-opt %models/tiny.mlir --moe-set-mesh="mesh=tp=2" --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-propagate-sharding --moe-partition --moe-rematerialize="budget=4600000" --moe-plan-memory | FileCheck %s --check-prefix=REGATHER
 
 // The tiny model's step needs 7.62 MiB (2.07 MiB of weights and moments,
 // 1.76 MiB of kernel workspace, a 3.78 MiB arena). Under a 7 MB budget the
@@ -51,3 +52,9 @@
 // DROP-HIDDEN: moe.experts_grad {{.*}}, tensor<4x64x128xf32>) -> (
 // KEEP-HIDDEN: %{{.*}}, %[[HIDDEN:.*]] = moe.experts
 // KEEP-HIDDEN: moe.experts_grad {{.*}}, %[[HIDDEN]] {
+
+// Under tp the weight gradients read the forward's gathered (sequence
+// parallel) inputs; a budget gathers one of them again in the backward (a
+// candidate of no FLOPs) instead of keeping it from the forward.
+// REGATHER: func.func @train_step
+// REGATHER: moe.all_gather {{.*}}moe.recomputed} : (tensor<8x32x64xf32>) -> tensor<8x64x64xf32>

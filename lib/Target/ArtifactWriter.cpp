@@ -343,6 +343,10 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
             return set(ops::buildReduceScatter(groupOf(names(o.getAxes())),
                                                o.getDim()));
           })
+          .Case([&](ReduceBucketOp o) {
+            return set(ops::buildReduceBucket(groupOf(names(o.getAxes())),
+                                              o.getScatter()));
+          })
           .Case([&](SliceOp o) {
             return set(
                 ops::buildSlice(groupOf(names(o.getAxes())), o.getDim()));

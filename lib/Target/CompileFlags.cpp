@@ -89,12 +89,15 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
       ignored.push_back("--memory-budget");
     if (flags.recomputeExperts)
       ignored.push_back("--recompute-experts");
+    if (!flags.reduceBucket.empty())
+      ignored.push_back("--reduce-bucket");
     if (!ignored.empty())
       return fail(llvm::join(ignored, ", ") +
                   " configure moec's training-step passes, which "
                   "--pass-pipeline replaces: give those passes' options in "
                   "the pipeline instead (moe-fp8, moe-mixed-precision, "
-                  "moe-rematerialize, moe-save-expert-activations)");
+                  "moe-rematerialize, moe-save-expert-activations, "
+                  "moe-bucket-reductions)");
   }
 
   if (!flags.customSteps) {
@@ -146,15 +149,30 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
     options.pipelineTrace = flags.pipelineTrace;
   }
 
+  // A size flag as written ("80GiB"), or the error naming it.
+  auto sizeOf = [&](StringRef flag, StringRef text,
+                    StringRef examples) -> FailureOr<uint64_t> {
+    if (std::optional<uint64_t> bytes = parseBytes(text))
+      return *bytes;
+    fail("--" + flag + ": expected a size like " + examples + ", found '" +
+         text + "'");
+    return failure();
+  };
   if (!flags.memoryBudget.empty()) {
-    std::optional<uint64_t> bytes = parseBytes(flags.memoryBudget);
-    if (!bytes)
-      return fail("--memory-budget: expected a size like 80GiB, 512MiB or "
-                  "4000000, found '" +
-                  flags.memoryBudget + "'");
+    FailureOr<uint64_t> bytes = sizeOf("memory-budget", flags.memoryBudget,
+                                       "80GiB, 512MiB or 4000000");
+    if (failed(bytes))
+      return failure();
     options.memoryBudget = *bytes;
   }
   options.saveExpertActivations = !flags.recomputeExperts;
+  if (!flags.reduceBucket.empty()) {
+    FailureOr<uint64_t> bytes = sizeOf("reduce-bucket", flags.reduceBucket,
+                                       "25MiB, 4096 or 0 (no buckets)");
+    if (failed(bytes))
+      return failure();
+    options.reduceBucketBytes = *bytes;
+  }
   if (options.reportCost) {
     if (flags.cluster.empty())
       return fail("--report=cost needs --cluster FILE");
@@ -222,6 +240,9 @@ struct CompilePipelineOptions
       *this, "recompute-experts",
       desc("recompute the experts' up projections in the backward"),
       init(false)};
+  Opt<std::string> reduceBucket{
+      *this, "reduce-bucket",
+      desc("the most bytes of gradients reduced in one message (0: none)")};
   PassOptions::ListOption<std::string> report{
       *this, "report", desc("sharding, pipeline, memory, cost")};
   Opt<std::string> cluster{*this, "cluster", desc("the cluster file")};
@@ -264,6 +285,7 @@ readPipelineOptions(const CompilePipelineOptions &options, CompileFlags &flags,
   flags.gradReduceDtype = options.gradReduceDtype;
   flags.memoryBudget = options.memoryBudget;
   flags.recomputeExperts = options.recomputeExperts;
+  flags.reduceBucket = options.reduceBucket;
   for (const std::string &report : options.report) {
     bool *wanted = llvm::StringSwitch<bool *>(report)
                        .Case("sharding", &flags.reportSharding)

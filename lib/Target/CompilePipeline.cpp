@@ -70,8 +70,11 @@ LogicalResult mlir::moe::buildCompilePipeline(
     }
     ScheduleCollectivesOptions schedule;
     schedule.function = options.function;
+    BucketReductionsOptions buckets;
+    buckets.function = options.function;
+    buckets.bucketBytes = options.reduceBucketBytes;
     buildTrainingBackend(pm, options.sharded, split, remat, saveExperts,
-                         schedule);
+                         schedule, buckets);
   }
   if (options.reportSharding)
     pm.addPass(report(options, "collectives"));

@@ -242,8 +242,8 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
       OpCost c;
       c.kind = kind;
       c.seconds = seconds(cluster, group, bytes);
-      c.gradientReduction =
-          op->getNumResults() == 1 && onlyOptimizerReads(op->getResult(0));
+      c.gradientReduction = op->getNumResults() >= 1 &&
+                            llvm::all_of(op->getResults(), onlyOptimizerReads);
       account(op, c);
     };
     if (auto reduce = dyn_cast<AllReduceOp>(op))
@@ -258,6 +258,17 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
       return collective("reduce-scatter", scatter.getAxes(),
                         tensorBytes(scatter.getInput().getType()),
                         allGatherSeconds);
+    // One call for the whole bucket: one latency.
+    if (auto bucket = dyn_cast<ReduceBucketOp>(op)) {
+      double bytes = 0;
+      for (Value input : bucket.getInputs())
+        bytes += tensorBytes(input.getType());
+      if (bucket.getScatter())
+        return collective("reduce-scatter", bucket.getAxes(), bytes,
+                          allGatherSeconds);
+      return collective("all-reduce", bucket.getAxes(), bytes,
+                        allReduceSeconds);
+    }
     OpCost c;
     if (double flops = executedFlops(op); flops > 0) {
       c.kind = "gemm";

@@ -127,6 +127,11 @@ static void accountDtypes(ModuleOp module, func::FuncOp step,
     else if (isa<ExpertsOp, ExpertsGradOp>(op) &&
              op->getAttrOfType<ArrayAttr>("expert_axes"))
       moved = op->getOperand(isa<ExpertsOp>(op) ? 0 : 1);
+    if (auto bucket = dyn_cast<ReduceBucketOp>(op))
+      for (Value input : bucket.getInputs())
+        stats.messageBytesByType[typeName(
+            cast<ShapedType>(input.getType()).getElementType())] +=
+            tensorBytes(input.getType());
     if (moved)
       stats.messageBytesByType[typeName(
           cast<ShapedType>(moved.getType()).getElementType())] +=

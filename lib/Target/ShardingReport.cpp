@@ -170,6 +170,14 @@ void mlir::moe::printCollectivesReport(func::FuncOp step,
       axes = rs.getAxes();
       bytes = tensorBytes(rs.getInput().getType());
       factor = double(groupSize(axes) - 1) / groupSize(axes);
+    } else if (auto bucket = dyn_cast<ReduceBucketOp>(op)) {
+      // As its members would be, in one message.
+      kind = bucket.getScatter() ? "reduce_scatter" : "all_reduce";
+      axes = bucket.getAxes();
+      for (Value input : bucket.getInputs())
+        bytes += tensorBytes(input.getType());
+      int64_t n = groupSize(axes);
+      factor = (bucket.getScatter() ? 1.0 : 2.0) * (n - 1) / n;
     } else if (auto slice = dyn_cast<SliceOp>(op)) {
       kind = "slice";
       axes = slice.getAxes();
@@ -204,8 +212,11 @@ void mlir::moe::printCollectivesReport(func::FuncOp step,
     }
     double sent = bytes * factor;
     os << llvm::format("  %-14s over {%s}: ", kind.str().c_str(),
-                       axesText(axes).c_str())
-       << shapeText(cast<ShapedType>(op->getResult(0).getType()).getShape());
+                       axesText(axes).c_str());
+    if (op->getNumResults() > 1)
+      os << "bucket of " << op->getNumResults() << " gradients";
+    else
+      os << shapeText(cast<ShapedType>(op->getResult(0).getType()).getShape());
     // The dtype moved, where it is not the fp32 of every step before mixed
     // precision (expert rows: the token rows'; with FP8 dispatch the codes
     // are a runtime choice).

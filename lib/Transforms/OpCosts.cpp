@@ -67,8 +67,8 @@ int64_t bf16Elements(Operation *op) {
 bool runsOnBf16Storage(Operation *op) {
   if (isa<LinearOp, LinearGradInputOp, LinearGradWeightOp, CastOp,
           AdamWUpdateOp, AllReduceOp, AllGatherOp, ReduceScatterOp, SliceOp,
-          EmbeddingOp, RMSNormOp, RoPEOp, RoPEGradOp, SwiGLUOp, SwiGLUGradOp,
-          AddOp, CrossEntropyOp, CrossEntropyGradOp>(op))
+          ReduceBucketOp, EmbeddingOp, RMSNormOp, RoPEOp, RoPEGradOp, SwiGLUOp,
+          SwiGLUGradOp, AddOp, CrossEntropyOp, CrossEntropyGradOp>(op))
     return true;
   // Their weight gradients are fp32 (BF16 reductions widen them).
   if (isa<RMSNormGradOp>(op))
@@ -143,6 +143,17 @@ uint64_t packBytes(Operation *op) {
   if (auto scatter = dyn_cast<ReduceScatterOp>(op))
     return packs(scatter->getResult(0), scatter->getOperand(0),
                  scatter.getDim());
+  // A bucket packs its operands, and a reduce-scatter's part of the sum
+  // follows them.
+  if (auto bucket = dyn_cast<ReduceBucketOp>(op)) {
+    uint64_t bytes = 0;
+    for (Value input : bucket.getInputs())
+      bytes += tensorBytes(input.getType());
+    if (bucket.getScatter())
+      for (Value result : bucket.getResults())
+        bytes += tensorBytes(result.getType());
+    return bytes;
+  }
   return 0;
 }
 

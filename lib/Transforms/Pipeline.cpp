@@ -25,12 +25,15 @@ void mlir::moe::buildTrainingBackend(
     const std::optional<SplitPipelineStagesOptions> &pipeline,
     const std::optional<RematerializeOptions> &remat,
     const std::optional<SaveExpertActivationsOptions> &saveExperts,
-    const ScheduleCollectivesOptions &schedule) {
+    const ScheduleCollectivesOptions &schedule,
+    const BucketReductionsOptions &buckets) {
   if (sharded)
     pm.addPass(createPartition());
   // A pipelined step reduces its gradients after every microbatch.
-  if (sharded && !pipeline)
+  if (sharded && !pipeline) {
     pm.addPass(createScheduleCollectives(schedule));
+    pm.addPass(createBucketReductions(buckets));
+  }
   // On the per-rank step (expert parallelism is known), before the cut.
   if (saveExperts)
     pm.addPass(createSaveExpertActivations(*saveExperts));

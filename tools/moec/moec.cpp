@@ -168,6 +168,12 @@ static cl::opt<bool> recomputeExperts(
              "of keeping them from the forward (less memory, two more "
              "expert GEMMs; --memory-budget chooses per layer)"),
     cl::init(false), cl::cat(moecCategory));
+static cl::opt<std::string> reduceBucket(
+    "reduce-bucket",
+    cl::desc("the most bytes of weight gradients reduced over a group in "
+             "one message (e.g. 25MiB, the default; 0: one message per "
+             "gradient)"),
+    cl::value_desc("size"), cl::init(""), cl::cat(moecCategory));
 static cl::opt<std::string> stepFunction(
     "step-function", cl::desc("the training-step function to write"),
     cl::init("train_step"), cl::cat(moecCategory));
@@ -317,6 +323,7 @@ static mlir::moe::CompileFlags commandLineFlags(ModuleOp module) {
   flags.gradReduceDtype = gradReduceDtype;
   flags.memoryBudget = memoryBudget;
   flags.recomputeExperts = recomputeExperts;
+  flags.reduceBucket = reduceBucket;
   flags.reportSharding = llvm::is_contained(reports, Report::Sharding);
   flags.reportPipeline = llvm::is_contained(reports, Report::Pipeline);
   flags.reportMemory = llvm::is_contained(reports, Report::Memory);

@@ -225,6 +225,52 @@ TEST(MeshVerifierTest, CollectivesAreF32) {
                                                  "dtype i32, expected f32"});
 }
 
+TEST(MeshVerifierTest, ReduceBucketPairsItsOperandsAndResults) {
+  Program program = makeMeshProgram();
+  instruction(program, Opcode::ReduceBucket).results.pop_back();
+  expectError(program, {"(ReduceBucket): has 3 operands but 2 results, "
+                        "expected one per operand"});
+}
+
+TEST(MeshVerifierTest, ReduceBucketMovesOneDtype) {
+  Program program = makeMeshProgram();
+  buffer(program, "u_bucket").dtype = DType::BF16;
+  expectError(program, {"(ReduceBucket): buffer",
+                        "'u_bucket' has dtype bf16, "
+                        "but operand 0 f32: a bucket moves one dtype"});
+}
+
+TEST(MeshVerifierTest, ReduceBucketResultShapes) {
+  Program program = makeMeshProgram();
+  buffer(program, "x_bucket").shape = {2, 3, 4};
+  expectError(program, {"(ReduceBucket): result 1"});
+  program = makeMeshProgram();
+  // Blocks of dimension 0 over {dp}: [8, 4] -> [4, 4], not [8, 4].
+  buffer(program, "v_full_scattered").shape = {8, 4};
+  expectError(program, {"(ReduceBucket): result 0"});
+}
+
+TEST(MeshVerifierTest, ReduceBucketScattersDimensionZero) {
+  Program program = makeMeshProgram();
+  Instruction &bucket = instruction(program, Opcode::ReduceBucket, 1);
+  bucket.operands[0] = testing::bufferNamed(program, "u");
+  expectError(program, {"(ReduceBucket): operand 0 (buffer",
+                        "'u') has no "
+                        "dimension 0 that the 2 ranks of group 2 {dp} divide"});
+}
+
+TEST(MeshVerifierTest, ReduceBucketPacksAtMostAnIntOfElements) {
+  Program program = makeMeshProgram();
+  // A parameter, which takes no arena room, twice: each within what one
+  // collective can move, both not.
+  Instruction &bucket = instruction(program, Opcode::ReduceBucket);
+  uint32_t u = testing::bufferNamed(program, "u");
+  bucket.operands = bucket.results = {u, u};
+  buffer(program, "u").shape = {(int64_t(1) << 30) + 1};
+  expectError(program, {"(ReduceBucket): packs 2147483650 elements, more than "
+                        "the 2147483647 one collective can move"});
+}
+
 //===----------------------------------------------------------------------===//
 // Grouped losses and norms
 //===----------------------------------------------------------------------===//

@@ -544,6 +544,17 @@ Program makeMeshProgram(const MeshConfig &c) {
   b.emit(Opcode::AllGather, {v}, {vFull}, {tpFirst, 0});
   b.emit(Opcode::AllReduce, {v}, {vSum}, {dp});
   b.emit(Opcode::ReduceScatter, {x}, {xScattered}, {dp, 1});
+  // Buckets: three shapes summed over every rank in one message, and two
+  // tensors' blocks of dimension 0 over {dp}.
+  uint32_t vBucket = b.temporary("v_bucket", {2, 4});
+  uint32_t xBucket = b.temporary("x_bucket", {2, 2 * c.dp, 3});
+  uint32_t uBucket = b.temporary("u_bucket", {5});
+  uint32_t vScattered = b.temporary("v_full_scattered", {2 * c.tp, 4});
+  uint32_t tableScattered = b.temporary("table_full_scattered", {V / c.dp, V});
+  b.emit(Opcode::ReduceBucket, {v, x, u}, {vBucket, xBucket, uBucket},
+         {all, 0});
+  b.emit(Opcode::ReduceBucket, {vFull, tableFull}, {vScattered, tableScattered},
+         {dp, 1});
 
   // The gradients are copies of the parameters (p + 0), so that their norm,
   // summed over each one's group, is the norm of the whole parameters.

@@ -132,7 +132,10 @@ struct MeshProgramSizes {
 ///   over {dp,tp}; dlogits, dprobs: their gradients for dloss = 1;
 ///   w_full = AllGather(w, {dp}, 1); w_block = Slice(w_full, {dp}, 1);
 ///   v_full = AllGather(v, {tp,dp}, 0); v_sum = AllReduce(v, {dp});
-///   x_scattered = ReduceScatter(x, {dp}, 1); grad_norm = GlobalNorm of
+///   x_scattered = ReduceScatter(x, {dp}, 1); (v_bucket, x_bucket,
+///   u_bucket) = ReduceBucket(v, x, u) over {dp,tp};
+///   (v_full_scattered, table_full_scattered) = ReduceBucket(v_full,
+///   table_full, scatter) over {dp}; grad_norm = GlobalNorm of
 ///   (w, v, table, x, y, u) with their groups; AdamW updates w with
 ///   w_block.
 Program makeMeshProgram(const MeshConfig &config = {});

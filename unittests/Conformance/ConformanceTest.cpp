@@ -429,6 +429,36 @@ checkDefinition(const Executor &executor, const Instruction &inst,
     }
     break;
   }
+  case Opcode::ReduceBucket: {
+    // Each result is its operand's AllReduce, or with `scatter` block g of
+    // dimension 0 of its sum (fp32, 2^-20 of the sum of magnitudes).
+    ops::ReduceBucketView op(inst);
+    comm::Group &group = *groups[op.group()];
+    int64_t n = op.scatter() ? group.size() : 1, g = group.rank();
+    for (size_t i = 0; i < inst.operands.size() && failures.empty(); ++i) {
+      absl::StatusOr<std::vector<Words>> all = gather(group, operands[i]);
+      if (!all.ok()) {
+        failures.push_back(absl::StrCat(where, ": ", all.status().message()));
+        break;
+      }
+      uint32_t y = inst.results[i];
+      Words result = copyOf(executor, y);
+      int64_t block = static_cast<int64_t>(operands[i].size()) / n;
+      for (int64_t k = 0; k < static_cast<int64_t>(result.size()); ++k) {
+        double total = 0, magnitude = 0;
+        for (const Words &rank : *all) {
+          total += asFloat(rank[g * block * (n > 1) + k]);
+          magnitude += std::abs(asFloat(rank[g * block * (n > 1) + k]));
+        }
+        if (!(std::abs(asFloat(result[k]) - total) <=
+              std::ldexp(magnitude, -20))) {
+          mismatch(y, k, asFloat(result[k]), total);
+          break;
+        }
+      }
+    }
+    break;
+  }
   case Opcode::Fp8AmaxUpdate: {
     uint32_t history = inst.operands[0];
     const Buffer &buffer = program.buffers[history];
@@ -502,7 +532,8 @@ checkDefinition(const Executor &executor, const Instruction &inst,
 bool hasDefinitionCheck(Opcode opcode) {
   return opcode == Opcode::AllReduce || opcode == Opcode::AllGather ||
          opcode == Opcode::ReduceScatter || opcode == Opcode::Slice ||
-         opcode == Opcode::Fp8AmaxUpdate || opcode == Opcode::AdamW;
+         opcode == Opcode::Fp8AmaxUpdate || opcode == Opcode::AdamW ||
+         opcode == Opcode::ReduceBucket;
 }
 
 /// Two steps of program `index` of `programs` on the CPU backend, each

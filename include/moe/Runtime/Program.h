@@ -23,9 +23,10 @@ namespace moe::rt {
 /// buffers (DType.h: f32, bf16, f16, FP8 E4M3/E5M2, i32, i64), encodes the
 /// attributes as the op table (Artifact/OpTable.td) defines them and records
 /// that table and the target it was compiled for; 3.1 adds BF16 storage and
-/// 3.2 the experts' saved up projections (ExpertsWithHidden).
+/// 3.2 the experts' saved up projections (ExpertsWithHidden), 3.3 gradient
+/// buckets (ReduceBucket).
 inline constexpr uint16_t kArtifactVersionMajor = 3;
-inline constexpr uint16_t kArtifactVersionMinor = 2;
+inline constexpr uint16_t kArtifactVersionMinor = 3;
 /// The oldest minor version of this major one the runtime reads: 3.0's op
 /// table allowed no BF16, so its per-opcode fingerprints no longer match.
 inline constexpr uint16_t kOldestArtifactVersionMinor = 1;

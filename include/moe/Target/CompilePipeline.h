@@ -53,6 +53,8 @@ struct CompileOptions {
   /// moe-save-expert-activations: keep the experts' up projections for the
   /// backward (off: --recompute-experts).
   bool saveExpertActivations = true;
+  /// moe-bucket-reductions' bucket size in bytes (0: no buckets).
+  uint64_t reduceBucketBytes = 25 << 20;
   /// Reports (moe-print-report, and moe-plan-pipeline's), in pipeline
   /// order: sharding (and collectives), pipeline, memory, cost (needs
   /// `cluster`).
@@ -94,6 +96,8 @@ struct CompileFlags {
   std::string memoryBudget;
   /// --recompute-experts.
   bool recomputeExperts = false;
+  /// --reduce-bucket, as written ("25MiB", "0"; empty: not given).
+  std::string reduceBucket;
   /// --report=sharding,pipeline,memory,cost and --cluster.
   bool reportSharding = false, reportPipeline = false, reportMemory = false,
        reportCost = false;

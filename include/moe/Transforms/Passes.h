@@ -38,14 +38,16 @@ void buildTrainingFrontend(OpPassManager &pm, bool sharded = false,
 /// backward (moe-save-expert-activations) before the pipeline cut; with
 /// `remat`, it recomputes activations to fit a memory budget
 /// (moe-rematerialize) first. A sharded step that is not pipelined has its
-/// collectives scheduled early (moe-schedule-collectives, `schedule`).
+/// collectives scheduled early (moe-schedule-collectives, `schedule`) and
+/// its reductions in buckets (moe-bucket-reductions, `buckets`).
 void buildTrainingBackend(
     OpPassManager &pm, bool sharded = false,
     const std::optional<SplitPipelineStagesOptions> &pipeline = std::nullopt,
     const std::optional<RematerializeOptions> &remat = std::nullopt,
     const std::optional<SaveExpertActivationsOptions> &saveExperts =
         SaveExpertActivationsOptions{},
-    const ScheduleCollectivesOptions &schedule = {});
+    const ScheduleCollectivesOptions &schedule = {},
+    const BucketReductionsOptions &buckets = {});
 
 /// Registers the default pipeline as `moe-training-pipeline`.
 void registerTrainingPipeline();

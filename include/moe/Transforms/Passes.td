@@ -467,6 +467,46 @@ def ScheduleCollectives : Pass<"moe-schedule-collectives", "ModuleOp"> {
   ];
 }
 
+def BucketReductions : Pass<"moe-bucket-reductions", "ModuleOp"> {
+  let summary = "reduce gradients in buckets, one message each";
+  let description = [{
+    On the per-rank step after moe-schedule-collectives: runs of
+    reductions over one group (`moe.all_reduce`s, or `moe.reduce_scatter`s
+    along dimension 0) of one element type become one `moe.reduce_bucket`
+    of up to `bucket-bytes` of inputs, placed where the run's last
+    reduction was. A reduction joins a bucket only if no result of the
+    bucket is read before it, so nothing waits for a later gradient: in
+    practice the weight gradients, which only the optimizer reads, bucket
+    as the backward pass makes them (DDP's and FSDP's buckets), and
+    tensor-parallel partial sums, read at once, stay alone. Fewer, larger
+    messages: each collective call costs a latency whatever its size.
+    Values are unchanged (the sums are elementwise). Not for pipelined
+    steps. See lib/Transforms/BucketReductions.cpp.
+
+    Example, with data parallelism over 2 ranks:
+
+    ```mlir
+    %ga = moe.rmsnorm_grad ...
+    %ra = moe.all_reduce %ga {axes = ["dp"], mesh = @mesh} : tensor<64xf32>
+    %gb = moe.linear_grad_weight ...
+    %rb = moe.all_reduce %gb {axes = ["dp"], mesh = @mesh} : tensor<64x64xf32>
+    ```
+    becomes
+    ```mlir
+    %ga = moe.rmsnorm_grad ...
+    %gb = moe.linear_grad_weight ...
+    %ra, %rb = moe.reduce_bucket %ga, %gb {axes = ["dp"], mesh = @mesh}
+        : (tensor<64xf32>, tensor<64x64xf32>) -> (tensor<64xf32>, tensor<64x64xf32>)
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"train_step\"",
+           "the training step">,
+    Option<"bucketBytes", "bucket-bytes", "uint64_t", "25 << 20",
+           "the most bytes of inputs in one bucket (0: no buckets)">,
+  ];
+}
+
 def SaveExpertActivations : Pass<"moe-save-expert-activations", "ModuleOp"> {
   let summary = "keep the experts' up projections for their backward";
   let description = [{

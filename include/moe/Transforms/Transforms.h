@@ -150,6 +150,11 @@ uint64_t kernelWorkspaceBytes(ModuleOp module, func::FuncOp step);
 /// parameter all-gathers one layer ahead. Returns how many moved.
 unsigned scheduleCollectives(func::FuncOp step);
 
+/// Replaces runs of reductions of `step` over one group by moe.reduce_bucket
+/// ops of at most `bucketBytes` of inputs each (see moe-bucket-reductions).
+/// Returns how many buckets it made.
+unsigned bucketReductions(func::FuncOp step, uint64_t bucketBytes);
+
 /// The saved up projections of `experts`: f32 [..., k, 2, F].
 RankedTensorType expertHiddenType(ExpertsOp experts);
 /// Keeps the up projections of every moe.experts of `step` (not expert

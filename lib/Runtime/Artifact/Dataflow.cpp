@@ -34,6 +34,13 @@ namespace {
 
 constexpr size_t kNever = SIZE_MAX;
 
+/// The table's entry for result `i` of `instruction` (a variadic last
+/// entry covers every result from it on).
+const ops::ValueInfo &resultInfo(const Instruction &instruction, size_t i) {
+  const ops::OpInfo &info = ops::opInfo(instruction.opcode);
+  return info.results[std::min(i, info.numResults - 1)];
+}
+
 /// Where a temporary's first write and last use fall, in instruction order.
 struct LiveRange {
   size_t first = kNever;
@@ -114,7 +121,7 @@ private:
       if (instruction.opcode == Opcode::Router &&
           i == ops::RouterView::kIndicesResult)
         expertIdsOf[b] = bufferAt(instruction.operands[0]).shape.back();
-      else if (ops::opInfo(instruction.opcode).results[i].dtypeOf >= 0 &&
+      else if (resultInfo(instruction, i).dtypeOf >= 0 &&
                bufferAt(instruction.operands[0]).dtype == DType::I32)
         expertIdsOf[b] = expertIdsOf[instruction.operands[0]];
       else

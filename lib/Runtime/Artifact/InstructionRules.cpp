@@ -107,16 +107,21 @@ private:
       return error(
           absl::StrCat("expected ", expected, " operands, found ", operands));
     }
-    if (instruction.results.size() != info->numResults)
-      return error(absl::StrCat("expected ",
+    // Results are all fixed, or the last is variadic (one or more).
+    bool variadicResults =
+        info->numResults > 0 && info->results[info->numResults - 1].variadic;
+    size_t results = instruction.results.size();
+    if (variadicResults ? results < info->numResults
+                        : results != info->numResults)
+      return error(absl::StrCat("expected ", variadicResults ? "at least " : "",
                                 plural(info->numResults, "result"), ", found ",
-                                instruction.results.size()));
+                                results));
     return absl::OkStatus();
   }
 
   const ops::ValueInfo &valueInfo(Role role, size_t i) const {
     if (role == Role::Result)
-      return info->results[i];
+      return info->results[std::min(i, info->numResults - 1)];
     // A variadic operand's entry covers every operand from it on.
     return info->operands[std::min(i, info->numOperands - 1)];
   }
@@ -515,6 +520,46 @@ private:
       expected[dim] /= size;
     }
     return resultShape(0, exactly(expected));
+  }
+
+  /// One result per operand, all of the operands' one dtype, each its
+  /// operand's shape, or with `scatter` its block along dimension 0; the
+  /// packed message within what one collective can move.
+  absl::Status checkReduceBucket(const ops::ReduceBucketView &op) {
+    const std::vector<uint32_t> &xs = op.xs(), &ys = op.ys();
+    if (xs.size() != ys.size())
+      return error(absl::StrCat("has ", xs.size(), " operands but ", ys.size(),
+                                " results, expected one per "
+                                "operand"));
+    DType dtype = program.buffers[xs[0]].dtype;
+    int64_t total = 0;
+    int64_t group = op.group();
+    int64_t size = program.partsOf(program.groups[group]);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      for (uint32_t b : {xs[i], ys[i]})
+        if (program.buffers[b].dtype != dtype)
+          return error(absl::StrCat(describeBuffer(program, b), " has dtype ",
+                                    dtypeName(program.buffers[b].dtype),
+                                    ", but operand 0 ", dtypeName(dtype),
+                                    ": a bucket moves one dtype"));
+      const std::vector<int64_t> &shape = program.buffers[xs[i]].shape;
+      total += program.buffers[xs[i]].numElements();
+      std::vector<int64_t> expected = shape;
+      if (op.scatter()) {
+        if (shape.empty() || shape[0] % size != 0)
+          return error(absl::StrCat(
+              "operand ", i, " (", describeBuffer(program, xs[i]),
+              ") has no dimension 0 that the ", size, " ranks of group ", group,
+              " ", formatAxes(program.groups[group]), " divide"));
+        expected[0] /= size;
+      }
+      MOE_VERIFY_OK(resultShape(i, exactly(expected)));
+    }
+    if (total > kMaxCollectiveElements)
+      return error(absl::StrCat("packs ", total, " elements, more than the ",
+                                kMaxCollectiveElements,
+                                " one collective can move"));
+    return absl::OkStatus();
   }
 
   /// A cast changes the dtype; one to the same dtype is a copy the

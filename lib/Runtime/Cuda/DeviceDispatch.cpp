@@ -530,6 +530,84 @@ absl::Status collective(const DeviceStep &step, size_t index,
   return absl::InternalError("not a collective");
 }
 
+/// ReduceBucket: the operands packed into one device buffer on the compute
+/// stream (slot r of a reduce-scatter's packing holds block r of every
+/// operand in operand order), one NCCL call on the communication stream,
+/// the results unpacked there: the bucket finishes while the step goes on,
+/// until its first reader, as a single reduction does. The packing is
+/// private (the arena may reuse the operands after this position) and
+/// freed on the communication stream.
+absl::Status reduceBucket(const DeviceStep &step, size_t index,
+                          const ops::ReduceBucketView &op) {
+  cudaStream_t stream = step.stream;
+  const std::vector<uint32_t> &xs = op.xs(), &ys = op.ys();
+  NcclGroup *group = step.ncclGroup(op.group());
+  CommStream *comm = step.comm;
+  if (!group || !comm || group->size() == 1) {
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (step.pointers[xs[i]] != step.pointers[ys[i]])
+        MOE_CUDA_OK(cudaMemcpyAsync(step.pointers[ys[i]], step.pointers[xs[i]],
+                                    step.buffer(ys[i]).sizeInBytes(),
+                                    cudaMemcpyDeviceToDevice, stream));
+    return absl::OkStatus();
+  }
+  int64_t total = 0;
+  for (uint32_t x : xs)
+    total += step.buffer(x).numElements();
+  if (total == 0)
+    return absl::OkStatus();
+  // One dtype for the bucket (checkReduceBucket).
+  bool bf16 = step.buffer(xs[0]).dtype == DType::BF16;
+  size_t elementBytes = dtypeBytes(step.buffer(xs[0]).dtype);
+  bool scatter = op.scatter();
+  int64_t parts = group->size(), slot = total / parts;
+  MOE_DEVICE_BUFFER(uint8_t, pack,
+                    (total + (scatter ? slot : 0)) * elementBytes, stream);
+  size_t offset = 0; // bytes into the packing (a slot of it, scattering)
+  for (uint32_t x : xs) {
+    size_t bytes = step.buffer(x).sizeInBytes();
+    if (!scatter) {
+      MOE_CUDA_OK(cudaMemcpyAsync(pack.get() + offset, step.pointers[x], bytes,
+                                  cudaMemcpyDeviceToDevice, stream));
+      offset += bytes;
+      continue;
+    }
+    size_t block = bytes / static_cast<size_t>(parts);
+    MOE_CUDA_OK(cudaMemcpy2DAsync(pack.get() + offset, slot * elementBytes,
+                                  step.pointers[x], block, block, parts,
+                                  cudaMemcpyDeviceToDevice, stream));
+    offset += block;
+  }
+  uint8_t *packed = pack.release();
+  uint8_t *mine = packed + total * elementBytes;
+  return comm->run(stream, comm->neededBy(index, true), [&](cudaStream_t on) {
+    absl::Status status;
+    if (!scatter)
+      status = bf16 ? group->allReduceSum(reinterpret_cast<uint16_t *>(packed),
+                                          total, on)
+                    : group->allReduceSum(reinterpret_cast<float *>(packed),
+                                          total, on);
+    else
+      status = bf16 ? group->reduceScatterSum(
+                          reinterpret_cast<const uint16_t *>(packed),
+                          reinterpret_cast<uint16_t *>(mine), slot, on)
+                    : group->reduceScatterSum(
+                          reinterpret_cast<const float *>(packed),
+                          reinterpret_cast<float *>(mine), slot, on);
+    const uint8_t *from = scatter ? mine : packed;
+    for (uint32_t y : ys) {
+      size_t bytes = step.buffer(y).sizeInBytes();
+      if (status.ok())
+        status = cudaStatus(cudaMemcpyAsync(step.pointers[y], from, bytes,
+                                            cudaMemcpyDeviceToDevice, on),
+                            "cudaMemcpyAsync");
+      from += bytes;
+    }
+    MOE_CUDA_OK(cudaFreeAsync(packed, on));
+    return status;
+  });
+}
+
 /// Ends the step of an amax history: this step's amaxes (slot 0 of every
 /// row) become their maximum over the ranks holding copies, then every row
 /// moves on.
@@ -779,6 +857,9 @@ public:
     return collective(step, index, CollectiveKind::Slice, op.x(), op.y(),
                       op.group(), op.dim());
   }
+  absl::Status run(const ops::ReduceBucketView &op) {
+    return reduceBucket(step, index, op);
+  }
   absl::Status run(const ops::Fp8AmaxUpdateView &op) {
     return fp8AmaxUpdate(step, op);
   }
@@ -843,6 +924,7 @@ bool handlesBf16(Opcode opcode) {
   case Opcode::AllGather:
   case Opcode::ReduceScatter:
   case Opcode::Slice:
+  case Opcode::ReduceBucket:
     return true;
   default:
     return false;

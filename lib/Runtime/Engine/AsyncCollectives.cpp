@@ -10,15 +10,19 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace moe::rt::engine {
 
 struct AsyncCollectives::Operation {
   size_t index = 0;
-  /// The step's addresses with the input and result redirected here.
+  /// The step's addresses with the inputs and results redirected here.
   std::vector<uint8_t *> pointers;
-  std::vector<uint8_t> input, output;
+  std::vector<std::vector<uint8_t>> inputs;
+  /// The results (one, or a bucket's) and their private copies.
+  std::vector<uint32_t> results;
+  std::vector<std::vector<uint8_t>> outputs;
   StepContext context;
   absl::Status status;
   bool done = false;
@@ -49,11 +53,15 @@ AsyncCollectives::AsyncCollectives(const Program &program)
     // (and so must not run while the communication thread does).
     communicates[i] = ops::communicatesOverGroup(inst);
     bool reduction = inst.opcode == Opcode::AllReduce ||
-                     inst.opcode == Opcode::ReduceScatter;
-    // Worth it when something else runs before the result is needed. BF16
+                     inst.opcode == Opcode::ReduceScatter ||
+                     inst.opcode == Opcode::ReduceBucket;
+    // Worth it when something else runs before a result is needed. BF16
     // ones too: the communication layer moves and sums BF16 itself.
-    if (reduction &&
-        firstRead[inst.results[0]] > static_cast<int64_t>(i) + 1)
+    int64_t needed = -1;
+    for (uint32_t b : inst.results)
+      if (firstRead[b] >= 0 && (needed < 0 || firstRead[b] < needed))
+        needed = firstRead[b];
+    if (reduction && needed > static_cast<int64_t>(i) + 1)
       deferred[i] = true;
     bool parameterGather =
         inst.opcode == Opcode::AllGather &&
@@ -105,22 +113,29 @@ void AsyncCollectives::serve() {
 absl::Status AsyncCollectives::start(const StepContext &context,
                                      size_t index) {
   const Instruction &inst = program.instructions[index];
-  uint32_t in = inst.operands[0], out = inst.results[0];
-  if (inFlight[out])
+  if (inFlight[inst.results[0]])
     return absl::OkStatus(); // prefetched already
   auto operation = std::make_shared<Operation>(context);
   operation->index = index;
   operation->pointers = context.pointers;
-  const Buffer &input = program.buffers[in];
   // Parameters stay put until the optimizer; temporaries may be reused.
-  if (input.kind == BufferKind::Temporary) {
-    operation->input.assign(context.pointers[in],
-                            context.pointers[in] + input.sizeInBytes());
-    operation->pointers[in] = operation->input.data();
+  operation->inputs.reserve(inst.operands.size());
+  for (uint32_t in : inst.operands) {
+    const Buffer &input = program.buffers[in];
+    if (input.kind != BufferKind::Temporary)
+      continue;
+    std::vector<uint8_t> &copy = operation->inputs.emplace_back(
+        context.pointers[in], context.pointers[in] + input.sizeInBytes());
+    operation->pointers[in] = copy.data();
   }
-  operation->output.resize(program.buffers[out].sizeInBytes());
-  operation->pointers[out] = operation->output.data();
-  inFlight[out] = operation;
+  operation->results = inst.results;
+  operation->outputs.reserve(inst.results.size());
+  for (uint32_t out : inst.results) {
+    std::vector<uint8_t> &copy =
+        operation->outputs.emplace_back(program.buffers[out].sizeInBytes());
+    operation->pointers[out] = copy.data();
+    inFlight[out] = operation;
+  }
   std::lock_guard<std::mutex> lock(mutex);
   queue.push_back(std::move(operation));
   changed.notify_all();
@@ -141,8 +156,11 @@ absl::Status AsyncCollectives::finish(const StepContext &context,
                         absl::StrCat(describeInstruction(program,
                                                          operation->index),
                                      ": ", operation->status.message()));
-  std::memcpy(context.pointers[result], operation->output.data(),
-              operation->output.size());
+  size_t which =
+      std::find(operation->results.begin(), operation->results.end(), result) -
+      operation->results.begin();
+  const std::vector<uint8_t> &output = operation->outputs[which];
+  std::memcpy(context.pointers[result], output.data(), output.size());
   return absl::OkStatus();
 }
 

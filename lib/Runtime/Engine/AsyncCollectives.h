@@ -2,10 +2,10 @@
 //
 // Private to the executor. With `moe-run --async-collectives`, a
 // communication thread runs two kinds of collectives while the step goes on:
-//   * reductions (all-reduce, reduce-scatter) whose result is read later
-//     than the next instruction, such as the gradient reductions the
-//     optimizer reads: started where the program has them, finished where
-//     their result is first read;
+//   * reductions (all-reduce, reduce-scatter, a bucket of either) whose
+//     results are read later than the next instruction, such as the
+//     gradient reductions the optimizer reads: started where the program
+//     has them, each result finished where it is first read;
 //   * all-gathers of parameters (FSDP): the next one is started as soon as
 //     the previous one finishes, one layer ahead of its use.
 // The memory plan is made for blocking collectives, so an operation in
@@ -14,8 +14,9 @@
 // the arena when it finishes (the plan keeps that range free from the
 // collective's own position on). Only the communication thread calls MPI
 // while operations run; before anything else communicates, they complete
-// (their results still wait for their positions). The collectives are the same calls in the same order on
-// every rank, so the numbers are bitwise those of the blocking step.
+// (their results still wait for their positions). The collectives are the same
+// calls in the same order on every rank, so the numbers are bitwise those of
+// the blocking step.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_LIB_RUNTIME_ENGINE_ASYNCCOLLECTIVES_H
@@ -62,7 +63,7 @@ private:
   /// program order (prefetchNext[i]: the one to start after i's).
   std::vector<bool> deferred;
   std::vector<int64_t> prefetchNext;
-  /// Operations in flight, by the buffer they produce.
+  /// Operations in flight, by the buffers they produce.
   std::vector<std::shared_ptr<Operation>> inFlight;
   std::vector<bool> communicates; // instructions that call MPI themselves
 

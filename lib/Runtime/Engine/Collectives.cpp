@@ -166,16 +166,101 @@ absl::Status collective(const StepContext &context, const Collective &op) {
   }
 }
 
+/// The elements of a bucket's operands, all together.
+int64_t bucketElements(const Program &program,
+                       const ops::ReduceBucketView &op) {
+  int64_t total = 0;
+  for (uint32_t x : op.xs())
+    total += program.buffers[x].numElements();
+  return total;
+}
+
+/// A ReduceBucket on elements of type T: the operands packed into the pack
+/// space, one collective, the results unpacked. For a reduce-scatter, slot
+/// r of the packing holds block r of every operand in operand order, so
+/// this rank's part of the sum is its blocks in that order; it lands after
+/// the packing.
+template <typename T>
+absl::Status reduceBucketOn(const StepContext &context,
+                            const ops::ReduceBucketView &op) {
+  const Program &program = context.program;
+  comm::Group &group = *context.groups[op.group()];
+  const std::vector<uint32_t> &xs = op.xs(), &ys = op.ys();
+  int64_t total = bucketElements(program, op);
+  if (total == 0)
+    return absl::OkStatus();
+  static_assert(sizeof(T) <= sizeof(float));
+  T *pack = reinterpret_cast<T *>(context.packScratch.data());
+  auto at = [&](uint32_t b) {
+    return reinterpret_cast<T *>(context.pointers[b]);
+  };
+  if (!op.scatter()) {
+    int64_t offset = 0;
+    for (uint32_t x : xs) {
+      int64_t n = program.buffers[x].numElements();
+      std::copy_n(at(x), n, pack + offset);
+      offset += n;
+    }
+    if (absl::Status status = group.allReduceSum(absl::MakeSpan(pack, total));
+        !status.ok())
+      return status;
+    offset = 0;
+    for (uint32_t y : ys) {
+      int64_t n = program.buffers[y].numElements();
+      std::copy_n(pack + offset, n, at(y));
+      offset += n;
+    }
+    return absl::OkStatus();
+  }
+  int64_t parts = group.size(), slot = total / parts;
+  int64_t offset = 0;
+  for (uint32_t x : xs) {
+    int64_t block = program.buffers[x].numElements() / parts;
+    for (int64_t r = 0; r < parts; ++r)
+      std::copy_n(at(x) + r * block, block, pack + r * slot + offset);
+    offset += block;
+  }
+  T *mine = pack + total;
+  if (absl::Status status = group.reduceScatterSum(
+          absl::MakeConstSpan(pack, total), absl::MakeSpan(mine, slot));
+      !status.ok())
+    return status;
+  offset = 0;
+  for (uint32_t y : ys) {
+    int64_t block = program.buffers[y].numElements();
+    std::copy_n(mine + offset, block, at(y));
+    offset += block;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status reduceBucket(const StepContext &context, size_t index) {
+  ops::ReduceBucketView op(context.program.instructions[index]);
+  // The verifier allows f32 and bf16, one for every operand and result.
+  if (context.program.buffers[op.xs()[0]].dtype == DType::BF16)
+    return reduceBucketOn<comm::Bf16>(context, op);
+  return reduceBucketOn<float>(context, op);
+}
+
 } // namespace
 
 bool isCollective(Opcode opcode) {
   return opcode == Opcode::AllReduce || opcode == Opcode::AllGather ||
-         opcode == Opcode::ReduceScatter || opcode == Opcode::Slice;
+         opcode == Opcode::ReduceScatter || opcode == Opcode::Slice ||
+         opcode == Opcode::ReduceBucket;
 }
 
 int64_t packElements(const Program &program) {
   int64_t most = 0;
   for (const Instruction &inst : program.instructions) {
+    if (inst.opcode == Opcode::ReduceBucket) {
+      ops::ReduceBucketView bucket(inst);
+      int64_t total = bucketElements(program, bucket);
+      // A reduce-scatter's own part of the sum follows the packing.
+      int64_t parts = program.partsOf(program.groups[bucket.group()]);
+      most = std::max(most, total + (bucket.scatter() ? total / parts : 0));
+      continue;
+    }
     std::optional<Collective> op = collectiveOf(inst);
     if (!op || (op->kind != Kind::AllGather && op->kind != Kind::ReduceScatter))
       continue;
@@ -187,8 +272,10 @@ int64_t packElements(const Program &program) {
 }
 
 absl::Status runCollective(const StepContext &context, size_t index) {
-  absl::Status status =
-      collective(context, *collectiveOf(context.program.instructions[index]));
+  const Instruction &inst = context.program.instructions[index];
+  absl::Status status = inst.opcode == Opcode::ReduceBucket
+                            ? reduceBucket(context, index)
+                            : collective(context, *collectiveOf(inst));
   if (status.ok())
     return status;
   return absl::Status(status.code(),

@@ -16,12 +16,14 @@
 
 namespace moe::rt::engine {
 
-/// Whether `opcode` is one of the four collectives.
+/// Whether `opcode` is one of the collectives (AllReduce, AllGather,
+/// ReduceScatter, Slice, ReduceBucket).
 bool isCollective(Opcode opcode);
 
 /// The pack space (in elements) the program's collectives need: the size of
 /// the largest gathered or scattered buffer whose dimension has non-trivial
-/// dimensions before it (0 when there is none).
+/// dimensions before it, or the packing of the largest bucket and its
+/// scattered part (0 when there is none).
 int64_t packElements(const Program &program);
 
 /// Runs collective instruction `index` (isCollective) on its group.

@@ -392,6 +392,9 @@ public:
   absl::Status run(const ops::SliceView &) {
     return runCollective(context, index);
   }
+  absl::Status run(const ops::ReduceBucketView &) {
+    return runCollective(context, index);
+  }
   absl::Status run(const ops::Fp8AmaxUpdateView &) {
     return runFp8AmaxUpdate(context, index);
   }
@@ -496,7 +499,8 @@ absl::Status runInstruction(const StepContext &context, size_t index) {
     return runKernel(context, index);
   bool communicates = instruction.opcode == Opcode::AllReduce ||
                       instruction.opcode == Opcode::AllGather ||
-                      instruction.opcode == Opcode::ReduceScatter;
+                      instruction.opcode == Opcode::ReduceScatter ||
+                      instruction.opcode == Opcode::ReduceBucket;
   io::TraceScope span(context.trace,
                       communicates ? io::TraceTrack::Communication
                                    : io::TraceTrack::Compute,

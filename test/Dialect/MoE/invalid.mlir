@@ -902,6 +902,65 @@ func.func @scatter_shape(%x: tensor<8x4xf32>) {
 
 // -----
 
+func.func @bucket_empty() {
+  // expected-error @+1 {{expected at least one input}}
+  moe.reduce_bucket {mesh = @m, axes = ["dp"]} : () -> ()
+  return
+}
+
+// -----
+
+func.func @bucket_counts(%x: tensor<8xf32>) {
+  // expected-error @+1 {{expected one result per input, got 2 for 1}}
+  %y:2 = moe.reduce_bucket %x {mesh = @m, axes = ["dp"]} : (tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @bucket_element_types(%x: tensor<8xf32>, %h: tensor<8xbf16>) {
+  // expected-error @+1 {{expected every input and result of element type 'f32', input 1 or its result is not}}
+  %y:2 = moe.reduce_bucket %x, %h {mesh = @m, axes = ["dp"]} : (tensor<8xf32>, tensor<8xbf16>) -> (tensor<8xf32>, tensor<8xbf16>)
+  return
+}
+
+// -----
+
+func.func @bucket_no_mesh(%x: tensor<8xf32>) {
+  // expected-error @+1 {{@m does not name a moe.mesh}}
+  %y = moe.reduce_bucket %x {mesh = @m, axes = ["dp"]} : (tensor<8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+moe.mesh @m(dp = 2)
+func.func @bucket_sum_type(%x: tensor<8xf32>) {
+  // expected-error @+1 {{expected result 0 of its input's type 'tensor<8xf32>', got 'tensor<4xf32>'}}
+  %y = moe.reduce_bucket %x {mesh = @m, axes = ["dp"]} : (tensor<8xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+moe.mesh @m(dp = 2)
+func.func @bucket_scatter_shape(%x: tensor<8xf32>, %z: tensor<4x2xf32>) {
+  // expected-error @+1 {{expected dimension 0 of the input to be 4, got 8}}
+  %y:2 = moe.reduce_bucket %z, %x {mesh = @m, axes = ["dp"], scatter} : (tensor<4x2xf32>, tensor<8xf32>) -> (tensor<2x2xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+moe.mesh @m(dp = 2)
+func.func @bucket_scatter_scalar(%x: tensor<f32>) {
+  // expected-error @+1 {{expected input 0 and its result of one rank, at least 1}}
+  %y = moe.reduce_bucket %x {mesh = @m, axes = ["dp"], scatter} : (tensor<f32>) -> tensor<f32>
+  return
+}
+
+// -----
+
 moe.mesh @m(dp = 2)
 func.func @slice_dim(%x: tensor<8x4xf32>) {
   // expected-error @+1 {{expected dim 2 within the input's rank 2 and input and result of one rank}}

@@ -167,3 +167,13 @@ func.func @mixed_precision(%x: tensor<2x4x8xbf16>, %lr: tensor<f32>, %step: tens
       {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.1 : f32, working_copy = @mp.bf16} : tensor<8x8xf32>
   return %logits : tensor<2x4x8xf32>
 }
+
+// A gradient bucket: sums, and blocks of dimension 0 of sums.
+// CHECK-LABEL: func.func @buckets
+func.func @buckets(%a: tensor<8xf32>, %b: tensor<4x8xf32>) -> (tensor<8xf32>, tensor<2x8xf32>) {
+  // CHECK: moe.reduce_bucket %{{.*}}, %{{.*}} {axes = ["dp"], mesh = @mesh} : (tensor<8xf32>, tensor<4x8xf32>) -> (tensor<8xf32>, tensor<4x8xf32>)
+  %s:2 = moe.reduce_bucket %a, %b {mesh = @mesh, axes = ["dp"]} : (tensor<8xf32>, tensor<4x8xf32>) -> (tensor<8xf32>, tensor<4x8xf32>)
+  // CHECK: moe.reduce_bucket %{{.*}}, %{{.*}} {axes = ["tp"], mesh = @mesh, scatter} : (tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4xf32>, tensor<2x8xf32>)
+  %r:2 = moe.reduce_bucket %s#0, %s#1 {mesh = @mesh, axes = ["tp"], scatter} : (tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4xf32>, tensor<2x8xf32>)
+  return %s#0, %r#1 : tensor<8xf32>, tensor<2x8xf32>
+}

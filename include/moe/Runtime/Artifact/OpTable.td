@@ -305,3 +305,15 @@ def ExpertsGradWithHidden : Op<35, "3.2"> {
       OptionalAttr<"fp8", BoolAttr>:$fp8_dispatch);
   let rules = ["checkFp8Recipe", "checkExpertRouting", "checkHiddenOnOneRank"];
 }
+
+// Gradient buckets (3.3): y[i] is AllReduce of x[i], or with `scatter`
+// ReduceScatter of x[i] along dimension 0, for every i in one message:
+// the backends pack the operands into one buffer, run one collective on it
+// and unpack the results. The sums are elementwise, so the values are
+// those of the separate collectives.
+def ReduceBucket : Op<36, "3.3"> {
+  let operands = (ins Variadic<"", [F32, BF16]>:$xs);
+  let results = (outs Variadic<"", [F32, BF16]>:$ys);
+  let attributes = (attrs GroupAttr:$group, BoolAttr:$scatter);
+  let rules = ["checkReduceBucket"];
+}

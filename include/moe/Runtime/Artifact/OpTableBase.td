@@ -25,7 +25,8 @@ class Tensor<string shapePattern = "", list<DType> types = [F32]> {
   // The dtype of the operand of that name (with `dtypes` listing the ones
   // allowed); "" for none.
   string dtypeOf = "";
-  // At most one operand list entry may be optional or variadic, the last.
+  // At most one entry of the operands, and one of the results, may be
+  // optional or variadic: the last.
   bit optional = 0;
   bit variadic = 0;
 }
@@ -39,7 +40,8 @@ class OptionalTensor<string shapePattern = "", list<DType> types = [F32]>
     : Tensor<shapePattern, types> {
   let optional = 1;
 }
-class Variadic<string shapePattern = ""> : Tensor<shapePattern> {
+class Variadic<string shapePattern = "", list<DType> types = [F32]>
+    : Tensor<shapePattern, types> {
   let variadic = 1;
 }
 class SameDType<string operand, string shapePattern = "",

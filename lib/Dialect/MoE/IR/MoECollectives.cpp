@@ -1,6 +1,7 @@
 //===- MoECollectives.cpp - verifiers of the collective ops ---------------===//
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/SmallSet.h"
 
 using namespace mlir;
@@ -104,4 +105,46 @@ Fp8AmaxUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (!getMeshAttr())
     return success();
   return groupSize(*this, getMeshAttr(), *getAxes(), symbols);
+}
+
+LogicalResult ReduceBucketOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "expected at least one input";
+  if (getInputs().size() != getResults().size())
+    return emitOpError() << "expected one result per input, got "
+                         << getResults().size() << " for "
+                         << getInputs().size();
+  Type element = getElementTypeOrSelf(getInputs().front().getType());
+  for (auto [index, value] : llvm::enumerate(getInputs()))
+    if (getElementTypeOrSelf(value.getType()) != element ||
+        getElementTypeOrSelf(getResult(index).getType()) != element)
+      return emitOpError() << "expected every input and result of element "
+                           << "type " << element << ", input " << index
+                           << " or its result is not";
+  return success();
+}
+
+LogicalResult ReduceBucketOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<int64_t> group =
+      groupSize(*this, getMeshAttr(), getAxes(), symbols);
+  if (failed(group))
+    return failure();
+  for (auto [index, pair] :
+       llvm::enumerate(llvm::zip(getInputs(), getResults()))) {
+    auto input = cast<ShapedType>(std::get<0>(pair).getType());
+    auto result = cast<ShapedType>(std::get<1>(pair).getType());
+    if (!getScatter()) {
+      if (input != result)
+        return emitOpError()
+               << "expected result " << index << " of its input's type "
+               << input << ", got " << result;
+      continue;
+    }
+    if (input.getRank() == 0 || input.getRank() != result.getRank())
+      return emitOpError() << "expected input " << index
+                           << " and its result of one rank, at least 1";
+    if (failed(verifyBlockShapes(*this, 0, result, input, *group, "input")))
+      return failure();
+  }
+  return success();
 }

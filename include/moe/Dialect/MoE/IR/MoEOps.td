@@ -773,6 +773,38 @@ def MoE_SliceOp : MoE_CollectiveOp<"slice", MoE_AnyTensor,
   }];
 }
 
+def MoE_ReduceBucketOp : MoE_Op<"reduce_bucket", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "several reductions over one group in one message";
+  let description = [{
+    Result `i` is what `moe.all_reduce` of input `i` gives, or with
+    `scatter` what `moe.reduce_scatter` along dimension 0 gives, for every
+    input at once: the backends pack the inputs into one buffer and run one
+    collective on it (a gradient bucket, as DDP's and FSDP's). The sums are
+    elementwise, so the values are those of the separate reductions.
+    moe-bucket-reductions makes it.
+
+    Constraints: at least one input, one result per input, all of one
+    element type; `mesh` names a moe.mesh with all of `axes`, each at most
+    once; a result has its input's type, or with `scatter` its input's
+    shape with dimension 0 divided by the group size.
+
+    Example:
+
+    ```mlir
+    %a, %b = moe.reduce_bucket %ga, %gb {mesh = @mesh, axes = ["dp"]}
+        : (tensor<64xf32>, tensor<64x64xf32>) -> (tensor<64xf32>, tensor<64x64xf32>)
+    ```
+  }];
+  let arguments = (ins Variadic<MoE_FloatTensor>:$inputs,
+                       FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes,
+                       UnitAttr:$scatter);
+  let results = (outs Variadic<MoE_FloatTensor>:$results);
+  let assemblyFormat =
+      "$inputs attr-dict `:` functional-type($inputs, $results)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Gradient ops (derived by moe-autodiff; see docs/semantics.md "Backward")
 //===----------------------------------------------------------------------===//

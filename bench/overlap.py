@@ -2,7 +2,9 @@
 """The fraction of communication time hidden behind compute, from moe-run
 --trace files (one per rank): the time the communication track spends in
 spans named by --comm while the compute track runs spans named by --compute,
-over all the time spent in the former. By default: expert dispatch and combine
+over all the time spent in the former. The communication thread of
+--async-collectives has a track of its own ("communication (async)"), which
+counts alongside. By default: expert dispatch and combine
 behind expert kernels. Prints one line per rank and the total; `--min F` exits
 1 if the total is below F."""
 import argparse
@@ -43,10 +45,12 @@ hidden_all = exchange_all = 0.0
 for path in args.traces:
     with open(path) as f:
         events = json.load(f)["traceEvents"]
-    exchanges = intervals(events, "communication", COMM)
     experts = intervals(events, "compute", COMPUTE)
-    exchange = sum(end - start for start, end in exchanges)
-    hidden = overlap(exchanges, experts)
+    exchange = hidden = 0.0
+    for track in ("communication", "communication (async)"):
+        exchanges = intervals(events, track, COMM)
+        exchange += sum(end - start for start, end in exchanges)
+        hidden += overlap(exchanges, experts)
     hidden_all += hidden
     exchange_all += exchange
     rank = next(e["pid"] for e in events if e["ph"] == "X")

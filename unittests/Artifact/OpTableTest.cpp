@@ -91,6 +91,29 @@ TEST(OpTableTest, SliceTakesItsBlockWithoutCommunicating) {
   EXPECT_TRUE(ops::communicatesOverGroup(gather));
 }
 
+TEST(OpTableTest, GroupsAnInstructionNames) {
+  using Groups = std::vector<int64_t>;
+  // The per-operand groups without "none", an optional group when present,
+  // a plain one, and none for an opcode without group attributes.
+  EXPECT_EQ(ops::groupsOf(instructionOf(ops::buildGlobalNorm({-1, 0, 2}),
+                                        {1, 2, 3}, {4})),
+            (Groups{0, 2}));
+  EXPECT_EQ(ops::groupsOf(instructionOf(ops::buildGlobalNorm({}), {1}, {2})),
+            Groups{});
+  EXPECT_EQ(ops::groupsOf(instructionOf(ops::buildExperts(3, std::nullopt),
+                                        {0, 1, 2, 3, 4, 5}, {6})),
+            Groups{3});
+  EXPECT_EQ(ops::groupsOf(instructionOf(
+                ops::buildExperts(std::nullopt, std::nullopt),
+                {0, 1, 2, 3, 4, 5}, {6})),
+            Groups{});
+  EXPECT_EQ(ops::groupsOf(instructionOf(ops::buildReduceBucket(1, true),
+                                        {0, 1}, {2, 3})),
+            Groups{1});
+  EXPECT_EQ(ops::groupsOf(instructionOf(ops::buildAdd(), {0, 1}, {2})),
+            Groups{});
+}
+
 TEST(OpTableTest, DisassemblesWithNames) {
   EXPECT_EQ(disassembleInstruction(
                 instructionOf(ops::buildAttention(4, 2), {1, 2, 3}, {4, 5})),

@@ -52,6 +52,29 @@ bool communicatesOverGroup(const Instruction &instruction) {
   return false;
 }
 
+std::vector<int64_t> groupsOf(const Instruction &instruction) {
+  std::vector<int64_t> groups;
+  const OpInfo &info = opInfo(instruction.opcode);
+  std::optional<const AttrLayout *> layout = findAttrLayout(instruction);
+  if (!layout || !*layout)
+    return groups;
+  for (size_t a = 0; a < info.numAttrs; ++a) {
+    const AttrInfo &attr = info.attrs[a];
+    if (attr.kind != AttrKind::Group && attr.kind != AttrKind::GroupOrNone)
+      continue;
+    // A per-operand attribute is the only one of its vector: all of it.
+    if (attr.perOperand) {
+      for (int64_t group : instruction.intAttrs)
+        if (group >= 0)
+          groups.push_back(group);
+    } else if (int slot = (*layout)->slots[a];
+               slot >= 0 && instruction.intAttrs[slot] >= 0) {
+      groups.push_back(instruction.intAttrs[slot]);
+    }
+  }
+  return groups;
+}
+
 const char *enumCaseName(const EnumInfo &info, int64_t value) {
   for (size_t i = 0; i < info.numCases; ++i)
     if (info.cases[i].value == value)

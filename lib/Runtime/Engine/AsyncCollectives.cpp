@@ -23,22 +23,25 @@ struct AsyncCollectives::Operation {
   /// The results (one, or a bucket's) and their private copies.
   std::vector<uint32_t> results;
   std::vector<std::vector<uint8_t>> outputs;
+  /// Its own pack space: the step's thread may pack for a collective of
+  /// another group meanwhile.
+  std::vector<float> pack;
   StepContext context;
   absl::Status status;
   bool done = false;
 
   Operation(const StepContext &step)
-      : context{step.program, pointers, step.scratch, step.groups,
-                step.packScratch} {
+      : context{step.program, pointers, step.scratch, step.groups, pack} {
     context.trace = step.trace;
   }
 };
 
-AsyncCollectives::AsyncCollectives(const Program &program)
+AsyncCollectives::AsyncCollectives(const Program &program, bool groupsAtOnce)
     : program(program), deferred(program.instructions.size(), false),
       prefetchNext(program.instructions.size(), -1),
       inFlight(program.buffers.size()),
-      communicates(program.instructions.size(), false) {
+      communicates(program.instructions.size(), false),
+      groupsOf(program.instructions.size()), groupsAtOnce(groupsAtOnce) {
   size_t n = program.instructions.size();
   // First reader of every buffer after its writer.
   std::vector<int64_t> firstRead(program.buffers.size(), -1);
@@ -52,6 +55,7 @@ AsyncCollectives::AsyncCollectives(const Program &program)
     // group, and amax histories kept alike over one call MPI themselves
     // (and so must not run while the communication thread does).
     communicates[i] = ops::communicatesOverGroup(inst);
+    groupsOf[i] = ops::groupsOf(inst);
     bool reduction = inst.opcode == Opcode::AllReduce ||
                      inst.opcode == Opcode::ReduceScatter ||
                      inst.opcode == Opcode::ReduceBucket;
@@ -99,7 +103,7 @@ void AsyncCollectives::serve() {
     {
       const Instruction &inst = program.instructions[operation->index];
       io::TraceScope span(operation->context.trace,
-                          io::TraceTrack::Communication,
+                          io::TraceTrack::AsyncCommunication,
                           absl::StrCat(opcodeName(inst.opcode), " (async)"));
       status = runCollective(operation->context, operation->index);
     }
@@ -118,6 +122,7 @@ absl::Status AsyncCollectives::start(const StepContext &context,
   auto operation = std::make_shared<Operation>(context);
   operation->index = index;
   operation->pointers = context.pointers;
+  operation->pack.resize(packElementsOf(program, inst));
   // Parameters stay put until the optimizer; temporaries may be reused.
   operation->inputs.reserve(inst.operands.size());
   for (uint32_t in : inst.operands) {
@@ -176,6 +181,23 @@ void AsyncCollectives::waitIdle() {
   });
 }
 
+void AsyncCollectives::waitIdleOn(const std::vector<int64_t> &groups) {
+  auto shares = [&](const Operation &operation) {
+    for (int64_t group : groupsOf[operation.index])
+      if (std::find(groups.begin(), groups.end(), group) != groups.end())
+        return true;
+    return false;
+  };
+  // Everything queued is in inFlight too (start() puts it there).
+  std::unique_lock<std::mutex> lock(mutex);
+  changed.wait(lock, [&] {
+    for (const std::shared_ptr<Operation> &operation : inFlight)
+      if (operation && !operation->done && shares(*operation))
+        return false;
+    return true;
+  });
+}
+
 absl::Status AsyncCollectives::drain(const StepContext &context) {
   absl::Status first;
   for (uint32_t b = 0; b < inFlight.size(); ++b)
@@ -199,11 +221,17 @@ absl::Status AsyncCollectives::run(const StepContext &context, size_t index) {
     if (absl::Status s = finish(context, inst.results[0]); !s.ok())
       return s;
   } else {
-    // Nothing else may call MPI while the communication thread does. What
-    // it finished stays out of the arena until its own position: the plan
-    // gives its result's bytes to other values until then.
-    if (communicates[index])
-      waitIdle();
+    // One thread at a time calls a group (all of MPI without
+    // MPI_THREAD_MULTIPLE; an expert exchange starts a thread of its own).
+    // What the communication thread finished stays out of the arena until
+    // its own position: the plan gives its result's bytes to other values
+    // until then.
+    if (communicates[index]) {
+      if (groupsAtOnce && !isExpertParallel(inst))
+        waitIdleOn(groupsOf[index]);
+      else
+        waitIdle();
+    }
     if (inst.opcode == Opcode::AllGather && prefetchNext[index] >= 0) {
       // A parameter gather runs on the thread too, so that the next can
       // follow it there while this one's layer computes.

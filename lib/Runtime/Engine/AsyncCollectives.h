@@ -12,11 +12,15 @@
 // flight works on private copies: its input is copied when it starts (the
 // arena may reuse that memory right after) and its result is copied into
 // the arena when it finishes (the plan keeps that range free from the
-// collective's own position on). Only the communication thread calls MPI
-// while operations run; before anything else communicates, they complete
-// (their results still wait for their positions). The collectives are the same
-// calls in the same order on every rank, so the numbers are bitwise those of
-// the blocking step.
+// collective's own position on). Before the step's own thread communicates
+// over a group (a tensor-parallel collective, a loss over ranks), the
+// operations in flight on that group complete (their results still wait for
+// their positions); with MPI_THREAD_MULTIPLE those on other groups, each an
+// MPI communicator of its own, go on meanwhile, as a GPU runs each kind of
+// traffic on a stream of its own. Otherwise, and before an expert exchange
+// (which has a thread of its own), everything in flight completes. Each
+// group's collectives are then the same calls in the same order on every
+// rank as in the blocking step, so the numbers are bitwise its numbers.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_LIB_RUNTIME_ENGINE_ASYNCCOLLECTIVES_H
@@ -37,8 +41,10 @@ namespace moe::rt::engine {
 
 class AsyncCollectives {
 public:
-  /// What runs asynchronously in `program` (see the file comment).
-  explicit AsyncCollectives(const Program &program);
+  /// What runs asynchronously in `program` (see the file comment); with
+  /// `groupsAtOnce` (MPI_THREAD_MULTIPLE) the step's own collectives wait
+  /// only for those in flight on their groups.
+  AsyncCollectives(const Program &program, bool groupsAtOnce);
   ~AsyncCollectives();
   AsyncCollectives(const AsyncCollectives &) = delete;
   AsyncCollectives &operator=(const AsyncCollectives &) = delete;
@@ -56,6 +62,8 @@ private:
   absl::Status finish(const StepContext &context, uint32_t result);
   /// Waits until the communication thread has nothing to do.
   void waitIdle();
+  /// Waits until nothing in flight communicates over one of `groups`.
+  void waitIdleOn(const std::vector<int64_t> &groups);
   void serve();
 
   const Program &program;
@@ -66,6 +74,9 @@ private:
   /// Operations in flight, by the buffers they produce.
   std::vector<std::shared_ptr<Operation>> inFlight;
   std::vector<bool> communicates; // instructions that call MPI themselves
+  /// The groups each instruction communicates over (ops::groupsOf).
+  std::vector<std::vector<int64_t>> groupsOf;
+  bool groupsAtOnce;
 
   std::mutex mutex;
   std::condition_variable changed;

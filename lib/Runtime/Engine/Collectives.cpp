@@ -250,24 +250,26 @@ bool isCollective(Opcode opcode) {
          opcode == Opcode::ReduceBucket;
 }
 
+int64_t packElementsOf(const Program &program, const Instruction &inst) {
+  if (inst.opcode == Opcode::ReduceBucket) {
+    ops::ReduceBucketView bucket(inst);
+    int64_t total = bucketElements(program, bucket);
+    // A reduce-scatter's own part of the sum follows the packing.
+    int64_t parts = program.partsOf(program.groups[bucket.group()]);
+    return total + (bucket.scatter() ? total / parts : 0);
+  }
+  std::optional<Collective> op = collectiveOf(inst);
+  if (!op || (op->kind != Kind::AllGather && op->kind != Kind::ReduceScatter))
+    return 0;
+  if (blocksAround(program.buffers[op->block()].shape, op->dim).outer == 1)
+    return 0;
+  return program.buffers[op->whole()].numElements();
+}
+
 int64_t packElements(const Program &program) {
   int64_t most = 0;
-  for (const Instruction &inst : program.instructions) {
-    if (inst.opcode == Opcode::ReduceBucket) {
-      ops::ReduceBucketView bucket(inst);
-      int64_t total = bucketElements(program, bucket);
-      // A reduce-scatter's own part of the sum follows the packing.
-      int64_t parts = program.partsOf(program.groups[bucket.group()]);
-      most = std::max(most, total + (bucket.scatter() ? total / parts : 0));
-      continue;
-    }
-    std::optional<Collective> op = collectiveOf(inst);
-    if (!op || (op->kind != Kind::AllGather && op->kind != Kind::ReduceScatter))
-      continue;
-    if (blocksAround(program.buffers[op->block()].shape, op->dim).outer == 1)
-      continue;
-    most = std::max(most, program.buffers[op->whole()].numElements());
-  }
+  for (const Instruction &inst : program.instructions)
+    most = std::max(most, packElementsOf(program, inst));
   return most;
 }
 

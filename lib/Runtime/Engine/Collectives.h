@@ -20,6 +20,9 @@ namespace moe::rt::engine {
 /// ReduceScatter, Slice, ReduceBucket).
 bool isCollective(Opcode opcode);
 
+/// The pack space (in elements) collective `inst` needs (0: none).
+int64_t packElementsOf(const Program &program, const Instruction &inst);
+
 /// The pack space (in elements) the program's collectives need: the size of
 /// the largest gathered or scattered buffer whose dimension has non-trivial
 /// dimensions before it, or the packing of the largest bucket and its

@@ -139,6 +139,8 @@ absl::Status Executor::connect(comm::World *world) {
   threadsMayCommunicate =
       world && (world->threadLevel() == comm::ThreadLevel::Serialized ||
                 world->threadLevel() == comm::ThreadLevel::Multiple);
+  threadsCommunicateAtOnce =
+      world && world->threadLevel() == comm::ThreadLevel::Multiple;
   if (absl::Status status = connectStages(world); !status.ok())
     return status;
   absl::StatusOr<comm::World *> job = engine::jobWorldOf(world, localWorld);
@@ -345,7 +347,8 @@ int64_t Executor::tokensPerStep() const {
 bool Executor::setAsyncCollectives(bool on) {
   asyncCollectives.reset();
   if (on && threadsMayCommunicate && !pipelineStep && !prog->groups.empty())
-    asyncCollectives = std::make_unique<engine::AsyncCollectives>(*prog);
+    asyncCollectives = std::make_unique<engine::AsyncCollectives>(
+        *prog, threadsCommunicateAtOnce);
   return asyncCollectives != nullptr;
 }
 

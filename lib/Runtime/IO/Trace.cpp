@@ -24,12 +24,18 @@ void Trace::span(TraceTrack track, std::string name, Clock::time_point start,
 
 std::string Trace::toJson() const {
   nlohmann::json events = nlohmann::json::array();
-  const char *trackNames[] = {"compute", "communication"};
+  const char *trackNames[] = {"compute", "communication",
+                              "communication (async)"};
+  // The asynchronous track only when something ran there.
+  int tracks = 2;
+  for (const Span &span : spans)
+    if (span.track == TraceTrack::AsyncCommunication)
+      tracks = 3;
   events.push_back({{"ph", "M"},
                     {"name", "process_name"},
                     {"pid", rank},
                     {"args", {{"name", "rank " + std::to_string(rank)}}}});
-  for (int t = 0; t < 2; ++t)
+  for (int t = 0; t < tracks; ++t)
     events.push_back({{"ph", "M"},
                       {"name", "thread_name"},
                       {"pid", rank},

@@ -104,6 +104,11 @@ std::optional<const AttrLayout *> findAttrLayout(const Instruction &instruction)
 /// opcode communicates over it.
 bool communicatesOverGroup(const Instruction &instruction);
 
+/// The groups (indices into Program.groups) the instruction's group
+/// attributes name, in attribute order, without "none" (-1): those it
+/// communicates over when communicatesOverGroup.
+std::vector<int64_t> groupsOf(const Instruction &instruction);
+
 /// The name of an enum attribute's value, or null when it has none.
 const char *enumCaseName(const EnumInfo &info, int64_t value);
 

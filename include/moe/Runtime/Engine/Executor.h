@@ -259,6 +259,9 @@ private:
   std::unique_ptr<engine::AsyncCollectives> asyncCollectives;
   /// Whether threads other than the main one may call MPI (serialized).
   bool threadsMayCommunicate = false;
+  /// MPI_THREAD_MULTIPLE: two threads may call collectives of two groups
+  /// at once.
+  bool threadsCommunicateAtOnce = false;
   std::vector<uint32_t> params, states;
   uint64_t parameterBytes = 0, stateBytes = 0;
   // The last instructions writing the loss and the grad norm: where a step

@@ -20,7 +20,15 @@
 
 namespace moe::rt::io {
 
-enum class TraceTrack : uint8_t { Compute = 0, Communication = 1 };
+/// Where a span goes: the step's kernels; the collectives and exchanges the
+/// step waits for (and an expert exchange's thread); the communication
+/// thread of --async-collectives, which may run beside a collective of the
+/// step's own on another group.
+enum class TraceTrack : uint8_t {
+  Compute = 0,
+  Communication = 1,
+  AsyncCommunication = 2
+};
 
 class Trace {
 public:

@@ -159,8 +159,8 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
     return failure();
   };
   if (!flags.memoryBudget.empty()) {
-    FailureOr<uint64_t> bytes = sizeOf("memory-budget", flags.memoryBudget,
-                                       "80GiB, 512MiB or 4000000");
+    FailureOr<uint64_t> bytes =
+        sizeOf("memory-budget", flags.memoryBudget, "80GiB, 512MiB or 4000000");
     if (failed(bytes))
       return failure();
     options.memoryBudget = *bytes;

@@ -103,12 +103,12 @@ TEST(OpTableTest, GroupsAnInstructionNames) {
   EXPECT_EQ(ops::groupsOf(instructionOf(ops::buildExperts(3, std::nullopt),
                                         {0, 1, 2, 3, 4, 5}, {6})),
             Groups{3});
-  EXPECT_EQ(ops::groupsOf(instructionOf(
-                ops::buildExperts(std::nullopt, std::nullopt),
-                {0, 1, 2, 3, 4, 5}, {6})),
-            Groups{});
-  EXPECT_EQ(ops::groupsOf(instructionOf(ops::buildReduceBucket(1, true),
-                                        {0, 1}, {2, 3})),
+  EXPECT_EQ(
+      ops::groupsOf(instructionOf(ops::buildExperts(std::nullopt, std::nullopt),
+                                  {0, 1, 2, 3, 4, 5}, {6})),
+      Groups{});
+  EXPECT_EQ(ops::groupsOf(
+                instructionOf(ops::buildReduceBucket(1, true), {0, 1}, {2, 3})),
             Groups{1});
   EXPECT_EQ(ops::groupsOf(instructionOf(ops::buildAdd(), {0, 1}, {2})),
             Groups{});

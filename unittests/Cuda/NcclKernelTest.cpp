@@ -50,5 +50,40 @@ TEST(NcclKernelTest, GroupsOfOneRank) {
           .ok());
 }
 
+// A group with a reductions lane has a second communicator of its ranks,
+// which reduces on a stream of its own while the first stays usable.
+TEST(NcclKernelTest, ReductionLaneIsASecondCommunicator) {
+  absl::StatusOr<std::unique_ptr<comm::World>> world = comm::World::local();
+  ASSERT_TRUE(world.ok()) << world.status();
+  absl::StatusOr<std::unique_ptr<comm::Group>> everyone =
+      (*world)->group(comm::Mesh{}, {});
+  ASSERT_TRUE(everyone.ok()) << everyone.status();
+  absl::StatusOr<std::unique_ptr<NcclWorld>> nccl =
+      NcclWorld::create(**everyone, 0);
+  ASSERT_TRUE(nccl.ok()) << nccl.status();
+  absl::StatusOr<std::unique_ptr<NcclGroup>> plain = (*nccl)->split(**everyone);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(&(*plain)->forReductions(), plain->get());
+  absl::StatusOr<std::unique_ptr<NcclGroup>> laned =
+      (*nccl)->split(**everyone, /*reductionLane=*/true);
+  ASSERT_TRUE(laned.ok()) << laned.status();
+  NcclGroup &reductions = (*laned)->forReductions();
+  EXPECT_NE(&reductions, laned->get());
+  EXPECT_EQ(reductions.size(), 1);
+
+  cudaStream_t lane = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&lane, cudaStreamNonBlocking),
+            cudaSuccess);
+  std::vector<float> values = randomValues(1000, 2);
+  DeviceArray<float> summed(values), gathered(1000);
+  ASSERT_TRUE(reductions.allReduceSum(summed.get(), 1000, lane).ok());
+  ASSERT_EQ(cudaStreamSynchronize(lane), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(lane), cudaSuccess);
+  expectClose(summed.read(), values, 0.0f, 0.0f, "all-reduce on the lane");
+  ASSERT_TRUE(
+      (*laned)->allGather(summed.get(), gathered.get(), 1000, nullptr).ok());
+  expectClose(gathered.read(), values, 0.0f, 0.0f, "all-gather beside it");
+}
+
 } // namespace
 } // namespace moe::rt::cuda

@@ -3,6 +3,8 @@
 
 #include "CudaStatus.h"
 
+#include "moe/Runtime/Artifact/OpViews.h"
+
 #include <algorithm>
 #include <optional>
 
@@ -12,6 +14,8 @@ absl::StatusOr<std::unique_ptr<CommStream>>
 CommStream::create(const Program &program) {
   std::unique_ptr<CommStream> stream(new CommStream());
   MOE_CUDA_OK(cudaStreamCreateWithFlags(&stream->comm, cudaStreamNonBlocking));
+  MOE_CUDA_OK(
+      cudaStreamCreateWithFlags(&stream->reductions, cudaStreamNonBlocking));
   size_t n = program.instructions.size();
   stream->firstReader.assign(n, n);
   // The instruction writing each buffer last, as we walk: its results' first
@@ -30,49 +34,75 @@ CommStream::create(const Program &program) {
   return stream;
 }
 
+std::vector<bool> CommStream::groupsReducedLater(const Program &program) const {
+  std::vector<bool> reduced(program.groups.size(), false);
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &inst = program.instructions[i];
+    std::optional<int64_t> group;
+    if (inst.opcode == Opcode::AllReduce)
+      group = ops::AllReduceView(inst).group();
+    else if (inst.opcode == Opcode::ReduceScatter)
+      group = ops::ReduceScatterView(inst).group();
+    else if (inst.opcode == Opcode::ReduceBucket)
+      group = ops::ReduceBucketView(inst).group();
+    // The criterion reductionLaneOf (DeviceDispatch.cpp) applies.
+    if (group && neededBy(i, true) > i + 1)
+      reduced[*group] = true;
+  }
+  return reduced;
+}
+
 CommStream::~CommStream() {
-  if (!comm)
-    return;
-  cudaStreamSynchronize(comm);
+  for (cudaStream_t lane : {comm, reductions})
+    if (lane)
+      cudaStreamSynchronize(lane);
   for (auto &[index, events] : pending)
     for (cudaEvent_t event : events)
       cudaEventDestroy(event);
-  cudaStreamDestroy(comm);
+  for (cudaStream_t lane : {comm, reductions})
+    if (lane)
+      cudaStreamDestroy(lane);
 }
 
 size_t CommStream::neededBy(size_t index, bool deferrable) const {
   return deferrable ? firstReader[index] : index + 1;
 }
 
-absl::Status CommStream::run(
-    cudaStream_t compute, size_t neededBy,
-    const std::function<absl::Status(cudaStream_t)> &work) {
+absl::Status
+CommStream::run(cudaStream_t compute, size_t neededBy,
+                const std::function<absl::Status(cudaStream_t)> &work,
+                Lane lane) {
+  cudaStream_t on = stream(lane);
   cudaEvent_t ready = nullptr, done = nullptr;
   MOE_CUDA_OK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
   MOE_CUDA_OK(cudaEventRecord(ready, compute));
-  absl::Status waited = cudaStatus(cudaStreamWaitEvent(comm, ready, 0),
-                                   "cudaStreamWaitEvent");
+  absl::Status waited =
+      cudaStatus(cudaStreamWaitEvent(on, ready, 0), "cudaStreamWaitEvent");
   // Destroying a recorded event is deferred until it completes.
   cudaEventDestroy(ready);
   if (!waited.ok())
     return waited;
   std::optional<size_t> span;
   if (timeline) {
+    // The reductions lane runs beside the main one: a track of its own.
     absl::StatusOr<size_t> started =
-        timeline->start(comm, io::TraceTrack::Communication, label);
+        timeline->start(on,
+                        lane == Lane::Main ? io::TraceTrack::Communication
+                                           : io::TraceTrack::AsyncCommunication,
+                        label);
     if (!started.ok())
       return started.status();
     span = *started;
   }
   // Recorded even when the work failed: what it enqueued before failing
   // (a copy, a free, part of a group) must still be waited for.
-  absl::Status status = work(comm);
+  absl::Status status = work(on);
   if (span)
-    if (absl::Status ended = timeline->end(*span, comm);
+    if (absl::Status ended = timeline->end(*span, on);
         status.ok() && !ended.ok())
       status = ended;
   MOE_CUDA_OK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-  MOE_CUDA_OK(cudaEventRecord(done, comm));
+  MOE_CUDA_OK(cudaEventRecord(done, on));
   pending[neededBy].push_back(done);
   return status;
 }

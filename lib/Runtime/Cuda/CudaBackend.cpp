@@ -355,9 +355,13 @@ absl::Status CudaBackend::connect() {
   if (!stream.ok())
     return stream.status();
   comm = std::move(*stream);
-  // Every rank splits every group, in program order.
-  for (const std::unique_ptr<comm::Group> &group : groups) {
-    absl::StatusOr<std::unique_ptr<NcclGroup>> split = nccl->split(*group);
+  // Every rank splits every group, in program order, and a second time
+  // those whose gradient reductions run on the reductions lane.
+  std::vector<bool> reducedLater = comm->groupsReducedLater(program);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const std::unique_ptr<comm::Group> &group = groups[g];
+    absl::StatusOr<std::unique_ptr<NcclGroup>> split =
+        nccl->split(*group, reducedLater[g] && group->size() > 1);
     if (!split.ok())
       return split.status();
     mpiGroups.push_back(group.get());
@@ -486,7 +490,9 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
   auto drain = [&] {
     if (comm) {
       comm->finish(stream).IgnoreError();
-      synchronize(comm->stream(), watch).IgnoreError();
+      for (CommStream::Lane lane :
+           {CommStream::Lane::Main, CommStream::Lane::Reductions})
+        synchronize(comm->stream(lane), watch).IgnoreError();
     }
     synchronize(stream, watch).IgnoreError();
   };

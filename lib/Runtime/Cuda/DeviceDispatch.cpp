@@ -421,6 +421,21 @@ Blocks blocksAround(const std::vector<int64_t> &shape, int64_t dim) {
                                  static_cast<int64_t>(shape.size()), dim);
 }
 
+/// Where a reduction runs: a gradient reduction read later than the next
+/// instruction on the reductions lane over the group's second communicator
+/// (CommStream::groupsReducedLater gave the group one), anything else on
+/// the main lane.
+struct ReductionLane {
+  CommStream::Lane lane;
+  NcclGroup &group;
+};
+ReductionLane reductionLaneOf(const DeviceStep &step, size_t index,
+                              NcclGroup &group) {
+  if (step.comm->neededBy(index, true) > index + 1)
+    return {CommStream::Lane::Reductions, group.forReductions()};
+  return {CommStream::Lane::Main, group};
+}
+
 /// AllReduce, AllGather, ReduceScatter and Slice over the instruction's
 /// group; on one rank (a group of one) the result is the operand. The NCCL
 /// calls go on the communication stream; reductions finish there while the
@@ -447,18 +462,22 @@ absl::Status collective(const DeviceStep &step, size_t index,
   // A collective moves its operand's dtype (the result's, SameDType).
   bool bf16 = in.dtype == DType::BF16;
   int64_t elementBytes = static_cast<int64_t>(dtypeBytes(in.dtype));
+  ReductionLane reduction = reductionLaneOf(step, index, *group);
   if (kind == CollectiveKind::AllReduce) {
     // In place on the result, whose memory is the collective's from here on.
     if (x != y)
       MOE_CUDA_OK(cudaMemcpyAsync(y, x, out.sizeInBytes(),
                                   cudaMemcpyDeviceToDevice, stream));
-    return comm->run(stream, comm->neededBy(index, true), [&](cudaStream_t on) {
-      if (bf16)
-        return group->allReduceSum(static_cast<uint16_t *>(y),
-                                   out.numElements(), on);
-      return group->allReduceSum(static_cast<float *>(y), out.numElements(),
-                                 on);
-    });
+    return comm->run(
+        stream, comm->neededBy(index, true),
+        [&](cudaStream_t on) {
+          if (bf16)
+            return reduction.group.allReduceSum(static_cast<uint16_t *>(y),
+                                                out.numElements(), on);
+          return reduction.group.allReduceSum(static_cast<float *>(y),
+                                              out.numElements(), on);
+        },
+        reduction.lane);
   }
   int64_t parts = group->size();
   bool gather = kind == CollectiveKind::AllGather;
@@ -502,17 +521,20 @@ absl::Status collective(const DeviceStep &step, size_t index,
                                     blocks.chunk, /*pack=*/true, stream,
                                     static_cast<int>(elementBytes)));
     uint8_t *input = copy.release();
-    return comm->run(stream, comm->neededBy(index, true), [&](cudaStream_t on) {
-      absl::Status status =
-          bf16 ? group->reduceScatterSum(
-                     reinterpret_cast<const uint16_t *>(input),
-                     static_cast<uint16_t *>(y), block, on)
-               : group->reduceScatterSum(
-                     reinterpret_cast<const float *>(input),
-                     static_cast<float *>(y), block, on);
-      MOE_CUDA_OK(cudaFreeAsync(input, on));
-      return status;
-    });
+    return comm->run(
+        stream, comm->neededBy(index, true),
+        [&](cudaStream_t on) {
+          absl::Status status =
+              bf16 ? reduction.group.reduceScatterSum(
+                         reinterpret_cast<const uint16_t *>(input),
+                         static_cast<uint16_t *>(y), block, on)
+                   : reduction.group.reduceScatterSum(
+                         reinterpret_cast<const float *>(input),
+                         static_cast<float *>(y), block, on);
+          MOE_CUDA_OK(cudaFreeAsync(input, on));
+          return status;
+        },
+        reduction.lane);
   }
   case CollectiveKind::Slice: {
     // This rank's block: chunk `rank` of every outer row, no communication.
@@ -580,32 +602,37 @@ absl::Status reduceBucket(const DeviceStep &step, size_t index,
   }
   uint8_t *packed = pack.release();
   uint8_t *mine = packed + total * elementBytes;
-  return comm->run(stream, comm->neededBy(index, true), [&](cudaStream_t on) {
-    absl::Status status;
-    if (!scatter)
-      status = bf16 ? group->allReduceSum(reinterpret_cast<uint16_t *>(packed),
-                                          total, on)
-                    : group->allReduceSum(reinterpret_cast<float *>(packed),
-                                          total, on);
-    else
-      status = bf16 ? group->reduceScatterSum(
-                          reinterpret_cast<const uint16_t *>(packed),
-                          reinterpret_cast<uint16_t *>(mine), slot, on)
-                    : group->reduceScatterSum(
-                          reinterpret_cast<const float *>(packed),
-                          reinterpret_cast<float *>(mine), slot, on);
-    const uint8_t *from = scatter ? mine : packed;
-    for (uint32_t y : ys) {
-      size_t bytes = step.buffer(y).sizeInBytes();
-      if (status.ok())
-        status = cudaStatus(cudaMemcpyAsync(step.pointers[y], from, bytes,
-                                            cudaMemcpyDeviceToDevice, on),
-                            "cudaMemcpyAsync");
-      from += bytes;
-    }
-    MOE_CUDA_OK(cudaFreeAsync(packed, on));
-    return status;
-  });
+  ReductionLane reduction = reductionLaneOf(step, index, *group);
+  NcclGroup &over = reduction.group;
+  return comm->run(
+      stream, comm->neededBy(index, true),
+      [&](cudaStream_t on) {
+        absl::Status status;
+        if (!scatter)
+          status = bf16 ? over.allReduceSum(
+                              reinterpret_cast<uint16_t *>(packed), total, on)
+                        : over.allReduceSum(reinterpret_cast<float *>(packed),
+                                            total, on);
+        else
+          status = bf16 ? over.reduceScatterSum(
+                              reinterpret_cast<const uint16_t *>(packed),
+                              reinterpret_cast<uint16_t *>(mine), slot, on)
+                        : over.reduceScatterSum(
+                              reinterpret_cast<const float *>(packed),
+                              reinterpret_cast<float *>(mine), slot, on);
+        const uint8_t *from = scatter ? mine : packed;
+        for (uint32_t y : ys) {
+          size_t bytes = step.buffer(y).sizeInBytes();
+          if (status.ok())
+            status = cudaStatus(cudaMemcpyAsync(step.pointers[y], from, bytes,
+                                                cudaMemcpyDeviceToDevice, on),
+                                "cudaMemcpyAsync");
+          from += bytes;
+        }
+        MOE_CUDA_OK(cudaFreeAsync(packed, on));
+        return status;
+      },
+      reduction.lane);
 }
 
 /// Ends the step of an amax history: this step's amaxes (slot 0 of every

@@ -168,8 +168,7 @@ NcclWorld::~NcclWorld() {
     ncclCommDestroy(comm);
 }
 
-absl::StatusOr<std::unique_ptr<NcclGroup>>
-NcclWorld::split(const comm::Group &group) {
+absl::StatusOr<ncclComm_t> NcclWorld::splitOnce(const comm::Group &group) {
   // One colour per group: its first world rank, which no other group has.
   int colour = static_cast<int>(group.worldRanks().front());
   ncclConfig_t config = nonBlocking();
@@ -182,10 +181,26 @@ NcclWorld::split(const comm::Group &group) {
           settle(child ? child : comm, started, "ncclCommSplit");
       !status.ok())
     return status;
+  return child;
+}
+
+absl::StatusOr<std::unique_ptr<NcclGroup>>
+NcclWorld::split(const comm::Group &group, bool reductionLane) {
   std::string label = group.name() + " (world ranks " +
                       absl::StrJoin(group.worldRanks(), ", ") + ")";
-  return std::unique_ptr<NcclGroup>(
-      new NcclGroup(child, group.rank(), group.size(), this, std::move(label)));
+  absl::StatusOr<ncclComm_t> child = splitOnce(group);
+  if (!child.ok())
+    return child.status();
+  std::unique_ptr<NcclGroup> made(
+      new NcclGroup(*child, group.rank(), group.size(), this, label));
+  if (reductionLane) {
+    absl::StatusOr<ncclComm_t> second = splitOnce(group);
+    if (!second.ok())
+      return second.status();
+    made->reductionLane.reset(new NcclGroup(*second, group.rank(), group.size(),
+                                            this, label + ", reductions"));
+  }
+  return made;
 }
 
 NcclGroup::~NcclGroup() {

@@ -49,6 +49,11 @@ public:
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  /// The communicator of the same ranks for the gradient reductions that
+  /// run on a stream of their own (CommStream's reductions lane): each
+  /// communicator is used from one stream only, in program order. This one
+  /// when the group has none.
+  NcclGroup &forReductions() { return reductionLane ? *reductionLane : *this; }
 
   /// data = the sum of every rank's data (in place).
   absl::Status allReduceSum(float *data, int64_t count, cudaStream_t stream);
@@ -126,6 +131,7 @@ private:
   ncclComm_t comm;
   int rank_, size_;
   NcclWorld *world;
+  std::unique_ptr<NcclGroup> reductionLane;
   /// "{dp} of dp=2 x tp=2 (world ranks 0, 2)", for messages.
   std::string label;
 };
@@ -142,10 +148,12 @@ public:
   NcclWorld(const NcclWorld &) = delete;
   NcclWorld &operator=(const NcclWorld &) = delete;
 
-  /// The communicator of `group`, an MPI group of the same job. A
+  /// The communicator of `group`, an MPI group of the same job, and with
+  /// `reductionLane` a second one of the same ranks (forReductions). A
   /// collective call of every rank of the job (each passing its own group
-  /// of the same axes).
-  absl::StatusOr<std::unique_ptr<NcclGroup>> split(const comm::Group &group);
+  /// of the same axes and the same `reductionLane`).
+  absl::StatusOr<std::unique_ptr<NcclGroup>> split(const comm::Group &group,
+                                                   bool reductionLane = false);
 
   /// The deadlines of every collective of the job's communicators. Host
   /// waits poll it (CollectiveWatch::waitUntil).
@@ -154,6 +162,8 @@ public:
 private:
   friend class NcclGroup;
   NcclWorld(ncclComm_t comm, int rank, absl::Duration timeout);
+  /// One communicator of `group`'s ranks, split from the job's.
+  absl::StatusOr<ncclComm_t> splitOnce(const comm::Group &group);
   /// Polls `comm` until a non-blocking call on it has settled, within the
   /// deadline; on failure or timeout aborts every communicator.
   absl::Status settle(ncclComm_t comm, ncclResult_t result, const char *what);

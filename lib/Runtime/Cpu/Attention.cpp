@@ -55,8 +55,7 @@ void blockScores(const float *q, const float *k, const HeadView &view,
 /// Turns row r (query i0 + r) of a score block into probabilities
 /// exp(s - lse), zero above the diagonal.
 void rowProbabilities(float *row, int64_t i, int64_t n, float lse) {
-  for (int64_t j = 0; j <= i; ++j)
-    row[j] = std::exp(row[j] - lse);
+  detail::expShifted(row, row, i + 1, lse);
   std::fill(row + i + 1, row + n, 0.0f);
 }
 } // namespace
@@ -82,12 +81,17 @@ void attentionForward(const float *q, const float *k, const float *v,
           float m = -std::numeric_limits<float>::infinity();
           for (int64_t j = 0; j <= i; ++j)
             m = std::max(m, row[j]);
+          // exp(s - m), summed in order; P = exp(s - m) / sum, which is
+          // exp(s - lse) up to rounding (the backward recomputes that).
+          detail::expShifted(row, row, i + 1, m);
           double sum = 0.0;
           for (int64_t j = 0; j <= i; ++j)
-            sum += std::exp(row[j] - m);
-          float l = m + static_cast<float>(std::log(sum));
-          lseRow[i] = l;
-          rowProbabilities(row, i, n, l);
+            sum += row[j];
+          lseRow[i] = m + static_cast<float>(std::log(sum));
+          float inverse = static_cast<float>(1.0 / sum);
+          for (int64_t j = 0; j <= i; ++j)
+            row[j] *= inverse;
+          std::fill(row + i + 1, row + n, 0.0f);
         }
         detail::gemm(/*transA=*/false, /*transB=*/false, bq, headDim, n, 1.0f,
                      scores.data(), n, v + view.kvOffset, view.ldkv, 0.0f,

@@ -29,23 +29,4 @@ void add(const float *a, const float *b, float *y, int64_t n) {
     y[i] = a[i] + b[i];
 }
 
-void swigluForward(const float *gate, const float *up, float *y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = detail::silu(gate[i]) * up[i];
-}
-
-void swigluBackward(const float *dy, const float *gate, const float *up,
-                    float *dgate, float *dup, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    float a = gate[i];
-    float s = detail::sigmoid(a);
-    // silu'(a) = s (1 + a (1 - s)); read every input before writing so the
-    // outputs may alias dy.
-    float g = dy[i];
-    float u = up[i];
-    dgate[i] = g * u * (s * (1.0f + a * (1.0f - s)));
-    dup[i] = g * detail::silu(a);
-  }
-}
-
 } // namespace moe::rt::cpu

@@ -44,14 +44,21 @@ TEST(VectorMathTest, ShiftInPlaceAndEdges) {
   detail::expShifted(row.data(), row.data(), 5, 3.0f);
   for (size_t i = 0; i < row.size(); ++i)
     EXPECT_NEAR(row[i], want[i], 2e-6 * want[i]) << i;
+  // The edges inside a long array too, where the vector loop takes them.
   float nan = std::numeric_limits<float>::quiet_NaN();
-  float edges[] = {nan, -200.0f, 200.0f,
-                   -std::numeric_limits<float>::infinity()};
-  detail::expShifted(edges, edges, 4, 0.0f);
-  EXPECT_TRUE(std::isnan(edges[0])) << "a NaN stays NaN";
-  EXPECT_EQ(edges[1], 0.0f) << "underflow is 0";
-  EXPECT_EQ(edges[2], std::numeric_limits<float>::infinity());
-  EXPECT_EQ(edges[3], 0.0f);
+  for (size_t at : {size_t(0), size_t(20)}) {
+    std::vector<float> edges(37, 1.0f);
+    edges[at] = nan;
+    edges[at + 1] = -200.0f;
+    edges[at + 2] = 200.0f;
+    edges[at + 3] = -std::numeric_limits<float>::infinity();
+    detail::expShifted(edges.data(), edges.data(), 37, 0.0f);
+    EXPECT_TRUE(std::isnan(edges[at])) << "a NaN stays NaN";
+    EXPECT_EQ(edges[at + 1], 0.0f) << "underflow is 0";
+    EXPECT_EQ(edges[at + 2], std::numeric_limits<float>::infinity());
+    EXPECT_EQ(edges[at + 3], 0.0f);
+    EXPECT_NEAR(edges[at + 4], std::exp(1.0f), 1e-6f);
+  }
   // Nothing is read or written beyond n.
   float guard[3] = {1.0f, 2.0f, 7.0f};
   detail::expShifted(guard, guard, 2, 0.0f);

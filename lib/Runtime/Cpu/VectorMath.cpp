@@ -4,8 +4,11 @@
 // attention's softmax and the experts' SwiGLU it took most of their
 // element-wise time. Here exp is branch-free arithmetic (Cephes' expf:
 // x = n ln 2 + r with |r| <= ln 2 / 2, e^r by a polynomial, 2^n put into the
-// exponent bits), so the loops vectorise, and they are compiled for AVX-512,
-// AVX2+FMA and the baseline, the best picked at load time. Relative error
+// exponent bits), so the loops vectorise (this file is built with
+// -fno-trapping-math: the clamps' comparisons may become vector selects),
+// and they are compiled for AVX-512F, AVX2 and the baseline, the best the CPU
+// supports picked at load time (by feature: a VM's CPU model names no
+// microarchitecture). Relative error
 // below 1e-7 against the exact value (VectorMathTest measures 8e-8). A NaN
 // stays NaN; above 88.376 the result is infinity, and below ln(FLT_MIN) 0
 // (subnormals flushed), so silu(-200) is exactly -0 as with std::exp.
@@ -72,8 +75,7 @@ __attribute__((always_inline)) inline float expOf(float x) {
 } // namespace
 
 #define MOE_VECTOR_CLONES                                                      \
-  __attribute__((                                                              \
-      target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+  __attribute__((target_clones("avx512f", "avx2", "default")))
 
 MOE_VECTOR_CLONES void expShifted(const float *in, float *out, int64_t n,
                                   float shift) {

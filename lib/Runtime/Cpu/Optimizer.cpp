@@ -40,9 +40,15 @@ float learningRate(int64_t step, float peak, float min, int64_t warmup,
                             (static_cast<double>(peak) - min) * cosine);
 }
 
-void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq,
-           int64_t n, float lr, float beta1, float beta2, float eps,
-           float weightDecay, int64_t step) {
+// Vectorised clones for AVX-512F, AVX2 and the baseline. This file is built
+// with -fno-math-errno (so sqrt is an instruction the loop can vectorise)
+// and -ffp-contract=off (no fused multiply-adds), so every clone computes
+// each element with the same correctly rounded operations: the same bits on
+// every x86 CPU.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void
+adamw(float *param, const float *grad, float *expAvg, float *expAvgSq,
+      int64_t n, float lr, float beta1, float beta2, float eps,
+      float weightDecay, int64_t step) {
   // Scalars in double as PyTorch computes them (Python floats); the
   // per-element arithmetic in fp32 in torch.optim.AdamW's order.
   double t = static_cast<double>(step + 1);

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""The GPU benchmark's peer (test/gpu/run.sh, issue 17): the model of a moec
-artifact as HF transformers' MixtralForCausalLM, trained in PyTorch as its
-users do on one GPU: fp32 master weights, BF16 autocast, SDPA attention,
-fused AdamW with the artifact's schedule and global-norm clipping, on
-batches of the same token file moe-run reads. Each step (forward, backward,
-clip, optimizer) is timed with CUDA events after --warmup steps; prints
-the median on the last line and writes one JSON line per timed step.
+"""The benchmarks' peer (test/gpu/run.sh, issue 17; bench/run.sh, issue 18):
+the model of a moec artifact as HF transformers' MixtralForCausalLM, trained
+in PyTorch as its users do: fp32 master weights, BF16 autocast when the
+artifact computes in BF16 (fp32 otherwise), SDPA attention, AdamW (fused on
+a GPU) with the artifact's schedule and global-norm clipping, on batches of
+the same token file moe-run reads. Each step (forward, backward, clip,
+optimizer) is timed after --warmup steps (CUDA events on a GPU); prints the
+median on the last line and writes one JSON line per step. On the CPU,
+--threads sets PyTorch's intra-op threads and --compile runs the model under
+torch.compile.
 
 The model comes from the artifact's config JSON (`moe-run --model-config
 MODEL.moebin`): vocab, hidden, layers, heads, kv_heads,
@@ -15,6 +18,7 @@ equivalent and are refused.
 
 Usage: python3 bench/gpu_torch_peer.py --config CONFIG.json --data TOKENS.bin
          [--steps 8] [--warmup 2] [--metrics OUT.jsonl] [--device cuda]
+         [--threads N] [--compile]
 """
 import argparse
 import json
@@ -46,7 +50,13 @@ def main():
     ap.add_argument("--metrics")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=0,
+                    help="PyTorch's intra-op threads (0: its default)")
+    ap.add_argument("--compile", action="store_true",
+                    help="run the model under torch.compile")
     args = ap.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     if args.steps <= args.warmup:
         ap.error("--steps must exceed --warmup")
     from transformers import MixtralConfig, MixtralForCausalLM
@@ -60,12 +70,13 @@ def main():
     if unknown:
         sys.exit(f"{args.config}: unknown optimizer fields {unknown}; known: "
                  f"{sorted(KNOWN_OPTIMIZER)}")
-    # The peer computes in BF16 with fp32 masters and fp32 gradient
-    # reductions (there are none on one GPU), as moec's --precision=bf16.
+    # As the artifact computes: BF16 autocast with fp32 masters (and fp32
+    # gradient reductions, none on one device), as moec's --precision=bf16,
+    # or fp32.
     compute = cfg.get("precision", {}).get("compute", "fp32")
-    if compute != "bf16":
+    if compute not in ("bf16", "fp32"):
         sys.exit(f"{args.config}: precision compute '{compute}': the peer "
-                 "trains in BF16 autocast; compile with --precision=bf16")
+                 "trains in fp32 or BF16 autocast")
     if cfg.get("capacity_factor"):
         sys.exit(f"{args.config}: capacity_factor {cfg['capacity_factor']}: "
                  "MixtralForCausalLM drops no tokens")
@@ -87,6 +98,7 @@ def main():
         attn_implementation="sdpa")
     model = MixtralForCausalLM(config).to(device=device, dtype=torch.float32)
     model.train()
+    forward = torch.compile(model) if args.compile else model
     params = list(model.parameters())
     decayed = [p for n, p in model.named_parameters() if p.ndim >= 2]
     others = [p for n, p in model.named_parameters() if p.ndim < 2]
@@ -113,8 +125,9 @@ def main():
     def step():
         x, y = sample()
         opt.zero_grad(set_to_none=True)
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-            out = model(input_ids=x, output_router_logits=True)
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16,
+                            enabled=compute == "bf16"):
+            out = forward(input_ids=x, output_router_logits=True)
         loss = F.cross_entropy(out.logits.float().view(-1, config.vocab_size), y.view(-1))
         if out.aux_loss is not None and config.router_aux_loss_coef:
             loss = loss + config.router_aux_loss_coef * out.aux_loss.float()
@@ -149,6 +162,9 @@ def main():
                 f.write(json.dumps(r) + "\n")
     timed = [r["step_s"] for r in records if not r["warmup"]]
     name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
+    if device.type == "cpu":
+        name = f"cpu, {torch.get_num_threads()} threads" + (
+            ", torch.compile" if args.compile else "")
     print(f"PyTorch {torch.__version__} MixtralForCausalLM on {name}: "
           f"{sum(p.numel() for p in params) / 1e9:.2f}B parameters, loss "
           f"{records[0]['loss']:.3f} -> {records[-1]['loss']:.3f}")

@@ -228,6 +228,10 @@ ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
     add(stats.gradientBytes, tensorBytes(update.getGrad().getType()));
   });
   stats.keptActivationBytes = savedActivationBytes(step);
+  step.walk([&](ExpertsOp experts) {
+    if (Value hidden = experts.getHidden())
+      add(stats.savedExpertBytes, tensorBytes(hidden.getType()));
+  });
   accountDtypes(module, step, stats);
   stats.workspaceBytes = kernelWorkspaceBytes(module, step);
   step.walk([&](Operation *op) {
@@ -335,6 +339,9 @@ void mlir::moe::printMemoryReport(const ModelStatistics &stats,
   printBytesRow(os, "  gradients", stats.gradientBytes);
   printBytesRow(os, "  activations kept for backward",
                 stats.keptActivationBytes);
+  if (stats.savedExpertBytes > 0)
+    printBytesRow(os, "    of which experts' w1 x, w3 x",
+                  stats.savedExpertBytes);
   if (mixed) {
     // The element types of the compiled step, not the recipe's promise.
     auto byType = [&](StringRef what,

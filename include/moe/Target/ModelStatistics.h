@@ -30,6 +30,9 @@ struct ModelStatistics {
   /// Parts of the arena: the gradients the optimizer reads, and the forward
   /// values kept for the backward pass.
   uint64_t gradientBytes = 0, keptActivationBytes = 0;
+  /// Of the kept activations, the experts' saved up projections (w1 x and
+  /// w3 x, moe-save-expert-activations).
+  uint64_t savedExpertBytes = 0;
   /// The kernels' own scratch, outside the arena (kernelWorkspaceBytes).
   uint64_t workspaceBytes = 0;
   /// moe-rematerialize's budget (0: none) and the model FLOPs it

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceTesting.h"
+#include "OneRankJob.h"
 
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Comm/Communicator.h"
@@ -184,15 +185,10 @@ TEST(Bf16KernelTest, InterleaveBlocksOfBf16) {
 // The BF16 NCCL calls (ncclBfloat16) on a group of one: the identity, bit
 // for bit (NcclKernelTest's plumbing, for the overloads BF16 buffers use).
 TEST(Bf16KernelTest, Bf16CollectivesOnAGroupOfOne) {
-  absl::StatusOr<std::unique_ptr<comm::World>> world = comm::World::local();
-  ASSERT_TRUE(world.ok()) << world.status();
-  absl::StatusOr<std::unique_ptr<comm::Group>> everyone =
-      (*world)->group(comm::Mesh{}, {});
-  ASSERT_TRUE(everyone.ok()) << everyone.status();
-  absl::StatusOr<std::unique_ptr<NcclWorld>> nccl =
-      NcclWorld::create(**everyone, 0);
-  ASSERT_TRUE(nccl.ok()) << nccl.status();
-  absl::StatusOr<std::unique_ptr<NcclGroup>> group = (*nccl)->split(**everyone);
+  absl::StatusOr<testing::OneRankJob> job = testing::oneRankJob();
+  ASSERT_TRUE(job.ok()) << job.status();
+  absl::StatusOr<std::unique_ptr<NcclGroup>> group =
+      job->nccl->split(*job->everyone);
   ASSERT_TRUE(group.ok()) << group.status();
   std::vector<float> values = randomValues(1000, 3);
   std::vector<uint16_t> bits(values.size());

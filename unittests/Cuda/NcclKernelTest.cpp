@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceTesting.h"
+#include "OneRankJob.h"
 
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cuda/Nccl.h"
@@ -19,15 +20,10 @@ using testing::expectClose;
 using testing::randomValues;
 
 TEST(NcclKernelTest, GroupsOfOneRank) {
-  absl::StatusOr<std::unique_ptr<comm::World>> world = comm::World::local();
-  ASSERT_TRUE(world.ok()) << world.status();
-  absl::StatusOr<std::unique_ptr<comm::Group>> everyone =
-      (*world)->group(comm::Mesh{}, {});
-  ASSERT_TRUE(everyone.ok()) << everyone.status();
-  absl::StatusOr<std::unique_ptr<NcclWorld>> nccl =
-      NcclWorld::create(**everyone, 0);
-  ASSERT_TRUE(nccl.ok()) << nccl.status();
-  absl::StatusOr<std::unique_ptr<NcclGroup>> group = (*nccl)->split(**everyone);
+  absl::StatusOr<testing::OneRankJob> job = testing::oneRankJob();
+  ASSERT_TRUE(job.ok()) << job.status();
+  absl::StatusOr<std::unique_ptr<NcclGroup>> group =
+      job->nccl->split(*job->everyone);
   ASSERT_TRUE(group.ok()) << group.status();
   EXPECT_EQ((*group)->size(), 1);
 
@@ -53,19 +49,14 @@ TEST(NcclKernelTest, GroupsOfOneRank) {
 // A group with a reductions lane has a second communicator of its ranks,
 // which reduces on a stream of its own while the first stays usable.
 TEST(NcclKernelTest, ReductionLaneIsASecondCommunicator) {
-  absl::StatusOr<std::unique_ptr<comm::World>> world = comm::World::local();
-  ASSERT_TRUE(world.ok()) << world.status();
-  absl::StatusOr<std::unique_ptr<comm::Group>> everyone =
-      (*world)->group(comm::Mesh{}, {});
-  ASSERT_TRUE(everyone.ok()) << everyone.status();
-  absl::StatusOr<std::unique_ptr<NcclWorld>> nccl =
-      NcclWorld::create(**everyone, 0);
-  ASSERT_TRUE(nccl.ok()) << nccl.status();
-  absl::StatusOr<std::unique_ptr<NcclGroup>> plain = (*nccl)->split(**everyone);
+  absl::StatusOr<testing::OneRankJob> job = testing::oneRankJob();
+  ASSERT_TRUE(job.ok()) << job.status();
+  absl::StatusOr<std::unique_ptr<NcclGroup>> plain =
+      job->nccl->split(*job->everyone);
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(&(*plain)->forReductions(), plain->get());
   absl::StatusOr<std::unique_ptr<NcclGroup>> laned =
-      (*nccl)->split(**everyone, /*reductionLane=*/true);
+      job->nccl->split(*job->everyone, /*reductionLane=*/true);
   ASSERT_TRUE(laned.ok()) << laned.status();
   NcclGroup &reductions = (*laned)->forReductions();
   EXPECT_NE(&reductions, laned->get());

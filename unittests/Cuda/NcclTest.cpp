@@ -3,6 +3,8 @@
 #include "moe/Runtime/Cuda/Device.h"
 #include "moe/Runtime/Cuda/Nccl.h"
 
+#include "OneRankJob.h"
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,15 +18,9 @@ using ::testing::HasSubstr;
 TEST(NcclTest, WithoutADeviceCreationFailsCleanly) {
   if (listDevices().ok())
     GTEST_SKIP() << "a CUDA device is present";
-  absl::StatusOr<std::unique_ptr<comm::World>> world = comm::World::local();
-  ASSERT_TRUE(world.ok()) << world.status();
-  absl::StatusOr<std::unique_ptr<comm::Group>> everyone =
-      (*world)->group(comm::Mesh{}, {});
-  ASSERT_TRUE(everyone.ok()) << everyone.status();
-  absl::StatusOr<std::unique_ptr<NcclWorld>> nccl =
-      NcclWorld::create(**everyone, 0);
-  ASSERT_FALSE(nccl.ok());
-  EXPECT_THAT(nccl.status().message(),
+  absl::StatusOr<testing::OneRankJob> job = testing::oneRankJob();
+  ASSERT_FALSE(job.ok());
+  EXPECT_THAT(job.status().message(),
               ::testing::AnyOf(HasSubstr("cudaSetDevice"),
                                HasSubstr("ncclCommInitRank")));
 }

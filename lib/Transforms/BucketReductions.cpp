@@ -96,12 +96,6 @@ std::optional<BucketKey> keyOf(Operation *op, std::optional<unsigned> layers) {
   return std::nullopt;
 }
 
-uint64_t inputBytes(Operation *op) {
-  auto type = cast<ShapedType>(op->getOperand(0).getType());
-  return static_cast<uint64_t>(type.getNumElements()) *
-         ((type.getElementTypeBitWidth() + 7) / 8);
-}
-
 /// The first op of `body` that reads `op`'s result (null: none).
 Operation *firstReader(Block &body, Operation *op) {
   Operation *first = nullptr;
@@ -165,7 +159,7 @@ unsigned mlir::moe::bucketReductions(func::FuncOp step, uint64_t bucketBytes) {
     std::optional<BucketKey> key = keyOf(&op, layers);
     if (!key)
       continue;
-    uint64_t bytes = inputBytes(&op);
+    uint64_t bytes = tensorBytes(op.getOperand(0).getType());
     auto *bucket = llvm::find_if(
         open, [&](const Bucket &candidate) { return candidate.key == *key; });
     bool joins = bucket != open.end() && bucket->bytes + bytes <= bucketBytes &&

@@ -1,14 +1,13 @@
 //===- KernelUtils.h - Helpers shared by the CPU kernels --------*- C++ -*-===//
 //
-// Private to lib/Runtime/Cpu: the sgemm wrapper, SiLU and the top-k selection
-// rule that the router, its backward and the load-balancing loss must all
-// apply identically.
+// Private to lib/Runtime/Cpu: the sgemm wrapper, the vectorised exp and the
+// top-k selection rule that the router, its backward and the load-balancing
+// loss must all apply identically.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_LIB_RUNTIME_CPU_KERNELUTILS_H
 #define MOE_LIB_RUNTIME_CPU_KERNELUTILS_H
 
-#include <cmath>
 #include <cstdint>
 
 namespace moe::rt::cpu::detail {
@@ -24,12 +23,6 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
 /// out[j] = exp(in[j] - shift) for j in [0, n), vectorised (VectorMath.cpp:
 /// below 1e-7 relative error; in and out may be the same array).
 void expShifted(const float *in, float *out, int64_t n, float shift);
-
-/// The logistic function 1 / (1 + exp(-a)).
-inline float sigmoid(float a) { return 1.0f / (1.0f + std::exp(-a)); }
-
-/// silu(a) = a / (1 + exp(-a)) (HF's form; exact -0 for very negative a).
-inline float silu(float a) { return a / (1.0f + std::exp(-a)); }
 
 /// Writes the ids of the topK largest of p[0, E) into idx in descending order
 /// of p; equal values go to the lower id first. This is the one selection

@@ -3,7 +3,7 @@
 
 #include "CudaStatus.h"
 
-#include "moe/Runtime/Artifact/OpViews.h"
+#include "moe/Runtime/Artifact/OpTable.h"
 
 #include <algorithm>
 #include <optional>
@@ -38,16 +38,13 @@ std::vector<bool> CommStream::groupsReducedLater(const Program &program) const {
   std::vector<bool> reduced(program.groups.size(), false);
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction &inst = program.instructions[i];
-    std::optional<int64_t> group;
-    if (inst.opcode == Opcode::AllReduce)
-      group = ops::AllReduceView(inst).group();
-    else if (inst.opcode == Opcode::ReduceScatter)
-      group = ops::ReduceScatterView(inst).group();
-    else if (inst.opcode == Opcode::ReduceBucket)
-      group = ops::ReduceBucketView(inst).group();
+    bool reduction = inst.opcode == Opcode::AllReduce ||
+                     inst.opcode == Opcode::ReduceScatter ||
+                     inst.opcode == Opcode::ReduceBucket;
     // The criterion reductionLaneOf (DeviceDispatch.cpp) applies.
-    if (group && neededBy(i, true) > i + 1)
-      reduced[*group] = true;
+    if (reduction && neededBy(i, true) > i + 1)
+      for (int64_t group : ops::groupsOf(inst))
+        reduced[group] = true;
   }
   return reduced;
 }

@@ -168,10 +168,14 @@ uint64_t cpuScratchBytes(Operation *op,
         experts->backward, experts->fp8, experts->groupSize);
   if (auto attention = dyn_cast<AttentionOp>(op))
     return cpu::attentionWorkspaceBytes(
-        attention.getQuery().getType().getShape()[1], false);
+        attention.getQuery().getType().getShape()[2] /
+            std::max<int64_t>(1, attention.getNumHeads()),
+        false);
   if (auto grad = dyn_cast<AttentionGradOp>(op))
     return cpu::attentionWorkspaceBytes(
-        cast<ShapedType>(grad->getOperand(1).getType()).getShape()[1], true);
+        cast<ShapedType>(grad.getQuery().getType()).getShape()[2] /
+            std::max<int64_t>(1, grad.getNumHeads()),
+        true);
   return 0;
 }
 
@@ -200,11 +204,11 @@ uint64_t cudaScratchBytes(Operation *op,
 
 uint64_t mlir::moe::kernelWorkspaceBytes(ModuleOp module, func::FuncOp step) {
   // Mirrors the backend that runs the module's target. The CPU's
-  // (Executor::bytesPerRank): AdamW's chunk buffer (64 Ki floats), the
-  // packing buffer of strided collectives (a whole tensor), and the largest
-  // scratch of one op. The cuda backend's: cuBLASLt's workspace, the
-  // packing buffer and the largest scratch of one op.
-  constexpr uint64_t kAdamwScratchBytes = (1 << 16) * sizeof(float);
+  // (Executor::bytesPerRank): the packing buffer of strided collectives (a
+  // whole tensor) and the largest scratch of one op, on one thread (a few
+  // kernels keep a block per thread: the runtime counts its threads). The
+  // cuda backend's: cuBLASLt's workspace, the packing buffer and the
+  // largest scratch of one op.
   MeshOp mesh = getMesh(module);
   bool cuda = runsOnCuda(module);
   uint64_t pack = 0, largest = 0;
@@ -214,6 +218,5 @@ uint64_t mlir::moe::kernelWorkspaceBytes(ModuleOp module, func::FuncOp step) {
     largest = std::max(largest, cuda ? cudaScratchBytes(op, experts)
                                      : cpuScratchBytes(op, experts));
   });
-  return (cuda ? ::moe::rt::cuda::kGemmWorkspaceBytes : kAdamwScratchBytes) +
-         pack + largest;
+  return (cuda ? ::moe::rt::cuda::kGemmWorkspaceBytes : 0) + pack + largest;
 }

@@ -49,7 +49,9 @@ training:
                          LR schedule position and batches; default 0)
   --seed N               parameter initialisation seed (default: the artifact's)
   --device D             cpu (default) or cuda (a GPU, the CUDA backend)
-  --threads N            GEMM threads (default: OPENBLAS_NUM_THREADS or all cores)
+  --threads N            CPU kernel threads (default: OPENBLAS_NUM_THREADS or
+                         OMP_NUM_THREADS, else this process's cores shared
+                         among the node's ranks)
 loss checks (a non-finite loss or gradient norm always stops the run):
   --max-loss X           stop when a step's loss exceeds X (default: 10 x
                          ln(vocab), which no healthy run reaches: it starts

@@ -76,9 +76,9 @@ std::vector<std::vector<float>> run(const Program &program,
       }
     }
   }
-  std::vector<float> scratch(1 << 16), pack;
+  std::vector<float> pack;
   std::vector<std::unique_ptr<comm::Group>> groups;
-  engine::StepContext context{program, pointers, scratch, groups, pack};
+  engine::StepContext context{program, pointers, groups, pack};
   absl::Status status = engine::runInstruction(context, 0);
   EXPECT_TRUE(status.ok()) << status;
   std::vector<std::vector<float>> out(program.buffers.size());

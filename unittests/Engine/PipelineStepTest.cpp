@@ -99,10 +99,10 @@ TEST(PipelineStepTest, BytesPerRankCountOwnStagesAndSlots) {
     if (buffer.name.rfind("model.embed_tokens.weight", 0) == 0)
       embedding += buffer.sizeInBytes(); // the weight and its two moments
   }
-  // Besides its buffers, a rank holds its kernels' scratch (at least
-  // AdamW's 256 KiB chunk buffer), the same for any pipeline stage.
+  // Besides its buffers, a rank holds its kernels' scratch, the same for
+  // any pipeline stage.
   uint64_t plainBytes = Executor::bytesPerRank(plain);
-  ASSERT_GE(plainBytes, persistent + plain.arenaBytes + 256 * 1024);
+  ASSERT_GE(plainBytes, persistent + plain.arenaBytes);
   uint64_t scratch = plainBytes - persistent - plain.arenaBytes;
   // Over two stages the embedding (and its moments) lives on rank 0 only,
   // the larger share here; rank 1 holds the rest.

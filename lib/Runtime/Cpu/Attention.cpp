@@ -1,20 +1,35 @@
 //===- Attention.cpp - Causal grouped-query attention ---------------------===//
 //
-// Exact softmax attention computed one block of query rows at a time, as in
-// FlashAttention's outer loop: for rows [i0, i0 + bq) of one (batch, head),
-// the scores against keys [0, i0 + bq) are one sgemm into an O(bq * S)
-// scratch, each row is normalised with its own log-sum-exp, and the output is
-// a second sgemm. Only lse ([B, heads, S]) is kept; the backward recomputes
-// P = exp(s - lse) block by block, so no S x S matrix is ever stored.
+// FlashAttention's tiling on the CPU: queries and keys in blocks of 64, so
+// that every tile (a block of scores, one head's rows of q, k, v, the output
+// accumulators) stays in the L1 or L2 cache, whatever the sequence length;
+// no S x S matrix and no O(S) scratch exist. The tiles' small GEMMs are
+// detail::tileGemm (vectorised for AVX-512, AVX2 or the baseline, picked at
+// load time), the softmax's max, exp and sums detail::rowMax and
+// expShiftedSum.
 //
-// Every sum runs in a fixed order (rows in order, heads of a group in order),
-// so results are bitwise reproducible.
+// Forward: one task of the kernels' pool (ThreadPool.h) per (batch, head,
+// query block). Each walks the key blocks up to the diagonal with an online
+// softmax: running max m and sum l per row, the output accumulator rescaled
+// by exp(m_old - m_new) when the max grows; at the end out = acc / l and
+// lse = m + log l.
+//
+// Backward: one task per (batch, key/value head), which owns that head's dk
+// and dv and its query heads' dq. For each key block it recomputes
+// P = exp(s - lse) against every query block at or past it (each head of
+// the group in order), and accumulates dv += P^T do, dk += c dS^T q and
+// dq += c dS k with dS = P (do v^T - D), D = do . o per row.
+//
+// Every sum runs in a fixed order inside one task (key blocks in order,
+// heads in order, query blocks in order), so results are bitwise
+// reproducible, and the same for any thread count.
 //
 //===----------------------------------------------------------------------===//
 
 #include "moe/Runtime/Cpu/Kernels.h"
 
 #include "KernelUtils.h"
+#include "ThreadPool.h"
 
 #include <algorithm>
 #include <cmath>
@@ -24,7 +39,7 @@
 namespace moe::rt::cpu {
 
 namespace {
-constexpr int64_t kBlockRows = kAttentionBlockRows;
+constexpr int64_t kBlock = kAttentionBlock;
 
 /// Strided views of one (batch, query head) and its key/value head.
 struct HeadView {
@@ -42,21 +57,61 @@ struct HeadView {
   }
 };
 
-/// scores[bq, n] = scale * q[i0 .. i0+bq) k[0 .. n)^T, n = i0 + bq.
-void blockScores(const float *q, const float *k, const HeadView &view,
-                 int64_t i0, int64_t bq, int64_t headDim, float scale,
-                 float *scores) {
-  int64_t n = i0 + bq;
-  detail::gemm(/*transA=*/false, /*transB=*/true, bq, n, headDim, scale,
-               q + view.qOffset + i0 * view.ldq, view.ldq, k + view.kvOffset,
-               view.ldkv, 0.0f, scores, n);
+/// packed[e, c] = x[c, e] for the block's `cols` rows of x (leading
+/// dimension ld), zero for c in [cols, kBlock): the transposed tile that
+/// makes q k^T a tileGemm.
+void packTransposed(const float *x, int64_t ld, int64_t cols, int64_t headDim,
+                    float *packed) {
+  for (int64_t e = 0; e < headDim; ++e) {
+    float *row = packed + e * kBlock;
+    for (int64_t c = 0; c < cols; ++c)
+      row[c] = x[c * ld + e];
+    std::fill(row + cols, row + kBlock, 0.0f);
+  }
 }
 
-/// Turns row r (query i0 + r) of a score block into probabilities
-/// exp(s - lse), zero above the diagonal.
-void rowProbabilities(float *row, int64_t i, int64_t n, float lse) {
-  detail::expShifted(row, row, i + 1, lse);
-  std::fill(row + i + 1, row + n, 0.0f);
+/// The keys of block [j0, j0 + cols) that query i sees: [j0, i].
+int64_t visibleKeys(int64_t i, int64_t j0, int64_t cols) {
+  return std::clamp<int64_t>(i - j0 + 1, 0, cols);
+}
+
+/// One worker's tiles.
+struct Tiles {
+  std::vector<float> keysT, valuesT, scores, grads, transposed, acc, accV;
+  std::vector<double> sums;
+  std::vector<float> maxes, deltas;
+
+  Tiles(int64_t headDim, bool backward)
+      : keysT(headDim * kBlock), scores(kBlock * kBlock), acc(kBlock * headDim),
+        maxes(kBlock) {
+    if (backward) {
+      valuesT.resize(headDim * kBlock);
+      grads.resize(kBlock * kBlock);
+      transposed.resize(kBlock * kBlock);
+      accV.resize(kBlock * headDim);
+      deltas.resize(kBlock);
+    } else {
+      sums.resize(kBlock);
+    }
+  }
+};
+
+/// out[c, r] = in[r, c] for a rows x kBlock tile.
+void transposeTile(const float *in, int64_t rows, float *out) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < kBlock; ++c)
+      out[c * kBlock + r] = in[r * kBlock + c];
+}
+
+template <typename PerWorker>
+std::vector<PerWorker> perWorker(int64_t tasks, int64_t headDim,
+                                 bool backward) {
+  std::vector<PerWorker> tiles;
+  int64_t workers = std::min<int64_t>(detail::availableThreads(), tasks);
+  tiles.reserve(workers);
+  for (int64_t w = 0; w < workers; ++w)
+    tiles.emplace_back(headDim, backward);
+  return tiles;
 }
 } // namespace
 
@@ -66,38 +121,66 @@ void attentionForward(const float *q, const float *k, const float *v,
   if (B <= 0 || S <= 0 || heads <= 0 || headDim <= 0)
     return;
   float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
-  std::vector<float> scores(std::min(kBlockRows, S) * S);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < heads; ++h) {
-      HeadView view(b, h, S, heads, kvHeads, headDim);
-      float *lseRow = lse + (b * heads + h) * S;
-      for (int64_t i0 = 0; i0 < S; i0 += kBlockRows) {
-        int64_t bq = std::min(kBlockRows, S - i0);
-        int64_t n = i0 + bq;
-        blockScores(q, k, view, i0, bq, headDim, scale, scores.data());
-        for (int64_t r = 0; r < bq; ++r) {
-          int64_t i = i0 + r;
-          float *row = scores.data() + r * n;
-          float m = -std::numeric_limits<float>::infinity();
-          for (int64_t j = 0; j <= i; ++j)
-            m = std::max(m, row[j]);
-          // exp(s - m), summed in order; P = exp(s - m) / sum, which is
-          // exp(s - lse) up to rounding (the backward recomputes that).
-          detail::expShifted(row, row, i + 1, m);
-          double sum = 0.0;
-          for (int64_t j = 0; j <= i; ++j)
-            sum += row[j];
-          lseRow[i] = m + static_cast<float>(std::log(sum));
-          float inverse = static_cast<float>(1.0 / sum);
-          for (int64_t j = 0; j <= i; ++j)
-            row[j] *= inverse;
-          std::fill(row + i + 1, row + n, 0.0f);
+  int64_t blocks = (S + kBlock - 1) / kBlock;
+  int64_t tasks = B * heads * blocks;
+  std::vector<Tiles> tiles = perWorker<Tiles>(tasks, headDim, false);
+  detail::parallelFor(tasks, [&](int64_t task, int worker) {
+    Tiles &t = tiles[worker];
+    // The last query blocks, which see the most keys, go first.
+    int64_t block = blocks - 1 - task % blocks;
+    int64_t b = task / blocks / heads, h = task / blocks % heads;
+    HeadView view(b, h, S, heads, kvHeads, headDim);
+    int64_t i0 = block * kBlock, rows = std::min(kBlock, S - i0);
+    const float *qBlock = q + view.qOffset + i0 * view.ldq;
+    std::fill(t.maxes.begin(), t.maxes.end(),
+              -std::numeric_limits<float>::infinity());
+    std::fill(t.sums.begin(), t.sums.end(), 0.0);
+    std::fill(t.acc.begin(), t.acc.end(), 0.0f);
+    for (int64_t j0 = 0; j0 < i0 + rows; j0 += kBlock) {
+      int64_t cols = std::min(kBlock, S - j0);
+      const float *kBlockRows = k + view.kvOffset + j0 * view.ldkv;
+      packTransposed(kBlockRows, view.ldkv, cols, headDim, t.keysT.data());
+      detail::tileGemm(qBlock, view.ldq, rows, headDim, t.keysT.data(), kBlock,
+                       kBlock, scale, t.scores.data(), kBlock,
+                       /*accumulate=*/false);
+      for (int64_t r = 0; r < rows; ++r) {
+        float *row = t.scores.data() + r * kBlock;
+        int64_t seen = visibleKeys(i0 + r, j0, cols);
+        float *accRow = t.acc.data() + r * headDim;
+        if (seen == 0) {
+          std::fill(row, row + kBlock, 0.0f);
+          continue;
         }
-        detail::gemm(/*transA=*/false, /*transB=*/false, bq, headDim, n, 1.0f,
-                     scores.data(), n, v + view.kvOffset, view.ldkv, 0.0f,
-                     out + view.qOffset + i0 * view.ldq, view.ldq);
+        float previous = t.maxes[r];
+        float most = std::max(previous, detail::rowMax(row, seen));
+        // exp(s - m) of the new scores, and the old ones' rescaling.
+        double sum = detail::expShiftedSum(row, row, seen, most);
+        std::fill(row + seen, row + kBlock, 0.0f);
+        if (most != previous) {
+          float rescale = std::exp(previous - most);
+          t.sums[r] *= rescale;
+          for (int64_t e = 0; e < headDim; ++e)
+            accRow[e] *= rescale;
+        }
+        t.sums[r] += sum;
+        t.maxes[r] = most;
       }
+      // acc += P v over the block's real keys.
+      detail::tileGemm(t.scores.data(), kBlock, rows, cols,
+                       v + view.kvOffset + j0 * view.ldkv, view.ldkv, headDim,
+                       1.0f, t.acc.data(), headDim, /*accumulate=*/true);
     }
+    float *lseRow = lse + (b * heads + h) * S + i0;
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = t.sums[r];
+      lseRow[r] = t.maxes[r] + static_cast<float>(std::log(sum));
+      float inverse = static_cast<float>(1.0 / sum);
+      const float *accRow = t.acc.data() + r * headDim;
+      float *outRow = out + view.qOffset + (i0 + r) * view.ldq;
+      for (int64_t e = 0; e < headDim; ++e)
+        outRow[e] = accRow[e] * inverse;
+    }
+  });
 }
 
 void attentionBackward(const float *dout, const float *q, const float *k,
@@ -110,55 +193,82 @@ void attentionBackward(const float *dout, const float *q, const float *k,
   if (B <= 0 || S <= 0 || heads <= 0 || headDim <= 0)
     return;
   float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
-  int64_t blockCap = std::min(kBlockRows, S);
-  std::vector<float> probs(blockCap * S), dprobs(blockCap * S), delta(blockCap);
-  // Query heads are visited in order, so the heads of a group add into their
-  // shared dk/dv in a fixed order.
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < heads; ++h) {
+  int64_t group = heads / kvHeads, tasks = B * kvHeads;
+  std::vector<Tiles> tiles = perWorker<Tiles>(tasks, headDim, true);
+  detail::parallelFor(tasks, [&](int64_t task, int worker) {
+    Tiles &t = tiles[worker];
+    int64_t b = task / kvHeads, g = task % kvHeads;
+    for (int64_t h = g * group; h < (g + 1) * group; ++h) {
       HeadView view(b, h, S, heads, kvHeads, headDim);
-      const float *lseRow = lse + (b * heads + h) * S;
-      const float *qh = q + view.qOffset;
-      const float *doh = dout + view.qOffset;
-      const float *oh = out + view.qOffset;
-      for (int64_t i0 = 0; i0 < S; i0 += kBlockRows) {
-        int64_t bq = std::min(kBlockRows, S - i0);
-        int64_t n = i0 + bq;
-        blockScores(q, k, view, i0, bq, headDim, scale, probs.data());
-        for (int64_t r = 0; r < bq; ++r) {
-          int64_t i = i0 + r;
-          rowProbabilities(probs.data() + r * n, i, n, lseRow[i]);
-          // D[i] = do[i] . o[i] (= sum_j P[i,j] dP[i,j], the softmax
-          // Jacobian's rank-one term).
-          double d = 0.0;
-          for (int64_t e = 0; e < headDim; ++e)
-            d += static_cast<double>(doh[i * view.ldq + e]) *
-                 oh[i * view.ldq + e];
-          delta[r] = static_cast<float>(d);
+      for (int64_t i = 0; i < S; ++i)
+        std::fill_n(dq + view.qOffset + i * view.ldq, headDim, 0.0f);
+    }
+    HeadView kvView(b, g * group, S, heads, kvHeads, headDim);
+    for (int64_t j0 = 0; j0 < S; j0 += kBlock) {
+      int64_t cols = std::min(kBlock, S - j0);
+      const float *kRows = k + kvView.kvOffset + j0 * kvView.ldkv;
+      const float *vRows = v + kvView.kvOffset + j0 * kvView.ldkv;
+      packTransposed(kRows, kvView.ldkv, cols, headDim, t.keysT.data());
+      packTransposed(vRows, kvView.ldkv, cols, headDim, t.valuesT.data());
+      std::fill(t.acc.begin(), t.acc.end(), 0.0f);   // dk of the block
+      std::fill(t.accV.begin(), t.accV.end(), 0.0f); // dv of the block
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        HeadView view(b, h, S, heads, kvHeads, headDim);
+        const float *lseRow = lse + (b * heads + h) * S;
+        // Query blocks that see any key of this block: from j0's on.
+        for (int64_t i0 = j0 / kBlock * kBlock; i0 < S; i0 += kBlock) {
+          int64_t rows = std::min(kBlock, S - i0);
+          const float *qBlock = q + view.qOffset + i0 * view.ldq;
+          const float *doBlock = dout + view.qOffset + i0 * view.ldq;
+          const float *oBlock = out + view.qOffset + i0 * view.ldq;
+          float *dqBlock = dq + view.qOffset + i0 * view.ldq;
+          float *probs = t.scores.data(), *dprobs = t.grads.data();
+          detail::tileGemm(qBlock, view.ldq, rows, headDim, t.keysT.data(),
+                           kBlock, kBlock, scale, probs, kBlock, false);
+          for (int64_t r = 0; r < rows; ++r) {
+            float *row = probs + r * kBlock;
+            int64_t seen = visibleKeys(i0 + r, j0, cols);
+            detail::expShifted(row, row, seen, lseRow[i0 + r]);
+            std::fill(row + seen, row + kBlock, 0.0f);
+            // D = do . o (= sum_j P dP, the softmax Jacobian's rank-one
+            // term).
+            double d = 0.0;
+            for (int64_t e = 0; e < headDim; ++e)
+              d += static_cast<double>(doBlock[r * view.ldq + e]) *
+                   oBlock[r * view.ldq + e];
+            t.deltas[r] = static_cast<float>(d);
+          }
+          // dv += P^T do.
+          transposeTile(probs, rows, t.transposed.data());
+          detail::tileGemm(t.transposed.data(), kBlock, cols, rows, doBlock,
+                           view.ldq, headDim, 1.0f, t.accV.data(), headDim,
+                           true);
+          // dP = do v^T, then dS = P (dP - D) in place.
+          detail::tileGemm(doBlock, view.ldq, rows, headDim, t.valuesT.data(),
+                           kBlock, kBlock, 1.0f, dprobs, kBlock, false);
+          for (int64_t r = 0; r < rows; ++r) {
+            const float *p = probs + r * kBlock;
+            float *ds = dprobs + r * kBlock;
+            for (int64_t c = 0; c < kBlock; ++c)
+              ds[c] = p[c] * (ds[c] - t.deltas[r]);
+          }
+          // dq += c dS k, dk += c dS^T q.
+          detail::tileGemm(dprobs, kBlock, rows, cols, kRows, kvView.ldkv,
+                           headDim, scale, dqBlock, view.ldq, true);
+          transposeTile(dprobs, rows, t.transposed.data());
+          detail::tileGemm(t.transposed.data(), kBlock, cols, rows, qBlock,
+                           view.ldq, headDim, scale, t.acc.data(), headDim,
+                           true);
         }
-        // dv[0, n) += P^T do.
-        detail::gemm(/*transA=*/true, /*transB=*/false, n, headDim, bq, 1.0f,
-                     probs.data(), n, doh + i0 * view.ldq, view.ldq, 1.0f,
-                     dv + view.kvOffset, view.ldkv);
-        // dP = do v^T, then dS = P (dP - D) in place.
-        detail::gemm(/*transA=*/false, /*transB=*/true, bq, n, headDim, 1.0f,
-                     doh + i0 * view.ldq, view.ldq, v + view.kvOffset,
-                     view.ldkv, 0.0f, dprobs.data(), n);
-        for (int64_t r = 0; r < bq; ++r) {
-          const float *p = probs.data() + r * n;
-          float *ds = dprobs.data() + r * n;
-          for (int64_t j = 0; j < n; ++j)
-            ds[j] = p[j] * (ds[j] - delta[r]);
-        }
-        // dq = c dS k (written), dk[0, n) += c dS^T q.
-        detail::gemm(/*transA=*/false, /*transB=*/false, bq, headDim, n, scale,
-                     dprobs.data(), n, k + view.kvOffset, view.ldkv, 0.0f,
-                     dq + view.qOffset + i0 * view.ldq, view.ldq);
-        detail::gemm(/*transA=*/true, /*transB=*/false, n, headDim, bq, scale,
-                     dprobs.data(), n, qh + i0 * view.ldq, view.ldq, 1.0f,
-                     dk + view.kvOffset, view.ldkv);
+      }
+      for (int64_t c = 0; c < cols; ++c) {
+        std::copy_n(t.acc.data() + c * headDim, headDim,
+                    dk + kvView.kvOffset + (j0 + c) * kvView.ldkv);
+        std::copy_n(t.accV.data() + c * headDim, headDim,
+                    dv + kvView.kvOffset + (j0 + c) * kvView.ldkv);
       }
     }
+  });
 }
 
 } // namespace moe::rt::cpu

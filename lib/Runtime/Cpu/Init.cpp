@@ -20,9 +20,10 @@
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/IO/Checksum.h"
 
+#include "ThreadPool.h"
+
 #include <algorithm>
 #include <cmath>
-#include <thread>
 #include <vector>
 
 namespace moe::rt::cpu {
@@ -55,9 +56,8 @@ void initNormalRange(float *x, int64_t begin, int64_t end, double sigma,
   }
 }
 
-/// Below this many elements a run is drawn on the calling thread: a
-/// thread's start costs about what 10^4 draws do.
-constexpr int64_t kElementsPerThread = int64_t{1} << 20;
+/// Elements per thread below which drawing is not worth cutting.
+constexpr int64_t kElementsPerThread = int64_t{1} << 16;
 } // namespace
 
 void initNormal(float *x, int64_t n, float std, uint64_t seed, uint64_t stream,
@@ -66,27 +66,19 @@ void initNormal(float *x, int64_t n, float std, uint64_t seed, uint64_t stream,
   // seed ^ stream == seed' ^ stream' apart.
   uint64_t key = mix(seed ^ mix(stream ^ 0x6a09e667f3bcc909ULL));
   double sigma = static_cast<double>(std);
-  // Every element is a function of its index alone, so shares drawn on
-  // several threads give exactly the values of one thread: a 1B-parameter
+  // Every element is a function of its index alone, so shares drawn on the
+  // kernels' threads give exactly the values of one thread: a 1B-parameter
   // model initialises in seconds on a GPU node's host (issue 17), not the
   // minutes of one core.
-  int64_t threads = std::min<int64_t>(
-      std::max<int64_t>(1, n / kElementsPerThread),
-      std::max<unsigned>(1, std::thread::hardware_concurrency()));
-  if (threads == 1) {
-    initNormalRange(x, 0, n, sigma, key, firstIndex);
-    return;
-  }
-  auto share = [&](int64_t t) { return n * t / threads; };
-  std::vector<std::thread> workers;
-  for (int64_t t = 1; t < threads; ++t)
-    workers.emplace_back(initNormalRange, x, share(t), share(t + 1), sigma,
-                         key, firstIndex);
-  initNormalRange(x, 0, share(1), sigma, key, firstIndex);
-  for (std::thread &worker : workers)
-    worker.join();
+  detail::forEachShare(n, kElementsPerThread, [&](int64_t begin, int64_t end) {
+    initNormalRange(x, begin, end, sigma, key, firstIndex);
+  });
 }
 
-void fill(float *x, float value, int64_t n) { std::fill(x, x + n, value); }
+void fill(float *x, float value, int64_t n) {
+  detail::forEachShare(n, kElementsPerThread, [&](int64_t begin, int64_t end) {
+    std::fill(x + begin, x + end, value);
+  });
+}
 
 } // namespace moe::rt::cpu

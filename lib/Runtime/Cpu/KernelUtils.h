@@ -20,9 +20,24 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
           float alpha, const float *A, int64_t lda, const float *B,
           int64_t ldb, float beta, float *C, int64_t ldc);
 
+/// C[r, 0..n) = alpha * sum_k A[r, k] B[k, 0..n) for r < rows (or += with
+/// `accumulate`), all row-major with leading dimensions lda, ldb, ldc: the
+/// small GEMMs of attention's tiles, vectorised (TileGemm.cpp). Each element
+/// sums over k in increasing order.
+void tileGemm(const float *A, int64_t lda, int64_t rows, int64_t K,
+              const float *B, int64_t ldb, int64_t n, float alpha, float *C,
+              int64_t ldc, bool accumulate);
+
 /// out[j] = exp(in[j] - shift) for j in [0, n), vectorised (VectorMath.cpp:
 /// below 1e-7 relative error; in and out may be the same array).
 void expShifted(const float *in, float *out, int64_t n, float shift);
+
+/// The largest of x[0, n) (-infinity when n is 0), vectorised.
+float rowMax(const float *x, int64_t n);
+
+/// expShifted, returning the sum of the outputs (in double, over
+/// interleaved partial sums combined in a fixed order).
+double expShiftedSum(const float *in, float *out, int64_t n, float shift);
 
 /// Writes the ids of the topK largest of p[0, E) into idx in descending order
 /// of p; equal values go to the lower id first. This is the one selection

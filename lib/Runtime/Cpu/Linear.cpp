@@ -1,19 +1,42 @@
 //===- Linear.cpp - Linear layers and the shared sgemm wrapper ------------===//
 //
 // y = x W^T with W in nn.Linear's [out, in] layout, and its two VJPs. All three
-// are single OpenBLAS sgemm calls; OpenBLAS partitions the output, never the
-// reduction, across its threads, so results do not depend on thread timing.
+// go through detail::gemm, which cuts the output (never the reduction) into
+// one block per thread of the kernels' pool and runs one single-threaded
+// OpenBLAS sgemm per block, so results do not depend on thread timing.
 //
 //===----------------------------------------------------------------------===//
 
 #include "moe/Runtime/Cpu/Kernels.h"
 
 #include "KernelUtils.h"
+#include "ThreadPool.h"
 
 #include <algorithm>
 #include <cblas.h>
 
 namespace moe::rt::cpu {
+
+namespace {
+/// Below this many flops a GEMM runs on one thread: a region costs a few
+/// microseconds, about what 2^22 flops take on one core.
+constexpr double kParallelGemmFlops = double(1 << 22);
+/// Shares of a split GEMM start on multiples of this many rows or columns,
+/// so every share but the last is whole register tiles of OpenBLAS's kernels.
+constexpr int64_t kShareAlign = 16;
+/// A GEMM with at least this many rows per thread is cut by rows.
+constexpr int64_t kRowsPerShare = 64;
+
+void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+           float alpha, const float *A, int64_t lda, const float *B,
+           int64_t ldb, float beta, float *C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(M),
+              static_cast<blasint>(N), static_cast<blasint>(K), alpha, A,
+              static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C,
+              static_cast<blasint>(ldc));
+}
+} // namespace
 
 void detail::gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                   float alpha, const float *A, int64_t lda, const float *B,
@@ -33,16 +56,34 @@ void detail::gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
     }
     return;
   }
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-              transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(M),
-              static_cast<blasint>(N), static_cast<blasint>(K), alpha, A,
-              static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C,
-              static_cast<blasint>(ldc));
+  int64_t threads = availableThreads();
+  double flops = 2.0 * static_cast<double>(M) * N * K;
+  if (threads == 1 || flops < kParallelGemmFlops) {
+    sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  // Each thread computes a block of C's rows (or columns, when C has too
+  // few rows: blocks of columns ran at half the speed of blocks of rows on
+  // the same shapes) over the whole reduction, so every element is one
+  // sgemm's dot product and no sum depends on the split's timing.
+  bool byRows = M >= kRowsPerShare * threads || M >= N;
+  int64_t extent = byRows ? M : N;
+  int64_t parts = std::min(threads, (extent + kShareAlign - 1) / kShareAlign);
+  parallelFor(parts, [&](int64_t part, int) {
+    Share share = shareOf(extent, parts, part, kShareAlign);
+    int64_t n = share.end - share.begin;
+    if (n <= 0)
+      return;
+    if (byRows)
+      sgemm(transA, transB, n, N, K, alpha,
+            A + (transA ? share.begin : share.begin * lda), lda, B, ldb, beta,
+            C + share.begin * ldc, ldc);
+    else
+      sgemm(transA, transB, M, n, K, alpha, A, lda,
+            B + (transB ? share.begin * ldb : share.begin), ldb, beta,
+            C + share.begin, ldc);
+  });
 }
-
-void setNumThreads(int threads) { openblas_set_num_threads(threads); }
-
-int numThreads() { return openblas_get_num_threads(); }
 
 void linearForward(const float *x, const float *w, float *y, int64_t T,
                    int64_t K, int64_t N) {

@@ -4,6 +4,7 @@
 #include "moe/Runtime/StepSemantics.h"
 
 #include "KernelUtils.h"
+#include "ThreadPool.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +16,11 @@ namespace {
 /// Targets outside [0, V) are ignored: negative ones by definition (HF's
 /// -100), ids >= V because there is no logit to read for them.
 bool isCounted(int32_t target, int64_t V) { return target >= 0 && target < V; }
+
+/// Rows of width V per thread below which a loop is not worth cutting.
+int64_t rowGrain(int64_t V) {
+  return std::max<int64_t>(1, (int64_t{1} << 13) / std::max<int64_t>(1, V));
+}
 
 /// log sum_v exp(x[v]), max-subtracted; the sum is accumulated in double.
 double logSumExp(const float *x, int64_t V) {
@@ -42,12 +48,20 @@ std::vector<int64_t> selectionCounts(const float *probs, int64_t T, int64_t E,
 
 CrossEntropySums crossEntropySums(const float *logits, const int32_t *targets,
                                   int64_t T, int64_t V) {
+  // Each row's term in parallel, then their sum in row order.
+  std::vector<double> terms(T, 0.0);
+  detail::forEachShare(T, rowGrain(V), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      if (isCounted(targets[t], V)) {
+        const float *x = logits + t * V;
+        terms[t] = logSumExp(x, V) - static_cast<double>(x[targets[t]]);
+      }
+  });
   CrossEntropySums sums;
   for (int64_t t = 0; t < T; ++t) {
     if (!isCounted(targets[t], V))
       continue;
-    const float *x = logits + t * V;
-    sums.sum += logSumExp(x, V) - static_cast<double>(x[targets[t]]);
+    sums.sum += terms[t];
     ++sums.count;
   }
   return sums;
@@ -82,18 +96,21 @@ void crossEntropyBackward(float dloss, const float *logits,
   double coef = count == 0
                     ? 0.0
                     : static_cast<double>(dloss) / static_cast<double>(count);
-  for (int64_t t = 0; t < T; ++t) {
-    float *g = dlogits + t * V;
-    if (!isCounted(targets[t], V)) {
-      std::fill(g, g + V, 0.0f);
-      continue;
+  detail::forEachShare(T, rowGrain(V), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      float *g = dlogits + t * V;
+      if (!isCounted(targets[t], V)) {
+        std::fill(g, g + V, 0.0f);
+        continue;
+      }
+      const float *x = logits + t * V;
+      double lse = logSumExp(x, V);
+      for (int64_t v = 0; v < V; ++v)
+        g[v] = static_cast<float>(coef *
+                                  std::exp(static_cast<double>(x[v]) - lse));
+      g[targets[t]] -= static_cast<float>(coef);
     }
-    const float *x = logits + t * V;
-    double lse = logSumExp(x, V);
-    for (int64_t v = 0; v < V; ++v)
-      g[v] = static_cast<float>(coef * std::exp(static_cast<double>(x[v]) - lse));
-    g[targets[t]] -= static_cast<float>(coef);
-  }
+  });
 }
 
 AuxLossStatistics auxLossStatistics(const float *probs, int64_t T, int64_t E,

@@ -2,6 +2,8 @@
 
 #include "moe/Runtime/Cpu/Kernels.h"
 
+#include "ThreadPool.h"
+
 #include <cmath>
 
 namespace moe::rt::cpu {
@@ -40,15 +42,24 @@ float learningRate(int64_t step, float peak, float min, int64_t warmup,
                             (static_cast<double>(peak) - min) * cosine);
 }
 
+void sumsOfSquares(const float *const *g, const int64_t *n, int64_t count,
+                   double *sums) {
+  // One tensor per task: each sum is sumOfSquares's, whichever thread runs
+  // it.
+  detail::parallelFor(
+      count, [&](int64_t i, int) { sums[i] = sumOfSquares(g[i], n[i]); });
+}
+
+namespace {
 // Vectorised clones for AVX-512F, AVX2 and the baseline. This file is built
 // with -fno-math-errno (so sqrt is an instruction the loop can vectorise)
 // and -ffp-contract=off (no fused multiply-adds), so every clone computes
 // each element with the same correctly rounded operations: the same bits on
 // every x86 CPU.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void
-adamw(float *param, const float *grad, float *expAvg, float *expAvgSq,
-      int64_t n, float lr, float beta1, float beta2, float eps,
-      float weightDecay, int64_t step) {
+adamwRange(float *param, const float *grad, float *expAvg, float *expAvgSq,
+           int64_t n, float lr, float beta1, float beta2, float eps,
+           float weightDecay, int64_t step, float gradScale) {
   // Scalars in double as PyTorch computes them (Python floats); the
   // per-element arithmetic in fp32 in torch.optim.AdamW's order.
   double t = static_cast<double>(step + 1);
@@ -60,7 +71,8 @@ adamw(float *param, const float *grad, float *expAvg, float *expAvgSq,
       1.0 - static_cast<double>(lr) * static_cast<double>(weightDecay));
   float oneMinusBeta1 = 1.0f - beta1, oneMinusBeta2 = 1.0f - beta2;
   for (int64_t i = 0; i < n; ++i) {
-    float g = grad[i];
+    // Exact when gradScale is 1 (no clipping).
+    float g = grad[i] * gradScale;
     float p = param[i];
     if (weightDecay != 0.0f)
       p *= decayFactor;
@@ -72,6 +84,18 @@ adamw(float *param, const float *grad, float *expAvg, float *expAvgSq,
     expAvgSq[i] = v;
     param[i] = p;
   }
+}
+} // namespace
+
+void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq,
+           int64_t n, float lr, float beta1, float beta2, float eps,
+           float weightDecay, int64_t step, float gradScale) {
+  // Elementwise, so shares on several threads give one pass's bits.
+  detail::forEachShare(n, int64_t{1} << 14, [&](int64_t begin, int64_t end) {
+    adamwRange(param + begin, grad + begin, expAvg + begin, expAvgSq + begin,
+               end - begin, lr, beta1, beta2, eps, weightDecay, step,
+               gradScale);
+  });
 }
 
 } // namespace moe::rt::cpu

@@ -8,6 +8,8 @@
 
 #include "moe/Runtime/Cpu/Kernels.h"
 
+#include "ThreadPool.h"
+
 #include <cmath>
 #include <vector>
 
@@ -42,8 +44,10 @@ void rotate(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
             int64_t headDim, float theta, float sign) {
   RopeTable table(S, headDim, theta);
   int64_t half = headDim / 2;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t s = 0; s < S; ++s) {
+  // Rows (b, s) in parallel: each rotates only its own elements.
+  detail::forEachShare(B * S, /*grain=*/64, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      int64_t b = row / S, s = row % S;
       const float *c = table.cos.data() + s * half;
       const float *sn = table.sin.data() + s * half;
       for (int64_t h = 0; h < heads; ++h) {
@@ -62,6 +66,7 @@ void rotate(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
           yr[headDim - 1] = xr[headDim - 1];
       }
     }
+  });
 }
 } // namespace
 

@@ -84,6 +84,50 @@ MOE_VECTOR_CLONES void expShifted(const float *in, float *out, int64_t n,
     out[j] = expOf(in[j] - shift);
 }
 
+// The reductions keep kLanes partial results over interleaved elements and
+// combine them in a fixed order: vectorisable, and the same bits on every
+// run (a sequential sum is one long dependency chain).
+namespace {
+constexpr int kLanes = 16;
+} // namespace
+
+MOE_VECTOR_CLONES float rowMax(const float *x, int64_t n) {
+  float lanes[kLanes];
+  for (float &lane : lanes)
+    lane = -std::numeric_limits<float>::infinity();
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l)
+      lanes[l] = x[j + l] > lanes[l] ? x[j + l] : lanes[l];
+  for (int l = 0; j < n; ++j, ++l)
+    lanes[l] = x[j] > lanes[l] ? x[j] : lanes[l];
+  float most = lanes[0];
+  for (int l = 1; l < kLanes; ++l)
+    most = lanes[l] > most ? lanes[l] : most;
+  return most;
+}
+
+MOE_VECTOR_CLONES double expShiftedSum(const float *in, float *out, int64_t n,
+                                       float shift) {
+  double lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      float value = expOf(in[j + l] - shift);
+      out[j + l] = value;
+      lanes[l] += value;
+    }
+  for (int l = 0; j < n; ++j, ++l) {
+    out[j] = expOf(in[j] - shift);
+    lanes[l] += out[j];
+  }
+  // Pairwise, in a fixed order.
+  for (int width = kLanes / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l)
+      lanes[l] += lanes[l + width];
+  return lanes[0];
+}
+
 } // namespace moe::rt::cpu::detail
 
 namespace moe::rt::cpu {

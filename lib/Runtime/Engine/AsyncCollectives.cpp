@@ -31,7 +31,7 @@ struct AsyncCollectives::Operation {
   bool done = false;
 
   Operation(const StepContext &step)
-      : context{step.program, pointers, step.scratch, step.groups, pack} {
+      : context{step.program, pointers, step.groups, pack} {
     context.trace = step.trace;
   }
 };

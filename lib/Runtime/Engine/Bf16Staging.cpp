@@ -90,12 +90,17 @@ absl::Status runStaged(
         image.elements);
     pointers[image.buffer] = reinterpret_cast<uint8_t *>(to);
   }
-  StepContext staged{widened,           pointers,
-                     context.scratch,   context.groups,
-                     context.packScratch, context.stageGroup,
-                     context.foreignGradients, context.trace,
-                     context.expertChunks, context.overlapExperts,
-                     /*widened=*/nullptr, &program};
+  StepContext staged{widened,
+                     pointers,
+                     context.groups,
+                     context.packScratch,
+                     context.stageGroup,
+                     context.foreignGradients,
+                     context.trace,
+                     context.expertChunks,
+                     context.overlapExperts,
+                     /*widened=*/nullptr,
+                     &program};
   if (absl::Status status = run(staged, index); !status.ok())
     return status;
   for (const Image &image : images) {

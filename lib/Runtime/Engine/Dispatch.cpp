@@ -97,10 +97,20 @@ absl::Status globalNorm(const StepContext &context, size_t index,
   size_t n = grads.size();
   std::vector<double> squares(n, 0.0);
   const std::vector<bool> *foreign = context.foreignGradients;
+  std::vector<const float *> local;
+  std::vector<int64_t> sizes;
+  std::vector<size_t> operand;
   for (size_t i = 0; i < n; ++i)
-    if (!foreign || !(*foreign)[grads[i]])
-      squares[i] = cpu::sumOfSquares(buffers.f32(grads[i]),
-                                     buffers.buffer(grads[i]).numElements());
+    if (!foreign || !(*foreign)[grads[i]]) {
+      local.push_back(buffers.f32(grads[i]));
+      sizes.push_back(buffers.buffer(grads[i]).numElements());
+      operand.push_back(i);
+    }
+  std::vector<double> sums(local.size());
+  cpu::sumsOfSquares(local.data(), sizes.data(),
+                     static_cast<int64_t>(local.size()), sums.data());
+  for (size_t j = 0; j < operand.size(); ++j)
+    squares[operand[j]] = sums[j];
   absl::StatusOr<float> norm = engine::globalNormFromSquares(
       absl::MakeSpan(squares), op.groups(),
       [&](int64_t g) -> comm::Group & { return *context.groups[g]; },
@@ -113,33 +123,13 @@ absl::Status globalNorm(const StepContext &context, size_t index,
 
 /// AdamW on the gradient times `gradScale` (the clipping coefficient),
 /// without modifying the gradient buffer: it may still be read by later
-/// instructions or hooks. The update is elementwise, so running it on
-/// chunks of a scaled copy is exact.
-void adamwScaled(const Buffers &buffers, const ops::AdamWView &op,
-                 std::vector<float> &scratch) {
-  float *param = buffers.f32(op.param());
-  const float *grad = buffers.f32(op.grad());
-  float *expAvg = buffers.f32(op.expAvg());
-  float *expAvgSq = buffers.f32(op.expAvgSq());
-  int64_t n = buffers.buffer(op.param()).numElements();
-  float lr = buffers.scalar(op.lr());
-  float gradScale = buffers.scalar(op.gradScale());
-  int64_t step = *buffers.i32(op.step());
-  float beta1 = op.beta1(), beta2 = op.beta2();
-  float eps = op.eps(), weightDecay = op.weightDecay();
-  if (gradScale == 1.0f) {
-    cpu::adamw(param, grad, expAvg, expAvgSq, n, lr, beta1, beta2, eps,
-               weightDecay, step);
-    return;
-  }
-  int64_t chunk = static_cast<int64_t>(scratch.size());
-  for (int64_t begin = 0; begin < n; begin += chunk) {
-    int64_t length = std::min(chunk, n - begin);
-    for (int64_t i = 0; i < length; ++i)
-      scratch[i] = grad[begin + i] * gradScale;
-    cpu::adamw(param + begin, scratch.data(), expAvg + begin, expAvgSq + begin,
-               length, lr, beta1, beta2, eps, weightDecay, step);
-  }
+/// instructions or hooks.
+void adamwScaled(const Buffers &buffers, const ops::AdamWView &op) {
+  cpu::adamw(buffers.f32(op.param()), buffers.f32(op.grad()),
+             buffers.f32(op.expAvg()), buffers.f32(op.expAvgSq()),
+             buffers.buffer(op.param()).numElements(), buffers.scalar(op.lr()),
+             op.beta1(), op.beta2(), op.eps(), op.weightDecay(),
+             *buffers.i32(op.step()), buffers.scalar(op.gradScale()));
 }
 
 /// The CPU backend of ops::dispatch: one run() per opcode, a kernel call
@@ -371,7 +361,7 @@ public:
     return absl::OkStatus();
   }
   absl::Status run(const ops::AdamWView &op) {
-    adamwScaled(buffers, op, context.scratch);
+    adamwScaled(buffers, op);
     // Mixed precision: the next forward reads the updated master rounded
     // to nearest even.
     if (std::optional<uint32_t> working = op.working())

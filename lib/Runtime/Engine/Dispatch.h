@@ -32,8 +32,6 @@ struct StepContext {
   const Program &program;
   /// The address of every buffer, by index.
   const std::vector<uint8_t *> &pointers;
-  /// Reusable scratch for AdamW's scaled gradient chunks.
-  std::vector<float> &scratch;
   /// The communication group of each of the program's groups, by index.
   const std::vector<std::unique_ptr<comm::Group>> &groups;
   /// Space for collectives that pack or unpack strided blocks, as large as

@@ -45,9 +45,6 @@ struct Executor::Storage {
   AlignedBuffer persistent;
   AlignedBuffer arena;
   std::vector<uint8_t *> pointers;
-  // AdamW scales gradients chunk by chunk through this (256 KiB).
-  static constexpr size_t kAdamwScratchFloats = 1 << 16;
-  std::vector<float> scratch = std::vector<float>(kAdamwScratchFloats);
   // Strided collectives pack their blocks here (see Collectives.h).
   std::vector<float> packScratch;
   // The program with BF16 buffers declared F32, for the instructions run
@@ -90,10 +87,9 @@ Executor::Executor(std::shared_ptr<const Program> program)
 Executor::~Executor() = default;
 
 uint64_t Executor::bytesPerRank(const Program &program) {
-  // Kernel scratch: AdamW's chunks, strided collectives' packing, and the
-  // experts' gathered rows or attention's blocks, one instruction at a time.
-  uint64_t scratch = Storage::kAdamwScratchFloats * sizeof(float) +
-                     engine::packElements(program) * sizeof(float) +
+  // Kernel scratch: strided collectives' packing, and the experts' gathered
+  // rows or attention's blocks, one instruction at a time.
+  uint64_t scratch = engine::packElements(program) * sizeof(float) +
                      engine::kernelWorkspaceBytes(program);
   if (program.pipeline.enabled()) {
     uint64_t most = 0;
@@ -398,8 +394,8 @@ absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
   // Masters may have been initialised, loaded or set since the last step.
   if (storage->mastersTouched)
     refreshWorkingCopies();
-  engine::StepContext context{*prog, storage->pointers, storage->scratch,
-                              groups, storage->packScratch};
+  engine::StepContext context{*prog, storage->pointers, groups,
+                              storage->packScratch};
   if (storage->widened)
     context.widened = &*storage->widened;
   context.trace = traceTo;

@@ -477,14 +477,17 @@ uint64_t kernelWorkspaceBytes(const Program &program) {
   for (const Instruction &inst : program.instructions) {
     if (inst.opcode == Opcode::Attention ||
         inst.opcode == Opcode::AttentionGrad) {
-      // q is [B, S, width].
-      size_t q = inst.opcode == Opcode::Attention
-                     ? ops::AttentionView::kQOperand
-                     : ops::AttentionGradView::kQOperand;
+      // q is [B, S, heads * headDim].
+      bool forward = inst.opcode == Opcode::Attention;
+      size_t q = forward ? ops::AttentionView::kQOperand
+                         : ops::AttentionGradView::kQOperand;
+      int64_t heads = forward ? ops::AttentionView(inst).heads()
+                              : ops::AttentionGradView(inst).heads();
       const std::vector<int64_t> &shape =
           program.buffers[inst.operands[q]].shape;
       most = std::max(most, cpu::attentionWorkspaceBytes(
-                                shape[1], inst.opcode == Opcode::AttentionGrad));
+                                shape[2] / std::max<int64_t>(1, heads),
+                                !forward, cpu::numThreads()));
       continue;
     }
     std::optional<ops::ExpertsRecipe> recipe = ops::expertsRecipeOf(inst);
@@ -500,9 +503,10 @@ uint64_t kernelWorkspaceBytes(const Program &program) {
     int64_t group =
         recipe->group ? program.partsOf(program.groups[*recipe->group]) : 1;
     std::optional<cpu::Fp8Gemms> fp8 = fp8GemmsOf(inst);
-    most = std::max(most, cpu::expertsWorkspaceBytes(
-                              x.numElements() / H, topK, H, w1[1], backward,
-                              fp8 && fp8->roundsGemms(), group));
+    most = std::max(most, cpu::expertsWorkspaceBytes(x.numElements() / H, topK,
+                                                     H, w1[1], backward,
+                                                     fp8 && fp8->roundsGemms(),
+                                                     group, cpu::numThreads()));
   }
   return most;
 }

@@ -30,7 +30,8 @@ bool isExpertParallel(const Instruction &instruction);
 
 /// The most scratch memory one of the program's Experts, ExpertsGrad,
 /// Attention or AttentionGrad instructions allocates (cpu::
-/// expertsWorkspaceBytes, attentionWorkspaceBytes): they run one at a time.
+/// expertsWorkspaceBytes, attentionWorkspaceBytes) on the kernels' threads
+/// (cpu::numThreads): they run one at a time.
 uint64_t kernelWorkspaceBytes(const Program &program);
 
 /// The FP8 recipe of an (verified) Experts or ExpertsGrad instruction's

@@ -22,9 +22,12 @@ namespace moe::rt::cpu {
 // Linear algebra (OpenBLAS sgemm)
 //===----------------------------------------------------------------------===//
 
-/// Threads the GEMMs may use (OpenBLAS's pool). Results are bitwise
+/// Threads the kernels may use: one pool for all of them (ThreadPool.h),
+/// with OpenBLAS itself on one thread. By default OPENBLAS_NUM_THREADS or
+/// OMP_NUM_THREADS, else the process's cores shared among the ranks that
+/// the launcher put on the node (ThreadPool.cpp). Results are bitwise
 /// reproducible for a given thread count; another count may change the last
-/// bits, because OpenBLAS partitions the GEMMs differently.
+/// bits, because the GEMMs are cut into other blocks.
 void setNumThreads(int threads);
 int numThreads();
 
@@ -100,22 +103,28 @@ void ropeBackward(const float *dy, float *dx, int64_t B, int64_t S,
 // Causal attention with grouped-query heads
 //===----------------------------------------------------------------------===//
 
-/// Query rows attention works on at a time: large enough for sgemm to run
-/// near peak, small enough that the [block, S] scratch stays small.
-inline constexpr int64_t kAttentionBlockRows = 64;
+/// Query and key rows attention works on at a time: a 64 x 64 tile of
+/// scores and a block of one head's rows stay in the L1 and L2 caches.
+inline constexpr int64_t kAttentionBlock = 64;
 
 /// The scratch attentionForward (or, with `backward`, attentionBackward)
-/// allocates at sequence length S: one block of scores, or of
-/// probabilities, their gradients and the row sums.
-inline uint64_t attentionWorkspaceBytes(int64_t S, bool backward) {
-  int64_t rows = S < kAttentionBlockRows ? S : kAttentionBlockRows;
-  uint64_t floats = backward ? 2 * rows * S + rows : rows * S;
-  return floats * sizeof(float);
+/// allocates for heads of width headDim on `threads` threads: per thread, a
+/// transposed block of keys (and values), a tile of scores (and of their
+/// gradients and a transposed copy), the output (or dk and dv) accumulators
+/// and row statistics. It does not grow with the sequence.
+inline uint64_t attentionWorkspaceBytes(int64_t headDim, bool backward,
+                                        int threads = 1) {
+  constexpr uint64_t block = kAttentionBlock;
+  uint64_t floats =
+      backward ? 2 * headDim * block + 3 * block * block + 2 * block * headDim +
+                     block
+               : headDim * block + block * block + block * headDim + 3 * block;
+  return floats * sizeof(float) * static_cast<uint64_t>(threads);
 }
 
 /// q: [B, S, heads*d], k, v: [B, S, kvHeads*d], out: [B, S, heads*d],
 /// lse: [B, heads, S]. Scale 1/sqrt(d); causal. heads % kvHeads == 0.
-/// Works on blocks of query rows; scratch is O(64 * S) floats, never S x S.
+/// Works on 64 x 64 tiles (Attention.cpp); never forms an S x S matrix.
 void attentionForward(const float *q, const float *k, const float *v,
                       float *out, float *lse, int64_t B, int64_t S,
                       int64_t heads, int64_t kvHeads, int64_t headDim);
@@ -209,14 +218,17 @@ inline Fp8Format fp8GradientFormat(const Fp8Gemms &fp8) {
 
 /// The most scratch memory an Experts (or, with `backward`, ExpertsGrad)
 /// instruction allocates for `rows` tokens of width H through experts of
-/// width F: the gathered rows and up projections of one expert, which may
-/// receive every token, the routing tables and, with `fp8`, the rounded
-/// weights. Expert parallel over `groupSize` ranks, an expert may receive
-/// every slot of the group, and the rows travel through exchange buffers.
-/// The compiler and the runtime count it in a rank's memory.
+/// width F on `threads` threads: every slot's output (or input-gradient)
+/// row, the gathered rows and up projections of at most `rows` rows at
+/// once (one expert may receive every token; experts that run side by side
+/// hold a thread's share each), the routing tables and, with `fp8`, each
+/// thread's rounded weights. Expert parallel over `groupSize` ranks, an
+/// expert may receive every slot of the group, and the rows travel through
+/// exchange buffers. The compiler and the runtime count it in a rank's
+/// memory.
 inline uint64_t expertsWorkspaceBytes(int64_t rows, int64_t topK, int64_t H,
                                       int64_t F, bool backward, bool fp8,
-                                      int64_t groupSize = 1) {
+                                      int64_t groupSize = 1, int threads = 1) {
   uint64_t exchange = 0;
   if (groupSize > 1) {
     int64_t slots = rows * topK;
@@ -227,10 +239,12 @@ inline uint64_t expertsWorkspaceBytes(int64_t rows, int64_t topK, int64_t H,
     exchange = (backward ? 8 : 4) * static_cast<uint64_t>(slots + rows) *
                (H + 1) * sizeof(float);
   }
-  uint64_t floats = backward ? rows * (4 * H + 4 * F) : rows * (2 * H + 2 * F);
+  uint64_t floats = rows * topK * H +
+                    (backward ? rows * (2 * H + 4 * F) : rows * (H + 2 * F));
   if (fp8)
-    floats += 3 * F * H;
-  uint64_t routing = (rows * topK + rows + 1) * sizeof(int64_t);
+    floats += 3 * F * H * static_cast<uint64_t>(threads);
+  // Slots by expert, expert offsets, and each slot's place among them.
+  uint64_t routing = (2 * rows * topK + rows + 1) * sizeof(int64_t);
   return floats * sizeof(float) + routing + exchange;
 }
 
@@ -336,15 +350,21 @@ void auxLossBackward(float dloss, const AuxLossStatistics &stats, float *dprobs,
 
 /// Sum of squares of n values, accumulated in double for reproducibility.
 double sumOfSquares(const float *g, int64_t n);
+/// sums[i] = sumOfSquares(g[i], n[i]) for i < count, the tensors spread
+/// over the kernels' threads.
+void sumsOfSquares(const float *const *g, const int64_t *n, int64_t count,
+                   double *sums);
 /// Warmup + cosine learning rate for 0-based step (docs/semantics.md).
 float learningRate(int64_t step, float peak, float min, int64_t warmup,
                    int64_t decay);
 /// One AdamW update of n elements at 0-based step (bias correction uses
 /// step + 1). weightDecay is applied as p -= lr * weightDecay * p (pass 0 for
-/// norm weights). Element arithmetic is fp32, bias corrections double.
+/// norm weights). Element arithmetic is fp32, bias corrections double. The
+/// gradient used is grad * gradScale (the clipping coefficient; grad itself
+/// is not written).
 void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq,
            int64_t n, float lr, float beta1, float beta2, float eps,
-           float weightDecay, int64_t step);
+           float weightDecay, int64_t step, float gradScale = 1.0f);
 
 //===----------------------------------------------------------------------===//
 // Initialisation

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 // The vector helpers below are always inlined into one clone, so no call
 // passes a vector across the ABI that GCC warns may differ between targets.
@@ -80,24 +81,19 @@ tileGemm(const float *A, int64_t lda, int64_t rows, int64_t K, const float *B,
   if (rows <= 0 || n <= 0)
     return;
   // Missing rows of the last block read zeros and write to a sink.
-  constexpr int64_t kSinkFloats = 1024;
-  float zeros[kSinkFloats] = {}, sink[kSinkFloats];
-  bool padded = K <= kSinkFloats && n <= kSinkFloats;
+  std::vector<float> zeros, sink;
+  if (rows % kRows != 0) {
+    zeros.assign(std::max<int64_t>(K, 1), 0.0f);
+    sink.resize(n);
+  }
   int64_t vecEnd = n / kVecFloats * kVecFloats;
   for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
     int64_t live = std::min(kRows, rows - r0);
-    if (live < kRows && !padded) {
-      // Too wide for the pads (never in attention): one row at a time.
-      for (int64_t r = r0; r < rows; ++r)
-        tileGemm(A + r * lda, lda, 1, K, B, ldb, n, alpha, C + r * ldc, ldc,
-                 accumulate);
-      return;
-    }
     const float *a[kRows];
     float *c[kRows];
     for (int64_t r = 0; r < kRows; ++r) {
-      a[r] = r < live ? A + (r0 + r) * lda : zeros;
-      c[r] = r < live ? C + (r0 + r) * ldc : sink;
+      a[r] = r < live ? A + (r0 + r) * lda : zeros.data();
+      c[r] = r < live ? C + (r0 + r) * ldc : sink.data();
     }
     int64_t col = 0;
     for (; col + 4 * kVecFloats <= vecEnd; col += 4 * kVecFloats)

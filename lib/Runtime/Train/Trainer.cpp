@@ -376,7 +376,7 @@ void Run::printHeader() const {
       io::formatSiValue(backend->totalParameterBytes()),
       io::formatSiValue(backend->optimizerStateBytes()),
       io::formatSiValue(backend->arenaBytes()));
-  out << absl::StrFormat("cpu: %d GEMM thread(s)\n", cpu::numThreads());
+  out << absl::StrFormat("cpu: %d kernel thread(s)\n", cpu::numThreads());
   out << absl::StrFormat("data: %s (%s, %s, %s tokens)\n", dataset->path(),
                          data::datasetFormatName(dataset->format()),
                          data::tokenDtypeName(dataset->dtype()),

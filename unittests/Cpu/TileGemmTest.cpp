@@ -33,7 +33,7 @@ TEST(TileGemmTest, MatchesADoubleLoopOnEveryShapeClass) {
   uint32_t seed = 1;
   for (int64_t rows : {1, 3, 4, 5, 9, 64})
     for (int64_t K : {1, 16, 33, 64})
-      for (int64_t n : {1, 15, 16, 17, 64, 65, 100})
+      for (int64_t n : {1, 15, 16, 17, 32, 48, 64, 65, 100})
         for (bool accumulate : {false, true}) {
           // Leading dimensions wider than the tiles, as in attention's
           // strided head views.

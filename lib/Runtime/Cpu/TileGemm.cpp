@@ -3,10 +3,10 @@
 // Attention multiplies tiles of 64 rows by 64 keys by one head's width
 // (32-128): an sgemm call per tile spends more on packing and dispatch than
 // on the arithmetic (attention ran at 2-8 GFLOP/s through OpenBLAS). This
-// kernel keeps a block of 4 rows by 64 columns of C in vector registers
-// while it walks the reduction, broadcasting one element of A against a row
-// of B, which the tiles' layouts (B row-major, contiguous along C's
-// columns) make a unit-stride load.
+// kernel keeps a block of 4 rows by 64 (or 32, or 16) columns of C in
+// vector registers while it walks the reduction, broadcasting one element
+// of A against a row of B, which the tiles' layouts (B row-major,
+// contiguous along C's columns) make a unit-stride load.
 //
 // Written with GCC's generic 16-float vectors and compiled for AVX-512F,
 // AVX2 and the baseline, the best the CPU supports picked at load time:
@@ -98,6 +98,8 @@ tileGemm(const float *A, int64_t lda, int64_t rows, int64_t K, const float *B,
     int64_t col = 0;
     for (; col + 4 * kVecFloats <= vecEnd; col += 4 * kVecFloats)
       rowBlock<4>(a, K, B, ldb, col, alpha, c, accumulate);
+    for (; col + 2 * kVecFloats <= vecEnd; col += 2 * kVecFloats)
+      rowBlock<2>(a, K, B, ldb, col, alpha, c, accumulate);
     for (; col < vecEnd; col += kVecFloats)
       rowBlock<1>(a, K, B, ldb, col, alpha, c, accumulate);
     // Columns past the last whole vector (head widths that are not a

@@ -322,7 +322,8 @@ int main(int argc, char **argv) {
   // The CPU kernels allocate their scratch per call (megabytes for an
   // experts op). glibc serves blocks that large by mmap and unmaps them on
   // free, so every step faulted the same pages in again (8k page faults
-  // per step of bench/models/cpu-step-moe.mlir, about 4% of its time).
+  // per step of bench/models/cpu-step-moe.mlir, 12% of its one-thread
+  // step).
   // Serve them from the heap, up to glibc's largest threshold, and keep
   // freed memory for the next step: the resident size stays the peak.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);

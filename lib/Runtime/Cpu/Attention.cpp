@@ -103,10 +103,10 @@ void transposeTile(const float *in, int64_t rows, float *out) {
       out[c * kBlock + r] = in[r * kBlock + c];
 }
 
-template <typename PerWorker>
-std::vector<PerWorker> perWorker(int64_t tasks, int64_t headDim,
-                                 bool backward) {
-  std::vector<PerWorker> tiles;
+/// One Tiles per worker that `tasks` tasks can use.
+std::vector<Tiles> tilesPerWorker(int64_t tasks, int64_t headDim,
+                                  bool backward) {
+  std::vector<Tiles> tiles;
   int64_t workers = std::min<int64_t>(detail::availableThreads(), tasks);
   tiles.reserve(workers);
   for (int64_t w = 0; w < workers; ++w)
@@ -123,7 +123,7 @@ void attentionForward(const float *q, const float *k, const float *v,
   float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
   int64_t blocks = (S + kBlock - 1) / kBlock;
   int64_t tasks = B * heads * blocks;
-  std::vector<Tiles> tiles = perWorker<Tiles>(tasks, headDim, false);
+  std::vector<Tiles> tiles = tilesPerWorker(tasks, headDim, false);
   detail::parallelFor(tasks, [&](int64_t task, int worker) {
     Tiles &t = tiles[worker];
     // The last query blocks, which see the most keys, go first.
@@ -194,7 +194,7 @@ void attentionBackward(const float *dout, const float *q, const float *k,
     return;
   float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
   int64_t group = heads / kvHeads, tasks = B * kvHeads;
-  std::vector<Tiles> tiles = perWorker<Tiles>(tasks, headDim, true);
+  std::vector<Tiles> tiles = tilesPerWorker(tasks, headDim, true);
   detail::parallelFor(tasks, [&](int64_t task, int worker) {
     Tiles &t = tiles[worker];
     int64_t b = task / kvHeads, g = task % kvHeads;

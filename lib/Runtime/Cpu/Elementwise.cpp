@@ -9,38 +9,37 @@
 
 namespace moe::rt::cpu {
 
-namespace {
-/// Elements per thread below which a loop is not worth cutting.
-constexpr int64_t kGrain = int64_t{1} << 14;
-} // namespace
-
 void castToBf16(const float *x, uint16_t *y, int64_t n) {
-  detail::forEachShare(n, kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      y[i] = io::floatToBf16(x[i]);
-  });
+  detail::forEachShare(n, detail::kElementGrain,
+                       [&](int64_t begin, int64_t end) {
+                         for (int64_t i = begin; i < end; ++i)
+                           y[i] = io::floatToBf16(x[i]);
+                       });
 }
 
 void castFromBf16(const uint16_t *x, float *y, int64_t n) {
-  detail::forEachShare(n, kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      y[i] = io::bf16ToFloat(x[i]);
-  });
+  detail::forEachShare(n, detail::kElementGrain,
+                       [&](int64_t begin, int64_t end) {
+                         for (int64_t i = begin; i < end; ++i)
+                           y[i] = io::bf16ToFloat(x[i]);
+                       });
 }
 
 void roundToBf16(float *x, int64_t n) {
-  detail::forEachShare(n, kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      x[i] = io::bf16ToFloat(io::floatToBf16(x[i]));
-  });
+  detail::forEachShare(n, detail::kElementGrain,
+                       [&](int64_t begin, int64_t end) {
+                         for (int64_t i = begin; i < end; ++i)
+                           x[i] = io::bf16ToFloat(io::floatToBf16(x[i]));
+                       });
 }
 
 void add(const float *a, const float *b, float *y, int64_t n) {
   // Element i reads a[i] and b[i] before writing y[i], so aliasing is safe.
-  detail::forEachShare(n, kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      y[i] = a[i] + b[i];
-  });
+  detail::forEachShare(n, detail::kElementGrain,
+                       [&](int64_t begin, int64_t end) {
+                         for (int64_t i = begin; i < end; ++i)
+                           y[i] = a[i] + b[i];
+                       });
 }
 
 } // namespace moe::rt::cpu

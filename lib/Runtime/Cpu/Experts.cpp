@@ -41,7 +41,6 @@ namespace {
 struct ExpertGroups {
   std::vector<int64_t> offsets;
   std::vector<int64_t> slots;
-  int64_t maxRows = 0;
 
   ExpertGroups(const int32_t *indices, int64_t T, int64_t E, int64_t topK)
       : offsets(E + 1, 0) {
@@ -51,10 +50,8 @@ struct ExpertGroups {
     for (int64_t s = 0; s < numSlots; ++s)
       if (valid(indices[s]))
         ++offsets[indices[s] + 1];
-    for (int64_t e = 0; e < E; ++e) {
-      maxRows = std::max(maxRows, offsets[e + 1]);
+    for (int64_t e = 0; e < E; ++e)
       offsets[e + 1] += offsets[e];
-    }
     slots.resize(offsets[E]);
     std::vector<int64_t> cursor(offsets.begin(), offsets.end() - 1);
     for (int64_t s = 0; s < numSlots; ++s)
@@ -252,11 +249,9 @@ void combineInExpertOrder(const ExpertGroups &groups, const int32_t *indices,
   std::vector<int64_t> position(T * topK, -1);
   for (int64_t p = 0; p < static_cast<int64_t>(groups.slots.size()); ++p)
     position[groups.slots[p]] = p;
-  int64_t parts = detail::availableThreads();
-  detail::parallelFor(parts, [&](int64_t part, int) {
-    detail::Share tokens = detail::shareOf(T, parts, part);
+  detail::forEachShare(T, detail::rowGrain(H), [&](int64_t begin, int64_t end) {
     std::vector<int64_t> order(topK);
-    for (int64_t t = tokens.begin; t < tokens.end; ++t) {
+    for (int64_t t = begin; t < end; ++t) {
       float *outRow = out + t * H;
       std::fill(outRow, outRow + H, 0.0f);
       int64_t count = 0;

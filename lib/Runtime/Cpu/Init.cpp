@@ -56,8 +56,6 @@ void initNormalRange(float *x, int64_t begin, int64_t end, double sigma,
   }
 }
 
-/// Elements per thread below which drawing is not worth cutting.
-constexpr int64_t kElementsPerThread = int64_t{1} << 16;
 } // namespace
 
 void initNormal(float *x, int64_t n, float std, uint64_t seed, uint64_t stream,
@@ -70,15 +68,17 @@ void initNormal(float *x, int64_t n, float std, uint64_t seed, uint64_t stream,
   // kernels' threads give exactly the values of one thread: a 1B-parameter
   // model initialises in seconds on a GPU node's host (issue 17), not the
   // minutes of one core.
-  detail::forEachShare(n, kElementsPerThread, [&](int64_t begin, int64_t end) {
-    initNormalRange(x, begin, end, sigma, key, firstIndex);
-  });
+  detail::forEachShare(n, detail::kElementGrain,
+                       [&](int64_t begin, int64_t end) {
+                         initNormalRange(x, begin, end, sigma, key, firstIndex);
+                       });
 }
 
 void fill(float *x, float value, int64_t n) {
-  detail::forEachShare(n, kElementsPerThread, [&](int64_t begin, int64_t end) {
-    std::fill(x + begin, x + end, value);
-  });
+  detail::forEachShare(n, detail::kElementGrain,
+                       [&](int64_t begin, int64_t end) {
+                         std::fill(x + begin, x + end, value);
+                       });
 }
 
 } // namespace moe::rt::cpu

@@ -1,8 +1,9 @@
 //===- KernelUtils.h - Helpers shared by the CPU kernels --------*- C++ -*-===//
 //
-// Private to lib/Runtime/Cpu: the sgemm wrapper, the vectorised exp and the
-// top-k selection rule that the router, its backward and the load-balancing
-// loss must all apply identically.
+// Private to lib/Runtime/Cpu: the sgemm wrapper, attention's tile GEMM, the
+// vectorised exp and row reductions, and the top-k selection rule that the
+// router, its backward and the load-balancing loss must all apply
+// identically.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_LIB_RUNTIME_CPU_KERNELUTILS_H

@@ -17,11 +17,6 @@ namespace {
 /// -100), ids >= V because there is no logit to read for them.
 bool isCounted(int32_t target, int64_t V) { return target >= 0 && target < V; }
 
-/// Rows of width V per thread below which a loop is not worth cutting.
-int64_t rowGrain(int64_t V) {
-  return std::max<int64_t>(1, (int64_t{1} << 13) / std::max<int64_t>(1, V));
-}
-
 /// log sum_v exp(x[v]), max-subtracted; the sum is accumulated in double.
 double logSumExp(const float *x, int64_t V) {
   float m = *std::max_element(x, x + V);
@@ -50,7 +45,7 @@ CrossEntropySums crossEntropySums(const float *logits, const int32_t *targets,
                                   int64_t T, int64_t V) {
   // Each row's term in parallel, then their sum in row order.
   std::vector<double> terms(T, 0.0);
-  detail::forEachShare(T, rowGrain(V), [&](int64_t begin, int64_t end) {
+  detail::forEachShare(T, detail::rowGrain(V), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t)
       if (isCounted(targets[t], V)) {
         const float *x = logits + t * V;
@@ -96,7 +91,7 @@ void crossEntropyBackward(float dloss, const float *logits,
   double coef = count == 0
                     ? 0.0
                     : static_cast<double>(dloss) / static_cast<double>(count);
-  detail::forEachShare(T, rowGrain(V), [&](int64_t begin, int64_t end) {
+  detail::forEachShare(T, detail::rowGrain(V), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       float *g = dlogits + t * V;
       if (!isCounted(targets[t], V)) {

@@ -91,11 +91,12 @@ void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq,
            int64_t n, float lr, float beta1, float beta2, float eps,
            float weightDecay, int64_t step, float gradScale) {
   // Elementwise, so shares on several threads give one pass's bits.
-  detail::forEachShare(n, int64_t{1} << 14, [&](int64_t begin, int64_t end) {
-    adamwRange(param + begin, grad + begin, expAvg + begin, expAvgSq + begin,
-               end - begin, lr, beta1, beta2, eps, weightDecay, step,
-               gradScale);
-  });
+  detail::forEachShare(n, detail::kElementGrain,
+                       [&](int64_t begin, int64_t end) {
+                         adamwRange(param + begin, grad + begin, expAvg + begin,
+                                    expAvgSq + begin, end - begin, lr, beta1,
+                                    beta2, eps, weightDecay, step, gradScale);
+                       });
 }
 
 } // namespace moe::rt::cpu

@@ -9,17 +9,10 @@
 
 #include "ThreadPool.h"
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
 namespace moe::rt::cpu {
-
-/// Rows per thread below which a loop is not worth cutting: about 16 Ki
-/// elements.
-static int64_t rowGrain(int64_t H) {
-  return std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, H));
-}
 
 /// r = 1 / sqrt(mean(x^2) + eps) of one row.
 static float rmsReciprocal(const float *x, int64_t H, float eps) {
@@ -32,7 +25,7 @@ static float rmsReciprocal(const float *x, int64_t H, float eps) {
 
 void rmsNormForward(const float *x, const float *w, float *y, int64_t T,
                     int64_t H, float eps) {
-  detail::forEachShare(T, rowGrain(H), [&](int64_t begin, int64_t end) {
+  detail::forEachShare(T, detail::rowGrain(H), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const float *xr = x + t * H;
       float *yr = y + t * H;
@@ -50,7 +43,7 @@ void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx,
   // every token, by columns in parallel, each column's sum in token order
   // (in double, rounded once), so the threads do not change its bits.
   std::vector<float> rows(T);
-  detail::forEachShare(T, rowGrain(H), [&](int64_t begin, int64_t end) {
+  detail::forEachShare(T, detail::rowGrain(H), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const float *xr = x + t * H;
       const float *dyr = dy + t * H;

@@ -52,6 +52,16 @@ struct Share {
 };
 Share shareOf(int64_t n, int64_t parts, int64_t part, int64_t align = 1);
 
+/// Items per thread below which an element-wise loop is not worth cutting:
+/// a region costs a few microseconds, about what 16 Ki elements take.
+inline constexpr int64_t kElementGrain = int64_t{1} << 14;
+
+/// The same for a loop over rows of `width` elements: whole rows holding at
+/// least kElementGrain elements.
+inline int64_t rowGrain(int64_t width) {
+  return std::max<int64_t>(1, kElementGrain / std::max<int64_t>(1, width));
+}
+
 /// fn(begin, end) over consecutive shares of [0, n), one per available
 /// thread but none smaller than `grain` items, in parallel: for loops whose
 /// items are independent, so that the shares give the bits of one pass.

@@ -95,22 +95,18 @@ absl::Status globalNorm(const StepContext &context, size_t index,
   Buffers buffers(context);
   const std::vector<uint32_t> &grads = op.grads();
   size_t n = grads.size();
-  std::vector<double> squares(n, 0.0);
+  // Gradients other stages hold count as empty here (a sum of 0).
   const std::vector<bool> *foreign = context.foreignGradients;
-  std::vector<const float *> local;
-  std::vector<int64_t> sizes;
-  std::vector<size_t> operand;
+  std::vector<const float *> data(n, nullptr);
+  std::vector<int64_t> sizes(n, 0);
   for (size_t i = 0; i < n; ++i)
     if (!foreign || !(*foreign)[grads[i]]) {
-      local.push_back(buffers.f32(grads[i]));
-      sizes.push_back(buffers.buffer(grads[i]).numElements());
-      operand.push_back(i);
+      data[i] = buffers.f32(grads[i]);
+      sizes[i] = buffers.buffer(grads[i]).numElements();
     }
-  std::vector<double> sums(local.size());
-  cpu::sumsOfSquares(local.data(), sizes.data(),
-                     static_cast<int64_t>(local.size()), sums.data());
-  for (size_t j = 0; j < operand.size(); ++j)
-    squares[operand[j]] = sums[j];
+  std::vector<double> squares(n);
+  cpu::sumsOfSquares(data.data(), sizes.data(), static_cast<int64_t>(n),
+                     squares.data());
   absl::StatusOr<float> norm = engine::globalNormFromSquares(
       absl::MakeSpan(squares), op.groups(),
       [&](int64_t g) -> comm::Group & { return *context.groups[g]; },

@@ -24,6 +24,8 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -164,16 +166,30 @@ std::mutex poolMutex;
 std::unique_ptr<ThreadPool> ownedPool;
 std::atomic<ThreadPool *> currentPool{nullptr};
 
-/// A positive integer from the environment, or 0.
-int positiveFromEnvironment(const char *name) {
+/// The variables that set the kernels' threads when --threads does not.
+constexpr const char *kThreadVariables[] = {"OPENBLAS_NUM_THREADS",
+                                            "OMP_NUM_THREADS"};
+constexpr long kMaxThreads = 4096;
+
+/// The count in [1, kMaxThreads] that an environment variable holds up to
+/// `stop` (a list's separator, or none): 0 when unset or empty, -1 when it
+/// holds anything else.
+int countFromEnvironment(const char *name, char stop = '\0') {
   const char *value = std::getenv(name);
-  if (!value)
+  if (!value || *value == '\0')
     return 0;
   char *end = nullptr;
   long parsed = std::strtol(value, &end, 10);
-  return end != value && *end == '\0' && parsed > 0 && parsed <= 4096
-             ? static_cast<int>(parsed)
-             : 0;
+  bool whole = end != value && (*end == '\0' || (stop && *end == stop));
+  return whole && parsed > 0 && parsed <= kMaxThreads ? static_cast<int>(parsed)
+                                                      : -1;
+}
+
+/// The thread count a variable of kThreadVariables sets (OMP_NUM_THREADS
+/// may list one count per nesting level; the first is the outer one).
+int threadsFromVariable(const char *name) {
+  return countFromEnvironment(
+      name, std::string_view(name) == "OMP_NUM_THREADS" ? ',' : '\0');
 }
 
 /// The threads a process uses unless told: OPENBLAS_NUM_THREADS or
@@ -181,10 +197,11 @@ int positiveFromEnvironment(const char *name) {
 /// other ranks the launcher put on the node when the cores are not already
 /// divided among them (a binding launcher narrows each rank's affinity). So
 /// four ranks on a 16-core node take 4 threads each, not 16 that spin
-/// against each other.
+/// against each other. An invalid variable is skipped here; moe-run refuses
+/// it first (threadVariableError).
 int defaultThreads() {
-  for (const char *name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"})
-    if (int threads = positiveFromEnvironment(name))
+  for (const char *name : kThreadVariables)
+    if (int threads = threadsFromVariable(name); threads > 0)
       return threads;
   int machine = std::max(1u, std::thread::hardware_concurrency());
   int cores = machine;
@@ -197,7 +214,7 @@ int defaultThreads() {
     return cores;
   for (const char *name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
                            "SLURM_NTASKS_PER_NODE"})
-    if (int ranks = positiveFromEnvironment(name))
+    if (int ranks = countFromEnvironment(name); ranks > 0)
       return std::max(1, cores / ranks);
   return cores;
 }
@@ -227,6 +244,15 @@ void setNumThreads(int threads) {
 }
 
 int numThreads() { return pool().size(); }
+
+std::string threadVariableError() {
+  for (const char *name : kThreadVariables)
+    if (threadsFromVariable(name) < 0)
+      return std::string(name) + "='" + std::getenv(name) +
+             "': expected a thread count in [1, " +
+             std::to_string(kMaxThreads) + "] (or pass --threads)";
+  return "";
+}
 
 int detail::availableThreads() { return insideRegion ? 1 : pool().size(); }
 

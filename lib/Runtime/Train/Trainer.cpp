@@ -292,6 +292,8 @@ int64_t Run::globalBatch() const {
 absl::Status Run::setUp() {
   if (options.threads)
     cpu::setNumThreads(*options.threads);
+  else if (std::string error = cpu::threadVariableError(); !error.empty())
+    return absl::InvalidArgumentError(error);
   absl::StatusOr<Program> program = readArtifact(options.artifactPath);
   if (!program.ok())
     return program.status();

@@ -14,6 +14,7 @@
 #include "moe/Runtime/Cpu/Fp8.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace moe::rt::cpu {
@@ -30,6 +31,12 @@ namespace moe::rt::cpu {
 /// bits, because the GEMMs are cut into other blocks.
 void setNumThreads(int threads);
 int numThreads();
+/// What is wrong with OPENBLAS_NUM_THREADS or OMP_NUM_THREADS (each a thread
+/// count in [1, 4096]; OMP_NUM_THREADS may list one per nesting level),
+/// naming the variable and its value; empty when each is unset, empty or
+/// valid. The default thread count skips an invalid variable; moe-run
+/// refuses one unless --threads overrides it.
+std::string threadVariableError();
 
 /// y[T, N] = x[T, K] * w[N, K]^T.
 void linearForward(const float *x, const float *w, float *y, int64_t T,

@@ -9,7 +9,9 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -63,6 +65,30 @@ TEST(VectorMathTest, ShiftInPlaceAndEdges) {
   float guard[3] = {1.0f, 2.0f, 7.0f};
   detail::expShifted(guard, guard, 2, 0.0f);
   EXPECT_EQ(guard[2], 7.0f);
+}
+
+TEST(VectorMathTest, RowMaxAndExpSumCoverEveryTail) {
+  // Lengths below, at and past the 16 lanes, so that the remainder loop
+  // and the lane combine both run.
+  EXPECT_EQ(detail::rowMax(nullptr, 0),
+            -std::numeric_limits<float>::infinity());
+  for (int64_t n : {1, 5, 15, 16, 17, 33, 100}) {
+    std::vector<float> row(n);
+    for (int64_t i = 0; i < n; ++i)
+      row[i] = static_cast<float>((i * 37) % 23) * 0.25f - 3.0f;
+    float most = *std::max_element(row.begin(), row.end());
+    EXPECT_EQ(detail::rowMax(row.data(), n), most) << n;
+    std::vector<float> exps(n), sumOut(n);
+    detail::expShifted(row.data(), exps.data(), n, most);
+    double sum = detail::expShiftedSum(row.data(), sumOut.data(), n, most);
+    double want = 0.0;
+    for (float value : exps)
+      want += value;
+    EXPECT_EQ(std::memcmp(exps.data(), sumOut.data(), n * sizeof(float)), 0)
+        << "the same exp as expShifted, n " << n;
+    // Doubles adding at most 100 floats: far below float precision.
+    EXPECT_NEAR(sum, want, 1e-12 * want) << n;
+  }
 }
 
 } // namespace

@@ -46,6 +46,32 @@ Batch makeBatch(int64_t count, int64_t vocab, uint32_t seed = 0) {
   return batch;
 }
 
+TEST(ExecutorTest, ThePlannedWorkspaceCountsTheKernelThreads) {
+  // docs/memory.md: attention keeps one block of tiles per kernel thread,
+  // and the runtime's plan counts the threads it runs with.
+  Program program;
+  testing::ProgramBuilder b(program);
+  int64_t B = 1, S = 8, heads = 2, kvHeads = 1, headDim = 16;
+  int64_t Q = heads * headDim, KV = kvHeads * headDim;
+  uint32_t dout = b.temporary("dout", {B, S, Q}),
+           q = b.temporary("q", {B, S, Q});
+  uint32_t k = b.temporary("k", {B, S, KV}), v = b.temporary("v", {B, S, KV});
+  uint32_t out = b.temporary("out", {B, S, Q});
+  uint32_t lse = b.temporary("lse", {B, heads, S});
+  uint32_t dq = b.temporary("dq", {B, S, Q}),
+           dk = b.temporary("dk", {B, S, KV});
+  uint32_t dv = b.temporary("dv", {B, S, KV});
+  b.emit(Opcode::AttentionGrad, {dout, q, k, v, out, lse}, {dq, dk, dv},
+         {heads, kvHeads});
+  int before = cpu::numThreads();
+  cpu::setNumThreads(1);
+  uint64_t one = Executor::bytesPerRank(program);
+  cpu::setNumThreads(4);
+  uint64_t four = Executor::bytesPerRank(program);
+  cpu::setNumThreads(before);
+  EXPECT_EQ(four - one, 3 * cpu::attentionWorkspaceBytes(headDim, true));
+}
+
 TEST(ExecutorTest, RejectsAnInvalidProgram) {
   Program program = makeTinyProgram();
   program.instructions[2].operands[1] = 999;

@@ -324,6 +324,14 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
             return set(
                 ops::buildCrossEntropyGrad(groupOver(o.getTokenAxes())));
           })
+          .Case([&](LinearCrossEntropyOp o) {
+            return set(
+                ops::buildLinearCrossEntropy(groupOver(o.getTokenAxes())));
+          })
+          .Case([&](LinearCrossEntropyGradOp o) {
+            return set(
+                ops::buildLinearCrossEntropyGrad(groupOver(o.getTokenAxes())));
+          })
           .Case([&](AuxLossOp o) {
             return set(ops::buildAuxLoss(o.getTopK(),
                                          groupOver(o.getTokenAxes())));

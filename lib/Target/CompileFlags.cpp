@@ -89,6 +89,8 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
       ignored.push_back("--memory-budget");
     if (flags.recomputeExperts)
       ignored.push_back("--recompute-experts");
+    if (!flags.fuseLmHeadLoss)
+      ignored.push_back("--fuse-lm-head-loss=false");
     if (!flags.reduceBucket.empty())
       ignored.push_back("--reduce-bucket");
     if (!ignored.empty())
@@ -97,7 +99,7 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
                   "--pass-pipeline replaces: give those passes' options in "
                   "the pipeline instead (moe-fp8, moe-mixed-precision, "
                   "moe-rematerialize, moe-save-expert-activations, "
-                  "moe-bucket-reductions)");
+                  "moe-bucket-reductions, moe-fuse-linear-cross-entropy)");
   }
 
   if (!flags.customSteps) {
@@ -166,6 +168,7 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
     options.memoryBudget = *bytes;
   }
   options.saveExpertActivations = !flags.recomputeExperts;
+  options.fuseLinearCrossEntropy = flags.fuseLmHeadLoss;
   if (!flags.reduceBucket.empty()) {
     FailureOr<uint64_t> bytes = sizeOf("reduce-bucket", flags.reduceBucket,
                                        "25MiB, 4096 or 0 (no buckets)");
@@ -240,6 +243,10 @@ struct CompilePipelineOptions
       *this, "recompute-experts",
       desc("recompute the experts' up projections in the backward"),
       init(false)};
+  Opt<bool> fuseLmHeadLoss{
+      *this, "fuse-lm-head-loss",
+      desc("fuse the LM head with its cross-entropy where the target runs it"),
+      init(true)};
   Opt<std::string> reduceBucket{
       *this, "reduce-bucket",
       desc("the most bytes of gradients reduced in one message (0: none)")};
@@ -285,6 +292,7 @@ readPipelineOptions(const CompilePipelineOptions &options, CompileFlags &flags,
   flags.gradReduceDtype = options.gradReduceDtype;
   flags.memoryBudget = options.memoryBudget;
   flags.recomputeExperts = options.recomputeExperts;
+  flags.fuseLmHeadLoss = options.fuseLmHeadLoss;
   flags.reduceBucket = options.reduceBucket;
   for (const std::string &report : options.report) {
     bool *wanted = llvm::StringSwitch<bool *>(report)

@@ -35,7 +35,13 @@ LogicalResult mlir::moe::buildCompilePipeline(
     precision.precision = options.precision;
     precision.gradReduceDtype = options.gradReduceDtype;
     precision.target = options.target;
-    buildTrainingFrontend(pm, options.sharded, options.fp8, precision);
+    std::optional<FuseLinearCrossEntropyOptions> fuseLoss;
+    if (options.fuseLinearCrossEntropy) {
+      fuseLoss.emplace();
+      fuseLoss->target = options.target;
+    }
+    buildTrainingFrontend(pm, options.sharded, options.fp8, precision,
+                          fuseLoss);
   }
   if (options.reportSharding)
     pm.addPass(report(options, "sharding"));

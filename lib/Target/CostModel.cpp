@@ -29,6 +29,12 @@ double executedFlops(Operation *op) {
     return 2.0 * rows * dy.getShape().back() *
            grad.getInput().getType().getShape().back();
   }
+  // The logits again, then the input's and the weight's gradients.
+  if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(op)) {
+    auto w = grad.getWeight().getType().getShape();
+    double rows = grad.getInput().getType().getNumElements() / w[1];
+    return 3.0 * 2.0 * rows * w[0] * w[1];
+  }
   if (auto grad = dyn_cast<AttentionGradOp>(op)) {
     auto q = grad.getQuery().getType().getShape();
     double b = q[0], s = q[1], width = q[2];

@@ -60,7 +60,7 @@ static void accountPipelineRanks(ModuleOp module, func::FuncOp step,
   uint64_t slot = stats.arenaBytes + stats.inputBytes;
   auto held = [&](const PipelineRankMemory &rank) {
     return rank.persistentBytes() + rank.slots * slot +
-           copies[&rank - ranks.data()];
+           copies[&rank - ranks.data()] + rank.workspaceBytes;
   };
   const PipelineRankMemory *busiest = &ranks.front();
   for (const PipelineRankMemory &rank : ranks)
@@ -71,6 +71,7 @@ static void accountPipelineRanks(ModuleOp module, func::FuncOp step,
   stats.optimizerStateBytes = busiest->optimizerStateBytes;
   stats.fp8HistoryBytes = busiest->fp8HistoryBytes;
   stats.gradientSumBytes = busiest->gradientSumBytes;
+  stats.workspaceBytes = busiest->workspaceBytes;
   stats.pipelineSlots = busiest->slots;
   stats.ranks *= ranks.size();
 }
@@ -221,6 +222,7 @@ ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
   stats.flopsPerStep = 3.0 * forwardFlops(step);
   if (auto arena = step->getAttrOfType<IntegerAttr>(kArenaBytesAttrName))
     stats.arenaBytes = arena.getInt();
+  stats.workspaceBytes = kernelWorkspaceBytes(module, step);
   accountPipelineRanks(module, step, stats);
   if (auto peak = step->getAttrOfType<IntegerAttr>(kPeakLiveBytesAttrName))
     stats.peakLiveBytes = peak.getInt();
@@ -233,7 +235,6 @@ ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
       add(stats.savedExpertBytes, tensorBytes(hidden.getType()));
   });
   accountDtypes(module, step, stats);
-  stats.workspaceBytes = kernelWorkspaceBytes(module, step);
   step.walk([&](Operation *op) {
     stats.recomputedOps += op->hasAttr(kRecomputedAttrName);
   });

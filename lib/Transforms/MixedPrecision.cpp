@@ -41,6 +41,8 @@ static bool readsF32(OpOperand &use) {
            value == expertsGrad.getHidden();
   if (auto attentionGrad = dyn_cast<AttentionGradOp>(op))
     return value == attentionGrad.getLse();
+  if (auto lossGrad = dyn_cast<LinearCrossEntropyGradOp>(op))
+    return value == lossGrad.getLse();
   if (auto update = dyn_cast<AdamWUpdateOp>(op))
     return value == update.getGrad();
   return false;
@@ -56,6 +58,8 @@ static bool producesF32(OpResult result) {
     return true;
   if (auto attention = dyn_cast<AttentionOp>(op))
     return result == attention.getLse();
+  if (auto loss = dyn_cast<LinearCrossEntropyOp>(op))
+    return result == loss.getLse();
   if (auto experts = dyn_cast<ExpertsOp>(op))
     return result == experts.getHidden();
   if (auto expertsGrad = dyn_cast<ExpertsGradOp>(op))

@@ -17,6 +17,12 @@ double mlir::moe::modelFlops(Operation *op) {
     double rows = linear.getInput().getType().getNumElements() / w[1];
     return 2.0 * rows * w[0] * w[1];
   }
+  // The LM head's GEMM; the loss it feeds costs no FLOPs here.
+  if (auto loss = dyn_cast<LinearCrossEntropyOp>(op)) {
+    auto w = loss.getWeight().getType().getShape();
+    double rows = loss.getInput().getType().getNumElements() / w[1];
+    return 2.0 * rows * w[0] * w[1];
+  }
   if (auto attention = dyn_cast<AttentionOp>(op)) {
     auto q = attention.getQuery().getType().getShape();
     double b = q[0], s = q[1], width = q[2];
@@ -176,6 +182,17 @@ uint64_t cpuScratchBytes(Operation *op,
         cast<ShapedType>(grad.getQuery().getType()).getShape()[2] /
             std::max<int64_t>(1, grad.getNumHeads()),
         true);
+  // The fused LM head's logits block.
+  auto headRows = [](Value input, Value weight) {
+    auto x = cast<ShapedType>(input.getType());
+    int64_t vocab = cast<ShapedType>(weight.getType()).getShape()[0];
+    return cpu::linearCrossEntropyWorkspaceBytes(
+        x.getNumElements() / x.getShape().back(), vocab);
+  };
+  if (auto loss = dyn_cast<LinearCrossEntropyOp>(op))
+    return headRows(loss.getInput(), loss.getWeight());
+  if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(op))
+    return headRows(grad.getInput(), grad.getWeight());
   return 0;
 }
 
@@ -202,7 +219,9 @@ uint64_t cudaScratchBytes(Operation *op,
 
 } // namespace
 
-uint64_t mlir::moe::kernelWorkspaceBytes(ModuleOp module, func::FuncOp step) {
+uint64_t mlir::moe::kernelWorkspaceBytes(ModuleOp module, func::FuncOp step,
+                                         std::optional<int64_t> pipelineRank,
+                                         int64_t ranks) {
   // Mirrors the backend that runs the module's target. The CPU's
   // (Executor::bytesPerRank): the packing buffer of strided collectives (a
   // whole tensor) and the largest scratch of one op, on one thread (a few
@@ -213,6 +232,11 @@ uint64_t mlir::moe::kernelWorkspaceBytes(ModuleOp module, func::FuncOp step) {
   bool cuda = runsOnCuda(module);
   uint64_t pack = 0, largest = 0;
   step.walk([&](Operation *op) {
+    if (pipelineRank && ranks > 0)
+      if (auto stage = op->getAttrOfType<IntegerAttr>(kPipelineStageAttrName);
+          stage && stage.getInt() >= 0 &&
+          stage.getInt() % ranks != *pipelineRank)
+        return;
     pack = std::max(pack, packBytes(op));
     std::optional<ExpertsShape> experts = expertsShapeOf(op, mesh);
     largest = std::max(largest, cuda ? cudaScratchBytes(op, experts)

@@ -389,6 +389,8 @@ LogicalResult Partitioner::partitionRuled(Operation *op,
   llvm::TypeSwitch<Operation *>(clone)
       .Case([&](CrossEntropyOp o) { o.setTokenAxesAttr(tokens); })
       .Case([&](CrossEntropyGradOp o) { o.setTokenAxesAttr(tokens); })
+      .Case([&](LinearCrossEntropyOp o) { o.setTokenAxesAttr(tokens); })
+      .Case([&](LinearCrossEntropyGradOp o) { o.setTokenAxesAttr(tokens); })
       .Case([&](AuxLossOp o) { o.setTokenAxesAttr(tokens); })
       .Case([&](AuxLossGradOp o) { o.setTokenAxesAttr(tokens); })
       // Heads split over tp leave each rank a share of them.

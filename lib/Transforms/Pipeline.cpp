@@ -6,10 +6,13 @@
 
 using namespace mlir;
 
-void mlir::moe::buildTrainingFrontend(OpPassManager &pm, bool sharded,
-                                      const std::optional<Fp8Options> &fp8,
-                                      const MixedPrecisionOptions &precision) {
+void mlir::moe::buildTrainingFrontend(
+    OpPassManager &pm, bool sharded, const std::optional<Fp8Options> &fp8,
+    const MixedPrecisionOptions &precision,
+    const std::optional<FuseLinearCrossEntropyOptions> &fuseLoss) {
   pm.addPass(createExpandTransformer());
+  if (fuseLoss)
+    pm.addPass(createFuseLinearCrossEntropy(*fuseLoss));
   if (fp8)
     pm.addPass(createFp8(*fp8));
   pm.addPass(createAutodiff());

@@ -20,6 +20,9 @@ mlir::moe::pipelineRankMemory(ModuleOp module, func::FuncOp step) {
     return {};
   int64_t ranks = ranksAttr.getInt();
   SmallVector<PipelineRankMemory> memory(ranks);
+  for (auto [rank, each] : llvm::enumerate(memory))
+    each.workspaceBytes =
+        kernelWorkspaceBytes(module, step, static_cast<int64_t>(rank), ranks);
   if (auto slots = step->getAttrOfType<DenseI64ArrayAttr>(kPipelineSlotsAttrName))
     for (auto [rank, count] : llvm::enumerate(slots.asArrayRef()))
       if (static_cast<int64_t>(rank) < ranks)

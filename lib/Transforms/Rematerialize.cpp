@@ -327,13 +327,13 @@ static FailureOr<uint64_t> arenaBudgetOf(ModuleOp module, func::FuncOp step,
                                          uint64_t budget) {
   // Sums saturate instead of wrapping: an overflowing total must not
   // look like one that fits.
-  uint64_t workspace = kernelWorkspaceBytes(module, step);
   uint64_t inputs = 0;
   for (Type type : step.getArgumentTypes())
     inputs = llvm::SaturatingAdd(inputs, tensorBytes(type));
   SmallVector<PipelineRankMemory> ranks = pipelineRankMemory(module, step);
   if (ranks.empty()) {
     PipelineRankMemory whole;
+    whole.workspaceBytes = kernelWorkspaceBytes(module, step);
     for (ParamOp param : module.getOps<ParamOp>())
       whole.paramBytes = llvm::SaturatingAdd(
           whole.paramBytes, tensorBytes(param.getTensorType()));
@@ -342,7 +342,7 @@ static FailureOr<uint64_t> arenaBudgetOf(ModuleOp module, func::FuncOp step,
   std::optional<uint64_t> arena;
   for (auto [rank, memory] : llvm::enumerate(ranks)) {
     uint64_t fixed = llvm::SaturatingAdd(
-        workspace, memory.persistentBytes(),
+        memory.workspaceBytes, memory.persistentBytes(),
         llvm::SaturatingMultiply<uint64_t>(memory.slots, inputs));
     if (budget < fixed) {
       InFlightDiagnostic diag = step.emitOpError();

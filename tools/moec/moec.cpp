@@ -168,6 +168,12 @@ static cl::opt<bool> recomputeExperts(
              "of keeping them from the forward (less memory, two more "
              "expert GEMMs; --memory-budget chooses per layer)"),
     cl::init(false), cl::cat(moecCategory));
+static cl::opt<bool> fuseLmHeadLoss(
+    "fuse-lm-head-loss",
+    cl::desc("compute the LM head and its cross-entropy as one op that never "
+             "holds the [tokens, vocab] logits (where the target's backend "
+             "runs it: the CPU; =false keeps them apart)"),
+    cl::init(true), cl::cat(moecCategory));
 static cl::opt<std::string> reduceBucket(
     "reduce-bucket",
     cl::desc("the most bytes of weight gradients reduced over a group in "
@@ -323,6 +329,7 @@ static mlir::moe::CompileFlags commandLineFlags(ModuleOp module) {
   flags.gradReduceDtype = gradReduceDtype;
   flags.memoryBudget = memoryBudget;
   flags.recomputeExperts = recomputeExperts;
+  flags.fuseLmHeadLoss = fuseLmHeadLoss;
   flags.reduceBucket = reduceBucket;
   flags.reportSharding = llvm::is_contained(reports, Report::Sharding);
   flags.reportPipeline = llvm::is_contained(reports, Report::Pipeline);

@@ -165,25 +165,37 @@ Program makeTinyProgram(const TinyConfig &c) {
   // Forward.
   uint32_t h = b.temporary("h", {B, S, H});
   uint32_t n = b.temporary("n", {B, S, H});
-  uint32_t logits = b.temporary("logits", {B, S, V});
+  // The fused head keeps [B, S] log-sum-exps instead of the logits.
+  uint32_t logits = c.fusedHead ? b.temporary("lse", {B, S})
+                                : b.temporary("logits", {B, S, V});
   uint32_t loss = b.temporary("loss", {});
   b.emit(Opcode::Embedding, {program.tokens, embed}, {h});
   b.emit(Opcode::RmsNorm, {h, norm}, {n}, {}, {1e-5f});
-  b.emit(Opcode::Linear, {n, head}, {logits});
-  b.emit(Opcode::CrossEntropy, {logits, program.targets}, {loss});
+  if (c.fusedHead) {
+    b.emit(Opcode::LinearCrossEntropy, {n, head, program.targets},
+           {loss, logits});
+  } else {
+    b.emit(Opcode::Linear, {n, head}, {logits});
+    b.emit(Opcode::CrossEntropy, {logits, program.targets}, {loss});
+  }
 
   // Backward.
   uint32_t one = b.temporary("dloss", {});
-  uint32_t dlogits = b.temporary("dlogits", {B, S, V});
+  uint32_t dlogits = c.fusedHead ? 0 : b.temporary("dlogits", {B, S, V});
   uint32_t dn = b.temporary("dn", {B, S, H});
   uint32_t dhead = b.temporary("dhead", {V, H});
   uint32_t dh = b.temporary("dh", {B, S, H});
   uint32_t dnorm = b.temporary("dnorm", {H});
   uint32_t dembed = b.temporary("dembed", {V, H});
   b.emit(Opcode::Constant, {}, {one}, {}, {1.0f});
-  b.emit(Opcode::CrossEntropyGrad, {one, logits, program.targets}, {dlogits});
-  b.emit(Opcode::LinearGradInput, {dlogits, head}, {dn});
-  b.emit(Opcode::LinearGradWeight, {dlogits, n}, {dhead});
+  if (c.fusedHead) {
+    b.emit(Opcode::LinearCrossEntropyGrad,
+           {one, n, head, program.targets, logits}, {dn, dhead});
+  } else {
+    b.emit(Opcode::CrossEntropyGrad, {one, logits, program.targets}, {dlogits});
+    b.emit(Opcode::LinearGradInput, {dlogits, head}, {dn});
+    b.emit(Opcode::LinearGradWeight, {dlogits, n}, {dhead});
+  }
   b.emit(Opcode::RmsNormGrad, {dn, h, norm}, {dh, dnorm}, {}, {1e-5f});
   b.emit(Opcode::EmbeddingGrad, {dh, program.tokens}, {dembed});
 

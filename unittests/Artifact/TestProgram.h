@@ -65,6 +65,9 @@ struct TinyConfig {
   int64_t warmup = 2, decay = 10;
   float peakLr = 1e-2f, minLr = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weightDecay = 0.1f;
+  /// The LM head and its loss as LinearCrossEntropy and its gradient
+  /// (moe-fuse-linear-cross-entropy's form) instead of five instructions.
+  bool fusedHead = false;
 };
 
 /// One training step of a one-layer language model:

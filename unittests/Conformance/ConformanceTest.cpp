@@ -201,6 +201,13 @@ std::vector<NamedProgram> programsFor(int64_t ranks) {
          config.keepHidden = true;
          return makeMoeProgram(config);
        }},
+      // The LM head fused with its loss.
+      {"tiny-fused-head",
+       [] {
+         TinyConfig config;
+         config.fusedHead = true;
+         return makeTinyProgram(config);
+       }},
       {"swiglu", makeSwigluProgram},
       {"cast", makeCastProgram},
       // Mixed precision: BF16 working copies and activations.

@@ -7,6 +7,8 @@
 #ifndef MOE_UNITTESTS_CPU_TESTUTILS_H
 #define MOE_UNITTESTS_CPU_TESTUTILS_H
 
+#include "moe/Runtime/Cpu/Kernels.h"
+
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -21,6 +23,18 @@ std::vector<float> randomVector(int64_t n, uint32_t seed, float lo = -1.0f,
 
 /// sum_i a[i] * b[i], accumulated in double.
 double dotDouble(const float *a, const float *b, int64_t n);
+
+/// Sets the kernels' thread count for one test and restores it after.
+class ThreadCount {
+public:
+  explicit ThreadCount(int threads) : before(numThreads()) {
+    setNumThreads(threads);
+  }
+  ~ThreadCount() { setNumThreads(before); }
+
+private:
+  int before;
+};
 
 /// Bitwise equality of two float buffers (NaN-safe, -0 != +0).
 inline bool bitwiseEqual(const std::vector<float> &a,

@@ -25,17 +25,6 @@ using namespace moe::rt::cpu::test;
 
 namespace {
 
-/// Sets the kernels' thread count for one test and restores it after.
-class ThreadCount {
-public:
-  explicit ThreadCount(int threads) : before(numThreads()) {
-    setNumThreads(threads);
-  }
-  ~ThreadCount() { setNumThreads(before); }
-
-private:
-  int before;
-};
 
 TEST(ThreadPoolTest, EveryTaskRunsOnceWithAWorkerOfItsOwn) {
   for (int threads : {1, 2, 3, 5}) {

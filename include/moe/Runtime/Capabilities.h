@@ -61,6 +61,8 @@ inline constexpr std::string_view kExpertChunksName = "expert_chunks";
 inline constexpr std::string_view kAsyncCollectivesName = "async_collectives";
 inline constexpr std::string_view kDtypesName = "dtypes";
 inline constexpr std::string_view kFp8BlockName = "fp8_block";
+inline constexpr std::string_view kLinearCrossEntropyName =
+    "linear_cross_entropy";
 
 struct Capabilities {
   /// The target (moec --target) and the backend that runs it (moe-run
@@ -93,6 +95,10 @@ struct Capabilities {
   /// else that one (cuBLASLt's block scaling on Hopper is 1 x 128 and
   /// 128 x 128).
   int64_t fp8Block = 0;
+  /// The LM head fused with its cross-entropy (LinearCrossEntropy and its
+  /// gradient): moe-fuse-linear-cross-entropy forms it only where this
+  /// holds.
+  bool linearCrossEntropy = false;
 
   constexpr bool hasRecipe(Fp8Recipe recipe) const {
     return (fp8Recipes & recipeBit(recipe)) != 0;
@@ -136,11 +142,13 @@ inline constexpr uint32_t kF32I32BF16 = kF32I32 | dtypeBit(rt::DType::BF16);
 /// and microbatches through the shared runner (engine::PipelineStep); FP8
 /// token dispatch (cpu::packFp8Row's rows); expert exchanges in chunks
 /// pipelined over the compute and communication streams; gradient
-/// reductions always on the communication stream.
+/// reductions always on the communication stream. The fused LM head and
+/// cross-entropy runs on the CPU only; GPU targets keep the pair unfused.
 inline constexpr Capabilities kCapabilities[] = {
     {"cpu", "cpu", 0, kAllRecipes, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/1, /*pipelineStages=*/true, /*microbatches=*/true,
-     /*expertChunks=*/true, /*asyncCollectives=*/true, kF32I32BF16},
+     /*expertChunks=*/true, /*asyncCollectives=*/true, kF32I32BF16,
+     /*fp8Block=*/0, /*linearCrossEntropy=*/true},
     {"a100", "cuda", 80, /*fp8Recipes=*/0, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/16, /*pipelineStages=*/true,
      /*microbatches=*/true, /*expertChunks=*/true,
@@ -194,6 +202,8 @@ constexpr Capabilities commonCapabilities(std::string_view backend) {
     common.dtypes &= r.dtypes;
     if (r.fp8Block != 0)
       common.fp8Block = r.fp8Block;
+    common.linearCrossEntropy =
+        common.linearCrossEntropy && r.linearCrossEntropy;
   }
   return common;
 }
@@ -257,6 +267,7 @@ inline std::string describeCapabilities(const Capabilities &caps) {
   add(kDtypesName, dtypeList(caps));
   add(kFp8BlockName,
       caps.fp8Block == 0 ? std::string("any") : std::to_string(caps.fp8Block));
+  add(kLinearCrossEntropyName, yesNo(caps.linearCrossEntropy));
   return line;
 }
 

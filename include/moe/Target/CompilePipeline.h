@@ -48,6 +48,9 @@ struct CompileOptions {
   std::string precision, gradReduceDtype;
   /// moe-fp8 before autodiff.
   std::optional<Fp8Options> fp8;
+  /// moe-fuse-linear-cross-entropy after the expansion, where the target's
+  /// backend runs the fused op (off: --fuse-lm-head-loss=false).
+  bool fuseLinearCrossEntropy = true;
   /// moe-rematerialize's budget in bytes.
   std::optional<uint64_t> memoryBudget;
   /// moe-save-expert-activations: keep the experts' up projections for the
@@ -96,6 +99,8 @@ struct CompileFlags {
   std::string memoryBudget;
   /// --recompute-experts.
   bool recomputeExperts = false;
+  /// --fuse-lm-head-loss.
+  bool fuseLmHeadLoss = true;
   /// --reduce-bucket, as written ("25MiB", "0"; empty: not given).
   std::string reduceBucket;
   /// --report=sharding,pipeline,memory,cost and --cluster.

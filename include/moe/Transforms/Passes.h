@@ -18,9 +18,10 @@ namespace mlir::moe {
 #define GEN_PASS_REGISTRATION
 #include "moe/Transforms/Passes.h.inc"
 
-/// Adds the default compilation pipeline of moec: expand, autodiff,
-/// optimizer, mixed precision (the module's request, else fp32), (with `sharded`: sharding propagation and partitioning,)
-/// memory planning.
+/// Adds the default compilation pipeline of moec: expand, fuse the LM head
+/// with its loss, autodiff,
+/// optimizer, mixed precision (the module's request, else fp32), (with
+/// `sharded`: sharding propagation and partitioning,) memory planning.
 void buildTrainingPipeline(OpPassManager &pm, bool sharded = false);
 
 /// The two halves of buildTrainingPipeline: up to sharding propagation,
@@ -28,12 +29,16 @@ void buildTrainingPipeline(OpPassManager &pm, bool sharded = false);
 /// in between).
 /// With `fp8`, the frontend marks the GEMMs to run in FP8 (moe-fp8) before
 /// autodiff; `precision` is moe-mixed-precision's request (the flags and the
-/// target), after the optimizer. With `pipeline`, the backend also splits the step into
+/// target), after the optimizer. With `fuseLoss`, the LM head and its
+/// cross-entropy become one op (moe-fuse-linear-cross-entropy) right after
+/// the expansion. With `pipeline`, the backend also splits the step into
 /// pipeline stages and phases (moe-split-pipeline-stages) before planning
 /// its memory.
 void buildTrainingFrontend(OpPassManager &pm, bool sharded = false,
                            const std::optional<Fp8Options> &fp8 = std::nullopt,
-                           const MixedPrecisionOptions &precision = {});
+                           const MixedPrecisionOptions &precision = {},
+                           const std::optional<FuseLinearCrossEntropyOptions>
+                               &fuseLoss = FuseLinearCrossEntropyOptions{});
 /// With `saveExperts`, it keeps the experts' up projections for their
 /// backward (moe-save-expert-activations) before the pipeline cut; with
 /// `remat`, it recomputes activations to fit a memory budget

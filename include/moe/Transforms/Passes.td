@@ -29,6 +29,43 @@ def ExpandTransformer : Pass<"moe-expand-transformer", "ModuleOp"> {
                            "::mlir::moe::MoEDialect"];
 }
 
+def FuseLinearCrossEntropy : Pass<"moe-fuse-linear-cross-entropy",
+                                  "ModuleOp"> {
+  let summary = "fuse the LM head with the cross-entropy it feeds";
+  let description = [{
+    Replaces a `moe.linear` whose only reader is a `moe.cross_entropy` by one
+    `moe.linear_cross_entropy`, which never holds the `[..., V]` logits: it
+    keeps each token's log-sum-exp, and its gradient (derived by
+    moe-autodiff) recomputes the logits block by block. Runs on the forward
+    function, before moe-autodiff and sharding, so every mesh runs the same
+    math. On a target whose backend lacks the fused kernel (its capability
+    record's `linear_cross_entropy`) the pair stays unfused. See
+    lib/Transforms/FuseLinearCrossEntropy.cpp.
+
+    Example:
+
+    ```mlir
+    %logits = moe.linear %h, %w
+        : (tensor<8x64x64xf32>, tensor<256x64xf32>) -> tensor<8x64x256xf32>
+    %ce = moe.cross_entropy %logits, %targets
+        : (tensor<8x64x256xf32>, tensor<8x64xi32>) -> tensor<f32>
+    ```
+    becomes
+    ```mlir
+    %ce, %lse = moe.linear_cross_entropy %h, %w, %targets
+        : (tensor<8x64x64xf32>, tensor<256x64xf32>, tensor<8x64xi32>)
+        -> (tensor<f32>, tensor<8x64xf32>)
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"forward\"",
+           "the loss function">,
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "the target whose backend must run the fused kernel">,
+  ];
+  let dependentDialects = ["::mlir::moe::MoEDialect"];
+}
+
 def Autodiff : Pass<"moe-autodiff", "ModuleOp"> {
   let summary = "derive the backward pass of a loss function";
   let description = [{

@@ -94,6 +94,9 @@ void annotateMemoryPlan(func::FuncOp function, const MemoryPlan &plan);
 struct PipelineRankMemory {
   uint64_t paramBytes = 0, optimizerStateBytes = 0, fp8HistoryBytes = 0;
   uint64_t gradientSumBytes = 0;
+  /// The kernels' scratch on this rank: the largest of its own stages' ops
+  /// (kernelWorkspaceBytes of the rank), outside persistentBytes.
+  uint64_t workspaceBytes = 0;
   int64_t slots = 1;
   /// What the rank holds outside its slots.
   uint64_t persistentBytes() const {
@@ -142,8 +145,13 @@ uint64_t savedActivationBytes(func::FuncOp step);
 
 /// The most scratch memory the runtime's kernels take while running `step`
 /// (outside the arena): what Executor::bytesPerRank counts besides the
-/// planned buffers.
-uint64_t kernelWorkspaceBytes(ModuleOp module, func::FuncOp step);
+/// planned buffers. With `pipelineRank`, of a step split over `ranks`
+/// pipeline ranks: only the ops of that rank's stages (and those of every
+/// rank, untagged or stage -1) count.
+uint64_t
+kernelWorkspaceBytes(ModuleOp module, func::FuncOp step,
+                     std::optional<int64_t> pipelineRank = std::nullopt,
+                     int64_t ranks = 1);
 
 /// Moves the collectives of `step` to where they start earliest (see
 /// moe-schedule-collectives): reductions right after what they reduce,
@@ -154,6 +162,11 @@ unsigned scheduleCollectives(func::FuncOp step);
 /// ops of at most `bucketBytes` of inputs each (see moe-bucket-reductions).
 /// Returns how many buckets it made.
 unsigned bucketReductions(func::FuncOp step, uint64_t bucketBytes);
+
+/// Replaces every moe.linear of `function` read only by a moe.cross_entropy
+/// by one moe.linear_cross_entropy (see moe-fuse-linear-cross-entropy);
+/// returns how many it fused.
+unsigned fuseLinearCrossEntropy(func::FuncOp function);
 
 /// The saved up projections of `experts`: f32 [..., k, 2, F].
 RankedTensorType expertHiddenType(ExpertsOp experts);

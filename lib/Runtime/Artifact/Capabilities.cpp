@@ -150,6 +150,15 @@ absl::Status checkCapabilities(const Program &program,
     return lacks(need->second, need->first, "no");
   if (absl::Status s = checkExperts(program, record, lacks); !s.ok())
     return s;
+  if (!record.linearCrossEntropy)
+    for (size_t i = 0; i < program.instructions.size(); ++i)
+      if (Opcode opcode = program.instructions[i].opcode;
+          opcode == Opcode::LinearCrossEntropy ||
+          opcode == Opcode::LinearCrossEntropyGrad)
+        return lacks(absl::StrCat("the LM head fused with its loss (",
+                                  describeInstruction(program, i), ")"),
+                     caps::kLinearCrossEntropyName, "no");
+
   // Run options the backend would otherwise ignore.
   if (request.expertChunks > 1 && !record.expertChunks)
     return lacks(absl::StrCat("--expert-chunks ", request.expertChunks),

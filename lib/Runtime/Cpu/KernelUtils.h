@@ -1,9 +1,9 @@
 //===- KernelUtils.h - Helpers shared by the CPU kernels --------*- C++ -*-===//
 //
 // Private to lib/Runtime/Cpu: the sgemm wrapper, attention's tile GEMM, the
-// vectorised exp and row reductions, and the top-k selection rule that the
-// router, its backward and the load-balancing loss must all apply
-// identically.
+// vectorised exp and row reductions, cross-entropy's rule for ignored
+// targets, and the top-k selection rule that the router, its backward and the
+// load-balancing loss must all apply identically.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_LIB_RUNTIME_CPU_KERNELUTILS_H
@@ -39,6 +39,14 @@ float rowMax(const float *x, int64_t n);
 /// expShifted, returning the sum of the outputs (in double, over
 /// interleaved partial sums combined in a fixed order).
 double expShiftedSum(const float *in, float *out, int64_t n, float shift);
+
+/// Whether cross-entropy counts a row with this target: targets outside
+/// [0, V) are ignored, negative ones by definition (HF's -100), ids >= V
+/// because there is no logit to read for them. Shared by the plain and the
+/// fused (LM head) cross-entropy, which must ignore the same rows.
+inline bool isCounted(int32_t target, int64_t V) {
+  return target >= 0 && target < V;
+}
 
 /// Writes the ids of the topK largest of p[0, E) into idx in descending order
 /// of p; equal values go to the lower id first. This is the one selection

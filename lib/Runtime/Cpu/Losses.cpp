@@ -13,10 +13,6 @@
 namespace moe::rt::cpu {
 
 namespace {
-/// Targets outside [0, V) are ignored: negative ones by definition (HF's
-/// -100), ids >= V because there is no logit to read for them.
-bool isCounted(int32_t target, int64_t V) { return target >= 0 && target < V; }
-
 /// log sum_v exp(x[v]), max-subtracted; the sum is accumulated in double.
 double logSumExp(const float *x, int64_t V) {
   float m = *std::max_element(x, x + V);
@@ -47,14 +43,14 @@ CrossEntropySums crossEntropySums(const float *logits, const int32_t *targets,
   std::vector<double> terms(T, 0.0);
   detail::forEachShare(T, detail::rowGrain(V), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t)
-      if (isCounted(targets[t], V)) {
+      if (detail::isCounted(targets[t], V)) {
         const float *x = logits + t * V;
         terms[t] = logSumExp(x, V) - static_cast<double>(x[targets[t]]);
       }
   });
   CrossEntropySums sums;
   for (int64_t t = 0; t < T; ++t) {
-    if (!isCounted(targets[t], V))
+    if (!detail::isCounted(targets[t], V))
       continue;
     sums.sum += terms[t];
     ++sums.count;
@@ -74,7 +70,7 @@ float crossEntropyForward(const float *logits, const int32_t *targets,
 int64_t crossEntropyCount(const int32_t *targets, int64_t T, int64_t V) {
   int64_t n = 0;
   for (int64_t t = 0; t < T; ++t)
-    n += isCounted(targets[t], V);
+    n += detail::isCounted(targets[t], V);
   return n;
 }
 
@@ -94,7 +90,7 @@ void crossEntropyBackward(float dloss, const float *logits,
   detail::forEachShare(T, detail::rowGrain(V), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       float *g = dlogits + t * V;
-      if (!isCounted(targets[t], V)) {
+      if (!detail::isCounted(targets[t], V)) {
         std::fill(g, g + V, 0.0f);
         continue;
       }

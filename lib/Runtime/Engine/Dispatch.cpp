@@ -277,50 +277,53 @@ public:
     cpu::add(f32(op.a()), f32(op.b()), f32(op.y()), in(op.a()).numElements());
     return absl::OkStatus();
   }
+  // A loss's tokens may be split over a group: its mean is formed from the
+  // sums and counts of every rank, its gradient divides by the total count.
   absl::Status run(const ops::CrossEntropyView &op) {
     const Buffer &logits = in(op.logits());
     int64_t vocab = last(logits);
     if (absl::Status status = checkTargets(context, index, op.targets(), vocab);
         !status.ok())
       return status;
-    comm::Group *group = tokenGroup(context, op.group());
-    if (!group) {
-      *f32(op.loss()) = cpu::crossEntropyForward(
-          f32(op.logits()), i32(op.targets()), rows(logits), vocab);
-      return absl::OkStatus();
-    }
-    // The mean over every rank's tokens: sums and counts add up first.
-    cpu::CrossEntropySums sums = cpu::crossEntropySums(
-        f32(op.logits()), i32(op.targets()), rows(logits), vocab);
-    if (absl::Status status =
-            comm::sumOverGroup(*group, absl::MakeSpan(&sums.sum, 1),
-                               absl::MakeSpan(&sums.count, 1));
-        !status.ok())
-      return inInstruction(context, index, status);
-    *f32(op.loss()) = cpu::crossEntropyMean(sums);
-    return absl::OkStatus();
+    return storeMeanLoss(cpu::crossEntropySums(f32(op.logits()),
+                                               i32(op.targets()), rows(logits),
+                                               vocab),
+                         op.group(), op.loss());
   }
   absl::Status run(const ops::CrossEntropyGradView &op) {
     const Buffer &logits = in(op.logits());
     int64_t vocab = last(logits);
+    absl::StatusOr<int64_t> count =
+        countedTargets(op.targets(), rows(logits), vocab, op.group());
+    if (!count.ok())
+      return count.status();
+    cpu::crossEntropyBackward(buffers.scalar(op.dloss()), f32(op.logits()),
+                              i32(op.targets()), f32(op.dlogits()),
+                              rows(logits), vocab, *count);
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::LinearCrossEntropyView &op) {
+    const Buffer &x = in(op.x());
+    int64_t vocab = in(op.w()).shape[0];
     if (absl::Status status = checkTargets(context, index, op.targets(), vocab);
         !status.ok())
       return status;
-    float dloss = buffers.scalar(op.dloss());
-    comm::Group *group = tokenGroup(context, op.group());
-    if (!group) {
-      cpu::crossEntropyBackward(dloss, f32(op.logits()), i32(op.targets()),
-                                f32(op.dlogits()), rows(logits), vocab);
-      return absl::OkStatus();
-    }
-    int64_t count =
-        cpu::crossEntropyCount(i32(op.targets()), rows(logits), vocab);
-    if (absl::Status status =
-            comm::sumOverGroup(*group, {}, absl::MakeSpan(&count, 1));
-        !status.ok())
-      return inInstruction(context, index, status);
-    cpu::crossEntropyBackward(dloss, f32(op.logits()), i32(op.targets()),
-                              f32(op.dlogits()), rows(logits), vocab, count);
+    return storeMeanLoss(
+        cpu::linearCrossEntropySums(f32(op.x()), f32(op.w()), i32(op.targets()),
+                                    f32(op.lse()), rows(x), last(x), vocab),
+        op.group(), op.loss());
+  }
+  absl::Status run(const ops::LinearCrossEntropyGradView &op) {
+    const Buffer &x = in(op.x());
+    int64_t vocab = in(op.w()).shape[0];
+    absl::StatusOr<int64_t> count =
+        countedTargets(op.targets(), rows(x), vocab, op.group());
+    if (!count.ok())
+      return count.status();
+    cpu::linearCrossEntropyBackward(buffers.scalar(op.dloss()), f32(op.x()),
+                                    f32(op.w()), i32(op.targets()),
+                                    f32(op.lse()), f32(op.dx()), f32(op.dw()),
+                                    rows(x), last(x), vocab, *count);
     return absl::OkStatus();
   }
   absl::Status run(const ops::AuxLossView &op) {
@@ -445,6 +448,36 @@ private:
     else
       cpu::auxLossBackward(buffers.scalar(*dloss), stats, f32(out), T);
     return absl::OkStatus();
+  }
+
+  /// Stores the mean cross-entropy of this rank's `sums`, combined with the
+  /// other ranks' over the tokens' group first.
+  absl::Status storeMeanLoss(cpu::CrossEntropySums sums,
+                             std::optional<int64_t> group, uint32_t loss) {
+    if (comm::Group *tokens = tokenGroup(context, group))
+      if (absl::Status status =
+              comm::sumOverGroup(*tokens, absl::MakeSpan(&sums.sum, 1),
+                                 absl::MakeSpan(&sums.count, 1));
+          !status.ok())
+        return inInstruction(context, index, status);
+    *f32(loss) = cpu::crossEntropyMean(sums);
+    return absl::OkStatus();
+  }
+  /// The targets in [0, vocab) over the tokens' group; an error for a
+  /// target past the vocabulary.
+  absl::StatusOr<int64_t> countedTargets(uint32_t targets, int64_t rowCount,
+                                         int64_t vocab,
+                                         std::optional<int64_t> group) {
+    if (absl::Status status = checkTargets(context, index, targets, vocab);
+        !status.ok())
+      return status;
+    int64_t count = cpu::crossEntropyCount(i32(targets), rowCount, vocab);
+    if (comm::Group *tokens = tokenGroup(context, group))
+      if (absl::Status status =
+              comm::sumOverGroup(*tokens, {}, absl::MakeSpan(&count, 1));
+          !status.ok())
+        return inInstruction(context, index, status);
+    return count;
   }
 
   const StepContext &context;

@@ -89,15 +89,17 @@ Executor::~Executor() = default;
 uint64_t Executor::bytesPerRank(const Program &program) {
   // Kernel scratch: strided collectives' packing, and the experts' gathered
   // rows or attention's blocks, one instruction at a time.
-  uint64_t scratch = engine::packElements(program) * sizeof(float) +
-                     engine::kernelWorkspaceBytes(program);
+  uint64_t pack = engine::packElements(program) * sizeof(float);
   if (program.pipeline.enabled()) {
+    // Each rank runs the kernels of its own stages only.
     uint64_t most = 0;
     for (int32_t rank = 0; rank < program.pipeline.stages; ++rank)
-      most = std::max(most, engine::pipelineRankBytes(program, rank));
-    return most + scratch;
+      most = std::max(most, engine::pipelineRankBytes(program, rank) +
+                                engine::kernelWorkspaceBytes(program, rank));
+    return most + pack;
   }
-  uint64_t bytes = program.arenaBytes + scratch;
+  uint64_t bytes =
+      program.arenaBytes + pack + engine::kernelWorkspaceBytes(program);
   for (const Buffer &buffer : program.buffers)
     if (buffer.kind != BufferKind::Temporary)
       bytes += buffer.sizeInBytes();

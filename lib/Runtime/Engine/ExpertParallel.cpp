@@ -472,9 +472,17 @@ bool isExpertParallel(const Instruction &instruction) {
   return recipe && recipe->group;
 }
 
-uint64_t kernelWorkspaceBytes(const Program &program) {
+uint64_t kernelWorkspaceBytes(const Program &program,
+                              std::optional<int32_t> pipelineRank) {
   uint64_t most = 0;
-  for (const Instruction &inst : program.instructions) {
+  const Pipeline &pipeline = program.pipeline;
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &inst = program.instructions[i];
+    if (pipelineRank && pipeline.enabled()) {
+      int32_t stage = pipeline.instructionStage[i];
+      if (stage >= 0 && stage % pipeline.stages != *pipelineRank)
+        continue;
+    }
     if (inst.opcode == Opcode::Attention ||
         inst.opcode == Opcode::AttentionGrad) {
       // q is [B, S, heads * headDim].
@@ -488,6 +496,24 @@ uint64_t kernelWorkspaceBytes(const Program &program) {
       most = std::max(most, cpu::attentionWorkspaceBytes(
                                 shape[2] / std::max<int64_t>(1, heads),
                                 !forward, cpu::numThreads()));
+      continue;
+    }
+    if (inst.opcode == Opcode::LinearCrossEntropy ||
+        inst.opcode == Opcode::LinearCrossEntropyGrad) {
+      // The logits block of the fused LM head: x [..., H], w [V, H].
+      bool forward = inst.opcode == Opcode::LinearCrossEntropy;
+      const Buffer &x =
+          program.buffers
+              [inst.operands[forward
+                                 ? ops::LinearCrossEntropyView::kXOperand
+                                 : ops::LinearCrossEntropyGradView::kXOperand]];
+      const Buffer &w =
+          program.buffers
+              [inst.operands[forward
+                                 ? ops::LinearCrossEntropyView::kWOperand
+                                 : ops::LinearCrossEntropyGradView::kWOperand]];
+      most = std::max(most, cpu::linearCrossEntropyWorkspaceBytes(
+                                x.numElements() / x.shape.back(), w.shape[0]));
       continue;
     }
     std::optional<ops::ExpertsRecipe> recipe = ops::expertsRecipeOf(inst);

@@ -29,10 +29,14 @@ namespace moe::rt::engine {
 bool isExpertParallel(const Instruction &instruction);
 
 /// The most scratch memory one of the program's Experts, ExpertsGrad,
-/// Attention or AttentionGrad instructions allocates (cpu::
+/// Attention, AttentionGrad or fused LM head instructions allocates (cpu::
 /// expertsWorkspaceBytes, attentionWorkspaceBytes) on the kernels' threads
 /// (cpu::numThreads): they run one at a time.
-uint64_t kernelWorkspaceBytes(const Program &program);
+/// With `pipelineRank`, only the instructions of that rank's stages (and
+/// those every rank runs, stage -1) count.
+uint64_t
+kernelWorkspaceBytes(const Program &program,
+                     std::optional<int32_t> pipelineRank = std::nullopt);
 
 /// The FP8 recipe of an (verified) Experts or ExpertsGrad instruction's
 /// GEMMs, from its float attributes; none when it has none. With the

@@ -87,8 +87,11 @@ LossPartsProbe::LossPartsProbe(StepState source) : state(std::move(source)) {
     if (inst.opcode != Opcode::WeightedSum)
       return;
     for (size_t o = 0; o < inst.operands.size(); ++o) {
-      Opcode expected = o == 0 ? Opcode::CrossEntropy : Opcode::AuxLoss;
-      if (producerOf(program, inst.operands[o], i) != expected)
+      std::optional<Opcode> producer = producerOf(program, inst.operands[o], i);
+      bool expected = o == 0 ? producer == Opcode::CrossEntropy ||
+                                   producer == Opcode::LinearCrossEntropy
+                             : producer == Opcode::AuxLoss;
+      if (!expected)
         return;
     }
     lossInstruction = i;

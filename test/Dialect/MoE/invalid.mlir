@@ -670,6 +670,62 @@ func.func @cross_entropy_grad_result(%d: tensor<f32>, %l: tensor<2x4x16xf32>, %t
 
 // -----
 
+func.func @linear_cross_entropy_hidden(%h: tensor<2x4x8xf32>, %w: tensor<16x6xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{expected the input's last dimension (8) to match the weight's hidden size (6)}}
+  %ce, %lse = moe.linear_cross_entropy %h, %w, %t : (tensor<2x4x8xf32>, tensor<16x6xf32>, tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_targets(%h: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %t: tensor<2x3xi32>) {
+  // expected-error @+1 {{expected targets of shape [2, 4], got [2, 3]}}
+  %ce, %lse = moe.linear_cross_entropy %h, %w, %t : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x3xi32>) -> (tensor<f32>, tensor<2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_lse(%h: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{expected lse of shape [2, 4], got [2, 4, 16]}}
+  %ce, %lse = moe.linear_cross_entropy %h, %w, %t : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_bf16_lse(%h: tensor<2x4x8xbf16>, %w: tensor<16x8xbf16>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{result #1 must be statically shaped tensor of 32-bit float values}}
+  %ce, %lse = moe.linear_cross_entropy %h, %w, %t : (tensor<2x4x8xbf16>, tensor<16x8xbf16>, tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4xbf16>)
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_grad_input(%d: tensor<f32>, %h: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %t: tensor<2x4xi32>, %lse: tensor<2x4xf32>) {
+  // expected-error @+1 {{expected input_grad to have the input's type}}
+  %dh, %dw = moe.linear_cross_entropy_grad %d, %h, %w, %t, %lse : (tensor<f32>, tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi32>, tensor<2x4xf32>) -> (tensor<2x4x6xf32>, tensor<16x8xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_grad_weight(%d: tensor<f32>, %h: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %t: tensor<2x4xi32>, %lse: tensor<2x4xf32>) {
+  // expected-error @+1 {{expected weight_grad to have the weight's shape}}
+  %dh, %dw = moe.linear_cross_entropy_grad %d, %h, %w, %t, %lse : (tensor<f32>, tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi32>, tensor<2x4xf32>) -> (tensor<2x4x8xf32>, tensor<8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_grad_lse(%d: tensor<f32>, %h: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %t: tensor<2x4xi32>, %lse: tensor<4x2xf32>) {
+  // expected-error @+1 {{expected lse of shape [2, 4], got [4, 2]}}
+  %dh, %dw = moe.linear_cross_entropy_grad %d, %h, %w, %t, %lse : (tensor<f32>, tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi32>, tensor<4x2xf32>) -> (tensor<2x4x8xf32>, tensor<16x8xf32>)
+  return
+}
+
+// -----
+
 func.func @aux_loss_top_k(%p: tensor<8x4xf32>) {
   // expected-error @+1 {{expected 1 <= top_k <= 4 (experts), got 6}}
   %a = moe.aux_loss %p {top_k = 6} : (tensor<8x4xf32>) -> tensor<f32>
@@ -1240,6 +1296,14 @@ func.func @expert_axes_twice(%dy: tensor<8x16xf32>, %x: tensor<8x16xf32>, %w: te
 func.func @token_axes_unknown(%l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
   // expected-error @+1 {{'moe.cross_entropy' op token_axes: unknown axis 'cp'}}
   %ce = moe.cross_entropy %l, %t {token_axes = ["dp", "cp"]} : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %ce : tensor<f32>
+}
+
+// -----
+
+func.func @token_axes_unknown_fused(%h: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+  // expected-error @+1 {{'moe.linear_cross_entropy' op token_axes: unknown axis 'cp'}}
+  %ce, %lse = moe.linear_cross_entropy %h, %w, %t {token_axes = ["cp"]} : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4xf32>)
   return %ce : tensor<f32>
 }
 

@@ -69,6 +69,8 @@ func.func @model_ops(%tokens: tensor<2x4xi32>, %table: tensor<16x8xf32>,
   %vocab = moe.linear %s, %table : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
   // CHECK: moe.cross_entropy
   %ce = moe.cross_entropy %vocab, %tokens : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  // CHECK: moe.linear_cross_entropy {{.*}} -> (tensor<f32>, tensor<2x4xf32>)
+  %fce, %headLse = moe.linear_cross_entropy %s, %table, %tokens : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4xf32>)
   // CHECK: moe.aux_loss {{.*}} {top_k = 2 : i64}
   %aux = moe.aux_loss %probs {top_k = 2} : (tensor<2x4x4xf32>) -> tensor<f32>
   // CHECK: moe.weighted_sum {{.*}} {coefficients = array<f32: 1.000000e+00, 0.00999999977>}
@@ -114,6 +116,9 @@ func.func @grad_ops(%dy: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>,
   %dg, %du = moe.swiglu_grad %dy, %x, %x : tensor<2x4x8xf32>
   // CHECK: moe.cross_entropy_grad
   %dlogits = moe.cross_entropy_grad %one, %logits, %tokens : (tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<2x4x16xf32>
+  // CHECK: moe.linear_cross_entropy_grad {{.*}} {token_axes = ["dp"]}
+  %tokenLse = moe.constant 0.0 : tensor<2x4xf32>
+  %dh, %dtable = moe.linear_cross_entropy_grad %one, %x, %w, %tokens, %tokenLse {token_axes = ["dp"]} : (tensor<f32>, tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<2x4xi32>, tensor<2x4xf32>) -> (tensor<2x4x8xf32>, tensor<8x8xf32>)
   // CHECK: moe.aux_loss_grad
   %dp = moe.aux_loss_grad %one, %probs {top_k = 2} : (tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   // CHECK: moe.global_norm

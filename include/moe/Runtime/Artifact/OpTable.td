@@ -317,3 +317,20 @@ def ReduceBucket : Op<36, "3.3"> {
   let attributes = (attrs GroupAttr:$group, BoolAttr:$scatter);
   let rules = ["checkReduceBucket"];
 }
+
+// The LM head fused with its loss (3.4): CrossEntropy of Linear(x, w)
+// without the [..., V] logits. The forward keeps each token's log-sum-exp
+// of its logits (lse, fp32); the gradient recomputes the logits block by
+// block from it. `group` as CrossEntropy's.
+def LinearCrossEntropy : Op<37, "3.4"> {
+  let operands = (ins Float<"[..., H]">:$x, Float<"[V, H]">:$w,
+                      Ids<"[...]">:$targets);
+  let results = (outs Scalar:$loss, Tensor<"[...]">:$lse);
+  let attributes = (attrs OptionalAttr<"group", GroupAttr>:$group);
+}
+def LinearCrossEntropyGrad : Op<38, "3.4"> {
+  let operands = (ins Scalar:$dloss, Float<"[..., H]">:$x, Float<"[V, H]">:$w,
+                      Ids<"[...]">:$targets, Tensor<"[...]">:$lse);
+  let results = (outs Float<"[..., H]">:$dx, Float<"[V, H]">:$dw);
+  let attributes = (attrs OptionalAttr<"group", GroupAttr>:$group);
+}

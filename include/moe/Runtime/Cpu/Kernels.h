@@ -13,6 +13,7 @@
 
 #include "moe/Runtime/Cpu/Fp8.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -322,6 +323,63 @@ int64_t crossEntropyCount(const int32_t *targets, int64_t T, int64_t V);
 void crossEntropyBackward(float dloss, const float *logits,
                           const int32_t *targets, float *dlogits, int64_t T,
                           int64_t V, int64_t count);
+
+// The LM head fused with the mean cross-entropy (moe.linear_cross_entropy,
+// LinearCrossEntropy.cpp): logits = x w^T computed one block of vocabulary at
+// a time, so that the [T, V] logits and their gradient never exist whole.
+// Rows are ignored as in crossEntropySums (targets outside [0, V)).
+
+/// The scratch that bounds a block of logits: 8 MiB.
+inline constexpr uint64_t kLinearCrossEntropyBlockBytes = uint64_t{8} << 20;
+/// The vocabulary block the fused LM head + cross-entropy computes at once
+/// for T rows: all of V when T * V floats fit kLinearCrossEntropyBlockBytes
+/// (8 MiB), else the most columns that fit, a multiple of 64, at least 64
+/// (and at most V). Inline: the compiler's memory plan uses it too.
+inline int64_t linearCrossEntropyBlock(int64_t T, int64_t V) {
+  constexpr uint64_t budget = kLinearCrossEntropyBlockBytes / sizeof(float);
+  // Whole register tiles of the GEMM kernels (Linear.cpp cuts on multiples
+  // of 16), and never narrower, so a huge T cannot make the GEMMs too thin
+  // to run at speed.
+  constexpr int64_t align = 64;
+  if (T <= 0 || static_cast<uint64_t>(T) * static_cast<uint64_t>(V) <= budget)
+    return V;
+  int64_t columns =
+      static_cast<int64_t>(budget / static_cast<uint64_t>(T)) / align * align;
+  return std::min(V, std::max(align, columns));
+}
+/// Its scratch: T * linearCrossEntropyBlock(T, V) floats, in bytes.
+inline uint64_t linearCrossEntropyWorkspaceBytes(int64_t T, int64_t V) {
+  return static_cast<uint64_t>(T) *
+         static_cast<uint64_t>(linearCrossEntropyBlock(T, V)) * sizeof(float);
+}
+
+/// Forward of moe.linear_cross_entropy: logits = x w^T ([T, H] by [V, H]),
+/// block of vocabulary by block, with an online log-sum-exp per row (running
+/// float max and double sum, as crossEntropySums' log-sum-exp: with one block
+/// it is that value exactly). Writes lse[t] (as float) for every row, counted
+/// or not, and returns the double sum over counted rows of
+/// lse - logits[t, target] and their count (with a single block: bitwise
+/// crossEntropySums of the unfused logits from
+/// detail::gemm(false, true, T, V, H, 1, x, H, w, H, 0, logits, V)).
+/// `vocabBlock` 0 means linearCrossEntropyBlock(T, V); tests pass a small one.
+CrossEntropySums linearCrossEntropySums(const float *x, const float *w,
+                                        const int32_t *targets, float *lse,
+                                        int64_t T, int64_t H, int64_t V,
+                                        int64_t vocabBlock = 0);
+/// Backward: recomputes each logits block, g = dloss / count *
+/// (exp(logit - lse) - onehot(target)) on counted rows (0 on others), and
+/// writes dw[v0:v1] = g^T x for the block (each row of dw once, no
+/// accumulation) and dx = sum over blocks of g w[v0:v1] (the first block
+/// overwrites dx, later ones add, in block order). With one block g is
+/// crossEntropyBackward's dlogits but for lse, which arrives rounded to
+/// float where crossEntropyBackward recomputes it in double: each element's
+/// probability differs by a relative |lse| * 2^-24 at most (one rounding).
+/// count 0 gives zero dx and dw.
+void linearCrossEntropyBackward(float dloss, const float *x, const float *w,
+                                const int32_t *targets, const float *lse,
+                                float *dx, float *dw, int64_t T, int64_t H,
+                                int64_t V, int64_t count,
+                                int64_t vocabBlock = 0);
 
 /// Switch/HF load-balancing loss of one layer from its router probabilities;
 /// the top-k selection is recomputed from probs (before any capacity drop).

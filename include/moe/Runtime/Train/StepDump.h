@@ -53,8 +53,8 @@ struct LossParts {
 /// loss) while a step runs, from the operands of the instruction that
 /// writes the loss. This assumes the layout moec writes, loss =
 /// WeightedSum(ce, aux_0, ..., aux_n); the parts stay unknown unless the
-/// loss is such a WeightedSum whose operand 0 comes from a CrossEntropy and
-/// every other operand from an AuxLoss.
+/// loss is such a WeightedSum whose operand 0 comes from a CrossEntropy (or
+/// the fused LinearCrossEntropy) and every other operand from an AuxLoss.
 class LossPartsProbe {
 public:
   explicit LossPartsProbe(StepState state);

@@ -931,6 +931,43 @@ LogicalResult CrossEntropyGradOp::verify() {
   return verifyCrossEntropyShapes(*this, getLogits(), getTargets());
 }
 
+/// input [..., H], weight [V, H], targets and lse [...].
+static LogicalResult verifyLinearCrossEntropyShapes(Operation *op, Value input,
+                                                    Value weight, Value targets,
+                                                    Value lse) {
+  if (failed(expectMinRank(op, "input", input, 2)) ||
+      failed(expectRank(op, "weight", weight, 2)))
+    return failure();
+  ArrayRef<int64_t> w = shapeOf(weight);
+  if (shapeOf(input).back() != w[1])
+    return op->emitOpError()
+           << "expected the input's last dimension (" << shapeOf(input).back()
+           << ") to match the weight's hidden size (" << w[1] << ")";
+  ArrayRef<int64_t> tokens = shapeOf(input).drop_back();
+  if (failed(expectShape(op, "targets", targets, tokens)))
+    return failure();
+  return expectShape(op, "lse", lse, tokens);
+}
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  if (failed(verifyAxisNames(*this, "token_axes", getTokenAxes())))
+    return failure();
+  return verifyLinearCrossEntropyShapes(*this, getInput(), getWeight(),
+                                        getTargets(), getLse());
+}
+
+LogicalResult LinearCrossEntropyGradOp::verify() {
+  if (failed(verifyAxisNames(*this, "token_axes", getTokenAxes())))
+    return failure();
+  if (getInputGrad().getType() != getInput().getType())
+    return emitOpError() << "expected input_grad to have the input's type";
+  // An fp32 gradient of a BF16 working copy: only the shapes must agree.
+  if (shapeOf(getWeightGrad()) != shapeOf(getWeight()))
+    return emitOpError() << "expected weight_grad to have the weight's shape";
+  return verifyLinearCrossEntropyShapes(*this, getInput(), getWeight(),
+                                        getTargets(), getLse());
+}
+
 static LogicalResult verifyAuxLossShapes(Operation *op, Value probs,
                                          int64_t topK) {
   if (failed(expectMinRank(op, "probs", probs, 2)))

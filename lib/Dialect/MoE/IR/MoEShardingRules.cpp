@@ -92,6 +92,16 @@ FailureOr<ShardingRule> CrossEntropyOp::getShardingRule() {
 FailureOr<ShardingRule> CrossEntropyGradOp::getShardingRule() {
   return ShardingRule::fromSpec(*this, ",*v,*->*v", "v", {}, false);
 }
+// The fused LM head needs each token's whole logits row, so neither the
+// vocabulary nor the hidden features it contracts may be split; the
+// tokens may. Its weight gradient sums over the tokens: split tokens leave
+// partial sums, as moe.linear_grad_weight's do.
+FailureOr<ShardingRule> LinearCrossEntropyOp::getShardingRule() {
+  return ShardingRule::fromSpec(*this, "*h,vh,*->,*", "vh", {}, false);
+}
+FailureOr<ShardingRule> LinearCrossEntropyGradOp::getShardingRule() {
+  return ShardingRule::fromSpec(*this, ",*h,vh,*,*->*h,vh", "vh", {}, true);
+}
 FailureOr<ShardingRule> AuxLossOp::getShardingRule() {
   return ShardingRule::fromSpec(*this, "*e->", "e", {}, false);
 }

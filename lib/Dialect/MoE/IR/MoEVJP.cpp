@@ -110,6 +110,17 @@ SmallVector<Value> CrossEntropyOp::buildVJP(OpBuilder &builder,
   return {dlogits, Value()};
 }
 
+SmallVector<Value> LinearCrossEntropyOp::buildVJP(OpBuilder &builder,
+                                                  ValueRange resultGrads) {
+  // The log-sum-exp only feeds the gradient op, like attention's.
+  if (!resultGrads[0])
+    return {Value(), Value(), Value()};
+  auto grad = builder.create<LinearCrossEntropyGradOp>(
+      getLoc(), getInput().getType(), getWeight().getType(), resultGrads[0],
+      getInput(), getWeight(), getTargets(), getLse(), getTokenAxesAttr());
+  return {grad.getInputGrad(), grad.getWeightGrad(), Value()};
+}
+
 SmallVector<Value> AuxLossOp::buildVJP(OpBuilder &builder,
                                        ValueRange resultGrads) {
   Value dprobs = builder.create<AuxLossGradOp>(

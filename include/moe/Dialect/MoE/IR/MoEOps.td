@@ -573,6 +573,38 @@ def MoE_CrossEntropyOp : MoE_Op<"cross_entropy", [
   let hasVerifier = 1;
 }
 
+def MoE_LinearCrossEntropyOp : MoE_Op<"linear_cross_entropy", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "the LM head fused with the mean cross-entropy";
+  let description = [{
+    `moe.cross_entropy(moe.linear(input, weight), targets)` without the
+    `[..., V]` logits: the kernel computes them block of vocabulary by block
+    and keeps only each token's log-sum-exp (`lse`), which the backward
+    reads to recompute the blocks instead of storing the logits and their
+    gradient. `moe-fuse-linear-cross-entropy` forms it. `token_axes` as in
+    `moe.cross_entropy`.
+
+    Constraints: `weight` is `[V, H]`, the input is `[..., H]` (rank >= 2),
+    `targets` is i32 with the input's leading dimensions, the loss is a 0-d
+    f32 tensor and `lse` is f32 with the input's leading dimensions.
+
+    Example:
+
+    ```mlir
+    %loss, %lse = moe.linear_cross_entropy %h, %w, %targets
+        : (tensor<8x64x64xf32>, tensor<256x64xf32>, tensor<8x64xi32>)
+        -> (tensor<f32>, tensor<8x64xf32>)
+    ```
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight,
+                       MoE_I32Tensor:$targets,
+                       OptionalAttr<StrArrayAttr>:$token_axes);
+  let results = (outs MoE_F32Scalar:$loss, MoE_F32Tensor:$lse);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def MoE_AuxLossOp : MoE_Op<"aux_loss", [
     DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
@@ -1057,6 +1089,39 @@ def MoE_CrossEntropyGradOp : MoE_Op<"cross_entropy_grad", [
                        MoE_I32Tensor:$targets,
                        OptionalAttr<StrArrayAttr>:$token_axes);
   let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_LinearCrossEntropyGradOp : MoE_Op<"linear_cross_entropy_grad", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
+  let summary = "gradients of the input and weight of the fused LM head loss";
+  let description = [{
+    What `moe.cross_entropy_grad`, `moe.linear_grad_input` and
+    `moe.linear_grad_weight` compute for the unfused LM head, from the
+    forward's `lse`: each block of logits is recomputed, turned into its
+    gradient and consumed by the two products before the next block.
+
+    Constraints: `grad` is a 0-d f32 tensor; `input`, `weight`, `targets`
+    and `lse` as in `moe.linear_cross_entropy`; `input_grad` has the
+    input's type and `weight_grad` the weight's shape (fp32 for a BF16
+    working copy).
+
+    Example:
+
+    ```mlir
+    %dh, %dw = moe.linear_cross_entropy_grad %dl, %h, %w, %targets, %lse
+        : (tensor<f32>, tensor<8x64x64xf32>, tensor<256x64xf32>,
+           tensor<8x64xi32>, tensor<8x64xf32>)
+        -> (tensor<8x64x64xf32>, tensor<256x64xf32>)
+    ```
+  }];
+  let arguments = (ins MoE_F32Scalar:$grad, MoE_FloatTensor:$input,
+                       MoE_FloatTensor:$weight, MoE_I32Tensor:$targets,
+                       MoE_F32Tensor:$lse,
+                       OptionalAttr<StrArrayAttr>:$token_axes);
+  let results = (outs MoE_FloatTensor:$input_grad,
+                      MoE_FloatTensor:$weight_grad);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }

@@ -274,9 +274,14 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
           .Case([&](RMSNormGradOp o) {
             return set(ops::buildRmsNormGrad(f(o.getEpsilonAttr())));
           })
-          .Case([&](LinearOp) { return set(ops::buildLinear()); })
-          .Case([&](LinearGradInputOp) {
-            return set(ops::buildLinearGradInput());
+          // The forms with an epilogue addend are opcodes of 3.4.
+          .Case([&](LinearOp o) {
+            return set(o.getAddend() ? ops::buildLinearAccumulate()
+                                     : ops::buildLinear());
+          })
+          .Case([&](LinearGradInputOp o) {
+            return set(o.getAddend() ? ops::buildLinearGradInputAccumulate()
+                                     : ops::buildLinearGradInput());
           })
           .Case([&](LinearGradWeightOp) {
             return set(ops::buildLinearGradWeight());

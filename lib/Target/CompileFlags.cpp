@@ -91,6 +91,8 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
       ignored.push_back("--recompute-experts");
     if (!flags.fuseLmHeadLoss)
       ignored.push_back("--fuse-lm-head-loss=false");
+    if (!flags.fuseGemmEpilogues)
+      ignored.push_back("--fuse-gemm-epilogues=false");
     if (!flags.reduceBucket.empty())
       ignored.push_back("--reduce-bucket");
     if (!ignored.empty())
@@ -99,7 +101,8 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
                   "--pass-pipeline replaces: give those passes' options in "
                   "the pipeline instead (moe-fp8, moe-mixed-precision, "
                   "moe-rematerialize, moe-save-expert-activations, "
-                  "moe-bucket-reductions, moe-fuse-linear-cross-entropy)");
+                  "moe-bucket-reductions, moe-fuse-linear-cross-entropy, "
+                  "moe-fuse-gemm-epilogues)");
   }
 
   if (!flags.customSteps) {
@@ -169,6 +172,7 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
   }
   options.saveExpertActivations = !flags.recomputeExperts;
   options.fuseLinearCrossEntropy = flags.fuseLmHeadLoss;
+  options.fuseGemmEpilogues = flags.fuseGemmEpilogues;
   if (!flags.reduceBucket.empty()) {
     FailureOr<uint64_t> bytes = sizeOf("reduce-bucket", flags.reduceBucket,
                                        "25MiB, 4096 or 0 (no buckets)");
@@ -243,6 +247,10 @@ struct CompilePipelineOptions
       *this, "recompute-experts",
       desc("recompute the experts' up projections in the backward"),
       init(false)};
+  Opt<bool> fuseGemmEpilogues{
+      *this, "fuse-gemm-epilogues",
+      desc("fold adds into the GEMMs that feed them where the target runs it"),
+      init(true)};
   Opt<bool> fuseLmHeadLoss{
       *this, "fuse-lm-head-loss",
       desc("fuse the LM head with its cross-entropy where the target runs it"),
@@ -293,6 +301,7 @@ readPipelineOptions(const CompilePipelineOptions &options, CompileFlags &flags,
   flags.memoryBudget = options.memoryBudget;
   flags.recomputeExperts = options.recomputeExperts;
   flags.fuseLmHeadLoss = options.fuseLmHeadLoss;
+  flags.fuseGemmEpilogues = options.fuseGemmEpilogues;
   flags.reduceBucket = options.reduceBucket;
   for (const std::string &report : options.report) {
     bool *wanted = llvm::StringSwitch<bool *>(report)

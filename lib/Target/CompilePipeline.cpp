@@ -79,8 +79,14 @@ LogicalResult mlir::moe::buildCompilePipeline(
     BucketReductionsOptions buckets;
     buckets.function = options.function;
     buckets.bucketBytes = options.reduceBucketBytes;
+    std::optional<FuseGemmEpiloguesOptions> epilogues;
+    if (options.fuseGemmEpilogues) {
+      epilogues.emplace();
+      epilogues->function = options.function;
+      epilogues->target = options.target;
+    }
     buildTrainingBackend(pm, options.sharded, split, remat, saveExperts,
-                         schedule, buckets);
+                         schedule, buckets, epilogues);
   }
   if (options.reportSharding)
     pm.addPass(report(options, "collectives"));

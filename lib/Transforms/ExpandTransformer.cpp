@@ -48,7 +48,7 @@ public:
     auto xType = cast<RankedTensorType>(x.getType());
     SmallVector<int64_t> shape(xType.getShape());
     shape.back() = cast<RankedTensorType>(w.getType()).getDimSize(0);
-    return body.create<LinearOp>(loc, xType.clone(shape), x, w);
+    return body.create<LinearOp>(loc, xType.clone(shape), x, w, Value());
   }
 
   Value rmsNorm(Value x, const Twine &weightName, Location loc) {

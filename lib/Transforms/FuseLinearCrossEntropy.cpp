@@ -56,20 +56,15 @@ struct FuseLinearCrossEntropyPass
           FuseLinearCrossEntropyPass> {
   using FuseLinearCrossEntropyBase::FuseLinearCrossEntropyBase;
   void runOnOperation() override {
-    const Target *record = lookupTarget(target);
-    if (!record) {
-      getOperation().emitError() << "unknown target '" << target
-                                 << "': expected " << knownTargetList();
-      return signalPassFailure();
-    }
-    // A backend without the fused kernel runs the unfused pair.
-    if (!record->capabilities.linearCrossEntropy)
-      return;
-    FailureOr<func::FuncOp> forward =
-        lookupFunction(getOperation(), function, "to fuse the LM head in");
+    // A backend without the fused form runs the ops apart: null.
+    FailureOr<func::FuncOp> forward = lookupFusionFunction(
+        getOperation(), function, target,
+        [](const Target &t) { return t.capabilities.linearCrossEntropy; },
+        "to fuse the LM head in");
     if (failed(forward))
       return signalPassFailure();
-    fuseLinearCrossEntropy(*forward);
+    if (*forward)
+      fuseLinearCrossEntropy(*forward);
   }
 };
 } // namespace

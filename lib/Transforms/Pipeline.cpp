@@ -29,7 +29,8 @@ void mlir::moe::buildTrainingBackend(
     const std::optional<RematerializeOptions> &remat,
     const std::optional<SaveExpertActivationsOptions> &saveExperts,
     const ScheduleCollectivesOptions &schedule,
-    const BucketReductionsOptions &buckets) {
+    const BucketReductionsOptions &buckets,
+    const std::optional<FuseGemmEpiloguesOptions> &epilogues) {
   if (sharded)
     pm.addPass(createPartition());
   // A pipelined step reduces its gradients after every microbatch.
@@ -46,6 +47,11 @@ void mlir::moe::buildTrainingBackend(
     pm.addPass(createSplitPipelineStages(*pipeline));
   if (remat)
     pm.addPass(createRematerialize(*remat));
+  // On the per-rank step, where partial sums reach their adds through
+  // collectives; after the recomputation is chosen, on the ops it clones
+  // too (an addend read by the GEMM is not a value remat could drop).
+  if (epilogues)
+    pm.addPass(createFuseGemmEpilogues(*epilogues));
   pm.addPass(createPlanMemory());
 }
 

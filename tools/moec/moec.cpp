@@ -168,6 +168,12 @@ static cl::opt<bool> recomputeExperts(
              "of keeping them from the forward (less memory, two more "
              "expert GEMMs; --memory-budget chooses per layer)"),
     cl::init(false), cl::cat(moecCategory));
+static cl::opt<bool> fuseGemmEpilogues(
+    "fuse-gemm-epilogues",
+    cl::desc("fold residual adds and gradient sums into the GEMMs that make "
+             "one of their terms, which add their product to it (where the "
+             "target's backend runs it: the CPU; =false keeps the adds)"),
+    cl::init(true), cl::cat(moecCategory));
 static cl::opt<bool> fuseLmHeadLoss(
     "fuse-lm-head-loss",
     cl::desc("compute the LM head and its cross-entropy as one op that never "
@@ -330,6 +336,7 @@ static mlir::moe::CompileFlags commandLineFlags(ModuleOp module) {
   flags.memoryBudget = memoryBudget;
   flags.recomputeExperts = recomputeExperts;
   flags.fuseLmHeadLoss = fuseLmHeadLoss;
+  flags.fuseGemmEpilogues = fuseGemmEpilogues;
   flags.reduceBucket = reduceBucket;
   flags.reportSharding = llvm::is_contained(reports, Report::Sharding);
   flags.reportPipeline = llvm::is_contained(reports, Report::Pipeline);

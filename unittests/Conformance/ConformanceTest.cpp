@@ -93,6 +93,24 @@ Program makeSwigluProgram() {
   return program;
 }
 
+/// The tiny program with the LM head's GEMMs again, each adding its product
+/// to an addend (moe-fuse-gemm-epilogues' forms), after the update.
+Program makeGemmEpilogueProgram() {
+  using namespace moe::rt::testing;
+  Program program = makeTinyProgram();
+  ProgramBuilder b(program);
+  uint32_t n = bufferNamed(program, "n");
+  uint32_t head = bufferNamed(program, "lm_head.weight");
+  uint32_t logits = bufferNamed(program, "logits");
+  uint32_t dlogits = bufferNamed(program, "dlogits");
+  uint32_t dn = bufferNamed(program, "dn");
+  uint32_t y = b.temporary("logits.again", program.buffers[logits].shape);
+  uint32_t dx = b.temporary("dn.again", program.buffers[dn].shape);
+  b.emit(Opcode::LinearAccumulate, {n, head, logits}, {y});
+  b.emit(Opcode::LinearGradInputAccumulate, {dlogits, head, dn}, {dx});
+  return program;
+}
+
 /// The tiny program with its final norm's output cast to bf16 and back
 /// (mixed precision's casts; the model programs here are fp32).
 Program makeCastProgram() {
@@ -208,6 +226,7 @@ std::vector<NamedProgram> programsFor(int64_t ranks) {
          config.fusedHead = true;
          return makeTinyProgram(config);
        }},
+      {"gemm-epilogues", makeGemmEpilogueProgram},
       {"swiglu", makeSwigluProgram},
       {"cast", makeCastProgram},
       // Mixed precision: BF16 working copies and activations.

@@ -63,6 +63,7 @@ inline constexpr std::string_view kDtypesName = "dtypes";
 inline constexpr std::string_view kFp8BlockName = "fp8_block";
 inline constexpr std::string_view kLinearCrossEntropyName =
     "linear_cross_entropy";
+inline constexpr std::string_view kGemmEpiloguesName = "gemm_epilogues";
 
 struct Capabilities {
   /// The target (moec --target) and the backend that runs it (moe-run
@@ -99,6 +100,10 @@ struct Capabilities {
   /// gradient): moe-fuse-linear-cross-entropy forms it only where this
   /// holds.
   bool linearCrossEntropy = false;
+  /// GEMMs that add their product to an addend (LinearAccumulate,
+  /// LinearGradInputAccumulate): moe-fuse-gemm-epilogues forms them only
+  /// where this holds.
+  bool gemmEpilogues = false;
 
   constexpr bool hasRecipe(Fp8Recipe recipe) const {
     return (fp8Recipes & recipeBit(recipe)) != 0;
@@ -143,12 +148,13 @@ inline constexpr uint32_t kF32I32BF16 = kF32I32 | dtypeBit(rt::DType::BF16);
 /// token dispatch (cpu::packFp8Row's rows); expert exchanges in chunks
 /// pipelined over the compute and communication streams; gradient
 /// reductions always on the communication stream. The fused LM head and
-/// cross-entropy runs on the CPU only; GPU targets keep the pair unfused.
+/// cross-entropy and the GEMMs with epilogue addends run on the CPU only;
+/// GPU targets keep those ops unfused.
 inline constexpr Capabilities kCapabilities[] = {
     {"cpu", "cpu", 0, kAllRecipes, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/1, /*pipelineStages=*/true, /*microbatches=*/true,
      /*expertChunks=*/true, /*asyncCollectives=*/true, kF32I32BF16,
-     /*fp8Block=*/0, /*linearCrossEntropy=*/true},
+     /*fp8Block=*/0, /*linearCrossEntropy=*/true, /*gemmEpilogues=*/true},
     {"a100", "cuda", 80, /*fp8Recipes=*/0, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/16, /*pipelineStages=*/true,
      /*microbatches=*/true, /*expertChunks=*/true,
@@ -204,6 +210,7 @@ constexpr Capabilities commonCapabilities(std::string_view backend) {
       common.fp8Block = r.fp8Block;
     common.linearCrossEntropy =
         common.linearCrossEntropy && r.linearCrossEntropy;
+    common.gemmEpilogues = common.gemmEpilogues && r.gemmEpilogues;
   }
   return common;
 }
@@ -268,6 +275,7 @@ inline std::string describeCapabilities(const Capabilities &caps) {
   add(kFp8BlockName,
       caps.fp8Block == 0 ? std::string("any") : std::to_string(caps.fp8Block));
   add(kLinearCrossEntropyName, yesNo(caps.linearCrossEntropy));
+  add(kGemmEpiloguesName, yesNo(caps.gemmEpilogues));
   return line;
 }
 

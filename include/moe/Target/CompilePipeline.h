@@ -51,6 +51,9 @@ struct CompileOptions {
   /// moe-fuse-linear-cross-entropy after the expansion, where the target's
   /// backend runs the fused op (off: --fuse-lm-head-loss=false).
   bool fuseLinearCrossEntropy = true;
+  /// moe-fuse-gemm-epilogues after partitioning, where the target's backend
+  /// runs the accumulating GEMMs (off: --fuse-gemm-epilogues=false).
+  bool fuseGemmEpilogues = true;
   /// moe-rematerialize's budget in bytes.
   std::optional<uint64_t> memoryBudget;
   /// moe-save-expert-activations: keep the experts' up projections for the
@@ -99,8 +102,8 @@ struct CompileFlags {
   std::string memoryBudget;
   /// --recompute-experts.
   bool recomputeExperts = false;
-  /// --fuse-lm-head-loss.
-  bool fuseLmHeadLoss = true;
+  /// --fuse-lm-head-loss, --fuse-gemm-epilogues.
+  bool fuseLmHeadLoss = true, fuseGemmEpilogues = true;
   /// --reduce-bucket, as written ("25MiB", "0"; empty: not given).
   std::string reduceBucket;
   /// --report=sharding,pipeline,memory,cost and --cluster.

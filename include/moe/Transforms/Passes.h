@@ -44,7 +44,9 @@ void buildTrainingFrontend(OpPassManager &pm, bool sharded = false,
 /// `remat`, it recomputes activations to fit a memory budget
 /// (moe-rematerialize) first. A sharded step that is not pipelined has its
 /// collectives scheduled early (moe-schedule-collectives, `schedule`) and
-/// its reductions in buckets (moe-bucket-reductions, `buckets`).
+/// its reductions in buckets (moe-bucket-reductions, `buckets`). With
+/// `epilogues`, adds fold into the GEMMs that feed them
+/// (moe-fuse-gemm-epilogues) on the per-rank step.
 void buildTrainingBackend(
     OpPassManager &pm, bool sharded = false,
     const std::optional<SplitPipelineStagesOptions> &pipeline = std::nullopt,
@@ -52,7 +54,9 @@ void buildTrainingBackend(
     const std::optional<SaveExpertActivationsOptions> &saveExperts =
         SaveExpertActivationsOptions{},
     const ScheduleCollectivesOptions &schedule = {},
-    const BucketReductionsOptions &buckets = {});
+    const BucketReductionsOptions &buckets = {},
+    const std::optional<FuseGemmEpiloguesOptions> &epilogues =
+        FuseGemmEpiloguesOptions{});
 
 /// Registers the default pipeline as `moe-training-pipeline`.
 void registerTrainingPipeline();

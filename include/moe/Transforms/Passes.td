@@ -544,6 +544,47 @@ def BucketReductions : Pass<"moe-bucket-reductions", "ModuleOp"> {
   ];
 }
 
+def FuseGemmEpilogues : Pass<"moe-fuse-gemm-epilogues", "ModuleOp"> {
+  let summary = "fold adds into the GEMMs that make one of their terms";
+  let description = [{
+    Replaces `moe.add %a, %p`, where `%p` is a `moe.linear` or
+    `moe.linear_grad_input` read only by the add, by that GEMM with `%a` as
+    its `addend`: BLAS adds the product to C in the epilogue that stores it
+    (beta = 1), so the product is never written and read back on its own.
+    That folds the residual adds into the projections that feed them, and
+    the sums of a value's gradient contributions (q, k and v's, the
+    residual stream's) into the GEMMs that make them. Of two GEMM terms the
+    later one takes the earlier as its addend; the GEMM stays in place, so
+    it fuses only where the addend is ready there, and no value lives
+    longer. BF16 sums stay apart (the recipe rounds the product first).
+    Runs on the per-rank step after moe-partition, so partial sums, which
+    reach their adds through a collective, stay apart, and after
+    moe-rematerialize, right before the memory plan. On a target whose backend lacks the
+    accumulating GEMMs (its capability record's `gemm_epilogues`) nothing
+    changes. See lib/Transforms/FuseGemmEpilogues.cpp.
+
+    Example:
+
+    ```mlir
+    %o = moe.linear %attn, %wo
+        : (tensor<8x64x64xf32>, tensor<64x64xf32>) -> tensor<8x64x64xf32>
+    %h = moe.add %x, %o : tensor<8x64x64xf32>
+    ```
+    becomes
+    ```mlir
+    %h = moe.linear %attn, %wo, %x
+        : (tensor<8x64x64xf32>, tensor<64x64xf32>, tensor<8x64x64xf32>)
+        -> tensor<8x64x64xf32>
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"train_step\"",
+           "the training step">,
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "the target whose backend must run the accumulating GEMMs">,
+  ];
+}
+
 def SaveExpertActivations : Pass<"moe-save-expert-activations", "ModuleOp"> {
   let summary = "keep the experts' up projections for their backward";
   let description = [{

@@ -25,6 +25,16 @@ struct PrecisionRecipe;
 FailureOr<func::FuncOp> lookupFunction(ModuleOp module, StringRef name,
                                        StringRef purpose);
 
+struct Target;
+/// The function `name` of `module` for a fusion pass whose fused form the
+/// backend of `target` runs when `runsFused` holds of it (a capability);
+/// null when it does not (the ops stay apart). Emits an error on the module
+/// and fails for an unknown target or function.
+FailureOr<func::FuncOp>
+lookupFusionFunction(ModuleOp module, StringRef name, StringRef target,
+                     llvm::function_ref<bool(const Target &)> runsFused,
+                     StringRef purpose);
+
 /// Replaces `transformer` by its parameters and a `forward` function (placed
 /// in the transformer's parent module) and returns that function.
 FailureOr<func::FuncOp> expandTransformer(TransformerOp transformer);
@@ -111,7 +121,6 @@ SmallVector<PipelineRankMemory> pipelineRankMemory(ModuleOp module,
                                                    func::FuncOp step);
 
 /// What moe-fp8 runs in FP8, and how.
-struct Target;
 
 struct Fp8Policy {
   /// "experts" (the expert GEMMs) or "none" (only the dispatch).
@@ -167,6 +176,11 @@ unsigned bucketReductions(func::FuncOp step, uint64_t bucketBytes);
 /// by one moe.linear_cross_entropy (see moe-fuse-linear-cross-entropy);
 /// returns how many it fused.
 unsigned fuseLinearCrossEntropy(func::FuncOp function);
+
+/// Folds every moe.add of `step` that one of its terms' GEMMs (a
+/// moe.linear or moe.linear_grad_input read only by it) can start from
+/// into that GEMM's addend (see moe-fuse-gemm-epilogues); returns how many.
+unsigned fuseGemmEpilogues(func::FuncOp step);
 
 /// The saved up projections of `experts`: f32 [..., k, 2, F].
 RankedTensorType expertHiddenType(ExpertsOp experts);

@@ -123,6 +123,28 @@ absl::Status checkExperts(const Program &program, const Capabilities &record,
   return absl::OkStatus();
 }
 
+/// The fused instructions the compiler forms only where the backend runs
+/// them (moe-fuse-linear-cross-entropy, moe-fuse-gemm-epilogues).
+absl::Status checkFusedOps(const Program &program, const Capabilities &record,
+                           const Refusal &lacks) {
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    Opcode opcode = program.instructions[i].opcode;
+    bool fusedHead = opcode == Opcode::LinearCrossEntropy ||
+                     opcode == Opcode::LinearCrossEntropyGrad;
+    bool epilogue = opcode == Opcode::LinearAccumulate ||
+                    opcode == Opcode::LinearGradInputAccumulate;
+    if (fusedHead && !record.linearCrossEntropy)
+      return lacks(absl::StrCat("the LM head fused with its loss (",
+                                describeInstruction(program, i), ")"),
+                   caps::kLinearCrossEntropyName, "no");
+    if (epilogue && !record.gemmEpilogues)
+      return lacks(absl::StrCat("a GEMM adding to an addend (",
+                                describeInstruction(program, i), ")"),
+                   caps::kGemmEpiloguesName, "no");
+  }
+  return absl::OkStatus();
+}
+
 } // namespace
 
 absl::Status checkCapabilities(const Program &program,
@@ -150,14 +172,8 @@ absl::Status checkCapabilities(const Program &program,
     return lacks(need->second, need->first, "no");
   if (absl::Status s = checkExperts(program, record, lacks); !s.ok())
     return s;
-  if (!record.linearCrossEntropy)
-    for (size_t i = 0; i < program.instructions.size(); ++i)
-      if (Opcode opcode = program.instructions[i].opcode;
-          opcode == Opcode::LinearCrossEntropy ||
-          opcode == Opcode::LinearCrossEntropyGrad)
-        return lacks(absl::StrCat("the LM head fused with its loss (",
-                                  describeInstruction(program, i), ")"),
-                     caps::kLinearCrossEntropyName, "no");
+  if (absl::Status s = checkFusedOps(program, record, lacks); !s.ok())
+    return s;
 
   // Run options the backend would otherwise ignore.
   if (request.expertChunks > 1 && !record.expertChunks)

@@ -97,6 +97,34 @@ void linearBackwardInput(const float *dy, const float *w, float *dx, int64_t T,
                0.0f, dx, K);
 }
 
+namespace {
+/// out = in, rows split over the threads; nothing when they are one buffer.
+void copyAddend(const float *in, float *out, int64_t rows, int64_t width) {
+  if (in == out)
+    return;
+  detail::forEachShare(
+      rows, detail::rowGrain(width), [&](int64_t begin, int64_t end) {
+        std::copy(in + begin * width, in + end * width, out + begin * width);
+      });
+}
+} // namespace
+
+void linearForwardAccumulate(const float *x, const float *w,
+                             const float *addend, float *y, int64_t T,
+                             int64_t K, int64_t N) {
+  copyAddend(addend, y, T, N);
+  detail::gemm(/*transA=*/false, /*transB=*/true, T, N, K, 1.0f, x, K, w, K,
+               1.0f, y, N);
+}
+
+void linearBackwardInputAccumulate(const float *dy, const float *w,
+                                   const float *addend, float *dx, int64_t T,
+                                   int64_t K, int64_t N) {
+  copyAddend(addend, dx, T, K);
+  detail::gemm(/*transA=*/false, /*transB=*/false, T, K, N, 1.0f, dy, N, w, K,
+               1.0f, dx, K);
+}
+
 void linearBackwardWeight(const float *dy, const float *x, float *dw, int64_t T,
                           int64_t K, int64_t N) {
   detail::gemm(/*transA=*/true, /*transB=*/false, N, K, T, 1.0f, dy, N, x, K,

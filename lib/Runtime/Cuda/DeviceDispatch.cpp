@@ -898,12 +898,19 @@ public:
       return castToBf16(f32(op.x()), bits(op.y()), n, stream);
     return castFromBf16(bits(op.x()), f32(op.y()), n, stream);
   }
-  // The CUDA backend has no fused LM head (its capability record says so),
-  // so the load-time check refuses these before a step runs.
+  // The CUDA backend has no fused LM head and no GEMM epilogue addends (its
+  // capability record says so), so the load-time check refuses these
+  // before a step runs.
   absl::Status run(const ops::LinearCrossEntropyView &) {
     return notOnThisBackend();
   }
   absl::Status run(const ops::LinearCrossEntropyGradView &) {
+    return notOnThisBackend();
+  }
+  absl::Status run(const ops::LinearAccumulateView &) {
+    return notOnThisBackend();
+  }
+  absl::Status run(const ops::LinearGradInputAccumulateView &) {
     return notOnThisBackend();
   }
   absl::Status unknownOpcode(const Instruction &) {
@@ -915,8 +922,8 @@ private:
   absl::Status notOnThisBackend() const {
     return absl::FailedPreconditionError(
         absl::StrCat(describeInstruction(step.program, index),
-                     ": the cuda backend has no fused LM head and "
-                     "cross-entropy (recompile for a GPU target)"));
+                     ": the cuda backend does not run this fused "
+                     "instruction (recompile for a GPU target)"));
   }
 
   const Buffer &in(uint32_t b) const { return step.buffer(b); }

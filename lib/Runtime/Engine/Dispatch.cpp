@@ -178,6 +178,18 @@ public:
                              last(in(op.dy())));
     return absl::OkStatus();
   }
+  absl::Status run(const ops::LinearAccumulateView &op) {
+    cpu::linearForwardAccumulate(f32(op.x()), f32(op.w()), f32(op.addend()),
+                                 f32(op.y()), rows(in(op.x())),
+                                 last(in(op.x())), in(op.w()).shape[0]);
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::LinearGradInputAccumulateView &op) {
+    cpu::linearBackwardInputAccumulate(
+        f32(op.dy()), f32(op.w()), f32(op.addend()), f32(op.dx()),
+        rows(in(op.dy())), in(op.w()).shape[1], last(in(op.dy())));
+    return absl::OkStatus();
+  }
   absl::Status run(const ops::LinearGradWeightView &op) {
     cpu::linearBackwardWeight(f32(op.dy()), f32(op.x()), f32(op.dw()),
                               rows(in(op.dy())), last(in(op.x())),

@@ -670,6 +670,22 @@ func.func @cross_entropy_grad_result(%d: tensor<f32>, %l: tensor<2x4x16xf32>, %t
 
 // -----
 
+func.func @linear_addend(%x: tensor<2x4x8xf32>, %w: tensor<6x8xf32>, %r: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{expected the addend to have the result's type 'tensor<2x4x6xf32>', got 'tensor<2x4x8xf32>'}}
+  %y = moe.linear %x, %w, %r : (tensor<2x4x8xf32>, tensor<6x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @linear_grad_input_addend(%dy: tensor<2x4x6xf32>, %w: tensor<6x8xf32>, %r: tensor<2x4x8xbf16>) {
+  // expected-error @+1 {{expected the addend to have the result's type 'tensor<2x4x8xf32>', got 'tensor<2x4x8xbf16>'}}
+  %dx = moe.linear_grad_input %dy, %w, %r : (tensor<2x4x6xf32>, tensor<6x8xf32>, tensor<2x4x8xbf16>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
 func.func @linear_cross_entropy_hidden(%h: tensor<2x4x8xf32>, %w: tensor<16x6xf32>, %t: tensor<2x4xi32>) {
   // expected-error @+1 {{expected the input's last dimension (8) to match the weight's hidden size (6)}}
   %ce, %lse = moe.linear_cross_entropy %h, %w, %t : (tensor<2x4x8xf32>, tensor<16x6xf32>, tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4xf32>)

@@ -67,6 +67,8 @@ func.func @model_ops(%tokens: tensor<2x4xi32>, %table: tensor<16x8xf32>,
   // CHECK: moe.swiglu %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   %s = moe.swiglu %y, %a : tensor<2x4x8xf32>
   %vocab = moe.linear %s, %table : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  // CHECK: moe.linear {{.*}}, {{.*}}, {{.*}} : (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %residual = moe.linear %s, %wq, %s : (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   // CHECK: moe.cross_entropy
   %ce = moe.cross_entropy %vocab, %tokens : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   // CHECK: moe.linear_cross_entropy {{.*}} -> (tensor<f32>, tensor<2x4xf32>)

@@ -334,3 +334,20 @@ def LinearCrossEntropyGrad : Op<38, "3.4"> {
   let results = (outs Float<"[..., H]">:$dx, Float<"[V, H]">:$dw);
   let attributes = (attrs OptionalAttr<"group", GroupAttr>:$group);
 }
+
+// GEMMs that add their product to an addend in the epilogue (3.4), BLAS's
+// beta = 1: y = addend + x w^T and dx = addend + dy w, moe.linear and
+// moe.linear_grad_input with an addend (moe-fuse-gemm-epilogues). The
+// result may be written over the addend.
+def LinearAccumulate : Op<39, "3.4"> {
+  let operands = (ins Float<"[..., K]">:$x, Float<"[N, K]">:$w,
+                      Float<"[..., N]">:$addend);
+  let results = (outs Float<"[..., N]">:$y);
+  let inPlace = 1;
+}
+def LinearGradInputAccumulate : Op<40, "3.4"> {
+  let operands = (ins Float<"[..., N]">:$dy, Float<"[N, K]">:$w,
+                      Float<"[..., K]">:$addend);
+  let results = (outs Float<"[..., K]">:$dx);
+  let inPlace = 1;
+}

@@ -42,6 +42,15 @@ std::string threadVariableError();
 /// y[T, N] = x[T, K] * w[N, K]^T.
 void linearForward(const float *x, const float *w, float *y, int64_t T,
                    int64_t K, int64_t N);
+/// y[T, N] = addend[T, N] + x[T, K] * w[N, K]^T, the product added in the
+/// GEMM's epilogue (y may be addend).
+void linearForwardAccumulate(const float *x, const float *w,
+                             const float *addend, float *y, int64_t T,
+                             int64_t K, int64_t N);
+/// dx[T, K] = addend[T, K] + dy[T, N] * w[N, K] (dx may be addend).
+void linearBackwardInputAccumulate(const float *dy, const float *w,
+                                   const float *addend, float *dx, int64_t T,
+                                   int64_t K, int64_t N);
 /// dx[T, K] = dy[T, N] * w[N, K].
 void linearBackwardInput(const float *dy, const float *w, float *dx, int64_t T,
                          int64_t K, int64_t N);

@@ -599,13 +599,27 @@ static LogicalResult verifyLinearShapes(Operation *op, Value x, Value weight,
                      concat(shapeOf(x).drop_back(), w[0]));
 }
 
+/// An epilogue's addend has the result's type.
+static LogicalResult verifyAddend(Operation *op, Value addend, Value result) {
+  if (addend && addend.getType() != result.getType())
+    return op->emitOpError()
+           << "expected the addend to have the result's "
+              "type "
+           << result.getType() << ", got " << addend.getType();
+  return success();
+}
+
 LogicalResult LinearOp::verify() {
+  if (failed(verifyAddend(*this, getAddend(), getResult())))
+    return failure();
   return verifyLinearShapes(*this, getInput(), getWeight(), getResult());
 }
 
 LogicalResult LinearGradInputOp::verify() {
   if (failed(expectMinRank(*this, "grad", getGrad(), 2)) ||
       failed(expectRank(*this, "weight", getWeight(), 2)))
+    return failure();
+  if (failed(verifyAddend(*this, getAddend(), getResult())))
     return failure();
   ArrayRef<int64_t> w = shapeOf(getWeight());
   if (shapeOf(getGrad()).back() != w[0])

@@ -24,8 +24,18 @@ SIMPLE_RULE(EmbeddingOp, "bs,vh->bsh", "v")
 SIMPLE_RULE(EmbeddingGradOp, "bsh,bs->vh", "v")
 SIMPLE_RULE(RMSNormOp, "*h,h->*h", "h")
 SIMPLE_RULE(RMSNormGradOp, "*h,*h,h->*h,h", "h")
-SIMPLE_RULE(LinearOp, "*k,nk->*n", "")
-SIMPLE_RULE(LinearGradInputOp, "*n,nk->*k", "")
+// An addend is added once, so the contracted factor of a linear with one
+// must not be split (partial sums plus the addend on every rank).
+FailureOr<ShardingRule> LinearOp::getShardingRule() {
+  if (getAddend())
+    return ShardingRule::fromSpec(*this, "*k,nk,*n->*n", "k");
+  return ShardingRule::fromSpec(*this, "*k,nk->*n", "");
+}
+FailureOr<ShardingRule> LinearGradInputOp::getShardingRule() {
+  if (getAddend())
+    return ShardingRule::fromSpec(*this, "*n,nk,*k->*k", "n");
+  return ShardingRule::fromSpec(*this, "*n,nk->*k", "");
+}
 SIMPLE_RULE(LinearGradWeightOp, "*n,*k->nk", "")
 SIMPLE_RULE(SwiGLUOp, "*,*->*", "")
 SIMPLE_RULE(SwiGLUGradOp, "*,*,*->*,*", "")

@@ -37,9 +37,12 @@ SmallVector<Value> RMSNormOp::buildVJP(OpBuilder &builder,
 SmallVector<Value> LinearOp::buildVJP(OpBuilder &builder,
                                       ValueRange resultGrads) {
   Value dx = builder.create<LinearGradInputOp>(
-      getLoc(), getInput().getType(), resultGrads[0], getWeight());
+      getLoc(), getInput().getType(), resultGrads[0], getWeight(), Value());
   Value dw = builder.create<LinearGradWeightOp>(
       getLoc(), getWeight().getType(), resultGrads[0], getInput());
+  // The addend's gradient is the result's.
+  if (getAddend())
+    return {dx, dw, resultGrads[0]};
   return {dx, dw};
 }
 

@@ -326,19 +326,27 @@ def MoE_LinearOp : MoE_Op<"linear", [
   let description = [{
     `y[..., n] = sum_k x[..., k] * w[n, k]`, i.e. `y = x w^T` as PyTorch's
     `nn.Linear` without bias. Used for the attention projections, dense MLP
-    projections, the router gate and the LM head.
+    projections, the router gate and the LM head. With `addend`, the product
+    is added to it in the GEMM's epilogue (`y = addend + x w^T`, BLAS's
+    beta = 1): `moe-fuse-gemm-epilogues` folds a residual add into the
+    projection that feeds it.
 
     Constraints: `weight` is `[N, K]`, the input is `[..., K]` (rank >= 2),
-    the result is `[..., N]` with the input's leading dimensions.
+    the result is `[..., N]` with the input's leading dimensions; `addend`
+    has the result's type.
 
     Example:
 
     ```mlir
     %q = moe.linear %x, %wq
         : (tensor<8x64x64xf32>, tensor<64x64xf32>) -> tensor<8x64x64xf32>
+    %h = moe.linear %o, %wo, %residual
+        : (tensor<8x64x64xf32>, tensor<64x64xf32>, tensor<8x64x64xf32>)
+        -> tensor<8x64x64xf32>
     ```
   }];
-  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight);
+  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight,
+                       Optional<MoE_FloatTensor>:$addend);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -891,10 +899,14 @@ def MoE_LinearGradInputOp : MoE_Op<"linear_grad_input", [
   let summary = "gradient of a linear layer's input: dy w";
   let description = [{
     Kept apart from the weight gradient so that schedules may run the two at
-    different times (zero-bubble pipelines).
+    different times (zero-bubble pipelines). With `addend`, the product is
+    added to it in the GEMM's epilogue: `moe-fuse-gemm-epilogues` folds the
+    sum of a value's gradient contributions (the q, k and v projections',
+    the residual stream's) into the GEMM that makes one of them.
 
     Constraints: `grad` is `[..., N]`, `weight` `[N, K]`, the result
-    `[..., K]` with `grad`'s leading dimensions.
+    `[..., K]` with `grad`'s leading dimensions; `addend` has the result's
+    type.
 
     Example:
 
@@ -903,7 +915,8 @@ def MoE_LinearGradInputOp : MoE_Op<"linear_grad_input", [
         : (tensor<8x64x32xf32>, tensor<32x64xf32>) -> tensor<8x64x64xf32>
     ```
   }];
-  let arguments = (ins MoE_FloatTensor:$grad, MoE_FloatTensor:$weight);
+  let arguments = (ins MoE_FloatTensor:$grad, MoE_FloatTensor:$weight,
+                       Optional<MoE_FloatTensor>:$addend);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -101,15 +101,7 @@ public:
     if (dense) {
       Location loc = named(prefix + "mlp");
       int64_t ffn = config.getDenseFfn().value_or(config.getFfn());
-      auto w = [&](StringRef name, int64_t out, int64_t in) {
-        return param(prefix + "mlp." + name + ".weight", {out, in},
-                     InitKind::normal, loc);
-      };
-      Value gate = linear(n, w("gate_proj", ffn, hidden), loc);
-      Value up = linear(n, w("up_proj", ffn, hidden), loc);
-      Value act = body.create<SwiGLUOp>(loc, gate, up);
-      return {add(x, linear(act, w("down_proj", hidden, ffn), loc), loc),
-              Value()};
+      return {add(x, swigluMlp(n, prefix + "mlp.", ffn, loc), loc), Value()};
     }
     Location loc = named(prefix + "block_sparse_moe");
     int64_t experts = config.getExperts(), ffn = config.getFfn();
@@ -143,7 +135,28 @@ public:
     Value aux = body.create<AuxLossOp>(
         loc, RankedTensorType::get({}, body.getF32Type()), router.getProbs(),
         body.getI64IntegerAttr(topK), /*token_axes=*/ArrayAttr());
+    // DeepSeek's shared experts: one always-active MLP of their merged width.
+    if (int64_t shared = config.getSharedExperts(); shared > 0) {
+      Location sharedLoc = named(moe + "shared_experts");
+      Value out =
+          swigluMlp(n, moe + "shared_experts.", shared * ffn, sharedLoc);
+      y = add(y, out, sharedLoc);
+    }
     return {add(x, y, loc), aux};
+  }
+
+  /// down(silu(gate x) * up x), Llama's names under `prefix`.
+  Value swigluMlp(Value x, const std::string &prefix, int64_t width,
+                  Location loc) {
+    int64_t hidden = config.getHidden();
+    auto w = [&](StringRef name, int64_t out, int64_t in) {
+      return param(prefix + name.str() + ".weight", {out, in}, InitKind::normal,
+                   loc);
+    };
+    Value gate = linear(x, w("gate_proj", width, hidden), loc);
+    Value up = linear(x, w("up_proj", width, hidden), loc);
+    Value act = body.create<SwiGLUOp>(loc, gate, up);
+    return linear(act, w("down_proj", hidden, width), loc);
   }
 
   /// The whole model: returns the training loss.
@@ -219,9 +232,10 @@ static DictionaryAttr modelAttr(TransformerOp config) {
       b.getNamedAttr("experts", config.getExpertsAttr()),
       b.getNamedAttr("top_k", config.getTopKAttr()),
       b.getNamedAttr("ffn", config.getFfnAttr()),
-      b.getNamedAttr("dense_ffn",
-                     b.getI64IntegerAttr(
-                         config.getDenseFfn().value_or(config.getFfn()))),
+      b.getNamedAttr(
+          "dense_ffn",
+          b.getI64IntegerAttr(config.getDenseFfn().value_or(config.getFfn()))),
+      b.getNamedAttr("shared_experts", config.getSharedExpertsAttr()),
       b.getNamedAttr("seq", config.getSeqAttr()),
       b.getNamedAttr("batch", config.getBatchAttr()),
       b.getNamedAttr("dense_layers", config.getDenseLayersAttr()),

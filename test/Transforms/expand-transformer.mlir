@@ -54,3 +54,21 @@ moe.transformer @b {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 2,
 func.func private @forward()
 // expected-error @+1 {{cannot expand: the module already has a symbol named 'forward'}}
 moe.transformer @c {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 2, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+
+// -----
+
+// DeepSeek's shared experts: one always-active MLP of width
+// shared_experts * ffn per MoE layer, added to the routed experts' output
+// before the residual add.
+// CHECK: moe.model = {{{.*}}shared_experts = 2 : i64
+// CHECK: moe.param @model.layers.0.block_sparse_moe.shared_experts.gate_proj.weight : tensor<8x8xf32>
+// CHECK: moe.param @model.layers.0.block_sparse_moe.shared_experts.up_proj.weight : tensor<8x8xf32>
+// CHECK: moe.param @model.layers.0.block_sparse_moe.shared_experts.down_proj.weight : tensor<8x8xf32>
+// CHECK: %[[ROUTED:.*]] = moe.experts
+// CHECK: %[[GATE:.*]] = moe.linear %[[NORMED:[^,]*]], %{{.*}} : (tensor<1x4x8xf32>, tensor<8x8xf32>) -> tensor<1x4x8xf32>
+// CHECK: %[[UP:.*]] = moe.linear %[[NORMED]], %{{.*}} : (tensor<1x4x8xf32>, tensor<8x8xf32>) -> tensor<1x4x8xf32>
+// CHECK: %[[ACT:.*]] = moe.swiglu %[[GATE]], %[[UP]]
+// CHECK: %[[SHARED:.*]] = moe.linear %[[ACT]]
+// CHECK: %[[FFN:.*]] = moe.add %[[ROUTED]], %[[SHARED]]
+// CHECK: moe.add %{{.*}}, %[[FFN]]
+moe.transformer @shared {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, shared_experts = 2}

@@ -200,6 +200,8 @@ class Config:
     batch: int
     dense_layers: List[int] = dataclasses.field(default_factory=list)
     dense_ffn: Optional[int] = None  # width of the dense layers' MLP (default: ffn)
+    # DeepSeek's n_shared_experts: one always-active MLP of width shared_experts * ffn.
+    shared_experts: int = 0
     rms_eps: float = 1e-5
     rope_theta: float = 10000.0
     aux_coef: float = 0.01
@@ -255,6 +257,7 @@ class Config:
         need(self.head_dim % 2 == 0, "head dimension must be even (RoPE rotates halves)")
         need(self.heads % self.kv_heads == 0, "heads must be a multiple of kv_heads")
         need(1 <= self.top_k <= self.experts, "need 1 <= top_k <= experts")
+        need(self.shared_experts >= 0, "shared_experts must be >= 0")
         need(all(0 <= i < self.layers for i in self.dense_layers), "dense_layers out of range")
         need(self.capacity_factor >= 0, "capacity_factor must be >= 0")
         need(self.precision in ("fp32", "bf16"), f"unknown precision '{self.precision}' (known: fp32, bf16)")
@@ -418,6 +421,9 @@ class SparseMoeBlock(nn.Module):
         self.E, self.k, self.cf = cfg.experts, cfg.top_k, cfg.capacity_factor
         self.gate = nn.Linear(cfg.hidden, cfg.experts, bias=False)
         self.experts = nn.ModuleList(ExpertMLP(cfg.hidden, cfg.ffn) for _ in range(cfg.experts))
+        # DeepseekV3MoE's shared_experts: their outputs added to the routed ones.
+        if cfg.shared_experts > 0:
+            self.shared_experts = DenseMLP(cfg.hidden, cfg.shared_experts * cfg.ffn)
         # {token: expert ids} overriding the router's top-k (near ties, see resolve_near_ties).
         self.forced = None
 
@@ -455,7 +461,10 @@ class SparseMoeBlock(nn.Module):
             else:
                 y.index_add_(0, t_e, self.experts[e](xe[t_e]) * wt[sl, None])
         # bf16: the weighted sum over a token's experts in fp32, rounded once.
-        return act(y).view(shape), aux
+        y = act(y)
+        if hasattr(self, "shared_experts"):
+            y = act(y + self.shared_experts(xt)[0])
+        return y.view(shape), aux
 
 
 def router_stats(p, idx, count, k, logits=None, x=None, w_gate=None):

@@ -10,6 +10,16 @@ moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, 
 
 // -----
 
+// expected-error @+1 {{expected shared_experts >= 0, got -1}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, shared_experts = -1}
+
+// -----
+
+// expected-error @+1 {{expected shared_experts * ffn <= 262144, got 65537 * 4}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, shared_experts = 65537}
+
+// -----
+
 // expected-error @+1 {{expected hidden (60) to be divisible by heads (8)}}
 moe.transformer @m {vocab = 8, hidden = 60, layers = 1, heads = 8, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
 
@@ -1124,8 +1134,8 @@ func.func @fp8_amax_update_unknown_axis() {
 // the discardable moe.* ones its passes write.
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{'moe.transformer' op has unknown attribute 'shared_experts'; known attributes: aux_coef, batch, capacity_factor, dense_ffn, dense_layers, experts, ffn, heads, hidden, init_std, kv_heads, layers, precision, rms_eps, rope_theta, seq, sym_name, top_k, vocab}}
-moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, shared_experts = 1}
+// expected-error @+1 {{'moe.transformer' op has unknown attribute 'n_group'; known attributes: aux_coef, batch, capacity_factor, dense_ffn, dense_layers, experts, ffn, heads, hidden, init_std, kv_heads, layers, precision, rms_eps, rope_theta, seq, shared_experts, sym_name, top_k, vocab}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, n_group = 1}
 
 // -----
 

@@ -274,6 +274,12 @@ LogicalResult TransformerOp::verify() {
       return emitOpError() << "expected dense_ffn <= " << kMaxFfn << ", got "
                            << denseFfn;
   }
+  int64_t shared = static_cast<int64_t>(getSharedExperts());
+  if (shared < 0)
+    return emitOpError() << "expected shared_experts >= 0, got " << shared;
+  if (shared > kMaxFfn / static_cast<int64_t>(getFfn()))
+    return emitOpError() << "expected shared_experts * ffn <= " << kMaxFfn
+                         << ", got " << shared << " * " << getFfn();
   if (getHidden() % getHeads() != 0)
     return emitOpError() << "expected hidden (" << getHidden()
                          << ") to be divisible by heads (" << getHeads() << ")";

@@ -29,7 +29,11 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
 
     Layers listed in `dense_layers` use a dense SwiGLU MLP of width
     `dense_ffn` (default: `ffn`); the others are MoE layers with `experts`
-    SwiGLU experts of width `ffn`, `top_k` of which each token uses.
+    SwiGLU experts of width `ffn`, `top_k` of which each token uses. With
+    `shared_experts = n > 0` (DeepSeek's `n_shared_experts`) each MoE layer
+    also has one always-active SwiGLU MLP of width `n * ffn`, as DeepSeek
+    merges its shared experts, whose output is added to the routed experts'
+    (`block_sparse_moe.shared_experts.{gate,up,down}_proj`).
 
     Constraints:
     * all sizes are positive; `hidden` is divisible by `heads`, `heads` by
@@ -44,7 +48,8 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
       hundred experts), and within these every tensor has at most 2^48 elements,
       so that parameter, element and byte counts stay inside int64
       (FLOPs are counted in double);
-    * `1 <= top_k <= experts`;
+    * `1 <= top_k <= experts`; `shared_experts >= 0`, and
+      `shared_experts * ffn` at most the `ffn` bound;
     * every entry of `dense_layers` is in `[0, layers)` and unique;
     * `rms_eps > 0`, `rope_theta > 0`, `aux_coef >= 0`;
     * `0 < init_std <= 1`, the bound the runtime's artifact verifier checks
@@ -80,6 +85,7 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     I64Attr:$batch,
     DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$dense_layers,
     OptionalAttr<I64Attr>:$dense_ffn,
+    DefaultValuedAttr<I64Attr, "0">:$shared_experts,
     DefaultValuedAttr<F32Attr, "1.0e-5">:$rms_eps,
     DefaultValuedAttr<F32Attr, "10000.0">:$rope_theta,
     DefaultValuedAttr<F32Attr, "0.01">:$aux_coef,

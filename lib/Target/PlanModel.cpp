@@ -33,7 +33,8 @@ static double attentionParams(const ModelShape &m) {
 double ModelShape::denseParams() const {
   double h = hidden;
   return layers * attentionParams(*this) + denseLayers * 3.0 * h * denseFfn +
-         moeLayers() * h * experts + 2.0 * vocab * h + h;
+         moeLayers() * (h * experts + 3.0 * h * sharedFfn) + 2.0 * vocab * h +
+         h;
 }
 
 double ModelShape::expertParams() const {
@@ -43,9 +44,10 @@ double ModelShape::expertParams() const {
 double ModelShape::modelFlopsPerToken() const {
   double h = hidden, kv = kvHeads * (hidden / heads);
   double attention = 2 * h * (2 * h + 2 * kv) + 2.0 * seq * h; // causal: half
-  double forward = layers * attention + denseLayers * 6.0 * h * denseFfn +
-                   moeLayers() * (6.0 * h * ffn * topK + 2 * h * experts) +
-                   2.0 * h * vocab;
+  double forward =
+      layers * attention + denseLayers * 6.0 * h * denseFfn +
+      moeLayers() * (6.0 * h * (ffn * topK + sharedFfn) + 2 * h * experts) +
+      2.0 * h * vocab;
   return 3 * forward;
 }
 
@@ -65,6 +67,7 @@ FailureOr<ModelShape> mlir::moe::modelShapeOf(ModuleOp module) {
   shape.experts = t.getExperts();
   shape.topK = t.getTopK();
   shape.ffn = t.getFfn();
+  shape.sharedFfn = static_cast<int64_t>(t.getSharedExperts()) * shape.ffn;
   shape.denseLayers = static_cast<int64_t>(t.getDenseLayers().size());
   shape.denseFfn = t.getDenseFfn() ? static_cast<int64_t>(*t.getDenseFfn())
                                    : shape.ffn;
@@ -214,13 +217,17 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
                     (sw.fusedAttention ? 0.5 : 1.0);
   double mlp = 6 * tokens * routed * h * width / t;
   double router = moeLayer ? 2 * tokens * h * model.experts : 0;
-  fwd.gemm = (attnLinear + router) / linearRate +
+  // The shared experts are a dense MLP beside the routed ones.
+  double shared = moeLayer ? 6 * tokens * h * model.sharedFfn / t : 0;
+  fwd.gemm = (attnLinear + router + shared) / linearRate +
              attnCore / gpu.gemmFlops(false) +
              mlp / (moeLayer ? expertRate : linearRate);
   // Streaming kernels (sequence parallel: each GPU does 1/t of the tokens):
   // two norms, two residual adds and RoPE over h; SwiGLU over the width;
   // the experts' permutation of routed rows.
-  double stream = tokens * (12 * h + 3 * routed * width) * act / t;
+  double sharedWidth = moeLayer ? static_cast<double>(model.sharedFfn) : 0.0;
+  double stream =
+      tokens * (12 * h + 3 * routed * width + 3 * sharedWidth) * act / t;
   if (moeLayer)
     stream += tokens * routed * h * act * 4 / t;
   // Unfused, each of those element-wise steps is several kernels (a norm is
@@ -298,9 +305,11 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
   }
 
   // Kept per token: norm inputs, residual, q/k/v and attention output over
-  // h; the MLP's input, gate, up and product per routed row; an unfused
-  // attention also keeps the softmax and its dropout mask per head.
-  double kept = 5 * h + 2 * kv + routed * (3 * width + (moeLayer ? h : 0));
+  // h; the MLP's input, gate, up and product per routed row (and the shared
+  // MLP's gate, up and product); an unfused attention also keeps the softmax
+  // and its dropout mask per head.
+  double kept = 5 * h + 2 * kv + routed * (3 * width + (moeLayer ? h : 0)) +
+                (moeLayer ? 3.0 * model.sharedFfn : 0.0);
   double full = tokens * kept * act / t + (sw.fusedAttention ? 0 : 2 * scores);
   costs.fullBytes = full;
   switch (plan.remat) {

@@ -103,6 +103,20 @@ TEST(PlannerTest, ModelFlopsAreSixTimesTheWeightsPlusAttention) {
               1.0);
 }
 
+// DeepSeek's shared experts are a dense MLP every token of a MoE layer
+// runs: 3 h F_shared weights per layer, counted active, and 6 of their
+// FLOPs per weight and token.
+TEST(PlannerTest, SharedExpertsAreDenseWeightsEveryTokenUses) {
+  ModelShape plain = moeModel();
+  ModelShape shared = plain;
+  shared.sharedFfn = 2 * plain.ffn;
+  double weights = shared.moeLayers() * 3.0 * shared.hidden * shared.sharedFfn;
+  EXPECT_NEAR(shared.denseParams() - plain.denseParams(), weights, 1.0);
+  EXPECT_EQ(shared.expertParams(), plain.expertParams());
+  EXPECT_NEAR(shared.modelFlopsPerToken() - plain.modelFlopsPerToken(),
+              6.0 * weights, 1.0);
+}
+
 // moe-run on a GPU holds its experts' scratch beside the plan's memory
 // (moe/Runtime/Cuda/Workspace.h): the planner counts it where another
 // software gets a flat GiB, with twice a balanced share of the group's

@@ -39,15 +39,17 @@ namespace mlir::moe {
 struct ModelShape {
   std::string name;
   int64_t vocab = 0, hidden = 0, layers = 0, heads = 0, kvHeads = 0;
-  /// MoE layers: `experts` SwiGLU experts of width `ffn`, top_k per token.
-  int64_t experts = 1, topK = 1, ffn = 0;
+  /// MoE layers: `experts` SwiGLU experts of width `ffn`, top_k per token,
+  /// and a shared SwiGLU MLP of width `sharedFfn` every token runs (0:
+  /// none; DeepSeek's shared experts).
+  int64_t experts = 1, topK = 1, ffn = 0, sharedFfn = 0;
   /// Dense layers (SwiGLU of width denseFfn).
   int64_t denseLayers = 0, denseFfn = 0;
   int64_t seq = 0;
 
   int64_t moeLayers() const { return layers - denseLayers; }
-  /// Weights outside the experts (attention, norms, routers, dense MLPs,
-  /// embedding and head), and the experts'.
+  /// Weights outside the routed experts (attention, norms, routers, dense
+  /// and shared MLPs, embedding and head), and the routed experts'.
   double denseParams() const;
   double expertParams() const;
   double totalParams() const { return denseParams() + expertParams(); }

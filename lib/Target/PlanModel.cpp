@@ -26,8 +26,8 @@ namespace pp = ::moe::pipeline;
 
 /// Weights of one layer outside its MLP: q, k, v, o and two norms.
 static double attentionParams(const ModelShape &m) {
-  double h = m.hidden, kv = m.kvHeads * (m.hidden / m.heads);
-  return h * (2 * h + 2 * kv) + 2 * h;
+  double h = m.hidden;
+  return h * (2 * m.queryWidth() + 2 * m.kvWidth()) + 2 * h;
 }
 
 double ModelShape::denseParams() const {
@@ -42,8 +42,8 @@ double ModelShape::expertParams() const {
 }
 
 double ModelShape::modelFlopsPerToken() const {
-  double h = hidden, kv = kvHeads * (hidden / heads);
-  double attention = 2 * h * (2 * h + 2 * kv) + 2.0 * seq * h; // causal: half
+  double h = hidden, q = queryWidth(), kv = kvWidth();
+  double attention = 2 * h * (2 * q + 2 * kv) + 2.0 * seq * q; // causal: half
   double forward =
       layers * attention + denseLayers * 6.0 * h * denseFfn +
       moeLayers() * (6.0 * h * (ffn * topK + sharedFfn) + 2 * h * experts) +
@@ -64,6 +64,7 @@ FailureOr<ModelShape> mlir::moe::modelShapeOf(ModuleOp module) {
   shape.layers = t.getLayers();
   shape.heads = t.getHeads();
   shape.kvHeads = t.getKvHeads();
+  shape.headDim = t.getHeadDim() ? static_cast<int64_t>(*t.getHeadDim()) : 0;
   shape.experts = t.getExperts();
   shape.topK = t.getTopK();
   shape.ffn = t.getFfn();
@@ -201,7 +202,7 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
                       bool moeLayer) {
   const GpuSpec &gpu = cluster.gpu;
   double t = plan.tp, tokens = plan.microbatchSize * model.seq;
-  double h = model.hidden, kv = model.kvHeads * (model.hidden / model.heads);
+  double h = model.hidden, q = model.queryWidth(), kv = model.kvWidth();
   double act = sw.activationBytes;
   bool fp8Gemm = plan.fp8 && gpu.fp8Tflops > 0;
   double linearRate = gpu.gemmFlops(fp8Gemm && sw.fp8AllLinears);
@@ -210,11 +211,11 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
   double routed = moeLayer ? model.topK : 1.0;
 
   LayerPass fwd;
-  double attnLinear = 2 * tokens * h * (2 * h + 2 * kv) / t;
+  double attnLinear = 2 * tokens * h * (2 * q + 2 * kv) / t;
   // Causal scores and the weighted sum: a fused kernel skips the masked
   // half, an unfused one computes the whole square.
-  double attnCore = 4 * tokens * model.seq * h / t *
-                    (sw.fusedAttention ? 0.5 : 1.0);
+  double attnCore =
+      4 * tokens * model.seq * q / t * (sw.fusedAttention ? 0.5 : 1.0);
   double mlp = 6 * tokens * routed * h * width / t;
   double router = moeLayer ? 2 * tokens * h * model.experts : 0;
   // The shared experts are a dense MLP beside the routed ones.
@@ -239,7 +240,7 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
   // output gradient and the transposed inputs again.
   double fp8Inputs = 0;
   if (fp8Gemm && sw.fp8AllLinears)
-    fp8Inputs += tokens * (3 * h + h) / t;
+    fp8Inputs += tokens * (3 * h + q) / t;
   if (fp8Gemm)
     fp8Inputs += tokens * routed * (2 * h + width) / t;
   double fp8Casts = fp8Inputs * (2 * act + 1);
@@ -308,7 +309,8 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
   // h; the MLP's input, gate, up and product per routed row (and the shared
   // MLP's gate, up and product); an unfused attention also keeps the softmax
   // and its dropout mask per head.
-  double kept = 5 * h + 2 * kv + routed * (3 * width + (moeLayer ? h : 0)) +
+  double kept = 3 * h + 2 * q + 2 * kv +
+                routed * (3 * width + (moeLayer ? h : 0)) +
                 (moeLayer ? 3.0 * model.sharedFfn : 0.0);
   double full = tokens * kept * act / t + (sw.fusedAttention ? 0 : 2 * scores);
   costs.fullBytes = full;

@@ -67,7 +67,8 @@ public:
     std::string prefix = "model.layers." + std::to_string(layer) + ".";
     Location loc = named(prefix + "self_attn");
     int64_t hidden = config.getHidden(), heads = config.getHeads();
-    int64_t kvHeads = config.getKvHeads(), headDim = hidden / heads;
+    int64_t kvHeads = config.getKvHeads();
+    int64_t headDim = config.getHeadDim().value_or(hidden / heads);
     Value n = rmsNorm(x, prefix + "input_layernorm.weight",
                       named(prefix + "input_layernorm"));
     auto proj = [&](StringRef name, int64_t out, int64_t in, Value input) {
@@ -229,6 +230,9 @@ static DictionaryAttr modelAttr(TransformerOp config) {
       b.getNamedAttr("layers", config.getLayersAttr()),
       b.getNamedAttr("heads", config.getHeadsAttr()),
       b.getNamedAttr("kv_heads", config.getKvHeadsAttr()),
+      b.getNamedAttr("head_dim",
+                     b.getI64IntegerAttr(config.getHeadDim().value_or(
+                         config.getHidden() / config.getHeads()))),
       b.getNamedAttr("experts", config.getExpertsAttr()),
       b.getNamedAttr("top_k", config.getTopKAttr()),
       b.getNamedAttr("ffn", config.getFfnAttr()),

@@ -72,3 +72,14 @@ moe.transformer @c {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 2,
 // CHECK: %[[FFN:.*]] = moe.add %[[ROUTED]], %[[SHARED]]
 // CHECK: moe.add %{{.*}}, %[[FFN]]
 moe.transformer @shared {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, shared_experts = 2}
+
+// -----
+
+// Qwen3's head_dim, independent of hidden / heads: q and o are 12 wide over
+// 2 heads of 6 (hidden 8 is not a multiple of anything that matters here).
+// CHECK: moe.model = {{{.*}}head_dim = 6 : i64
+// CHECK: moe.param @model.layers.0.self_attn.q_proj.weight : tensor<12x8xf32>
+// CHECK: moe.param @model.layers.0.self_attn.k_proj.weight : tensor<6x8xf32>
+// CHECK: moe.param @model.layers.0.self_attn.o_proj.weight : tensor<8x12xf32>
+// CHECK: moe.attention {{.*}} -> (tensor<1x4x12xf32>, tensor<1x2x4xf32>)
+moe.transformer @wide {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, head_dim = 6, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}

@@ -202,6 +202,8 @@ class Config:
     dense_ffn: Optional[int] = None  # width of the dense layers' MLP (default: ffn)
     # DeepSeek's n_shared_experts: one always-active MLP of width shared_experts * ffn.
     shared_experts: int = 0
+    # Qwen3's head_dim, independent of hidden / heads (0: hidden // heads).
+    head_dim: int = 0
     rms_eps: float = 1e-5
     rope_theta: float = 10000.0
     aux_coef: float = 0.01
@@ -212,9 +214,6 @@ class Config:
     precision: str = "fp32"
     grad_reduce: str = "fp32"
 
-    @property
-    def head_dim(self):
-        return self.hidden // self.heads
 
     @property
     def moe_layers(self):
@@ -253,7 +252,9 @@ class Config:
         def need(cond, msg):
             if not cond:
                 raise ValueError(f"bad config: {msg}")
-        need(self.hidden % self.heads == 0, "hidden must be a multiple of heads")
+        if self.head_dim == 0:
+            need(self.hidden % self.heads == 0, "hidden must be a multiple of heads")
+            self.head_dim = self.hidden // self.heads
         need(self.head_dim % 2 == 0, "head dimension must be even (RoPE rotates halves)")
         need(self.heads % self.kv_heads == 0, "heads must be a multiple of kv_heads")
         need(1 <= self.top_k <= self.experts, "need 1 <= top_k <= experts")

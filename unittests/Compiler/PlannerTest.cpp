@@ -117,6 +117,23 @@ TEST(PlannerTest, SharedExpertsAreDenseWeightsEveryTokenUses) {
               6.0 * weights, 1.0);
 }
 
+// Qwen3's head_dim sets the attention widths, whatever hidden / heads is:
+// q and o are h x heads * head_dim, k and v h x kv_heads * head_dim.
+TEST(PlannerTest, HeadDimSetsTheAttentionWidths) {
+  ModelShape plain = denseModel();
+  ModelShape wide = plain;
+  wide.headDim = 2 * plain.hidden / plain.heads;
+  double h = plain.hidden;
+  // Twice the q, k, v and o widths: twice their weights.
+  double extra = plain.layers * h * (2 * h + 2 * h);
+  EXPECT_NEAR(wide.denseParams() - plain.denseParams(), extra, 1.0);
+  // Their FLOPs, and twice the causal scores (6 L s h more).
+  EXPECT_NEAR(wide.modelFlopsPerToken() - plain.modelFlopsPerToken(),
+              6 * extra + 6.0 * plain.layers * plain.seq * h, 1.0);
+  // Unset, it is hidden / heads.
+  EXPECT_EQ(plain.queryWidth(), h);
+}
+
 // moe-run on a GPU holds its experts' scratch beside the plan's memory
 // (moe/Runtime/Cuda/Workspace.h): the planner counts it where another
 // software gets a flat GiB, with twice a balanced share of the group's

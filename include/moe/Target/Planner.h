@@ -39,6 +39,11 @@ namespace mlir::moe {
 struct ModelShape {
   std::string name;
   int64_t vocab = 0, hidden = 0, layers = 0, heads = 0, kvHeads = 0;
+  /// The head dimension (0: hidden / heads).
+  int64_t headDim = 0;
+  /// The query and key/value projections' widths.
+  double queryWidth() const { return static_cast<double>(heads) * dim(); }
+  double kvWidth() const { return static_cast<double>(kvHeads) * dim(); }
   /// MoE layers: `experts` SwiGLU experts of width `ffn`, top_k per token,
   /// and a shared SwiGLU MLP of width `sharedFfn` every token runs (0:
   /// none; DeepSeek's shared experts).
@@ -57,6 +62,11 @@ struct ModelShape {
   /// matmuls, no recomputation), causal attention counted half: the
   /// numerator of MFU.
   double modelFlopsPerToken() const;
+
+private:
+  int64_t dim() const {
+    return headDim > 0 ? headDim : heads > 0 ? hidden / heads : 0;
+  }
 };
 
 /// The shape of the module's moe.transformer; an error (emitted at the

@@ -10,6 +10,21 @@ moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, 
 
 // -----
 
+// expected-error @+1 {{expected head_dim > 0, got 0}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, head_dim = 0}
+
+// -----
+
+// expected-error @+1 {{expected an even head dimension for rope, got 3}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, head_dim = 3}
+
+// -----
+
+// expected-error @+1 {{expected heads * head_dim <= 65536, got 2 * 32770}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, head_dim = 32770}
+
+// -----
+
 // expected-error @+1 {{expected shared_experts >= 0, got -1}}
 moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, shared_experts = -1}
 
@@ -1134,7 +1149,7 @@ func.func @fp8_amax_update_unknown_axis() {
 // the discardable moe.* ones its passes write.
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{'moe.transformer' op has unknown attribute 'n_group'; known attributes: aux_coef, batch, capacity_factor, dense_ffn, dense_layers, experts, ffn, heads, hidden, init_std, kv_heads, layers, precision, rms_eps, rope_theta, seq, shared_experts, sym_name, top_k, vocab}}
+// expected-error @+1 {{'moe.transformer' op has unknown attribute 'n_group'; known attributes: aux_coef, batch, capacity_factor, dense_ffn, dense_layers, experts, ffn, head_dim, heads, hidden, init_std, kv_heads, layers, precision, rms_eps, rope_theta, seq, shared_experts, sym_name, top_k, vocab}}
 moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, n_group = 1}
 
 // -----

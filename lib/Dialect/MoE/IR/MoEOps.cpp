@@ -280,16 +280,28 @@ LogicalResult TransformerOp::verify() {
   if (shared > kMaxFfn / static_cast<int64_t>(getFfn()))
     return emitOpError() << "expected shared_experts * ffn <= " << kMaxFfn
                          << ", got " << shared << " * " << getFfn();
-  if (getHidden() % getHeads() != 0)
-    return emitOpError() << "expected hidden (" << getHidden()
-                         << ") to be divisible by heads (" << getHeads() << ")";
+  int64_t headDim;
+  if (std::optional<uint64_t> given = getHeadDim()) {
+    headDim = static_cast<int64_t>(*given);
+    if (headDim <= 0)
+      return emitOpError() << "expected head_dim > 0, got " << headDim;
+    if (headDim > kMaxHidden / static_cast<int64_t>(getHeads()))
+      return emitOpError() << "expected heads * head_dim <= " << kMaxHidden
+                           << ", got " << getHeads() << " * " << headDim;
+  } else {
+    if (getHidden() % getHeads() != 0)
+      return emitOpError() << "expected hidden (" << getHidden()
+                           << ") to be divisible by heads (" << getHeads()
+                           << ")";
+    headDim = getHidden() / getHeads();
+  }
   if (getHeads() % getKvHeads() != 0)
     return emitOpError() << "expected heads (" << getHeads()
                          << ") to be divisible by kv_heads (" << getKvHeads()
                          << ")";
-  if ((getHidden() / getHeads()) % 2 != 0)
+  if (headDim % 2 != 0)
     return emitOpError() << "expected an even head dimension for rope, got "
-                         << getHidden() / getHeads();
+                         << headDim;
   if (failed(expectTopK(*this, getTopK(), getExperts())))
     return failure();
   int64_t tokens = static_cast<int64_t>(getBatch()) * getSeq();

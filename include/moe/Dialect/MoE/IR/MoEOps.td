@@ -36,8 +36,11 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     (`block_sparse_moe.shared_experts.{gate,up,down}_proj`).
 
     Constraints:
-    * all sizes are positive; `hidden` is divisible by `heads`, `heads` by
-      `kv_heads`, and the head dimension `hidden / heads` is even (RoPE);
+    * all sizes are positive; `heads` is divisible by `kv_heads`; the head
+      dimension is `head_dim` when given (Qwen3's, independent of `hidden`;
+      then `heads * head_dim` is at most the `hidden` bound), else
+      `hidden / heads`, with `hidden` divisible by `heads`; it is even
+      (RoPE);
     * sizes are at most: `vocab` 2^20 (1048576), `hidden`, `heads` and
       `kv_heads` 2^16 (65536), `layers` 2^12 (4096), `experts` 2^14
       (16384), `ffn` and `dense_ffn` 2^18 (262144), `seq` and `batch` 2^20;
@@ -86,6 +89,7 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$dense_layers,
     OptionalAttr<I64Attr>:$dense_ffn,
     DefaultValuedAttr<I64Attr, "0">:$shared_experts,
+    OptionalAttr<I64Attr>:$head_dim,
     DefaultValuedAttr<F32Attr, "1.0e-5">:$rms_eps,
     DefaultValuedAttr<F32Attr, "10000.0">:$rope_theta,
     DefaultValuedAttr<F32Attr, "0.01">:$aux_coef,

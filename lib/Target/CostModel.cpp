@@ -30,11 +30,8 @@ double executedFlops(Operation *op) {
            grad.getInput().getType().getShape().back();
   }
   // The logits again, then the input's and the weight's gradients.
-  if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(op)) {
-    auto w = grad.getWeight().getType().getShape();
-    double rows = grad.getInput().getType().getNumElements() / w[1];
-    return 3.0 * 2.0 * rows * w[0] * w[1];
-  }
+  if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(op))
+    return 3.0 * linearFlops(grad.getInput(), grad.getWeight());
   if (auto grad = dyn_cast<AttentionGradOp>(op)) {
     auto q = grad.getQuery().getType().getShape();
     double b = q[0], s = q[1], width = q[2];
@@ -219,12 +216,10 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
   std::vector<RankCost> perRank(ranks);
   auto account = [&](Operation *op, const OpCost &c) {
     pp::Phase phase = phaseOf(op, forward);
-    int64_t stage = -1;
-    if (auto attr = op->getAttrOfType<IntegerAttr>(kPipelineStageAttrName))
-      stage = attr.getInt();
+    std::optional<int64_t> runsOn = pipelineRankRunning(op, ranks);
     double times = phase == pp::Phase::Optimizer ? 1.0 : microbatches;
     for (int64_t r = 0; r < ranks; ++r) {
-      if (stage >= 0 && stage % ranks != r)
+      if (runsOn && *runsOn != r)
         continue;
       RankCost &rank = perRank[r];
       rank.phase[static_cast<int>(phase)] += c.seconds;

@@ -11,18 +11,18 @@
 using namespace mlir;
 using namespace mlir::moe;
 
+double mlir::moe::linearFlops(Value input, Value weight) {
+  auto w = cast<ShapedType>(weight.getType()).getShape();
+  double rows = cast<ShapedType>(input.getType()).getNumElements() / w[1];
+  return 2.0 * rows * w[0] * w[1];
+}
+
 double mlir::moe::modelFlops(Operation *op) {
-  if (auto linear = dyn_cast<LinearOp>(op)) {
-    auto w = linear.getWeight().getType().getShape();
-    double rows = linear.getInput().getType().getNumElements() / w[1];
-    return 2.0 * rows * w[0] * w[1];
-  }
+  if (auto linear = dyn_cast<LinearOp>(op))
+    return linearFlops(linear.getInput(), linear.getWeight());
   // The LM head's GEMM; the loss it feeds costs no FLOPs here.
-  if (auto loss = dyn_cast<LinearCrossEntropyOp>(op)) {
-    auto w = loss.getWeight().getType().getShape();
-    double rows = loss.getInput().getType().getNumElements() / w[1];
-    return 2.0 * rows * w[0] * w[1];
-  }
+  if (auto loss = dyn_cast<LinearCrossEntropyOp>(op))
+    return linearFlops(loss.getInput(), loss.getWeight());
   if (auto attention = dyn_cast<AttentionOp>(op)) {
     auto q = attention.getQuery().getType().getShape();
     double b = q[0], s = q[1], width = q[2];
@@ -232,10 +232,9 @@ uint64_t mlir::moe::kernelWorkspaceBytes(ModuleOp module, func::FuncOp step,
   bool cuda = runsOnCuda(module);
   uint64_t pack = 0, largest = 0;
   step.walk([&](Operation *op) {
-    if (pipelineRank && ranks > 0)
-      if (auto stage = op->getAttrOfType<IntegerAttr>(kPipelineStageAttrName);
-          stage && stage.getInt() >= 0 &&
-          stage.getInt() % ranks != *pipelineRank)
+    if (pipelineRank)
+      if (std::optional<int64_t> rank = pipelineRankRunning(op, ranks);
+          rank && *rank != *pipelineRank)
         return;
     pack = std::max(pack, packBytes(op));
     std::optional<ExpertsShape> experts = expertsShapeOf(op, mesh);

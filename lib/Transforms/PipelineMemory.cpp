@@ -13,6 +13,14 @@
 using namespace mlir;
 using namespace mlir::moe;
 
+std::optional<int64_t> mlir::moe::pipelineRankRunning(Operation *op,
+                                                      int64_t ranks) {
+  auto stage = op->getAttrOfType<IntegerAttr>(kPipelineStageAttrName);
+  if (!stage || stage.getInt() < 0)
+    return std::nullopt;
+  return stage.getInt() % ranks;
+}
+
 SmallVector<PipelineRankMemory>
 mlir::moe::pipelineRankMemory(ModuleOp module, func::FuncOp step) {
   auto ranksAttr = step->getAttrOfType<IntegerAttr>(kPipelineRanksAttrName);
@@ -33,12 +41,7 @@ mlir::moe::pipelineRankMemory(ModuleOp module, func::FuncOp step) {
     auto param = symbols.lookup<ParamOp>(ref.getAttr());
     return param ? tensorBytes(param.getTensorType()) : 0;
   };
-  auto rankOf = [&](Operation *op) -> std::optional<int64_t> {
-    auto stage = op->getAttrOfType<IntegerAttr>(kPipelineStageAttrName);
-    if (!stage || stage.getInt() < 0)
-      return std::nullopt;
-    return stage.getInt() % ranks;
-  };
+  auto rankOf = [&](Operation *op) { return pipelineRankRunning(op, ranks); };
   // Sums saturate instead of wrapping (tensors are bounded, their number
   // is not).
   auto add = [](uint64_t &sum, uint64_t value) {

@@ -67,13 +67,14 @@ struct Interval {
   SmallVector<unsigned, 2> ranks;
 };
 
-/// The pipeline rank that runs `op`: its stage's (stage % ranks), or none
-/// (all ranks) for the optimizer ops tagged -1 and for an untagged step.
+/// The pipeline rank that runs `op` (pipelineRankRunning), or none (all
+/// ranks) on a single rank.
 std::optional<unsigned> rankRunning(Operation *op, unsigned ranks) {
-  auto stage = op->getAttrOfType<IntegerAttr>(kPipelineStageAttrName);
-  if (ranks == 1 || !stage || stage.getInt() < 0)
+  if (ranks == 1)
     return std::nullopt;
-  return static_cast<unsigned>(stage.getInt() % ranks);
+  if (std::optional<int64_t> rank = pipelineRankRunning(op, ranks))
+    return static_cast<unsigned>(*rank);
+  return std::nullopt;
 }
 
 /// The ranks that write or read `value` (empty: all). The global norm reads

@@ -145,6 +145,12 @@ struct Pipeline {
   std::vector<std::vector<PipelineAction>> ranks;
 
   bool enabled() const { return microbatches > 0; }
+  /// Whether pipeline rank `rank` runs instruction `instruction`: its
+  /// stage's rank (stage % stages), or every rank for stage -1.
+  bool runsOn(size_t instruction, int32_t rank) const {
+    int32_t stage = instructionStage[instruction];
+    return stage < 0 || stage % stages == rank;
+  }
   int32_t modelStages() const { return stages * virtualStages; }
 };
 

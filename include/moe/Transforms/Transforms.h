@@ -115,6 +115,11 @@ struct PipelineRankMemory {
   }
 };
 
+/// The pipeline rank that runs `op` of a step split over `ranks` ranks: its
+/// stage's (stage % ranks), or none (every rank) for the optimizer ops
+/// tagged -1 and for an untagged op.
+std::optional<int64_t> pipelineRankRunning(Operation *op, int64_t ranks);
+
 /// Per pipeline rank of a step split by moe-split-pipeline-stages (its
 /// `moe.pipeline_ranks` and `moe.pipeline_slots`); empty when not split.
 SmallVector<PipelineRankMemory> pipelineRankMemory(ModuleOp module,
@@ -145,6 +150,8 @@ LogicalResult applyFp8(func::FuncOp function, const Fp8Policy &policy);
 /// Model FLOPs of one forward op (a multiply-add is 2; attention over the
 /// causal triangle; experts over their assignments); 0 for the rest.
 double modelFlops(Operation *op);
+/// The FLOPs of `input [..., K]` times `weight [N, K]` transposed.
+double linearFlops(Value input, Value weight);
 
 /// The ops of `step` its loss (result 0) depends on: the forward pass.
 llvm::SetVector<Operation *> forwardOps(func::FuncOp step);

@@ -2,13 +2,14 @@
 //
 // Private to lib/Runtime/Cpu: the sgemm wrapper, attention's tile GEMM, the
 // vectorised exp and row reductions, cross-entropy's rule for ignored
-// targets, and the top-k selection rule that the router, its backward and the
-// load-balancing loss must all apply identically.
+// targets and its gradient row, and the top-k selection rule that the router,
+// its backward and the load-balancing loss must all apply identically.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_LIB_RUNTIME_CPU_KERNELUTILS_H
 #define MOE_LIB_RUNTIME_CPU_KERNELUTILS_H
 
+#include <cmath>
 #include <cstdint>
 
 namespace moe::rt::cpu::detail {
@@ -46,6 +47,16 @@ double expShiftedSum(const float *in, float *out, int64_t n, float shift);
 /// fused (LM head) cross-entropy, which must ignore the same rows.
 inline bool isCounted(int32_t target, int64_t V) {
   return target >= 0 && target < V;
+}
+
+/// g[v] = coef * exp(x[v] - lse) over n logits, in double, rounded once: a
+/// counted row of the mean cross-entropy's logits gradient before its
+/// target's -coef. Shared by the plain and the fused cross-entropy, so their
+/// gradients differ by nothing but the lse they are given. g may be x.
+inline void scaledSoftmax(const float *x, float *g, int64_t n, double lse,
+                          double coef) {
+  for (int64_t v = 0; v < n; ++v)
+    g[v] = static_cast<float>(coef * std::exp(static_cast<double>(x[v]) - lse));
 }
 
 /// Writes the ids of the topK largest of p[0, E) into idx in descending order

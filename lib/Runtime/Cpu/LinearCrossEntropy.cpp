@@ -15,7 +15,7 @@
 // is the unfused one bit for bit.
 //
 // Backward: per block, the logits GEMM again, g = coef (exp(logit - lse) -
-// onehot) in place with crossEntropyBackward's double exp, then
+// onehot) in place with crossEntropyBackward's scaledSoftmax, then
 // dw[v0:v1] = g^T x (each row of dw written by exactly one block) and
 // dx += g w[v0:v1] in block order.
 //
@@ -135,23 +135,20 @@ void linearCrossEntropyBackward(float dloss, const float *x, const float *w,
   for (int64_t v0 = 0; v0 < V; v0 += block) {
     int64_t n = std::min(block, V - v0);
     blockLogits(x, w, g, T, H, v0, n);
-    detail::forEachShare(
-        T, detail::rowGrain(n), [&](int64_t begin, int64_t end) {
-          for (int64_t t = begin; t < end; ++t) {
-            float *row = g + t * n;
-            int32_t target = targets[t];
-            if (!detail::isCounted(target, V)) {
-              std::fill(row, row + n, 0.0f);
-              continue;
-            }
-            double rowLse = lse[t];
-            for (int64_t v = 0; v < n; ++v)
-              row[v] = static_cast<float>(
-                  coef * std::exp(static_cast<double>(row[v]) - rowLse));
-            if (target >= v0 && target < v0 + n)
-              row[target - v0] -= static_cast<float>(coef);
-          }
-        });
+    detail::forEachShare(T, detail::rowGrain(n),
+                         [&](int64_t begin, int64_t end) {
+                           for (int64_t t = begin; t < end; ++t) {
+                             float *row = g + t * n;
+                             int32_t target = targets[t];
+                             if (!detail::isCounted(target, V)) {
+                               std::fill(row, row + n, 0.0f);
+                               continue;
+                             }
+                             detail::scaledSoftmax(row, row, n, lse[t], coef);
+                             if (target >= v0 && target < v0 + n)
+                               row[target - v0] -= static_cast<float>(coef);
+                           }
+                         });
     detail::gemm(true, false, n, H, T, 1.0f, g, n, x, H, 0.0f, dw + v0 * H, H);
     detail::gemm(false, false, T, H, n, 1.0f, g, n, w + v0 * H, H,
                  v0 == 0 ? 0.0f : 1.0f, dx, H);

@@ -95,10 +95,7 @@ void crossEntropyBackward(float dloss, const float *logits,
         continue;
       }
       const float *x = logits + t * V;
-      double lse = logSumExp(x, V);
-      for (int64_t v = 0; v < V; ++v)
-        g[v] = static_cast<float>(coef *
-                                  std::exp(static_cast<double>(x[v]) - lse));
+      detail::scaledSoftmax(x, g, V, logSumExp(x, V), coef);
       g[targets[t]] -= static_cast<float>(coef);
     }
   });

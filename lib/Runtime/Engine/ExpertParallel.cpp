@@ -478,11 +478,9 @@ uint64_t kernelWorkspaceBytes(const Program &program,
   const Pipeline &pipeline = program.pipeline;
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction &inst = program.instructions[i];
-    if (pipelineRank && pipeline.enabled()) {
-      int32_t stage = pipeline.instructionStage[i];
-      if (stage >= 0 && stage % pipeline.stages != *pipelineRank)
-        continue;
-    }
+    if (pipelineRank && pipeline.enabled() &&
+        !pipeline.runsOn(i, *pipelineRank))
+      continue;
     if (inst.opcode == Opcode::Attention ||
         inst.opcode == Opcode::AttentionGrad) {
       // q is [B, S, heads * headDim].
@@ -503,15 +501,11 @@ uint64_t kernelWorkspaceBytes(const Program &program,
       // The logits block of the fused LM head: x [..., H], w [V, H].
       bool forward = inst.opcode == Opcode::LinearCrossEntropy;
       const Buffer &x =
-          program.buffers
-              [inst.operands[forward
-                                 ? ops::LinearCrossEntropyView::kXOperand
-                                 : ops::LinearCrossEntropyGradView::kXOperand]];
+          program.buffers[forward ? ops::LinearCrossEntropyView(inst).x()
+                                  : ops::LinearCrossEntropyGradView(inst).x()];
       const Buffer &w =
-          program.buffers
-              [inst.operands[forward
-                                 ? ops::LinearCrossEntropyView::kWOperand
-                                 : ops::LinearCrossEntropyGradView::kWOperand]];
+          program.buffers[forward ? ops::LinearCrossEntropyView(inst).w()
+                                  : ops::LinearCrossEntropyGradView(inst).w()];
       most = std::max(most, cpu::linearCrossEntropyWorkspaceBytes(
                                 x.numElements() / x.shape.back(), w.shape[0]));
       continue;

@@ -69,9 +69,8 @@ optimizerSums(const Program &program, int32_t rank) {
   std::vector<bool> seen(program.buffers.size(), false);
   std::vector<std::pair<uint32_t, int32_t>> sums;
   for (size_t i = 0; i < program.instructions.size(); ++i) {
-    int32_t stage = pipeline.instructionStage[i];
     if (pipeline.instructionPhase[i] != PipelinePhase::Optimizer ||
-        (stage >= 0 && stage % pipeline.stages != rank))
+        !pipeline.runsOn(i, rank))
       continue;
     for (uint32_t b : program.instructions[i].operands) {
       int64_t p = producer[b];
@@ -213,7 +212,7 @@ PipelineStep::create(const Program &program, int32_t rank,
     if (inst.opcode == Opcode::AdamW && stage % pipeline.stages != rank)
       runner->foreign[inst.operands[1]] = true;
     if (phase == PipelinePhase::Optimizer) {
-      if (stage < 0 || stage % pipeline.stages == rank)
+      if (pipeline.runsOn(i, rank))
         runner->optimizerInstructions.push_back(i);
       continue;
     }

@@ -31,7 +31,6 @@ constexpr double kUnitRoundoff = 5.960464477539063e-8; // 2^-24
 /// Bound on the relative rounding error of a float sum of K products.
 double gamma(int64_t K) { return (K + 2) * kUnitRoundoff; }
 
-
 /// Inputs of the fused op: x [T, H], w [V, H], and targets of which some are
 /// ignored (negative, or >= V).
 struct Problem {
@@ -240,6 +239,48 @@ TEST(LinearCrossEntropyTest, OneBlockIsCrossEntropySumsBitwise) {
     EXPECT_EQ(fused.sum, unfused.sum) << threads << " threads";
     EXPECT_EQ(fused.count, unfused.count) << threads << " threads";
   }
+}
+
+// docs/semantics.md: with one block the fused backward differs from the
+// unfused pair (crossEntropyBackward, then linearBackwardInput and
+// linearBackwardWeight) only by each row's lse reaching it rounded to fp32.
+// With exact logits each gradient element then moves by at most
+// |lse| 2^-24 relative (plus the two roundings to float), and the two sets
+// of GEMMs, of one shape, by that times sum |g||w| plus their own rounding.
+TEST(LinearCrossEntropyTest, OneBlockBackwardIsTheUnfusedPairsUpToLseRounding) {
+  const float dloss = 1.3f;
+  Problem p = makeProblem(37, 48, 200, 310, /*exactLogits=*/true);
+  Fused f = runFused(p, dloss, /*vocabBlock=*/0);
+  std::vector<float> logits(p.T * p.V), dlogits(p.T * p.V);
+  std::vector<float> dx(p.T * p.H), dw(p.V * p.H);
+  linearForward(p.x.data(), p.w.data(), logits.data(), p.T, p.H, p.V);
+  crossEntropyBackward(dloss, logits.data(), p.targets.data(), dlogits.data(),
+                       p.T, p.V);
+  linearBackwardInput(dlogits.data(), p.w.data(), dx.data(), p.T, p.H, p.V);
+  linearBackwardWeight(dlogits.data(), p.x.data(), dw.data(), p.T, p.H, p.V);
+  double lseMagnitude = 0.0;
+  for (float value : f.lse)
+    lseMagnitude = std::max(lseMagnitude, std::fabs(double(value)));
+  double perElement = 1.01 * lseMagnitude * kUnitRoundoff + 2 * kUnitRoundoff;
+  std::vector<double> dxBound(p.T * p.H), dwBound(p.V * p.H);
+  for (int64_t t = 0; t < p.T; ++t)
+    for (int64_t h = 0; h < p.H; ++h) {
+      double magnitude = 0.0;
+      for (int64_t v = 0; v < p.V; ++v)
+        magnitude += std::fabs(dlogits[t * p.V + v] * p.w[v * p.H + h]);
+      dxBound[t * p.H + h] =
+          (perElement + 2 * gamma(p.V)) * magnitude * 1.01 + 1e-30;
+    }
+  for (int64_t v = 0; v < p.V; ++v)
+    for (int64_t h = 0; h < p.H; ++h) {
+      double magnitude = 0.0;
+      for (int64_t t = 0; t < p.T; ++t)
+        magnitude += std::fabs(dlogits[t * p.V + v] * p.x[t * p.H + h]);
+      dwBound[v * p.H + h] =
+          (perElement + 2 * gamma(p.T)) * magnitude * 1.01 + 1e-30;
+    }
+  expectWithin("dx", f.dx, dx, dxBound);
+  expectWithin("dw", f.dw, dw, dwBound);
 }
 
 TEST(LinearCrossEntropyTest, BackwardMatchesDoubleReference) {

@@ -237,6 +237,17 @@ static ::moe::rt::Fp8Scaling toSchema(std::optional<Fp8Scaling> scaling) {
   llvm_unreachable("unknown FP8 scaling");
 }
 
+/// The schema's name of a router's scoring.
+static ::moe::rt::RouterScoring routerScoring(RouterScoring scoring) {
+  switch (scoring) {
+  case RouterScoring::softmax:
+    return ::moe::rt::RouterScoring::Softmax;
+  case RouterScoring::sigmoid:
+    return ::moe::rt::RouterScoring::Sigmoid;
+  }
+  llvm_unreachable("unknown router scoring");
+}
+
 FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
   namespace ops = ::moe::rt::ops;
   PendingInstruction inst;
@@ -301,12 +312,27 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
             return set(
                 ops::buildAttentionGrad(o.getNumHeads(), o.getNumKvHeads()));
           })
+          // HF Mixtral's router keeps the opcodes of 1.0; any other
+          // selection rule is a ScoredRouter of 3.5.
           .Case([&](RouterOp o) {
-            return set(ops::buildRouter(o.getTopK(),
-                                        f(o.getCapacityFactorAttr())));
+            if (o.isMixtralRouter())
+              return set(
+                  ops::buildRouter(o.getTopK(), f(o.getCapacityFactorAttr())));
+            return set(ops::buildScoredRouter(
+                o.getTopK(), f(o.getCapacityFactorAttr()),
+                routerScoring(o.getScoring()), o.getNormalize(),
+                f(o.getScaleAttr()), o.getGroups(), o.getTopGroups()));
           })
-          .Case([&](RouterGradOp o) {
-            return set(ops::buildRouterGrad(o.getTopK()));
+          .Case([&](RouterGradOp o) -> LogicalResult {
+            if (o.isMixtralRouter())
+              return set(ops::buildRouterGrad(o.getTopK()));
+            if (!o.getProbsGrad())
+              return o.emitOpError()
+                     << "cannot be written: the artifact's ScoredRouterGrad "
+                        "reads probs_grad, which this op lacks";
+            return set(ops::buildScoredRouterGrad(
+                o.getTopK(), routerScoring(o.getScoring()), o.getNormalize(),
+                f(o.getScaleAttr()), o.getGroups(), o.getTopGroups()));
           })
           // The forms that keep the up projections are opcodes of 3.2.
           .Case([&](ExpertsOp o) {

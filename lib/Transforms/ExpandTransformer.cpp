@@ -117,7 +117,10 @@ public:
     auto router = body.create<RouterOp>(
         loc, logitsType, logitsType.clone(routedShape),
         RankedTensorType::get(routedShape, body.getI32Type()), logits,
-        body.getI64IntegerAttr(topK), config.getCapacityFactorAttr());
+        /*bias=*/Value(), body.getI64IntegerAttr(topK),
+        config.getCapacityFactorAttr(), config.getScoringAttr(),
+        config.getNormTopkProbAttr(), config.getRoutedScalingFactorAttr(),
+        config.getNGroupAttr(), config.getTopkGroupAttr());
     Value w1 = param(moe + "experts.{e}.w1.weight", {experts, ffn, hidden},
                      InitKind::normal, loc);
     Value w3 = param(moe + "experts.{e}.w3.weight", {experts, ffn, hidden},
@@ -133,9 +136,15 @@ public:
                                      /*fp8_dispatch=*/UnitAttr(),
                                      /*fp8_history=*/FlatSymbolRefAttr())
                   .getResult();
-    Value aux = body.create<AuxLossOp>(
-        loc, RankedTensorType::get({}, body.getF32Type()), router.getProbs(),
-        body.getI64IntegerAttr(topK), /*token_axes=*/ArrayAttr());
+    // The load-balancing loss recounts the top-k of the scores, which is
+    // only the selection of a softmax router over one group (the verifier
+    // holds aux_coef at 0 for the others).
+    Value aux;
+    if (config.getScoring() == RouterScoring::softmax &&
+        config.getNGroup() == 1)
+      aux = body.create<AuxLossOp>(
+          loc, RankedTensorType::get({}, body.getF32Type()), router.getProbs(),
+          body.getI64IntegerAttr(topK), /*token_axes=*/ArrayAttr());
     // DeepSeek's shared experts: one always-active MLP of their merged width.
     if (int64_t shared = config.getSharedExperts(); shared > 0) {
       Location sharedLoc = named(moe + "shared_experts");
@@ -247,6 +256,13 @@ static DictionaryAttr modelAttr(TransformerOp config) {
       b.getNamedAttr("rope_theta", config.getRopeThetaAttr()),
       b.getNamedAttr("aux_coef", config.getAuxCoefAttr()),
       b.getNamedAttr("capacity_factor", config.getCapacityFactorAttr()),
+      b.getNamedAttr("scoring", b.getStringAttr(stringifyRouterScoring(
+                                    config.getScoring()))),
+      b.getNamedAttr("norm_topk_prob", config.getNormTopkProbAttr()),
+      b.getNamedAttr("routed_scaling_factor",
+                     config.getRoutedScalingFactorAttr()),
+      b.getNamedAttr("n_group", config.getNGroupAttr()),
+      b.getNamedAttr("topk_group", config.getTopkGroupAttr()),
       b.getNamedAttr("init_std", config.getInitStdAttr())};
   return b.getDictionaryAttr(entries);
 }

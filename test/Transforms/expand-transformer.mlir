@@ -83,3 +83,22 @@ moe.transformer @shared {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads
 // CHECK: moe.param @model.layers.0.self_attn.o_proj.weight : tensor<8x12xf32>
 // CHECK: moe.attention {{.*}} -> (tensor<1x4x12xf32>, tensor<1x2x4xf32>)
 moe.transformer @wide {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, head_dim = 6, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+
+// -----
+
+// DeepSeek-V3's router: the transformer's HF-named settings become the
+// router's; without the load-balancing loss (it recounts the top-k of the
+// scores), the loss is the cross-entropy alone.
+// CHECK: moe.model = {{{.*}}n_group = 4 : i64, name = "ds", norm_topk_prob = true, {{.*}}routed_scaling_factor = 2.500000e+00 : f32, scoring = "sigmoid", {{.*}}topk_group = 2 : i64
+// CHECK: moe.router %{{.*}} {groups = 4 : i64, scale = 2.500000e+00 : f32, scoring = #moe.scoring<sigmoid>, top_groups = 2 : i64, top_k = 3 : i64}
+// CHECK-NOT: moe.aux_loss
+// CHECK: moe.weighted_sum %{{[^,]*}} {coefficients = array<f32: 1.000000e+00>}
+moe.transformer @ds {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 8, top_k = 3, ffn = 4, seq = 4, batch = 1, scoring = #moe.scoring<sigmoid>, routed_scaling_factor = 2.5 : f32, n_group = 4, topk_group = 2, aux_coef = 0.0 : f32}
+
+// -----
+
+// Qwen3-MoE's norm_topk_prob = false keeps the load-balancing loss.
+// CHECK: moe.model = {{{.*}}name = "qwen", norm_topk_prob = false
+// CHECK: %[[P:.*]], %{{.*}}, %{{.*}} = moe.router %{{.*}} {normalize = false, top_k = 2 : i64}
+// CHECK: moe.aux_loss %[[P]]
+moe.transformer @qwen {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 4, top_k = 2, ffn = 4, seq = 4, batch = 1, norm_topk_prob = false}

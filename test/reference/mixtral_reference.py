@@ -204,6 +204,15 @@ class Config:
     shared_experts: int = 0
     # Qwen3's head_dim, independent of hidden / heads (0: hidden // heads).
     head_dim: int = 0
+    # The router (moe.router): "softmax" or DeepSeek-V3's "sigmoid" scores,
+    # top-k renormalisation (HF's norm_topk_prob), routed_scaling_factor and
+    # group-limited selection (n_group groups, the top-k among the experts
+    # of the best topk_group).
+    scoring: str = "softmax"
+    norm_topk_prob: bool = True
+    routed_scaling_factor: float = 1.0
+    n_group: int = 1
+    topk_group: int = 1
     rms_eps: float = 1e-5
     rope_theta: float = 10000.0
     aux_coef: float = 0.01
@@ -259,6 +268,9 @@ class Config:
         need(self.heads % self.kv_heads == 0, "heads must be a multiple of kv_heads")
         need(1 <= self.top_k <= self.experts, "need 1 <= top_k <= experts")
         need(self.shared_experts >= 0, "shared_experts must be >= 0")
+        need(self.scoring in ("softmax", "sigmoid"), f"unknown scoring '{self.scoring}' (known: softmax, sigmoid)")
+        need(self.experts % self.n_group == 0, "n_group must divide experts")
+        need(1 <= self.topk_group <= self.n_group, "need 1 <= topk_group <= n_group")
         need(all(0 <= i < self.layers for i in self.dense_layers), "dense_layers out of range")
         need(self.capacity_factor >= 0, "capacity_factor must be >= 0")
         need(self.precision in ("fp32", "bf16"), f"unknown precision '{self.precision}' (known: fp32, bf16)")
@@ -357,25 +369,57 @@ def apply_capacity(idx, E, C):
     return torch.where(keep, idx, torch.full_like(idx, -1))
 
 
-def route(logits, top_k, capacity_factor=0.0, forced=None):
+@dataclasses.dataclass
+class RoutingRule:
+    """The selection rule of moe.router (semantics.md, "Router"); the default
+    is HF Mixtral's."""
+    scoring: str = "softmax"
+    normalize: bool = True
+    scale: float = 1.0
+    groups: int = 1
+    top_groups: int = 1
+
+    @staticmethod
+    def of(cfg):
+        return RoutingRule(cfg.scoring, cfg.norm_topk_prob, cfg.routed_scaling_factor,
+                           cfg.n_group, cfg.topk_group)
+
+
+def route(logits, top_k, capacity_factor=0.0, forced=None, rule=RoutingRule()):
     """Router of semantics.md.  logits: [T, E].  `forced` ({token: [expert ids]})
     replaces the top-k of those tokens (near ties of the bf16 check).
 
-    Returns p [T,E] (softmax), idx [T,k] (long; -1 = dropped by capacity),
-    w [T,k] (top-k renormalised; a dropped slot keeps its weight), and
+    Returns p [T,E] (the scores: softmax or sigmoid), idx [T,k] (long; -1 =
+    dropped by capacity), w [T,k] (the selected scores, renormalised when
+    rule.normalize, times rule.scale; a dropped slot keeps its weight), and
     count [E] (top-k selections per expert *before* dropping)."""
     T, E = logits.shape
-    p = torch.softmax(logits, dim=-1)
+    p = torch.sigmoid(logits) if rule.scoring == "sigmoid" else torch.softmax(logits, dim=-1)
+    choice = p.detach()
+    if rule.groups > 1:
+        # DeepSeek-V3's group-limited routing: a group scores the sum of its
+        # two best, and only the best top_groups groups' experts compete.
+        G = rule.groups
+        grouped = choice.view(T, G, E // G)
+        group_score = torch.sort(grouped, dim=-1, descending=True).values[..., :2].sum(-1)
+        best = torch.sort(-group_score, dim=-1, stable=True).indices[:, :rule.top_groups]
+        keep = torch.zeros(T, G, dtype=torch.bool).scatter_(1, best, True)
+        choice = grouped.masked_fill(~keep[..., None], float("-inf")).view(T, E)
     # Top-k with a deterministic tie rule: descending p, equal p -> lower expert
     # id first.  A *stable* ascending sort of -p keeps equal keys in id order;
     # torch.topk gives no such guarantee.
-    idx = torch.sort(-p.detach(), dim=-1, stable=True).indices[:, :top_k]
+    idx = torch.sort(-choice, dim=-1, stable=True).indices[:, :top_k]
     if forced:
         idx = idx.clone()
         for t, experts in forced.items():
             idx[t] = torch.tensor(experts, dtype=idx.dtype)
     top_p = p.gather(1, idx)
-    w = top_p / top_p.sum(-1, keepdim=True)
+    w = top_p
+    if rule.normalize:
+        denom = top_p.sum(-1, keepdim=True)
+        # HF DeepSeek-V3 adds 1e-20: sigmoid scores may all underflow.
+        w = top_p / (denom + 1e-20 if rule.scoring == "sigmoid" else denom)
+    w = w * rule.scale
     count = torch.bincount(idx.reshape(-1), minlength=E)
     if capacity_factor > 0:
         idx = apply_capacity(idx, E, moe_capacity(capacity_factor, T, top_k, E))
@@ -420,6 +464,10 @@ class SparseMoeBlock(nn.Module):
     def __init__(self, cfg: Config):
         super().__init__()
         self.E, self.k, self.cf = cfg.experts, cfg.top_k, cfg.capacity_factor
+        self.rule = RoutingRule.of(cfg)
+        # moe.aux_loss recounts the top-k of the scores: only a softmax router
+        # over one group has it (the others need aux_coef = 0).
+        self.has_aux = cfg.scoring == "softmax" and cfg.n_group == 1
         self.gate = nn.Linear(cfg.hidden, cfg.experts, bias=False)
         self.experts = nn.ModuleList(ExpertMLP(cfg.hidden, cfg.ffn) for _ in range(cfg.experts))
         # DeepseekV3MoE's shared_experts: their outputs added to the routed ones.
@@ -435,8 +483,8 @@ class SparseMoeBlock(nn.Module):
         # bf16: the gate GEMM's output (the router logits) stays fp32, and so do
         # softmax, top-k, the routing weights and their gradients.
         logits = linear(self.gate, xt, activation_out=False)
-        p, idx, w, count = route(logits, self.k, self.cf, self.forced)
-        aux = load_balancing_loss(p, count, T)
+        p, idx, w, count = route(logits, self.k, self.cf, self.forced, self.rule)
+        aux = load_balancing_loss(p, count, T) if self.has_aux else None
         if stats is not None:
             stats.append(router_stats(p, idx, count, self.k, logits, xt, self.gate.weight))
         xe = consumer(xt)  # the experts' dx: one BF16 contribution per token

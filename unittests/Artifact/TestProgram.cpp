@@ -835,4 +835,32 @@ void reseal(std::vector<uint8_t> &bytes, bool sealed) {
   bytes.insert(bytes.end(), seal.begin(), seal.end());
 }
 
+/// The MoE program with DeepSeek-V3's router on the same logits after the
+/// update: sigmoid scores, a selection bias, the top-2 among the experts of
+/// the better of two groups, renormalised and scaled weights, and its
+/// gradient (the model programs route as Mixtral).
+Program makeScoredRouterProgram() {
+  Program program = makeMoeProgram();
+  ProgramBuilder b(program);
+  uint32_t logits = bufferNamed(program, "router_logits");
+  uint32_t dweights = bufferNamed(program, "droute_weights");
+  uint32_t dprobs = bufferNamed(program, "dprobs");
+  const std::vector<int64_t> &shape = program.buffers[logits].shape;
+  std::vector<int64_t> routed = program.buffers[dweights].shape;
+  int64_t experts = shape.back(), topK = routed.back();
+  uint32_t bias = b.parameter("router.bias", {experts}, Init::Normal, 0.2f);
+  uint32_t probs = b.temporary("scores", shape);
+  uint32_t weights = b.temporary("scored_weights", routed);
+  uint32_t ids = b.temporary("scored_ids", routed, DType::I32);
+  uint32_t dlogits = b.temporary("dscored_logits", shape);
+  int64_t sigmoid = static_cast<int64_t>(RouterScoring::Sigmoid);
+  const float scale = 2.5f;
+  // ints: top_k, scoring, normalize, groups, top_groups.
+  b.emit(Opcode::ScoredRouter, {logits, bias}, {probs, weights, ids},
+         {topK, sigmoid, 1, 2, 1}, {/*capacity_factor=*/0.0f, scale});
+  b.emit(Opcode::ScoredRouterGrad, {dweights, probs, dprobs, bias}, {dlogits},
+         {topK, sigmoid, 1, 2, 1}, {scale});
+  return program;
+}
+
 } // namespace moe::rt::testing

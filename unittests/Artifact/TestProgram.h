@@ -111,6 +111,12 @@ struct MoeConfig {
 /// backward pass (one in-place Add included), clipping and AdamW.
 Program makeMoeProgram(const MoeConfig &config = {});
 
+/// makeMoeProgram() with DeepSeek-V3's router on the same logits after the
+/// update (ScoredRouter: sigmoid scores, a selection bias parameter
+/// "router.bias", the top-2 among the experts of the better of two groups,
+/// renormalised weights scaled by 2.5) and its gradient.
+Program makeScoredRouterProgram();
+
 /// The mesh of makeMeshProgram: dp x tp ranks.
 struct MeshConfig {
   int64_t dp = 2, tp = 2;

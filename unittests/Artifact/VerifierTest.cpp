@@ -21,6 +21,7 @@ using testing::expectValid;
 using testing::instruction;
 using testing::instructionWith;
 using testing::makeMoeProgram;
+using testing::makeScoredRouterProgram;
 using testing::makeTinyProgram;
 
 TEST(VerifierTest, OpcodeNamesAreTheSchemas) {
@@ -466,6 +467,47 @@ TEST(VerifierTest, OptimizerStateSharedBetweenUpdates) {
   instruction(program, Opcode::AdamW, 2).operands[2] = first.operands[2];
   expectError(program, {"(AdamW): operand 2", "is already updated by "
                                               "instruction"});
+}
+
+TEST(VerifierTest, ScoredRouterIsValid) {
+  expectValid(makeScoredRouterProgram());
+}
+
+// ints: top_k, scoring, normalize, groups, top_groups.
+TEST(VerifierTest, RoutingGroupsMustSplitTheExperts) {
+  Program program = makeScoredRouterProgram();
+  instruction(program, Opcode::ScoredRouter).intAttrs[3] = 3;
+  expectError(program, {"(ScoredRouter): int attribute 3 (groups) must "
+                        "divide E = 4 into groups of at least 2 experts"});
+  program = makeScoredRouterProgram();
+  instruction(program, Opcode::ScoredRouterGrad).intAttrs[3] = 4;
+  expectError(program, {"(ScoredRouterGrad): int attribute 3 (groups) must "
+                        "divide E = 4 into groups of at least 2 experts"});
+}
+
+TEST(VerifierTest, TopGroupsMustHoldTopK) {
+  Program program = makeScoredRouterProgram();
+  instruction(program, Opcode::ScoredRouter).intAttrs[4] = 3;
+  expectError(program, {"(ScoredRouter): int attribute 4 (top_groups) must "
+                        "be <= groups (2) and its groups hold top_k (2) "
+                        "experts"});
+  // One group of two holds top_k = 2, but not 3.
+  program = makeScoredRouterProgram();
+  instruction(program, Opcode::ScoredRouter).intAttrs[0] = 3;
+  expectError(program, {"(ScoredRouter): int attribute 4 (top_groups)"});
+}
+
+TEST(VerifierTest, RouterScaleMustBePositive) {
+  Program program = makeScoredRouterProgram();
+  instruction(program, Opcode::ScoredRouter).floatAttrs[1] = 0.0f;
+  expectError(program, {"(ScoredRouter): float attribute 1 (scale) must be "
+                        "> 0"});
+}
+
+TEST(VerifierTest, RouterBiasHoldsOneValuePerExpert) {
+  Program program = makeScoredRouterProgram();
+  program.buffers[bufferNamed(program, "router.bias")].shape = {3};
+  expectError(program, {"(ScoredRouter): operand 1"});
 }
 
 TEST(VerifierTest, TopKOutOfRange) {

@@ -227,6 +227,7 @@ std::vector<NamedProgram> programsFor(int64_t ranks) {
          return makeTinyProgram(config);
        }},
       {"gemm-epilogues", makeGemmEpilogueProgram},
+      {"scored-router", makeScoredRouterProgram},
       {"swiglu", makeSwigluProgram},
       {"cast", makeCastProgram},
       // Mixed precision: BF16 working copies and activations.

@@ -64,6 +64,7 @@ inline constexpr std::string_view kFp8BlockName = "fp8_block";
 inline constexpr std::string_view kLinearCrossEntropyName =
     "linear_cross_entropy";
 inline constexpr std::string_view kGemmEpiloguesName = "gemm_epilogues";
+inline constexpr std::string_view kScoredRoutersName = "scored_routers";
 
 struct Capabilities {
   /// The target (moec --target) and the backend that runs it (moe-run
@@ -104,6 +105,10 @@ struct Capabilities {
   /// LinearGradInputAccumulate): moe-fuse-gemm-epilogues forms them only
   /// where this holds.
   bool gemmEpilogues = false;
+  /// Routers other than HF Mixtral's (ScoredRouter and its gradient:
+  /// sigmoid scores, a selection bias, group-limited top-k, weights not
+  /// renormalised or scaled), which have no other lowering.
+  bool scoredRouters = false;
 
   constexpr bool hasRecipe(Fp8Recipe recipe) const {
     return (fp8Recipes & recipeBit(recipe)) != 0;
@@ -149,12 +154,14 @@ inline constexpr uint32_t kF32I32BF16 = kF32I32 | dtypeBit(rt::DType::BF16);
 /// pipelined over the compute and communication streams; gradient
 /// reductions always on the communication stream. The fused LM head and
 /// cross-entropy and the GEMMs with epilogue addends run on the CPU only;
-/// GPU targets keep those ops unfused.
+/// GPU targets keep those ops unfused. Routers other than Mixtral's run on
+/// the CPU only, and the CUDA backend refuses them at load.
 inline constexpr Capabilities kCapabilities[] = {
     {"cpu", "cpu", 0, kAllRecipes, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/1, /*pipelineStages=*/true, /*microbatches=*/true,
      /*expertChunks=*/true, /*asyncCollectives=*/true, kF32I32BF16,
-     /*fp8Block=*/0, /*linearCrossEntropy=*/true, /*gemmEpilogues=*/true},
+     /*fp8Block=*/0, /*linearCrossEntropy=*/true, /*gemmEpilogues=*/true,
+     /*scoredRouters=*/true},
     {"a100", "cuda", 80, /*fp8Recipes=*/0, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/16, /*pipelineStages=*/true,
      /*microbatches=*/true, /*expertChunks=*/true,
@@ -211,6 +218,7 @@ constexpr Capabilities commonCapabilities(std::string_view backend) {
     common.linearCrossEntropy =
         common.linearCrossEntropy && r.linearCrossEntropy;
     common.gemmEpilogues = common.gemmEpilogues && r.gemmEpilogues;
+    common.scoredRouters = common.scoredRouters && r.scoredRouters;
   }
   return common;
 }
@@ -276,6 +284,7 @@ inline std::string describeCapabilities(const Capabilities &caps) {
       caps.fp8Block == 0 ? std::string("any") : std::to_string(caps.fp8Block));
   add(kLinearCrossEntropyName, yesNo(caps.linearCrossEntropy));
   add(kGemmEpiloguesName, yesNo(caps.gemmEpilogues));
+  add(kScoredRoutersName, yesNo(caps.scoredRouters));
   return line;
 }
 

@@ -25,9 +25,10 @@ namespace moe::rt {
 /// that table and the target it was compiled for; 3.1 adds BF16 storage and
 /// 3.2 the experts' saved up projections (ExpertsWithHidden), 3.3 gradient
 /// buckets (ReduceBucket), 3.4 the LM head fused with its loss
-/// (LinearCrossEntropy).
+/// (LinearCrossEntropy) and GEMM epilogues (LinearAccumulate), 3.5 routers
+/// with any selection rule (ScoredRouter).
 inline constexpr uint16_t kArtifactVersionMajor = 3;
-inline constexpr uint16_t kArtifactVersionMinor = 4;
+inline constexpr uint16_t kArtifactVersionMinor = 5;
 /// The oldest minor version of this major one the runtime reads: 3.0's op
 /// table allowed no BF16, so its per-opcode fingerprints no longer match.
 inline constexpr uint16_t kOldestArtifactVersionMinor = 1;

@@ -124,7 +124,8 @@ absl::Status checkExperts(const Program &program, const Capabilities &record,
 }
 
 /// The fused instructions the compiler forms only where the backend runs
-/// them (moe-fuse-linear-cross-entropy, moe-fuse-gemm-epilogues).
+/// them (moe-fuse-linear-cross-entropy, moe-fuse-gemm-epilogues), and the
+/// routers only the CPU runs.
 absl::Status checkFusedOps(const Program &program, const Capabilities &record,
                            const Refusal &lacks) {
   for (size_t i = 0; i < program.instructions.size(); ++i) {
@@ -141,6 +142,12 @@ absl::Status checkFusedOps(const Program &program, const Capabilities &record,
       return lacks(absl::StrCat("a GEMM adding to an addend (",
                                 describeInstruction(program, i), ")"),
                    caps::kGemmEpiloguesName, "no");
+    bool scoredRouter =
+        opcode == Opcode::ScoredRouter || opcode == Opcode::ScoredRouterGrad;
+    if (scoredRouter && !record.scoredRouters)
+      return lacks(absl::StrCat("a router other than Mixtral's (",
+                                describeInstruction(program, i), ")"),
+                   caps::kScoredRoutersName, "no");
   }
   return absl::OkStatus();
 }

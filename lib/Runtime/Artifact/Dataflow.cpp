@@ -116,10 +116,13 @@ private:
       if (ranges[b].first == kNever)
         ranges[b].first = index;
       ranges[b].last = std::max(ranges[b].last, index);
-      // Router writes expert ids; gathers and slices of ids (sequence
+      // Routers write expert ids; gathers and slices of ids (sequence
       // parallelism moves them between ranks) keep what they index.
-      if (instruction.opcode == Opcode::Router &&
-          i == ops::RouterView::kIndicesResult)
+      bool routerIds = (instruction.opcode == Opcode::Router &&
+                        i == ops::RouterView::kIndicesResult) ||
+                       (instruction.opcode == Opcode::ScoredRouter &&
+                        i == ops::ScoredRouterView::kIndicesResult);
+      if (routerIds)
         expertIdsOf[b] = bufferAt(instruction.operands[0]).shape.back();
       else if (resultInfo(instruction, i).dtypeOf >= 0 &&
                bufferAt(instruction.operands[0]).dtype == DType::I32)

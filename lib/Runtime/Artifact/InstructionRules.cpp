@@ -333,6 +333,24 @@ private:
                        absl::StrCat("must be in [1, E] with E = ", experts));
   }
 
+  /// groups divides E with two or more experts each when several (a group
+  /// scores its two best), and the top_groups best hold top_k experts.
+  template <class View> absl::Status checkRoutingGroups(const View &op) {
+    int64_t experts = bound("E"), groups = op.groups();
+    MOE_VERIFY_OK(requireAttr(
+        View::kGroupsAttr,
+        experts % groups == 0 && (groups == 1 || experts / groups >= 2),
+        absl::StrCat("must divide E = ", experts,
+                     " into groups of at least 2 experts")));
+    return requireAttr(View::kTopGroupsAttr,
+                       op.topGroups() <= groups &&
+                           op.topGroups() * (experts / groups) >= op.topK(),
+                       absl::StrCat("must be <= groups (", groups,
+                                    ") and its groups hold "
+                                    "top_k (",
+                                    op.topK(), ") experts"));
+  }
+
   template <class View> absl::Status checkRopeWidth(const View &op) {
     int64_t width = bound("X"), heads = op.heads();
     if (width % heads != 0 || (width / heads) % 2 != 0 || width == 0)

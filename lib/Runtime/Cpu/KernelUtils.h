@@ -9,8 +9,11 @@
 #ifndef MOE_LIB_RUNTIME_CPU_KERNELUTILS_H
 #define MOE_LIB_RUNTIME_CPU_KERNELUTILS_H
 
+#include "moe/Runtime/Cpu/Kernels.h"
+
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 namespace moe::rt::cpu::detail {
 
@@ -64,6 +67,21 @@ inline void scaledSoftmax(const float *x, float *g, int64_t n, double lse,
 /// rule of docs/semantics.md, recomputed by every kernel that needs it so that
 /// they can never disagree. Requires topK <= E.
 void selectTopK(const float *p, int64_t E, int64_t topK, int32_t *idx);
+
+/// The working rows of selectRouted, allocated once per kernel call.
+struct RoutingScratch {
+  RoutingScratch(int64_t E, const RoutingRule &rule)
+      : choice(E), groupScore(rule.groups), bestGroups(rule.topGroups) {}
+  std::vector<float> choice, groupScore;
+  std::vector<int32_t> bestGroups;
+};
+
+/// The router's selection (docs/semantics.md, "Router"): selectTopK of
+/// probs + bias among the experts of the rule's best groups. Without a
+/// bias and groups, exactly selectTopK of probs.
+void selectRouted(const float *probs, int64_t E, int64_t topK,
+                  const RoutingRule &rule, int32_t *idx,
+                  RoutingScratch &scratch);
 
 /// The per-expert capacity C = ceil(cf * T * topK / E) of docs/semantics.md,
 /// or -1 (unbounded) when capacityFactor <= 0.

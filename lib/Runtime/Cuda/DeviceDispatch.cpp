@@ -907,6 +907,10 @@ public:
   absl::Status run(const ops::LinearCrossEntropyGradView &) {
     return notOnThisBackend();
   }
+  absl::Status run(const ops::ScoredRouterView &) { return notOnThisBackend(); }
+  absl::Status run(const ops::ScoredRouterGradView &) {
+    return notOnThisBackend();
+  }
   absl::Status run(const ops::LinearAccumulateView &) {
     return notOnThisBackend();
   }

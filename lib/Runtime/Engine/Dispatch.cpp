@@ -232,6 +232,19 @@ public:
                         rows(in(op.probs())), last(in(op.probs())), op.topK());
     return absl::OkStatus();
   }
+  absl::Status run(const ops::ScoredRouterView &op) {
+    cpu::routerForward(f32(op.logits()), f32(op.probs()), f32(op.weights()),
+                       i32(op.indices()), rows(in(op.logits())),
+                       last(in(op.logits())), op.topK(), op.capacityFactor(),
+                       routingRule(op));
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::ScoredRouterGradView &op) {
+    cpu::routerBackward(f32(op.dweights()), f32(op.dprobs()), f32(op.probs()),
+                        f32(op.dlogits()), rows(in(op.probs())),
+                        last(in(op.probs())), op.topK(), routingRule(op));
+    return absl::OkStatus();
+  }
   absl::Status run(const ops::ExpertsView &op) {
     if (op.group())
       return runExpertParallel(context, index);
@@ -431,6 +444,19 @@ private:
 
   /// AuxLoss (no dloss: the loss into `out`) and AuxLossGrad (dprobs into
   /// `out`), over the group the tokens are split over when there is one.
+  /// The selection rule a ScoredRouter (or its gradient) carries.
+  template <class View> cpu::RoutingRule routingRule(const View &op) {
+    cpu::RoutingRule rule;
+    rule.sigmoid = op.scoring() == RouterScoring::Sigmoid;
+    rule.normalize = op.normalize();
+    rule.scale = op.scale();
+    rule.groups = op.groups();
+    rule.topGroups = op.topGroups();
+    if (std::optional<uint32_t> bias = op.bias())
+      rule.bias = f32(*bias);
+    return rule;
+  }
+
   absl::Status auxLoss(uint32_t probs, int64_t topK,
                        std::optional<int64_t> groupIndex,
                        std::optional<uint32_t> dloss, uint32_t out) {

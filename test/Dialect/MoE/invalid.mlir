@@ -25,6 +25,31 @@ moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, 
 
 // -----
 
+// expected-error @+1 {{expected aux_coef = 0 with sigmoid scoring: the load-balancing loss counts the top_k of the scores, which is not this router's selection; got 0.01}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, scoring = #moe.scoring<sigmoid>}
+
+// -----
+
+// expected-error @+1 {{expected aux_coef = 0 with n_group > 1: the load-balancing loss counts the top_k of the scores, which is not this router's selection; got 0.01}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, n_group = 2}
+
+// -----
+
+// expected-error @+1 {{expected the 1 selected groups of 2 experts to hold top_k = 3 experts}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 8, top_k = 3, ffn = 4, seq = 4, batch = 1, n_group = 4, topk_group = 1, aux_coef = 0.0 : f32}
+
+// -----
+
+// expected-error @+1 {{expected routed_scaling_factor > 0, got -1}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, routed_scaling_factor = -1.0 : f32}
+
+// -----
+
+// expected-error @+1 {{expected n_group to divide the 4 experts, got 3}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, n_group = 3, aux_coef = 0.0 : f32}
+
+// -----
+
 // expected-error @+1 {{expected shared_experts >= 0, got -1}}
 moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, shared_experts = -1}
 
@@ -561,6 +586,62 @@ func.func @router_indices(%l: tensor<8x4xf32>) {
 func.func @router_capacity(%l: tensor<8x4xf32>) {
   // expected-error @+1 {{expected 0 <= capacity_factor <= 4 (experts), got -2}}
   %p, %w, %i = moe.router %l {top_k = 2, capacity_factor = -2.0 : f32} : (tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x2xf32>, tensor<8x2xi32>)
+  return
+}
+
+// -----
+
+func.func @router_scale(%l: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected scale > 0, got 0}}
+  %p, %w, %i = moe.router %l {top_k = 2, scale = 0.0 : f32} : (tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x2xf32>, tensor<8x2xi32>)
+  return
+}
+
+// -----
+
+func.func @router_groups_divide(%l: tensor<8x6xf32>) {
+  // expected-error @+1 {{expected groups to divide the 6 experts, got 4}}
+  %p, %w, %i = moe.router %l {top_k = 2, groups = 4} : (tensor<8x6xf32>) -> (tensor<8x6xf32>, tensor<8x2xf32>, tensor<8x2xi32>)
+  return
+}
+
+// -----
+
+func.func @router_group_size(%l: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected at least 2 experts per group (a group scores its two best), got 4 experts in 4 groups}}
+  %p, %w, %i = moe.router %l {top_k = 1, groups = 4} : (tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x1xf32>, tensor<8x1xi32>)
+  return
+}
+
+// -----
+
+func.func @router_top_groups(%l: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected 1 <= top_groups <= 2 (groups), got 3}}
+  %p, %w, %i = moe.router %l {top_k = 2, groups = 2, top_groups = 3} : (tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x2xf32>, tensor<8x2xi32>)
+  return
+}
+
+// -----
+
+func.func @router_groups_hold_top_k(%l: tensor<8x8xf32>) {
+  // expected-error @+1 {{expected the 1 selected groups of 2 experts to hold top_k = 3 experts}}
+  %p, %w, %i = moe.router %l {top_k = 3, groups = 4, top_groups = 1} : (tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x3xf32>, tensor<8x3xi32>)
+  return
+}
+
+// -----
+
+func.func @router_bias(%l: tensor<8x4xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{expected bias of shape [4], got [3]}}
+  %p, %w, %i = moe.router %l bias %b {top_k = 2} : (tensor<8x4xf32>, tensor<3xf32>) -> (tensor<8x4xf32>, tensor<8x2xf32>, tensor<8x2xi32>)
+  return
+}
+
+// -----
+
+func.func @router_grad_groups(%dw: tensor<8x2xf32>, %p: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected groups to divide the 4 experts, got 3}}
+  %d = moe.router_grad %dw, %p {top_k = 2, groups = 3} : (tensor<8x2xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
   return
 }
 
@@ -1149,8 +1230,8 @@ func.func @fp8_amax_update_unknown_axis() {
 // the discardable moe.* ones its passes write.
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{'moe.transformer' op has unknown attribute 'n_group'; known attributes: aux_coef, batch, capacity_factor, dense_ffn, dense_layers, experts, ffn, head_dim, heads, hidden, init_std, kv_heads, layers, precision, rms_eps, rope_theta, seq, shared_experts, sym_name, top_k, vocab}}
-moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, n_group = 1}
+// expected-error @+1 {{'moe.transformer' op has unknown attribute 'q_lora_rank'; known attributes: aux_coef, batch, capacity_factor, dense_ffn, dense_layers, experts, ffn, head_dim, heads, hidden, init_std, kv_heads, layers, n_group, norm_topk_prob, precision, rms_eps, rope_theta, routed_scaling_factor, scoring, seq, shared_experts, sym_name, top_k, topk_group, vocab}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, q_lora_rank = 8}
 
 // -----
 

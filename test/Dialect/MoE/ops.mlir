@@ -22,7 +22,8 @@ moe.param @"experts.{e}.w1.weight" : tensor<4x4x8xf32> {init = #moe.init<normal>
 func.func @model_ops(%tokens: tensor<2x4xi32>, %table: tensor<16x8xf32>,
                      %norm: tensor<8xf32>, %wq: tensor<8x8xf32>,
                      %wk: tensor<4x8xf32>, %gate: tensor<4x8xf32>,
-                     %w1: tensor<4x4x8xf32>, %w2: tensor<4x8x4xf32>)
+                     %w1: tensor<4x4x8xf32>, %w2: tensor<4x8x4xf32>,
+                     %bias: tensor<4xf32>)
     -> tensor<f32> {
   // CHECK: moe.get_param @w : tensor<8x8xf32>
   %p = moe.get_param @w : tensor<8x8xf32>
@@ -44,6 +45,9 @@ func.func @model_ops(%tokens: tensor<2x4xi32>, %table: tensor<16x8xf32>,
   // CHECK: moe.router {{.*}} {capacity_factor = 1.250000e+00 : f32, top_k = 2 : i64}
   %probs, %weights, %indices = moe.router %logits {top_k = 2, capacity_factor = 1.25 : f32}
       : (tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>)
+  // CHECK: moe.router %{{.*}} bias %{{.*}} {groups = 2 : i64, scale = 2.500000e+00 : f32, scoring = #moe.scoring<sigmoid>, top_k = 2 : i64}
+  %sp, %sw, %si = moe.router %logits bias %bias {top_k = 2, scoring = #moe.scoring<sigmoid>, scale = 2.5 : f32, groups = 2, top_groups = 1}
+      : (tensor<2x4x4xf32>, tensor<4xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>)
   // CHECK: moe.experts {{.*}} {fp8 = #moe.fp8<blockwise>, fp8_block = 64 : i64}
   %y = moe.experts %a, %weights, %indices, %w1, %w1, %w2 {fp8 = #moe.fp8<blockwise>, fp8_block = 64}
       : (tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>, tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<4x8x4xf32>) -> tensor<2x4x8xf32>
@@ -88,7 +92,7 @@ func.func @grad_ops(%dy: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>,
                     %probs: tensor<2x4x4xf32>, %weights: tensor<2x4x2xf32>,
                     %indices: tensor<2x4x2xi32>, %w1: tensor<4x4x8xf32>,
                     %w2: tensor<4x8x4xf32>, %logits: tensor<2x4x16xf32>,
-                    %step: tensor<i32>) {
+                    %step: tensor<i32>, %bias: tensor<4xf32>) {
   // CHECK: moe.constant 1.000000e+00 : tensor<f32>
   %one = moe.constant 1.0 : tensor<f32>
   // CHECK: moe.embedding_grad
@@ -110,6 +114,8 @@ func.func @grad_ops(%dy: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>,
   %dl0 = moe.router_grad %dw, %probs {top_k = 2} : (tensor<2x4x2xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   // CHECK: moe.router_grad {{.*}} : (tensor<2x4x2xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   %dl1 = moe.router_grad %dw, %probs, %probs {top_k = 2} : (tensor<2x4x2xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  // CHECK: moe.router_grad %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} {groups = 2 : i64, normalize = false, scale = 2.500000e+00 : f32, scoring = #moe.scoring<sigmoid>, top_k = 2 : i64}
+  %dl2 = moe.router_grad %dw, %probs, %probs bias %bias {top_k = 2, scoring = #moe.scoring<sigmoid>, normalize = false, scale = 2.5 : f32, groups = 2, top_groups = 1} : (tensor<2x4x2xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<4xf32>) -> tensor<2x4x4xf32>
   // CHECK: moe.experts_grad
   %ex:5 = moe.experts_grad %dy, %x, %weights, %indices, %w1, %w1, %w2
       : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>, tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<4x8x4xf32>)

@@ -351,3 +351,40 @@ def LinearGradInputAccumulate : Op<40, "3.4"> {
   let results = (outs Float<"[..., K]">:$dx);
   let inPlace = 1;
 }
+
+// Routers with any selection rule (3.5), moe.router and moe.router_grad
+// other than HF Mixtral's (which stay Router and RouterGrad): softmax or
+// sigmoid scores, an optional per-expert bias that steers the selection
+// only, the top-k among the experts of the best `top_groups` of `groups`
+// groups, the routing weights renormalised or not and scaled
+// (docs/semantics.md). The gradient reads dprobs always; its one optional
+// operand is the bias.
+def RouterScoring : Enum<"RouterScoring", [
+  EnumCase<"softmax", 0>,
+  EnumCase<"sigmoid", 1>
+]>;
+def ScoredRouter : Op<41, "3.5"> {
+  let operands = (ins Tensor<"[..., E]">:$logits, OptionalTensor<"[E]">:$bias);
+  let results = (outs Tensor<"[..., E]">:$probs,
+                      Tensor<"[..., $top_k]">:$weights,
+                      Ids<"[..., $top_k]">:$indices);
+  let attributes = (attrs IntAttr<>:$top_k,
+                          FloatAttr<"$_ >= 0", "must be >= 0">:$capacity_factor,
+                          EnumAttr<RouterScoring>:$scoring, BoolAttr:$normalize,
+                          FloatAttr<"$_ > 0", "must be > 0">:$scale,
+                          IntAttr<"$_ >= 1", "must be >= 1">:$groups,
+                          IntAttr<"$_ >= 1", "must be >= 1">:$top_groups);
+  let rules = ["checkTopK", "checkRoutingGroups"];
+}
+def ScoredRouterGrad : Op<42, "3.5"> {
+  let operands = (ins Tensor<"[..., $top_k]">:$dweights,
+                      Tensor<"[..., E]">:$probs, Tensor<"[..., E]">:$dprobs,
+                      OptionalTensor<"[E]">:$bias);
+  let results = (outs Tensor<"[..., E]">:$dlogits);
+  let attributes = (attrs IntAttr<>:$top_k, EnumAttr<RouterScoring>:$scoring,
+                          BoolAttr:$normalize,
+                          FloatAttr<"$_ > 0", "must be > 0">:$scale,
+                          IntAttr<"$_ >= 1", "must be >= 1">:$groups,
+                          IntAttr<"$_ >= 1", "must be >= 1">:$top_groups);
+  let rules = ["checkTopK", "checkRoutingGroups"];
+}

@@ -157,23 +157,41 @@ void attentionBackward(const float *dout, const float *q, const float *k,
 // Router and experts
 //===----------------------------------------------------------------------===//
 
-/// logits: [T, E] -> probs: [T, E] (softmax), weights: [T, topK] (top-k
-/// renormalised), indices: [T, topK] (descending probability, ties to the
-/// lower id; -1 where dropped by capacity). capacityFactor <= 0: no dropping;
-/// otherwise capacity C = ceil(cf * T * topK / E) (evaluated in double) and
+/// How a router scores, selects and weighs (moe.router; the default is HF
+/// Mixtral's: softmax, renormalised, unscaled, one group, no bias).
+struct RoutingRule {
+  /// Sigmoid scores (DeepSeek-V3) instead of the softmax.
+  bool sigmoid = false;
+  /// The selected scores divided by their sum (HF's norm_topk_prob).
+  bool normalize = true;
+  /// The routing weights' factor (routed_scaling_factor).
+  float scale = 1.0f;
+  /// Group-limited selection: the top-k among the experts of the best
+  /// topGroups of `groups` groups of E / groups consecutive ids, a group
+  /// scoring its two best. Requires groups to divide E into groups of two
+  /// or more, topGroups <= groups, and topK candidates.
+  int64_t groups = 1, topGroups = 1;
+  /// [E], added to the scores for the selection only; null for none.
+  const float *bias = nullptr;
+};
+
+/// logits: [T, E] -> probs: [T, E] (the scores), weights: [T, topK],
+/// indices: [T, topK] (descending score plus bias, ties to the lower id; -1
+/// where dropped by capacity). capacityFactor <= 0: no dropping; otherwise
+/// capacity C = ceil(cf * T * topK / E) (evaluated in double) and
 /// assignments are admitted slot-major. A dropped slot keeps its weight.
 /// Requires 1 <= topK <= E.
 void routerForward(const float *logits, float *probs, float *weights,
                    int32_t *indices, int64_t T, int64_t E, int64_t topK,
-                   float capacityFactor);
-/// dlogits from the gradient of the renormalised weights (dweights, [T, topK])
-/// and, when non-null, of the probabilities (dprobs, [T, E]; from the
-/// load-balancing loss). The top-k selection is recomputed from probs with
-/// the forward's rule, so slots dropped by capacity still name their expert.
+                   float capacityFactor, const RoutingRule &rule = {});
+/// dlogits from the gradient of the routing weights (dweights, [T, topK])
+/// and, when non-null, of the scores (dprobs, [T, E]; from the
+/// load-balancing loss). The selection is recomputed from probs with the
+/// forward's rule, so slots dropped by capacity still name their expert.
 /// dlogits is overwritten.
 void routerBackward(const float *dweights, const float *dprobs,
                     const float *probs, float *dlogits, int64_t T, int64_t E,
-                    int64_t topK);
+                    int64_t topK, const RoutingRule &rule = {});
 
 /// How the expert GEMMs emulate FP8 (absent: fp32). Every GEMM input is
 /// rounded onto the FP8 grid with its own scales, as an FP8 GEMM would read

@@ -174,6 +174,41 @@ static LogicalResult verifyCapacityFactor(Operation *op, float factor,
                            << " (experts), got " << fmt(factor);
 }
 
+/// The router's selection rule (see moe.router): `groups` divides the
+/// experts, with two or more per group when there are several (a group
+/// scores its two best), and the `top_groups` best groups hold at least
+/// `top_k` experts; the routing weights' scale is positive. `names` are the
+/// attributes' names in the op (the router's or the transformer's HF ones).
+struct RoutingAttrNames {
+  StringRef scale, groups, topGroups;
+};
+static LogicalResult verifyRoutingRule(Operation *op, int64_t experts,
+                                       int64_t topK, float scale,
+                                       int64_t groups, int64_t topGroups,
+                                       const RoutingAttrNames &names) {
+  if (!(scale > 0.0f))
+    return op->emitOpError()
+           << "expected " << names.scale << " > 0, got " << fmt(scale);
+  if (groups < 1 || groups > experts || experts % groups != 0)
+    return op->emitOpError() << "expected " << names.groups << " to divide the "
+                             << experts << " experts, got " << groups;
+  if (groups > 1 && experts / groups < 2)
+    return op->emitOpError()
+           << "expected at least 2 experts per group (a group scores its two "
+              "best), got "
+           << experts << " experts in " << groups << " groups";
+  if (topGroups < 1 || topGroups > groups)
+    return op->emitOpError()
+           << "expected 1 <= " << names.topGroups << " <= " << groups << " ("
+           << names.groups << "), got " << topGroups;
+  if (topGroups * (experts / groups) < topK)
+    return op->emitOpError()
+           << "expected the " << topGroups << " selected groups of "
+           << experts / groups << " experts to hold top_k = " << topK
+           << " experts";
+  return success();
+}
+
 LogicalResult mlir::moe::verifyFiniteFloatAttributes(Operation *op) {
   auto check = [&](StringRef name, Attribute value) -> LogicalResult {
     if (auto f = dyn_cast<FloatAttr>(value)) {
@@ -334,6 +369,23 @@ LogicalResult TransformerOp::verify() {
   if (!(getAuxCoef().convertToFloat() >= 0))
     return emitOpError() << "expected aux_coef >= 0, got "
                          << fmt(getAuxCoef().convertToFloat());
+  if (failed(verifyRoutingRule(
+          *this, getExperts(), getTopK(),
+          getRoutedScalingFactor().convertToFloat(), getNGroup(),
+          getTopkGroup(), {"routed_scaling_factor", "n_group", "topk_group"})))
+    return failure();
+  // moe.aux_loss recounts the selection as the top-k of the scores, which
+  // sigmoid scoring's and group-limited routing's are not.
+  bool topKOfScores =
+      getScoring() == RouterScoring::softmax && getNGroup() == 1;
+  if (!topKOfScores && getAuxCoef().convertToFloat() != 0.0f)
+    return emitOpError()
+           << "expected aux_coef = 0 with "
+           << (getScoring() == RouterScoring::sigmoid ? "sigmoid scoring"
+                                                      : "n_group > 1")
+           << ": the load-balancing loss counts the top_k of the scores, "
+              "which is not this router's selection; got "
+           << fmt(getAuxCoef().convertToFloat());
   return verifyCapacityFactor(*this, getCapacityFactor().convertToFloat(),
                               getExperts());
 }
@@ -755,6 +807,28 @@ static LogicalResult verifyRoutingShapes(Operation *op, Value probs,
                      concat(p.drop_back(), topK));
 }
 
+/// The bias (when present) is one value per expert, and the selection
+/// rule holds (moe.router and moe.router_grad share both).
+template <typename RouterLikeOp>
+static LogicalResult verifyRouterRule(RouterLikeOp op, int64_t experts) {
+  if (Value bias = op.getBias())
+    if (failed(expectShape(op, "bias", bias, {experts})))
+      return failure();
+  return verifyRoutingRule(
+      op, experts, op.getTopK(), op.getScale().convertToFloat(), op.getGroups(),
+      op.getTopGroups(), {"scale", "groups", "top_groups"});
+}
+
+/// HF Mixtral's router is the default of every selection attribute.
+template <typename RouterLikeOp> static bool isMixtralRule(RouterLikeOp op) {
+  return !op.getBias() && op.getScoring() == RouterScoring::softmax &&
+         op.getNormalize() && op.getScale().convertToFloat() == 1.0f &&
+         op.getGroups() == 1 && op.getTopGroups() == 1;
+}
+
+bool RouterOp::isMixtralRouter() { return isMixtralRule(*this); }
+bool RouterGradOp::isMixtralRouter() { return isMixtralRule(*this); }
+
 LogicalResult RouterOp::verify() {
   if (getProbs().getType() != getLogits().getType())
     return emitOpError() << "expected probs to have the logits' type";
@@ -763,8 +837,11 @@ LogicalResult RouterOp::verify() {
   if (failed(expectShape(*this, "indices", getIndices(),
                          shapeOf(getWeights()))))
     return failure();
+  int64_t experts = shapeOf(getLogits()).back();
+  if (failed(verifyRouterRule(*this, experts)))
+    return failure();
   return verifyCapacityFactor(*this, getCapacityFactor().convertToFloat(),
-                              shapeOf(getLogits()).back());
+                              experts);
 }
 
 LogicalResult RouterGradOp::verify() {
@@ -772,7 +849,10 @@ LogicalResult RouterGradOp::verify() {
       (getProbsGrad() && getProbsGrad().getType() != getProbs().getType()))
     return emitOpError()
            << "expected probs_grad and the result to have the probs' type";
-  return verifyRoutingShapes(*this, getProbs(), getWeightsGrad(), getTopK());
+  if (failed(
+          verifyRoutingShapes(*this, getProbs(), getWeightsGrad(), getTopK())))
+    return failure();
+  return verifyRouterRule(*this, shapeOf(getProbs()).back());
 }
 
 /// x [..., H], weights/indices [..., k], w1/w3 [E, F, H], w2 [E, H, F].

@@ -41,7 +41,10 @@ SIMPLE_RULE(SwiGLUOp, "*,*->*", "")
 SIMPLE_RULE(SwiGLUGradOp, "*,*,*->*,*", "")
 SIMPLE_RULE(AddOp, "*,*->*", "")
 SIMPLE_RULE(CastOp, "*->*", "")
-SIMPLE_RULE(RouterOp, "*e->*e,*k,*k", "ek")
+FailureOr<ShardingRule> RouterOp::getShardingRule() {
+  return ShardingRule::fromSpec(
+      *this, getBias() ? "*e,e->*e,*k,*k" : "*e->*e,*k,*k", "ek");
+}
 // Experts: a token's output sums over the experts it was routed to, so the
 // expert factor e is contracted; splitting tokens and experts over one axis
 // is expert parallelism, which the partitioner lowers to all-to-alls.
@@ -90,8 +93,12 @@ FailureOr<ShardingRule> AttentionGradOp::getShardingRule() {
 }
 
 FailureOr<ShardingRule> RouterGradOp::getShardingRule() {
-  return ShardingRule::fromSpec(
-      *this, getProbsGrad() ? "*k,*e,*e->*e" : "*k,*e->*e", "ek");
+  std::string spec = "*k,*e";
+  if (getProbsGrad())
+    spec += ",*e";
+  if (getBias())
+    spec += ",e";
+  return ShardingRule::fromSpec(*this, spec + "->*e", "ek");
 }
 
 // Means over tokens: partial values are not sums (the partitioner combines

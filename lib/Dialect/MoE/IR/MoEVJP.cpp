@@ -73,9 +73,17 @@ SmallVector<Value> RouterOp::buildVJP(OpBuilder &builder,
   Value dweights = resultGrads[1];
   if (!dweights)
     dweights = zerosLike(builder, getLoc(), getWeights());
-  Value dlogits = builder.create<RouterGradOp>(getLoc(), getLogits().getType(),
-                                               dweights, getProbs(), dprobs,
-                                               getTopKAttr());
+  // The artifact's general router gradient reads the scores' gradient
+  // always (its one optional operand is the bias); Mixtral's may omit it.
+  if (!dprobs && !isMixtralRouter())
+    dprobs = zerosLike(builder, getLoc(), getProbs());
+  Value dlogits = builder.create<RouterGradOp>(
+      getLoc(), getLogits().getType(), dweights, getProbs(), dprobs, getBias(),
+      getTopKAttr(), getScoringAttr(), getNormalizeAttr(), getScaleAttr(),
+      getGroupsAttr(), getTopGroupsAttr());
+  // The bias only steers the selection: no gradient.
+  if (getBias())
+    return {dlogits, Value()};
   return {dlogits};
 }
 

@@ -109,6 +109,28 @@ def MoE_Fp8ScalingAttr : EnumAttr<MoE_Dialect, MoE_Fp8Scaling, "fp8"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
+def MoE_RouterScoring : I32EnumAttr<"RouterScoring",
+    "how a router turns gate logits into expert scores", [
+  I32EnumAttrCase<"softmax", 0>,
+  I32EnumAttrCase<"sigmoid", 1>
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::moe";
+}
+
+def MoE_RouterScoringAttr : EnumAttr<MoE_Dialect, MoE_RouterScoring, "scoring"> {
+  let summary = "the scoring function of a router";
+  let description = [{
+    `softmax`: the scores are the softmax of the logits over all experts
+    (Mixtral, Qwen3-MoE, DeepSeek-V2). `sigmoid`: each expert's score is the
+    sigmoid of its logit, independent of the others (DeepSeek-V3's
+    `scoring_func = "sigmoid"`).
+
+    Example: `scoring = #moe.scoring<sigmoid>`.
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def MoE_Precision : I32EnumAttr<"Precision",
     "the dtype a training step computes and stores activations in", [
   I32EnumAttrCase<"fp32", 0>,

@@ -35,6 +35,14 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     merges its shared experts, whose output is added to the routed experts'
     (`block_sparse_moe.shared_experts.{gate,up,down}_proj`).
 
+    The router (`moe.router`) scores the experts by `scoring` (softmax, the
+    default, or DeepSeek-V3's sigmoid), picks each token's `top_k` among
+    the experts of its `topk_group` best of `n_group` groups, and weighs
+    them by their scores, renormalised when `norm_topk_prob` (the default,
+    as Mixtral; Qwen3-MoE configs may turn it off), times
+    `routed_scaling_factor`. The load-balancing loss (`aux_coef`) counts
+    the top-k of the scores, so it needs softmax scoring and one group.
+
     Constraints:
     * all sizes are positive; `heads` is divisible by `kv_heads`; the head
       dimension is `head_dim` when given (Qwen3's, independent of `hidden`;
@@ -60,7 +68,11 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
       grow by the width at every layer);
     * `0 <= capacity_factor <= experts` (0: no token dropping; from
       `experts / top_k` on nothing is dropped, so a larger factor only
-      inflates the capacity count).
+      inflates the capacity count);
+    * `routed_scaling_factor > 0`; `n_group` divides `experts`, with at
+      least two experts per group when `n_group > 1`; `1 <= topk_group <=
+      n_group`, and `topk_group` groups hold at least `top_k` experts;
+    * `aux_coef = 0` unless the scoring is softmax with one group.
 
     `precision` (`#moe.precision<fp32>` or `<bf16>`) is the precision the
     model trains in; moec's `--precision` overrides it, and without either
@@ -95,6 +107,12 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     DefaultValuedAttr<F32Attr, "0.01">:$aux_coef,
     DefaultValuedAttr<F32Attr, "0.0">:$capacity_factor,
     DefaultValuedAttr<F32Attr, "0.02">:$init_std,
+    DefaultValuedAttr<MoE_RouterScoringAttr,
+        "::mlir::moe::RouterScoring::softmax">:$scoring,
+    DefaultValuedAttr<BoolAttr, "true">:$norm_topk_prob,
+    DefaultValuedAttr<F32Attr, "1.0">:$routed_scaling_factor,
+    DefaultValuedAttr<I64Attr, "1">:$n_group,
+    DefaultValuedAttr<I64Attr, "1">:$topk_group,
     OptionalAttr<MoE_PrecisionAttr>:$precision
   );
   let assemblyFormat = "$sym_name attr-dict";
@@ -422,18 +440,35 @@ def MoE_AttentionOp : MoE_Op<"attention", [
 def MoE_RouterOp : MoE_Op<"router", [
     DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
-  let summary = "softmax over experts, top-k selection, renormalised weights";
+  let summary = "expert scores, top-k selection and routing weights";
   let description = [{
-    From gate logits `[..., E]`: the softmax probabilities over all experts,
-    the `top_k` largest (descending, ties to the lower id) as expert indices,
-    and their probabilities renormalised to sum to one (HF Mixtral). With
-    `capacity_factor > 0`, each expert admits at most
+    From gate logits `[..., E]`, per token:
+    * the scores `probs`: the softmax over all experts (`scoring =
+      #moe.scoring<softmax>`, the default) or each logit's sigmoid
+      (`#moe.scoring<sigmoid>`, DeepSeek-V3);
+    * the selection: the `top_k` experts of largest `probs + bias`
+      (descending, ties to the lower id; `bias`, DeepSeek-V3's
+      `e_score_correction_bias`, only steers the choice). With `groups =
+      G > 1`, the experts form `G` groups of `E / G` consecutive ids, each
+      group scores the sum of its two largest `probs + bias`, and only the
+      experts of the `top_groups` best groups are candidates (DeepSeek's
+      `n_group`, `topk_group`);
+    * the routing `weights`: the selected experts' scores, divided by their
+      sum when `normalize` (HF's `norm_topk_prob`; Mixtral always does; the
+      sigmoid sum has 1e-20 added, as HF's), times `scale` (DeepSeek's
+      `routed_scaling_factor`).
+
+    With `capacity_factor > 0`, each expert admits at most
     `ceil(capacity_factor * T * top_k / E)` assignments, first choices first;
     the index of a dropped assignment is -1.
 
-    Constraints: `logits` is `[..., E]`; `probs` has its type; `weights`
-    (f32) and `indices` (i32) are `[..., top_k]`; `1 <= top_k <= E`;
-    `0 <= capacity_factor <= E` (as in `moe.transformer`).
+    Constraints: `logits` is `[..., E]`; `probs` has its type; `bias` is
+    `[E]`; `weights` (f32) and `indices` (i32) are `[..., top_k]`;
+    `1 <= top_k <= E`; `0 <= capacity_factor <= E` (as in
+    `moe.transformer`); `scale > 0`; `groups >= 1` divides `E`, with at
+    least two experts per group when `groups > 1`;
+    `1 <= top_groups <= groups`, and the `top_groups` groups hold at least
+    `top_k` experts.
 
     Example:
 
@@ -441,14 +476,32 @@ def MoE_RouterOp : MoE_Op<"router", [
     %p, %w, %i = moe.router %logits {top_k = 2, capacity_factor = 0.0 : f32}
         : (tensor<8x64x4xf32>)
         -> (tensor<8x64x4xf32>, tensor<8x64x2xf32>, tensor<8x64x2xi32>)
+    %sp, %sw, %si = moe.router %logits bias %b {top_k = 2,
+        scoring = #moe.scoring<sigmoid>, scale = 2.5 : f32, groups = 2,
+        top_groups = 1} : (tensor<8x64x4xf32>, tensor<4xf32>)
+        -> (tensor<8x64x4xf32>, tensor<8x64x2xf32>, tensor<8x64x2xi32>)
     ```
   }];
-  let arguments = (ins MoE_F32Tensor:$logits, I64Attr:$top_k,
-                       DefaultValuedAttr<F32Attr, "0.0">:$capacity_factor);
+  let arguments = (ins MoE_F32Tensor:$logits, Optional<MoE_F32Tensor>:$bias,
+                       I64Attr:$top_k,
+                       DefaultValuedAttr<F32Attr, "0.0">:$capacity_factor,
+                       DefaultValuedAttr<MoE_RouterScoringAttr,
+                           "::mlir::moe::RouterScoring::softmax">:$scoring,
+                       DefaultValuedAttr<BoolAttr, "true">:$normalize,
+                       DefaultValuedAttr<F32Attr, "1.0">:$scale,
+                       DefaultValuedAttr<I64Attr, "1">:$groups,
+                       DefaultValuedAttr<I64Attr, "1">:$top_groups);
   let results = (outs MoE_F32Tensor:$probs, MoE_F32Tensor:$weights,
                       MoE_I32Tensor:$indices);
-  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $logits (`bias` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether this is HF Mixtral's router: softmax, renormalised, unscaled,
+    /// one group, no bias (the artifact's first Router opcode).
+    bool isMixtralRouter();
+  }];
 }
 
 def MoE_ExpertsOp : MoE_Op<"experts", [
@@ -1004,16 +1057,19 @@ def MoE_AttentionGradOp : MoE_Op<"attention_grad", [
 }
 
 def MoE_RouterGradOp : MoE_Op<"router_grad", [
-    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
+    AttrSizedOperandSegments]> {
   let summary = "gradient of the gate logits";
   let description = [{
-    From the gradient of the renormalised weights and, optionally, of the
-    probabilities (the load-balancing loss), through the top-k
-    renormalisation and the softmax. The top-k selection is recomputed from
-    `probs`.
+    From the gradient of the routing weights and, optionally, of the scores
+    (the load-balancing loss), through the weights' normalisation and
+    scale and the softmax or sigmoid (see `moe.router`, whose attributes
+    this op repeats). The selection is recomputed from `probs` and `bias`;
+    `bias` carries no gradient.
 
     Constraints: `weights_grad` is `[..., top_k]`, `probs` and `probs_grad`
-    and the result are `[..., E]`; `1 <= top_k <= E`.
+    and the result are `[..., E]`, `bias` is `[E]`; the attributes as
+    `moe.router`'s.
 
     Example:
 
@@ -1024,10 +1080,24 @@ def MoE_RouterGradOp : MoE_Op<"router_grad", [
     ```
   }];
   let arguments = (ins MoE_F32Tensor:$weights_grad, MoE_F32Tensor:$probs,
-                       Optional<MoE_F32Tensor>:$probs_grad, I64Attr:$top_k);
+                       Optional<MoE_F32Tensor>:$probs_grad,
+                       Optional<MoE_F32Tensor>:$bias, I64Attr:$top_k,
+                       DefaultValuedAttr<MoE_RouterScoringAttr,
+                           "::mlir::moe::RouterScoring::softmax">:$scoring,
+                       DefaultValuedAttr<BoolAttr, "true">:$normalize,
+                       DefaultValuedAttr<F32Attr, "1.0">:$scale,
+                       DefaultValuedAttr<I64Attr, "1">:$groups,
+                       DefaultValuedAttr<I64Attr, "1">:$top_groups);
   let results = (outs MoE_F32Tensor:$result);
-  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $weights_grad `,` $probs (`,` $probs_grad^)? (`bias` $bias^)? attr-dict
+    `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether the forward was HF Mixtral's router (see moe.router).
+    bool isMixtralRouter();
+  }];
 }
 
 def MoE_ExpertsGradOp : MoE_Op<"experts_grad", [

@@ -420,6 +420,12 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
                                               f(o.getPeakAttr()),
                                               f(o.getMinAttr())));
           })
+          .Case([&](ExpertLoadOp o) {
+            return set(ops::buildExpertLoad(groupOver(o.getTokenAxes())));
+          })
+          .Case([&](ExpertLoadUpdateOp o) {
+            return set(ops::buildExpertLoadUpdate(f(o.getRateAttr())));
+          })
           .Case([&](Fp8AmaxUpdateOp o) {
             return set(ops::buildFp8AmaxUpdate(groupOver(o.getAxes())));
           })
@@ -457,6 +463,16 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
       return update.emitOpError() << "updates " << update.getHistoryAttr()
                                   << " a second time in one step";
     inst.operands = {paramBuffer(update.getHistoryAttr())};
+  } else if (auto counter = dyn_cast<ExpertLoadOp>(op)) {
+    inst.operands = {valueBuffers.lookup(counter.getIndices()),
+                     paramBuffer(counter.getLoadAttr())};
+  } else if (auto update = dyn_cast<ExpertLoadUpdateOp>(op)) {
+    if (!updated.insert(update.getLoadAttr()).second)
+      return update.emitOpError() << "updates " << update.getLoadAttr()
+                                  << " a second time in one step";
+    inst.operands = {paramBuffer(update.getLoadAttr())};
+    if (FlatSymbolRefAttr bias = update.getBiasAttr())
+      inst.operands.push_back(paramBuffer(bias));
   } else {
     for (Value operand : op->getOperands())
       inst.operands.push_back(valueBuffers.lookup(operand));

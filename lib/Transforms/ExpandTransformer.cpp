@@ -44,6 +44,19 @@ public:
     return body.create<GetParamOp>(loc, type, symbol);
   }
 
+  /// Declares zero-initialised router state of `kind`, [experts], which
+  /// nothing differentiates and no weight decay touches.
+  FlatSymbolRefAttr routerState(const Twine &name, ParamKind kind) {
+    auto type =
+        RankedTensorType::get({static_cast<int64_t>(config.getExperts())},
+                              Float32Type::get(config.getContext()));
+    auto param = moduleBuilder.create<ParamOp>(
+        config.getLoc(), name.str(), type, InitKind::zeros, FloatAttr(), kind,
+        /*no_weight_decay=*/true, /*sharding=*/ShardingAttr(),
+        /*sharding_origin=*/ArrayAttr(), /*master=*/FlatSymbolRefAttr());
+    return FlatSymbolRefAttr::get(param.getSymNameAttr());
+  }
+
   Value linear(Value x, Value w, Location loc) {
     auto xType = cast<RankedTensorType>(x.getType());
     SmallVector<int64_t> shape(xType.getShape());
@@ -114,13 +127,30 @@ public:
     auto logitsType = cast<RankedTensorType>(logits.getType());
     SmallVector<int64_t> routedShape(logitsType.getShape());
     routedShape.back() = topK;
+    // DeepSeek-V3's auxiliary-loss-free balancing: a selection bias the
+    // step's end moves by the whole batch's per-expert load.
+    float biasRate = config.getBiasUpdateRate().convertToFloat();
+    FlatSymbolRefAttr biasSymbol;
+    Value bias;
+    if (biasRate > 0.0f) {
+      biasSymbol = routerState(moe + "gate.e_score_correction_bias",
+                               ParamKind::router_bias);
+      bias = body.create<GetParamOp>(
+          loc, RankedTensorType::get({experts}, body.getF32Type()), biasSymbol);
+    }
     auto router = body.create<RouterOp>(
         loc, logitsType, logitsType.clone(routedShape),
-        RankedTensorType::get(routedShape, body.getI32Type()), logits,
-        /*bias=*/Value(), body.getI64IntegerAttr(topK),
-        config.getCapacityFactorAttr(), config.getScoringAttr(),
-        config.getNormTopkProbAttr(), config.getRoutedScalingFactorAttr(),
-        config.getNGroupAttr(), config.getTopkGroupAttr());
+        RankedTensorType::get(routedShape, body.getI32Type()), logits, bias,
+        body.getI64IntegerAttr(topK), config.getCapacityFactorAttr(),
+        config.getScoringAttr(), config.getNormTopkProbAttr(),
+        config.getRoutedScalingFactorAttr(), config.getNGroupAttr(),
+        config.getTopkGroupAttr());
+    if (bias)
+      body.create<ExpertLoadOp>(
+          loc, router.getIndices(),
+          routerState(moe + "gate.tokens_per_expert", ParamKind::expert_load),
+          biasSymbol, config.getBiasUpdateRateAttr(),
+          /*token_axes=*/ArrayAttr());
     Value w1 = param(moe + "experts.{e}.w1.weight", {experts, ffn, hidden},
                      InitKind::normal, loc);
     Value w3 = param(moe + "experts.{e}.w3.weight", {experts, ffn, hidden},
@@ -137,11 +167,11 @@ public:
                                      /*fp8_history=*/FlatSymbolRefAttr())
                   .getResult();
     // The load-balancing loss recounts the top-k of the scores, which is
-    // only the selection of a softmax router over one group (the verifier
-    // holds aux_coef at 0 for the others).
+    // only the selection of a softmax router over one group without a bias
+    // (the verifier holds aux_coef at 0 for the others).
     Value aux;
     if (config.getScoring() == RouterScoring::softmax &&
-        config.getNGroup() == 1)
+        config.getNGroup() == 1 && !bias)
       aux = body.create<AuxLossOp>(
           loc, RankedTensorType::get({}, body.getF32Type()), router.getProbs(),
           body.getI64IntegerAttr(topK), /*token_axes=*/ArrayAttr());
@@ -263,6 +293,7 @@ static DictionaryAttr modelAttr(TransformerOp config) {
                      config.getRoutedScalingFactorAttr()),
       b.getNamedAttr("n_group", config.getNGroupAttr()),
       b.getNamedAttr("topk_group", config.getTopkGroupAttr()),
+      b.getNamedAttr("bias_update_rate", config.getBiasUpdateRateAttr()),
       b.getNamedAttr("init_std", config.getInitStdAttr())};
   return b.getDictionaryAttr(entries);
 }

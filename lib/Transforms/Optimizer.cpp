@@ -111,6 +111,13 @@ LogicalResult mlir::moe::appendOptimizerStep(func::FuncOp step,
       builder.create<Fp8AmaxUpdateOp>(
           loc, FlatSymbolRefAttr::get(history.getSymNameAttr()),
           FlatSymbolRefAttr(), ArrayAttr());
+  // Each router's load counter ends the step (after its last microbatch
+  // has added to it), moving its selection bias if it has one.
+  SmallVector<ExpertLoadOp> counters(step.getOps<ExpertLoadOp>());
+  for (ExpertLoadOp counter : counters)
+    builder.create<ExpertLoadUpdateOp>(loc, counter.getLoadAttr(),
+                                       counter.getBiasAttr(),
+                                       counter.getBiasUpdateRateAttr());
   Value loss = returnOp.getOperand(0);
   builder.create<func::ReturnOp>(returnOp.getLoc(),
                                  ValueRange{loss, norm, lr});

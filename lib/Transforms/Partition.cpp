@@ -393,6 +393,7 @@ LogicalResult Partitioner::partitionRuled(Operation *op,
       .Case([&](LinearCrossEntropyGradOp o) { o.setTokenAxesAttr(tokens); })
       .Case([&](AuxLossOp o) { o.setTokenAxesAttr(tokens); })
       .Case([&](AuxLossGradOp o) { o.setTokenAxesAttr(tokens); })
+      .Case([&](ExpertLoadOp o) { o.setTokenAxesAttr(tokens); })
       // Heads split over tp leave each rank a share of them.
       .Case([&](RoPEOp o) {
         unsigned h = rule.getOperands()[0][2].front();
@@ -459,6 +460,12 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     for (Value scalar : {update.getLr(), update.getGradScale(), update.getStep()})
       mapping.map(scalar, reshard(scalar, {}, loc));
     builder.clone(*op, mapping);
+    return success();
+  }
+  // Every rank holds the whole batch's load (moe.expert_load summed it over
+  // the tokens' axes) and a replica of the bias: a local update.
+  if (isa<ExpertLoadUpdateOp>(op)) {
+    builder.clone(*op);
     return success();
   }
   if (auto update = dyn_cast<Fp8AmaxUpdateOp>(op)) {

@@ -42,7 +42,7 @@ namespace {
 
 bool isOptimizerOp(Operation *op) {
   return isa<AdamWUpdateOp, GlobalNormOp, ClipCoefficientOp, LearningRateOp,
-             Fp8AmaxUpdateOp>(op);
+             Fp8AmaxUpdateOp, ExpertLoadUpdateOp>(op);
 }
 
 class StageSplitter {
@@ -202,9 +202,12 @@ LogicalResult StageSplitter::assignOptimizerStages() {
     for (Value operand : op->getOperands())
       if (auto read = operand.getDefiningOp<GetParamOp>())
         params.push_back(read.getParamAttr());
-    // Delayed FP8 scaling's amax history, read and updated in place.
+    // Delayed FP8 scaling's amax history, read and updated in place, and
+    // a router's load counter.
     if (auto history = op->getAttrOfType<FlatSymbolRefAttr>("fp8_history"))
       params.push_back(history);
+    if (auto counter = dyn_cast<ExpertLoadOp>(op))
+      params.push_back(counter.getLoadAttr());
     for (FlatSymbolRefAttr param : params) {
       auto [it, inserted] = paramStage.try_emplace(param.getAttr(), stage[op]);
       if (!inserted && it->second != stage[op])
@@ -223,6 +226,15 @@ LogicalResult StageSplitter::assignOptimizerStages() {
         return history.emitOpError()
                << "updates " << history.getHistoryAttr()
                << ", which no pipeline stage reads";
+      stage[op] = it->second;
+      continue;
+    }
+    // A load update runs with its counter (and the router's bias).
+    if (auto update = dyn_cast<ExpertLoadUpdateOp>(op)) {
+      auto it = paramStage.find(update.getLoadAttr().getAttr());
+      if (it == paramStage.end())
+        return update.emitOpError() << "updates " << update.getLoadAttr()
+                                    << ", which no pipeline stage counts into";
       stage[op] = it->second;
       continue;
     }

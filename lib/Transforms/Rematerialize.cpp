@@ -46,6 +46,12 @@ llvm::SetVector<Operation *> mlir::moe::forwardOps(func::FuncOp step) {
       continue;
     llvm::append_range(worklist, def->getOperands());
   }
+  // The forward's load counters feed no value, but read forward values
+  // only and belong with them.
+  for (auto counter : body.getOps<ExpertLoadOp>())
+    if (Operation *def = counter.getIndices().getDefiningOp();
+        def && forward.contains(def))
+      forward.insert(counter);
   return forward;
 }
 

@@ -102,3 +102,15 @@ moe.transformer @ds {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1
 // CHECK: %[[P:.*]], %{{.*}}, %{{.*}} = moe.router %{{.*}} {normalize = false, top_k = 2 : i64}
 // CHECK: moe.aux_loss %[[P]]
 moe.transformer @qwen {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 4, top_k = 2, ffn = 4, seq = 4, batch = 1, norm_topk_prob = false}
+
+// -----
+
+// Auxiliary-loss-free balancing: the router selects with a bias it does
+// not differentiate, and counts its load for the step's end.
+// CHECK: moe.param @model.layers.0.block_sparse_moe.gate.e_score_correction_bias : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<router_bias>, no_weight_decay}
+// CHECK: moe.param @model.layers.0.block_sparse_moe.gate.tokens_per_expert : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<expert_load>, no_weight_decay}
+// CHECK: %[[BIAS:.*]] = moe.get_param @model.layers.0.block_sparse_moe.gate.e_score_correction_bias
+// CHECK: %{{.*}}, %{{.*}}, %[[IDS:.*]] = moe.router %{{.*}} bias %[[BIAS]] {scoring = #moe.scoring<sigmoid>, top_k = 2 : i64}
+// CHECK: moe.expert_load %[[IDS]] {bias = @model.layers.0.block_sparse_moe.gate.e_score_correction_bias, bias_update_rate = 1.000000e-03 : f32, load = @model.layers.0.block_sparse_moe.gate.tokens_per_expert}
+// CHECK-NOT: moe.aux_loss
+moe.transformer @balanced {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 4, top_k = 2, ffn = 4, seq = 4, batch = 1, scoring = #moe.scoring<sigmoid>, bias_update_rate = 1.0e-3 : f32, aux_coef = 0.0 : f32}

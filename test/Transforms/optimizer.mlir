@@ -53,3 +53,23 @@ func.func @forward_backward() {
 func.func @forward_backward(%loss: tensor<f32>) -> tensor<f32> {
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A router's load counter ends the step after the AdamW updates: the bias
+// moves by the counter's rate, a counter without a bias is only cleared.
+moe.param @w : tensor<4x8xf32> {init = #moe.init<normal>, init_std = 0.02 : f32}
+moe.param @bias : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<router_bias>}
+moe.param @load : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<expert_load>}
+moe.param @load2 : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<expert_load>}
+// CHECK: moe.param @load2
+// CHECK: moe.adamw_update @w, @w.exp_avg, @w.exp_avg_sq
+// CHECK-NEXT: moe.expert_load_update {bias = @bias, load = @load, rate = 1.000000e-03 : f32}
+// CHECK-NEXT: moe.expert_load_update {load = @load2}
+// CHECK-NEXT: return
+func.func @forward_backward(%loss: tensor<f32>, %gw: tensor<4x8xf32>, %ids: tensor<8x2xi32>)
+    -> (tensor<f32>, tensor<4x8xf32> {moe.grad_of = @w}) {
+  moe.expert_load %ids {load = @load, bias = @bias, bias_update_rate = 1.0e-3 : f32} : tensor<8x2xi32>
+  moe.expert_load %ids {load = @load2} : tensor<8x2xi32>
+  return %loss, %gw : tensor<f32>, tensor<4x8xf32>
+}

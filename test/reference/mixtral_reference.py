@@ -213,6 +213,10 @@ class Config:
     routed_scaling_factor: float = 1.0
     n_group: int = 1
     topk_group: int = 1
+    # DeepSeek-V3's auxiliary-loss-free balancing: each MoE layer's selection
+    # bias (gate.e_score_correction_bias) moves by this rate times the sign
+    # of its expert's load error at the end of every step (0: no bias).
+    bias_update_rate: float = 0.0
     rms_eps: float = 1e-5
     rope_theta: float = 10000.0
     aux_coef: float = 0.01
@@ -385,7 +389,7 @@ class RoutingRule:
                            cfg.n_group, cfg.topk_group)
 
 
-def route(logits, top_k, capacity_factor=0.0, forced=None, rule=RoutingRule()):
+def route(logits, top_k, capacity_factor=0.0, forced=None, rule=RoutingRule(), bias=None):
     """Router of semantics.md.  logits: [T, E].  `forced` ({token: [expert ids]})
     replaces the top-k of those tokens (near ties of the bf16 check).
 
@@ -396,6 +400,9 @@ def route(logits, top_k, capacity_factor=0.0, forced=None, rule=RoutingRule()):
     T, E = logits.shape
     p = torch.sigmoid(logits) if rule.scoring == "sigmoid" else torch.softmax(logits, dim=-1)
     choice = p.detach()
+    if bias is not None:
+        # e_score_correction_bias steers the choice only; w reads p.
+        choice = choice + bias.to(choice.dtype)
     if rule.groups > 1:
         # DeepSeek-V3's group-limited routing: a group scores the sum of its
         # two best, and only the best top_groups groups' experts compete.
@@ -467,7 +474,11 @@ class SparseMoeBlock(nn.Module):
         self.rule = RoutingRule.of(cfg)
         # moe.aux_loss recounts the top-k of the scores: only a softmax router
         # over one group has it (the others need aux_coef = 0).
-        self.has_aux = cfg.scoring == "softmax" and cfg.n_group == 1
+        self.has_aux = cfg.scoring == "softmax" and cfg.n_group == 1 and cfg.bias_update_rate == 0
+        # The selection bias (set from the dump's state) and this step's
+        # load: the assignments admitted per expert.
+        self.score_bias = None
+        self.load = torch.zeros(cfg.experts, dtype=torch.float64)
         self.gate = nn.Linear(cfg.hidden, cfg.experts, bias=False)
         self.experts = nn.ModuleList(ExpertMLP(cfg.hidden, cfg.ffn) for _ in range(cfg.experts))
         # DeepseekV3MoE's shared_experts: their outputs added to the routed ones.
@@ -483,7 +494,9 @@ class SparseMoeBlock(nn.Module):
         # bf16: the gate GEMM's output (the router logits) stays fp32, and so do
         # softmax, top-k, the routing weights and their gradients.
         logits = linear(self.gate, xt, activation_out=False)
-        p, idx, w, count = route(logits, self.k, self.cf, self.forced, self.rule)
+        p, idx, w, count = route(logits, self.k, self.cf, self.forced, self.rule, self.score_bias)
+        admitted = idx.reshape(-1)
+        self.load = self.load + torch.bincount(admitted[admitted >= 0], minlength=self.E).double()
         aux = load_balancing_loss(p, count, T) if self.has_aux else None
         if stats is not None:
             stats.append(router_stats(p, idx, count, self.k, logits, xt, self.gate.weight))
@@ -842,15 +855,19 @@ def load_dump(d):
 
     cfg = Config.from_dict(js("config.json"))
     params, state0 = split_state(stf("params.safetensors"))
-    for k, v in split_state(stf("optim_state.safetensors", required=False))[1].items():
+    # Router state (selection biases, load counters) sits with the moments.
+    router0, moments0 = split_state(stf("optim_state.safetensors", required=False))
+    for k, v in moments0.items():
         state0.setdefault(k, {}).update(v)
     after, state1 = split_state(stf("params_after.safetensors"))
-    for k, v in split_state(stf("optim_state_after.safetensors", required=False))[1].items():
+    router1, moments1 = split_state(stf("optim_state_after.safetensors", required=False))
+    for k, v in moments1.items():
         state1.setdefault(k, {}).update(v)
     grads, _ = split_state(stf("grads.safetensors"))
     batch = stf("batch.safetensors")
     return dict(cfg=cfg, params=params, state0=state0, after=after, state1=state1,
-                grads=grads, batch=batch, metrics=js("metrics.json"))
+                grads=grads, batch=batch, metrics=js("metrics.json"),
+                router0=router0, router1=router1)
 
 
 def f32_ulp(x):
@@ -953,16 +970,27 @@ def _check_dump(d, dump, dtype, rtol, ulp_tol, failures_only, precision):
     # 1) Reference forward/backward.
     model = build_model(cfg, params, dtype)
     moe_blocks = [model.model.layers[i].block_sparse_moe for i in cfg.moe_layers]
+    block_prefix = {i: f"model.layers.{i}.block_sparse_moe.gate." for i in cfg.moe_layers}
+    if cfg.bias_update_rate > 0:
+        for i, blk in zip(cfg.moe_layers, moe_blocks):
+            name = block_prefix[i] + "e_score_correction_bias"
+            if name not in dump["router0"]:
+                rep.fail_row("missing", name, "not in optim_state.safetensors")
+                continue
+            blk.score_bias = torch.from_numpy(np.asarray(dump["router0"][name], np.float32))
 
     def evaluate(forced):
         for blk, f in zip(moe_blocks, forced):
             blk.forced = f or None
+            blk.load = torch.zeros_like(blk.load)
         m, g, st = forward_backward(model, tokens, targets)
         g = {n: bf16_round(v) if bf16 and cfg.grad_reduce == "bf16" else v for n, v in g.items()}
         return m, {n: v.double().numpy() for n, v in g.items()}, st
 
     forced = [{} for _ in moe_blocks]
     ref_m, ref_g, stats = evaluate(forced)
+    # This step's load of each router (the last evaluation's).
+    loads = {i: blk.load.clone() for i, blk in zip(cfg.moe_layers, moe_blocks)}
     if bf16:
         ref_m, ref_g, forced = resolve_near_ties(evaluate, ref_m, ref_g, stats, forced, dump,
                                                  loss_rtol, grad_rtol)
@@ -1035,6 +1063,25 @@ def _check_dump(d, dump, dtype, rtol, ulp_tol, failures_only, precision):
             for suf, ref in ((".exp_avg", iso_state[n][0]), (".exp_avg_sq", iso_state[n][1])):
                 if suf in s:
                     rep.add("state", n + suf, s[suf], ref.numpy(), rtol, shape_str(s[suf]))
+
+    # ---- router state: the bias moved by rate * sign(mean load - load), the
+    # load counters cleared (the counter before the step is all zeros).
+    for i in cfg.moe_layers:
+        counter = block_prefix[i] + "tokens_per_expert"
+        if counter in dump["router1"]:
+            rep.add("router", counter, dump["router1"][counter], np.zeros(cfg.experts), 0.0,
+                    shape_str(dump["router1"][counter]))
+        name = block_prefix[i] + "e_score_correction_bias"
+        if cfg.bias_update_rate > 0 and name in dump["router0"]:
+            load = loads[i].numpy()
+            want = (np.asarray(dump["router0"][name], np.float64) +
+                    cfg.bias_update_rate * np.sign(load.mean() - load)).astype(np.float32)
+            got = dump["router1"].get(name)
+            if got is None:
+                rep.fail_row("missing", name, "not in optim_state_after.safetensors")
+            else:
+                rep.add("router", name, got, want, rtol, shape_str(got),
+                        extra=f"load {load.astype(int).tolist()}")
 
     rep.print()
     LAST_REPORT[:] = rep.rows

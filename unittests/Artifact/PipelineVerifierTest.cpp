@@ -134,6 +134,22 @@ TEST(PipelineVerifierTest, AParameterLivesOnOneStage) {
                         "weight' on pipeline stage 0, but it lives on stage 1"});
 }
 
+// State no update places on a stage is held by no rank: reading it would
+// read memory the rank does not have.
+TEST(PipelineVerifierTest, StateReadOutsideTheOptimizerHasAStage) {
+  Program program = makePipelinedTinyProgram(2, 4);
+  Instruction &embedding =
+      program.instructions[first(program, Opcode::Embedding)];
+  const Buffer &table = program.buffers[embedding.operands[1]];
+  std::vector<int64_t> shape = table.shape;
+  std::vector<AxisList> split = table.split;
+  embedding.operands[1] =
+      testing::ProgramBuilder(program).state("orphan", shape, split);
+  expectError(program, {"(Embedding)", "reads buffer",
+                        "'orphan' on pipeline "
+                        "stage 0, but no stage holds it (nothing updates it)"});
+}
+
 TEST(PipelineVerifierTest, RanksKeepToProgramOrder) {
   // Split weight gradients must follow their stage's input gradients in
   // program order, or the arena plan would not hold when W runs later.

@@ -838,7 +838,8 @@ void reseal(std::vector<uint8_t> &bytes, bool sealed) {
 /// The MoE program with DeepSeek-V3's router on the same logits after the
 /// update: sigmoid scores, a selection bias, the top-2 among the experts of
 /// the better of two groups, renormalised and scaled weights, and its
-/// gradient (the model programs route as Mixtral).
+/// gradient (the model programs route as Mixtral), with the router's load
+/// counted (ExpertLoad) and the bias balanced on it (ExpertLoadUpdate).
 Program makeScoredRouterProgram() {
   Program program = makeMoeProgram();
   ProgramBuilder b(program);
@@ -848,7 +849,10 @@ Program makeScoredRouterProgram() {
   const std::vector<int64_t> &shape = program.buffers[logits].shape;
   std::vector<int64_t> routed = program.buffers[dweights].shape;
   int64_t experts = shape.back(), topK = routed.back();
-  uint32_t bias = b.parameter("router.bias", {experts}, Init::Normal, 0.2f);
+  // Router state, as moec declares it: persistent, zeros, not trained (the
+  // second step selects with the bias the first one moved).
+  uint32_t bias = b.state("router.bias", {experts}, {});
+  uint32_t load = b.state("router.load", {experts}, {});
   uint32_t probs = b.temporary("scores", shape);
   uint32_t weights = b.temporary("scored_weights", routed);
   uint32_t ids = b.temporary("scored_ids", routed, DType::I32);
@@ -858,8 +862,10 @@ Program makeScoredRouterProgram() {
   // ints: top_k, scoring, normalize, groups, top_groups.
   b.emit(Opcode::ScoredRouter, {logits, bias}, {probs, weights, ids},
          {topK, sigmoid, 1, 2, 1}, {/*capacity_factor=*/0.0f, scale});
+  b.emit(Opcode::ExpertLoad, {ids, load}, {});
   b.emit(Opcode::ScoredRouterGrad, {dweights, probs, dprobs, bias}, {dlogits},
          {topK, sigmoid, 1, 2, 1}, {scale});
+  b.emit(Opcode::ExpertLoadUpdate, {load, bias}, {}, {}, {/*rate=*/1e-3f});
   return program;
 }
 

@@ -112,9 +112,10 @@ struct MoeConfig {
 Program makeMoeProgram(const MoeConfig &config = {});
 
 /// makeMoeProgram() with DeepSeek-V3's router on the same logits after the
-/// update (ScoredRouter: sigmoid scores, a selection bias parameter
-/// "router.bias", the top-2 among the experts of the better of two groups,
-/// renormalised weights scaled by 2.5) and its gradient.
+/// update (ScoredRouter: sigmoid scores, a selection bias "router.bias", the
+/// top-2 among the experts of the better of two groups, renormalised weights
+/// scaled by 2.5) and its gradient, the load counted into "router.load" and the
+/// bias balanced on it (ExpertLoad, ExpertLoadUpdate at rate 1e-3).
 Program makeScoredRouterProgram();
 
 /// The mesh of makeMeshProgram: dp x tp ranks.

@@ -510,6 +510,46 @@ TEST(VerifierTest, RouterBiasHoldsOneValuePerExpert) {
   expectError(program, {"(ScoredRouter): operand 1"});
 }
 
+TEST(VerifierTest, BiasBalancingRateGoesWithABias) {
+  Program program = makeScoredRouterProgram();
+  instruction(program, Opcode::ExpertLoadUpdate).floatAttrs[0] = 0.0f;
+  expectError(program, {"(ExpertLoadUpdate): float attribute 0 (rate) must "
+                        "be > 0 with a bias operand"});
+  program = makeScoredRouterProgram();
+  instruction(program, Opcode::ExpertLoadUpdate).operands.pop_back();
+  expectError(program, {"(ExpertLoadUpdate): float attribute 0 (rate) must "
+                        "be 0 without a bias operand"});
+}
+
+TEST(VerifierTest, LoadCounterIsPersistentState) {
+  Program program = makeScoredRouterProgram();
+  Instruction &counter = instruction(program, Opcode::ExpertLoad);
+  counter.operands[1] = bufferNamed(program, "scores");
+  expectError(program, {"(ExpertLoad): operand 1"});
+}
+
+TEST(VerifierTest, LoadCounterCountsARoutersIds) {
+  Program program = makeScoredRouterProgram();
+  // The Mixtral router of the same program routes 4 experts too: fine.
+  instruction(program, Opcode::ExpertLoad).operands[0] =
+      bufferNamed(program, "route_ids");
+  expectValid(program);
+  // A counter of another length than the router's experts.
+  program = makeScoredRouterProgram();
+  instruction(program, Opcode::ExpertLoad).operands[1] =
+      testing::ProgramBuilder(program).state("other.load", {5}, {});
+  expectError(program, {"(ExpertLoad): operand 0",
+                        "must hold the expert ids of a Router over 5 experts"});
+}
+
+TEST(VerifierTest, LoadCounterIsUpdatedOnce) {
+  Program program = makeScoredRouterProgram();
+  program.instructions.push_back(
+      instruction(program, Opcode::ExpertLoadUpdate));
+  expectError(program, {"(ExpertLoadUpdate): operand 0", "is already updated "
+                                                         "by instruction"});
+}
+
 TEST(VerifierTest, TopKOutOfRange) {
   Program program = makeMoeProgram();
   instruction(program, Opcode::Router).intAttrs[0] = 5;

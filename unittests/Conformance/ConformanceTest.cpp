@@ -347,10 +347,12 @@ struct Coverage {
 /// of their sum, Slice block g of this rank's operand (bit for bit), and
 /// Fp8AmaxUpdate rolls each history row by one with the row's current amax
 /// (its maximum over the group) as the newest past one and [0] cleared;
-/// AdamW updates its parameter and moments as torch.optim.AdamW does (in
-/// double, to 1e-5). `operands` holds the operands as the instruction found
-/// them; the groups are the program's (Program.groups). Returns the
-/// failures.
+/// ExpertLoad adds the count of each expert's ids over the group's ranks
+/// to its counter, ExpertLoadUpdate moves the bias by rate * sign(mean
+/// load - load) and clears the counter (both exactly); AdamW updates its
+/// parameter and moments as torch.optim.AdamW does (in double, to 1e-5).
+/// `operands` holds the operands as the instruction found them; the groups are
+/// the program's (Program.groups). Returns the failures.
 std::vector<std::string>
 checkDefinition(const Executor &executor, const Instruction &inst,
                 const std::vector<Words> &operands,
@@ -514,6 +516,60 @@ checkDefinition(const Executor &executor, const Instruction &inst,
     }
     break;
   }
+  case Opcode::ExpertLoad: {
+    ops::ExpertLoadView op(inst);
+    std::vector<Words> all = {operands[0]};
+    if (std::optional<int64_t> groupIndex = op.group()) {
+      std::optional<std::vector<Words>> each = gathered(*groupIndex);
+      if (!each)
+        return failures;
+      all = *std::move(each);
+    }
+    int64_t experts = program.buffers[op.load()].numElements();
+    std::vector<float> expected(experts);
+    for (int64_t e = 0; e < experts; ++e)
+      expected[e] = asFloat(operands[1][e]);
+    for (const Words &rank : all)
+      for (uint32_t word : rank) {
+        int32_t id;
+        std::memcpy(&id, &word, sizeof(id));
+        if (id >= 0 && id < experts)
+          expected[id] += 1.0f;
+      }
+    const float *now = executor.data(op.load());
+    for (int64_t e = 0; e < experts; ++e)
+      if (now[e] != expected[e]) {
+        mismatch(op.load(), e, now[e], expected[e]);
+        break;
+      }
+    break;
+  }
+  case Opcode::ExpertLoadUpdate: {
+    ops::ExpertLoadUpdateView op(inst);
+    int64_t experts = program.buffers[op.load()].numElements();
+    double mean = 0.0;
+    for (int64_t e = 0; e < experts; ++e)
+      mean += asFloat(operands[0][e]) / static_cast<double>(experts);
+    for (int64_t e = 0; e < experts; ++e) {
+      if (executor.data(op.load())[e] != 0.0f) {
+        mismatch(op.load(), e, executor.data(op.load())[e], 0.0);
+        break;
+      }
+      std::optional<uint32_t> bias = op.bias();
+      if (!bias)
+        continue;
+      double error = mean - asFloat(operands[0][e]);
+      float expected =
+          asFloat(operands[1][e]) + op.rate() * (error > 0   ? 1.0f
+                                                 : error < 0 ? -1.0f
+                                                             : 0.0f);
+      if (executor.data(*bias)[e] != expected) {
+        mismatch(*bias, e, executor.data(*bias)[e], expected);
+        break;
+      }
+    }
+    break;
+  }
   case Opcode::AdamW: {
     ops::AdamWView op(inst);
     const Buffer &param = program.buffers[op.param()];
@@ -560,7 +616,8 @@ bool hasDefinitionCheck(Opcode opcode) {
   return opcode == Opcode::AllReduce || opcode == Opcode::AllGather ||
          opcode == Opcode::ReduceScatter || opcode == Opcode::Slice ||
          opcode == Opcode::Fp8AmaxUpdate || opcode == Opcode::AdamW ||
-         opcode == Opcode::ReduceBucket;
+         opcode == Opcode::ReduceBucket || opcode == Opcode::ExpertLoad ||
+         opcode == Opcode::ExpertLoadUpdate;
 }
 
 /// Two steps of program `index` of `programs` on the CPU backend, each

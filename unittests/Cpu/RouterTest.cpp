@@ -362,4 +362,41 @@ TEST(RoutingRuleTest, SigmoidScoresThatUnderflowGiveZeroWeights) {
     EXPECT_TRUE(std::isfinite(g));
 }
 
+//===----------------------------------------------------------------------===//
+// Expert load and auxiliary-loss-free balancing
+//===----------------------------------------------------------------------===//
+
+TEST(ExpertLoadTest, CountsAdmittedAssignmentsOnly) {
+  std::vector<int32_t> ids = {0, 2, 2, -1, 3, 2, 0, -1};
+  EXPECT_EQ(expertCounts(ids.data(), ids.size(), 4),
+            (std::vector<int64_t>{2, 0, 3, 1}));
+  std::vector<float> load = {1.0f, 0.0f, 0.0f, 5.0f};
+  addExpertCounts({2, 0, 3, 1}, load.data());
+  EXPECT_EQ(load, (std::vector<float>{3.0f, 0.0f, 3.0f, 6.0f}));
+}
+
+TEST(ExpertLoadTest, BiasMovesAgainstTheLoadError) {
+  // Mean 3: expert 0 under (+rate), 1 at the mean (0), 2 and 3 over (-rate).
+  std::vector<float> load = {1.0f, 3.0f, 4.0f, 4.0f};
+  std::vector<float> bias = {0.5f, 0.5f, 0.5f, -0.25f};
+  expertLoadUpdate(load.data(), bias.data(), 4, 0.125f);
+  EXPECT_EQ(bias, (std::vector<float>{0.625f, 0.5f, 0.375f, -0.375f}));
+  EXPECT_EQ(load, (std::vector<float>{0.0f, 0.0f, 0.0f, 0.0f}));
+  // Without a bias the update only clears the counter.
+  load = {7.0f, 1.0f};
+  expertLoadUpdate(load.data(), nullptr, 2, 0.125f);
+  EXPECT_EQ(load, (std::vector<float>{0.0f, 0.0f}));
+}
+
+TEST(ExpertLoadTest, StatsOfALayer) {
+  std::vector<float> load = {2.0f, 4.0f, 6.0f, 8.0f};
+  ExpertLoadStats stats = expertLoadStats(load.data(), 4);
+  EXPECT_EQ(stats.min, 2.0);
+  EXPECT_EQ(stats.max, 8.0);
+  // Population standard deviation sqrt(5) over the mean 5.
+  EXPECT_NEAR(stats.cv, std::sqrt(5.0) / 5.0, 1e-12);
+  std::vector<float> none(3, 0.0f);
+  EXPECT_EQ(expertLoadStats(none.data(), 3).cv, 0.0);
+}
+
 } // namespace

@@ -142,6 +142,24 @@ TEST(Metrics, ProgressLine) {
             "step 7 | loss 2.0000 | aux_loss 0.01235");
 }
 
+// Per-layer details go to the file after the extras, never to the line.
+TEST(Metrics, DetailsInTheFileOnly) {
+  MetricsRecord record;
+  record.step = 4;
+  record.loss = 2.0;
+  record.extra = {{"load_cv_max", 0.5}};
+  record.detail = {{"load_cv.1", 0.25}, {"load_cv.3", 0.5}};
+  absl::StatusOr<std::string> line = formatMetricsJson(record);
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_EQ(*line, R"({"step":4,"loss":2.0,"load_cv_max":0.5,)"
+                   R"("load_cv.1":0.25,"load_cv.3":0.5})");
+  EXPECT_EQ(formatProgressLine(record),
+            "step 4 | loss 2.0000 | load_cv_max 0.5");
+  record.detail.push_back({"load_cv_max", 1.0});
+  EXPECT_THAT(std::string(formatMetricsJson(record).status().message()),
+              HasSubstr("'load_cv_max' is given twice"));
+}
+
 TEST(Metrics, SiValues) {
   EXPECT_EQ(formatSiValue(0), "0.00");
   EXPECT_EQ(formatSiValue(0.5), "0.50");

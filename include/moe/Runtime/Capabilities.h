@@ -107,7 +107,9 @@ struct Capabilities {
   bool gemmEpilogues = false;
   /// Routers other than HF Mixtral's (ScoredRouter and its gradient:
   /// sigmoid scores, a selection bias, group-limited top-k, weights not
-  /// renormalised or scaled), which have no other lowering.
+  /// renormalised or scaled), which have no other lowering, and the
+  /// per-expert load counters that balance a selection bias and report
+  /// the load (ExpertLoad, ExpertLoadUpdate).
   bool scoredRouters = false;
 
   constexpr bool hasRecipe(Fp8Recipe recipe) const {

@@ -153,7 +153,8 @@ double modelFlops(Operation *op);
 /// The FLOPs of `input [..., K]` times `weight [N, K]` transposed.
 double linearFlops(Value input, Value weight);
 
-/// The ops of `step` its loss (result 0) depends on: the forward pass.
+/// The ops of `step` its loss (result 0) depends on, and the load counters
+/// (moe.expert_load) of their routers: the forward pass.
 llvm::SetVector<Operation *> forwardOps(func::FuncOp step);
 /// Bytes of the forward values the backward pass of `step` reads (saved
 /// activations), kept alive from the forward to the backward pass.

@@ -144,8 +144,14 @@ absl::Status checkFusedOps(const Program &program, const Capabilities &record,
                    caps::kGemmEpiloguesName, "no");
     bool scoredRouter =
         opcode == Opcode::ScoredRouter || opcode == Opcode::ScoredRouterGrad;
+    bool loadCounter =
+        opcode == Opcode::ExpertLoad || opcode == Opcode::ExpertLoadUpdate;
     if (scoredRouter && !record.scoredRouters)
       return lacks(absl::StrCat("a router other than Mixtral's (",
+                                describeInstruction(program, i), ")"),
+                   caps::kScoredRoutersName, "no");
+    if (loadCounter && !record.scoredRouters)
+      return lacks(absl::StrCat("per-expert load counters (",
                                 describeInstruction(program, i), ")"),
                    caps::kScoredRoutersName, "no");
   }

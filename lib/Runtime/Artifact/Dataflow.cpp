@@ -4,11 +4,13 @@
 // Both would make the step silently compute garbage, so they are errors:
 //  - a temporary read before any instruction writes it reads stale arena
 //    bytes (from another buffer, or from the previous step);
-//  - persistent state is only changed by AdamW, in place through its
-//    operands, never as an instruction result;
-//  - the expert ids consumed by Experts/ExpertsGrad index expert weights, so
-//    they must come from a Router over the same number of experts (all of
-//    the group's, when the experts are distributed over one);
+//  - persistent state is only changed in place through the operands of
+//    the instructions that update it (AdamW, the FP8 amax and expert load
+//    updates, each buffer by one), never as an instruction result;
+//  - the expert ids consumed by Experts/ExpertsGrad index expert weights,
+//    and those ExpertLoad counts index its counter, so they must come from
+//    a Router over the same number of experts (all of the group's, when
+//    the experts are distributed over one);
 //  - two temporaries live at the same time must not share arena bytes;
 //  - the global norm (which clips the update and is reported) reads exactly
 //    the gradients the AdamW instructions apply, each once: a weight or a
@@ -135,19 +137,28 @@ private:
 
   absl::Status checkExpertIds(size_t index) {
     const Instruction &instruction = program.instructions[index];
-    std::optional<ops::ExpertsRecipe> recipe =
-        ops::expertsRecipeOf(instruction);
-    if (!recipe)
+    size_t idsOperand;
+    int64_t experts;
+    if (instruction.opcode == Opcode::ExpertLoad) {
+      // A load counter counts ids below its length.
+      idsOperand = ops::ExpertLoadView::kIndicesOperand;
+      experts =
+          bufferAt(instruction.operands[ops::ExpertLoadView::kLoadOperand])
+              .shape[0];
+    } else if (std::optional<ops::ExpertsRecipe> recipe =
+                   ops::expertsRecipeOf(instruction)) {
+      // x, weights, indices, w1: the ids and w1 [E, F, H].
+      idsOperand = recipe->firstOperand + 2;
+      experts =
+          bufferAt(instruction.operands[recipe->firstOperand + 3]).shape[0];
+      // Expert parallel: the weights are this rank's experts, the ids
+      // global (the instruction rules keep the product within int32).
+      if (recipe->group)
+        experts *= program.partsOf(program.groups[*recipe->group]);
+    } else {
       return absl::OkStatus();
-    // x, weights, indices, w1: the ids and w1 [E, F, H].
-    size_t idsOperand = recipe->firstOperand + 2;
+    }
     uint32_t ids = instruction.operands[idsOperand];
-    int64_t experts =
-        bufferAt(instruction.operands[recipe->firstOperand + 3]).shape[0];
-    // Expert parallel: the weights are this rank's experts, the ids global
-    // (the instruction rules keep the product within int32).
-    if (recipe->group)
-      experts *= program.partsOf(program.groups[*recipe->group]);
     if (expertIdsOf[ids] != experts)
       return instructionError(
           program, index,
@@ -170,8 +181,13 @@ private:
       // The working copy of mixed precision, rounded from the update.
       if (instruction.operands.size() > ops::AdamWView::kWorkingOperand)
         updated.push_back(ops::AdamWView::kWorkingOperand);
-    } else if (instruction.opcode == Opcode::Fp8AmaxUpdate)
+    } else if (instruction.opcode == Opcode::Fp8AmaxUpdate) {
       updated = {ops::Fp8AmaxUpdateView::kHistoryOperand};
+    } else if (instruction.opcode == Opcode::ExpertLoadUpdate) {
+      updated = {ops::ExpertLoadUpdateView::kLoadOperand};
+      if (instruction.operands.size() > ops::ExpertLoadUpdateView::kBiasOperand)
+        updated.push_back(ops::ExpertLoadUpdateView::kBiasOperand);
+    }
     for (size_t i : updated) {
       uint32_t b = instruction.operands[i];
       if (optimizerUser[b] != kNever)

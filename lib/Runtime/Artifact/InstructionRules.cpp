@@ -421,6 +421,21 @@ private:
     return absl::OkStatus();
   }
 
+  /// The load counter persists across microbatches until the step's
+  /// update clears it; a bias persists across steps.
+  absl::Status checkExpertLoad(const ops::ExpertLoadView &op) {
+    return requireKind(op.kLoadOperand, BufferKind::OptimizerState);
+  }
+  absl::Status checkExpertLoadUpdate(const ops::ExpertLoadUpdateView &op) {
+    MOE_VERIFY_OK(requireKind(op.kLoadOperand, BufferKind::OptimizerState));
+    if (!op.bias())
+      return requireAttr(op.kRateAttr, op.rate() == 0.0f,
+                         "must be 0 without a bias operand");
+    MOE_VERIFY_OK(requireKind(op.kBiasOperand, BufferKind::OptimizerState));
+    return requireAttr(op.kRateAttr, op.rate() > 0.0f,
+                       "must be > 0 with a bias operand");
+  }
+
   absl::Status checkAmaxUpdate(const ops::Fp8AmaxUpdateView &op) {
     const std::vector<int64_t> &shape = program.buffers[op.history()].shape;
     return checkAmaxHistory(op.kHistoryOperand,

@@ -186,14 +186,22 @@ absl::Status verifyDataflowOrder(const Program &program) {
     for (size_t o = 0; o < inst.operands.size(); ++o) {
       uint32_t b = inst.operands[o];
       const Buffer &buffer = program.buffers[b];
-      if (buffer.kind == BufferKind::Parameter && !optimizer) {
-        if (parameterStage[b] != stage)
-          return instructionError(
-              program, i,
-              absl::StrCat("reads ", describeBuffer(program, b),
-                           " on pipeline stage ", stage,
-                           ", but it lives on stage ", parameterStage[b]));
-      }
+      // Persistent state lives on the stage that updates it (a parameter
+      // on the one reading it); a rank holds only its own stages'.
+      bool stageBound = buffer.kind == BufferKind::Parameter ||
+                        buffer.kind == BufferKind::OptimizerState ||
+                        buffer.kind == BufferKind::WorkingCopy;
+      if (stageBound && (!optimizer || stage >= 0) &&
+          parameterStage[b] != stage)
+        return instructionError(
+            program, i,
+            parameterStage[b] < 0
+                ? absl::StrCat("reads ", describeBuffer(program, b),
+                               " on pipeline stage ", stage,
+                               ", but no stage holds it (nothing updates it)")
+                : absl::StrCat("reads ", describeBuffer(program, b),
+                               " on pipeline stage ", stage,
+                               ", but it lives on stage ", parameterStage[b]));
       if (buffer.kind != BufferKind::Temporary || producer[b] < 0)
         continue;
       size_t p = static_cast<size_t>(producer[b]);
@@ -354,8 +362,12 @@ std::vector<int32_t> persistentBufferStages(const Program &program) {
       if (inst.operands.size() > 7)
         stage[inst.operands[7]] = pipeline.instructionStage[i];
     }
-    if (inst.opcode == Opcode::Fp8AmaxUpdate)
-      stage[inst.operands[0]] = pipeline.instructionStage[i];
+    // An amax history, a load counter and a router's bias live with the
+    // update that moves them.
+    if (inst.opcode == Opcode::Fp8AmaxUpdate ||
+        inst.opcode == Opcode::ExpertLoadUpdate)
+      for (uint32_t b : inst.operands)
+        stage[b] = pipeline.instructionStage[i];
   }
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     if (pipeline.instructionPhase[i] == PipelinePhase::Optimizer)

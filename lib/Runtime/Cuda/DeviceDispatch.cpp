@@ -911,6 +911,10 @@ public:
   absl::Status run(const ops::ScoredRouterGradView &) {
     return notOnThisBackend();
   }
+  absl::Status run(const ops::ExpertLoadView &) { return notOnThisBackend(); }
+  absl::Status run(const ops::ExpertLoadUpdateView &) {
+    return notOnThisBackend();
+  }
   absl::Status run(const ops::LinearAccumulateView &) {
     return notOnThisBackend();
   }

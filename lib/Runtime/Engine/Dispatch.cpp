@@ -245,6 +245,25 @@ public:
                         last(in(op.probs())), op.topK(), routingRule(op));
     return absl::OkStatus();
   }
+  absl::Status run(const ops::ExpertLoadView &op) {
+    int64_t experts = last(in(op.load()));
+    std::vector<int64_t> counts = cpu::expertCounts(
+        i32(op.indices()), in(op.indices()).numElements(), experts);
+    // The whole batch's load: summed over the ranks splitting the tokens.
+    if (comm::Group *group = tokenGroup(context, op.group()))
+      if (absl::Status status =
+              comm::sumOverGroup(*group, {}, absl::MakeSpan(counts));
+          !status.ok())
+        return inInstruction(context, index, status);
+    cpu::addExpertCounts(counts, f32(op.load()));
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::ExpertLoadUpdateView &op) {
+    std::optional<uint32_t> bias = op.bias();
+    cpu::expertLoadUpdate(f32(op.load()), bias ? f32(*bias) : nullptr,
+                          last(in(op.load())), op.rate());
+    return absl::OkStatus();
+  }
   absl::Status run(const ops::ExpertsView &op) {
     if (op.group())
       return runExpertParallel(context, index);
@@ -442,8 +461,6 @@ private:
     return absl::OkStatus();
   }
 
-  /// AuxLoss (no dloss: the loss into `out`) and AuxLossGrad (dprobs into
-  /// `out`), over the group the tokens are split over when there is one.
   /// The selection rule a ScoredRouter (or its gradient) carries.
   template <class View> cpu::RoutingRule routingRule(const View &op) {
     cpu::RoutingRule rule;
@@ -457,6 +474,8 @@ private:
     return rule;
   }
 
+  /// AuxLoss (no dloss: the loss into `out`) and AuxLossGrad (dprobs into
+  /// `out`), over the group the tokens are split over when there is one.
   absl::Status auxLoss(uint32_t probs, int64_t topK,
                        std::optional<int64_t> groupIndex,
                        std::optional<uint32_t> dloss, uint32_t out) {

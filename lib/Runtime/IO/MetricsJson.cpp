@@ -37,7 +37,10 @@ absl::StatusOr<std::string> formatMetricsJson(const MetricsRecord &record) {
     if (value->has_value())
       line[key] = number(**value);
   }
-  for (const auto &[key, value] : record.extra) {
+  std::vector<std::pair<std::string, double>> fieldsAfter = record.extra;
+  fieldsAfter.insert(fieldsAfter.end(), record.detail.begin(),
+                     record.detail.end());
+  for (const auto &[key, value] : fieldsAfter) {
     if (key.empty())
       return absl::InvalidArgumentError("metrics field name is empty");
     if (!used.insert(key).second)

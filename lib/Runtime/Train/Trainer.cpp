@@ -9,10 +9,12 @@
 #include "moe/Runtime/IO/ProcessMemory.h"
 #include "moe/Runtime/IO/Trace.h"
 #include "moe/Runtime/Train/Checkpoint.h"
+#include "moe/Runtime/Train/ExpertLoadProbe.h"
 #include "moe/Runtime/Train/StepDump.h"
 #include "moe/Runtime/Train/Weights.h"
 
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -431,6 +433,12 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   std::optional<LossPartsProbe> probe;
   if (backend->hostStep() || dumpThis)
     probe.emplace(StepState(*backend));
+  std::optional<ExpertLoadProbe> loads;
+  if (backend->hostStep() || dumpThis) {
+    loads.emplace(StepState(*backend));
+    if (loads->empty())
+      loads.reset();
+  }
   std::optional<StepDump> dump;
   if (dumpThis) {
     absl::StatusOr<StepDump> begun =
@@ -456,6 +464,8 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   hooks.beforeInstruction = [&](size_t index, const Instruction &inst) {
     if (probe)
       probe->before(index);
+    if (loads)
+      loads->before(index);
     if (dump)
       dump->before(index, inst);
     if (hostTimed)
@@ -506,6 +516,23 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   if (parts.known) {
     record.extra.emplace_back("ce_loss", parts.ce);
     record.extra.emplace_back("aux_loss", parts.aux);
+  }
+  if (loads) {
+    // Each pipeline rank read its own stages' routers.
+    if (backend->program().pipeline.stages > 1)
+      if (absl::Status s =
+              backend->sumOverStages(absl::MakeSpan(loads->values()));
+          !s.ok())
+        return atStep(step, s);
+    // Per layer in the file; the least balanced layer on the line.
+    double worstCv = -1.0;
+    for (auto &[name, value] : loads->metrics()) {
+      record.detail.emplace_back(name, value);
+      if (absl::StartsWith(name, "load_cv."))
+        worstCv = std::max(worstCv, value);
+    }
+    if (worstCv >= 0.0)
+      record.extra.emplace_back("load_cv_max", worstCv);
   }
   if (std::optional<Backend::DeviceMemory> device = backend->deviceMemory()) {
     record.extra.emplace_back("device_allocated_mib",

@@ -1225,12 +1225,98 @@ func.func @fp8_amax_update_unknown_axis() {
 
 // -----
 
+moe.param @load : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<expert_load>}
+moe.param @bias : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<router_bias>}
+func.func @expert_load_bias_without_rate(%i: tensor<8x2xi32>) {
+  // expected-error @+1 {{expected bias_update_rate > 0 with a bias, got 0}}
+  moe.expert_load %i {load = @load, bias = @bias} : tensor<8x2xi32>
+  return
+}
+
+// -----
+
+moe.param @load : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<expert_load>}
+func.func @expert_load_rate_without_bias(%i: tensor<8x2xi32>) {
+  // expected-error @+1 {{expected bias_update_rate = 0 without a bias, got 0.01}}
+  moe.expert_load %i {load = @load, bias_update_rate = 0.01 : f32} : tensor<8x2xi32>
+  return
+}
+
+// -----
+
+moe.param @w : tensor<4xf32> {init = #moe.init<zeros>}
+func.func @expert_load_into_a_weight(%i: tensor<8x2xi32>) {
+  // expected-error @+1 {{load @w does not name a moe.param of kind expert_load}}
+  moe.expert_load %i {load = @w} : tensor<8x2xi32>
+  return
+}
+
+// -----
+
+moe.param @load : tensor<4x2xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<expert_load>}
+func.func @expert_load_of_rank_two(%i: tensor<8x2xi32>) {
+  // expected-error @+1 {{expected load @load of shape [experts], got 'tensor<4x2xf32>'}}
+  moe.expert_load %i {load = @load} : tensor<8x2xi32>
+  return
+}
+
+// -----
+
+moe.param @load : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<expert_load>}
+func.func @expert_load_token_axes(%i: tensor<8x2xi32>) {
+  // expected-error @+1 {{token_axes: unknown axis 'xx': moec implements dp, fsdp, ep and tp}}
+  moe.expert_load %i {load = @load, token_axes = ["xx"]} : tensor<8x2xi32>
+  return
+}
+
+// -----
+
+moe.param @load : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<expert_load>}
+moe.param @bias : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+func.func @expert_load_update_bias_kind() {
+  // expected-error @+1 {{bias @bias does not name a moe.param of kind router_bias}}
+  moe.expert_load_update {load = @load, bias = @bias, rate = 0.01 : f32}
+  return
+}
+
+// -----
+
+moe.param @load : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<expert_load>}
+moe.param @bias : tensor<8xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<router_bias>}
+func.func @expert_load_update_bias_shape() {
+  // expected-error @+1 {{expected bias @bias of type 'tensor<4xf32>', got 'tensor<8xf32>'}}
+  moe.expert_load_update {load = @load, bias = @bias, rate = 0.01 : f32}
+  return
+}
+
+// -----
+
+moe.param @load : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<expert_load>}
+moe.param @bias : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<router_bias>}
+func.func @expert_load_update_without_rate() {
+  // expected-error @+1 {{expected rate > 0 with a bias, got 0}}
+  moe.expert_load_update {load = @load, bias = @bias}
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expected bias_update_rate >= 0, got -0.01}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, bias_update_rate = -0.01 : f32, aux_coef = 0.0 : f32}
+
+// -----
+
+// expected-error @+1 {{expected aux_coef = 0 with bias_update_rate > 0: the load-balancing loss counts the top_k of the scores, which is not this router's selection; got 0.01}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, bias_update_rate = 0.01 : f32}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // Unknown attributes: every moe op knows its own attributes, and the dialect
 // the discardable moe.* ones its passes write.
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{'moe.transformer' op has unknown attribute 'q_lora_rank'; known attributes: aux_coef, batch, capacity_factor, dense_ffn, dense_layers, experts, ffn, head_dim, heads, hidden, init_std, kv_heads, layers, n_group, norm_topk_prob, precision, rms_eps, rope_theta, routed_scaling_factor, scoring, seq, shared_experts, sym_name, top_k, topk_group, vocab}}
+// expected-error @+1 {{'moe.transformer' op has unknown attribute 'q_lora_rank'; known attributes: aux_coef, batch, bias_update_rate, capacity_factor, dense_ffn, dense_layers, experts, ffn, head_dim, heads, hidden, init_std, kv_heads, layers, n_group, norm_topk_prob, precision, rms_eps, rope_theta, routed_scaling_factor, scoring, seq, shared_experts, sym_name, top_k, topk_group, vocab}}
 moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, q_lora_rank = 8}
 
 // -----

@@ -12,6 +12,10 @@ moe.adamw_config {lr = 3.0e-3 : f32, warmup = 5}
 moe.param @w : tensor<8x8xf32> {init = #moe.init<normal>, init_std = 0.02 : f32}
 // CHECK: moe.param @history : tensor<4x9x17xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<fp8_history>}
 moe.param @history : tensor<4x9x17xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<fp8_history>}
+// CHECK: moe.param @bias : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<router_bias>, no_weight_decay}
+moe.param @bias : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<router_bias>, no_weight_decay}
+// CHECK: moe.param @load : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<expert_load>, no_weight_decay}
+moe.param @load : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<expert_load>, no_weight_decay}
 // CHECK: moe.param @w.exp_avg : tensor<8x8xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
 moe.param @w.exp_avg : tensor<8x8xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
 moe.param @w.exp_avg_sq : tensor<8x8xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
@@ -68,6 +72,12 @@ func.func @model_ops(%tokens: tensor<2x4xi32>, %table: tensor<16x8xf32>,
       -> (tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<4x8x4xf32>)
   // CHECK: moe.fp8_amax_update @history
   moe.fp8_amax_update @history
+  // CHECK: moe.expert_load %{{.*}} {bias = @bias, bias_update_rate = 1.000000e-03 : f32, load = @load, token_axes = ["dp"]} : tensor<2x4x2xi32>
+  moe.expert_load %indices {load = @load, bias = @bias, bias_update_rate = 1.0e-3 : f32, token_axes = ["dp"]} : tensor<2x4x2xi32>
+  // CHECK: moe.expert_load_update {bias = @bias, load = @load, rate = 1.000000e-03 : f32}
+  moe.expert_load_update {load = @load, bias = @bias, rate = 1.0e-3 : f32}
+  // CHECK: moe.expert_load_update {load = @load}
+  moe.expert_load_update {load = @load}
   // CHECK: moe.swiglu %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   %s = moe.swiglu %y, %a : tensor<2x4x8xf32>
   %vocab = moe.linear %s, %table : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>

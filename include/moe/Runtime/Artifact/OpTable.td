@@ -388,3 +388,22 @@ def ScoredRouterGrad : Op<42, "3.5"> {
                           IntAttr<"$_ >= 1", "must be >= 1">:$top_groups);
   let rules = ["checkTopK", "checkRoutingGroups"];
 }
+
+// Expert load accounting (3.5). ExpertLoad adds the assignments a router
+// admitted (ids >= 0) per expert to `load` (an OptimizerState buffer [E]),
+// in place, after summing them over `group` (the ranks that split the
+// tokens), so every data rank holds the whole batch's load.
+// ExpertLoadUpdate ends the step: with `bias` (the router's selection
+// bias) bias[e] += rate * sign(mean(load) - load[e]) (DeepSeek-V3's
+// auxiliary-loss-free balancing), then load = 0.
+def ExpertLoad : Op<43, "3.5"> {
+  let operands = (ins Ids<"[..., k]">:$indices, Tensor<"[E]">:$load);
+  let attributes = (attrs OptionalAttr<"group", GroupAttr>:$group);
+  let rules = ["checkExpertLoad"];
+}
+def ExpertLoadUpdate : Op<44, "3.5"> {
+  let operands = (ins Tensor<"[E]">:$load, OptionalTensor<"[E]">:$bias);
+  let attributes = (attrs FloatAttr<"$_ >= 0", "must be >= 0">:$rate);
+  let communicates = 0;
+  let rules = ["checkExpertLoadUpdate"];
+}

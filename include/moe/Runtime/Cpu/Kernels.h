@@ -193,6 +193,24 @@ void routerBackward(const float *dweights, const float *dprobs,
                     const float *probs, float *dlogits, int64_t T, int64_t E,
                     int64_t topK, const RoutingRule &rule = {});
 
+/// The number of ids[0, n) equal to each expert e < E (dropped slots, -1,
+/// count nowhere).
+std::vector<int64_t> expertCounts(const int32_t *ids, int64_t n, int64_t E);
+/// load[e] += counts[e]: exact while a count stays below 2^24.
+void addExpertCounts(const std::vector<int64_t> &counts, float *load);
+/// Ends a step's load (ExpertLoadUpdate): with a bias, DeepSeek-V3's
+/// auxiliary-loss-free balancing bias[e] += rate * sign(mean(load) -
+/// load[e]) (sign(0) = 0); then load = 0.
+void expertLoadUpdate(float *load, float *bias, int64_t E, float rate);
+
+/// One layer's load as the metrics report it: the least and most loaded
+/// experts' counts and the coefficient of variation (standard deviation
+/// over mean; 0 for no tokens).
+struct ExpertLoadStats {
+  double min = 0.0, max = 0.0, cv = 0.0;
+};
+ExpertLoadStats expertLoadStats(const float *load, int64_t E);
+
 /// How the expert GEMMs emulate FP8 (absent: fp32). Every GEMM input is
 /// rounded onto the FP8 grid with its own scales, as an FP8 GEMM would read
 /// it. Tensorwise (Transformer Engine's hybrid recipe): one scale per GEMM

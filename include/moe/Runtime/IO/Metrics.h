@@ -37,10 +37,14 @@ struct MetricsRecord {
   /// Further numeric fields, written after the standard ones in this order
   /// (e.g. {"aux_loss", 0.01}, {"ce_loss", 3.2}).
   std::vector<std::pair<std::string, double>> extra;
+  /// Fields for the metrics file only, after the extras: per-layer values
+  /// (one MoE layer's load, "load_cv.7") that would crowd the progress line.
+  std::vector<std::pair<std::string, double>> detail;
 };
 
 /// The JSON object for `record` on one line (no newline). Keys: step, loss,
-/// grad_norm, lr, tokens_per_s, flops_per_s, elapsed_s, then the extras.
+/// grad_norm, lr, tokens_per_s, flops_per_s, elapsed_s, then the extras and
+/// the details.
 /// Non-finite values are written as null (JSON has no NaN or Infinity).
 /// Fails if an extra field is empty, repeated, or names a standard field.
 absl::StatusOr<std::string> formatMetricsJson(const MetricsRecord &record);

@@ -374,15 +374,19 @@ LogicalResult TransformerOp::verify() {
           getRoutedScalingFactor().convertToFloat(), getNGroup(),
           getTopkGroup(), {"routed_scaling_factor", "n_group", "topk_group"})))
     return failure();
+  float rate = getBiasUpdateRate().convertToFloat();
+  if (!(rate >= 0.0f))
+    return emitOpError() << "expected bias_update_rate >= 0, got " << fmt(rate);
   // moe.aux_loss recounts the selection as the top-k of the scores, which
-  // sigmoid scoring's and group-limited routing's are not.
-  bool topKOfScores =
-      getScoring() == RouterScoring::softmax && getNGroup() == 1;
-  if (!topKOfScores && getAuxCoef().convertToFloat() != 0.0f)
+  // sigmoid scoring's, group-limited routing's and a biased one are not.
+  StringRef otherSelection = getScoring() == RouterScoring::sigmoid
+                                 ? "sigmoid scoring"
+                             : getNGroup() > 1 ? "n_group > 1"
+                             : rate > 0.0f     ? "bias_update_rate > 0"
+                                               : "";
+  if (!otherSelection.empty() && getAuxCoef().convertToFloat() != 0.0f)
     return emitOpError()
-           << "expected aux_coef = 0 with "
-           << (getScoring() == RouterScoring::sigmoid ? "sigmoid scoring"
-                                                      : "n_group > 1")
+           << "expected aux_coef = 0 with " << otherSelection
            << ": the load-balancing loss counts the top_k of the scores, "
               "which is not this router's selection; got "
            << fmt(getAuxCoef().convertToFloat());
@@ -1085,6 +1089,66 @@ static LogicalResult verifyAuxLossShapes(Operation *op, Value probs,
   if (failed(expectMinRank(op, "probs", probs, 2)))
     return failure();
   return expectTopK(op, topK, shapeOf(probs).back());
+}
+
+/// A router's load counter and, optionally, its selection bias with a
+/// positive rate (moe.expert_load, moe.expert_load_update).
+static LogicalResult verifyBalancingRate(Operation *op, FlatSymbolRefAttr bias,
+                                         float rate, StringRef rateName) {
+  if (bias && !(rate > 0.0f))
+    return op->emitOpError()
+           << "expected " << rateName << " > 0 with a bias, got " << fmt(rate);
+  if (!bias && rate != 0.0f)
+    return op->emitOpError() << "expected " << rateName
+                             << " = 0 without a bias, got " << fmt(rate);
+  return success();
+}
+
+static LogicalResult verifyLoadSymbols(Operation *op, FlatSymbolRefAttr load,
+                                       FlatSymbolRefAttr bias,
+                                       SymbolTableCollection &symbols) {
+  auto counts = symbols.lookupNearestSymbolFrom<ParamOp>(op, load);
+  if (!counts || counts.getKind() != ParamKind::expert_load)
+    return op->emitOpError()
+           << "load " << load << " does not name a moe.param of kind "
+           << "expert_load";
+  if (counts.getTensorType().getRank() != 1)
+    return op->emitOpError()
+           << "expected load " << load << " of shape [experts], got "
+           << counts.getTensorType();
+  if (!bias)
+    return success();
+  auto steer = symbols.lookupNearestSymbolFrom<ParamOp>(op, bias);
+  if (!steer || steer.getKind() != ParamKind::router_bias)
+    return op->emitOpError()
+           << "bias " << bias << " does not name a moe.param of kind "
+           << "router_bias";
+  if (steer.getTensorType() != counts.getTensorType())
+    return op->emitOpError()
+           << "expected bias " << bias << " of type " << counts.getTensorType()
+           << ", got " << steer.getTensorType();
+  return success();
+}
+
+LogicalResult ExpertLoadOp::verify() {
+  if (failed(verifyAxisNames(*this, "token_axes", getTokenAxes())) ||
+      failed(expectMinRank(*this, "indices", getIndices(), 2)))
+    return failure();
+  return verifyBalancingRate(*this, getBiasAttr(),
+                             getBiasUpdateRate().convertToFloat(),
+                             "bias_update_rate");
+}
+
+LogicalResult ExpertLoadOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyLoadSymbols(*this, getLoadAttr(), getBiasAttr(), symbols);
+}
+
+LogicalResult
+ExpertLoadUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (failed(verifyBalancingRate(*this, getBiasAttr(),
+                                 getRate().convertToFloat(), "rate")))
+    return failure();
+  return verifyLoadSymbols(*this, getLoadAttr(), getBiasAttr(), symbols);
 }
 
 LogicalResult AuxLossOp::verify() {

@@ -119,6 +119,10 @@ FailureOr<ShardingRule> LinearCrossEntropyOp::getShardingRule() {
 FailureOr<ShardingRule> LinearCrossEntropyGradOp::getShardingRule() {
   return ShardingRule::fromSpec(*this, ",*h,vh,*,*->*h,vh", "vh", {}, true);
 }
+// Counts over split tokens are summed by the op itself (token_axes).
+FailureOr<ShardingRule> ExpertLoadOp::getShardingRule() {
+  return ShardingRule::fromSpec(*this, "*k->", "k", {}, false);
+}
 FailureOr<ShardingRule> AuxLossOp::getShardingRule() {
   return ShardingRule::fromSpec(*this, "*e->", "e", {}, false);
 }

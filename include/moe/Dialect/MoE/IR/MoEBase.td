@@ -70,7 +70,13 @@ def MoE_ParamKind : I32EnumAttr<"ParamKind", "what a parameter symbol holds", [
   I32EnumAttrCase<"weight", 0>,
   I32EnumAttrCase<"optimizer_state", 1>,
   I32EnumAttrCase<"fp8_history", 2>,
-  I32EnumAttrCase<"working_copy", 3>
+  I32EnumAttrCase<"working_copy", 3>,
+  // DeepSeek-V3's e_score_correction_bias: steers a router's selection,
+  // moved by moe.expert_load_update, never differentiated.
+  I32EnumAttrCase<"router_bias", 4>,
+  // A router's per-expert token counts of the current step
+  // (moe.expert_load adds, moe.expert_load_update reads and clears).
+  I32EnumAttrCase<"expert_load", 5>
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::moe";

@@ -42,6 +42,12 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     as Mixtral; Qwen3-MoE configs may turn it off), times
     `routed_scaling_factor`. The load-balancing loss (`aux_coef`) counts
     the top-k of the scores, so it needs softmax scoring and one group.
+    With `bias_update_rate = r > 0`, DeepSeek-V3's auxiliary-loss-free
+    balancing: each MoE layer's router adds a per-expert bias
+    (`block_sparse_moe.gate.e_score_correction_bias`, not trained) to the
+    scores it selects by, and each step ends by moving it by
+    `r * sign(mean load - load)` over the whole batch's tokens
+    (`moe.expert_load`, `moe.expert_load_update`).
 
     Constraints:
     * all sizes are positive; `heads` is divisible by `kv_heads`; the head
@@ -72,7 +78,8 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     * `routed_scaling_factor > 0`; `n_group` divides `experts`, with at
       least two experts per group when `n_group > 1`; `1 <= topk_group <=
       n_group`, and `topk_group` groups hold at least `top_k` experts;
-    * `aux_coef = 0` unless the scoring is softmax with one group.
+    * `aux_coef = 0` unless the scoring is softmax with one group and
+      without a bias; `bias_update_rate >= 0`.
 
     `precision` (`#moe.precision<fp32>` or `<bf16>`) is the precision the
     model trains in; moec's `--precision` overrides it, and without either
@@ -113,6 +120,7 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     DefaultValuedAttr<F32Attr, "1.0">:$routed_scaling_factor,
     DefaultValuedAttr<I64Attr, "1">:$n_group,
     DefaultValuedAttr<I64Attr, "1">:$topk_group,
+    DefaultValuedAttr<F32Attr, "0.0">:$bias_update_rate,
     OptionalAttr<MoE_PrecisionAttr>:$precision
   );
   let assemblyFormat = "$sym_name attr-dict";
@@ -701,6 +709,76 @@ def MoE_AuxLossOp : MoE_Op<"aux_loss", [
   let results = (outs MoE_F32Scalar:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+}
+
+def MoE_ExpertLoadOp : MoE_Op<"expert_load", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "adds a router's per-expert token counts to the step's";
+  let description = [{
+    `load[e] += #{(t, j) : indices[t, j] = e}`: the assignments the router
+    admitted (a slot dropped by capacity, -1, counts nowhere), in place on
+    `load` (a `moe.param` of kind `expert_load`, `[E]`), which
+    `moe.expert_load_update` reads and clears at the end of the step. Every
+    microbatch adds its own. After partitioning, `token_axes` names the
+    mesh axes the tokens are split over: the counts are first summed over
+    them, so every rank holds the load of the whole batch (DeepSeek-V3
+    balances on the loads of all data-parallel ranks).
+
+    With `bias` (a `moe.param` of kind `router_bias`, `[E]`, the router's
+    selection bias) and `bias_update_rate > 0`, the step's end also moves
+    that bias (auxiliary-loss-free balancing, see `moe.expert_load_update`).
+
+    Constraints: `indices` is i32 `[..., k]`; `load` names a `moe.param` of
+    kind `expert_load` of shape `[E]`; `bias`, when given, one of kind
+    `router_bias` of the same shape, and then `bias_update_rate > 0`;
+    without it the rate is 0.
+
+    Example:
+
+    ```mlir
+    moe.expert_load %indices {load = @"model.layers.1.block_sparse_moe.gate.tokens_per_expert"}
+        : tensor<8x64x2xi32>
+    ```
+  }];
+  let arguments = (ins MoE_I32Tensor:$indices, FlatSymbolRefAttr:$load,
+                       OptionalAttr<FlatSymbolRefAttr>:$bias,
+                       DefaultValuedAttr<F32Attr, "0.0">:$bias_update_rate,
+                       OptionalAttr<StrArrayAttr>:$token_axes);
+  let assemblyFormat = "$indices attr-dict `:` type($indices)";
+  let hasVerifier = 1;
+}
+
+def MoE_ExpertLoadUpdateOp : MoE_Op<"expert_load_update", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "ends a step's expert load: balances the bias, clears";
+  let description = [{
+    With `bias`: DeepSeek-V3's auxiliary-loss-free balancing,
+    `bias[e] += rate * sign(mean(load) - load[e])` (an overloaded expert
+    becomes less likely to be chosen, an underloaded one more; sign(0) =
+    0). Then `load` starts the next step from zero. `moe-optimizer` places
+    one per `moe.expert_load`, after the AdamW updates; the runtime reports
+    each layer's load (min, max, coefficient of variation) from `load` as
+    it is before the update.
+
+    Constraints: `load` names a `moe.param` of kind `expert_load`; `bias`,
+    when given, one of kind `router_bias` of the same shape, and then
+    `rate > 0`; without it `rate` is 0.
+
+    Example:
+
+    ```mlir
+    moe.expert_load_update {load = @"model.layers.1.block_sparse_moe.gate.tokens_per_expert",
+        bias = @"model.layers.1.block_sparse_moe.gate.e_score_correction_bias",
+        rate = 1.0e-3 : f32}
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$load,
+                       OptionalAttr<FlatSymbolRefAttr>:$bias,
+                       DefaultValuedAttr<F32Attr, "0.0">:$rate);
+  let assemblyFormat = "attr-dict";
 }
 
 def MoE_WeightedSumOp : MoE_Op<"weighted_sum", [

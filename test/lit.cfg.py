@@ -39,6 +39,12 @@ if os.path.exists(hf_python):
 # The CUDA backend is built (the toolkit is there; a GPU need not be).
 if config.moe_cuda_backend.upper() in ("ON", "TRUE", "1", "YES"):
     config.available_features.add("cuda-build")
+# A cpu-target artifact that the CUDA backend also runs (test/gpu): without
+# the ops only the CPU backend has (the fused LM head and GEMM epilogues,
+# the routers' load counters; docs/semantics.md).
+config.substitutions.append(
+    ("%cuda_compatible",
+     "--fuse-lm-head-loss=false --fuse-gemm-epilogues=false --count-expert-loads=false"))
 config.substitutions.append(("%moe_src", config.moe_src_root))
 config.substitutions.append(("%moe_obj", config.moe_obj_root))
 

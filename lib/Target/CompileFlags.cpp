@@ -93,6 +93,8 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
       ignored.push_back("--fuse-lm-head-loss=false");
     if (!flags.fuseGemmEpilogues)
       ignored.push_back("--fuse-gemm-epilogues=false");
+    if (!flags.countExpertLoads)
+      ignored.push_back("--count-expert-loads=false");
     if (!flags.reduceBucket.empty())
       ignored.push_back("--reduce-bucket");
     if (!ignored.empty())
@@ -102,7 +104,7 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
                   "the pipeline instead (moe-fp8, moe-mixed-precision, "
                   "moe-rematerialize, moe-save-expert-activations, "
                   "moe-bucket-reductions, moe-fuse-linear-cross-entropy, "
-                  "moe-fuse-gemm-epilogues)");
+                  "moe-fuse-gemm-epilogues, moe-count-expert-loads)");
   }
 
   if (!flags.customSteps) {
@@ -173,6 +175,7 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
   options.saveExpertActivations = !flags.recomputeExperts;
   options.fuseLinearCrossEntropy = flags.fuseLmHeadLoss;
   options.fuseGemmEpilogues = flags.fuseGemmEpilogues;
+  options.countExpertLoads = flags.countExpertLoads;
   if (!flags.reduceBucket.empty()) {
     FailureOr<uint64_t> bytes = sizeOf("reduce-bucket", flags.reduceBucket,
                                        "25MiB, 4096 or 0 (no buckets)");
@@ -251,6 +254,11 @@ struct CompilePipelineOptions
       *this, "fuse-gemm-epilogues",
       desc("fold adds into the GEMMs that feed them where the target runs it"),
       init(true)};
+  Opt<bool> countExpertLoads{
+      *this, "count-expert-loads",
+      desc("count each router's per-expert load for the metrics where the "
+           "target runs it"),
+      init(true)};
   Opt<bool> fuseLmHeadLoss{
       *this, "fuse-lm-head-loss",
       desc("fuse the LM head with its cross-entropy where the target runs it"),
@@ -302,6 +310,7 @@ readPipelineOptions(const CompilePipelineOptions &options, CompileFlags &flags,
   flags.recomputeExperts = options.recomputeExperts;
   flags.fuseLmHeadLoss = options.fuseLmHeadLoss;
   flags.fuseGemmEpilogues = options.fuseGemmEpilogues;
+  flags.countExpertLoads = options.countExpertLoads;
   flags.reduceBucket = options.reduceBucket;
   for (const std::string &report : options.report) {
     bool *wanted = llvm::StringSwitch<bool *>(report)

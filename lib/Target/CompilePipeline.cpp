@@ -40,8 +40,13 @@ LogicalResult mlir::moe::buildCompilePipeline(
       fuseLoss.emplace();
       fuseLoss->target = options.target;
     }
-    buildTrainingFrontend(pm, options.sharded, options.fp8, precision,
-                          fuseLoss);
+    std::optional<CountExpertLoadsOptions> countLoads;
+    if (options.countExpertLoads) {
+      countLoads.emplace();
+      countLoads->target = options.target;
+    }
+    buildTrainingFrontend(pm, options.sharded, options.fp8, precision, fuseLoss,
+                          countLoads);
   }
   if (options.reportSharding)
     pm.addPass(report(options, "sharding"));

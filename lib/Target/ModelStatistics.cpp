@@ -190,7 +190,11 @@ ModelStatistics mlir::moe::computeModelStatistics(ModuleOp module,
     uint64_t elements = 1;
     for (uint64_t size : global)
       elements = llvm::SaturatingMultiply(elements, size);
-    if (param.getKind() == ParamKind::optimizer_state) {
+    // A router's bias and load counter are persistent state the step
+    // updates, not trained weights: they are counted with the moments.
+    if (param.getKind() == ParamKind::optimizer_state ||
+        param.getKind() == ParamKind::router_bias ||
+        param.getKind() == ParamKind::expert_load) {
       add(stats.optimizerStateBytes, localBytes);
       continue;
     }

@@ -63,6 +63,7 @@ LogicalResult mlir::moe::printShardingReport(ModuleOp module,
   uint64_t weightBytes = 0, weightBytesPerRank = 0;
   uint64_t stateBytes = 0, stateBytesPerRank = 0;
   uint64_t copyBytes = 0, copyBytesPerRank = 0;
+  uint64_t routerBytes = 0, routerBytesPerRank = 0;
   for (ParamOp param : module.getOps<ParamOp>()) {
     RankedTensorType type = param.getTensorType();
     ShardingAttr sharding = param.getSharding() ? *param.getSharding()
@@ -73,6 +74,12 @@ LogicalResult mlir::moe::printShardingReport(ModuleOp module,
       // Stored like its master; what the forward reads and FSDP gathers.
       copyBytes += tensorBytes(type);
       copyBytesPerRank += bytesOf(type, local);
+      continue;
+    }
+    if (param.getKind() == ParamKind::router_bias ||
+        param.getKind() == ParamKind::expert_load) {
+      routerBytes += tensorBytes(type);
+      routerBytesPerRank += bytesOf(type, local);
       continue;
     }
     (weight ? weightBytes : stateBytes) += tensorBytes(type);
@@ -108,6 +115,9 @@ LogicalResult mlir::moe::printShardingReport(ModuleOp module,
   if (copyBytes > 0)
     total("total bf16 working copies (stored like their masters)",
           copyBytesPerRank, copyBytes);
+  if (routerBytes > 0)
+    total("total router biases and load counters (on every rank)",
+          routerBytesPerRank, routerBytes);
   os << "\n";
 
   os << "tensors of @" << step.getSymName() << " (per rank)\n";

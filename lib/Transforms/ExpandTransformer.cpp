@@ -44,15 +44,16 @@ public:
     return body.create<GetParamOp>(loc, type, symbol);
   }
 
-  /// Declares zero-initialised router state of `kind`, [experts], which
-  /// nothing differentiates and no weight decay touches.
-  FlatSymbolRefAttr routerState(const Twine &name, ParamKind kind) {
+  /// Declares a router's selection bias: [experts], zeros, which nothing
+  /// differentiates and no weight decay touches.
+  FlatSymbolRefAttr routerBias(const Twine &name) {
     auto type =
         RankedTensorType::get({static_cast<int64_t>(config.getExperts())},
                               Float32Type::get(config.getContext()));
     auto param = moduleBuilder.create<ParamOp>(
-        config.getLoc(), name.str(), type, InitKind::zeros, FloatAttr(), kind,
-        /*no_weight_decay=*/true, /*sharding=*/ShardingAttr(),
+        config.getLoc(), name.str(), type, InitKind::zeros, FloatAttr(),
+        ParamKind::router_bias, /*no_weight_decay=*/true,
+        /*sharding=*/ShardingAttr(),
         /*sharding_origin=*/ArrayAttr(), /*master=*/FlatSymbolRefAttr());
     return FlatSymbolRefAttr::get(param.getSymNameAttr());
   }
@@ -133,8 +134,7 @@ public:
     FlatSymbolRefAttr biasSymbol;
     Value bias;
     if (biasRate > 0.0f) {
-      biasSymbol = routerState(moe + "gate.e_score_correction_bias",
-                               ParamKind::router_bias);
+      biasSymbol = routerBias(moe + "gate.e_score_correction_bias");
       bias = body.create<GetParamOp>(
           loc, RankedTensorType::get({experts}, body.getF32Type()), biasSymbol);
     }
@@ -146,11 +146,8 @@ public:
         config.getRoutedScalingFactorAttr(), config.getNGroupAttr(),
         config.getTopkGroupAttr());
     if (bias)
-      body.create<ExpertLoadOp>(
-          loc, router.getIndices(),
-          routerState(moe + "gate.tokens_per_expert", ParamKind::expert_load),
-          biasSymbol, config.getBiasUpdateRateAttr(),
-          /*token_axes=*/ArrayAttr());
+      addExpertLoad(moduleBuilder, router, moe + "gate.tokens_per_expert",
+                    biasSymbol, config.getBiasUpdateRateAttr());
     Value w1 = param(moe + "experts.{e}.w1.weight", {experts, ffn, hidden},
                      InitKind::normal, loc);
     Value w3 = param(moe + "experts.{e}.w3.weight", {experts, ffn, hidden},

@@ -9,10 +9,13 @@ using namespace mlir;
 void mlir::moe::buildTrainingFrontend(
     OpPassManager &pm, bool sharded, const std::optional<Fp8Options> &fp8,
     const MixedPrecisionOptions &precision,
-    const std::optional<FuseLinearCrossEntropyOptions> &fuseLoss) {
+    const std::optional<FuseLinearCrossEntropyOptions> &fuseLoss,
+    const std::optional<CountExpertLoadsOptions> &countLoads) {
   pm.addPass(createExpandTransformer());
   if (fuseLoss)
     pm.addPass(createFuseLinearCrossEntropy(*fuseLoss));
+  if (countLoads)
+    pm.addPass(createCountExpertLoads(*countLoads));
   if (fp8)
     pm.addPass(createFp8(*fp8));
   pm.addPass(createAutodiff());

@@ -59,6 +59,15 @@ mlir::moe::pipelineRankMemory(ModuleOp module, func::FuncOp step) {
     if (std::optional<int64_t> rank = rankOf(update))
       add(memory[*rank].fp8HistoryBytes, bytesOf(update.getHistoryAttr()));
   });
+  // A router's load counter and bias live with their update (the stage of
+  // the router), counted with the moments.
+  step.walk([&](ExpertLoadUpdateOp update) {
+    if (std::optional<int64_t> rank = rankOf(update)) {
+      add(memory[*rank].optimizerStateBytes, bytesOf(update.getLoadAttr()));
+      if (FlatSymbolRefAttr bias = update.getBiasAttr())
+        add(memory[*rank].optimizerStateBytes, bytesOf(bias));
+    }
+  });
   // The optimizer of a rank (and the one of every rank, such as the global
   // norm) reads sums over the microbatches of what that rank computed.
   auto isOptimizer = [](Operation *op) {

@@ -102,9 +102,10 @@ say "bundle: $(ls "$stage/bin" | wc -l) binaries, $(ls "$stage/lib" | wc -l) lib
 # them: a rehearsal of the bundle as well.
 moec=$build/bin/moec
 # The artifacts compiled for the cpu target run on the GPU as well: they
-# keep the LM head and its loss apart, as GPU targets do (the cuda backend
-# has no fused kernel, docs/semantics.md).
-gpu=(--fuse-lm-head-loss=false)
+# leave out the ops only the CPU backend runs, as GPU targets do (the fused
+# LM head and GEMM epilogues, the routers' load counters;
+# docs/semantics.md). test/lit.cfg.py's %cuda_compatible is the same.
+gpu=(--fuse-lm-head-loss=false --fuse-gemm-epilogues=false --count-expert-loads=false)
 bin() {
   local name=$1
   shift

@@ -174,6 +174,12 @@ static cl::opt<bool> fuseGemmEpilogues(
              "one of their terms, which add their product to it (where the "
              "target's backend runs it: the CPU; =false keeps the adds)"),
     cl::init(true), cl::cat(moecCategory));
+static cl::opt<bool> countExpertLoads(
+    "count-expert-loads",
+    cl::desc("count each router's per-expert load, which moe-run reports per "
+             "layer (load_min, load_max, load_cv; where the target's backend "
+             "runs it: the CPU; =false leaves them out)"),
+    cl::init(true), cl::cat(moecCategory));
 static cl::opt<bool> fuseLmHeadLoss(
     "fuse-lm-head-loss",
     cl::desc("compute the LM head and its cross-entropy as one op that never "
@@ -336,6 +342,7 @@ static mlir::moe::CompileFlags commandLineFlags(ModuleOp module) {
   flags.memoryBudget = memoryBudget;
   flags.recomputeExperts = recomputeExperts;
   flags.fuseLmHeadLoss = fuseLmHeadLoss;
+  flags.countExpertLoads = countExpertLoads;
   flags.fuseGemmEpilogues = fuseGemmEpilogues;
   flags.reduceBucket = reduceBucket;
   flags.reportSharding = llvm::is_contained(reports, Report::Sharding);

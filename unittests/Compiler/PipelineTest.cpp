@@ -111,7 +111,10 @@ TEST_F(PipelineTest, RandomConfigurationsCompileConsistently) {
     ASSERT_TRUE(step);
     moe::ModelStatistics stats = moe::computeModelStatistics(*module, step);
     EXPECT_EQ(stats.totalParams, c.expectedParams());
-    EXPECT_EQ(stats.optimizerStateBytes, 2 * stats.paramBytes);
+    // The moments, and each MoE layer's load counter (E floats).
+    int64_t moeLayers = c.layers - static_cast<int64_t>(c.dense.size());
+    EXPECT_EQ(stats.optimizerStateBytes,
+              2 * stats.paramBytes + moeLayers * c.experts * 4);
     EXPECT_GE(stats.arenaBytes, stats.peakLiveBytes);
 
     // One AdamW update per weight, none twice.

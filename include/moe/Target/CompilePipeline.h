@@ -54,6 +54,9 @@ struct CompileOptions {
   /// moe-fuse-gemm-epilogues after partitioning, where the target's backend
   /// runs the accumulating GEMMs (off: --fuse-gemm-epilogues=false).
   bool fuseGemmEpilogues = true;
+  /// moe-count-expert-loads after the expansion, where the target's backend
+  /// runs the counters (off: --count-expert-loads=false).
+  bool countExpertLoads = true;
   /// moe-rematerialize's budget in bytes.
   std::optional<uint64_t> memoryBudget;
   /// moe-save-expert-activations: keep the experts' up projections for the
@@ -102,8 +105,8 @@ struct CompileFlags {
   std::string memoryBudget;
   /// --recompute-experts.
   bool recomputeExperts = false;
-  /// --fuse-lm-head-loss, --fuse-gemm-epilogues.
-  bool fuseLmHeadLoss = true, fuseGemmEpilogues = true;
+  /// --fuse-lm-head-loss, --fuse-gemm-epilogues, --count-expert-loads.
+  bool fuseLmHeadLoss = true, fuseGemmEpilogues = true, countExpertLoads = true;
   /// --reduce-bucket, as written ("25MiB", "0"; empty: not given).
   std::string reduceBucket;
   /// --report=sharding,pipeline,memory,cost and --cluster.

@@ -31,14 +31,18 @@ void buildTrainingPipeline(OpPassManager &pm, bool sharded = false);
 /// autodiff; `precision` is moe-mixed-precision's request (the flags and the
 /// target), after the optimizer. With `fuseLoss`, the LM head and its
 /// cross-entropy become one op (moe-fuse-linear-cross-entropy) right after
-/// the expansion. With `pipeline`, the backend also splits the step into
-/// pipeline stages and phases (moe-split-pipeline-stages) before planning
-/// its memory.
-void buildTrainingFrontend(OpPassManager &pm, bool sharded = false,
-                           const std::optional<Fp8Options> &fp8 = std::nullopt,
-                           const MixedPrecisionOptions &precision = {},
-                           const std::optional<FuseLinearCrossEntropyOptions>
-                               &fuseLoss = FuseLinearCrossEntropyOptions{});
+/// the expansion. With `countLoads`, each router's load is counted for the
+/// metrics (moe-count-expert-loads) where the target runs it. With `pipeline`,
+/// the backend also splits the step into pipeline stages and phases
+/// (moe-split-pipeline-stages) before planning its memory.
+void buildTrainingFrontend(
+    OpPassManager &pm, bool sharded = false,
+    const std::optional<Fp8Options> &fp8 = std::nullopt,
+    const MixedPrecisionOptions &precision = {},
+    const std::optional<FuseLinearCrossEntropyOptions> &fuseLoss =
+        FuseLinearCrossEntropyOptions{},
+    const std::optional<CountExpertLoadsOptions> &countLoads =
+        CountExpertLoadsOptions{});
 /// With `saveExperts`, it keeps the experts' up projections for their
 /// backward (moe-save-expert-activations) before the pipeline cut; with
 /// `remat`, it recomputes activations to fit a memory budget

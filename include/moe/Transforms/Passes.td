@@ -544,6 +544,41 @@ def BucketReductions : Pass<"moe-bucket-reductions", "ModuleOp"> {
   ];
 }
 
+def CountExpertLoads : Pass<"moe-count-expert-loads", "ModuleOp"> {
+  let summary = "count each router's per-expert load for the metrics";
+  let description = [{
+    After every `moe.router` of the forward function that has no load
+    counter yet, adds a `moe.expert_load` into a new zero `moe.param` of kind
+    `expert_load` named after the router's gate weight
+    (`<gate>.tokens_per_expert`), which `moe-optimizer` then clears at the
+    end of each step (`moe.expert_load_update`). moe-run reports each
+    layer's load from it (docs/semantics.md, "Expert load"). Routers that
+    balance a selection bias have their counter from the expansion already.
+    On a target whose backend lacks the counters (its capability record's
+    `scored_routers`) nothing changes. See lib/Transforms/CountExpertLoads.cpp.
+
+    Example:
+
+    ```mlir
+    %p, %w, %i = moe.router %logits {top_k = 2}
+        : (tensor<8x64x4xf32>)
+        -> (tensor<8x64x4xf32>, tensor<8x64x2xf32>, tensor<8x64x2xi32>)
+    ```
+    gains
+    ```mlir
+    moe.expert_load %i {load = @"model.layers.1.block_sparse_moe.gate.tokens_per_expert"}
+        : tensor<8x64x2xi32>
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"forward\"",
+           "the loss function">,
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "the target whose backend must run the counters">,
+  ];
+  let dependentDialects = ["::mlir::moe::MoEDialect"];
+}
+
 def FuseGemmEpilogues : Pass<"moe-fuse-gemm-epilogues", "ModuleOp"> {
   let summary = "fold adds into the GEMMs that make one of their terms";
   let description = [{

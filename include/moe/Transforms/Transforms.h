@@ -190,6 +190,17 @@ unsigned fuseLinearCrossEntropy(func::FuncOp function);
 /// into that GEMM's addend (see moe-fuse-gemm-epilogues); returns how many.
 unsigned fuseGemmEpilogues(func::FuncOp step);
 
+/// Declares the load counter `name` (a zero moe.param of kind expert_load,
+/// [experts]) with `moduleBuilder` and counts `router`'s selections into it
+/// right after the router (moe.expert_load), with the router's selection
+/// `bias` and its `rate` when balancing (both null otherwise).
+ExpertLoadOp addExpertLoad(OpBuilder &moduleBuilder, RouterOp router,
+                           StringRef name, FlatSymbolRefAttr bias,
+                           FloatAttr rate);
+/// Counts the load of every router of `forward` that has no counter yet
+/// (see moe-count-expert-loads); returns how many counters it added.
+unsigned countExpertLoads(func::FuncOp forward);
+
 /// The saved up projections of `experts`: f32 [..., k, 2, F].
 RankedTensorType expertHiddenType(ExpertsOp experts);
 /// Keeps the up projections of every moe.experts of `step` (not expert

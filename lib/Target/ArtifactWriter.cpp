@@ -279,10 +279,17 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
       llvm::TypeSwitch<Operation *, LogicalResult>(op)
           .Case([&](EmbeddingOp) { return set(ops::buildEmbedding()); })
           .Case([&](EmbeddingGradOp) { return set(ops::buildEmbeddingGrad()); })
+          // Per-head norms are opcodes of 3.5.
           .Case([&](RMSNormOp o) {
+            if (std::optional<uint64_t> heads = o.getNumHeads())
+              return set(ops::buildHeadRmsNorm(f(o.getEpsilonAttr()),
+                                               static_cast<int64_t>(*heads)));
             return set(ops::buildRmsNorm(f(o.getEpsilonAttr())));
           })
           .Case([&](RMSNormGradOp o) {
+            if (std::optional<uint64_t> heads = o.getNumHeads())
+              return set(ops::buildHeadRmsNormGrad(
+                  f(o.getEpsilonAttr()), static_cast<int64_t>(*heads)));
             return set(ops::buildRmsNormGrad(f(o.getEpsilonAttr())));
           })
           // The forms with an epilogue addend are opcodes of 3.4.

@@ -24,10 +24,12 @@ namespace pp = ::moe::pipeline;
 // ModelShape
 //===----------------------------------------------------------------------===//
 
-/// Weights of one layer outside its MLP: q, k, v, o and two norms.
+/// Weights of one layer outside its MLP: q, k, v, o, two norms and the
+/// QK-norms' two of a head each.
 static double attentionParams(const ModelShape &m) {
   double h = m.hidden;
-  return h * (2 * m.queryWidth() + 2 * m.kvWidth()) + 2 * h;
+  double qkNorms = m.qkNorm && m.heads > 0 ? 2 * m.queryWidth() / m.heads : 0;
+  return h * (2 * m.queryWidth() + 2 * m.kvWidth()) + 2 * h + qkNorms;
 }
 
 double ModelShape::denseParams() const {
@@ -65,6 +67,7 @@ FailureOr<ModelShape> mlir::moe::modelShapeOf(ModuleOp module) {
   shape.heads = t.getHeads();
   shape.kvHeads = t.getKvHeads();
   shape.headDim = t.getHeadDim() ? static_cast<int64_t>(*t.getHeadDim()) : 0;
+  shape.qkNorm = t.getQkNorm();
   shape.experts = t.getExperts();
   shape.topK = t.getTopK();
   shape.ffn = t.getFfn();

@@ -69,7 +69,8 @@ public:
     Value w = param(weightName, {static_cast<int64_t>(config.getHidden())},
                     InitKind::ones, loc);
     return body.create<RMSNormOp>(loc, x.getType(), x, w,
-                                  config.getRmsEpsAttr());
+                                  config.getRmsEpsAttr(),
+                                  /*num_heads=*/IntegerAttr());
   }
 
   Value add(Value a, Value b, Location loc) {
@@ -94,6 +95,17 @@ public:
     Value k = proj("k_proj", kvHeads * headDim, hidden, n);
     Value v = proj("v_proj", kvHeads * headDim, hidden, n);
     auto i64 = [&](int64_t value) { return body.getI64IntegerAttr(value); };
+    // Qwen3's QK-norm: each head's query and key normalised before RoPE.
+    if (config.getQkNorm()) {
+      auto headNorm = [&](Value x, StringRef name, int64_t numHeads) {
+        Value w = param(prefix + "self_attn." + name + ".weight", {headDim},
+                        InitKind::ones, loc);
+        return body.create<RMSNormOp>(loc, x.getType(), x, w,
+                                      config.getRmsEpsAttr(), i64(numHeads));
+      };
+      q = headNorm(q, "q_norm", heads);
+      k = headNorm(k, "k_norm", kvHeads);
+    }
     q = body.create<RoPEOp>(loc, q.getType(), q, i64(heads),
                             config.getRopeThetaAttr());
     k = body.create<RoPEOp>(loc, k.getType(), k, i64(kvHeads),
@@ -291,6 +303,7 @@ static DictionaryAttr modelAttr(TransformerOp config) {
       b.getNamedAttr("n_group", config.getNGroupAttr()),
       b.getNamedAttr("topk_group", config.getTopkGroupAttr()),
       b.getNamedAttr("bias_update_rate", config.getBiasUpdateRateAttr()),
+      b.getNamedAttr("qk_norm", config.getQkNormAttr()),
       b.getNamedAttr("init_std", config.getInitStdAttr())};
   return b.getDictionaryAttr(entries);
 }

@@ -395,6 +395,16 @@ LogicalResult Partitioner::partitionRuled(Operation *op,
       .Case([&](AuxLossGradOp o) { o.setTokenAxesAttr(tokens); })
       .Case([&](ExpertLoadOp o) { o.setTokenAxesAttr(tokens); })
       // Heads split over tp leave each rank a share of them.
+      .Case([&](RMSNormOp o) {
+        if (std::optional<uint64_t> heads = o.getNumHeads())
+          o.setNumHeads(*heads /
+                        parts(axes[rule.getOperands()[0].back().front()]));
+      })
+      .Case([&](RMSNormGradOp o) {
+        if (std::optional<uint64_t> heads = o.getNumHeads())
+          o.setNumHeads(*heads /
+                        parts(axes[rule.getOperands()[0].back().front()]));
+      })
       .Case([&](RoPEOp o) {
         unsigned h = rule.getOperands()[0][2].front();
         o.setNumHeads(o.getNumHeads() / parts(axes[h]));

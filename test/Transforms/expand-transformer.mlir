@@ -114,3 +114,17 @@ moe.transformer @qwen {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads =
 // CHECK: moe.expert_load %[[IDS]] {bias = @model.layers.0.block_sparse_moe.gate.e_score_correction_bias, bias_update_rate = 1.000000e-03 : f32, load = @model.layers.0.block_sparse_moe.gate.tokens_per_expert}
 // CHECK-NOT: moe.aux_loss
 moe.transformer @balanced {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 4, top_k = 2, ffn = 4, seq = 4, batch = 1, scoring = #moe.scoring<sigmoid>, bias_update_rate = 1.0e-3 : f32, aux_coef = 0.0 : f32}
+
+// -----
+
+// Qwen3's QK-norm: each head's query and key normalised, before RoPE, by a
+// weight of head_dim (not decayed, as the other norms).
+// CHECK: moe.param @model.layers.0.self_attn.q_norm.weight : tensor<6xf32> {init = #moe.init<ones>, no_weight_decay}
+// CHECK: moe.param @model.layers.0.self_attn.k_norm.weight : tensor<6xf32> {init = #moe.init<ones>, no_weight_decay}
+// CHECK: %[[Q:.*]] = moe.linear
+// CHECK: %[[K:.*]] = moe.linear
+// CHECK: %[[QN:.*]] = moe.rms_norm %[[Q]], %{{.*}} {epsilon = {{.*}}, num_heads = 2 : i64} : (tensor<1x4x12xf32>, tensor<6xf32>)
+// CHECK: %[[KN:.*]] = moe.rms_norm %[[K]], %{{.*}} {epsilon = {{.*}}, num_heads = 1 : i64} : (tensor<1x4x6xf32>, tensor<6xf32>)
+// CHECK: moe.rope %[[QN]]
+// CHECK: moe.rope %[[KN]]
+moe.transformer @qwen3 {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, head_dim = 6, qk_norm = true, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}

@@ -217,6 +217,9 @@ class Config:
     # bias (gate.e_score_correction_bias) moves by this rate times the sign
     # of its expert's load error at the end of every step (0: no bias).
     bias_update_rate: float = 0.0
+    # Qwen3's QK-norm: each head's query and key RMS-normalised (one weight
+    # of head_dim each) before RoPE.
+    qk_norm: bool = False
     rms_eps: float = 1e-5
     rope_theta: float = 10000.0
     aux_coef: float = 0.01
@@ -334,11 +337,18 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(H, nkv * d, bias=False)
         self.v_proj = nn.Linear(H, nkv * d, bias=False)
         self.o_proj = nn.Linear(nh * d, H, bias=False)
+        if cfg.qk_norm:
+            self.q_norm = RMSNorm(d, cfg.rms_eps)
+            self.k_norm = RMSNorm(d, cfg.rms_eps)
 
     def forward(self, x, cos, sin):
         B, S, _ = x.shape
-        q = linear(self.q_proj, x).view(B, S, self.nh, self.d).transpose(1, 2)   # [B, nh, S, d]
-        k = linear(self.k_proj, x).view(B, S, self.nkv, self.d).transpose(1, 2)  # [B, nkv, S, d]
+        q = linear(self.q_proj, x).view(B, S, self.nh, self.d)
+        k = linear(self.k_proj, x).view(B, S, self.nkv, self.d)
+        if hasattr(self, "q_norm"):
+            # HF Qwen3Attention: per head, before the transpose and RoPE.
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)                             # [B, n, S, d]
         v = linear(self.v_proj, x).view(B, S, self.nkv, self.d).transpose(1, 2)
         # positions p = s; bf16: the rotated q and k are BF16 (fp32 tables and arithmetic).
         q, k = act(apply_rope(q, cos[:S], sin[:S])), act(apply_rope(k, cos[:S], sin[:S]))
@@ -687,7 +697,8 @@ def init_params(model: MixtralForCausalLM, seed: int, std=0.02, norm_jitter=0.0)
 # ----------------------------------------------------------------------------
 
 def is_norm(name):
-    return "layernorm" in name or "model.norm" in name
+    return ("layernorm" in name or "model.norm" in name
+            or name.endswith(("self_attn.q_norm.weight", "self_attn.k_norm.weight")))
 
 
 def is_decayed(name):

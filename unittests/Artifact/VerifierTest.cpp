@@ -550,6 +550,22 @@ TEST(VerifierTest, LoadCounterIsUpdatedOnce) {
                                                          "by instruction"});
 }
 
+TEST(VerifierTest, HeadNormWidthIsHeadsTimesTheWeight) {
+  Program program = makeTinyProgram();
+  testing::ProgramBuilder b(program);
+  uint32_t h = bufferNamed(program, "h");
+  uint32_t w = bufferNamed(program, "model.norm.weight");
+  int64_t width = program.buffers[h].shape.back();
+  uint32_t y = b.temporary("head_norm", program.buffers[h].shape);
+  b.emit(Opcode::HeadRmsNorm, {h, w}, {y}, {/*heads=*/1}, {1e-5f});
+  expectValid(program);
+  instruction(program, Opcode::HeadRmsNorm).intAttrs[0] = 2;
+  std::string message = "(HeadRmsNorm): last dim " + std::to_string(width) +
+                        " is not heads (2) * the weight's " +
+                        std::to_string(width) + " features";
+  expectError(program, {message.c_str()});
+}
+
 TEST(VerifierTest, TopKOutOfRange) {
   Program program = makeMoeProgram();
   instruction(program, Opcode::Router).intAttrs[0] = 5;

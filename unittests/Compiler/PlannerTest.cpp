@@ -134,6 +134,18 @@ TEST(PlannerTest, HeadDimSetsTheAttentionWidths) {
   EXPECT_EQ(plain.queryWidth(), h);
 }
 
+// Qwen3's QK-norms: two weights of the head dimension per layer, nothing
+// the FLOP count sees (norms are not matmuls).
+TEST(PlannerTest, QkNormAddsTwoHeadWeightsPerLayer) {
+  ModelShape plain = denseModel();
+  ModelShape normed = plain;
+  normed.qkNorm = true;
+  double headDim = static_cast<double>(plain.hidden) / plain.heads;
+  EXPECT_NEAR(normed.denseParams() - plain.denseParams(),
+              plain.layers * 2 * headDim, 1e-6);
+  EXPECT_EQ(normed.modelFlopsPerToken(), plain.modelFlopsPerToken());
+}
+
 // moe-run on a GPU holds its experts' scratch beside the plan's memory
 // (moe/Runtime/Cuda/Workspace.h): the planner counts it where another
 // software gets a flat GiB, with twice a balanced share of the group's

@@ -75,6 +75,23 @@ constexpr int32_t kPoisonId = 0x7eadbeef;
 /// test/moe-run/conformance-ranks.test.
 comm::World *world = nullptr;
 
+/// The tiny program with its final norm again after the update, as a
+/// per-head norm of one head (the model programs have no QK-norm).
+Program makeHeadNormProgram() {
+  using namespace moe::rt::testing;
+  Program program = makeTinyProgram();
+  ProgramBuilder b(program);
+  uint32_t h = bufferNamed(program, "h"), dn = bufferNamed(program, "dn");
+  uint32_t w = bufferNamed(program, "model.norm.weight");
+  const std::vector<int64_t> &shape = program.buffers[h].shape;
+  uint32_t y = b.temporary("head_norm", shape);
+  uint32_t dx = b.temporary("dhead_norm", shape);
+  uint32_t dw = b.temporary("dhead_norm.weight", program.buffers[w].shape);
+  b.emit(Opcode::HeadRmsNorm, {h, w}, {y}, {/*heads=*/1}, {1e-5f});
+  b.emit(Opcode::HeadRmsNormGrad, {dn, h, w}, {dx, dw}, {1}, {1e-5f});
+  return program;
+}
+
 /// The tiny program with a SwiGLU and its gradient after the update, on
 /// the step's activations (the experts' kernels compute their own SwiGLU,
 /// so no model program has the standalone opcodes).
@@ -228,6 +245,7 @@ std::vector<NamedProgram> programsFor(int64_t ranks) {
        }},
       {"gemm-epilogues", makeGemmEpilogueProgram},
       {"scored-router", makeScoredRouterProgram},
+      {"head-norm", makeHeadNormProgram},
       {"swiglu", makeSwigluProgram},
       {"cast", makeCastProgram},
       // Mixed precision: BF16 working copies and activations.

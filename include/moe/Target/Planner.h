@@ -41,6 +41,9 @@ struct ModelShape {
   int64_t vocab = 0, hidden = 0, layers = 0, heads = 0, kvHeads = 0;
   /// The head dimension (0: hidden / heads).
   int64_t headDim = 0;
+  /// Qwen3's per-head query and key norms (two weights of the head
+  /// dimension per layer).
+  bool qkNorm = false;
   /// The query and key/value projections' widths.
   double queryWidth() const { return static_cast<double>(heads) * dim(); }
   double kvWidth() const { return static_cast<double>(kvHeads) * dim(); }

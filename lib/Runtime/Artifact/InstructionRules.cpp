@@ -351,6 +351,16 @@ private:
                                     op.topK(), ") experts"));
   }
 
+  /// X is heads heads of the weight's D features.
+  template <class View> absl::Status checkHeadWidth(const View &op) {
+    int64_t width = bound("X"), features = bound("D");
+    if (width != op.heads() * features)
+      return error(absl::StrCat("last dim ", width, " is not heads (",
+                                op.heads(), ") * the weight's ", features,
+                                " features"));
+    return absl::OkStatus();
+  }
+
   template <class View> absl::Status checkRopeWidth(const View &op) {
     int64_t width = bound("X"), heads = op.heads();
     if (width % heads != 0 || (width / heads) % 2 != 0 || width == 0)

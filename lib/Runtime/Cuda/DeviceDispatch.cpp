@@ -681,22 +681,37 @@ public:
     return embeddingBackward(f32(op.dy()), i32(op.tokens()), f32(op.dtable()),
                              T, dtable.shape[0], dtable.shape[1], stream);
   }
+  // RmsNorm over rows of H; HeadRmsNorm over each head's row of D.
   absl::Status run(const ops::RmsNormView &op) {
-    int64_t T = rowsOf(in(op.x())), H = last(in(op.x()));
-    if (bf16)
-      return rmsNormForward(bits(op.x()), bits(op.w()), bits(op.y()), T, H,
-                            op.eps(), stream);
-    return rmsNormForward(f32(op.x()), f32(op.w()), f32(op.y()), T, H, op.eps(),
-                          stream);
+    return normRows(op.x(), op.w(), op.y(), rowsOf(in(op.x())),
+                    last(in(op.x())), op.eps());
+  }
+  absl::Status run(const ops::HeadRmsNormView &op) {
+    return normRows(op.x(), op.w(), op.y(), rowsOf(in(op.x())) * op.heads(),
+                    last(in(op.w())), op.eps());
   }
   absl::Status run(const ops::RmsNormGradView &op) {
-    int64_t T = rowsOf(in(op.dy())), H = last(in(op.dy()));
+    return normRowsGrad(op.dy(), op.x(), op.w(), op.dx(), op.dw(),
+                        rowsOf(in(op.dy())), last(in(op.dy())), op.eps());
+  }
+  absl::Status run(const ops::HeadRmsNormGradView &op) {
+    return normRowsGrad(op.dy(), op.x(), op.w(), op.dx(), op.dw(),
+                        rowsOf(in(op.dy())) * op.heads(), last(in(op.w())),
+                        op.eps());
+  }
+  absl::Status normRows(uint32_t x, uint32_t w, uint32_t y, int64_t T,
+                        int64_t H, float eps) {
     if (bf16)
-      return rmsNormBackward(bits(op.dy()), bits(op.x()), bits(op.w()),
-                             bits(op.dx()), f32(op.dw()), T, H, op.eps(),
-                             stream);
-    return rmsNormBackward(f32(op.dy()), f32(op.x()), f32(op.w()), f32(op.dx()),
-                           f32(op.dw()), T, H, op.eps(), stream);
+      return rmsNormForward(bits(x), bits(w), bits(y), T, H, eps, stream);
+    return rmsNormForward(f32(x), f32(w), f32(y), T, H, eps, stream);
+  }
+  absl::Status normRowsGrad(uint32_t dy, uint32_t x, uint32_t w, uint32_t dx,
+                            uint32_t dw, int64_t T, int64_t H, float eps) {
+    if (bf16)
+      return rmsNormBackward(bits(dy), bits(x), bits(w), bits(dx), f32(dw), T,
+                             H, eps, stream);
+    return rmsNormBackward(f32(dy), f32(x), f32(w), f32(dx), f32(dw), T, H,
+                           eps, stream);
   }
   absl::Status run(const ops::LinearView &op) {
     // y[T, N] = x[T, K] w[N, K]^T.

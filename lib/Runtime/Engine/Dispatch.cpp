@@ -167,6 +167,19 @@ public:
                          op.eps());
     return absl::OkStatus();
   }
+  // Each head a row of D features.
+  absl::Status run(const ops::HeadRmsNormView &op) {
+    cpu::rmsNormForward(f32(op.x()), f32(op.w()), f32(op.y()),
+                        rows(in(op.x())) * op.heads(), last(in(op.w())),
+                        op.eps());
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::HeadRmsNormGradView &op) {
+    cpu::rmsNormBackward(f32(op.dy()), f32(op.x()), f32(op.w()), f32(op.dx()),
+                         f32(op.dw()), rows(in(op.dy())) * op.heads(),
+                         last(in(op.w())), op.eps());
+    return absl::OkStatus();
+  }
   absl::Status run(const ops::LinearView &op) {
     cpu::linearForward(f32(op.x()), f32(op.w()), f32(op.y()), rows(in(op.x())),
                        last(in(op.x())), in(op.w()).shape[0]);

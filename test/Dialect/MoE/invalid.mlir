@@ -591,6 +591,22 @@ func.func @router_capacity(%l: tensor<8x4xf32>) {
 
 // -----
 
+func.func @rms_norm_heads(%x: tensor<8x12xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{expected num_heads >= 1 to divide the input's last dimension 12, got 5}}
+  %y = moe.rms_norm %x, %w {epsilon = 1.0e-6 : f32, num_heads = 5} : (tensor<8x12xf32>, tensor<4xf32>) -> tensor<8x12xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_head_weight(%x: tensor<8x12xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{expected weight of shape [6], got [4]}}
+  %y = moe.rms_norm %x, %w {epsilon = 1.0e-6 : f32, num_heads = 2} : (tensor<8x12xf32>, tensor<4xf32>) -> tensor<8x12xf32>
+  return
+}
+
+// -----
+
 func.func @router_scale(%l: tensor<8x4xf32>) {
   // expected-error @+1 {{expected scale > 0, got 0}}
   %p, %w, %i = moe.router %l {top_k = 2, scale = 0.0 : f32} : (tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x2xf32>, tensor<8x2xi32>)
@@ -1316,7 +1332,7 @@ moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, 
 // the discardable moe.* ones its passes write.
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{'moe.transformer' op has unknown attribute 'q_lora_rank'; known attributes: aux_coef, batch, bias_update_rate, capacity_factor, dense_ffn, dense_layers, experts, ffn, head_dim, heads, hidden, init_std, kv_heads, layers, n_group, norm_topk_prob, precision, rms_eps, rope_theta, routed_scaling_factor, scoring, seq, shared_experts, sym_name, top_k, topk_group, vocab}}
+// expected-error @+1 {{'moe.transformer' op has unknown attribute 'q_lora_rank'; known attributes: aux_coef, batch, bias_update_rate, capacity_factor, dense_ffn, dense_layers, experts, ffn, head_dim, heads, hidden, init_std, kv_heads, layers, n_group, norm_topk_prob, precision, qk_norm, rms_eps, rope_theta, routed_scaling_factor, scoring, seq, shared_experts, sym_name, top_k, topk_group, vocab}}
 moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, q_lora_rank = 8}
 
 // -----

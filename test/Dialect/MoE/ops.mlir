@@ -70,6 +70,8 @@ func.func @model_ops(%tokens: tensor<2x4xi32>, %table: tensor<16x8xf32>,
   %exk:5 = moe.experts_grad %yk, %a, %weights, %indices, %w1, %w1, %w2, %hidden
       : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>, tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<4x8x4xf32>, tensor<2x4x2x2x4xf32>)
       -> (tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<4x8x4xf32>)
+  // CHECK: moe.rms_norm %{{.*}}, %{{.*}} {epsilon = 9.99999997E-7 : f32, num_heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<4xf32>) -> tensor<2x4x8xf32>
+  %qn = moe.rms_norm %a, %bias {epsilon = 1.0e-6 : f32, num_heads = 2} : (tensor<2x4x8xf32>, tensor<4xf32>) -> tensor<2x4x8xf32>
   // CHECK: moe.fp8_amax_update @history
   moe.fp8_amax_update @history
   // CHECK: moe.expert_load %{{.*}} {bias = @bias, bias_update_rate = 1.000000e-03 : f32, load = @load, token_axes = ["dp"]} : tensor<2x4x2xi32>

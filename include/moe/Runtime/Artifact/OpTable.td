@@ -407,3 +407,23 @@ def ExpertLoadUpdate : Op<44, "3.5"> {
   let communicates = 0;
   let rules = ["checkExpertLoadUpdate"];
 }
+
+// RMSNorm of each head (3.5): the last dimension X is `heads` heads of D
+// features, each normalised on its own with the one weight [D] (Qwen3's
+// q_norm and k_norm; moe.rms_norm with num_heads). The same math as
+// RmsNorm over rows of D, with the weight gradient summed over the heads.
+def HeadRmsNorm : Op<45, "3.5"> {
+  let operands = (ins Float<"[..., X]">:$x, Float<"[D]">:$w);
+  let results = (outs Float<"[..., X]">:$y);
+  let attributes = (attrs FloatAttr<"$_ > 0", "must be > 0">:$eps,
+                          IntAttr<"$_ >= 1", "must be >= 1">:$heads);
+  let rules = ["checkHeadWidth"];
+}
+def HeadRmsNormGrad : Op<46, "3.5"> {
+  let operands = (ins Float<"[..., X]">:$dy, Float<"[..., X]">:$x,
+                      Float<"[D]">:$w);
+  let results = (outs Float<"[..., X]">:$dx, Float<"[D]">:$dw);
+  let attributes = (attrs FloatAttr<"$_ > 0", "must be > 0">:$eps,
+                          IntAttr<"$_ >= 1", "must be >= 1">:$heads);
+  let rules = ["checkHeadWidth"];
+}

@@ -627,10 +627,20 @@ LogicalResult EmbeddingGradOp::verify() {
 
 /// input [..., H], weight [H].
 static LogicalResult verifyNormShapes(Operation *op, Value input, Value weight,
-                                      float epsilon) {
+                                      float epsilon,
+                                      std::optional<uint64_t> numHeads) {
   if (failed(expectMinRank(op, "input", input, 2)))
     return failure();
-  if (failed(expectShape(op, "weight", weight, shapeOf(input).back())))
+  int64_t width = shapeOf(input).back();
+  if (numHeads) {
+    int64_t heads = static_cast<int64_t>(*numHeads);
+    if (heads < 1 || width % heads != 0)
+      return op->emitOpError()
+             << "expected num_heads >= 1 to divide the input's last dimension "
+             << width << ", got " << heads;
+    width /= heads;
+  }
+  if (failed(expectShape(op, "weight", weight, width)))
     return failure();
   if (!(epsilon > 0))
     return op->emitOpError() << "expected epsilon > 0, got " << fmt(epsilon);
@@ -641,7 +651,7 @@ LogicalResult RMSNormOp::verify() {
   if (getResult().getType() != getInput().getType())
     return emitOpError() << "expected the result to have the input's type";
   return verifyNormShapes(*this, getInput(), getWeight(),
-                          getEpsilon().convertToFloat());
+                          getEpsilon().convertToFloat(), getNumHeads());
 }
 
 LogicalResult RMSNormGradOp::verify() {
@@ -654,7 +664,7 @@ LogicalResult RMSNormGradOp::verify() {
   if (shapeOf(getWeightGrad()) != shapeOf(getWeight()))
     return emitOpError() << "expected weight_grad to have the weight's shape";
   return verifyNormShapes(*this, getInput(), getWeight(),
-                          getEpsilon().convertToFloat());
+                          getEpsilon().convertToFloat(), getNumHeads());
 }
 
 /// x [..., K], weight [N, K], y [..., N].

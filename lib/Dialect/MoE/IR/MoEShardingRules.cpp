@@ -22,8 +22,20 @@ SIMPLE_RULE(ShardOp, "*->*", "")
 SIMPLE_RULE(ConstantOp, "->*", "")
 SIMPLE_RULE(EmbeddingOp, "bs,vh->bsh", "v")
 SIMPLE_RULE(EmbeddingGradOp, "bsh,bs->vh", "v")
-SIMPLE_RULE(RMSNormOp, "*h,h->*h", "h")
-SIMPLE_RULE(RMSNormGradOp, "*h,*h,h->*h,h", "h")
+// Per-head norms (num_heads): the heads may be split (tensor parallel),
+// each head's features not.
+FailureOr<ShardingRule> RMSNormOp::getShardingRule() {
+  if (std::optional<uint64_t> heads = getNumHeads())
+    return ShardingRule::fromSpec(*this, "*(hd),d->*(hd)", "d",
+                                  {{'h', static_cast<int64_t>(*heads)}});
+  return ShardingRule::fromSpec(*this, "*h,h->*h", "h");
+}
+FailureOr<ShardingRule> RMSNormGradOp::getShardingRule() {
+  if (std::optional<uint64_t> heads = getNumHeads())
+    return ShardingRule::fromSpec(*this, "*(hd),*(hd),d->*(hd),d", "d",
+                                  {{'h', static_cast<int64_t>(*heads)}});
+  return ShardingRule::fromSpec(*this, "*h,*h,h->*h,h", "h");
+}
 // An addend is added once, so the contracted factor of a linear with one
 // must not be split (partial sums plus the addend on every rank).
 FailureOr<ShardingRule> LinearOp::getShardingRule() {

@@ -30,7 +30,7 @@ SmallVector<Value> RMSNormOp::buildVJP(OpBuilder &builder,
                                        ValueRange resultGrads) {
   auto grad = builder.create<RMSNormGradOp>(
       getLoc(), getInput().getType(), getWeight().getType(), resultGrads[0],
-      getInput(), getWeight(), getEpsilonAttr());
+      getInput(), getWeight(), getEpsilonAttr(), getNumHeadsAttr());
   return {grad.getInputGrad(), grad.getWeightGrad()};
 }
 

@@ -35,6 +35,10 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     merges its shared experts, whose output is added to the routed experts'
     (`block_sparse_moe.shared_experts.{gate,up,down}_proj`).
 
+    With `qk_norm` (Qwen3), each attention head's query and key are
+    RMS-normalised before RoPE, with one weight of `head_dim` each
+    (`self_attn.q_norm.weight`, `self_attn.k_norm.weight`, eps `rms_eps`).
+
     The router (`moe.router`) scores the experts by `scoring` (softmax, the
     default, or DeepSeek-V3's sigmoid), picks each token's `top_k` among
     the experts of its `topk_group` best of `n_group` groups, and weighs
@@ -121,6 +125,7 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     DefaultValuedAttr<I64Attr, "1">:$n_group,
     DefaultValuedAttr<I64Attr, "1">:$topk_group,
     DefaultValuedAttr<F32Attr, "0.0">:$bias_update_rate,
+    DefaultValuedAttr<BoolAttr, "false">:$qk_norm,
     OptionalAttr<MoE_PrecisionAttr>:$precision
   );
   let assemblyFormat = "$sym_name attr-dict";
@@ -335,21 +340,27 @@ def MoE_RMSNormOp : MoE_Op<"rms_norm", [
   let summary = "RMSNorm over the last dimension";
   let description = [{
     `y = w * x / sqrt(mean(x^2) + epsilon)` over the last dimension (HF
-    `MixtralRMSNorm`).
+    `MixtralRMSNorm`). With `num_heads = n`, the last dimension is `n` heads
+    of `d` features and each head is normalised on its own, all with the
+    same `weight` of `d` (Qwen3's `q_norm` and `k_norm`, applied to each
+    attention head's query and key).
 
     Constraints: the input has rank >= 2 (tokens by features); `weight` is
-    1-D of the size of the input's last dimension;
-    the result has the input's type; `epsilon > 0`.
+    1-D of the size of the input's last dimension, or of that size over
+    `num_heads` (which then divides it, `num_heads >= 1`); the result has
+    the input's type; `epsilon > 0`.
 
     Example:
 
     ```mlir
     %y = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32}
         : (tensor<8x64x64xf32>, tensor<64xf32>) -> tensor<8x64x64xf32>
+    %q = moe.rms_norm %x, %wq {epsilon = 1.0e-6 : f32, num_heads = 4}
+        : (tensor<8x64x64xf32>, tensor<16xf32>) -> tensor<8x64x64xf32>
     ```
   }];
   let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight,
-                       F32Attr:$epsilon);
+                       F32Attr:$epsilon, OptionalAttr<I64Attr>:$num_heads);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -1029,7 +1040,8 @@ def MoE_RMSNormGradOp : MoE_Op<"rms_norm_grad", [
     ```
   }];
   let arguments = (ins MoE_FloatTensor:$grad, MoE_FloatTensor:$input,
-                       MoE_FloatTensor:$weight, F32Attr:$epsilon);
+                       MoE_FloatTensor:$weight, F32Attr:$epsilon,
+                       OptionalAttr<I64Attr>:$num_heads);
   let results = (outs MoE_FloatTensor:$input_grad, MoE_FloatTensor:$weight_grad);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

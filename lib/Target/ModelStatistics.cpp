@@ -256,7 +256,10 @@ std::string mlir::moe::configJson(ModuleOp module, func::FuncOp step) {
   if (auto model = module->getAttrOfType<DictionaryAttr>(kModelAttrName)) {
     for (NamedAttribute entry : model) {
       Attribute value = entry.getValue();
-      if (auto i = dyn_cast<IntegerAttr>(value))
+      // BoolAttr is an i1 IntegerAttr, whose getInt() would give -1.
+      if (auto b = dyn_cast<BoolAttr>(value))
+        config[entry.getName().strref()] = b.getValue();
+      else if (auto i = dyn_cast<IntegerAttr>(value))
         config[entry.getName().strref()] = i.getInt();
       else if (auto f = dyn_cast<FloatAttr>(value))
         config[entry.getName().strref()] = f.getValueAsDouble();

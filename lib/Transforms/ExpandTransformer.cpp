@@ -130,10 +130,11 @@ public:
       int64_t ffn = config.getDenseFfn().value_or(config.getFfn());
       return {add(x, swigluMlp(n, prefix + "mlp.", ffn, loc), loc), Value()};
     }
-    Location loc = named(prefix + "block_sparse_moe");
+    const HfNames &names = *hfNamesOf(config.getFamily());
+    Location loc = named(prefix + names.moeBlock);
     int64_t experts = config.getExperts(), ffn = config.getFfn();
     int64_t topK = config.getTopK();
-    std::string moe = prefix + "block_sparse_moe.";
+    std::string moe = prefix + names.moeBlock.str() + ".";
     Value gate = param(moe + "gate.weight", {experts, hidden},
                        InitKind::normal, loc);
     Value logits = linear(n, gate, loc);
@@ -160,11 +161,14 @@ public:
     if (bias)
       addExpertLoad(moduleBuilder, router, moe + "gate.tokens_per_expert",
                     biasSymbol, config.getBiasUpdateRateAttr());
-    Value w1 = param(moe + "experts.{e}.w1.weight", {experts, ffn, hidden},
+    auto expert = [&](StringRef name) {
+      return moe + "experts.{e}." + name.str() + ".weight";
+    };
+    Value w1 = param(expert(names.expertGate), {experts, ffn, hidden},
                      InitKind::normal, loc);
-    Value w3 = param(moe + "experts.{e}.w3.weight", {experts, ffn, hidden},
+    Value w3 = param(expert(names.expertUp), {experts, ffn, hidden},
                      InitKind::normal, loc);
-    Value w2 = param(moe + "experts.{e}.w2.weight", {experts, hidden, ffn},
+    Value w2 = param(expert(names.expertDown), {experts, hidden, ffn},
                      InitKind::normal, loc);
     Value y = body.create<ExpertsOp>(loc, n.getType(), /*hidden=*/Type(), n,
                                      router.getWeights(), router.getIndices(),
@@ -304,6 +308,7 @@ static DictionaryAttr modelAttr(TransformerOp config) {
       b.getNamedAttr("topk_group", config.getTopkGroupAttr()),
       b.getNamedAttr("bias_update_rate", config.getBiasUpdateRateAttr()),
       b.getNamedAttr("qk_norm", config.getQkNormAttr()),
+      b.getNamedAttr("family", config.getFamilyAttr()),
       b.getNamedAttr("init_std", config.getInitStdAttr())};
   return b.getDictionaryAttr(entries);
 }

@@ -26,16 +26,15 @@ using namespace mlir::moe;
 static_assert(kFp8HistoryRoles == ::moe::rt::cpu::kFp8ExpertRoles,
               "the compiler's amax histories are the kernels'");
 
-static constexpr llvm::StringLiteral kW1Suffix = "{e}.w1.weight";
-
-/// The amax history's name: the experts' own prefix (from w1's HF name)
-/// with "fp8_amax_history", or a numbered name for experts whose weights are
-/// not parameters.
+/// The amax history's name: the experts' own prefix (w1's HF name up to
+/// "{e}.", "<block>.experts.") with "fp8_amax_history", or a numbered name
+/// for experts whose weights are not stacked parameters.
 static std::string historyName(ExpertsOp experts, unsigned index) {
   if (auto read = experts.getW1().getDefiningOp<GetParamOp>()) {
     StringRef w1 = read.getParam();
-    if (w1.ends_with(kW1Suffix))
-      return (w1.drop_back(kW1Suffix.size()) + "fp8_amax_history").str();
+    size_t stacked = w1.find("{e}.");
+    if (stacked != StringRef::npos)
+      return (w1.take_front(stacked) + "fp8_amax_history").str();
   }
   return ("fp8_amax_history." + Twine(index)).str();
 }

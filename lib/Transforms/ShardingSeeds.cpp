@@ -70,6 +70,17 @@ static int64_t modelSize(ModuleOp module, StringRef key) {
 /// that stay whole.
 static std::optional<std::pair<unsigned, const char *>>
 tensorParallelDim(StringRef name) {
+  // Stacked experts [E, F, H] and [E, H, F], by any family's names.
+  if (name.contains("{e}")) {
+    for (const HfNames &names : kHfFamilies) {
+      if (name.ends_with((names.expertGate + ".weight").str()) ||
+          name.ends_with((names.expertUp + ".weight").str()))
+        return std::make_pair(1u, "expert width split over tp");
+      if (name.ends_with((names.expertDown + ".weight").str()))
+        return std::make_pair(2u, "expert width split over tp");
+    }
+    return std::nullopt;
+  }
   if (name.ends_with("q_proj.weight") || name.ends_with("k_proj.weight") ||
       name.ends_with("v_proj.weight") || name.ends_with("gate_proj.weight") ||
       name.ends_with("up_proj.weight"))
@@ -78,10 +89,6 @@ tensorParallelDim(StringRef name) {
   if (name.ends_with("o_proj.weight") || name.ends_with("down_proj.weight"))
     return std::make_pair(1u, "row-parallel linear (Megatron): input "
                               "features split over tp");
-  if (name.ends_with("w1.weight") || name.ends_with("w3.weight"))
-    return std::make_pair(1u, "expert width split over tp");
-  if (name.ends_with("w2.weight") && name.contains("{e}"))
-    return std::make_pair(2u, "expert width split over tp");
   return std::nullopt;
 }
 

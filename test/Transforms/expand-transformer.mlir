@@ -128,3 +128,14 @@ moe.transformer @balanced {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_hea
 // CHECK: moe.rope %[[QN]]
 // CHECK: moe.rope %[[KN]]
 moe.transformer @qwen3 {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, head_dim = 6, qk_norm = true, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1}
+
+// -----
+
+// DeepSeek-V3's and Qwen3-MoE's HF names: the MoE layer is "mlp", its
+// experts' projections gate_proj, up_proj and down_proj.
+// CHECK: moe.param @model.layers.0.mlp.gate.weight : tensor<2x8xf32>
+// CHECK: moe.param @"model.layers.0.mlp.experts.{e}.gate_proj.weight" : tensor<2x4x8xf32>
+// CHECK: moe.param @"model.layers.0.mlp.experts.{e}.up_proj.weight" : tensor<2x4x8xf32>
+// CHECK: moe.param @"model.layers.0.mlp.experts.{e}.down_proj.weight" : tensor<2x8x4xf32>
+// CHECK: moe.param @model.layers.0.mlp.shared_experts.gate_proj.weight : tensor<4x8xf32>
+moe.transformer @deepseek {family = "deepseek_v3", vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, shared_experts = 1, seq = 4, batch = 1}

@@ -220,6 +220,8 @@ class Config:
     # Qwen3's QK-norm: each head's query and key RMS-normalised (one weight
     # of head_dim each) before RoPE.
     qk_norm: bool = False
+    # Which HF checkpoint's parameter names (FAMILY_NAMES); not the math.
+    family: str = "mixtral"
     rms_eps: float = 1e-5
     rope_theta: float = 10000.0
     aux_coef: float = 0.01
@@ -275,6 +277,7 @@ class Config:
         need(self.heads % self.kv_heads == 0, "heads must be a multiple of kv_heads")
         need(1 <= self.top_k <= self.experts, "need 1 <= top_k <= experts")
         need(self.shared_experts >= 0, "shared_experts must be >= 0")
+        need(self.family in FAMILY_NAMES, f"unknown family '{self.family}' (known: {', '.join(FAMILY_NAMES)})")
         need(self.scoring in ("softmax", "sigmoid"), f"unknown scoring '{self.scoring}' (known: softmax, sigmoid)")
         need(self.experts % self.n_group == 0, "n_group must divide experts")
         need(1 <= self.topk_group <= self.n_group, "need 1 <= topk_group <= n_group")
@@ -449,16 +452,33 @@ def load_balancing_loss(p, count, T):
     return E * ((count.to(p.dtype) / T) * p.mean(0)).sum()
 
 
-class ExpertMLP(nn.Module):
-    """HF MixtralBlockSparseTop2MLP: w2(silu(w1 x) * w3 x)."""
+# HF module names of a family's MoE layers: the block, then its experts'
+# gate (silu), up and down projections (include/moe/Dialect/MoE/IR/HfNames.h).
+FAMILY_NAMES = {
+    "mixtral": ("block_sparse_moe", "w1", "w3", "w2"),
+    "qwen3_moe": ("mlp", "gate_proj", "up_proj", "down_proj"),
+    "deepseek_v3": ("mlp", "gate_proj", "up_proj", "down_proj"),
+}
 
-    def __init__(self, H, Fdim):
+
+class ExpertMLP(nn.Module):
+    """HF MixtralBlockSparseTop2MLP: w2(silu(w1 x) * w3 x), under the family's
+    names (w1, w3, w2 are the gate, up and down projections)."""
+
+    def __init__(self, H, Fdim, family="mixtral"):
         super().__init__()
-        self.w1 = nn.Linear(H, Fdim, bias=False)
-        self.w2 = nn.Linear(Fdim, H, bias=False)
-        self.w3 = nn.Linear(H, Fdim, bias=False)
+        _, gate, up, down = FAMILY_NAMES[family]
+        self.names = (gate, up, down)
+        setattr(self, gate, nn.Linear(H, Fdim, bias=False))
+        setattr(self, down, nn.Linear(Fdim, H, bias=False))
+        setattr(self, up, nn.Linear(H, Fdim, bias=False))
+
+    def projections(self):
+        """The gate, up and down projections (Mixtral's w1, w3, w2)."""
+        return tuple(getattr(self, name) for name in self.names)
 
     def forward(self, x):
+        w1, w3, w2 = self.projections()
         if Recipe.bf16:
             # The experts are one op (moe.experts, moe.experts_grad), and a kernel
             # "decodes its BF16 operands exactly to fp32, computes in fp32 and
@@ -466,9 +486,9 @@ class ExpertMLP(nn.Module):
             # silu(u)*g stay fp32 inside it; each assignment's output and input
             # gradient are rounded to BF16 (SparseMoeBlock), and so are the
             # op's y and dx once their assignments are added; dW1, dW2, dW3 fp32.
-            w1, w2, w3 = (working(lin.weight) for lin in (self.w1, self.w2, self.w3))
+            w1, w3, w2 = (working(lin.weight) for lin in (w1, w3, w2))
             return F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2)
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return w2(F.silu(w1(x)) * w3(x))
 
 
 class SparseMoeBlock(nn.Module):
@@ -490,7 +510,8 @@ class SparseMoeBlock(nn.Module):
         self.score_bias = None
         self.load = torch.zeros(cfg.experts, dtype=torch.float64)
         self.gate = nn.Linear(cfg.hidden, cfg.experts, bias=False)
-        self.experts = nn.ModuleList(ExpertMLP(cfg.hidden, cfg.ffn) for _ in range(cfg.experts))
+        self.experts = nn.ModuleList(ExpertMLP(cfg.hidden, cfg.ffn, cfg.family)
+                                     for _ in range(cfg.experts))
         # DeepseekV3MoE's shared_experts: their outputs added to the routed ones.
         if cfg.shared_experts > 0:
             self.shared_experts = DenseMLP(cfg.hidden, cfg.shared_experts * cfg.ffn)
@@ -599,15 +620,21 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden, cfg.rms_eps)
         self.self_attn = Attention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.hidden, cfg.rms_eps)
+        self.moe_name = FAMILY_NAMES[cfg.family][0]
         if dense:
             self.mlp = DenseMLP(cfg.hidden, cfg.dense_ffn or cfg.ffn)
         else:
-            self.block_sparse_moe = SparseMoeBlock(cfg)
+            setattr(self, self.moe_name, SparseMoeBlock(cfg))
         self.dense = dense
+
+    @property
+    def moe(self):
+        """The MoE block, under its family's name."""
+        return getattr(self, self.moe_name)
 
     def forward(self, x, cos, sin, stats=None):
         a = act(x + self.self_attn(self.input_layernorm(x), cos, sin))  # bf16: the residual stream
-        ffn = self.mlp if self.dense else self.block_sparse_moe
+        ffn = self.mlp if self.dense else self.moe
         y, aux = ffn(self.post_attention_layernorm(a), stats)
         return act(a + y), aux
 
@@ -980,8 +1007,8 @@ def _check_dump(d, dump, dtype, rtol, ulp_tol, failures_only, precision):
 
     # 1) Reference forward/backward.
     model = build_model(cfg, params, dtype)
-    moe_blocks = [model.model.layers[i].block_sparse_moe for i in cfg.moe_layers]
-    block_prefix = {i: f"model.layers.{i}.block_sparse_moe.gate." for i in cfg.moe_layers}
+    moe_blocks = [model.model.layers[i].moe for i in cfg.moe_layers]
+    block_prefix = {i: f"model.layers.{i}.{FAMILY_NAMES[cfg.family][0]}.gate." for i in cfg.moe_layers}
     if cfg.bias_update_rate > 0:
         for i, blk in zip(cfg.moe_layers, moe_blocks):
             name = block_prefix[i] + "e_score_correction_bias"
@@ -1220,7 +1247,7 @@ def _write_self_test_dump(out_dir, case, seed, perturb_grads, verbose, precision
         if not ties:
             raise RuntimeError(f"self-test case {case} seed {seed}: no router near tie to flip")
         _, j, tok, swapped = ties[0]
-        model.model.layers[cfg.moe_layers[j]].block_sparse_moe.forced = {tok: swapped}
+        model.model.layers[cfg.moe_layers[j]].moe.forced = {tok: swapped}
         met, grads, _ = forward_backward(model, tokens, targets)
         if verbose:
             print(f"routed token {tok} of MoE layer {cfg.moe_layers[j]} to experts {swapped} (a near tie)")
@@ -1389,7 +1416,7 @@ def semantic_checks():
     h2 = m.model.layers[0](m.model.embed_tokens(tok2), *m.rope())[0]
     check("attention: causal (changing token 5 leaves positions 0..4 unchanged)",
           torch.equal(h1[:, :5], h2[:, :5]) and not torch.equal(h1[:, 5:], h2[:, 5:]))
-    blk = m.model.layers[0].block_sparse_moe
+    blk = m.model.layers[0].moe
     xt = torch.randn(10, 16, dtype=dt)
     y, _ = blk(xt)
     pr, idx, w, _ = route(blk.gate(xt), 2)

@@ -374,6 +374,9 @@ LogicalResult TransformerOp::verify() {
           getRoutedScalingFactor().convertToFloat(), getNGroup(),
           getTopkGroup(), {"routed_scaling_factor", "n_group", "topk_group"})))
     return failure();
+  if (!hfNamesOf(getFamily()))
+    return emitOpError() << "unknown family '" << getFamily()
+                         << "': expected one of " << knownFamilyList();
   float rate = getBiasUpdateRate().convertToFloat();
   if (!(rate >= 0.0f))
     return emitOpError() << "expected bias_update_rate >= 0, got " << fmt(rate);

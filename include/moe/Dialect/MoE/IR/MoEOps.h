@@ -2,6 +2,7 @@
 #ifndef MOE_DIALECT_MOE_IR_MOEOPS_H
 #define MOE_DIALECT_MOE_IR_MOEOPS_H
 
+#include "moe/Dialect/MoE/IR/HfNames.h"
 #include "moe/Dialect/MoE/IR/MoEDialect.h"
 #include "moe/Dialect/MoE/IR/MoENames.h"
 #include "moe/Dialect/MoE/IR/MoETraits.h"

@@ -35,6 +35,12 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     merges its shared experts, whose output is added to the routed experts'
     (`block_sparse_moe.shared_experts.{gate,up,down}_proj`).
 
+    `family` picks the HF parameter names, so checkpoints map one to one:
+    `mixtral` (the default; `block_sparse_moe.gate`,
+    `block_sparse_moe.experts.{e}.w1/w3/w2`), `qwen3_moe` and `deepseek_v3`
+    (`mlp.gate`, `mlp.experts.{e}.gate_proj/up_proj/down_proj`,
+    `mlp.shared_experts.*`). The math does not depend on it.
+
     With `qk_norm` (Qwen3), each attention head's query and key are
     RMS-normalised before RoPE, with one weight of `head_dim` each
     (`self_attn.q_norm.weight`, `self_attn.k_norm.weight`, eps `rms_eps`).
@@ -83,7 +89,8 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
       least two experts per group when `n_group > 1`; `1 <= topk_group <=
       n_group`, and `topk_group` groups hold at least `top_k` experts;
     * `aux_coef = 0` unless the scoring is softmax with one group and
-      without a bias; `bias_update_rate >= 0`.
+      without a bias; `bias_update_rate >= 0`;
+    * `family` is one of `mixtral`, `qwen3_moe`, `deepseek_v3`.
 
     `precision` (`#moe.precision<fp32>` or `<bf16>`) is the precision the
     model trains in; moec's `--precision` overrides it, and without either
@@ -126,6 +133,7 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     DefaultValuedAttr<I64Attr, "1">:$topk_group,
     DefaultValuedAttr<F32Attr, "0.0">:$bias_update_rate,
     DefaultValuedAttr<BoolAttr, "false">:$qk_norm,
+    DefaultValuedAttr<StrAttr, "\"mixtral\"">:$family,
     OptionalAttr<MoE_PrecisionAttr>:$precision
   );
   let assemblyFormat = "$sym_name attr-dict";

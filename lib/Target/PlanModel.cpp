@@ -35,8 +35,8 @@ static double attentionParams(const ModelShape &m) {
 double ModelShape::denseParams() const {
   double h = hidden;
   return layers * attentionParams(*this) + denseLayers * 3.0 * h * denseFfn +
-         moeLayers() * (h * experts + 3.0 * h * sharedFfn) + 2.0 * vocab * h +
-         h;
+         moeLayers() * (h * experts + 3.0 * h * sharedFfn) +
+         (tiedEmbeddings ? 1.0 : 2.0) * vocab * h + h;
 }
 
 double ModelShape::expertParams() const {
@@ -68,6 +68,7 @@ FailureOr<ModelShape> mlir::moe::modelShapeOf(ModuleOp module) {
   shape.kvHeads = t.getKvHeads();
   shape.headDim = t.getHeadDim() ? static_cast<int64_t>(*t.getHeadDim()) : 0;
   shape.qkNorm = t.getQkNorm();
+  shape.tiedEmbeddings = t.getTieWordEmbeddings();
   shape.experts = t.getExperts();
   shape.topK = t.getTopK();
   shape.ffn = t.getFfn();

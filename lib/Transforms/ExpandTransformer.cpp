@@ -237,8 +237,13 @@ public:
     }
     h = rmsNorm(h, "model.norm.weight", named("model.norm"));
     Location headLoc = named("lm_head");
-    Value lmHead = param("lm_head.weight", {vocab, hidden}, InitKind::normal,
-                         headLoc);
+    // Tied embeddings (HF tie_word_embeddings): the head reads the table,
+    // and autodiff sums both uses' gradients into it.
+    Value lmHead = config.getTieWordEmbeddings()
+                       ? body.create<GetParamOp>(headLoc, table.getType(),
+                                                 "model.embed_tokens.weight")
+                       : param("lm_head.weight", {vocab, hidden},
+                               InitKind::normal, headLoc);
     Value logits = linear(h, lmHead, headLoc);
     auto scalar = RankedTensorType::get({}, body.getF32Type());
     Location lossLoc = named("loss");
@@ -309,6 +314,7 @@ static DictionaryAttr modelAttr(TransformerOp config) {
       b.getNamedAttr("bias_update_rate", config.getBiasUpdateRateAttr()),
       b.getNamedAttr("qk_norm", config.getQkNormAttr()),
       b.getNamedAttr("family", config.getFamilyAttr()),
+      b.getNamedAttr("tie_word_embeddings", config.getTieWordEmbeddingsAttr()),
       b.getNamedAttr("init_std", config.getInitStdAttr())};
   return b.getDictionaryAttr(entries);
 }

@@ -210,11 +210,23 @@ LogicalResult StageSplitter::assignOptimizerStages() {
       params.push_back(counter.getLoadAttr());
     for (FlatSymbolRefAttr param : params) {
       auto [it, inserted] = paramStage.try_emplace(param.getAttr(), stage[op]);
-      if (!inserted && it->second != stage[op])
-        return op->emitOpError()
-               << "reads " << param << " on pipeline stage " << stage[op]
-               << ", which stage " << it->second
-               << " reads too: a parameter lives on one stage";
+      if (!inserted && it->second != stage[op]) {
+        InFlightDiagnostic error =
+            op->emitOpError() << "reads " << param << " on pipeline stage "
+                              << stage[op] << ", which stage " << it->second
+                              << " reads too: a parameter lives on one stage";
+        // The one way a moe.transformer shares a weight between stages.
+        auto model =
+            op->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(
+                kModelAttrName);
+        auto tied =
+            model ? model.getAs<BoolAttr>("tie_word_embeddings") : BoolAttr();
+        if (tied && tied.getValue())
+          error << " (tie_word_embeddings makes the embedding table the LM "
+                   "head too, on the first and the last stage: untie them, "
+                   "or train without pipeline stages)";
+        return error;
+      }
     }
   }
   for (Operation *op : ops) {

@@ -139,3 +139,13 @@ moe.transformer @qwen3 {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads 
 // CHECK: moe.param @"model.layers.0.mlp.experts.{e}.down_proj.weight" : tensor<2x8x4xf32>
 // CHECK: moe.param @model.layers.0.mlp.shared_experts.gate_proj.weight : tensor<4x8xf32>
 moe.transformer @deepseek {family = "deepseek_v3", vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, shared_experts = 1, seq = 4, batch = 1}
+
+// -----
+
+// Tied embeddings: the head reads the embedding table; no lm_head.weight.
+// CHECK: moe.param @model.embed_tokens.weight
+// CHECK-NOT: lm_head.weight
+// CHECK: moe.get_param @model.embed_tokens.weight
+// CHECK: %[[TABLE:.*]] = moe.get_param @model.embed_tokens.weight
+// CHECK: moe.linear %{{.*}}, %[[TABLE]] : (tensor<1x4x8xf32>, tensor<16x8xf32>) -> tensor<1x4x16xf32>
+moe.transformer @tied {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, tie_word_embeddings = true}

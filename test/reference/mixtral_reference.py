@@ -222,6 +222,8 @@ class Config:
     qk_norm: bool = False
     # Which HF checkpoint's parameter names (FAMILY_NAMES); not the math.
     family: str = "mixtral"
+    # HF tie_word_embeddings: the LM head is the embedding table.
+    tie_word_embeddings: bool = False
     rms_eps: float = 1e-5
     rope_theta: float = 10000.0
     aux_coef: float = 0.01
@@ -667,6 +669,9 @@ class MixtralForCausalLM(nn.Module):
         self.cfg = cfg
         self.model = MixtralModel(cfg)
         self.lm_head = nn.Linear(cfg.hidden, cfg.vocab, bias=False)  # untied, as in Mixtral
+        if cfg.tie_word_embeddings:
+            # HF's tying: one parameter, named once (model.embed_tokens.weight).
+            self.lm_head.weight = self.model.embed_tokens.weight
         self._rope = {}
 
     def rope(self):

@@ -146,6 +146,17 @@ TEST(PlannerTest, QkNormAddsTwoHeadWeightsPerLayer) {
   EXPECT_EQ(normed.modelFlopsPerToken(), plain.modelFlopsPerToken());
 }
 
+// Tied embeddings: one vocab x hidden table for the lookup and the head
+// (the head's FLOPs stay).
+TEST(PlannerTest, TiedEmbeddingsCountTheTableOnce) {
+  ModelShape plain = denseModel();
+  ModelShape tied = plain;
+  tied.tiedEmbeddings = true;
+  EXPECT_NEAR(plain.denseParams() - tied.denseParams(),
+              static_cast<double>(plain.vocab) * plain.hidden, 1e-6);
+  EXPECT_EQ(tied.modelFlopsPerToken(), plain.modelFlopsPerToken());
+}
+
 // moe-run on a GPU holds its experts' scratch beside the plan's memory
 // (moe/Runtime/Cuda/Workspace.h): the planner counts it where another
 // software gets a flat GiB, with twice a balanced share of the group's

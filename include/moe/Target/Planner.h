@@ -44,6 +44,8 @@ struct ModelShape {
   /// Qwen3's per-head query and key norms (two weights of the head
   /// dimension per layer).
   bool qkNorm = false;
+  /// The LM head is the embedding table (one vocab x hidden weight).
+  bool tiedEmbeddings = false;
   /// The query and key/value projections' widths.
   double queryWidth() const { return static_cast<double>(heads) * dim(); }
   double kvWidth() const { return static_cast<double>(kvHeads) * dim(); }

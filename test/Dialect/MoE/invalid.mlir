@@ -1337,7 +1337,7 @@ moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, 
 // the discardable moe.* ones its passes write.
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{'moe.transformer' op has unknown attribute 'q_lora_rank'; known attributes: aux_coef, batch, bias_update_rate, capacity_factor, dense_ffn, dense_layers, experts, family, ffn, head_dim, heads, hidden, init_std, kv_heads, layers, n_group, norm_topk_prob, precision, qk_norm, rms_eps, rope_theta, routed_scaling_factor, scoring, seq, shared_experts, sym_name, top_k, topk_group, vocab}}
+// expected-error @+1 {{'moe.transformer' op has unknown attribute 'q_lora_rank'; known attributes: aux_coef, batch, bias_update_rate, capacity_factor, dense_ffn, dense_layers, experts, family, ffn, head_dim, heads, hidden, init_std, kv_heads, layers, n_group, norm_topk_prob, precision, qk_norm, rms_eps, rope_theta, routed_scaling_factor, scoring, seq, shared_experts, sym_name, tie_word_embeddings, top_k, topk_group, vocab}}
 moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, q_lora_rank = 8}
 
 // -----

@@ -41,6 +41,10 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     (`mlp.gate`, `mlp.experts.{e}.gate_proj/up_proj/down_proj`,
     `mlp.shared_experts.*`). The math does not depend on it.
 
+    With `tie_word_embeddings` (HF's name), the LM head reads the embedding
+    table (`model.embed_tokens.weight`, whose gradient sums both uses)
+    instead of an `lm_head.weight` of its own.
+
     With `qk_norm` (Qwen3), each attention head's query and key are
     RMS-normalised before RoPE, with one weight of `head_dim` each
     (`self_attn.q_norm.weight`, `self_attn.k_norm.weight`, eps `rms_eps`).
@@ -134,6 +138,7 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     DefaultValuedAttr<F32Attr, "0.0">:$bias_update_rate,
     DefaultValuedAttr<BoolAttr, "false">:$qk_norm,
     DefaultValuedAttr<StrAttr, "\"mixtral\"">:$family,
+    DefaultValuedAttr<BoolAttr, "false">:$tie_word_embeddings,
     OptionalAttr<MoE_PrecisionAttr>:$precision
   );
   let assemblyFormat = "$sym_name attr-dict";

@@ -378,6 +378,23 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
             return set(ops::buildAuxLossGrad(o.getTopK(),
                                              groupOver(o.getTokenAxes())));
           })
+          // The router losses are opcodes of 3.6.
+          .Case([&](SequenceAuxLossOp o) {
+            return set(ops::buildSequenceAuxLoss(
+                groupOver(o.getBatchAxes()).value_or(-1),
+                groupOver(o.getSequenceAxes()).value_or(-1)));
+          })
+          .Case([&](SequenceAuxLossGradOp o) {
+            return set(ops::buildSequenceAuxLossGrad(
+                groupOver(o.getBatchAxes()).value_or(-1),
+                groupOver(o.getSequenceAxes()).value_or(-1)));
+          })
+          .Case([&](ZLossOp o) {
+            return set(ops::buildZLoss(groupOver(o.getTokenAxes())));
+          })
+          .Case([&](ZLossGradOp o) {
+            return set(ops::buildZLossGrad(groupOver(o.getTokenAxes())));
+          })
           .Case([&](AllReduceOp o) {
             return set(ops::buildAllReduce(groupOf(names(o.getAxes()))));
           })

@@ -119,8 +119,14 @@ public:
     return add(x, o, loc);
   }
 
-  /// Pre-norm feed-forward block; MoE layers also return their aux loss.
-  std::pair<Value, Value> ffnBlock(Value x, int64_t layer, bool dense) {
+  /// A feed-forward block's output and, for an MoE layer, the router
+  /// losses its coefficients ask for (null where not).
+  struct FfnBlock {
+    Value output, aux, sequenceAux, zLoss;
+  };
+
+  /// Pre-norm feed-forward block.
+  FfnBlock ffnBlock(Value x, int64_t layer, bool dense) {
     std::string prefix = "model.layers." + std::to_string(layer) + ".";
     Value n = rmsNorm(x, prefix + "post_attention_layernorm.weight",
                       named(prefix + "post_attention_layernorm"));
@@ -128,7 +134,7 @@ public:
     if (dense) {
       Location loc = named(prefix + "mlp");
       int64_t ffn = config.getDenseFfn().value_or(config.getFfn());
-      return {add(x, swigluMlp(n, prefix + "mlp.", ffn, loc), loc), Value()};
+      return {add(x, swigluMlp(n, prefix + "mlp.", ffn, loc), loc)};
     }
     const HfNames &names = *hfNamesOf(config.getFamily());
     Location loc = named(prefix + names.moeBlock);
@@ -182,12 +188,21 @@ public:
     // The load-balancing loss recounts the top-k of the scores, which is
     // only the selection of a softmax router over one group without a bias
     // (the verifier holds aux_coef at 0 for the others).
-    Value aux;
+    auto scalar = RankedTensorType::get({}, body.getF32Type());
+    FfnBlock block;
     if (config.getScoring() == RouterScoring::softmax &&
         config.getNGroup() == 1 && !bias)
-      aux = body.create<AuxLossOp>(
-          loc, RankedTensorType::get({}, body.getF32Type()), router.getProbs(),
-          body.getI64IntegerAttr(topK), /*token_axes=*/ArrayAttr());
+      block.aux = body.create<AuxLossOp>(loc, scalar, router.getProbs(),
+                                         body.getI64IntegerAttr(topK),
+                                         /*token_axes=*/ArrayAttr());
+    // The sequence-wise loss counts the router's own selection.
+    if (config.getSeqAuxCoef().convertToFloat() > 0.0f)
+      block.sequenceAux = body.create<SequenceAuxLossOp>(
+          loc, scalar, router.getProbs(), router.getIndices(),
+          /*batch_axes=*/ArrayAttr(), /*sequence_axes=*/ArrayAttr());
+    if (config.getZLossCoef().convertToFloat() > 0.0f)
+      block.zLoss = body.create<ZLossOp>(loc, scalar, logits,
+                                         /*token_axes=*/ArrayAttr());
     // DeepSeek's shared experts: one always-active MLP of their merged width.
     if (int64_t shared = config.getSharedExperts(); shared > 0) {
       Location sharedLoc = named(moe + "shared_experts");
@@ -195,7 +210,8 @@ public:
           swigluMlp(n, moe + "shared_experts.", shared * ffn, sharedLoc);
       y = add(y, out, sharedLoc);
     }
-    return {add(x, y, loc), aux};
+    block.output = add(x, y, loc);
+    return block;
   }
 
   /// down(silu(gate x) * up x), Llama's names under `prefix`.
@@ -227,13 +243,17 @@ public:
     llvm::SmallSet<int64_t, 8> dense;
     for (int64_t layer : config.getDenseLayers())
       dense.insert(layer);
-    SmallVector<Value> auxLosses;
+    SmallVector<Value> auxLosses, sequenceAuxLosses, zLosses;
     for (int64_t layer = 0, e = config.getLayers(); layer < e; ++layer) {
       h = attentionBlock(h, layer);
-      auto [next, aux] = ffnBlock(h, layer, dense.contains(layer));
-      h = next;
-      if (aux)
-        auxLosses.push_back(aux);
+      FfnBlock block = ffnBlock(h, layer, dense.contains(layer));
+      h = block.output;
+      if (block.aux)
+        auxLosses.push_back(block.aux);
+      if (block.sequenceAux)
+        sequenceAuxLosses.push_back(block.sequenceAux);
+      if (block.zLoss)
+        zLosses.push_back(block.zLoss);
     }
     h = rmsNorm(h, "model.norm.weight", named("model.norm"));
     Location headLoc = named("lm_head");
@@ -250,13 +270,23 @@ public:
     Value ce = body.create<CrossEntropyOp>(lossLoc, scalar, logits, targets,
                                            /*token_axes=*/ArrayAttr());
 
-    // loss = ce + aux_coef * mean over MoE layers of aux_l.
+    // loss = ce + aux_coef * mean_l aux_l + seq_aux_coef * sum_l seq_aux_l
+    //        + z_loss_coef * sum_l z_l, the terms in this order (the
+    // runtime's loss probe reads them by their producers).
     SmallVector<Value> terms = {ce};
     SmallVector<float> coefficients = {1.0f};
     float auxCoef = config.getAuxCoef().convertToFloat();
     for (Value aux : auxLosses) {
       terms.push_back(aux);
       coefficients.push_back(auxCoef / static_cast<float>(auxLosses.size()));
+    }
+    for (Value sequenceAux : sequenceAuxLosses) {
+      terms.push_back(sequenceAux);
+      coefficients.push_back(config.getSeqAuxCoef().convertToFloat());
+    }
+    for (Value zLoss : zLosses) {
+      terms.push_back(zLoss);
+      coefficients.push_back(config.getZLossCoef().convertToFloat());
     }
     return body.create<WeightedSumOp>(lossLoc, scalar, terms,
                                       body.getDenseF32ArrayAttr(coefficients));
@@ -312,6 +342,8 @@ static DictionaryAttr modelAttr(TransformerOp config) {
       b.getNamedAttr("n_group", config.getNGroupAttr()),
       b.getNamedAttr("topk_group", config.getTopkGroupAttr()),
       b.getNamedAttr("bias_update_rate", config.getBiasUpdateRateAttr()),
+      b.getNamedAttr("seq_aux_coef", config.getSeqAuxCoefAttr()),
+      b.getNamedAttr("z_loss_coef", config.getZLossCoefAttr()),
       b.getNamedAttr("qk_norm", config.getQkNormAttr()),
       b.getNamedAttr("family", config.getFamilyAttr()),
       b.getNamedAttr("tie_word_embeddings", config.getTieWordEmbeddingsAttr()),

@@ -31,9 +31,13 @@ using namespace mlir::moe;
 static bool readsF32(OpOperand &use) {
   Operation *op = use.getOwner();
   Value value = use.get();
-  if (isa<RouterOp, AuxLossOp, RouterGradOp, AuxLossGradOp, GlobalNormOp,
-          ClipCoefficientOp, WeightedSumOp>(op))
+  if (isa<RouterOp, AuxLossOp, RouterGradOp, AuxLossGradOp, ZLossOp,
+          ZLossGradOp, GlobalNormOp, ClipCoefficientOp, WeightedSumOp>(op))
     return true;
+  if (auto loss = dyn_cast<SequenceAuxLossOp>(op))
+    return value == loss.getProbs();
+  if (auto lossGrad = dyn_cast<SequenceAuxLossGradOp>(op))
+    return value != lossGrad.getIndices();
   if (auto experts = dyn_cast<ExpertsOp>(op))
     return value == experts.getWeights();
   if (auto expertsGrad = dyn_cast<ExpertsGradOp>(op))
@@ -54,7 +58,15 @@ static bool producesF32(OpResult result) {
   auto type = dyn_cast<RankedTensorType>(result.getType());
   if (!type || !type.getElementType().isF32() || type.getRank() == 0)
     return true;
-  if (isa<RouterOp, RouterGradOp, AuxLossGradOp, ConstantOp>(op))
+  if (isa<RouterOp, RouterGradOp, AuxLossGradOp, SequenceAuxLossGradOp,
+          ZLossGradOp, ConstantOp>(op))
+    return true;
+  // A sum of fp32 values stays fp32: the gradient of gate logits that the
+  // router and the z-loss both read. (The ops before it have their final
+  // types: the pass runs in order.)
+  if (isa<AddOp>(op) && llvm::all_of(op->getOperandTypes(), [](Type type) {
+        return cast<ShapedType>(type).getElementType().isF32();
+      }))
     return true;
   if (auto attention = dyn_cast<AttentionOp>(op))
     return result == attention.getLse();

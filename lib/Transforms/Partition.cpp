@@ -380,6 +380,13 @@ LogicalResult Partitioner::partitionRuled(Operation *op,
 
   // Means and norms over split tokens or tensors combine across ranks.
   auto tokens = axesAttr(tokenAxes.getArrayRef());
+  // The axes of one leading dimension (the batch is *0, the sequence *1).
+  auto leadingAxes = [&](int dim) {
+    for (auto [f, factor] : llvm::enumerate(rule.getFactors()))
+      if (factor.name == "*" + std::to_string(dim))
+        return axesAttr(axes[f]);
+    return axesAttr({});
+  };
   if (!expertAxes.empty()) {
     if (auto experts = dyn_cast<ExpertsOp>(clone))
       experts.setExpertAxesAttr(axesAttr(expertAxes));
@@ -394,6 +401,16 @@ LogicalResult Partitioner::partitionRuled(Operation *op,
       .Case([&](AuxLossOp o) { o.setTokenAxesAttr(tokens); })
       .Case([&](AuxLossGradOp o) { o.setTokenAxesAttr(tokens); })
       .Case([&](ExpertLoadOp o) { o.setTokenAxesAttr(tokens); })
+      .Case([&](ZLossOp o) { o.setTokenAxesAttr(tokens); })
+      .Case([&](ZLossGradOp o) { o.setTokenAxesAttr(tokens); })
+      .Case([&](SequenceAuxLossOp o) {
+        o.setBatchAxesAttr(leadingAxes(0));
+        o.setSequenceAxesAttr(leadingAxes(1));
+      })
+      .Case([&](SequenceAuxLossGradOp o) {
+        o.setBatchAxesAttr(leadingAxes(0));
+        o.setSequenceAxesAttr(leadingAxes(1));
+      })
       // Heads split over tp leave each rank a share of them.
       .Case([&](RMSNormOp o) {
         if (std::optional<uint64_t> heads = o.getNumHeads())

@@ -149,3 +149,19 @@ moe.transformer @deepseek {family = "deepseek_v3", vocab = 16, hidden = 8, layer
 // CHECK: %[[TABLE:.*]] = moe.get_param @model.embed_tokens.weight
 // CHECK: moe.linear %{{.*}}, %[[TABLE]] : (tensor<1x4x8xf32>, tensor<16x8xf32>) -> tensor<1x4x16xf32>
 moe.transformer @tied {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, tie_word_embeddings = true}
+
+// -----
+
+// DeepSeek-V3's sequence-wise balance loss, on the router's own selection,
+// and the router z-loss, on the gate logits: each MoE layer's, summed over
+// the layers with their coefficients, after the cross-entropy.
+// CHECK: %[[GATE0:.*]] = moe.get_param @model.layers.0.block_sparse_moe.gate.weight
+// CHECK: %[[LOGITS0:.*]] = moe.linear %{{.*}}, %[[GATE0]]
+// CHECK: %[[P0:.*]], %{{.*}}, %[[I0:.*]] = moe.router %[[LOGITS0]]
+// CHECK: %[[SEQ0:.*]] = moe.sequence_aux_loss %[[P0]], %[[I0]] : (tensor<2x4x4xf32>, tensor<2x4x2xi32>) -> tensor<f32>
+// CHECK: %[[Z0:.*]] = moe.z_loss %[[LOGITS0]] : (tensor<2x4x4xf32>) -> tensor<f32>
+// CHECK: %[[SEQ1:.*]] = moe.sequence_aux_loss
+// CHECK: %[[Z1:.*]] = moe.z_loss
+// CHECK: %[[CE:.*]] = moe.cross_entropy
+// CHECK: moe.weighted_sum %[[CE]], %[[SEQ0]], %[[SEQ1]], %[[Z0]], %[[Z1]] {coefficients = array<f32: 1.000000e+00, 1.000000e-03, 1.000000e-03, 2.000000e-03, 2.000000e-03>}
+moe.transformer @router_losses {vocab = 16, hidden = 8, layers = 2, heads = 2, kv_heads = 1, experts = 4, top_k = 2, ffn = 4, seq = 4, batch = 2, scoring = #moe.scoring<sigmoid>, aux_coef = 0.0 : f32, seq_aux_coef = 1.0e-3 : f32, z_loss_coef = 2.0e-3 : f32}

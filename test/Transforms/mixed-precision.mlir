@@ -8,6 +8,16 @@
 // RUN: sed 's/aux_coef = 0.01 : f32}/aux_coef = 0.01 : f32, precision = #moe.precision<bf16>}/' %s > %t.requested.mlir
 // RUN: moe-opt %t.requested.mlir --pass-pipeline='builtin.module(moe-expand-transformer,moe-autodiff{function=forward output=forward_backward},moe-optimizer{function=forward_backward output=train_step},moe-mixed-precision)' | FileCheck %s --check-prefix=BF16
 // RUN: moe-opt %t.requested.mlir --pass-pipeline='builtin.module(moe-expand-transformer,moe-autodiff{function=forward output=forward_backward},moe-optimizer{function=forward_backward output=train_step},moe-mixed-precision{precision=fp32})' | FileCheck %s --check-prefix=FP32
+// The router losses read the fp32 scores and logits, and the logits'
+// gradient, summed over the router and the z-loss, stays fp32.
+// RUN: sed 's/aux_coef = 0.01 : f32}/aux_coef = 0.01 : f32, z_loss_coef = 1.0e-3 : f32, seq_aux_coef = 1.0e-3 : f32}/' %s > %t.router-losses.mlir
+// RUN: moe-opt %t.router-losses.mlir --pass-pipeline='builtin.module(moe-expand-transformer,moe-autodiff{function=forward output=forward_backward},moe-optimizer{function=forward_backward output=train_step},moe-mixed-precision{precision=bf16})' | FileCheck %s --check-prefix=ROUTER-LOSSES
+// ROUTER-LOSSES: %[[LOGITS:.*]] = moe.linear %{{.*}}, %{{.*}} : (tensor<2x4x16xbf16>, tensor<2x16xbf16>) -> tensor<2x4x2xf32>
+// ROUTER-LOSSES: moe.sequence_aux_loss %{{.*}}, %{{.*}} : (tensor<2x4x2xf32>, tensor<2x4x1xi32>) -> tensor<f32>
+// ROUTER-LOSSES: moe.z_loss %[[LOGITS]] : (tensor<2x4x2xf32>) -> tensor<f32>
+// ROUTER-LOSSES: %[[DZ:.*]] = moe.z_loss_grad %{{.*}}, %[[LOGITS]] : (tensor<f32>, tensor<2x4x2xf32>) -> tensor<2x4x2xf32>
+// ROUTER-LOSSES: %[[DROUTER:.*]] = moe.router_grad
+// ROUTER-LOSSES: moe.add %[[DZ]], %[[DROUTER]] : tensor<2x4x2xf32>
 // Bad requests.
 // RUN: not moe-opt %s --pass-pipeline='builtin.module(moe-expand-transformer,moe-autodiff{function=forward output=forward_backward},moe-optimizer{function=forward_backward output=train_step},moe-mixed-precision{precision=fp16})' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not moe-opt %s --pass-pipeline='builtin.module(moe-expand-transformer,moe-autodiff{function=forward output=forward_backward},moe-optimizer{function=forward_backward output=train_step},moe-mixed-precision{grad-reduce-dtype=bf16})' 2>&1 | FileCheck %s --check-prefix=COMBINATION

@@ -217,6 +217,10 @@ class Config:
     # bias (gate.e_score_correction_bias) moves by this rate times the sign
     # of its expert's load error at the end of every step (0: no bias).
     bias_update_rate: float = 0.0
+    # DeepSeek-V3's sequence-wise balance loss and ST-MoE's router z-loss:
+    # each MoE layer's, times these, summed over the layers.
+    seq_aux_coef: float = 0.0
+    z_loss_coef: float = 0.0
     # Qwen3's QK-norm: each head's query and key RMS-normalised (one weight
     # of head_dim each) before RoPE.
     qk_norm: bool = False
@@ -454,6 +458,26 @@ def load_balancing_loss(p, count, T):
     return E * ((count.to(p.dtype) / T) * p.mean(0)).sum()
 
 
+def sequence_balance_loss(p, idx, B, S):
+    """DeepSeek-V3's sequence-wise balance loss (its paper's eqs. 17-20): the
+    mean over the B sequences of sum_e f_e P_e, with f_e = E/(K S) times the
+    sequence's assignments to e (the router's admitted ones, idx >= 0) and
+    P_e the sequence's mean of the scores normalised per token."""
+    E, K = p.shape[-1], idx.shape[-1]
+    q = p / (p.sum(-1, keepdim=True) + 1e-20)
+    P = q.reshape(B, S, E).mean(1)
+    slots = idx.reshape(B, S * K)
+    hits = torch.zeros(B, E + 1, dtype=p.dtype).scatter_add_(
+        1, torch.where(slots >= 0, slots, E), torch.ones(B, S * K, dtype=p.dtype))[:, :E]
+    f = hits * (E / (K * S))
+    return (f * P).sum(1).mean()
+
+
+def router_z_loss(logits):
+    """ST-MoE's router z-loss: mean over the tokens of logsumexp(logits)^2."""
+    return torch.logsumexp(logits, dim=-1).square().mean()
+
+
 # HF module names of a family's MoE layers: the block, then its experts'
 # gate (silu), up and down projections (include/moe/Dialect/MoE/IR/HfNames.h).
 FAMILY_NAMES = {
@@ -507,6 +531,7 @@ class SparseMoeBlock(nn.Module):
         # moe.aux_loss recounts the top-k of the scores: only a softmax router
         # over one group has it (the others need aux_coef = 0).
         self.has_aux = cfg.scoring == "softmax" and cfg.n_group == 1 and cfg.bias_update_rate == 0
+        self.seq_aux, self.z_loss = cfg.seq_aux_coef > 0, cfg.z_loss_coef > 0
         # The selection bias (set from the dump's state) and this step's
         # load: the assignments admitted per expert.
         self.score_bias = None
@@ -530,7 +555,13 @@ class SparseMoeBlock(nn.Module):
         p, idx, w, count = route(logits, self.k, self.cf, self.forced, self.rule, self.score_bias)
         admitted = idx.reshape(-1)
         self.load = self.load + torch.bincount(admitted[admitted >= 0], minlength=self.E).double()
-        aux = load_balancing_loss(p, count, T) if self.has_aux else None
+        losses = {}
+        if self.has_aux:
+            losses["aux"] = load_balancing_loss(p, count, T)
+        if self.seq_aux:
+            losses["seq_aux"] = sequence_balance_loss(p, idx, shape[0], shape[1])
+        if self.z_loss:
+            losses["z_loss"] = router_z_loss(logits)
         if stats is not None:
             stats.append(router_stats(p, idx, count, self.k, logits, xt, self.gate.weight))
         xe = consumer(xt)  # the experts' dx: one BF16 contribution per token
@@ -559,7 +590,7 @@ class SparseMoeBlock(nn.Module):
         y = act(y)
         if hasattr(self, "shared_experts"):
             y = act(y + self.shared_experts(xt)[0])
-        return y.view(shape), aux
+        return y.view(shape), losses
 
 
 def router_stats(p, idx, count, k, logits=None, x=None, w_gate=None):
@@ -612,8 +643,8 @@ class DenseMLP(nn.Module):
 
     def forward(self, x, stats=None):
         if Recipe.bf16:
-            return linear(self.down_proj, act(F.silu(linear(self.gate_proj, x)) * linear(self.up_proj, x))), None
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x)), None
+            return linear(self.down_proj, act(F.silu(linear(self.gate_proj, x)) * linear(self.up_proj, x))), {}
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x)), {}
 
 
 class DecoderLayer(nn.Module):
@@ -637,8 +668,8 @@ class DecoderLayer(nn.Module):
     def forward(self, x, cos, sin, stats=None):
         a = act(x + self.self_attn(self.input_layernorm(x), cos, sin))  # bf16: the residual stream
         ffn = self.mlp if self.dense else self.moe
-        y, aux = ffn(self.post_attention_layernorm(a), stats)
-        return act(a + y), aux
+        y, losses = ffn(self.post_attention_layernorm(a), stats)
+        return act(a + y), losses
 
 
 class MixtralModel(nn.Module):
@@ -698,17 +729,32 @@ class MixtralForCausalLM(nn.Module):
             h = act(F.embedding(tokens, working(self.model.embed_tokens.weight)))
         else:
             h = self.model.embed_tokens(tokens)
-        auxes = []
+        auxes, seq_auxes, z_losses = [], [], []
         for layer in self.model.layers:
-            h, aux = layer(h, cos, sin, stats)
-            if aux is not None:
-                auxes.append(aux)
+            h, losses = layer(h, cos, sin, stats)
+            if "aux" in losses:
+                auxes.append(losses["aux"])
+            if "seq_aux" in losses:
+                seq_auxes.append(losses["seq_aux"])
+            if "z_loss" in losses:
+                z_losses.append(losses["z_loss"])
         # bf16: BF16 logits; the cross-entropy, the aux losses and their sum in fp32.
         logits = linear(self.lm_head, self.model.norm(h))
         ce = cross_entropy(logits.reshape(-1, cfg.vocab), targets.reshape(-1))
         # Per-layer load-balancing losses averaged over MoE layers (Megatron-style).
         aux = torch.stack(auxes).mean() if auxes else ce.new_zeros(())
-        return {"loss": ce + cfg.aux_coef * aux, "ce": ce, "aux": aux, "aux_layers": auxes}
+        loss = ce + cfg.aux_coef * aux
+        # The sequence-wise and z losses per layer, summed over the layers
+        # (as DeepSeek and Megatron-Core apply them); reported as means.
+        out = {"ce": ce, "aux": aux, "aux_layers": auxes}
+        for key, terms, coef in (("seq_aux", seq_auxes, cfg.seq_aux_coef),
+                                 ("z_loss", z_losses, cfg.z_loss_coef)):
+            if terms:
+                total = torch.stack(terms).sum()
+                loss = loss + coef * total
+                out[key] = total / len(terms)
+        out["loss"] = loss
+        return out
 
 
 def init_params(model: MixtralForCausalLM, seed: int, std=0.02, norm_jitter=0.0):
@@ -814,7 +860,7 @@ def forward_backward(model, tokens, targets, collect_stats=True):
     out["loss"].backward()
     grads = {n: (p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p))
              for n, p in model.named_parameters()}
-    m = {k: float(out[k]) for k in ("loss", "ce", "aux")}
+    m = {k: float(out[k]) for k in ("loss", "ce", "aux", "seq_aux", "z_loss") if k in out}
     m["aux_layers"] = [float(a) for a in out["aux_layers"]]
     return m, grads, stats
 
@@ -1056,12 +1102,14 @@ def _check_dump(d, dump, dtype, rtol, ulp_tol, failures_only, precision):
 
     # ---- scalars
     met = dump["metrics"]
-    for key, ref in (("loss", ref_m["loss"]), ("ce", ref_m["ce"]), ("aux", ref_m["aux"]),
-                     ("grad_norm", ref_info["grad_norm"]), ("lr", ref_info["lr"])):
+    router_losses = [(key, ref_m[key]) for key in ("seq_aux", "z_loss") if key in ref_m]
+    for key, ref in [("loss", ref_m["loss"]), ("ce", ref_m["ce"]), ("aux", ref_m["aux"])] + \
+            router_losses + [("grad_norm", ref_info["grad_norm"]), ("lr", ref_info["lr"])]:
         if key not in met:
             rep.fail_row("metric", key, "missing from metrics.json")
             continue
-        tol = loss_rtol if key in ("loss", "ce", "aux") else grad_rtol if key == "grad_norm" else rtol
+        tol = loss_rtol if key in ("loss", "ce", "aux", "seq_aux", "z_loss") \
+            else grad_rtol if key == "grad_norm" else rtol
         ok = rep.add("metric", key, met[key], ref, tol)
         if not ok and key == "aux" and cfg.aux_coef and \
                 abs(met[key] - cfg.aux_coef * ref) <= rtol * abs(cfg.aux_coef * ref):

@@ -92,6 +92,31 @@ Program makeHeadNormProgram() {
   return program;
 }
 
+/// The scored router's program with DeepSeek-V3's sequence-wise balance
+/// loss on its scores and selection and the router z-loss on its logits,
+/// and their gradients, after the update.
+Program makeRouterLossesProgram() {
+  using namespace moe::rt::testing;
+  Program program = makeScoredRouterProgram();
+  ProgramBuilder b(program);
+  uint32_t logits = bufferNamed(program, "router_logits");
+  uint32_t scores = bufferNamed(program, "scores");
+  uint32_t ids = bufferNamed(program, "scored_ids");
+  uint32_t dloss = bufferNamed(program, "daux");
+  const std::vector<int64_t> &shape = program.buffers[logits].shape;
+  uint32_t sequenceAux = b.temporary("seq_aux", {});
+  uint32_t zLoss = b.temporary("z_loss", {});
+  uint32_t dscores = b.temporary("dscores.seq_aux", shape);
+  uint32_t dlogits = b.temporary("dlogits.z_loss", shape);
+  // ints: batch_group, sequence_group (-1: none).
+  b.emit(Opcode::SequenceAuxLoss, {scores, ids}, {sequenceAux}, {-1, -1});
+  b.emit(Opcode::ZLoss, {logits}, {zLoss});
+  b.emit(Opcode::SequenceAuxLossGrad, {dloss, scores, ids}, {dscores},
+         {-1, -1});
+  b.emit(Opcode::ZLossGrad, {dloss, logits}, {dlogits});
+  return program;
+}
+
 /// The tiny program with a SwiGLU and its gradient after the update, on
 /// the step's activations (the experts' kernels compute their own SwiGLU,
 /// so no model program has the standalone opcodes).
@@ -245,6 +270,7 @@ std::vector<NamedProgram> programsFor(int64_t ranks) {
        }},
       {"gemm-epilogues", makeGemmEpilogueProgram},
       {"scored-router", makeScoredRouterProgram},
+      {"router-losses", makeRouterLossesProgram},
       {"head-norm", makeHeadNormProgram},
       {"swiglu", makeSwigluProgram},
       {"cast", makeCastProgram},

@@ -65,6 +65,7 @@ inline constexpr std::string_view kLinearCrossEntropyName =
     "linear_cross_entropy";
 inline constexpr std::string_view kGemmEpiloguesName = "gemm_epilogues";
 inline constexpr std::string_view kScoredRoutersName = "scored_routers";
+inline constexpr std::string_view kRouterLossesName = "router_losses";
 
 struct Capabilities {
   /// The target (moec --target) and the backend that runs it (moe-run
@@ -111,6 +112,9 @@ struct Capabilities {
   /// per-expert load counters that balance a selection bias and report
   /// the load (ExpertLoad, ExpertLoadUpdate).
   bool scoredRouters = false;
+  /// DeepSeek-V3's sequence-wise balance loss and the router z-loss
+  /// (SequenceAuxLoss, ZLoss and their gradients).
+  bool routerLosses = false;
 
   constexpr bool hasRecipe(Fp8Recipe recipe) const {
     return (fp8Recipes & recipeBit(recipe)) != 0;
@@ -156,14 +160,15 @@ inline constexpr uint32_t kF32I32BF16 = kF32I32 | dtypeBit(rt::DType::BF16);
 /// pipelined over the compute and communication streams; gradient
 /// reductions always on the communication stream. The fused LM head and
 /// cross-entropy and the GEMMs with epilogue addends run on the CPU only;
-/// GPU targets keep those ops unfused. Routers other than Mixtral's run on
-/// the CPU only, and the CUDA backend refuses them at load.
+/// GPU targets keep those ops unfused. Routers other than Mixtral's and the
+/// sequence-wise and z router losses run on the CPU only, and the CUDA
+/// backend refuses them at load.
 inline constexpr Capabilities kCapabilities[] = {
     {"cpu", "cpu", 0, kAllRecipes, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/1, /*pipelineStages=*/true, /*microbatches=*/true,
      /*expertChunks=*/true, /*asyncCollectives=*/true, kF32I32BF16,
      /*fp8Block=*/0, /*linearCrossEntropy=*/true, /*gemmEpilogues=*/true,
-     /*scoredRouters=*/true},
+     /*scoredRouters=*/true, /*routerLosses=*/true},
     {"a100", "cuda", 80, /*fp8Recipes=*/0, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/16, /*pipelineStages=*/true,
      /*microbatches=*/true, /*expertChunks=*/true,
@@ -221,6 +226,7 @@ constexpr Capabilities commonCapabilities(std::string_view backend) {
         common.linearCrossEntropy && r.linearCrossEntropy;
     common.gemmEpilogues = common.gemmEpilogues && r.gemmEpilogues;
     common.scoredRouters = common.scoredRouters && r.scoredRouters;
+    common.routerLosses = common.routerLosses && r.routerLosses;
   }
   return common;
 }
@@ -287,6 +293,7 @@ inline std::string describeCapabilities(const Capabilities &caps) {
   add(kLinearCrossEntropyName, yesNo(caps.linearCrossEntropy));
   add(kGemmEpiloguesName, yesNo(caps.gemmEpilogues));
   add(kScoredRoutersName, yesNo(caps.scoredRouters));
+  add(kRouterLossesName, yesNo(caps.routerLosses));
   return line;
 }
 

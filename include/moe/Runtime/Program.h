@@ -26,9 +26,10 @@ namespace moe::rt {
 /// 3.2 the experts' saved up projections (ExpertsWithHidden), 3.3 gradient
 /// buckets (ReduceBucket), 3.4 the LM head fused with its loss
 /// (LinearCrossEntropy) and GEMM epilogues (LinearAccumulate), 3.5 routers
-/// with any selection rule (ScoredRouter).
+/// with any selection rule (ScoredRouter), 3.6 the sequence-wise balance
+/// loss and the router z-loss (SequenceAuxLoss, ZLoss).
 inline constexpr uint16_t kArtifactVersionMajor = 3;
-inline constexpr uint16_t kArtifactVersionMinor = 5;
+inline constexpr uint16_t kArtifactVersionMinor = 6;
 /// The oldest minor version of this major one the runtime reads: 3.0's op
 /// table allowed no BF16, so its per-opcode fingerprints no longer match.
 inline constexpr uint16_t kOldestArtifactVersionMinor = 1;

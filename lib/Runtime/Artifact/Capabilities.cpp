@@ -150,6 +150,13 @@ absl::Status checkFusedOps(const Program &program, const Capabilities &record,
       return lacks(absl::StrCat("a router other than Mixtral's (",
                                 describeInstruction(program, i), ")"),
                    caps::kScoredRoutersName, "no");
+    bool routerLoss = opcode == Opcode::SequenceAuxLoss ||
+                      opcode == Opcode::SequenceAuxLossGrad ||
+                      opcode == Opcode::ZLoss || opcode == Opcode::ZLossGrad;
+    if (routerLoss && !record.routerLosses)
+      return lacks(absl::StrCat("a sequence-wise or z router loss (",
+                                describeInstruction(program, i), ")"),
+                   caps::kRouterLossesName, "no");
     if (loadCounter && !record.scoredRouters)
       return lacks(absl::StrCat("per-expert load counters (",
                                 describeInstruction(program, i), ")"),

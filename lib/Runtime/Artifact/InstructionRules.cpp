@@ -361,6 +361,16 @@ private:
     return absl::OkStatus();
   }
 
+  /// The slots per token K of a sequence-wise loss against the experts.
+  template <class View> absl::Status checkSlots(const View &) {
+    int64_t slots = bound("K"), experts = bound("E");
+    if (slots < 1 || slots > experts)
+      return error(
+          absl::StrCat("indices have ", slots,
+                       " slots per token, expected 1 to E = ", experts));
+    return absl::OkStatus();
+  }
+
   template <class View> absl::Status checkRopeWidth(const View &op) {
     int64_t width = bound("X"), heads = op.heads();
     if (width % heads != 0 || (width / heads) % 2 != 0 || width == 0)

@@ -11,6 +11,7 @@
 
 #include "moe/Runtime/Cpu/Kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -50,6 +51,16 @@ double expShiftedSum(const float *in, float *out, int64_t n, float shift);
 /// fused (LM head) cross-entropy, which must ignore the same rows.
 inline bool isCounted(int32_t target, int64_t V) {
   return target >= 0 && target < V;
+}
+
+/// log sum_v exp(x[v]), max-subtracted; the sum is accumulated in double.
+/// The cross-entropy's and the router z-loss's.
+inline double logSumExp(const float *x, int64_t V) {
+  float m = *std::max_element(x, x + V);
+  double sum = 0.0;
+  for (int64_t v = 0; v < V; ++v)
+    sum += std::exp(static_cast<double>(x[v]) - m);
+  return static_cast<double>(m) + std::log(sum);
 }
 
 /// g[v] = coef * exp(x[v] - lse) over n logits, in double, rounded once: a

@@ -13,14 +13,7 @@
 namespace moe::rt::cpu {
 
 namespace {
-/// log sum_v exp(x[v]), max-subtracted; the sum is accumulated in double.
-double logSumExp(const float *x, int64_t V) {
-  float m = *std::max_element(x, x + V);
-  double sum = 0.0;
-  for (int64_t v = 0; v < V; ++v)
-    sum += std::exp(static_cast<double>(x[v]) - m);
-  return static_cast<double>(m) + std::log(sum);
-}
+using detail::logSumExp;
 
 /// count[e] = number of (t, j) top-k selections of expert e, recomputed from
 /// probs with the router's rule (so before any capacity drop).

@@ -926,6 +926,14 @@ public:
   absl::Status run(const ops::ScoredRouterGradView &) {
     return notOnThisBackend();
   }
+  absl::Status run(const ops::SequenceAuxLossView &) {
+    return notOnThisBackend();
+  }
+  absl::Status run(const ops::SequenceAuxLossGradView &) {
+    return notOnThisBackend();
+  }
+  absl::Status run(const ops::ZLossView &) { return notOnThisBackend(); }
+  absl::Status run(const ops::ZLossGradView &) { return notOnThisBackend(); }
   absl::Status run(const ops::ExpertLoadView &) { return notOnThisBackend(); }
   absl::Status run(const ops::ExpertLoadUpdateView &) {
     return notOnThisBackend();

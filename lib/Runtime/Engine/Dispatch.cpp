@@ -389,6 +389,37 @@ public:
   absl::Status run(const ops::AuxLossGradView &op) {
     return auxLoss(op.probs(), op.topK(), op.group(), op.dloss(), op.dprobs());
   }
+  absl::Status run(const ops::SequenceAuxLossView &op) {
+    return sequenceAuxLoss(op.probs(), op.indices(), op.batchGroup(),
+                           op.sequenceGroup(), std::nullopt, op.loss());
+  }
+  absl::Status run(const ops::SequenceAuxLossGradView &op) {
+    return sequenceAuxLoss(op.probs(), op.indices(), op.batchGroup(),
+                           op.sequenceGroup(), op.dloss(), op.dprobs());
+  }
+  absl::Status run(const ops::ZLossView &op) {
+    const Buffer &logits = in(op.logits());
+    cpu::ZLossSums sums =
+        cpu::zLossSums(f32(op.logits()), rows(logits), last(logits));
+    if (absl::Status status = sumTokens(op.group(), sums); !status.ok())
+      return status;
+    *f32(op.loss()) =
+        sums.count == 0
+            ? 0.0f
+            : static_cast<float>(sums.sum / static_cast<double>(sums.count));
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::ZLossGradView &op) {
+    const Buffer &logits = in(op.logits());
+    cpu::ZLossSums sums;
+    sums.count = rows(logits);
+    if (absl::Status status = sumTokens(op.group(), sums); !status.ok())
+      return status;
+    cpu::zLossBackward(buffers.scalar(op.dloss()), f32(op.logits()),
+                       f32(op.dlogits()), rows(logits), last(logits),
+                       sums.count);
+    return absl::OkStatus();
+  }
   absl::Status run(const ops::WeightedSumView &op) {
     // Read before the store: the result may alias an operand.
     const std::vector<uint32_t> &scalars = op.scalars();
@@ -520,7 +551,62 @@ private:
     return absl::OkStatus();
   }
 
-  /// Stores the mean cross-entropy of this rank's `sums`, combined with the
+  /// The z-loss's sums over the tokens' group, when there is one.
+  absl::Status sumTokens(std::optional<int64_t> groupIndex,
+                         cpu::ZLossSums &sums) {
+    comm::Group *group = tokenGroup(context, groupIndex);
+    if (!group)
+      return absl::OkStatus();
+    return inInstruction(context, index,
+                         comm::sumOverGroup(*group,
+                                            absl::MakeSpan(&sums.sum, 1),
+                                            absl::MakeSpan(&sums.count, 1)));
+  }
+
+  /// SequenceAuxLoss (no dloss: the loss into `out`) and its gradient
+  /// (dprobs into `out`): each sequence's statistics over the ranks that
+  /// split its tokens, the mean over the ranks that split the sequences.
+  absl::Status sequenceAuxLoss(uint32_t probs, uint32_t indices,
+                               int64_t batchGroup, int64_t sequenceGroup,
+                               std::optional<uint32_t> dloss, uint32_t out) {
+    const Buffer &scores = in(probs);
+    int64_t B = scores.shape[0], S = scores.shape[1], E = scores.shape[2];
+    cpu::SequenceAuxStatistics stats = cpu::sequenceAuxStatistics(
+        f32(probs), i32(indices), B, S, E, in(indices).shape[2]);
+    auto groupOrNone = [&](int64_t group) {
+      return tokenGroup(context, group >= 0 ? std::optional<int64_t>(group)
+                                            : std::nullopt);
+    };
+    if (comm::Group *tokens = groupOrNone(sequenceGroup)) {
+      // The sequence length rides after the counts.
+      stats.count.push_back(stats.tokensPerSequence);
+      if (absl::Status status =
+              comm::sumOverGroup(*tokens, absl::MakeSpan(stats.scoreSum),
+                                 absl::MakeSpan(stats.count));
+          !status.ok())
+        return inInstruction(context, index, status);
+      stats.tokensPerSequence = stats.count.back();
+      stats.count.pop_back();
+    }
+    double lossSum = dloss ? 0.0 : cpu::sequenceAuxLossSum(stats);
+    int64_t sequences = B;
+    if (comm::Group *batch = groupOrNone(batchGroup))
+      if (absl::Status status =
+              comm::sumOverGroup(*batch, absl::MakeSpan(&lossSum, 1),
+                                 absl::MakeSpan(&sequences, 1));
+          !status.ok())
+        return inInstruction(context, index, status);
+    if (dloss)
+      cpu::sequenceAuxLossBackward(buffers.scalar(*dloss), sequences, stats,
+                                   f32(probs), f32(out), B * S);
+    else
+      *f32(out) =
+          sequences == 0
+              ? 0.0f
+              : static_cast<float>(lossSum / static_cast<double>(sequences));
+    return absl::OkStatus();
+  }
+
   /// other ranks' over the tokens' group first.
   absl::Status storeMeanLoss(cpu::CrossEntropySums sums,
                              std::optional<int64_t> group, uint32_t loss) {

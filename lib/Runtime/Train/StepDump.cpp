@@ -82,18 +82,33 @@ LossPartsProbe::LossPartsProbe(StepState source) : state(std::move(source)) {
     if (std::find(inst.results.begin(), inst.results.end(), program.loss) ==
         inst.results.end())
       continue;
-    // moec writes loss = weighted_sum(ce, aux_0, ..., aux_n); anything else
+    // moec writes loss = weighted_sum(ce, router losses...); anything else
     // has no parts we could name.
     if (inst.opcode != Opcode::WeightedSum)
       return;
+    std::vector<Term> kinds;
     for (size_t o = 0; o < inst.operands.size(); ++o) {
       std::optional<Opcode> producer = producerOf(program, inst.operands[o], i);
-      bool expected = o == 0 ? producer == Opcode::CrossEntropy ||
-                                   producer == Opcode::LinearCrossEntropy
-                             : producer == Opcode::AuxLoss;
-      if (!expected)
+      if (o == 0) {
+        if (producer != Opcode::CrossEntropy &&
+            producer != Opcode::LinearCrossEntropy)
+          return;
+        kinds.push_back(Term::CrossEntropy);
+      } else if (producer == Opcode::AuxLoss) {
+        kinds.push_back(Term::Aux);
+      } else if (producer == Opcode::SequenceAuxLoss) {
+        kinds.push_back(Term::SequenceAux);
+      } else if (producer == Opcode::ZLoss) {
+        kinds.push_back(Term::ZLoss);
+      } else {
         return;
+      }
     }
+    terms = std::move(kinds);
+    result.hasSequenceAux =
+        std::find(terms.begin(), terms.end(), Term::SequenceAux) != terms.end();
+    result.hasZLoss =
+        std::find(terms.begin(), terms.end(), Term::ZLoss) != terms.end();
     lossInstruction = i;
     return;
   }
@@ -103,32 +118,30 @@ void LossPartsProbe::before(size_t index) {
   if (!lossInstruction || index != *lossInstruction)
     return;
   const Instruction &inst = state.program().instructions[index];
-  // A scalar that cannot be read leaves the parts unknown.
-  auto scalar = [&](uint32_t buffer) -> std::optional<double> {
-    absl::StatusOr<std::vector<float>> values = state.values(buffer);
-    if (!values.ok() || values->empty())
-      return std::nullopt;
-    return values->front();
-  };
-  double aux = 0;
-  for (size_t i = 1; i < inst.operands.size(); ++i) {
-    std::optional<double> value = scalar(inst.operands[i]);
-    if (!value) {
+  // Each kind's mean over its operands (the MoE layers); a scalar that
+  // cannot be read leaves the parts unknown.
+  double total[4] = {0, 0, 0, 0};
+  int64_t counts[4] = {0, 0, 0, 0};
+  for (size_t i = 0; i < inst.operands.size(); ++i) {
+    absl::StatusOr<std::vector<float>> values = state.values(inst.operands[i]);
+    if (!values.ok() || values->empty()) {
       lossInstruction.reset();
       return;
     }
-    aux += *value;
+    size_t kind = static_cast<size_t>(terms[i]);
+    total[kind] += values->front();
+    ++counts[kind];
   }
-  std::optional<double> ce = scalar(inst.operands[0]);
-  if (!ce) {
-    lossInstruction.reset();
-    return;
-  }
-  ceSum += *ce;
-  auxSum += inst.operands.size() > 1 ? aux / (inst.operands.size() - 1) : 0;
   ++count;
-  result.ce = static_cast<float>(ceSum / count);
-  result.aux = static_cast<float>(auxSum / count);
+  float means[4];
+  for (size_t kind = 0; kind < 4; ++kind) {
+    sums[kind] += counts[kind] > 0 ? total[kind] / counts[kind] : 0.0;
+    means[kind] = static_cast<float>(sums[kind] / count);
+  }
+  result.ce = means[0];
+  result.aux = means[1];
+  result.sequenceAux = means[2];
+  result.zLoss = means[3];
   result.known = true;
 }
 
@@ -223,6 +236,10 @@ absl::Status StepDump::finish(float loss, float gradNorm, float lr,
   if (parts.known) {
     metrics["ce"] = parts.ce;
     metrics["aux"] = parts.aux;
+    if (parts.hasSequenceAux)
+      metrics["seq_aux"] = parts.sequenceAux;
+    if (parts.hasZLoss)
+      metrics["z_loss"] = parts.zLoss;
   }
   return writeText(dir + "/metrics.json", metrics.dump(2));
 }

@@ -505,17 +505,32 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   LossParts parts = probe ? probe->parts() : LossParts{};
   if (backend->program().pipeline.stages > 1) {
     // Only the last stage computes the loss; rank 0 reports it.
-    double shared[3] = {parts.known ? parts.ce : 0.0,
-                        parts.known ? parts.aux : 0.0, parts.known ? 1.0 : 0.0};
+    double shared[7] = {parts.ce,
+                        parts.aux,
+                        parts.sequenceAux,
+                        parts.zLoss,
+                        parts.known ? 1.0 : 0.0,
+                        parts.hasSequenceAux ? 1.0 : 0.0,
+                        parts.hasZLoss ? 1.0 : 0.0};
+    if (!parts.known)
+      std::fill(shared, shared + 4, 0.0);
     if (absl::Status s = backend->sumOverStages(shared); !s.ok())
       return atStep(step, s);
     parts.ce = static_cast<float>(shared[0]);
     parts.aux = static_cast<float>(shared[1]);
-    parts.known = shared[2] > 0;
+    parts.sequenceAux = static_cast<float>(shared[2]);
+    parts.zLoss = static_cast<float>(shared[3]);
+    parts.known = shared[4] > 0;
+    parts.hasSequenceAux = shared[5] > 0;
+    parts.hasZLoss = shared[6] > 0;
   }
   if (parts.known) {
     record.extra.emplace_back("ce_loss", parts.ce);
     record.extra.emplace_back("aux_loss", parts.aux);
+    if (parts.hasSequenceAux)
+      record.extra.emplace_back("seq_aux_loss", parts.sequenceAux);
+    if (parts.hasZLoss)
+      record.extra.emplace_back("z_loss", parts.zLoss);
   }
   if (loads) {
     // Each pipeline rank read its own stages' routers.

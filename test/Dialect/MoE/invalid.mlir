@@ -880,6 +880,70 @@ func.func @aux_loss_grad_result(%d: tensor<f32>, %p: tensor<8x4xf32>) {
 
 // -----
 
+func.func @sequence_aux_loss_rank(%p: tensor<8x4xf32>, %i: tensor<8x2xi32>) {
+  // expected-error @+1 {{expected probs of rank 3, got [8, 4]}}
+  %a = moe.sequence_aux_loss %p, %i : (tensor<8x4xf32>, tensor<8x2xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @sequence_aux_loss_sequences(%p: tensor<2x8x4xf32>, %i: tensor<2x4x2xi32>) {
+  // expected-error @+1 {{expected indices with the probs' batch and sequence [2, 8], got [2, 4, 2]}}
+  %a = moe.sequence_aux_loss %p, %i : (tensor<2x8x4xf32>, tensor<2x4x2xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @sequence_aux_loss_slots(%p: tensor<2x8x4xf32>, %i: tensor<2x8x5xi32>) {
+  // expected-error @+1 {{expected 1 <= K <= 4 (experts) slots per token, got 5}}
+  %a = moe.sequence_aux_loss %p, %i : (tensor<2x8x4xf32>, tensor<2x8x5xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @sequence_aux_loss_axes(%p: tensor<2x8x4xf32>, %i: tensor<2x8x2xi32>) {
+  // expected-error @+1 {{axis 'dp' splits both the batch and the sequence}}
+  %a = moe.sequence_aux_loss %p, %i {batch_axes = ["dp"], sequence_axes = ["dp"]} : (tensor<2x8x4xf32>, tensor<2x8x2xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @sequence_aux_loss_grad_result(%d: tensor<f32>, %p: tensor<2x8x4xf32>, %i: tensor<2x8x2xi32>) {
+  // expected-error @+1 {{expected the result to have the probs' type}}
+  %g = moe.sequence_aux_loss_grad %d, %p, %i : (tensor<f32>, tensor<2x8x4xf32>, tensor<2x8x2xi32>) -> tensor<2x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @z_loss_rank(%l: tensor<4xf32>) {
+  // expected-error @+1 {{expected logits of rank >= 2, got [4]}}
+  %z = moe.z_loss %l : (tensor<4xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @z_loss_axes(%l: tensor<8x4xf32>) {
+  // expected-error @+1 {{'moe.z_loss' op token_axes: unknown axis 'sp'}}
+  %z = moe.z_loss %l {token_axes = ["sp"]} : (tensor<8x4xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @z_loss_grad_result(%d: tensor<f32>, %l: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected the result to have the logits' type}}
+  %g = moe.z_loss_grad %d, %l : (tensor<f32>, tensor<8x4xf32>) -> tensor<8x2xf32>
+  return
+}
+
+// -----
+
 func.func @weighted_sum_empty() {
   // expected-error @+1 {{expected at least one input}}
   %s = moe.weighted_sum {coefficients = array<f32>} : () -> tensor<f32>
@@ -1327,6 +1391,16 @@ moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, 
 
 // -----
 
+// expected-error @+1 {{expected seq_aux_coef >= 0, got -0.001}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, seq_aux_coef = -0.001 : f32}
+
+// -----
+
+// expected-error @+1 {{expected z_loss_coef >= 0, got -0.001}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, z_loss_coef = -0.001 : f32}
+
+// -----
+
 // expected-error @+1 {{expected aux_coef = 0 with bias_update_rate > 0: the load-balancing loss counts the top_k of the scores, which is not this router's selection; got 0.01}}
 moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, bias_update_rate = 0.01 : f32}
 
@@ -1337,7 +1411,7 @@ moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, 
 // the discardable moe.* ones its passes write.
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{'moe.transformer' op has unknown attribute 'q_lora_rank'; known attributes: aux_coef, batch, bias_update_rate, capacity_factor, dense_ffn, dense_layers, experts, family, ffn, head_dim, heads, hidden, init_std, kv_heads, layers, n_group, norm_topk_prob, precision, qk_norm, rms_eps, rope_theta, routed_scaling_factor, scoring, seq, shared_experts, sym_name, tie_word_embeddings, top_k, topk_group, vocab}}
+// expected-error @+1 {{'moe.transformer' op has unknown attribute 'q_lora_rank'; known attributes: aux_coef, batch, bias_update_rate, capacity_factor, dense_ffn, dense_layers, experts, family, ffn, head_dim, heads, hidden, init_std, kv_heads, layers, n_group, norm_topk_prob, precision, qk_norm, rms_eps, rope_theta, routed_scaling_factor, scoring, seq, seq_aux_coef, shared_experts, sym_name, tie_word_embeddings, top_k, topk_group, vocab, z_loss_coef}}
 moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, q_lora_rank = 8}
 
 // -----

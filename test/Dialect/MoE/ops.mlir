@@ -91,6 +91,10 @@ func.func @model_ops(%tokens: tensor<2x4xi32>, %table: tensor<16x8xf32>,
   %fce, %headLse = moe.linear_cross_entropy %s, %table, %tokens : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4xf32>)
   // CHECK: moe.aux_loss {{.*}} {top_k = 2 : i64}
   %aux = moe.aux_loss %probs {top_k = 2} : (tensor<2x4x4xf32>) -> tensor<f32>
+  // CHECK: moe.sequence_aux_loss {{.*}} : (tensor<2x4x4xf32>, tensor<2x4x2xi32>) -> tensor<f32>
+  %seqAux = moe.sequence_aux_loss %probs, %indices : (tensor<2x4x4xf32>, tensor<2x4x2xi32>) -> tensor<f32>
+  // CHECK: moe.z_loss {{.*}} {token_axes = ["dp"]} : (tensor<2x4x4xf32>) -> tensor<f32>
+  %z = moe.z_loss %probs {token_axes = ["dp"]} : (tensor<2x4x4xf32>) -> tensor<f32>
   // CHECK: moe.weighted_sum {{.*}} {coefficients = array<f32: 1.000000e+00, 0.00999999977>}
   %loss = moe.weighted_sum %ce, %aux {coefficients = array<f32: 1.0, 0.01>} : (tensor<f32>, tensor<f32>) -> tensor<f32>
   return %loss : tensor<f32>
@@ -141,6 +145,10 @@ func.func @grad_ops(%dy: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>,
   %dh, %dtable = moe.linear_cross_entropy_grad %one, %x, %w, %tokens, %tokenLse {token_axes = ["dp"]} : (tensor<f32>, tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<2x4xi32>, tensor<2x4xf32>) -> (tensor<2x4x8xf32>, tensor<8x8xf32>)
   // CHECK: moe.aux_loss_grad
   %dp = moe.aux_loss_grad %one, %probs {top_k = 2} : (tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  // CHECK: moe.sequence_aux_loss_grad {{.*}} {batch_axes = ["dp"], sequence_axes = ["tp"]}
+  %dseq = moe.sequence_aux_loss_grad %one, %probs, %indices {batch_axes = ["dp"], sequence_axes = ["tp"]} : (tensor<f32>, tensor<2x4x4xf32>, tensor<2x4x2xi32>) -> tensor<2x4x4xf32>
+  // CHECK: moe.z_loss_grad
+  %dz = moe.z_loss_grad %one, %probs : (tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   // CHECK: moe.global_norm
   %n = moe.global_norm %dwt, %dn : (tensor<8x8xf32>, tensor<8xf32>) -> tensor<f32>
   // CHECK: moe.clip_coefficient {{.*}} {max_norm = 1.000000e+00 : f32} : tensor<f32>

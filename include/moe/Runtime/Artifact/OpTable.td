@@ -427,3 +427,35 @@ def HeadRmsNormGrad : Op<46, "3.5"> {
                           IntAttr<"$_ >= 1", "must be >= 1">:$heads);
   let rules = ["checkHeadWidth"];
 }
+
+// Router losses (3.6): DeepSeek-V3's sequence-wise balance loss, over the
+// router's own selection (indices, -1 for a dropped slot), the mean over
+// the sequences of sum_e f[b, e] P[b, e]; the counts and score sums of one
+// sequence combine over `sequence_group` (the ranks that split its tokens),
+// the sequences' losses over `batch_group`. ST-MoE's router z-loss, the
+// mean over the tokens of logsumexp(logits)^2, its sums over `group`.
+def SequenceAuxLoss : Op<47, "3.6"> {
+  let operands = (ins Tensor<"[B, S, E]">:$probs, Ids<"[B, S, K]">:$indices);
+  let results = (outs Scalar:$loss);
+  let attributes = (attrs GroupOrNoneAttr:$batch_group,
+                          GroupOrNoneAttr:$sequence_group);
+  let rules = ["checkSlots"];
+}
+def SequenceAuxLossGrad : Op<48, "3.6"> {
+  let operands = (ins Scalar:$dloss, Tensor<"[B, S, E]">:$probs,
+                      Ids<"[B, S, K]">:$indices);
+  let results = (outs Tensor<"[B, S, E]">:$dprobs);
+  let attributes = (attrs GroupOrNoneAttr:$batch_group,
+                          GroupOrNoneAttr:$sequence_group);
+  let rules = ["checkSlots"];
+}
+def ZLoss : Op<49, "3.6"> {
+  let operands = (ins Tensor<"[..., E]">:$logits);
+  let results = (outs Scalar:$loss);
+  let attributes = (attrs OptionalAttr<"group", GroupAttr>:$group);
+}
+def ZLossGrad : Op<50, "3.6"> {
+  let operands = (ins Scalar:$dloss, Tensor<"[..., E]">:$logits);
+  let results = (outs Tensor<"[..., E]">:$dlogits);
+  let attributes = (attrs OptionalAttr<"group", GroupAttr>:$group);
+}

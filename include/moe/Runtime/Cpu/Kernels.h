@@ -454,6 +454,46 @@ float auxLossFromStatistics(const AuxLossStatistics &stats);
 void auxLossBackward(float dloss, const AuxLossStatistics &stats, float *dprobs,
                      int64_t T);
 
+/// What DeepSeek-V3's sequence-wise balance loss needs from B sequences of
+/// S tokens each (one rank's share of their tokens): per sequence b and
+/// expert e, count[b * E + e] assignments the router admitted (indices
+/// [B, S, K], -1 for a dropped slot, counted nowhere) and scoreSum[b * E +
+/// e] = sum over the tokens of p[t, e] / (sum_j p[t, j] + 1e-20) (double,
+/// in token order), and the tokens per sequence. Sums of these over the
+/// ranks that split the same sequences' tokens are the whole sequences'.
+struct SequenceAuxStatistics {
+  int64_t experts = 0, slots = 0, tokensPerSequence = 0;
+  std::vector<int64_t> count;
+  std::vector<double> scoreSum;
+};
+SequenceAuxStatistics sequenceAuxStatistics(const float *probs,
+                                            const int32_t *indices, int64_t B,
+                                            int64_t S, int64_t E, int64_t K);
+/// sum_b L_b (double) over the statistics' sequences, L_b = sum_e (E /
+/// (K * S)) count[b, e] * scoreSum[b, e] / S with S the tokens per
+/// sequence; 0 without tokens.
+double sequenceAuxLossSum(const SequenceAuxStatistics &stats);
+/// dprobs[b, s, e] = dloss / sequences * (g[b, e] - sum_j g[b, j] q[s, j])
+/// / (Z[s] + 1e-20), g[b, e] = E * count[b, e] / (K * S^2), for this rank's
+/// [B, S_local, E] probs; `sequences` is the loss's mean's count (all
+/// ranks'). Overwritten; zeros without tokens.
+void sequenceAuxLossBackward(float dloss, int64_t sequences,
+                             const SequenceAuxStatistics &stats,
+                             const float *probs, float *dprobs,
+                             int64_t localTokens);
+
+/// The router z-loss's sum over T tokens of (log sum_e exp logits[t, e])^2
+/// (double, in token order) and T.
+struct ZLossSums {
+  double sum = 0.0;
+  int64_t count = 0;
+};
+ZLossSums zLossSums(const float *logits, int64_t T, int64_t E);
+/// dlogits[t, e] = dloss * 2 * lse[t] * softmax(logits[t])[e] / count over
+/// this rank's T rows (count: all ranks' tokens; 0 gives zeros).
+void zLossBackward(float dloss, const float *logits, float *dlogits, int64_t T,
+                   int64_t E, int64_t count);
+
 //===----------------------------------------------------------------------===//
 // Optimizer
 //===----------------------------------------------------------------------===//

@@ -43,18 +43,21 @@ private:
   std::function<absl::StatusOr<const WeightStore *>()> current;
 };
 
-/// The losses a step reports besides the total.
+/// The losses a step reports besides the total: the cross-entropy and the
+/// means over the MoE layers of each router loss (unscaled, as
+/// Megatron-Core logs them), with whether the model has each.
 struct LossParts {
-  float ce = 0, aux = 0;
+  float ce = 0, aux = 0, sequenceAux = 0, zLoss = 0;
+  bool hasSequenceAux = false, hasZLoss = false;
   bool known = false;
 };
 
-/// Captures the parts of the loss (cross-entropy and mean load-balancing
-/// loss) while a step runs, from the operands of the instruction that
-/// writes the loss. This assumes the layout moec writes, loss =
-/// WeightedSum(ce, aux_0, ..., aux_n); the parts stay unknown unless the
-/// loss is such a WeightedSum whose operand 0 comes from a CrossEntropy (or
-/// the fused LinearCrossEntropy) and every other operand from an AuxLoss.
+/// Captures the parts of the loss while a step runs, from the operands of
+/// the instruction that writes the loss. This assumes the layout moec
+/// writes, loss = WeightedSum(ce, router losses...); the parts stay unknown
+/// unless the loss is such a WeightedSum whose operand 0 comes from a
+/// CrossEntropy (or the fused LinearCrossEntropy) and every other operand
+/// from an AuxLoss, a SequenceAuxLoss or a ZLoss.
 class LossPartsProbe {
 public:
   explicit LossPartsProbe(StepState state);
@@ -66,10 +69,14 @@ public:
   const LossParts &parts() const { return result; }
 
 private:
+  /// What each operand of the loss instruction is.
+  enum class Term { CrossEntropy, Aux, SequenceAux, ZLoss };
+
   StepState state;
   std::optional<size_t> lossInstruction;
+  std::vector<Term> terms;
   LossParts result;
-  double ceSum = 0, auxSum = 0;
+  double sums[4] = {0, 0, 0, 0};
   int64_t count = 0;
 };
 

@@ -378,8 +378,14 @@ LogicalResult TransformerOp::verify() {
     return emitOpError() << "unknown family '" << getFamily()
                          << "': expected one of " << knownFamilyList();
   float rate = getBiasUpdateRate().convertToFloat();
-  if (!(rate >= 0.0f))
-    return emitOpError() << "expected bias_update_rate >= 0, got " << fmt(rate);
+  std::pair<StringRef, float> nonNegatives[] = {
+      {"bias_update_rate", rate},
+      {"seq_aux_coef", getSeqAuxCoef().convertToFloat()},
+      {"z_loss_coef", getZLossCoef().convertToFloat()}};
+  for (auto [name, value] : nonNegatives)
+    if (!(value >= 0.0f))
+      return emitOpError() << "expected " << name << " >= 0, got "
+                           << fmt(value);
   // moe.aux_loss recounts the selection as the top-k of the scores, which
   // sigmoid scoring's, group-limited routing's and a biased one are not.
   StringRef otherSelection = getScoring() == RouterScoring::sigmoid
@@ -1176,6 +1182,59 @@ LogicalResult AuxLossGradOp::verify() {
   if (failed(verifyAxisNames(*this, "token_axes", getTokenAxes())))
     return failure();
   return verifyAuxLossShapes(*this, getProbs(), getTopK());
+}
+
+/// probs [B, S, E] and indices [B, S, K], 1 <= K <= E, with each axis
+/// list valid and no axis splitting both the sequences and their tokens.
+static LogicalResult
+verifySequenceAuxLoss(Operation *op, Value probs, Value indices,
+                      std::optional<ArrayAttr> batchAxes,
+                      std::optional<ArrayAttr> sequenceAxes) {
+  if (failed(verifyAxisNames(op, "batch_axes", batchAxes)) ||
+      failed(verifyAxisNames(op, "sequence_axes", sequenceAxes)) ||
+      failed(expectRank(op, "probs", probs, 3)) ||
+      failed(expectRank(op, "indices", indices, 3)))
+    return failure();
+  if (batchAxes && sequenceAxes)
+    for (StringRef axis : batchAxes->getAsValueRange<StringAttr>())
+      if (llvm::is_contained(sequenceAxes->getAsValueRange<StringAttr>(), axis))
+        return op->emitOpError() << "axis '" << axis
+                                 << "' splits both the batch and the sequence";
+  ArrayRef<int64_t> p = shapeOf(probs), i = shapeOf(indices);
+  if (p.take_front(2) != i.take_front(2))
+    return op->emitOpError()
+           << "expected indices with the probs' batch and sequence "
+           << fmt(p.take_front(2)) << ", got " << fmt(i);
+  if (!(i[2] >= 1 && i[2] <= p[2]))
+    return op->emitOpError() << "expected 1 <= K <= " << p[2]
+                             << " (experts) slots per token, got " << i[2];
+  return success();
+}
+
+LogicalResult SequenceAuxLossOp::verify() {
+  return verifySequenceAuxLoss(*this, getProbs(), getIndices(), getBatchAxes(),
+                               getSequenceAxes());
+}
+
+LogicalResult SequenceAuxLossGradOp::verify() {
+  if (getResult().getType() != getProbs().getType())
+    return emitOpError() << "expected the result to have the probs' type";
+  return verifySequenceAuxLoss(*this, getProbs(), getIndices(), getBatchAxes(),
+                               getSequenceAxes());
+}
+
+LogicalResult ZLossOp::verify() {
+  if (failed(verifyAxisNames(*this, "token_axes", getTokenAxes())))
+    return failure();
+  return expectMinRank(*this, "logits", getLogits(), 2);
+}
+
+LogicalResult ZLossGradOp::verify() {
+  if (getResult().getType() != getLogits().getType())
+    return emitOpError() << "expected the result to have the logits' type";
+  if (failed(verifyAxisNames(*this, "token_axes", getTokenAxes())))
+    return failure();
+  return expectMinRank(*this, "logits", getLogits(), 2);
 }
 
 LogicalResult WeightedSumOp::verify() {

@@ -142,6 +142,21 @@ FailureOr<ShardingRule> AuxLossGradOp::getShardingRule() {
   return ShardingRule::fromSpec(*this, ",*e->*e", "e", {}, false);
 }
 
+// The sequence-wise loss sums over the sequences and their tokens itself
+// (batch_axes, sequence_axes): its factors *0 and *1.
+FailureOr<ShardingRule> SequenceAuxLossOp::getShardingRule() {
+  return ShardingRule::fromSpec(*this, "*e,*k->", "ek", {}, false);
+}
+FailureOr<ShardingRule> SequenceAuxLossGradOp::getShardingRule() {
+  return ShardingRule::fromSpec(*this, ",*e,*k->*e", "ek", {}, false);
+}
+FailureOr<ShardingRule> ZLossOp::getShardingRule() {
+  return ShardingRule::fromSpec(*this, "*e->", "e", {}, false);
+}
+FailureOr<ShardingRule> ZLossGradOp::getShardingRule() {
+  return ShardingRule::fromSpec(*this, ",*e->*e", "e", {}, false);
+}
+
 FailureOr<ShardingRule> WeightedSumOp::getShardingRule() {
   return ShardingRule::fromTensorsWithOwnFactors(*this);
 }

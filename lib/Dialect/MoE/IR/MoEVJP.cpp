@@ -140,6 +140,22 @@ SmallVector<Value> AuxLossOp::buildVJP(OpBuilder &builder,
   return {dprobs};
 }
 
+SmallVector<Value> SequenceAuxLossOp::buildVJP(OpBuilder &builder,
+                                               ValueRange resultGrads) {
+  Value dprobs = builder.create<SequenceAuxLossGradOp>(
+      getLoc(), getProbs().getType(), resultGrads[0], getProbs(), getIndices(),
+      getBatchAxesAttr(), getSequenceAxesAttr());
+  return {dprobs, Value()};
+}
+
+SmallVector<Value> ZLossOp::buildVJP(OpBuilder &builder,
+                                     ValueRange resultGrads) {
+  Value dlogits = builder.create<ZLossGradOp>(getLoc(), getLogits().getType(),
+                                              resultGrads[0], getLogits(),
+                                              getTokenAxesAttr());
+  return {dlogits};
+}
+
 SmallVector<Value> WeightedSumOp::buildVJP(OpBuilder &builder,
                                            ValueRange resultGrads) {
   SmallVector<Value> grads;

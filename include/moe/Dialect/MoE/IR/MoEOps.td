@@ -63,6 +63,15 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     `r * sign(mean load - load)` over the whole batch's tokens
     (`moe.expert_load`, `moe.expert_load_update`).
 
+    The training loss is the cross-entropy plus `aux_coef` times the mean
+    over the MoE layers of their load-balancing losses (`moe.aux_loss`, as
+    HF averages them), plus `seq_aux_coef` times the sum over the MoE
+    layers of DeepSeek-V3's sequence-wise balance losses
+    (`moe.sequence_aux_loss`, which counts the router's own selection, so
+    any scoring, groups or bias) and `z_loss_coef` times the sum of their
+    router z-losses (`moe.z_loss`). The last two are summed over layers as
+    DeepSeek and Megatron-Core apply them, each layer with the coefficient.
+
     Constraints:
     * all sizes are positive; `heads` is divisible by `kv_heads`; the head
       dimension is `head_dim` when given (Qwen3's, independent of `hidden`;
@@ -93,7 +102,8 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
       least two experts per group when `n_group > 1`; `1 <= topk_group <=
       n_group`, and `topk_group` groups hold at least `top_k` experts;
     * `aux_coef = 0` unless the scoring is softmax with one group and
-      without a bias; `bias_update_rate >= 0`;
+      without a bias; `bias_update_rate >= 0`, `seq_aux_coef >= 0`,
+      `z_loss_coef >= 0`;
     * `family` is one of `mixtral`, `qwen3_moe`, `deepseek_v3`.
 
     `precision` (`#moe.precision<fp32>` or `<bf16>`) is the precision the
@@ -136,6 +146,8 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     DefaultValuedAttr<I64Attr, "1">:$n_group,
     DefaultValuedAttr<I64Attr, "1">:$topk_group,
     DefaultValuedAttr<F32Attr, "0.0">:$bias_update_rate,
+    DefaultValuedAttr<F32Attr, "0.0">:$seq_aux_coef,
+    DefaultValuedAttr<F32Attr, "0.0">:$z_loss_coef,
     DefaultValuedAttr<BoolAttr, "false">:$qk_norm,
     DefaultValuedAttr<StrAttr, "\"mixtral\"">:$family,
     DefaultValuedAttr<BoolAttr, "false">:$tie_word_embeddings,
@@ -729,6 +741,70 @@ def MoE_AuxLossOp : MoE_Op<"aux_loss", [
     ```
   }];
   let arguments = (ins MoE_F32Tensor:$probs, I64Attr:$top_k,
+                       OptionalAttr<StrArrayAttr>:$token_axes);
+  let results = (outs MoE_F32Scalar:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_SequenceAuxLossOp : MoE_Op<"sequence_aux_loss", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "sequence-wise load-balancing loss of one MoE layer";
+  let description = [{
+    DeepSeek-V3's complementary sequence-wise balance loss, the mean over
+    the `B` sequences of
+
+    `L_b = sum_e f[b, e] * P[b, e]`, `f[b, e] = E / (K * S) * count[b, e]`,
+    `P[b, e] = mean_s probs[b, s, e] / sum_j probs[b, s, j]`,
+
+    with `count[b, e]` the assignments of sequence `b` the router admitted
+    to expert `e` (`indices`, the router's own selection, bias and groups
+    included; a slot dropped by capacity, -1, counts nowhere), `K` the
+    slots per token and `S` the sequence's length. Only `probs` carries
+    gradient. After partitioning, `sequence_axes` names the mesh axes the
+    sequence dimension is split over (its counts and score sums are summed
+    over them first) and `batch_axes` those the sequences are split over
+    (the mean spans every rank's sequences).
+
+    Constraints: `probs` is f32 `[B, S, E]`; `indices` is i32 `[B, S, K]`
+    with `1 <= K <= E`; the result is a 0-d f32 tensor.
+
+    Example:
+
+    ```mlir
+    %l = moe.sequence_aux_loss %p, %i
+        : (tensor<8x64x4xf32>, tensor<8x64x2xi32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$probs, MoE_I32Tensor:$indices,
+                       OptionalAttr<StrArrayAttr>:$batch_axes,
+                       OptionalAttr<StrArrayAttr>:$sequence_axes);
+  let results = (outs MoE_F32Scalar:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_ZLossOp : MoE_Op<"z_loss", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "router z-loss of one MoE layer";
+  let description = [{
+    ST-MoE's router z-loss, `mean_t (log sum_e exp logits[t, e])^2`: it
+    keeps the gate logits small, where softmax routing is stable. After
+    partitioning, `token_axes` names the mesh axes the tokens are split
+    over; the sum and the token count are summed over them first.
+
+    Constraints: `logits` is f32 `[..., E]` of rank >= 2; the result is a
+    0-d f32 tensor.
+
+    Example:
+
+    ```mlir
+    %z = moe.z_loss %logits : (tensor<8x64x4xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$logits,
                        OptionalAttr<StrArrayAttr>:$token_axes);
   let results = (outs MoE_F32Scalar:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
@@ -1338,6 +1414,61 @@ def MoE_AuxLossGradOp : MoE_Op<"aux_loss_grad", [
   }];
   let arguments = (ins MoE_F32Scalar:$grad, MoE_F32Tensor:$probs,
                        I64Attr:$top_k,
+                       OptionalAttr<StrArrayAttr>:$token_axes);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_SequenceAuxLossGradOp : MoE_Op<"sequence_aux_loss_grad", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
+  let summary = "gradient of the router scores of the sequence-wise loss";
+  let description = [{
+    `dprobs[b, s, e] = grad / B * (g[b, e] - sum_j g[b, j] * q[b, s, j]) /
+    Z[b, s]`, with `Z[b, s] = sum_j probs[b, s, j]`, `q = probs / Z` and
+    `g[b, e] = E * count[b, e] / (K * S^2)` (`moe.sequence_aux_loss`'s
+    terms); the axes are those of the forward op.
+
+    Constraints: `grad` is a 0-d f32 tensor; `probs` is f32 `[B, S, E]`,
+    `indices` i32 `[B, S, K]` with `1 <= K <= E`; the result has the type
+    of `probs`.
+
+    Example:
+
+    ```mlir
+    %dp = moe.sequence_aux_loss_grad %dl, %p, %i
+        : (tensor<f32>, tensor<8x64x4xf32>, tensor<8x64x2xi32>)
+        -> tensor<8x64x4xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Scalar:$grad, MoE_F32Tensor:$probs,
+                       MoE_I32Tensor:$indices,
+                       OptionalAttr<StrArrayAttr>:$batch_axes,
+                       OptionalAttr<StrArrayAttr>:$sequence_axes);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def MoE_ZLossGradOp : MoE_Op<"z_loss_grad", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
+  let summary = "gradient of the gate logits of the router z-loss";
+  let description = [{
+    `dlogits[t, e] = grad * 2 * z[t] * softmax(logits[t])[e] / T`, with
+    `z[t] = log sum_e exp logits[t, e]` and `T` the tokens over
+    `token_axes`.
+
+    Constraints: `grad` is a 0-d f32 tensor; `logits` is f32 `[..., E]` of
+    rank >= 2; the result has its type.
+
+    Example:
+
+    ```mlir
+    %dz = moe.z_loss_grad %dl, %logits
+        : (tensor<f32>, tensor<8x64x4xf32>) -> tensor<8x64x4xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Scalar:$grad, MoE_F32Tensor:$logits,
                        OptionalAttr<StrArrayAttr>:$token_axes);
   let results = (outs MoE_F32Tensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";

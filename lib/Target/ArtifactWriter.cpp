@@ -311,13 +311,25 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
             return set(
                 ops::buildRopeGrad(o.getNumHeads(), f(o.getThetaAttr())));
           })
+          // Values of their own head width (MLA) are opcodes of 3.6.
           .Case([&](AttentionOp o) {
-            return set(
-                ops::buildAttention(o.getNumHeads(), o.getNumKvHeads()));
+            bool ownValueDim =
+                o.getOutput().getType() != o.getQuery().getType();
+            return set((ownValueDim ? ops::buildAttentionValueDim
+                                    : ops::buildAttention)(o.getNumHeads(),
+                                                           o.getNumKvHeads()));
           })
           .Case([&](AttentionGradOp o) {
-            return set(
-                ops::buildAttentionGrad(o.getNumHeads(), o.getNumKvHeads()));
+            bool ownValueDim = o.getGrad().getType() != o.getQuery().getType();
+            return set((ownValueDim ? ops::buildAttentionValueDimGrad
+                                    : ops::buildAttentionGrad)(
+                o.getNumHeads(), o.getNumKvHeads()));
+          })
+          .Case([&](ConcatHeadsOp o) {
+            return set(ops::buildConcatHeads(o.getNumHeads()));
+          })
+          .Case([&](SplitHeadsOp o) {
+            return set(ops::buildSplitHeads(o.getNumHeads()));
           })
           // HF Mixtral's router keeps the opcodes of 1.0; any other
           // selection rule is a ScoredRouter of 3.5.

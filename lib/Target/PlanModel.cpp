@@ -24,12 +24,37 @@ namespace pp = ::moe::pipeline;
 // ModelShape
 //===----------------------------------------------------------------------===//
 
-/// Weights of one layer outside its MLP: q, k, v, o, two norms and the
+double ModelShape::attentionSplitParams() const {
+  double h = hidden;
+  if (!latentAttention())
+    return h * (2 * queryWidth() + 2 * kvWidth());
+  double n = heads, query = n * (nopeHeadDim + ropeHeadDim);
+  double queryIn = qLoraRank > 0 ? qLoraRank : h;
+  return queryIn * query + kvLoraRank * n * (nopeHeadDim + valueHeadDim) +
+         n * valueHeadDim * h;
+}
+
+double ModelShape::attentionWholeParams() const {
+  if (!latentAttention())
+    return 0;
+  double h = hidden;
+  double query = qLoraRank > 0 ? h * qLoraRank + qLoraRank : 0;
+  return query + h * (kvLoraRank + ropeHeadDim) + kvLoraRank;
+}
+
+double ModelShape::attentionCoreWidth() const {
+  if (!latentAttention())
+    return 2 * queryWidth();
+  return static_cast<double>(heads) *
+         (nopeHeadDim + ropeHeadDim + valueHeadDim);
+}
+
+/// Weights of one layer outside its MLP: attention's, two norms and the
 /// QK-norms' two of a head each.
 static double attentionParams(const ModelShape &m) {
   double h = m.hidden;
   double qkNorms = m.qkNorm && m.heads > 0 ? 2 * m.queryWidth() / m.heads : 0;
-  return h * (2 * m.queryWidth() + 2 * m.kvWidth()) + 2 * h + qkNorms;
+  return m.attentionSplitParams() + m.attentionWholeParams() + 2 * h + qkNorms;
 }
 
 double ModelShape::denseParams() const {
@@ -44,8 +69,10 @@ double ModelShape::expertParams() const {
 }
 
 double ModelShape::modelFlopsPerToken() const {
-  double h = hidden, q = queryWidth(), kv = kvWidth();
-  double attention = 2 * h * (2 * q + 2 * kv) + 2.0 * seq * q; // causal: half
+  double h = hidden;
+  // The projections, and the core over the causal half.
+  double attention = 2 * (attentionSplitParams() + attentionWholeParams()) +
+                     seq * attentionCoreWidth();
   double forward =
       layers * attention + denseLayers * 6.0 * h * denseFfn +
       moeLayers() * (6.0 * h * (ffn * topK + sharedFfn) + 2 * h * experts) +
@@ -68,6 +95,11 @@ FailureOr<ModelShape> mlir::moe::modelShapeOf(ModuleOp module) {
   shape.kvHeads = t.getKvHeads();
   shape.headDim = t.getHeadDim() ? static_cast<int64_t>(*t.getHeadDim()) : 0;
   shape.qkNorm = t.getQkNorm();
+  shape.qLoraRank = static_cast<int64_t>(t.getQLoraRank().value_or(0));
+  shape.kvLoraRank = static_cast<int64_t>(t.getKvLoraRank().value_or(0));
+  shape.ropeHeadDim = static_cast<int64_t>(t.getQkRopeHeadDim().value_or(0));
+  shape.nopeHeadDim = static_cast<int64_t>(t.getQkNopeHeadDim().value_or(0));
+  shape.valueHeadDim = static_cast<int64_t>(t.getVHeadDim().value_or(0));
   shape.tiedEmbeddings = t.getTieWordEmbeddings();
   shape.experts = t.getExperts();
   shape.topK = t.getTopK();
@@ -206,7 +238,7 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
                       bool moeLayer) {
   const GpuSpec &gpu = cluster.gpu;
   double t = plan.tp, tokens = plan.microbatchSize * model.seq;
-  double h = model.hidden, q = model.queryWidth(), kv = model.kvWidth();
+  double h = model.hidden, q = model.queryWidth();
   double act = sw.activationBytes;
   bool fp8Gemm = plan.fp8 && gpu.fp8Tflops > 0;
   double linearRate = gpu.gemmFlops(fp8Gemm && sw.fp8AllLinears);
@@ -215,11 +247,14 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
   double routed = moeLayer ? model.topK : 1.0;
 
   LayerPass fwd;
-  double attnLinear = 2 * tokens * h * (2 * q + 2 * kv) / t;
+  // MLA's down-projections run whole on every tp rank.
+  double attnLinear =
+      2 * tokens *
+      (model.attentionSplitParams() / t + model.attentionWholeParams());
   // Causal scores and the weighted sum: a fused kernel skips the masked
   // half, an unfused one computes the whole square.
-  double attnCore =
-      4 * tokens * model.seq * q / t * (sw.fusedAttention ? 0.5 : 1.0);
+  double attnCore = 2 * tokens * model.seq * model.attentionCoreWidth() / t *
+                    (sw.fusedAttention ? 0.5 : 1.0);
   double mlp = 6 * tokens * routed * h * width / t;
   double router = moeLayer ? 2 * tokens * h * model.experts : 0;
   // The shared experts are a dense MLP beside the routed ones.
@@ -313,7 +348,15 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
   // h; the MLP's input, gate, up and product per routed row (and the shared
   // MLP's gate, up and product); an unfused attention also keeps the softmax
   // and its dropout mask per head.
-  double kept = 3 * h + 2 * q + 2 * kv +
+  // MLA keeps its compressed vectors and the split and joined heads too.
+  double attentionKept =
+      model.latentAttention()
+          ? static_cast<double>(model.heads) *
+                    (2.0 * (model.nopeHeadDim + model.ropeHeadDim) +
+                     2.0 * model.valueHeadDim) +
+                model.qLoraRank + model.kvLoraRank + model.ropeHeadDim
+          : 2 * q + 2 * model.kvWidth();
+  double kept = 3 * h + attentionKept +
                 routed * (3 * width + (moeLayer ? h : 0)) +
                 (moeLayer ? 3.0 * model.sharedFfn : 0.0);
   double full = tokens * kept * act / t + (sw.fusedAttention ? 0 : 2 * scores);

@@ -65,8 +65,10 @@ public:
     return body.create<LinearOp>(loc, xType.clone(shape), x, w, Value());
   }
 
+  /// RMSNorm over x's last dimension.
   Value rmsNorm(Value x, const Twine &weightName, Location loc) {
-    Value w = param(weightName, {static_cast<int64_t>(config.getHidden())},
+    Value w = param(weightName,
+                    {cast<RankedTensorType>(x.getType()).getShape().back()},
                     InitKind::ones, loc);
     return body.create<RMSNormOp>(loc, x.getType(), x, w,
                                   config.getRmsEpsAttr(),
@@ -77,9 +79,86 @@ public:
     return body.create<AddOp>(loc, a, b);
   }
 
+  /// input W^T with a new weight `name`.weight of [out, in].
+  Value projection(const Twine &name, int64_t out, int64_t in, Value input,
+                   Location loc) {
+    Value w = param(name + ".weight", {out, in}, InitKind::normal, loc);
+    return linear(input, w, loc);
+  }
+
+  /// x's type with a last dimension of `width`.
+  static RankedTensorType withWidth(Value x, int64_t width) {
+    auto type = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape.back() = width;
+    return type.clone(shape);
+  }
+
+  /// DeepSeek's multi-head latent attention block (docs/semantics.md):
+  /// returns x + o_proj(attention(...)).
+  Value latentAttentionBlock(Value x, const std::string &prefix) {
+    Location loc = named(prefix + "self_attn");
+    int64_t hidden = config.getHidden(), heads = config.getHeads();
+    int64_t kvRank = *config.getKvLoraRank();
+    int64_t rope = *config.getQkRopeHeadDim();
+    int64_t nope = *config.getQkNopeHeadDim();
+    int64_t valueDim = *config.getVHeadDim();
+    Value n = rmsNorm(x, prefix + "input_layernorm.weight",
+                      named(prefix + "input_layernorm"));
+    auto proj = [&](StringRef name, int64_t out, int64_t in, Value input) {
+      return projection(prefix + "self_attn." + name, out, in, input, loc);
+    };
+    auto norm = [&](Value input, StringRef name) {
+      return rmsNorm(input, prefix + "self_attn." + name + ".weight", loc);
+    };
+    auto i64 = [&](int64_t value) { return body.getI64IntegerAttr(value); };
+    auto split = [&](Value input, int64_t numHeads, int64_t lhs, int64_t rhs) {
+      return body.create<SplitHeadsOp>(loc, withWidth(input, numHeads * lhs),
+                                       withWidth(input, numHeads * rhs), input,
+                                       i64(numHeads));
+    };
+    // Queries: each head's features without position, then RoPE's.
+    Value q;
+    if (std::optional<uint64_t> qRank = config.getQLoraRank()) {
+      Value compressed = proj("q_a_proj", *qRank, hidden, n);
+      q = proj("q_b_proj", heads * (nope + rope), *qRank,
+               norm(compressed, "q_a_layernorm"));
+    } else {
+      q = proj("q_proj", heads * (nope + rope), hidden, n);
+    }
+    auto queryParts = split(q, heads, nope, rope);
+    // Keys and values from one compressed vector, and one RoPE key that
+    // every head shares.
+    Value kvA = proj("kv_a_proj_with_mqa", kvRank + rope, hidden, n);
+    auto kvParts = split(kvA, 1, kvRank, rope);
+    Value kv = proj("kv_b_proj", heads * (nope + valueDim), kvRank,
+                    norm(kvParts.getLhs(), "kv_a_layernorm"));
+    auto keyParts = split(kv, heads, nope, valueDim);
+    Value qRope = body.create<RoPEOp>(loc, queryParts.getRhs().getType(),
+                                      queryParts.getRhs(), i64(heads),
+                                      config.getRopeThetaAttr());
+    Value kRope =
+        body.create<RoPEOp>(loc, kvParts.getRhs().getType(), kvParts.getRhs(),
+                            i64(1), config.getRopeThetaAttr());
+    Value query = body.create<ConcatHeadsOp>(
+        loc, q.getType(), queryParts.getLhs(), qRope, i64(heads));
+    Value key = body.create<ConcatHeadsOp>(loc, q.getType(), keyParts.getLhs(),
+                                           kRope, i64(heads));
+    auto qType = cast<RankedTensorType>(q.getType());
+    auto lseType =
+        qType.clone({qType.getDimSize(0), heads, qType.getDimSize(1)});
+    auto attention = body.create<AttentionOp>(
+        loc, withWidth(q, heads * valueDim), lseType, query, key,
+        keyParts.getRhs(), i64(heads), i64(heads));
+    Value o = proj("o_proj", hidden, heads * valueDim, attention.getOutput());
+    return add(x, o, loc);
+  }
+
   /// Pre-norm attention block: returns x + o_proj(attention(...)).
   Value attentionBlock(Value x, int64_t layer) {
     std::string prefix = "model.layers." + std::to_string(layer) + ".";
+    if (config.getKvLoraRank())
+      return latentAttentionBlock(x, prefix);
     Location loc = named(prefix + "self_attn");
     int64_t hidden = config.getHidden(), heads = config.getHeads();
     int64_t kvHeads = config.getKvHeads();
@@ -87,9 +166,7 @@ public:
     Value n = rmsNorm(x, prefix + "input_layernorm.weight",
                       named(prefix + "input_layernorm"));
     auto proj = [&](StringRef name, int64_t out, int64_t in, Value input) {
-      Value w = param(prefix + "self_attn." + name + ".weight", {out, in},
-                      InitKind::normal, loc);
-      return linear(input, w, loc);
+      return projection(prefix + "self_attn." + name, out, in, input, loc);
     };
     Value q = proj("q_proj", heads * headDim, hidden, n);
     Value k = proj("k_proj", kvHeads * headDim, hidden, n);
@@ -327,6 +404,19 @@ static DictionaryAttr modelAttr(TransformerOp config) {
           "dense_ffn",
           b.getI64IntegerAttr(config.getDenseFfn().value_or(config.getFfn()))),
       b.getNamedAttr("shared_experts", config.getSharedExpertsAttr()),
+      // Multi-head latent attention's widths; 0 where absent.
+      b.getNamedAttr("q_lora_rank",
+                     b.getI64IntegerAttr(config.getQLoraRank().value_or(0))),
+      b.getNamedAttr("kv_lora_rank",
+                     b.getI64IntegerAttr(config.getKvLoraRank().value_or(0))),
+      b.getNamedAttr(
+          "qk_rope_head_dim",
+          b.getI64IntegerAttr(config.getQkRopeHeadDim().value_or(0))),
+      b.getNamedAttr(
+          "qk_nope_head_dim",
+          b.getI64IntegerAttr(config.getQkNopeHeadDim().value_or(0))),
+      b.getNamedAttr("v_head_dim",
+                     b.getI64IntegerAttr(config.getVHeadDim().value_or(0))),
       b.getNamedAttr("seq", config.getSeqAttr()),
       b.getNamedAttr("batch", config.getBatchAttr()),
       b.getNamedAttr("dense_layers", config.getDenseLayersAttr()),

@@ -26,8 +26,10 @@ double mlir::moe::modelFlops(Operation *op) {
   if (auto attention = dyn_cast<AttentionOp>(op)) {
     auto q = attention.getQuery().getType().getShape();
     double b = q[0], s = q[1], width = q[2];
+    // The values' heads may be narrower (MLA).
+    double valueWidth = attention.getOutput().getType().getShape()[2];
     // QK^T and PV over the causal triangle (s(s+1)/2 score entries).
-    return 2.0 * 2.0 * b * width * s * (s + 1) / 2.0;
+    return 2.0 * b * (width + valueWidth) * s * (s + 1) / 2.0;
   }
   if (auto experts = dyn_cast<ExpertsOp>(op)) {
     auto w1 = experts.getW1().getType().getShape();
@@ -172,16 +174,25 @@ uint64_t cpuScratchBytes(Operation *op,
     return cpu::expertsWorkspaceBytes(
         experts->tokens, experts->topK, experts->hidden, experts->ffn,
         experts->backward, experts->fp8, experts->groupSize);
-  if (auto attention = dyn_cast<AttentionOp>(op))
-    return cpu::attentionWorkspaceBytes(
-        attention.getQuery().getType().getShape()[2] /
-            std::max<int64_t>(1, attention.getNumHeads()),
-        false);
-  if (auto grad = dyn_cast<AttentionGradOp>(op))
-    return cpu::attentionWorkspaceBytes(
-        cast<ShapedType>(grad.getQuery().getType()).getShape()[2] /
-            std::max<int64_t>(1, grad.getNumHeads()),
-        true);
+  // Query and value head widths.
+  auto headWidths = [](Value query, Value value, int64_t heads,
+                       int64_t kvHeads) {
+    return std::make_pair(cast<ShapedType>(query.getType()).getShape()[2] /
+                              std::max<int64_t>(1, heads),
+                          cast<ShapedType>(value.getType()).getShape()[2] /
+                              std::max<int64_t>(1, kvHeads));
+  };
+  if (auto attention = dyn_cast<AttentionOp>(op)) {
+    auto [d, dv] =
+        headWidths(attention.getQuery(), attention.getValue(),
+                   attention.getNumHeads(), attention.getNumKvHeads());
+    return cpu::attentionWorkspaceBytes(d, false, 1, dv);
+  }
+  if (auto grad = dyn_cast<AttentionGradOp>(op)) {
+    auto [d, dv] = headWidths(grad.getQuery(), grad.getValue(),
+                              grad.getNumHeads(), grad.getNumKvHeads());
+    return cpu::attentionWorkspaceBytes(d, true, 1, dv);
+  }
   // The fused LM head's logits block.
   auto headRows = [](Value input, Value weight) {
     auto x = cast<ShapedType>(input.getType());

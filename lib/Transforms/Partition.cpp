@@ -422,6 +422,14 @@ LogicalResult Partitioner::partitionRuled(Operation *op,
           o.setNumHeads(*heads /
                         parts(axes[rule.getOperands()[0].back().front()]));
       })
+      .Case([&](ConcatHeadsOp o) {
+        unsigned h = rule.getOperands()[0].back().front();
+        o.setNumHeads(o.getNumHeads() / parts(axes[h]));
+      })
+      .Case([&](SplitHeadsOp o) {
+        unsigned h = rule.getOperands()[0].back().front();
+        o.setNumHeads(o.getNumHeads() / parts(axes[h]));
+      })
       .Case([&](RoPEOp o) {
         unsigned h = rule.getOperands()[0][2].front();
         o.setNumHeads(o.getNumHeads() / parts(axes[h]));

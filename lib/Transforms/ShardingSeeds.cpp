@@ -3,8 +3,9 @@
 // What an experienced Megatron/TorchTitan user would choose, stated once:
 //   * data parallelism: the batch is split over every data-like axis
 //     (dp, fsdp, and ep, onto which experts fold);
-//   * Megatron tensor parallelism over tp: q/k/v and the MLP's gate/up are
-//     column-parallel (output features split), o_proj and down_proj
+//   * Megatron tensor parallelism over tp: q/k/v (MLA's q_b and kv_b) and
+//     the MLP's gate/up are column-parallel (output features split),
+//     o_proj and down_proj
 //     row-parallel (input features split), experts split their width;
 //   * expert parallelism over ep: the stacked experts split along experts;
 //   * FSDP over fsdp: every weight and its AdamW moments are stored split
@@ -81,9 +82,13 @@ tensorParallelDim(StringRef name) {
     }
     return std::nullopt;
   }
+  // Multi-head latent attention's up-projections split their heads too;
+  // its down-projections (q_a_proj, kv_a_proj_with_mqa) stay whole, as in
+  // Megatron-Core's MLA.
   if (name.ends_with("q_proj.weight") || name.ends_with("k_proj.weight") ||
       name.ends_with("v_proj.weight") || name.ends_with("gate_proj.weight") ||
-      name.ends_with("up_proj.weight"))
+      name.ends_with("up_proj.weight") || name.ends_with("q_b_proj.weight") ||
+      name.ends_with("kv_b_proj.weight"))
     return std::make_pair(0u, "column-parallel linear (Megatron): output "
                               "features split over tp");
   if (name.ends_with("o_proj.weight") || name.ends_with("down_proj.weight"))

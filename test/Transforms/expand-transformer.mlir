@@ -165,3 +165,26 @@ moe.transformer @tied {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads =
 // CHECK: %[[CE:.*]] = moe.cross_entropy
 // CHECK: moe.weighted_sum %[[CE]], %[[SEQ0]], %[[SEQ1]], %[[Z0]], %[[Z1]] {coefficients = array<f32: 1.000000e+00, 1.000000e-03, 1.000000e-03, 2.000000e-03, 2.000000e-03>}
 moe.transformer @router_losses {vocab = 16, hidden = 8, layers = 2, heads = 2, kv_heads = 1, experts = 4, top_k = 2, ffn = 4, seq = 4, batch = 2, scoring = #moe.scoring<sigmoid>, aux_coef = 0.0 : f32, seq_aux_coef = 1.0e-3 : f32, z_loss_coef = 2.0e-3 : f32}
+
+// -----
+
+// DeepSeek's multi-head latent attention: a query bottleneck, one
+// compressed key/value vector and one RoPE key that every head shares.
+// CHECK: moe.param @model.layers.0.self_attn.q_a_proj.weight : tensor<6x8xf32>
+// CHECK: moe.param @model.layers.0.self_attn.q_a_layernorm.weight : tensor<6xf32>
+// CHECK: moe.param @model.layers.0.self_attn.q_b_proj.weight : tensor<12x6xf32>
+// CHECK: moe.param @model.layers.0.self_attn.kv_a_proj_with_mqa.weight : tensor<6x8xf32>
+// CHECK: moe.param @model.layers.0.self_attn.kv_a_layernorm.weight : tensor<4xf32>
+// CHECK: moe.param @model.layers.0.self_attn.kv_b_proj.weight : tensor<14x4xf32>
+// CHECK: moe.param @model.layers.0.self_attn.o_proj.weight : tensor<8x6xf32>
+// CHECK: %[[Q:.*]] = moe.linear %{{.*}}, %{{.*}} : (tensor<1x4x6xf32>, tensor<12x6xf32>) -> tensor<1x4x12xf32>
+// CHECK: %[[QNOPE:.*]], %[[QROPE:.*]] = moe.split_heads %[[Q]] {num_heads = 2 : i64} : (tensor<1x4x12xf32>) -> (tensor<1x4x8xf32>, tensor<1x4x4xf32>)
+// CHECK: %[[KVA:.*]] = moe.linear %{{.*}}, %{{.*}} : (tensor<1x4x8xf32>, tensor<6x8xf32>) -> tensor<1x4x6xf32>
+// CHECK: %[[CKV:.*]], %[[KROPE:.*]] = moe.split_heads %[[KVA]] {num_heads = 1 : i64} : (tensor<1x4x6xf32>) -> (tensor<1x4x4xf32>, tensor<1x4x2xf32>)
+// CHECK: %[[KNOPE:.*]], %[[V:.*]] = moe.split_heads %{{.*}} {num_heads = 2 : i64} : (tensor<1x4x14xf32>) -> (tensor<1x4x8xf32>, tensor<1x4x6xf32>)
+// CHECK: %[[QR:.*]] = moe.rope %[[QROPE]] {num_heads = 2 : i64
+// CHECK: %[[KR:.*]] = moe.rope %[[KROPE]] {num_heads = 1 : i64
+// CHECK: %[[QUERY:.*]] = moe.concat_heads %[[QNOPE]], %[[QR]] {num_heads = 2 : i64} : (tensor<1x4x8xf32>, tensor<1x4x4xf32>) -> tensor<1x4x12xf32>
+// CHECK: %[[KEY:.*]] = moe.concat_heads %[[KNOPE]], %[[KR]] {num_heads = 2 : i64} : (tensor<1x4x8xf32>, tensor<1x4x2xf32>) -> tensor<1x4x12xf32>
+// CHECK: moe.attention %[[QUERY]], %[[KEY]], %[[V]] {num_heads = 2 : i64, num_kv_heads = 2 : i64} : (tensor<1x4x12xf32>, tensor<1x4x12xf32>, tensor<1x4x6xf32>) -> (tensor<1x4x6xf32>, tensor<1x2x4xf32>)
+moe.transformer @mla {family = "deepseek_v3", vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 2, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, q_lora_rank = 6, kv_lora_rank = 4, qk_rope_head_dim = 2, qk_nope_head_dim = 4, v_head_dim = 3}

@@ -221,6 +221,13 @@ class Config:
     # each MoE layer's, times these, summed over the layers.
     seq_aux_coef: float = 0.0
     z_loss_coef: float = 0.0
+    # DeepSeek's multi-head latent attention (0: none; q_lora_rank 0: a
+    # plain q_proj).
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
     # Qwen3's QK-norm: each head's query and key RMS-normalised (one weight
     # of head_dim each) before RoPE.
     qk_norm: bool = False
@@ -372,6 +379,54 @@ class Attention(nn.Module):
         # the output rounded once (its gradient, dq/dk/dv, BF16 through act()).
         o = act(torch.softmax(s, dim=-1) @ v)                                 # [B, nh, S, d]
         return linear(self.o_proj, o.transpose(1, 2).reshape(B, S, self.nh * self.d))
+
+
+class LatentAttention(nn.Module):
+    """HF DeepseekV3Attention (multi-head latent attention, rope_interleave
+    off): queries through the optional q_lora_rank bottleneck, keys and
+    values from one kv_lora_rank vector per token, one RoPE key shared by
+    the heads; scale 1/sqrt(qk_nope_head_dim + qk_rope_head_dim)."""
+
+    def __init__(self, cfg: Config):
+        super().__init__()
+        H, nh = cfg.hidden, cfg.heads
+        self.nh, self.nope, self.rope = nh, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim
+        self.dv, self.rank = cfg.v_head_dim, cfg.kv_lora_rank
+        qk = self.nope + self.rope
+        if cfg.q_lora_rank:
+            self.q_a_proj = nn.Linear(H, cfg.q_lora_rank, bias=False)
+            self.q_a_layernorm = RMSNorm(cfg.q_lora_rank, cfg.rms_eps)
+            self.q_b_proj = nn.Linear(cfg.q_lora_rank, nh * qk, bias=False)
+        else:
+            self.q_proj = nn.Linear(H, nh * qk, bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(H, self.rank + self.rope, bias=False)
+        self.kv_a_layernorm = RMSNorm(self.rank, cfg.rms_eps)
+        self.kv_b_proj = nn.Linear(self.rank, nh * (self.nope + self.dv), bias=False)
+        self.o_proj = nn.Linear(nh * self.dv, H, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, S, _ = x.shape
+        if hasattr(self, "q_a_proj"):
+            q = linear(self.q_b_proj, self.q_a_layernorm(linear(self.q_a_proj, x)))
+        else:
+            q = linear(self.q_proj, x)
+        q = q.view(B, S, self.nh, self.nope + self.rope).transpose(1, 2)      # [B, n, S, qk]
+        q_pass, q_rot = q.split([self.nope, self.rope], dim=-1)
+        compressed = linear(self.kv_a_proj_with_mqa, x)
+        k_pass, k_rot = compressed.split([self.rank, self.rope], dim=-1)
+        kv = linear(self.kv_b_proj, self.kv_a_layernorm(k_pass))
+        kv = kv.view(B, S, self.nh, self.nope + self.dv).transpose(1, 2)
+        k_pass, v = kv.split([self.nope, self.dv], dim=-1)
+        k_rot = k_rot.view(B, 1, S, self.rope)
+        q_rot = act(apply_rope(q_rot, cos[:S], sin[:S]))
+        k_rot = act(apply_rope(k_rot, cos[:S], sin[:S])).expand(B, self.nh, S, self.rope)
+        q = torch.cat([q_pass, q_rot], dim=-1)
+        k = torch.cat([k_pass, k_rot], dim=-1)
+        s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(self.nope + self.rope))
+        future = torch.ones(S, S, dtype=torch.bool, device=x.device).triu(1)
+        s = s.masked_fill(future, float("-inf"))
+        o = act(torch.softmax(s, dim=-1) @ v)                                 # [B, nh, S, dv]
+        return linear(self.o_proj, o.transpose(1, 2).reshape(B, S, self.nh * self.dv))
 
 
 def moe_capacity(cf, T, k, E):
@@ -651,7 +706,7 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg: Config, dense: bool):
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden, cfg.rms_eps)
-        self.self_attn = Attention(cfg)
+        self.self_attn = LatentAttention(cfg) if cfg.kv_lora_rank else Attention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.hidden, cfg.rms_eps)
         self.moe_name = FAMILY_NAMES[cfg.family][0]
         if dense:
@@ -710,7 +765,9 @@ class MixtralForCausalLM(nn.Module):
         w = self.lm_head.weight
         key = (w.dtype, w.device)
         if key not in self._rope:
-            cos, sin = rope_tables(self.cfg.seq, self.cfg.head_dim, self.cfg.rope_theta, w.dtype)
+            # MLA rotates only each head's qk_rope_head_dim features.
+            d = self.cfg.qk_rope_head_dim if self.cfg.kv_lora_rank else self.cfg.head_dim
+            cos, sin = rope_tables(self.cfg.seq, d, self.cfg.rope_theta, w.dtype)
             self._rope[key] = (cos.to(w.device), sin.to(w.device))
         return self._rope[key]
 

@@ -117,6 +117,43 @@ Program makeRouterLossesProgram() {
   return program;
 }
 
+/// The tiny program with multi-head latent attention's pieces after the
+/// update, on its activations h [B, S, 4] as two heads of 2: h split per
+/// head (1 + 1) and with its second parts summed over the heads (shared),
+/// both joined again, and attention whose values (the first parts) are
+/// one wide where the queries and keys are two.
+Program makeLatentAttentionProgram() {
+  using namespace moe::rt::testing;
+  Program program = makeTinyProgram();
+  ProgramBuilder b(program);
+  uint32_t h = bufferNamed(program, "h");
+  const std::vector<int64_t> &shape = program.buffers[h].shape;
+  int64_t B = shape[0], S = shape[1], width = shape[2];
+  const int64_t heads = 2, part = width / heads / 2;
+  auto tensor = [&](const char *name, int64_t last) {
+    return b.temporary(name, {B, S, last});
+  };
+  uint32_t first = tensor("h.first", heads * part);
+  uint32_t second = tensor("h.second", heads * part);
+  uint32_t firstAgain = tensor("h.first.again", heads * part);
+  uint32_t shared = tensor("h.second.summed", part);
+  uint32_t joined = tensor("h.joined", width);
+  uint32_t sharedJoined = tensor("h.joined.shared", width);
+  b.emit(Opcode::SplitHeads, {h}, {first, second}, {heads});
+  b.emit(Opcode::SplitHeads, {h}, {firstAgain, shared}, {heads});
+  b.emit(Opcode::ConcatHeads, {first, second}, {joined}, {heads});
+  b.emit(Opcode::ConcatHeads, {firstAgain, shared}, {sharedJoined}, {heads});
+  uint32_t out = tensor("mla.out", heads * part);
+  uint32_t lse = b.temporary("mla.lse", {B, heads, S});
+  uint32_t dq = tensor("mla.dq", width), dk = tensor("mla.dk", width);
+  uint32_t dv = tensor("mla.dv", heads * part);
+  b.emit(Opcode::AttentionValueDim, {h, joined, first}, {out, lse},
+         {heads, heads});
+  b.emit(Opcode::AttentionValueDimGrad, {second, h, joined, first, out, lse},
+         {dq, dk, dv}, {heads, heads});
+  return program;
+}
+
 /// The tiny program with a SwiGLU and its gradient after the update, on
 /// the step's activations (the experts' kernels compute their own SwiGLU,
 /// so no model program has the standalone opcodes).
@@ -271,6 +308,7 @@ std::vector<NamedProgram> programsFor(int64_t ranks) {
       {"gemm-epilogues", makeGemmEpilogueProgram},
       {"scored-router", makeScoredRouterProgram},
       {"router-losses", makeRouterLossesProgram},
+      {"latent-attention", makeLatentAttentionProgram},
       {"head-norm", makeHeadNormProgram},
       {"swiglu", makeSwigluProgram},
       {"cast", makeCastProgram},

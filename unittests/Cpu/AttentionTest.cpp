@@ -17,16 +17,27 @@ using namespace moe::rt::cpu::test;
 
 namespace {
 
+/// Heads of d for queries and keys and of valueDim (0: d, MLA: its own)
+/// for values and the output.
 struct Shape {
-  int64_t B, S, heads, kvHeads, d;
+  int64_t B, S, heads, kvHeads, d, valueDim = 0;
+  int64_t dv() const { return valueDim > 0 ? valueDim : d; }
   int64_t qSize() const { return B * S * heads * d; }
   int64_t kvSize() const { return B * S * kvHeads * d; }
+  int64_t vSize() const { return B * S * kvHeads * dv(); }
+  int64_t oSize() const { return B * S * heads * dv(); }
   int64_t lseSize() const { return B * heads * S; }
   int64_t qIndex(int64_t b, int64_t s, int64_t h, int64_t e) const {
     return ((b * S + s) * heads + h) * d + e;
   }
   int64_t kvIndex(int64_t b, int64_t s, int64_t g, int64_t e) const {
     return ((b * S + s) * kvHeads + g) * d + e;
+  }
+  int64_t vIndex(int64_t b, int64_t s, int64_t g, int64_t e) const {
+    return ((b * S + s) * kvHeads + g) * dv() + e;
+  }
+  int64_t oIndex(int64_t b, int64_t s, int64_t h, int64_t e) const {
+    return ((b * S + s) * heads + h) * dv() + e;
   }
 };
 
@@ -63,7 +74,7 @@ std::vector<double> naiveProbs(const Shape &sh, const std::vector<float> &q,
 void naiveForward(const Shape &sh, const std::vector<float> &q,
                   const std::vector<float> &k, const std::vector<float> &v,
                   std::vector<double> &out, std::vector<double> &lse) {
-  out.assign(sh.qSize(), 0.0);
+  out.assign(sh.oSize(), 0.0);
   lse.assign(sh.lseSize(), 0.0);
   std::vector<double> rowLse(sh.S);
   for (int64_t b = 0; b < sh.B; ++b)
@@ -72,11 +83,11 @@ void naiveForward(const Shape &sh, const std::vector<float> &q,
       auto p = naiveProbs(sh, q, k, b, h, &rowLse);
       for (int64_t i = 0; i < sh.S; ++i) {
         lse[(b * sh.heads + h) * sh.S + i] = rowLse[i];
-        for (int64_t e = 0; e < sh.d; ++e) {
+        for (int64_t e = 0; e < sh.dv(); ++e) {
           double o = 0.0;
           for (int64_t j = 0; j < sh.S; ++j)
-            o += p[i * sh.S + j] * v[sh.kvIndex(b, j, g, e)];
-          out[sh.qIndex(b, i, h, e)] = o;
+            o += p[i * sh.S + j] * v[sh.vIndex(b, j, g, e)];
+          out[sh.oIndex(b, i, h, e)] = o;
         }
       }
     }
@@ -89,7 +100,7 @@ void naiveBackward(const Shape &sh, const std::vector<float> &dout,
                    std::vector<double> &dk, std::vector<double> &dv) {
   dq.assign(sh.qSize(), 0.0);
   dk.assign(sh.kvSize(), 0.0);
-  dv.assign(sh.kvSize(), 0.0);
+  dv.assign(sh.vSize(), 0.0);
   double c = 1.0 / std::sqrt(static_cast<double>(sh.d));
   for (int64_t b = 0; b < sh.B; ++b)
     for (int64_t h = 0; h < sh.heads; ++h) {
@@ -99,10 +110,10 @@ void naiveBackward(const Shape &sh, const std::vector<float> &dout,
         std::vector<double> dp(sh.S);
         double rowDot = 0.0;
         for (int64_t j = 0; j < sh.S; ++j) {
-          for (int64_t e = 0; e < sh.d; ++e) {
-            dp[j] += dout[sh.qIndex(b, i, h, e)] * v[sh.kvIndex(b, j, g, e)];
-            dv[sh.kvIndex(b, j, g, e)] +=
-                p[i * sh.S + j] * dout[sh.qIndex(b, i, h, e)];
+          for (int64_t e = 0; e < sh.dv(); ++e) {
+            dp[j] += dout[sh.oIndex(b, i, h, e)] * v[sh.vIndex(b, j, g, e)];
+            dv[sh.vIndex(b, j, g, e)] +=
+                p[i * sh.S + j] * dout[sh.oIndex(b, i, h, e)];
           }
           rowDot += p[i * sh.S + j] * dp[j];
         }
@@ -134,30 +145,29 @@ class AttentionForwardTest : public ::testing::TestWithParam<Shape> {};
 TEST_P(AttentionForwardTest, MatchesNaive) {
   Shape sh = GetParam();
   auto q = randomVector(sh.qSize(), 61), k = randomVector(sh.kvSize(), 62);
-  auto v = randomVector(sh.kvSize(), 63);
-  std::vector<float> out(sh.qSize()), lse(sh.lseSize());
+  auto v = randomVector(sh.vSize(), 63);
+  std::vector<float> out(sh.oSize()), lse(sh.lseSize());
   attentionForward(q.data(), k.data(), v.data(), out.data(), lse.data(), sh.B,
-                   sh.S, sh.heads, sh.kvHeads, sh.d);
+                   sh.S, sh.heads, sh.kvHeads, sh.d, sh.dv());
   std::vector<double> refOut, refLse;
   naiveForward(sh, q, k, v, refOut, refLse);
   expectNear(out, refOut, 1e-5, "out");
   expectNear(lse, refLse, 1e-5, "lse");
 }
 
-// GQA, MHA and MQA; S = 150 spans three 64-row blocks, the last partial.
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionForwardTest,
-                         ::testing::Values(Shape{2, 150, 4, 2, 8},
-                                           Shape{1, 7, 3, 3, 4},
-                                           Shape{2, 65, 4, 1, 16},
-                                           Shape{1, 1, 2, 1, 4}),
-                         [](const ::testing::TestParamInfo<Shape> &info) {
-                           const Shape &s = info.param;
-                           return "B" + std::to_string(s.B) + "S" +
-                                  std::to_string(s.S) + "H" +
-                                  std::to_string(s.heads) + "Kv" +
-                                  std::to_string(s.kvHeads) + "D" +
-                                  std::to_string(s.d);
-                         });
+// GQA, MHA and MQA; S = 150 spans three 64-row blocks, the last partial;
+// values narrower and wider than the keys (MLA's v_head_dim).
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionForwardTest,
+    ::testing::Values(Shape{2, 150, 4, 2, 8}, Shape{1, 7, 3, 3, 4},
+                      Shape{2, 65, 4, 1, 16}, Shape{1, 1, 2, 1, 4},
+                      Shape{2, 70, 4, 4, 12, 8}, Shape{1, 9, 4, 2, 6, 10}),
+    [](const ::testing::TestParamInfo<Shape> &info) {
+      const Shape &s = info.param;
+      return "B" + std::to_string(s.B) + "S" + std::to_string(s.S) + "H" +
+             std::to_string(s.heads) + "Kv" + std::to_string(s.kvHeads) + "D" +
+             std::to_string(s.d) + "Dv" + std::to_string(s.dv());
+    });
 
 TEST(AttentionTest, FirstRowCopiesFirstValue) {
   // Row 0 attends only to key 0, whatever the scores.
@@ -182,21 +192,21 @@ struct BackwardCase {
   explicit BackwardCase(Shape shape, float range = 1.0f)
       : sh(shape), q(randomVector(sh.qSize(), 67, -range, range)),
         k(randomVector(sh.kvSize(), 68, -range, range)),
-        v(randomVector(sh.kvSize(), 69)), dout(randomVector(sh.qSize(), 70)),
-        out(sh.qSize()), lse(sh.lseSize()), dq(sh.qSize()), dk(sh.kvSize()),
-        dv(sh.kvSize()) {
+        v(randomVector(sh.vSize(), 69)), dout(randomVector(sh.oSize(), 70)),
+        out(sh.oSize()), lse(sh.lseSize()), dq(sh.qSize()), dk(sh.kvSize()),
+        dv(sh.vSize()) {
     forward();
     attentionBackward(dout.data(), q.data(), k.data(), v.data(), out.data(),
                       lse.data(), dq.data(), dk.data(), dv.data(), sh.B, sh.S,
-                      sh.heads, sh.kvHeads, sh.d);
+                      sh.heads, sh.kvHeads, sh.d, sh.dv());
   }
   void forward() {
-    attentionForward(q.data(), k.data(), v.data(), out.data(), lse.data(),
-                     sh.B, sh.S, sh.heads, sh.kvHeads, sh.d);
+    attentionForward(q.data(), k.data(), v.data(), out.data(), lse.data(), sh.B,
+                     sh.S, sh.heads, sh.kvHeads, sh.d, sh.dv());
   }
   double loss() {
     forward();
-    return dotDouble(dout.data(), out.data(), sh.qSize());
+    return dotDouble(dout.data(), out.data(), sh.oSize());
   }
 };
 
@@ -210,24 +220,30 @@ TEST(AttentionTest, BackwardMatchesFiniteDifferencesGqa) {
 }
 
 TEST(AttentionTest, BackwardMatchesFiniteDifferencesAcrossBlocks) {
-  // S = 70 crosses the 64-row block boundary; sample the elements.
-  BackwardCase c(Shape{1, 70, 4, 2, 8}, 2.0f);
-  auto loss = [&] { return c.loss(); };
-  GradCheckOptions options;
-  options.maxSamples = 120;
-  EXPECT_GRADIENT("dq", c.q, c.dq, loss, options);
-  EXPECT_GRADIENT("dk", c.k, c.dk, loss, options);
-  EXPECT_GRADIENT("dv", c.v, c.dv, loss, options);
+  // S = 70 crosses the 64-row block boundary; sample the elements. Values
+  // as wide as the keys, and (MLA) narrower.
+  for (Shape sh : {Shape{1, 70, 4, 2, 8}, Shape{1, 70, 2, 2, 12, 8}}) {
+    BackwardCase c(sh, 2.0f);
+    auto loss = [&] { return c.loss(); };
+    GradCheckOptions options;
+    options.maxSamples = 120;
+    EXPECT_GRADIENT("dq", c.q, c.dq, loss, options);
+    EXPECT_GRADIENT("dk", c.k, c.dk, loss, options);
+    EXPECT_GRADIENT("dv", c.v, c.dv, loss, options);
+  }
 }
 
 TEST(AttentionTest, BackwardMatchesNaiveBackward) {
-  Shape sh{2, 133, 4, 2, 8};
-  BackwardCase c(sh);
-  std::vector<double> dq, dk, dv;
-  naiveBackward(sh, c.dout, c.q, c.k, c.v, dq, dk, dv);
-  expectNear(c.dq, dq, 1e-4, "dq");
-  expectNear(c.dk, dk, 1e-4, "dk");
-  expectNear(c.dv, dv, 1e-4, "dv");
+  // Values as wide as the keys, narrower and wider (MLA's v_head_dim).
+  for (Shape sh : {Shape{2, 133, 4, 2, 8}, Shape{2, 133, 4, 2, 12, 8},
+                   Shape{1, 66, 2, 1, 4, 10}}) {
+    BackwardCase c(sh);
+    std::vector<double> dq, dk, dv;
+    naiveBackward(sh, c.dout, c.q, c.k, c.v, dq, dk, dv);
+    expectNear(c.dq, dq, 1e-4, "dq");
+    expectNear(c.dk, dk, 1e-4, "dk");
+    expectNear(c.dv, dv, 1e-4, "dv");
+  }
 }
 
 TEST(AttentionTest, Deterministic) {

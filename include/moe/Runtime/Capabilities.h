@@ -66,6 +66,7 @@ inline constexpr std::string_view kLinearCrossEntropyName =
 inline constexpr std::string_view kGemmEpiloguesName = "gemm_epilogues";
 inline constexpr std::string_view kScoredRoutersName = "scored_routers";
 inline constexpr std::string_view kRouterLossesName = "router_losses";
+inline constexpr std::string_view kLatentAttentionName = "latent_attention";
 
 struct Capabilities {
   /// The target (moec --target) and the backend that runs it (moe-run
@@ -115,6 +116,10 @@ struct Capabilities {
   /// DeepSeek-V3's sequence-wise balance loss and the router z-loss
   /// (SequenceAuxLoss, ZLoss and their gradients).
   bool routerLosses = false;
+  /// Multi-head latent attention's pieces: attention with a value head
+  /// dim of its own and per-head concatenation (AttentionValueDim,
+  /// ConcatHeads, SplitHeads).
+  bool latentAttention = false;
 
   constexpr bool hasRecipe(Fp8Recipe recipe) const {
     return (fp8Recipes & recipeBit(recipe)) != 0;
@@ -161,14 +166,15 @@ inline constexpr uint32_t kF32I32BF16 = kF32I32 | dtypeBit(rt::DType::BF16);
 /// reductions always on the communication stream. The fused LM head and
 /// cross-entropy and the GEMMs with epilogue addends run on the CPU only;
 /// GPU targets keep those ops unfused. Routers other than Mixtral's and the
-/// sequence-wise and z router losses run on the CPU only, and the CUDA
-/// backend refuses them at load.
+/// sequence-wise and z router losses and multi-head latent attention run
+/// on the CPU only, and the CUDA backend refuses them at load.
 inline constexpr Capabilities kCapabilities[] = {
     {"cpu", "cpu", 0, kAllRecipes, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/1, /*pipelineStages=*/true, /*microbatches=*/true,
      /*expertChunks=*/true, /*asyncCollectives=*/true, kF32I32BF16,
      /*fp8Block=*/0, /*linearCrossEntropy=*/true, /*gemmEpilogues=*/true,
-     /*scoredRouters=*/true, /*routerLosses=*/true},
+     /*scoredRouters=*/true, /*routerLosses=*/true,
+     /*latentAttention=*/true},
     {"a100", "cuda", 80, /*fp8Recipes=*/0, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/16, /*pipelineStages=*/true,
      /*microbatches=*/true, /*expertChunks=*/true,
@@ -227,6 +233,7 @@ constexpr Capabilities commonCapabilities(std::string_view backend) {
     common.gemmEpilogues = common.gemmEpilogues && r.gemmEpilogues;
     common.scoredRouters = common.scoredRouters && r.scoredRouters;
     common.routerLosses = common.routerLosses && r.routerLosses;
+    common.latentAttention = common.latentAttention && r.latentAttention;
   }
   return common;
 }
@@ -294,6 +301,7 @@ inline std::string describeCapabilities(const Capabilities &caps) {
   add(kGemmEpiloguesName, yesNo(caps.gemmEpilogues));
   add(kScoredRoutersName, yesNo(caps.scoredRouters));
   add(kRouterLossesName, yesNo(caps.routerLosses));
+  add(kLatentAttentionName, yesNo(caps.latentAttention));
   return line;
 }
 

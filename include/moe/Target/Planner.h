@@ -46,6 +46,20 @@ struct ModelShape {
   bool qkNorm = false;
   /// The LM head is the embedding table (one vocab x hidden weight).
   bool tiedEmbeddings = false;
+  /// Multi-head latent attention's widths (kvLoraRank 0: none; qLoraRank
+  /// 0: a plain query projection).
+  int64_t qLoraRank = 0, kvLoraRank = 0, ropeHeadDim = 0, nopeHeadDim = 0,
+          valueHeadDim = 0;
+  bool latentAttention() const { return kvLoraRank > 0; }
+  /// Attention's weights of one layer that tensor parallelism splits
+  /// (q, k, v, o; MLA's up-projections and o) and those it keeps whole
+  /// (MLA's down-projections and their norms).
+  double attentionSplitParams() const;
+  double attentionWholeParams() const;
+  /// The widths, over all heads, of the scores' and the weighted sum's
+  /// dot products: a token's attention core is 2 * seq * this FLOPs
+  /// without the causal half.
+  double attentionCoreWidth() const;
   /// The query and key/value projections' widths.
   double queryWidth() const { return static_cast<double>(heads) * dim(); }
   double kvWidth() const { return static_cast<double>(kvHeads) * dim(); }

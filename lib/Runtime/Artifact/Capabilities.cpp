@@ -153,6 +153,14 @@ absl::Status checkFusedOps(const Program &program, const Capabilities &record,
     bool routerLoss = opcode == Opcode::SequenceAuxLoss ||
                       opcode == Opcode::SequenceAuxLossGrad ||
                       opcode == Opcode::ZLoss || opcode == Opcode::ZLossGrad;
+    bool latentAttention = opcode == Opcode::AttentionValueDim ||
+                           opcode == Opcode::AttentionValueDimGrad ||
+                           opcode == Opcode::ConcatHeads ||
+                           opcode == Opcode::SplitHeads;
+    if (latentAttention && !record.latentAttention)
+      return lacks(absl::StrCat("multi-head latent attention (",
+                                describeInstruction(program, i), ")"),
+                   caps::kLatentAttentionName, "no");
     if (routerLoss && !record.routerLosses)
       return lacks(absl::StrCat("a sequence-wise or z router loss (",
                                 describeInstruction(program, i), ")"),

@@ -392,15 +392,60 @@ private:
       return error(absl::StrCat("query width ", queryWidth, " is not heads (",
                                 heads, ") * a positive head dim"));
     int64_t kvWidth = kvHeads * (queryWidth / heads);
+    // The value head dim is the query's, or (AttentionValueDim) the
+    // output's own.
+    int64_t valueWidth = kvWidth;
+    constexpr bool ownValueDim =
+        std::is_same_v<View, ops::AttentionValueDimView> ||
+        std::is_same_v<View, ops::AttentionValueDimGradView>;
+    if constexpr (ownValueDim) {
+      // The forward's output is a result, not matched yet: read it.
+      const Buffer &output = std::is_same_v<View, ops::AttentionValueDimView>
+                                 ? buffer(Role::Result, 0)
+                                 : buffer(Role::Operand, 0);
+      int64_t outputWidth = output.shape.size() == 3 ? output.shape[2] : 0;
+      if (outputWidth % heads != 0 || outputWidth == 0)
+        return error(absl::StrCat("output width ", outputWidth,
+                                  " is not heads (", heads,
+                                  ") * a positive value head dim"));
+      valueWidth = kvHeads * (outputWidth / heads);
+    }
     MOE_VERIFY_OK(operandShape(View::kKOperand, {"B", "S", kvWidth}));
-    MOE_VERIFY_OK(operandShape(View::kVOperand, {"B", "S", kvWidth}));
-    if constexpr (std::is_same_v<View, ops::AttentionView>) {
+    MOE_VERIFY_OK(operandShape(View::kVOperand, {"B", "S", valueWidth}));
+    if constexpr (std::is_same_v<View, ops::AttentionView> ||
+                  std::is_same_v<View, ops::AttentionValueDimView>) {
       return resultShape(View::kLseResult, {"B", heads, "S"});
     } else {
       MOE_VERIFY_OK(operandShape(View::kLseOperand, {"B", heads, "S"}));
       MOE_VERIFY_OK(resultShape(View::kDkResult, {"B", "S", kvWidth}));
-      return resultShape(View::kDvResult, {"B", "S", kvWidth});
+      return resultShape(View::kDvResult, {"B", "S", valueWidth});
     }
+  }
+
+  /// A per-head concatenation's parts: a is heads parts, b heads parts or
+  /// one shared part, and they fill the whole.
+  template <class View> absl::Status checkHeadParts(const View &op) {
+    // The rules run before the results' shapes are matched: read them.
+    constexpr bool concat = std::is_same_v<View, ops::ConcatHeadsView>;
+    auto width = [&](Role role, size_t i) {
+      const std::vector<int64_t> &shape = buffer(role, i).shape;
+      return shape.empty() ? int64_t{0} : shape.back();
+    };
+    int64_t heads = op.heads();
+    int64_t first = concat ? width(Role::Operand, 0) : width(Role::Result, 0);
+    int64_t second = concat ? width(Role::Operand, 1) : width(Role::Result, 1);
+    int64_t whole = concat ? width(Role::Result, 0) : width(Role::Operand, 0);
+    if (first % heads != 0)
+      return error(absl::StrCat("the first part's width ", first,
+                                " is not a multiple of heads (", heads, ")"));
+    bool perHead = second % heads == 0 && whole == first + second;
+    bool shared = whole == first + heads * second;
+    if (!perHead && !shared)
+      return error(
+          absl::StrCat("widths ", first, " and ", second, " do not make ",
+                       whole, ": expected heads (", heads,
+                       ") parts of each, or the second shared by every head"));
+    return absl::OkStatus();
   }
 
   /// The FP8 recipe of the expert GEMMs, when there is one. Delayed

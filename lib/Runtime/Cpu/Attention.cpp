@@ -41,19 +41,24 @@ namespace moe::rt::cpu {
 namespace {
 constexpr int64_t kBlock = kAttentionBlock;
 
-/// Strided views of one (batch, query head) and its key/value head.
+/// Strided views of one (batch, query head) and its key/value head: the
+/// query and key rows of headDim, the value and output rows of valueDim.
 struct HeadView {
-  int64_t ldq, ldkv;
-  int64_t qOffset, kvOffset;
+  int64_t ldq, ldkv, ldo, ldv;
+  int64_t qOffset, kvOffset, oOffset, vOffset;
 
   HeadView(int64_t b, int64_t h, int64_t S, int64_t heads, int64_t kvHeads,
-           int64_t headDim) {
+           int64_t headDim, int64_t valueDim) {
     int64_t group = heads / kvHeads;
     int64_t g = h / group;
     ldq = heads * headDim;
     ldkv = kvHeads * headDim;
+    ldo = heads * valueDim;
+    ldv = kvHeads * valueDim;
     qOffset = b * S * ldq + h * headDim;
     kvOffset = b * S * ldkv + g * headDim;
+    oOffset = b * S * ldo + h * valueDim;
+    vOffset = b * S * ldv + g * valueDim;
   }
 };
 
@@ -81,14 +86,16 @@ struct Tiles {
   std::vector<double> sums;
   std::vector<float> maxes, deltas;
 
-  Tiles(int64_t headDim, bool backward)
-      : keysT(headDim * kBlock), scores(kBlock * kBlock), acc(kBlock * headDim),
-        maxes(kBlock) {
+  /// acc is the forward's output (valueDim wide) or the backward's dk
+  /// (headDim wide).
+  Tiles(int64_t headDim, int64_t valueDim, bool backward)
+      : keysT(headDim * kBlock), scores(kBlock * kBlock),
+        acc(kBlock * (backward ? headDim : valueDim)), maxes(kBlock) {
     if (backward) {
-      valuesT.resize(headDim * kBlock);
+      valuesT.resize(valueDim * kBlock);
       grads.resize(kBlock * kBlock);
       transposed.resize(kBlock * kBlock);
-      accV.resize(kBlock * headDim);
+      accV.resize(kBlock * valueDim);
       deltas.resize(kBlock);
     } else {
       sums.resize(kBlock);
@@ -105,31 +112,34 @@ void transposeTile(const float *in, int64_t rows, float *out) {
 
 /// One Tiles per worker that `tasks` tasks can use.
 std::vector<Tiles> tilesPerWorker(int64_t tasks, int64_t headDim,
-                                  bool backward) {
+                                  int64_t valueDim, bool backward) {
   std::vector<Tiles> tiles;
   int64_t workers = std::min<int64_t>(detail::availableThreads(), tasks);
   tiles.reserve(workers);
   for (int64_t w = 0; w < workers; ++w)
-    tiles.emplace_back(headDim, backward);
+    tiles.emplace_back(headDim, valueDim, backward);
   return tiles;
 }
 } // namespace
 
 void attentionForward(const float *q, const float *k, const float *v,
                       float *out, float *lse, int64_t B, int64_t S,
-                      int64_t heads, int64_t kvHeads, int64_t headDim) {
-  if (B <= 0 || S <= 0 || heads <= 0 || headDim <= 0)
+                      int64_t heads, int64_t kvHeads, int64_t headDim,
+                      int64_t valueDim) {
+  if (valueDim < 0)
+    valueDim = headDim;
+  if (B <= 0 || S <= 0 || heads <= 0 || headDim <= 0 || valueDim <= 0)
     return;
   float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
   int64_t blocks = (S + kBlock - 1) / kBlock;
   int64_t tasks = B * heads * blocks;
-  std::vector<Tiles> tiles = tilesPerWorker(tasks, headDim, false);
+  std::vector<Tiles> tiles = tilesPerWorker(tasks, headDim, valueDim, false);
   detail::parallelFor(tasks, [&](int64_t task, int worker) {
     Tiles &t = tiles[worker];
     // The last query blocks, which see the most keys, go first.
     int64_t block = blocks - 1 - task % blocks;
     int64_t b = task / blocks / heads, h = task / blocks % heads;
-    HeadView view(b, h, S, heads, kvHeads, headDim);
+    HeadView view(b, h, S, heads, kvHeads, headDim, valueDim);
     int64_t i0 = block * kBlock, rows = std::min(kBlock, S - i0);
     const float *qBlock = q + view.qOffset + i0 * view.ldq;
     std::fill(t.maxes.begin(), t.maxes.end(),
@@ -146,7 +156,7 @@ void attentionForward(const float *q, const float *k, const float *v,
       for (int64_t r = 0; r < rows; ++r) {
         float *row = t.scores.data() + r * kBlock;
         int64_t seen = visibleKeys(i0 + r, j0, cols);
-        float *accRow = t.acc.data() + r * headDim;
+        float *accRow = t.acc.data() + r * valueDim;
         if (seen == 0) {
           std::fill(row, row + kBlock, 0.0f);
           continue;
@@ -159,7 +169,7 @@ void attentionForward(const float *q, const float *k, const float *v,
         if (most != previous) {
           float rescale = std::exp(previous - most);
           t.sums[r] *= rescale;
-          for (int64_t e = 0; e < headDim; ++e)
+          for (int64_t e = 0; e < valueDim; ++e)
             accRow[e] *= rescale;
         }
         t.sums[r] += sum;
@@ -167,17 +177,17 @@ void attentionForward(const float *q, const float *k, const float *v,
       }
       // acc += P v over the block's real keys.
       detail::tileGemm(t.scores.data(), kBlock, rows, cols,
-                       v + view.kvOffset + j0 * view.ldkv, view.ldkv, headDim,
-                       1.0f, t.acc.data(), headDim, /*accumulate=*/true);
+                       v + view.vOffset + j0 * view.ldv, view.ldv, valueDim,
+                       1.0f, t.acc.data(), valueDim, /*accumulate=*/true);
     }
     float *lseRow = lse + (b * heads + h) * S + i0;
     for (int64_t r = 0; r < rows; ++r) {
       double sum = t.sums[r];
       lseRow[r] = t.maxes[r] + static_cast<float>(std::log(sum));
       float inverse = static_cast<float>(1.0 / sum);
-      const float *accRow = t.acc.data() + r * headDim;
-      float *outRow = out + view.qOffset + (i0 + r) * view.ldq;
-      for (int64_t e = 0; e < headDim; ++e)
+      const float *accRow = t.acc.data() + r * valueDim;
+      float *outRow = out + view.oOffset + (i0 + r) * view.ldo;
+      for (int64_t e = 0; e < valueDim; ++e)
         outRow[e] = accRow[e] * inverse;
     }
   });
@@ -186,41 +196,43 @@ void attentionForward(const float *q, const float *k, const float *v,
 void attentionBackward(const float *dout, const float *q, const float *k,
                        const float *v, const float *out, const float *lse,
                        float *dq, float *dk, float *dv, int64_t B, int64_t S,
-                       int64_t heads, int64_t kvHeads, int64_t headDim) {
-  int64_t kvSize = B * S * kvHeads * headDim;
-  std::fill(dk, dk + kvSize, 0.0f);
-  std::fill(dv, dv + kvSize, 0.0f);
-  if (B <= 0 || S <= 0 || heads <= 0 || headDim <= 0)
+                       int64_t heads, int64_t kvHeads, int64_t headDim,
+                       int64_t valueDim) {
+  if (valueDim < 0)
+    valueDim = headDim;
+  std::fill(dk, dk + B * S * kvHeads * headDim, 0.0f);
+  std::fill(dv, dv + B * S * kvHeads * valueDim, 0.0f);
+  if (B <= 0 || S <= 0 || heads <= 0 || headDim <= 0 || valueDim <= 0)
     return;
   float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
   int64_t group = heads / kvHeads, tasks = B * kvHeads;
-  std::vector<Tiles> tiles = tilesPerWorker(tasks, headDim, true);
+  std::vector<Tiles> tiles = tilesPerWorker(tasks, headDim, valueDim, true);
   detail::parallelFor(tasks, [&](int64_t task, int worker) {
     Tiles &t = tiles[worker];
     int64_t b = task / kvHeads, g = task % kvHeads;
     for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-      HeadView view(b, h, S, heads, kvHeads, headDim);
+      HeadView view(b, h, S, heads, kvHeads, headDim, valueDim);
       for (int64_t i = 0; i < S; ++i)
         std::fill_n(dq + view.qOffset + i * view.ldq, headDim, 0.0f);
     }
-    HeadView kvView(b, g * group, S, heads, kvHeads, headDim);
+    HeadView kvView(b, g * group, S, heads, kvHeads, headDim, valueDim);
     for (int64_t j0 = 0; j0 < S; j0 += kBlock) {
       int64_t cols = std::min(kBlock, S - j0);
       const float *kRows = k + kvView.kvOffset + j0 * kvView.ldkv;
-      const float *vRows = v + kvView.kvOffset + j0 * kvView.ldkv;
+      const float *vRows = v + kvView.vOffset + j0 * kvView.ldv;
       packTransposed(kRows, kvView.ldkv, cols, headDim, t.keysT.data());
-      packTransposed(vRows, kvView.ldkv, cols, headDim, t.valuesT.data());
+      packTransposed(vRows, kvView.ldv, cols, valueDim, t.valuesT.data());
       std::fill(t.acc.begin(), t.acc.end(), 0.0f);   // dk of the block
       std::fill(t.accV.begin(), t.accV.end(), 0.0f); // dv of the block
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-        HeadView view(b, h, S, heads, kvHeads, headDim);
+        HeadView view(b, h, S, heads, kvHeads, headDim, valueDim);
         const float *lseRow = lse + (b * heads + h) * S;
         // Query blocks that see any key of this block: from j0's on.
         for (int64_t i0 = j0 / kBlock * kBlock; i0 < S; i0 += kBlock) {
           int64_t rows = std::min(kBlock, S - i0);
           const float *qBlock = q + view.qOffset + i0 * view.ldq;
-          const float *doBlock = dout + view.qOffset + i0 * view.ldq;
-          const float *oBlock = out + view.qOffset + i0 * view.ldq;
+          const float *doBlock = dout + view.oOffset + i0 * view.ldo;
+          const float *oBlock = out + view.oOffset + i0 * view.ldo;
           float *dqBlock = dq + view.qOffset + i0 * view.ldq;
           float *probs = t.scores.data(), *dprobs = t.grads.data();
           detail::tileGemm(qBlock, view.ldq, rows, headDim, t.keysT.data(),
@@ -233,18 +245,18 @@ void attentionBackward(const float *dout, const float *q, const float *k,
             // D = do . o (= sum_j P dP, the softmax Jacobian's rank-one
             // term).
             double d = 0.0;
-            for (int64_t e = 0; e < headDim; ++e)
-              d += static_cast<double>(doBlock[r * view.ldq + e]) *
-                   oBlock[r * view.ldq + e];
+            for (int64_t e = 0; e < valueDim; ++e)
+              d += static_cast<double>(doBlock[r * view.ldo + e]) *
+                   oBlock[r * view.ldo + e];
             t.deltas[r] = static_cast<float>(d);
           }
           // dv += P^T do.
           transposeTile(probs, rows, t.transposed.data());
           detail::tileGemm(t.transposed.data(), kBlock, cols, rows, doBlock,
-                           view.ldq, headDim, 1.0f, t.accV.data(), headDim,
+                           view.ldo, valueDim, 1.0f, t.accV.data(), valueDim,
                            true);
           // dP = do v^T, then dS = P (dP - D) in place.
-          detail::tileGemm(doBlock, view.ldq, rows, headDim, t.valuesT.data(),
+          detail::tileGemm(doBlock, view.ldo, rows, valueDim, t.valuesT.data(),
                            kBlock, kBlock, 1.0f, dprobs, kBlock, false);
           for (int64_t r = 0; r < rows; ++r) {
             const float *p = probs + r * kBlock;
@@ -264,8 +276,8 @@ void attentionBackward(const float *dout, const float *q, const float *k,
       for (int64_t c = 0; c < cols; ++c) {
         std::copy_n(t.acc.data() + c * headDim, headDim,
                     dk + kvView.kvOffset + (j0 + c) * kvView.ldkv);
-        std::copy_n(t.accV.data() + c * headDim, headDim,
-                    dv + kvView.kvOffset + (j0 + c) * kvView.ldkv);
+        std::copy_n(t.accV.data() + c * valueDim, valueDim,
+                    dv + kvView.vOffset + (j0 + c) * kvView.ldv);
       }
     }
   });

@@ -932,6 +932,14 @@ public:
   absl::Status run(const ops::SequenceAuxLossGradView &) {
     return notOnThisBackend();
   }
+  absl::Status run(const ops::AttentionValueDimView &) {
+    return notOnThisBackend();
+  }
+  absl::Status run(const ops::AttentionValueDimGradView &) {
+    return notOnThisBackend();
+  }
+  absl::Status run(const ops::ConcatHeadsView &) { return notOnThisBackend(); }
+  absl::Status run(const ops::SplitHeadsView &) { return notOnThisBackend(); }
   absl::Status run(const ops::ZLossView &) { return notOnThisBackend(); }
   absl::Status run(const ops::ZLossGradView &) { return notOnThisBackend(); }
   absl::Status run(const ops::ExpertLoadView &) { return notOnThisBackend(); }

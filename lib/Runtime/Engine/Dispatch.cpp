@@ -232,6 +232,35 @@ public:
                            heads, op.kvHeads(), q[2] / heads);
     return absl::OkStatus();
   }
+  absl::Status run(const ops::AttentionValueDimView &op) {
+    const std::vector<int64_t> &q = in(op.q()).shape;
+    int64_t heads = op.heads();
+    cpu::attentionForward(f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
+                          f32(op.lse()), q[0], q[1], heads, op.kvHeads(),
+                          q[2] / heads, in(op.out()).shape[2] / heads);
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::AttentionValueDimGradView &op) {
+    const std::vector<int64_t> &q = in(op.q()).shape;
+    int64_t heads = op.heads();
+    cpu::attentionBackward(
+        f32(op.dout()), f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
+        f32(op.lse()), f32(op.dq()), f32(op.dk()), f32(op.dv()), q[0], q[1],
+        heads, op.kvHeads(), q[2] / heads, in(op.out()).shape[2] / heads);
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::ConcatHeadsView &op) {
+    HeadParts parts = headParts(op.heads(), in(op.a()), in(op.b()), in(op.y()));
+    cpu::concatHeads(f32(op.a()), f32(op.b()), f32(op.y()), rows(in(op.a())),
+                     op.heads(), parts.aWidth, parts.bWidth, parts.sharedB);
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::SplitHeadsView &op) {
+    HeadParts parts = headParts(op.heads(), in(op.a()), in(op.b()), in(op.x()));
+    cpu::splitHeads(f32(op.x()), f32(op.a()), f32(op.b()), rows(in(op.a())),
+                    op.heads(), parts.aWidth, parts.bWidth, parts.sharedB);
+    return absl::OkStatus();
+  }
   absl::Status run(const ops::RouterView &op) {
     cpu::routerForward(f32(op.logits()), f32(op.probs()), f32(op.weights()),
                        i32(op.indices()), rows(in(op.logits())),
@@ -549,6 +578,19 @@ private:
     else
       cpu::auxLossBackward(buffers.scalar(*dloss), stats, f32(out), T);
     return absl::OkStatus();
+  }
+
+  /// Each head's widths of a ConcatHeads' or SplitHeads' parts, and
+  /// whether b is one part shared by every head (checkHeadParts).
+  struct HeadParts {
+    int64_t aWidth, bWidth;
+    bool sharedB;
+  };
+  static HeadParts headParts(int64_t heads, const Buffer &a, const Buffer &b,
+                             const Buffer &whole) {
+    int64_t first = a.shape.back(), second = b.shape.back();
+    bool perHead = second % heads == 0 && whole.shape.back() == first + second;
+    return {first / heads, perHead ? second / heads : second, !perHead};
   }
 
   /// The z-loss's sums over the tokens' group, when there is one.

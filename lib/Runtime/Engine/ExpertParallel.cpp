@@ -482,18 +482,28 @@ uint64_t kernelWorkspaceBytes(const Program &program,
         !pipeline.runsOn(i, *pipelineRank))
       continue;
     if (inst.opcode == Opcode::Attention ||
-        inst.opcode == Opcode::AttentionGrad) {
-      // q is [B, S, heads * headDim].
-      bool forward = inst.opcode == Opcode::Attention;
+        inst.opcode == Opcode::AttentionGrad ||
+        inst.opcode == Opcode::AttentionValueDim ||
+        inst.opcode == Opcode::AttentionValueDimGrad) {
+      // q is [B, S, heads * headDim], v [B, S, kvHeads * valueDim]; every
+      // form has q and v at the same operands, heads and kv_heads first.
+      static_assert(ops::AttentionView::kQOperand ==
+                        ops::AttentionValueDimView::kQOperand &&
+                    ops::AttentionGradView::kQOperand ==
+                        ops::AttentionValueDimGradView::kQOperand);
+      bool forward = inst.opcode == Opcode::Attention ||
+                     inst.opcode == Opcode::AttentionValueDim;
       size_t q = forward ? ops::AttentionView::kQOperand
                          : ops::AttentionGradView::kQOperand;
-      int64_t heads = forward ? ops::AttentionView(inst).heads()
-                              : ops::AttentionGradView(inst).heads();
+      int64_t heads = std::max<int64_t>(1, inst.intAttrs[0]);
+      int64_t kvHeads = std::max<int64_t>(1, inst.intAttrs[1]);
       const std::vector<int64_t> &shape =
           program.buffers[inst.operands[q]].shape;
+      const std::vector<int64_t> &values =
+          program.buffers[inst.operands[q + 2]].shape;
       most = std::max(most, cpu::attentionWorkspaceBytes(
-                                shape[2] / std::max<int64_t>(1, heads),
-                                !forward, cpu::numThreads()));
+                                shape[2] / heads, !forward, cpu::numThreads(),
+                                values[2] / kvHeads));
       continue;
     }
     if (inst.opcode == Opcode::LinearCrossEntropy ||

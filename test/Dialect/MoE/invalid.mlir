@@ -534,7 +534,7 @@ func.func @attention_lse(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>) {
 // -----
 
 func.func @attention_grad_grad(%dy: tensor<2x4x4xf32>, %q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>, %lse: tensor<2x2x4xf32>) {
-  // expected-error @+1 {{expected grad to have the query's type}}
+  // expected-error @+1 {{expected grad to have the output's type}}
   %dq, %dk, %dv = moe.attention_grad %dy, %q, %k, %k, %q, %lse {num_heads = 2, num_kv_heads = 1}
       : (tensor<2x4x4xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>, tensor<2x2x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
   return
@@ -939,6 +939,46 @@ func.func @z_loss_axes(%l: tensor<8x4xf32>) {
 func.func @z_loss_grad_result(%d: tensor<f32>, %l: tensor<8x4xf32>) {
   // expected-error @+1 {{expected the result to have the logits' type}}
   %g = moe.z_loss_grad %d, %l : (tensor<f32>, tensor<8x4xf32>) -> tensor<8x2xf32>
+  return
+}
+
+// -----
+
+func.func @concat_heads_widths(%a: tensor<2x4x6xf32>, %b: tensor<2x4x3xf32>) {
+  // expected-error @+1 {{expected the whole of width 6 + 3 (rhs per head) or 6 + 2 * 3 (rhs shared), got 8}}
+  %y = moe.concat_heads %a, %b {num_heads = 2} : (tensor<2x4x6xf32>, tensor<2x4x3xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @concat_heads_lhs(%a: tensor<2x4x5xf32>, %b: tensor<2x4x1xf32>) {
+  // expected-error @+1 {{expected lhs of num_heads (2) parts, got width 5}}
+  %y = moe.concat_heads %a, %b {num_heads = 2} : (tensor<2x4x5xf32>, tensor<2x4x1xf32>) -> tensor<2x4x7xf32>
+  return
+}
+
+// -----
+
+func.func @split_heads_leading(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{expected rhs with the leading dimensions [2, 4] and element type 'f32', got 'tensor<2x3x2xf32>'}}
+  %a, %b = moe.split_heads %x {num_heads = 2} : (tensor<2x4x8xf32>) -> (tensor<2x4x6xf32>, tensor<2x3x2xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_value_width(%q: tensor<2x4x8xf32>, %v: tensor<2x4x5xf32>) {
+  // expected-error @+1 {{expected value of shape [2, 4, num_kv_heads (2) * a positive head dim], got [2, 4, 5]}}
+  %o, %l = moe.attention %q, %q, %v {num_heads = 2, num_kv_heads = 2} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x5xf32>) -> (tensor<2x4x5xf32>, tensor<2x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_output_width(%q: tensor<2x4x8xf32>, %v: tensor<2x4x6xf32>) {
+  // expected-error @+1 {{expected output of shape [2, 4, 6], got [2, 4, 8]}}
+  %o, %l = moe.attention %q, %q, %v {num_heads = 2, num_kv_heads = 2} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x6xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
   return
 }
 
@@ -1391,6 +1431,41 @@ moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, 
 
 // -----
 
+// expected-error @+1 {{expected qk_rope_head_dim with kv_lora_rank (multi-head latent attention)}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 2, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, kv_lora_rank = 4, qk_nope_head_dim = 4, v_head_dim = 4}
+
+// -----
+
+// expected-error @+1 {{expected kv_lora_rank with q_lora_rank (multi-head latent attention)}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 2, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, q_lora_rank = 4}
+
+// -----
+
+// expected-error @+1 {{expected an even qk_rope_head_dim for rope, got 3}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 2, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, kv_lora_rank = 4, qk_rope_head_dim = 3, qk_nope_head_dim = 4, v_head_dim = 4}
+
+// -----
+
+// expected-error @+1 {{expected kv_heads = heads (2) with multi-head latent attention, got 1}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, kv_lora_rank = 4, qk_rope_head_dim = 2, qk_nope_head_dim = 4, v_head_dim = 4}
+
+// -----
+
+// expected-error @+1 {{expected no head_dim with multi-head latent attention (its widths are qk_nope_head_dim, qk_rope_head_dim, v_head_dim)}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 2, head_dim = 4, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, kv_lora_rank = 4, qk_rope_head_dim = 2, qk_nope_head_dim = 4, v_head_dim = 4}
+
+// -----
+
+// expected-error @+1 {{expected qk_norm = false with multi-head latent attention}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 2, qk_norm = true, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, kv_lora_rank = 4, qk_rope_head_dim = 2, qk_nope_head_dim = 4, v_head_dim = 4}
+
+// -----
+
+// expected-error @+1 {{expected 0 < v_head_dim <= 65536, got 0}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 2, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, kv_lora_rank = 4, qk_rope_head_dim = 2, qk_nope_head_dim = 4, v_head_dim = 0}
+
+// -----
+
 // expected-error @+1 {{expected seq_aux_coef >= 0, got -0.001}}
 moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, seq_aux_coef = -0.001 : f32}
 
@@ -1411,8 +1486,8 @@ moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, 
 // the discardable moe.* ones its passes write.
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{'moe.transformer' op has unknown attribute 'q_lora_rank'; known attributes: aux_coef, batch, bias_update_rate, capacity_factor, dense_ffn, dense_layers, experts, family, ffn, head_dim, heads, hidden, init_std, kv_heads, layers, n_group, norm_topk_prob, precision, qk_norm, rms_eps, rope_theta, routed_scaling_factor, scoring, seq, seq_aux_coef, shared_experts, sym_name, tie_word_embeddings, top_k, topk_group, vocab, z_loss_coef}}
-moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, q_lora_rank = 8}
+// expected-error @+1 {{'moe.transformer' op has unknown attribute 'num_nextn_predict_layers'; known attributes: aux_coef, batch, bias_update_rate, capacity_factor, dense_ffn, dense_layers, experts, family, ffn, head_dim, heads, hidden, init_std, kv_heads, kv_lora_rank, layers, n_group, norm_topk_prob, precision, q_lora_rank, qk_nope_head_dim, qk_norm, qk_rope_head_dim, rms_eps, rope_theta, routed_scaling_factor, scoring, seq, seq_aux_coef, shared_experts, sym_name, tie_word_embeddings, top_k, topk_group, v_head_dim, vocab, z_loss_coef}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, num_nextn_predict_layers = 1}
 
 // -----
 

@@ -91,6 +91,16 @@ func.func @model_ops(%tokens: tensor<2x4xi32>, %table: tensor<16x8xf32>,
   %fce, %headLse = moe.linear_cross_entropy %s, %table, %tokens : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4xf32>)
   // CHECK: moe.aux_loss {{.*}} {top_k = 2 : i64}
   %aux = moe.aux_loss %probs {top_k = 2} : (tensor<2x4x4xf32>) -> tensor<f32>
+  // CHECK: moe.split_heads {{.*}} {num_heads = 2 : i64} : (tensor<2x4x8xf32>) -> (tensor<2x4x6xf32>, tensor<2x4x2xf32>)
+  %nope, %rope = moe.split_heads %s {num_heads = 2} : (tensor<2x4x8xf32>) -> (tensor<2x4x6xf32>, tensor<2x4x2xf32>)
+  // CHECK: moe.split_heads {{.*}} : (tensor<2x4x8xf32>) -> (tensor<2x4x6xf32>, tensor<2x4x1xf32>)
+  %nope2, %summed = moe.split_heads %s {num_heads = 2} : (tensor<2x4x8xf32>) -> (tensor<2x4x6xf32>, tensor<2x4x1xf32>)
+  // CHECK: moe.concat_heads {{.*}} : (tensor<2x4x6xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %joined = moe.concat_heads %nope2, %summed {num_heads = 2} : (tensor<2x4x6xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  // Values narrower than the keys (MLA): the output has their width.
+  // CHECK: moe.attention {{.*}} -> (tensor<2x4x6xf32>, tensor<2x2x4xf32>)
+  %mla, %mlaLse = moe.attention %s, %joined, %nope {num_heads = 2, num_kv_heads = 2}
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x6xf32>) -> (tensor<2x4x6xf32>, tensor<2x2x4xf32>)
   // CHECK: moe.sequence_aux_loss {{.*}} : (tensor<2x4x4xf32>, tensor<2x4x2xi32>) -> tensor<f32>
   %seqAux = moe.sequence_aux_loss %probs, %indices : (tensor<2x4x4xf32>, tensor<2x4x2xi32>) -> tensor<f32>
   // CHECK: moe.z_loss {{.*}} {token_axes = ["dp"]} : (tensor<2x4x4xf32>) -> tensor<f32>

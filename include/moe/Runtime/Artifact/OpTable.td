@@ -459,3 +459,41 @@ def ZLossGrad : Op<50, "3.6"> {
   let results = (outs Tensor<"[..., E]">:$dlogits);
   let attributes = (attrs OptionalAttr<"group", GroupAttr>:$group);
 }
+
+// Multi-head latent attention's pieces (3.6, DeepSeek-V2/V3). Attention
+// whose values have a head width of their own: q [B, S, heads * d], k
+// [B, S, kv_heads * d], v [B, S, kv_heads * dv], the output [B, S, heads
+// * dv] (checkAttention). Scale 1/sqrt(d).
+def AttentionValueDim : Op<51, "3.6"> {
+  let operands = (ins Float<"[B, S, Q]">:$q, Float<>:$k, Float<>:$v);
+  let results = (outs Float<"[B, S, O]">:$out, Tensor<>:$lse);
+  let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
+                          IntAttr<>:$kv_heads);
+  let rules = ["checkAttention"];
+}
+def AttentionValueDimGrad : Op<52, "3.6"> {
+  let operands = (ins Float<"[B, S, O]">:$dout, Float<"[B, S, Q]">:$q,
+                      Float<>:$k, Float<>:$v, Float<"[B, S, O]">:$out,
+                      Tensor<>:$lse);
+  let results = (outs Float<"[B, S, Q]">:$dq, Float<>:$dk, Float<>:$dv);
+  let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
+                          IntAttr<>:$kv_heads);
+  let rules = ["checkAttention"];
+}
+// Per-head concatenation: y [..., heads * (A + C)] holds each head's part
+// of a [..., heads * A], then its part of b, which is [..., heads * C] or
+// [..., C] shared by every head (MLA's one RoPE key for all heads).
+// SplitHeads is the inverse; a shared b is then the sum over the heads,
+// the adjoint of sharing it (checkHeadParts).
+def ConcatHeads : Op<53, "3.6"> {
+  let operands = (ins Float<"[..., X]">:$a, Float<"[..., Y]">:$b);
+  let results = (outs Float<"[..., Z]">:$y);
+  let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads);
+  let rules = ["checkHeadParts"];
+}
+def SplitHeads : Op<54, "3.6"> {
+  let operands = (ins Float<"[..., Z]">:$x);
+  let results = (outs Float<"[..., X]">:$a, Float<"[..., Y]">:$b);
+  let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads);
+  let rules = ["checkHeadParts"];
+}

@@ -129,29 +129,48 @@ inline constexpr int64_t kAttentionBlock = 64;
 /// transposed block of keys (and values), a tile of scores (and of their
 /// gradients and a transposed copy), the output (or dk and dv) accumulators
 /// and row statistics. It does not grow with the sequence.
+/// Values of their own width (valueDim, MLA's v_head_dim; -1: headDim)
+/// widen the output and dv tiles.
 inline uint64_t attentionWorkspaceBytes(int64_t headDim, bool backward,
-                                        int threads = 1) {
+                                        int threads = 1,
+                                        int64_t valueDim = -1) {
   constexpr uint64_t block = kAttentionBlock;
+  uint64_t d = static_cast<uint64_t>(headDim);
+  uint64_t dv = valueDim < 0 ? d : static_cast<uint64_t>(valueDim);
   uint64_t floats =
-      backward ? 2 * headDim * block + 3 * block * block + 2 * block * headDim +
-                     block
-               : headDim * block + block * block + block * headDim + 3 * block;
+      backward ? (d + dv) * block + 3 * block * block + block * (d + dv) + block
+               : d * block + block * block + block * dv + 3 * block;
   return floats * sizeof(float) * static_cast<uint64_t>(threads);
 }
 
-/// q: [B, S, heads*d], k, v: [B, S, kvHeads*d], out: [B, S, heads*d],
-/// lse: [B, heads, S]. Scale 1/sqrt(d); causal. heads % kvHeads == 0.
-/// Works on 64 x 64 tiles (Attention.cpp); never forms an S x S matrix.
+/// q: [B, S, heads*d], k: [B, S, kvHeads*d], v: [B, S, kvHeads*dv], out:
+/// [B, S, heads*dv], lse: [B, heads, S], with d = headDim and dv =
+/// valueDim (-1: headDim; MLA's values are narrower than its queries and
+/// keys). Scale 1/sqrt(d); causal. heads % kvHeads == 0. Works on 64 x 64
+/// tiles (Attention.cpp); never forms an S x S matrix.
 void attentionForward(const float *q, const float *k, const float *v,
                       float *out, float *lse, int64_t B, int64_t S,
-                      int64_t heads, int64_t kvHeads, int64_t headDim);
+                      int64_t heads, int64_t kvHeads, int64_t headDim,
+                      int64_t valueDim = -1);
 /// Gradients w.r.t. q, k and v from dout; recomputes probabilities from lse.
 /// dq, dk and dv are overwritten (query heads of a group sum into their
 /// shared dk/dv in head order).
 void attentionBackward(const float *dout, const float *q, const float *k,
                        const float *v, const float *out, const float *lse,
                        float *dq, float *dk, float *dv, int64_t B, int64_t S,
-                       int64_t heads, int64_t kvHeads, int64_t headDim);
+                       int64_t heads, int64_t kvHeads, int64_t headDim,
+                       int64_t valueDim = -1);
+
+/// y[r, h] = (a[r, h], b[r, h]) for `rows` rows of `heads` heads: each
+/// head's `aWidth` features of a, then its `bWidth` of b (multi-head latent
+/// attention's queries and keys). With `sharedB`, b is one part [rows,
+/// bWidth] that every head gets (MLA's RoPE key).
+void concatHeads(const float *a, const float *b, float *y, int64_t rows,
+                 int64_t heads, int64_t aWidth, int64_t bWidth, bool sharedB);
+/// The inverse: a and b from y. With `sharedB`, b is the sum of the heads'
+/// parts (in head order; the adjoint of sharing it).
+void splitHeads(const float *y, float *a, float *b, int64_t rows, int64_t heads,
+                int64_t aWidth, int64_t bWidth, bool sharedB);
 
 //===----------------------------------------------------------------------===//
 // Router and experts

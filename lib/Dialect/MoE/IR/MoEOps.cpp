@@ -283,6 +283,60 @@ static int64_t transformerParameters(TransformerOp op) {
   return params;
 }
 
+/// Multi-head latent attention's sizes: all of kv_lora_rank,
+/// qk_rope_head_dim, qk_nope_head_dim and v_head_dim (and optionally
+/// q_lora_rank) or none; the RoPE part even; no grouped-query heads, no
+/// head_dim and no QK-norm beside them.
+static LogicalResult verifyLatentAttention(TransformerOp op) {
+  std::pair<StringRef, std::optional<uint64_t>> sizes[] = {
+      {"kv_lora_rank", op.getKvLoraRank()},
+      {"qk_rope_head_dim", op.getQkRopeHeadDim()},
+      {"qk_nope_head_dim", op.getQkNopeHeadDim()},
+      {"v_head_dim", op.getVHeadDim()},
+      {"q_lora_rank", op.getQLoraRank()}};
+  bool latent = op.getKvLoraRank().has_value();
+  for (auto [name, value] : sizes) {
+    if (!value) {
+      if (latent && name != "q_lora_rank")
+        return op.emitOpError()
+               << "expected " << name
+               << " with kv_lora_rank (multi-head latent attention)";
+      continue;
+    }
+    if (!latent)
+      return op.emitOpError() << "expected kv_lora_rank with " << name
+                              << " (multi-head latent attention)";
+    auto size = static_cast<int64_t>(*value);
+    if (size <= 0 || size > kMaxHidden)
+      return op.emitOpError() << "expected 0 < " << name << " <= " << kMaxHidden
+                              << ", got " << size;
+  }
+  if (!latent)
+    return success();
+  if (*op.getQkRopeHeadDim() % 2 != 0)
+    return op.emitOpError()
+           << "expected an even qk_rope_head_dim for rope, got "
+           << *op.getQkRopeHeadDim();
+  int64_t heads = op.getHeads();
+  int64_t widest = static_cast<int64_t>(std::max(
+      *op.getQkRopeHeadDim() + *op.getQkNopeHeadDim(), *op.getVHeadDim()));
+  if (widest > kMaxHidden / heads)
+    return op.emitOpError() << "expected heads * head widths <= " << kMaxHidden
+                            << ", got " << heads << " * " << widest;
+  if (op.getKvHeads() != op.getHeads())
+    return op.emitOpError()
+           << "expected kv_heads = heads (" << heads
+           << ") with multi-head latent attention, got " << op.getKvHeads();
+  if (op.getHeadDim())
+    return op.emitOpError()
+           << "expected no head_dim with multi-head latent attention (its "
+              "widths are qk_nope_head_dim, qk_rope_head_dim, v_head_dim)";
+  if (op.getQkNorm())
+    return op.emitOpError()
+           << "expected qk_norm = false with multi-head latent attention";
+  return success();
+}
+
 LogicalResult TransformerOp::verify() {
   std::tuple<StringRef, int64_t, int64_t> sizes[] = {
       {"vocab", getVocab(), kMaxVocab},
@@ -315,8 +369,13 @@ LogicalResult TransformerOp::verify() {
   if (shared > kMaxFfn / static_cast<int64_t>(getFfn()))
     return emitOpError() << "expected shared_experts * ffn <= " << kMaxFfn
                          << ", got " << shared << " * " << getFfn();
+  if (failed(verifyLatentAttention(*this)))
+    return failure();
   int64_t headDim;
-  if (std::optional<uint64_t> given = getHeadDim()) {
+  if (getKvLoraRank()) {
+    // MLA's heads have their own widths (checked above).
+    headDim = static_cast<int64_t>(*getQkRopeHeadDim());
+  } else if (std::optional<uint64_t> given = getHeadDim()) {
     headDim = static_cast<int64_t>(*given);
     if (headDim <= 0)
       return emitOpError() << "expected head_dim > 0, got " << headDim;
@@ -791,8 +850,16 @@ static LogicalResult verifyAttentionShapes(Operation *op, Value q, Value k,
     return op->emitOpError() << "expected a non-empty head dimension";
   SmallVector<int64_t> kvShape = {qs[0], qs[1], kvHeads * headDim};
   if (failed(expectShape(op, "key", k, kvShape)) ||
-      failed(expectShape(op, "value", v, kvShape)) ||
-      failed(expectShape(op, "output", out, qs)))
+      failed(expectRank(op, "value", v, 3)))
+    return failure();
+  // The values may have a head dimension of their own (MLA's v_head_dim).
+  ArrayRef<int64_t> vs = shapeOf(v);
+  if (vs[0] != qs[0] || vs[1] != qs[1] || vs[2] % kvHeads != 0 || vs[2] == 0)
+    return op->emitOpError() << "expected value of shape [" << qs[0] << ", "
+                             << qs[1] << ", num_kv_heads (" << kvHeads
+                             << ") * a positive head dim], got " << fmt(vs);
+  int64_t valueDim = vs[2] / kvHeads;
+  if (failed(expectShape(op, "output", out, {qs[0], qs[1], heads * valueDim})))
     return failure();
   return expectShape(op, "lse", lse, {qs[0], heads, qs[1]});
 }
@@ -808,14 +875,70 @@ LogicalResult AttentionGradOp::verify() {
                                    getOutput(), getLse(), getNumHeads(),
                                    getNumKvHeads())))
     return failure();
-  if (getGrad().getType() != getQuery().getType())
-    return emitOpError() << "expected grad to have the query's type";
+  if (getGrad().getType() != getOutput().getType())
+    return emitOpError() << "expected grad to have the output's type";
   if (getQueryGrad().getType() != getQuery().getType() ||
       getKeyGrad().getType() != getKey().getType() ||
       getValueGrad().getType() != getValue().getType())
     return emitOpError()
            << "expected the gradients to have the types of query, key, value";
   return success();
+}
+
+/// Whether `rhs` is one part shared by the heads: `whole` is lhs plus
+/// num_heads of it (else, per head, lhs plus rhs).
+static bool isSharedPart(Value whole, Value lhs, Value rhs, int64_t heads) {
+  int64_t total = shapeOf(whole).back(), first = shapeOf(lhs).back();
+  int64_t second = shapeOf(rhs).back();
+  return !(second % heads == 0 && total == first + second) &&
+         total == first + heads * second;
+}
+
+/// A per-head concatenation's parts and whole (moe.concat_heads,
+/// moe.split_heads).
+static LogicalResult verifyHeadParts(Operation *op, Value whole, Value lhs,
+                                     Value rhs, int64_t heads) {
+  if (heads < 1)
+    return op->emitOpError() << "expected num_heads >= 1, got " << heads;
+  for (auto [what, value] :
+       {std::make_pair("lhs", lhs), std::make_pair("rhs", rhs)}) {
+    if (failed(expectMinRank(op, what, value, 1)))
+      return failure();
+    if (shapeOf(value).drop_back() != shapeOf(whole).drop_back() ||
+        getElementTypeOrSelf(value) != getElementTypeOrSelf(whole))
+      return op->emitOpError()
+             << "expected " << what << " with the leading dimensions "
+             << fmt(shapeOf(whole).drop_back()) << " and element type "
+             << getElementTypeOrSelf(whole) << ", got " << value.getType();
+  }
+  int64_t total = shapeOf(whole).back(), first = shapeOf(lhs).back();
+  int64_t second = shapeOf(rhs).back();
+  if (first % heads != 0)
+    return op->emitOpError() << "expected lhs of num_heads (" << heads
+                             << ") parts, got width " << first;
+  bool perHead = second % heads == 0 && total == first + second;
+  if (!perHead && total != first + heads * second)
+    return op->emitOpError()
+           << "expected the whole of width " << first << " + " << second
+           << " (rhs per head) or " << first << " + " << heads << " * "
+           << second << " (rhs shared), got " << total;
+  return success();
+}
+
+LogicalResult ConcatHeadsOp::verify() {
+  return verifyHeadParts(*this, getResult(), getLhs(), getRhs(), getNumHeads());
+}
+
+bool ConcatHeadsOp::hasSharedRhs() {
+  return isSharedPart(getResult(), getLhs(), getRhs(), getNumHeads());
+}
+
+LogicalResult SplitHeadsOp::verify() {
+  return verifyHeadParts(*this, getInput(), getLhs(), getRhs(), getNumHeads());
+}
+
+bool SplitHeadsOp::hasSharedRhs() {
+  return isSharedPart(getInput(), getLhs(), getRhs(), getNumHeads());
 }
 
 /// probs [..., E], weights [..., k] (f32), indices [..., k] (i32).

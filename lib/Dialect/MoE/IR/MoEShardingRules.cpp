@@ -90,18 +90,32 @@ FailureOr<ShardingRule> RoPEGradOp::getShardingRule() {
 // Query heads come in groups (g) that share one key/value head, r queries
 // per group: splitting the groups splits queries, keys, values and the
 // log-sum-exp consistently.
+// Splitting the heads splits every per-head part; a shared rhs stays whole
+// and its gradient (split_heads' rhs) is a sum over the split heads.
+FailureOr<ShardingRule> ConcatHeadsOp::getShardingRule() {
+  return ShardingRule::fromSpec(
+      *this, hasSharedRhs() ? "*(ha),*c->*(hd)" : "*(ha),*(hc)->*(hd)", "acd",
+      {{'h', static_cast<int64_t>(getNumHeads())}});
+}
+FailureOr<ShardingRule> SplitHeadsOp::getShardingRule() {
+  return ShardingRule::fromSpec(
+      *this, hasSharedRhs() ? "*(hd)->*(ha),*c" : "*(hd)->*(ha),*(hc)", "acd",
+      {{'h', static_cast<int64_t>(getNumHeads())}}, true);
+}
+
+// The values' head dim (v) may differ from the queries' and keys' (d).
 FailureOr<ShardingRule> AttentionOp::getShardingRule() {
   int64_t groups = getNumKvHeads(), perGroup = getNumHeads() / groups;
-  return ShardingRule::fromSpec(*this, "bs(grd),bs(gd),bs(gd)->bs(grd),b(gr)s",
-                                "srd", {{'g', groups}, {'r', perGroup}});
+  return ShardingRule::fromSpec(*this, "bs(grd),bs(gd),bs(gv)->bs(grv),b(gr)s",
+                                "srdv", {{'g', groups}, {'r', perGroup}});
 }
 
 FailureOr<ShardingRule> AttentionGradOp::getShardingRule() {
   int64_t groups = getNumKvHeads(), perGroup = getNumHeads() / groups;
   return ShardingRule::fromSpec(
       *this,
-      "bs(grd),bs(grd),bs(gd),bs(gd),bs(grd),b(gr)s->bs(grd),bs(gd),bs(gd)",
-      "srd", {{'g', groups}, {'r', perGroup}});
+      "bs(grv),bs(grd),bs(gd),bs(gv),bs(grv),b(gr)s->bs(grd),bs(gd),bs(gv)",
+      "srdv", {{'g', groups}, {'r', perGroup}});
 }
 
 FailureOr<ShardingRule> RouterGradOp::getShardingRule() {

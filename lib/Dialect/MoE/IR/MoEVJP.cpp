@@ -54,6 +54,25 @@ SmallVector<Value> RoPEOp::buildVJP(OpBuilder &builder,
   return {dx};
 }
 
+SmallVector<Value> ConcatHeadsOp::buildVJP(OpBuilder &builder,
+                                           ValueRange resultGrads) {
+  auto split = builder.create<SplitHeadsOp>(getLoc(), getLhs().getType(),
+                                            getRhs().getType(), resultGrads[0],
+                                            getNumHeadsAttr());
+  return {split.getLhs(), split.getRhs()};
+}
+
+SmallVector<Value> SplitHeadsOp::buildVJP(OpBuilder &builder,
+                                          ValueRange resultGrads) {
+  // A part nothing reads has a zero gradient.
+  Value lhs =
+      resultGrads[0] ? resultGrads[0] : zerosLike(builder, getLoc(), getLhs());
+  Value rhs =
+      resultGrads[1] ? resultGrads[1] : zerosLike(builder, getLoc(), getRhs());
+  return {builder.create<ConcatHeadsOp>(getLoc(), getInput().getType(), lhs,
+                                        rhs, getNumHeadsAttr())};
+}
+
 SmallVector<Value> AttentionOp::buildVJP(OpBuilder &builder,
                                          ValueRange resultGrads) {
   // The log-sum-exp only feeds attention_grad, so no gradient reaches it

@@ -45,6 +45,18 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     table (`model.embed_tokens.weight`, whose gradient sums both uses)
     instead of an `lm_head.weight` of its own.
 
+    With `kv_lora_rank` (DeepSeek-V2/V3's multi-head latent attention),
+    keys and values come from one compressed vector per token: the
+    `kv_a_proj_with_mqa` projection gives `kv_lora_rank` features
+    (normalised by `kv_a_layernorm`) and one RoPE key of
+    `qk_rope_head_dim` that every head shares; `kv_b_proj` expands the
+    features to each head's key (`qk_nope_head_dim`) and value
+    (`v_head_dim`). Queries are `q_proj` of the input, or with
+    `q_lora_rank` `q_b_proj(q_a_layernorm(q_a_proj x))`, each head's
+    `qk_nope_head_dim` features then `qk_rope_head_dim` rotated ones; the
+    scale is `1/sqrt(qk_nope_head_dim + qk_rope_head_dim)` and `o_proj`
+    maps the heads' values back (`moe.split_heads`, `moe.concat_heads`).
+
     With `qk_norm` (Qwen3), each attention head's query and key are
     RMS-normalised before RoPE, with one weight of `head_dim` each
     (`self_attn.q_norm.weight`, `self_attn.k_norm.weight`, eps `rms_eps`).
@@ -88,6 +100,10 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
       hundred experts), and within these every tensor has at most 2^48 elements,
       so that parameter, element and byte counts stay inside int64
       (FLOPs are counted in double);
+    * multi-head latent attention has all of `kv_lora_rank`,
+      `qk_rope_head_dim` (even), `qk_nope_head_dim` and `v_head_dim`, with
+      `q_lora_rank` optional, each in `(0, 2^16]`, `kv_heads = heads`, no
+      `head_dim` and no `qk_norm`; without `kv_lora_rank`, none of them;
     * `1 <= top_k <= experts`; `shared_experts >= 0`, and
       `shared_experts * ffn` at most the `ffn` bound;
     * every entry of `dense_layers` is in `[0, layers)` and unique;
@@ -134,6 +150,11 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     OptionalAttr<I64Attr>:$dense_ffn,
     DefaultValuedAttr<I64Attr, "0">:$shared_experts,
     OptionalAttr<I64Attr>:$head_dim,
+    OptionalAttr<I64Attr>:$q_lora_rank,
+    OptionalAttr<I64Attr>:$kv_lora_rank,
+    OptionalAttr<I64Attr>:$qk_rope_head_dim,
+    OptionalAttr<I64Attr>:$qk_nope_head_dim,
+    OptionalAttr<I64Attr>:$v_head_dim,
     DefaultValuedAttr<F32Attr, "1.0e-5">:$rms_eps,
     DefaultValuedAttr<F32Attr, "10000.0">:$rope_theta,
     DefaultValuedAttr<F32Attr, "0.01">:$aux_coef,
@@ -460,10 +481,15 @@ def MoE_AttentionOp : MoE_Op<"attention", [
     log-sum-exp of each score row (`[B, num_heads, S]`), which the backward
     pass uses instead of storing the probabilities.
 
-    Constraints: `query` is `[B, S, num_heads * d]`, `key` and `value` are
-    `[B, S, num_kv_heads * d]` with `d > 0`; `num_heads` is a positive
-    multiple of `num_kv_heads`; `output` has the query's type and `lse` is
-    `[B, num_heads, S]`.
+    The values may have a head dimension `dv` of their own (multi-head
+    latent attention's `v_head_dim`); the output's heads are then `dv`
+    wide.
+
+    Constraints: `query` is `[B, S, num_heads * d]`, `key` is
+    `[B, S, num_kv_heads * d]` and `value` `[B, S, num_kv_heads * dv]` with
+    `d, dv > 0`; `num_heads` is a positive multiple of `num_kv_heads`;
+    `output` is `[B, S, num_heads * dv]` of the query's element type and
+    `lse` is `[B, num_heads, S]`.
 
     Example:
 
@@ -479,6 +505,72 @@ def MoE_AttentionOp : MoE_Op<"attention", [
   let results = (outs MoE_FloatTensor:$output, MoE_F32Tensor:$lse);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+}
+
+def MoE_ConcatHeadsOp : MoE_Op<"concat_heads", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "per-head concatenation of two tensors";
+  let description = [{
+    Each of `num_heads` heads of the result holds that head's part of `lhs`,
+    then its part of `rhs`. `rhs` has `num_heads` parts, or one part that
+    every head shares (multi-head latent attention's one RoPE key, which
+    all query heads read).
+
+    Constraints: `lhs` is `[..., num_heads * A]`; `rhs` is
+    `[..., num_heads * C]` or `[..., C]`; the result is
+    `[..., num_heads * (A + C)]`; all have the same leading dimensions and
+    element type.
+
+    Example:
+
+    ```mlir
+    %k = moe.concat_heads %k_nope, %k_rope {num_heads = 4}
+        : (tensor<8x64x64xf32>, tensor<8x64x8xf32>) -> tensor<8x64x96xf32>
+    ```
+  }];
+  let arguments = (ins MoE_FloatTensor:$lhs, MoE_FloatTensor:$rhs,
+                       I64Attr:$num_heads);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether every head shares the one part of rhs.
+    bool hasSharedRhs();
+  }];
+}
+
+def MoE_SplitHeadsOp : MoE_Op<"split_heads", [
+    DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure,
+    DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
+  let summary = "per-head split of a tensor in two";
+  let description = [{
+    The inverse of `moe.concat_heads`: each of `num_heads` heads of the
+    input gives its first features to `lhs` and the rest to `rhs`. With a
+    shared `rhs` (one part of the heads' width), `rhs` is the sum over the
+    heads of their parts: the adjoint of sharing it, so that
+    `moe.split_heads` is `moe.concat_heads`' gradient and the other way
+    round.
+
+    Constraints: the input is `[..., num_heads * (A + C)]`; `lhs` is
+    `[..., num_heads * A]`; `rhs` is `[..., num_heads * C]` or `[..., C]`;
+    all have the same leading dimensions and element type.
+
+    Example:
+
+    ```mlir
+    %q_nope, %q_rope = moe.split_heads %q {num_heads = 4}
+        : (tensor<8x64x96xf32>) -> (tensor<8x64x64xf32>, tensor<8x64x32xf32>)
+    ```
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, I64Attr:$num_heads);
+  let results = (outs MoE_FloatTensor:$lhs, MoE_FloatTensor:$rhs);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether rhs is the sum of the heads' parts.
+    bool hasSharedRhs();
+  }];
 }
 
 def MoE_RouterOp : MoE_Op<"router", [

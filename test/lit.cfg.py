@@ -93,7 +93,8 @@ if slow not in ("", "0", "1"):
 if slow == "1":
     config.available_features.add("slow")
 
-llvm_config.add_tool_substitutions(["moe-opt", "moec"], [config.moe_tools_dir])
+llvm_config.add_tool_substitutions(["moe-opt", "moec", "moe-import"],
+                                   [config.moe_tools_dir])
 # scripts/sanitize.sh runs tests with the runtime tools of its AddressSanitizer
 # build (--param runtime_tools_dir=...) and this build's compiler.
 runtime_tools_dir = lit_config.params.get("runtime_tools_dir",

@@ -417,6 +417,7 @@ static DictionaryAttr modelAttr(TransformerOp config) {
           b.getI64IntegerAttr(config.getQkNopeHeadDim().value_or(0))),
       b.getNamedAttr("v_head_dim",
                      b.getI64IntegerAttr(config.getVHeadDim().value_or(0))),
+      b.getNamedAttr("rope_interleave", config.getRopeInterleaveAttr()),
       b.getNamedAttr("seq", config.getSeqAttr()),
       b.getNamedAttr("batch", config.getBatchAttr()),
       b.getNamedAttr("dense_layers", config.getDenseLayersAttr()),

@@ -1436,6 +1436,11 @@ moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 2, 
 
 // -----
 
+// expected-error @+1 {{expected rope_interleave only with multi-head latent attention (kv_lora_rank)}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 2, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, rope_interleave = true}
+
+// -----
+
 // expected-error @+1 {{expected kv_lora_rank with q_lora_rank (multi-head latent attention)}}
 moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 2, experts = 4, top_k = 1, ffn = 4, seq = 4, batch = 1, q_lora_rank = 4}
 
@@ -1486,7 +1491,7 @@ moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, 
 // the discardable moe.* ones its passes write.
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{'moe.transformer' op has unknown attribute 'num_nextn_predict_layers'; known attributes: aux_coef, batch, bias_update_rate, capacity_factor, dense_ffn, dense_layers, experts, family, ffn, head_dim, heads, hidden, init_std, kv_heads, kv_lora_rank, layers, n_group, norm_topk_prob, precision, q_lora_rank, qk_nope_head_dim, qk_norm, qk_rope_head_dim, rms_eps, rope_theta, routed_scaling_factor, scoring, seq, seq_aux_coef, shared_experts, sym_name, tie_word_embeddings, top_k, topk_group, v_head_dim, vocab, z_loss_coef}}
+// expected-error @+1 {{'moe.transformer' op has unknown attribute 'num_nextn_predict_layers'; known attributes: aux_coef, batch, bias_update_rate, capacity_factor, dense_ffn, dense_layers, experts, family, ffn, head_dim, heads, hidden, init_std, kv_heads, kv_lora_rank, layers, n_group, norm_topk_prob, precision, q_lora_rank, qk_nope_head_dim, qk_norm, qk_rope_head_dim, rms_eps, rope_interleave, rope_theta, routed_scaling_factor, scoring, seq, seq_aux_coef, shared_experts, sym_name, tie_word_embeddings, top_k, topk_group, v_head_dim, vocab, z_loss_coef}}
 moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, num_nextn_predict_layers = 1}
 
 // -----

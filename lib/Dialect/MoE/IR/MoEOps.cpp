@@ -311,8 +311,12 @@ static LogicalResult verifyLatentAttention(TransformerOp op) {
       return op.emitOpError() << "expected 0 < " << name << " <= " << kMaxHidden
                               << ", got " << size;
   }
-  if (!latent)
+  if (!latent) {
+    if (op.getRopeInterleave())
+      return op.emitOpError() << "expected rope_interleave only with "
+                                 "multi-head latent attention (kv_lora_rank)";
     return success();
+  }
   if (*op.getQkRopeHeadDim() % 2 != 0)
     return op.emitOpError()
            << "expected an even qk_rope_head_dim for rope, got "

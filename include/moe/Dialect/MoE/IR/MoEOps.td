@@ -56,6 +56,11 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     `qk_nope_head_dim` features then `qk_rope_head_dim` rotated ones; the
     scale is `1/sqrt(qk_nope_head_dim + qk_rope_head_dim)` and `o_proj`
     maps the heads' values back (`moe.split_heads`, `moe.concat_heads`).
+    `rope_interleave` (HF DeepSeek-V3's, its default) names the checkpoint
+    layout only: there each head's RoPE features are stored as interleaved
+    pairs, a fixed permutation of the rows of `q_b_proj` (or `q_proj`) and
+    `kv_a_proj_with_mqa` that `moe-run --load` and `--save` apply; the math
+    does not depend on it.
 
     With `qk_norm` (Qwen3), each attention head's query and key are
     RMS-normalised before RoPE, with one weight of `head_dim` each
@@ -103,7 +108,8 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     * multi-head latent attention has all of `kv_lora_rank`,
       `qk_rope_head_dim` (even), `qk_nope_head_dim` and `v_head_dim`, with
       `q_lora_rank` optional, each in `(0, 2^16]`, `kv_heads = heads`, no
-      `head_dim` and no `qk_norm`; without `kv_lora_rank`, none of them;
+      `head_dim` and no `qk_norm`; without `kv_lora_rank`, none of them
+      and no `rope_interleave`;
     * `1 <= top_k <= experts`; `shared_experts >= 0`, and
       `shared_experts * ffn` at most the `ffn` bound;
     * every entry of `dense_layers` is in `[0, layers)` and unique;
@@ -155,6 +161,7 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     OptionalAttr<I64Attr>:$qk_rope_head_dim,
     OptionalAttr<I64Attr>:$qk_nope_head_dim,
     OptionalAttr<I64Attr>:$v_head_dim,
+    DefaultValuedAttr<BoolAttr, "false">:$rope_interleave,
     DefaultValuedAttr<F32Attr, "1.0e-5">:$rms_eps,
     DefaultValuedAttr<F32Attr, "10000.0">:$rope_theta,
     DefaultValuedAttr<F32Attr, "0.01">:$aux_coef,

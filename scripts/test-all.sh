@@ -14,6 +14,16 @@ if ! build/hf-venv/bin/python -c "import transformers" 2>/dev/null; then
     { echo "test-all: cannot install transformers into build/hf-venv" >&2; exit 1; }
 fi
 
+# Test-only: current PyTorch and HF transformers from PyPI (pinned to the
+# versions checked), for HF's own Qwen3-MoE and DeepSeek-V3 (test/hf).
+if ! build/hf-current-venv/bin/python -c "import torch, transformers" 2>/dev/null; then
+  rm -rf build/hf-current-venv
+  /usr/bin/python3 -m venv build/hf-current-venv &&
+    build/hf-current-venv/bin/pip install -q --disable-pip-version-check \
+      "torch==2.15.0" "transformers==5.25.0" ||
+    { echo "test-all: cannot install torch and transformers into build/hf-current-venv" >&2; exit 1; }
+fi
+
 lit_out=$(mktemp)
 # A hung test must fail the run, not outlast CI.
 timeout 3000 /usr/lib/llvm-19/build/utils/lit/lit.py -sv build/test 2>&1 | tee "$lit_out"

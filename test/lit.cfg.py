@@ -36,6 +36,13 @@ if os.path.exists(hf_python):
     config.available_features.add("hf-transformers")
     config.substitutions.append(("%hf_python", hf_python))
 
+# Current PyTorch and HF transformers from PyPI (scripts/test-all.sh makes
+# build/hf-current-venv), for HF's own Qwen3-MoE and DeepSeek-V3 (test/hf).
+hf_current_python = os.path.join(config.moe_obj_root, "hf-current-venv", "bin", "python")
+if os.path.exists(hf_current_python):
+    config.available_features.add("hf-current")
+    config.substitutions.append(("%hf_current_python", hf_current_python))
+
 # The CUDA backend is built (the toolkit is there; a GPU need not be).
 if config.moe_cuda_backend.upper() in ("ON", "TRUE", "1", "YES"):
     config.available_features.add("cuda-build")

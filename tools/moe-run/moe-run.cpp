@@ -66,8 +66,13 @@ loss checks (a non-finite loss or gradient norm always stops the run):
                          N steps have run
   --loss-spike A         error (default) or warn: print a warning and go on
 weights and outputs:
-  --load FILE            start from these weights (safetensors, HF names)
-  --save FILE            write the trained weights (safetensors, HF names)
+  --load PATH            start from an HF checkpoint: a directory with
+                         model.safetensors or model.safetensors.index.json
+                         and its shards, or one .safetensors file (F32,
+                         BF16, F16); any mesh, each rank reading its blocks
+  --save PATH            write the trained weights in HF's layout: a
+                         .safetensors file, or a directory's
+                         model.safetensors (one rank)
   --save-dtype fp32|bf16 the dtype --save writes (default fp32; bf16 rounds
                          the fp32 masters to nearest even)
   --checkpoint-dir DIR   write distributed checkpoints under DIR (every rank

@@ -113,7 +113,6 @@ TEST(TrainerTest, PartitionedArtifactNeedsItsRanks) {
 
 TEST(TrainerTest, WholeTensorFeaturesWaitForOneRank) {
   const std::pair<std::string train::TrainOptions::*, const char *> cases[] = {
-      {&train::TrainOptions::loadPath, "loading weights (--load)"},
       {&train::TrainOptions::savePath, "saving weights (--save)"},
       {&train::TrainOptions::dumpStepDir, "dumping a step (--dump-step)"}};
   for (auto [field, what] : cases) {

@@ -216,8 +216,16 @@ TensorData decode(const Entry &entry, const uint8_t *data) {
 
 } // namespace
 
-absl::StatusOr<SafetensorsFile>
-parseSafetensors(const uint8_t *data, size_t size, const std::string &origin) {
+namespace {
+/// The verified entries of `size` bytes, their data section and metadata.
+struct VerifiedFile {
+  std::vector<Entry> entries;
+  const uint8_t *dataSection = nullptr;
+  std::map<std::string, std::string> metadata;
+};
+
+absl::StatusOr<VerifiedFile> verify(const uint8_t *data, size_t size,
+                                    const std::string &origin) {
   HeaderChecker sizeChecker(origin, 0);
   if (size < 8)
     return sizeChecker.fail(
@@ -245,10 +253,9 @@ parseSafetensors(const uint8_t *data, size_t size, const std::string &origin) {
   if (!header.is_object())
     return sizeChecker.fail("header is not a json object");
 
-  const uint8_t *dataSection = headerBegin + headerSize;
+  VerifiedFile file;
+  file.dataSection = headerBegin + headerSize;
   HeaderChecker checker(origin, size - 8 - headerSize);
-  SafetensorsFile file;
-  std::vector<Entry> entries;
   for (const auto &[key, value] : header.items()) {
     if (key == "__metadata__") {
       if (absl::Status status = checker.checkMetadata(value, file.metadata);
@@ -259,15 +266,75 @@ parseSafetensors(const uint8_t *data, size_t size, const std::string &origin) {
     absl::StatusOr<Entry> entry = checker.checkTensor(key, value);
     if (!entry.ok())
       return entry.status();
-    entries.push_back(std::move(*entry));
+    file.entries.push_back(std::move(*entry));
   }
-  if (absl::Status status = checker.checkLayout(entries); !status.ok())
+  if (absl::Status status = checker.checkLayout(file.entries); !status.ok())
     return status;
-
-  file.tensors.reserve(entries.size());
-  for (const Entry &entry : entries)
-    file.tensors.push_back(decode(entry, dataSection));
   return file;
+}
+} // namespace
+
+absl::StatusOr<SafetensorsFile>
+parseSafetensors(const uint8_t *data, size_t size, const std::string &origin) {
+  absl::StatusOr<VerifiedFile> verified = verify(data, size, origin);
+  if (!verified.ok())
+    return verified.status();
+  SafetensorsFile file;
+  file.metadata = std::move(verified->metadata);
+  file.tensors.reserve(verified->entries.size());
+  for (const Entry &entry : verified->entries)
+    file.tensors.push_back(decode(entry, verified->dataSection));
+  return file;
+}
+
+absl::StatusOr<MappedSafetensors>
+MappedSafetensors::open(const std::string &path) {
+  absl::StatusOr<MappedFile> mapped = MappedFile::open(path);
+  if (!mapped.ok())
+    return mapped.status();
+  absl::StatusOr<VerifiedFile> verified =
+      verify(mapped->data(), mapped->size(), path);
+  if (!verified.ok())
+    return verified.status();
+  MappedSafetensors file;
+  for (Entry &entry : verified->entries)
+    file.tensors_.push_back({std::move(entry.name), std::move(entry.dtype),
+                             std::move(entry.shape),
+                             verified->dataSection + entry.begin});
+  file.mapped_ = std::make_shared<MappedFile>(std::move(*mapped));
+  return file;
+}
+
+const MappedSafetensors::Tensor *
+MappedSafetensors::find(const std::string &name) const {
+  for (const Tensor &tensor : tensors_)
+    if (tensor.name == name)
+      return &tensor;
+  return nullptr;
+}
+
+const std::string &MappedSafetensors::path() const { return mapped_->path(); }
+
+int64_t MappedSafetensors::Tensor::numElements() const {
+  int64_t count = 1;
+  for (int64_t d : shape)
+    count *= d;
+  return count;
+}
+
+void MappedSafetensors::decode(const Tensor &tensor, int64_t first,
+                               int64_t count, float *out) {
+  if (tensor.dtype == "F32") {
+    std::memcpy(out, tensor.bytes + 4 * first, static_cast<size_t>(count) * 4);
+    return;
+  }
+  bool isBf16 = tensor.dtype == "BF16";
+  const uint8_t *bytes = tensor.bytes + 2 * first;
+  for (int64_t i = 0; i < count; ++i) {
+    uint16_t bits =
+        static_cast<uint16_t>(bytes[2 * i] | (bytes[2 * i + 1] << 8));
+    out[i] = isBf16 ? bf16ToFloat(bits) : f16ToFloat(bits);
+  }
 }
 
 absl::StatusOr<SafetensorsFile> readSafetensors(const std::string &path) {

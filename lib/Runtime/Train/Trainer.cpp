@@ -10,6 +10,7 @@
 #include "moe/Runtime/IO/Trace.h"
 #include "moe/Runtime/Train/Checkpoint.h"
 #include "moe/Runtime/Train/ExpertLoadProbe.h"
+#include "moe/Runtime/Train/HfCheckpoint.h"
 #include "moe/Runtime/Train/StepDump.h"
 #include "moe/Runtime/Train/Weights.h"
 
@@ -108,7 +109,6 @@ static absl::Status checkFitsInMemory(uint64_t bytes, const std::string &path) {
 std::optional<WholeTensorFeature>
 requestedWholeTensorFeature(const TrainOptions &options) {
   const std::pair<bool, WholeTensorFeature> features[] = {
-      {!options.loadPath.empty(), {"--load", "loading weights"}},
       {!options.savePath.empty(), {"--save", "saving weights"}},
       {!options.dumpStepDir.empty(), {"--dump-step", "dumping a step"}}};
   for (const auto &[requested, feature] : features)
@@ -250,8 +250,7 @@ absl::Status Run::setUpBackend(Program program) {
       !s.ok())
     return s;
   if (!options.loadPath.empty())
-    if (absl::Status s = loadWeights(backend->weights(), options.loadPath,
-                                     WeightSet::Parameters);
+    if (absl::Status s = loadHfCheckpoint(backend->weights(), options.loadPath);
         !s.ok())
       return s;
   firstStep = options.startStep;
@@ -579,9 +578,8 @@ absl::StatusOr<TrainSummary> Run::loop() {
   if (!options.savePath.empty()) {
     if (absl::Status s = backend->pullWeights(); !s.ok())
       return s;
-    if (absl::Status s = saveWeights(backend->weights(), options.savePath,
-                                     WeightSet::Parameters, {},
-                                     options.saveDType);
+    if (absl::Status s = saveHfCheckpoint(backend->weights(), options.savePath,
+                                          options.saveDType);
         !s.ok())
       return s;
   }

@@ -72,10 +72,16 @@ absl::Status saveWeights(const WeightStore &executor, const std::string &path,
                          WeightSet set,
                          const std::map<std::string, std::string> &metadata,
                          SaveDType dtype) {
+  return writeWeightViews(path, exportViews(executor, set), metadata, dtype);
+}
+
+absl::Status
+writeWeightViews(const std::string &path, std::vector<io::TensorView> views,
+                 const std::map<std::string, std::string> &metadata,
+                 SaveDType dtype) {
   std::map<std::string, std::string> meta = metadata;
   meta.emplace("format", "pt");
   meta.emplace("producer", "moe-run");
-  std::vector<io::TensorView> views = exportViews(executor, set);
   if (dtype == SaveDType::F32)
     return io::writeSafetensors(path, views, meta);
   // BF16: each view rounded to nearest even into its own copy.

@@ -17,12 +17,16 @@
 #ifndef MOE_RUNTIME_IO_SAFETENSORS_H
 #define MOE_RUNTIME_IO_SAFETENSORS_H
 
+#include "moe/Runtime/IO/File.h"
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 #include <cstddef>
 #include <cstdint>
+
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -82,6 +86,38 @@ absl::StatusOr<SafetensorsFile> readSafetensors(const std::string &path);
 /// error messages (a path, or "<memory>").
 absl::StatusOr<SafetensorsFile>
 parseSafetensors(const uint8_t *data, size_t size, const std::string &origin);
+
+/// A safetensors file mapped read-only, its header verified as
+/// readSafetensors() verifies it but nothing decoded: a rank loading a
+/// large checkpoint decodes, and so reads from disk, only the elements of
+/// its own blocks. Copies share the mapping.
+class MappedSafetensors {
+public:
+  struct Tensor {
+    std::string name, dtype;
+    std::vector<int64_t> shape;
+    /// The tensor's bytes in the mapping.
+    const uint8_t *bytes = nullptr;
+    int64_t numElements() const;
+    bool isFloat() const { return dtype != "I32"; }
+  };
+
+  static absl::StatusOr<MappedSafetensors> open(const std::string &path);
+
+  /// The tensor called `name`, or null.
+  const Tensor *find(const std::string &name) const;
+  const std::vector<Tensor> &tensors() const { return tensors_; }
+  const std::string &path() const;
+
+  /// Elements [first, first + count) of a float tensor (F32, BF16, F16)
+  /// as fp32.
+  static void decode(const Tensor &tensor, int64_t first, int64_t count,
+                     float *out);
+
+private:
+  std::shared_ptr<MappedFile> mapped_;
+  std::vector<Tensor> tensors_;
+};
 
 /// Bytes per element of a safetensors dtype name ("F32" -> 4), or 0 if the
 /// name is not a safetensors dtype.

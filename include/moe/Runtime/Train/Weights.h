@@ -50,6 +50,13 @@ absl::Status saveWeights(const WeightStore &executor, const std::string &path,
                          const std::map<std::string, std::string> &metadata = {},
                          SaveDType dtype = SaveDType::F32);
 
+/// Writes f32 `views` to `path` (atomically) in `dtype`, with `metadata`
+/// and the format and producer HF's loaders expect.
+absl::Status
+writeWeightViews(const std::string &path, std::vector<io::TensorView> views,
+                 const std::map<std::string, std::string> &metadata = {},
+                 SaveDType dtype = SaveDType::F32);
+
 /// Loads every parameter (and optimizer state, if present in the file and
 /// `set` asks for it) from `path`. Missing tensors, shape mismatches,
 /// NaN or infinite values and unknown tensors are errors naming the tensor

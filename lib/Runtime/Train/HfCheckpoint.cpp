@@ -1,0 +1,355 @@
+//===- HfCheckpoint.cpp - HF safetensors checkpoints onto any mesh --------===//
+//
+// Each buffer this rank holds is a block of a whole tensor
+// (Placement::forEachRun gives the runs of the block in the whole tensor's
+// row-major order). Runs are cut where the source changes (one HF tensor
+// per expert of a stacked weight) and, for interleaved RoPE rows, per row;
+// each piece is decoded straight from the mapped file into the buffer.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Runtime/Train/HfCheckpoint.h"
+
+#include "moe/Runtime/Engine/Placement.h"
+#include "moe/Runtime/IO/File.h"
+#include "moe/Runtime/IO/Safetensors.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <sys/stat.h>
+
+namespace moe::rt::train {
+
+namespace {
+
+constexpr std::string_view kExpertPlaceholder = "{e}";
+constexpr const char *kRouterBias = "e_score_correction_bias";
+
+std::string expertName(const std::string &name, int64_t e) {
+  std::string out = name;
+  out.replace(name.find(kExpertPlaceholder), kExpertPlaceholder.size(),
+              std::to_string(e));
+  return out;
+}
+
+bool isDirectory(const std::string &path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+/// The checkpoint's files, opened when a tensor in them is first needed.
+class Checkpoint {
+public:
+  static absl::StatusOr<Checkpoint> open(const std::string &path) {
+    Checkpoint checkpoint;
+    checkpoint.root = path;
+    std::string index = path + "/model.safetensors.index.json";
+    if (io::isRegularFile(index)) {
+      std::ifstream in(index);
+      std::stringstream text;
+      text << in.rdbuf();
+      nlohmann::json json = nlohmann::json::parse(text.str(), nullptr,
+                                                  /*allow_exceptions=*/false);
+      if (json.is_discarded() || !json.is_object() ||
+          !json.contains("weight_map") || !json["weight_map"].is_object())
+        return absl::InvalidArgumentError(absl::StrCat(
+            index, ": expected a JSON object with a 'weight_map' object"));
+      for (const auto &[name, file] : json["weight_map"].items()) {
+        if (!file.is_string() ||
+            file.get<std::string>().find('/') != std::string::npos)
+          return absl::InvalidArgumentError(absl::StrCat(
+              index, ": weight_map['", name,
+              "'] is not a file name in the checkpoint's directory"));
+        checkpoint.fileOf[name] = path + "/" + file.get<std::string>();
+      }
+      return checkpoint;
+    }
+    std::string single = isDirectory(path) ? path + "/model.safetensors" : path;
+    if (isDirectory(path) && !io::isRegularFile(single))
+      return absl::NotFoundError(absl::StrCat(
+          "checkpoint '", path,
+          "' has neither model.safetensors nor model.safetensors.index.json"));
+    absl::StatusOr<io::MappedSafetensors> file =
+        io::MappedSafetensors::open(single);
+    if (!file.ok())
+      return file.status();
+    for (const io::MappedSafetensors::Tensor &tensor : file->tensors())
+      checkpoint.fileOf[tensor.name] = single;
+    checkpoint.files.emplace(single, std::move(*file));
+    return checkpoint;
+  }
+
+  /// Every tensor name, and the file holding it.
+  const std::map<std::string, std::string> &names() const { return fileOf; }
+
+  /// The tensor `name`, or null when the checkpoint has none.
+  absl::StatusOr<const io::MappedSafetensors::Tensor *>
+  find(const std::string &name) {
+    auto where = fileOf.find(name);
+    if (where == fileOf.end())
+      return nullptr;
+    auto file = files.find(where->second);
+    if (file == files.end()) {
+      absl::StatusOr<io::MappedSafetensors> opened =
+          io::MappedSafetensors::open(where->second);
+      if (!opened.ok())
+        return opened.status();
+      file = files.emplace(where->second, std::move(*opened)).first;
+    }
+    const io::MappedSafetensors::Tensor *tensor = file->second.find(name);
+    if (!tensor)
+      return absl::NotFoundError(absl::StrCat(
+          where->second, ": tensor '", name,
+          "' is missing, though the checkpoint's index names this file"));
+    return tensor;
+  }
+
+  std::string fileName(const std::string &name) const {
+    auto where = fileOf.find(name);
+    return where == fileOf.end() ? root : where->second;
+  }
+
+private:
+  std::string root;
+  std::map<std::string, std::string> fileOf;
+  std::map<std::string, io::MappedSafetensors> files;
+};
+
+/// Loads one buffer's block.
+class BufferLoader {
+public:
+  BufferLoader(Checkpoint &checkpoint, const Buffer &buffer,
+               std::vector<int64_t> global, std::optional<InterleavedRows> rows,
+               float *data)
+      : checkpoint(checkpoint), buffer(buffer), global(std::move(global)),
+        rows(rows), data(data) {}
+
+  absl::Status load(const engine::Placement &placement) {
+    bool stacked = buffer.name.find(kExpertPlaceholder) != std::string::npos &&
+                   !global.empty();
+    absl::Status status = absl::OkStatus();
+    // A stacked weight stored whole (moe-run's own files) is one tensor.
+    absl::StatusOr<const io::MappedSafetensors::Tensor *> whole =
+        stacked
+            ? checkpoint.find(buffer.name)
+            : absl::StatusOr<const io::MappedSafetensors::Tensor *>(nullptr);
+    if (!whole.ok())
+      return whole.status();
+    bool perExpert = stacked && !*whole;
+    std::vector<int64_t> sourceShape = global;
+    if (perExpert)
+      sourceShape.erase(sourceShape.begin());
+    int64_t sourceElements = 1;
+    for (int64_t d : sourceShape)
+      sourceElements *= d;
+    int64_t rowElements =
+        sourceShape.size() >= 2 ? sourceElements / sourceShape[0] : 1;
+    placement.forEachRun(buffer, [&](int64_t local, int64_t index,
+                                     int64_t length) {
+      while (status.ok() && length > 0) {
+        // The piece of the run inside one source tensor and, with
+        // interleaved rows, one row.
+        int64_t expert = perExpert ? index / sourceElements : 0;
+        int64_t within = perExpert ? index % sourceElements : index;
+        int64_t piece = std::min(length, sourceElements - within);
+        if (rows)
+          piece = std::min(piece, rowElements - within % rowElements);
+        status = copy(perExpert ? expertName(buffer.name, expert) : buffer.name,
+                      sourceShape, within, piece, data + local);
+        local += piece;
+        index += piece;
+        length -= piece;
+      }
+    });
+    return status;
+  }
+
+private:
+  /// Elements [within, within + count) of tensor `name` (its row mapped
+  /// to the checkpoint's layout) into `out`.
+  absl::Status copy(const std::string &name, const std::vector<int64_t> &shape,
+                    int64_t within, int64_t count, float *out) {
+    absl::StatusOr<const io::MappedSafetensors::Tensor *> found =
+        checkpoint.find(name);
+    if (!found.ok())
+      return found.status();
+    const io::MappedSafetensors::Tensor *tensor = *found;
+    std::string file = checkpoint.fileName(name);
+    if (!tensor)
+      return absl::NotFoundError(absl::StrCat(
+          "checkpoint '", file, "': tensor '", name, "' is missing"));
+    if (!checked.count(name)) {
+      if (!tensor->isFloat())
+        return absl::InvalidArgumentError(absl::StrCat(file, ": tensor '", name,
+                                                       "' is ", tensor->dtype,
+                                                       ", expected a float"));
+      if (tensor->shape != shape)
+        return absl::InvalidArgumentError(absl::StrCat(
+            file, ": tensor '", name, "' has shape [",
+            absl::StrJoin(tensor->shape, ", "), "], the model expects [",
+            absl::StrJoin(shape, ", "), "]"));
+      checked.insert(name);
+    }
+    int64_t source = within;
+    if (rows) {
+      int64_t columns = shape.size() >= 2 ? shape.back() : 1;
+      int64_t row = within / columns;
+      source = rows->checkpointRow(row) * columns + within % columns;
+    }
+    io::MappedSafetensors::decode(*tensor, source, count, out);
+    for (int64_t i = 0; i < count; ++i)
+      if (!std::isfinite(out[i])) {
+        // The element's index in the tensor, as the other readers say it.
+        std::vector<int64_t> at(shape.size());
+        for (int64_t flat = source + i, d = static_cast<int64_t>(at.size());
+             d-- > 0;) {
+          at[d] = flat % shape[d];
+          flat /= shape[d];
+        }
+        return absl::InvalidArgumentError(absl::StrCat(
+            file, ": tensor '", name, "' holds ", out[i], " at element [",
+            absl::StrJoin(at, ", "), "] (flat index ", source + i, ")"));
+      }
+    return absl::OkStatus();
+  }
+
+  Checkpoint &checkpoint;
+  const Buffer &buffer;
+  std::vector<int64_t> global;
+  std::optional<InterleavedRows> rows;
+  float *data;
+  std::set<std::string> checked;
+};
+
+/// Whether the model has a tensor of this checkpoint name: a buffer's name,
+/// or one expert's slice of a stacked one.
+bool namesABuffer(const Program &program, const std::string &name,
+                  const std::set<std::string> &loaded) {
+  if (loaded.count(name))
+    return true;
+  for (const Buffer &buffer : program.buffers) {
+    size_t at = buffer.name.find(kExpertPlaceholder);
+    if (at == std::string::npos || buffer.shape.empty())
+      continue;
+    std::string prefix = buffer.name.substr(0, at);
+    std::string suffix = buffer.name.substr(at + kExpertPlaceholder.size());
+    if (!absl::StartsWith(name, prefix) || !absl::EndsWith(name, suffix) ||
+        name.size() <= prefix.size() + suffix.size())
+      continue;
+    std::string middle =
+        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (middle.find_first_not_of("0123456789") == std::string::npos)
+      return loaded.count(buffer.name) > 0;
+  }
+  return false;
+}
+
+} // namespace
+
+int64_t InterleavedRows::checkpointRow(int64_t row) const {
+  int64_t group = row / groupRows, within = row % groupRows;
+  if (within < offset || within >= offset + rope)
+    return row;
+  int64_t j = within - offset, half = rope / 2;
+  int64_t source = j < half ? 2 * j : 2 * (j - half) + 1;
+  return group * groupRows + offset + source;
+}
+
+std::optional<InterleavedRows> interleavedRowsOf(const std::string &configJson,
+                                                 const std::string &name) {
+  nlohmann::json config =
+      nlohmann::json::parse(configJson, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.is_object() ||
+      !config.value("rope_interleave", false))
+    return std::nullopt;
+  int64_t rope = config.value("qk_rope_head_dim", int64_t{0});
+  int64_t nope = config.value("qk_nope_head_dim", int64_t{0});
+  int64_t kvRank = config.value("kv_lora_rank", int64_t{0});
+  if (absl::EndsWith(name, "self_attn.q_b_proj.weight") ||
+      absl::EndsWith(name, "self_attn.q_proj.weight"))
+    return InterleavedRows{nope + rope, nope, rope};
+  if (absl::EndsWith(name, "self_attn.kv_a_proj_with_mqa.weight"))
+    return InterleavedRows{kvRank + rope, kvRank, rope};
+  return std::nullopt;
+}
+
+absl::Status loadHfCheckpoint(WeightStore &store, const std::string &path) {
+  absl::StatusOr<Checkpoint> checkpoint = Checkpoint::open(path);
+  if (!checkpoint.ok())
+    return checkpoint.status();
+  const Program &program = store.program();
+  // What every rank loads: the parameters and the routers' selection
+  // biases, whichever ranks hold them.
+  std::set<std::string> loadable;
+  for (const Buffer &buffer : program.buffers)
+    if (buffer.kind == BufferKind::Parameter ||
+        (buffer.kind == BufferKind::OptimizerState &&
+         absl::EndsWith(buffer.name, kRouterBias)))
+      loadable.insert(buffer.name);
+  for (const auto &[name, file] : checkpoint->names())
+    if (!namesABuffer(program, name, loadable))
+      return absl::InvalidArgumentError(absl::StrCat(
+          file, ": tensor '", name, "' is not a parameter of the model"));
+
+  std::vector<uint32_t> buffers = store.parameters();
+  for (uint32_t b : store.optimizerStates())
+    if (absl::EndsWith(program.buffers[b].name, kRouterBias))
+      buffers.push_back(b);
+  for (uint32_t b : buffers) {
+    const Buffer &buffer = program.buffers[b];
+    BufferLoader loader(
+        *checkpoint, buffer, store.globalShape(b),
+        interleavedRowsOf(program.model.configJson, buffer.name),
+        store.data(b));
+    if (absl::Status s = loader.load(store.placementOf()); !s.ok())
+      return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status saveHfCheckpoint(const WeightStore &store, const std::string &path,
+                              SaveDType dtype) {
+  const Program &program = store.program();
+  std::string file = path;
+  if (!absl::EndsWith(path, ".safetensors")) {
+    if (::mkdir(path.c_str(), 0777) != 0 && errno != EEXIST)
+      return absl::PermissionDeniedError(absl::StrCat(
+          "cannot make directory '", path, "': ", std::strerror(errno)));
+    file = path + "/model.safetensors";
+  }
+  std::vector<uint32_t> buffers = store.parameters();
+  for (uint32_t b : store.optimizerStates())
+    if (absl::EndsWith(program.buffers[b].name, kRouterBias))
+      buffers.push_back(b);
+  // Interleaved rows are written from permuted copies.
+  std::vector<std::vector<float>> copies;
+  copies.reserve(buffers.size());
+  std::vector<io::TensorView> views;
+  for (uint32_t b : buffers) {
+    const Buffer &buffer = program.buffers[b];
+    const float *data = store.data(b);
+    if (std::optional<InterleavedRows> rows =
+            interleavedRowsOf(program.model.configJson, buffer.name);
+        rows && buffer.shape.size() == 2) {
+      int64_t columns = buffer.shape[1];
+      std::vector<float> &copy = copies.emplace_back(buffer.numElements());
+      for (int64_t row = 0; row < buffer.shape[0]; ++row)
+        std::copy_n(data + row * columns, columns,
+                    copy.data() + rows->checkpointRow(row) * columns);
+      data = copy.data();
+    }
+    appendExportViews(buffer.name, buffer.shape, data, views);
+  }
+  return writeWeightViews(file, std::move(views), {}, dtype);
+}
+
+} // namespace moe::rt::train

@@ -34,13 +34,6 @@ namespace {
 constexpr std::string_view kExpertPlaceholder = "{e}";
 constexpr const char *kRouterBias = "e_score_correction_bias";
 
-std::string expertName(const std::string &name, int64_t e) {
-  std::string out = name;
-  out.replace(name.find(kExpertPlaceholder), kExpertPlaceholder.size(),
-              std::to_string(e));
-  return out;
-}
-
 bool isDirectory(const std::string &path) {
   struct stat info;
   return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);

@@ -13,8 +13,7 @@ namespace moe::rt::train {
 
 static constexpr std::string_view kExpertPlaceholder = "{e}";
 
-/// The name of expert `e`'s slice of a stacked parameter.
-static std::string expertName(const std::string &name, int64_t e) {
+std::string expertName(const std::string &name, int64_t e) {
   std::string out = name;
   out.replace(name.find(kExpertPlaceholder), kExpertPlaceholder.size(),
               std::to_string(e));

@@ -30,6 +30,10 @@ enum class WeightSet { Parameters, OptimizerState, Both };
 std::vector<io::TensorView> exportViews(const WeightStore &executor,
                                         WeightSet set);
 
+/// The name of expert `e`'s slice of a stacked parameter named with "{e}"
+/// (HF's per-expert tensor).
+std::string expertName(const std::string &name, int64_t e);
+
 /// Splits one stacked tensor named with "{e}" into per-expert views; any
 /// other name gives one view of the whole tensor.
 void appendExportViews(const std::string &name,

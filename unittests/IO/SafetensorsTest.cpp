@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 using namespace moe::rt::io;
@@ -177,6 +178,60 @@ TEST(Safetensors, DecodesBf16AndF16ToF32) {
   EXPECT_TRUE(std::isinf(h->f32[4]) && h->f32[4] > 0);
   EXPECT_EQ(h->f32[5], 0.0f);
   EXPECT_TRUE(std::signbit(h->f32[5]));
+}
+
+TEST(MappedSafetensors, DecodesAnyRunOfATensor) {
+  // The same BF16 and F16 bytes as above, and an F32 tensor, decoded a run
+  // at a time: what a rank reads of its own block.
+  std::string data;
+  for (uint16_t bits : {0x3f80, 0xc020, 0x4049, 0x0080})
+    appendLE<uint16_t>(data, bits);
+  for (uint16_t bits : {0x3c00, 0xc000, 0x7bff, 0x0001, 0x7c00, 0x8000})
+    appendLE<uint16_t>(data, bits);
+  for (float value : {0.5f, -1.25f, 7.0f}) {
+    uint32_t bits;
+    std::memcpy(&bits, &value, sizeof(bits));
+    appendLE<uint32_t>(data, bits);
+  }
+  std::string header =
+      R"({"b":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]},)"
+      R"("h":{"dtype":"F16","shape":[6],"data_offsets":[8,20]},)"
+      R"("f":{"dtype":"F32","shape":[3],"data_offsets":[20,32]}})";
+  ScratchDir dir;
+  std::string path = dir.file("runs.safetensors");
+  writeBytes(path, craft(header, data));
+  absl::StatusOr<MappedSafetensors> file = MappedSafetensors::open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->path(), path);
+  const MappedSafetensors::Tensor *b = file->find("b");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(b->numElements(), 4);
+  float out[3] = {0, 0, 0};
+  MappedSafetensors::decode(*b, 1, 2, out);
+  EXPECT_EQ(out[0], -2.5f);
+  EXPECT_EQ(out[1], 3.140625f);
+  MappedSafetensors::decode(*file->find("h"), 2, 2, out);
+  EXPECT_EQ(out[0], 65504.0f);
+  EXPECT_EQ(out[1], 5.9604644775390625e-8f);
+  MappedSafetensors::decode(*file->find("f"), 1, 2, out);
+  EXPECT_EQ(out[0], -1.25f);
+  EXPECT_EQ(out[1], 7.0f);
+  EXPECT_EQ(file->find("missing"), nullptr);
+}
+
+TEST(MappedSafetensors, VerifiesTheHeaderAsTheReaderDoes) {
+  // Offsets past the data section are refused before anything is read.
+  ScratchDir dir;
+  std::string path = dir.file("bad.safetensors");
+  writeBytes(path,
+             craft(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
+                   std::string(8, '\0')));
+  absl::StatusOr<MappedSafetensors> file = MappedSafetensors::open(path);
+  ASSERT_FALSE(file.ok());
+  EXPECT_THAT(std::string(file.status().message()),
+              HasSubstr("tensor 'x': data_offsets [0, 16] extend past the "
+                        "data section (8 bytes)"));
 }
 
 TEST(Safetensors, WritesEachDTypeAtItsOwnSize) {

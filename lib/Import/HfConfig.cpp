@@ -59,7 +59,8 @@ constexpr StringLiteral kMetadata[] = {"_name_or_path",
                                        "problem_type",
                                        "chunk_size_feed_forward",
                                        "is_encoder_decoder",
-                                       "max_position_embeddings"};
+                                       "max_position_embeddings",
+                                       "auto_map"};
 
 /// Reads the fields of one config, remembering which it read; the first
 /// problem is kept in `error`.
@@ -259,6 +260,9 @@ void readCommon(ConfigReader &reader, Attributes &attrs,
   reader.expectNumber("attention_dropout", 0.0);
   reader.expectBool("attention_bias", false);
   reader.expectNumber("pretraining_tp", 1);
+  reader.expectAbsent("quantization_config",
+                      "quantized checkpoints are not implemented (moe-run "
+                      "--load reads F32, BF16 and F16 weights)");
 }
 
 /// HF adds the load-balancing loss only when output_router_logits.

@@ -297,20 +297,20 @@ MappedSafetensors::open(const std::string &path) {
   if (!verified.ok())
     return verified.status();
   MappedSafetensors file;
-  for (Entry &entry : verified->entries)
+  for (Entry &entry : verified->entries) {
+    file.index_.emplace(entry.name, file.tensors_.size());
     file.tensors_.push_back({std::move(entry.name), std::move(entry.dtype),
                              std::move(entry.shape),
                              verified->dataSection + entry.begin});
+  }
   file.mapped_ = std::make_shared<MappedFile>(std::move(*mapped));
   return file;
 }
 
 const MappedSafetensors::Tensor *
 MappedSafetensors::find(const std::string &name) const {
-  for (const Tensor &tensor : tensors_)
-    if (tensor.name == name)
-      return &tensor;
-  return nullptr;
+  auto found = index_.find(name);
+  return found == index_.end() ? nullptr : &tensors_[found->second];
 }
 
 const std::string &MappedSafetensors::path() const { return mapped_->path(); }

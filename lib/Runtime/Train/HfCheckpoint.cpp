@@ -223,25 +223,27 @@ private:
   std::set<std::string> checked;
 };
 
-/// Whether the model has a tensor of this checkpoint name: a buffer's name,
-/// or one expert's slice of a stacked one.
-bool namesABuffer(const Program &program, const std::string &name,
-                  const std::set<std::string> &loaded) {
-  if (loaded.count(name))
+/// Whether the model has a tensor of this checkpoint name: one of
+/// `loadable` (by name, with the experts of a stacked one), or one expert's
+/// slice of a stacked one (its expert number, the digits after "experts.",
+/// read as "{e}" and below the experts stacked there).
+bool namesABuffer(const std::string &name,
+                  const std::map<std::string, int64_t> &loadable) {
+  if (loadable.count(name))
     return true;
-  for (const Buffer &buffer : program.buffers) {
-    size_t at = buffer.name.find(kExpertPlaceholder);
-    if (at == std::string::npos || buffer.shape.empty())
+  constexpr std::string_view kExperts = "experts.";
+  for (size_t at = name.find(kExperts); at != std::string::npos;
+       at = name.find(kExperts, at + 1)) {
+    size_t first = at + kExperts.size();
+    size_t last = name.find_first_not_of("0123456789", first);
+    if (last == first || last == std::string::npos || last - first > 9)
       continue;
-    std::string prefix = buffer.name.substr(0, at);
-    std::string suffix = buffer.name.substr(at + kExpertPlaceholder.size());
-    if (!absl::StartsWith(name, prefix) || !absl::EndsWith(name, suffix) ||
-        name.size() <= prefix.size() + suffix.size())
-      continue;
-    std::string middle =
-        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-    if (middle.find_first_not_of("0123456789") == std::string::npos)
-      return loaded.count(buffer.name) > 0;
+    std::string stacked = name;
+    stacked.replace(first, last - first, kExpertPlaceholder);
+    auto found = loadable.find(stacked);
+    if (found != loadable.end() &&
+        std::stoll(name.substr(first, last - first)) < found->second)
+      return true;
   }
   return false;
 }
@@ -281,15 +283,19 @@ absl::Status loadHfCheckpoint(WeightStore &store, const std::string &path) {
     return checkpoint.status();
   const Program &program = store.program();
   // What every rank loads: the parameters and the routers' selection
-  // biases, whichever ranks hold them.
-  std::set<std::string> loadable;
-  for (const Buffer &buffer : program.buffers)
+  // biases, whichever ranks hold them, with a stacked tensor's experts.
+  std::map<std::string, int64_t> loadable;
+  for (uint32_t b = 0; b < program.buffers.size(); ++b) {
+    const Buffer &buffer = program.buffers[b];
     if (buffer.kind == BufferKind::Parameter ||
         (buffer.kind == BufferKind::OptimizerState &&
-         absl::EndsWith(buffer.name, kRouterBias)))
-      loadable.insert(buffer.name);
+         absl::EndsWith(buffer.name, kRouterBias))) {
+      std::vector<int64_t> global = store.globalShape(b);
+      loadable[buffer.name] = global.empty() ? 0 : global[0];
+    }
+  }
   for (const auto &[name, file] : checkpoint->names())
-    if (!namesABuffer(program, name, loadable))
+    if (!namesABuffer(name, loadable))
       return absl::InvalidArgumentError(absl::StrCat(
           file, ": tensor '", name, "' is not a parameter of the model"));
 

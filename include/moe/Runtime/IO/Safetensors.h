@@ -117,6 +117,8 @@ public:
 private:
   std::shared_ptr<MappedFile> mapped_;
   std::vector<Tensor> tensors_;
+  /// tensors_ by name: checkpoints hold tens of thousands of tensors.
+  std::map<std::string, size_t> index_;
 };
 
 /// Bytes per element of a safetensors dtype name ("F32" -> 4), or 0 if the

@@ -135,8 +135,11 @@ public:
     if (!value)
       return;
     std::optional<double> got = value->getAsNumber();
-    if (!got || *got != implemented)
-      fail(field, llvm::formatv("moec implements {0} only", implemented));
+    if (!got || *got != implemented) {
+      std::string number;
+      llvm::raw_string_ostream(number) << llvm::format("%g", implemented);
+      fail(field, "moec implements " + number + " only");
+    }
   }
   void expectBool(StringRef field, bool implemented) {
     const json::Value *value = get(field);
@@ -268,7 +271,7 @@ void readCommon(ConfigReader &reader, Attributes &attrs,
 /// HF adds the load-balancing loss only when output_router_logits.
 void readAuxLoss(ConfigReader &reader, Attributes &attrs, HfImport &result) {
   bool output = reader.boolean("output_router_logits", false);
-  double coef = *reader.number("router_aux_loss_coef", 0.001);
+  double coef = reader.number("router_aux_loss_coef", 0.001).value_or(0.0);
   attrs.number("aux_coef", output ? coef : 0.0);
   if (output && coef > 0)
     result.notes.push_back(
@@ -381,7 +384,7 @@ void readDeepseekV3(ConfigReader &reader, Attributes &attrs, HfImport &result,
   reader.expectNumber("moe_layer_freq", 1);
   reader.get("ep_size");
   bool sequenceLoss = reader.boolean("seq_aux", false);
-  double alpha = *reader.number("aux_loss_alpha", 0.0);
+  double alpha = reader.number("aux_loss_alpha", 0.0).value_or(0.0);
   attrs.number("seq_aux_coef", sequenceLoss ? alpha : 0.0);
   if (!sequenceLoss && alpha > 0)
     reader.fail("aux_loss_alpha",

@@ -52,7 +52,7 @@ done
 echo "sanitize: lit tests of artifacts, data, weights and checkpoints"
 timeout 3000 /usr/lib/llvm-19/build/utils/lit/lit.py -sv build/test \
   --param runtime_tools_dir="$PWD/$dir/bin" \
-  --filter 'moe-run/(artifact-fuzz|checkpoint|data-formats|weights|errors)\.test' ||
+  --filter 'moe-run/(artifact-fuzz|checkpoint|load-checkpoint|data-formats|weights|errors)\.test' ||
   status=1
 [ "$status" -eq 0 ] && echo "sanitize: no sanitizer reports, every test passed"
 exit "$status"

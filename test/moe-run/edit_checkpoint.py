@@ -13,6 +13,8 @@
                                            O + i and O + R/2 + i of A at O + 2i
                                            and O + 2i + 1 of B (HF's
                                            interleaved RoPE rows), and differs
+  edit_checkpoint.py same A B NAME         exits 0 iff tensor NAME is the same
+                                           in A and B, bit for bit
 """
 import json
 import os
@@ -53,6 +55,11 @@ def main(argv):
         moved = not np.array_equal(a, b)
         print(f"{argv[4]}: {'permuted' if same and moved else 'NOT permuted'}")
         return 0 if same and moved else 1
+    if command == "same":
+        a, b = safetensors_io.load(argv[2])[argv[4]], safetensors_io.load(argv[3])[argv[4]]
+        same = a.shape == b.shape and np.array_equal(a, b)
+        print(f"{argv[4]}: {'same' if same else 'NOT the same'}")
+        return 0 if same else 1
     path, name = argv[2], argv[3]
     tensors = safetensors_io.load(path)
     if command == "drop":

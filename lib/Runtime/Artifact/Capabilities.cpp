@@ -13,7 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <optional>
+#include <vector>
 
 namespace moe::rt {
 
@@ -123,52 +125,60 @@ absl::Status checkExperts(const Program &program, const Capabilities &record,
   return absl::OkStatus();
 }
 
-/// The fused instructions the compiler forms only where the backend runs
-/// them (moe-fuse-linear-cross-entropy, moe-fuse-gemm-epilogues), and the
-/// routers only the CPU runs.
-absl::Status checkFusedOps(const Program &program, const Capabilities &record,
+/// Opcodes a backend runs only with one yes/no capability: the fused
+/// instructions the compiler forms only where the backend runs them
+/// (moe-fuse-linear-cross-entropy, moe-fuse-gemm-epilogues), and the
+/// routers, router losses and latent attention only the CPU runs. Checked
+/// in this order, so a program's first refusal is always the same.
+struct GatedOpcodes {
+  std::vector<Opcode> opcodes;
+  bool Capabilities::*capability;
+  std::string_view name;
+  const char *what;
+};
+
+const std::vector<GatedOpcodes> &gatedOpcodes() {
+  static const std::vector<GatedOpcodes> gated = {
+      {{Opcode::LinearCrossEntropy, Opcode::LinearCrossEntropyGrad},
+       &Capabilities::linearCrossEntropy,
+       caps::kLinearCrossEntropyName,
+       "the LM head fused with its loss"},
+      {{Opcode::LinearAccumulate, Opcode::LinearGradInputAccumulate},
+       &Capabilities::gemmEpilogues,
+       caps::kGemmEpiloguesName,
+       "a GEMM adding to an addend"},
+      {{Opcode::ScoredRouter, Opcode::ScoredRouterGrad},
+       &Capabilities::scoredRouters,
+       caps::kScoredRoutersName,
+       "a router other than Mixtral's"},
+      {{Opcode::AttentionValueDim, Opcode::AttentionValueDimGrad,
+        Opcode::ConcatHeads, Opcode::SplitHeads},
+       &Capabilities::latentAttention,
+       caps::kLatentAttentionName,
+       "multi-head latent attention"},
+      {{Opcode::SequenceAuxLoss, Opcode::SequenceAuxLossGrad, Opcode::ZLoss,
+        Opcode::ZLossGrad},
+       &Capabilities::routerLosses,
+       caps::kRouterLossesName,
+       "a sequence-wise or z router loss"},
+      {{Opcode::ExpertLoad, Opcode::ExpertLoadUpdate},
+       &Capabilities::scoredRouters,
+       caps::kScoredRoutersName,
+       "per-expert load counters"}};
+  return gated;
+}
+
+absl::Status checkGatedOps(const Program &program, const Capabilities &record,
                            const Refusal &lacks) {
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     Opcode opcode = program.instructions[i].opcode;
-    bool fusedHead = opcode == Opcode::LinearCrossEntropy ||
-                     opcode == Opcode::LinearCrossEntropyGrad;
-    bool epilogue = opcode == Opcode::LinearAccumulate ||
-                    opcode == Opcode::LinearGradInputAccumulate;
-    if (fusedHead && !record.linearCrossEntropy)
-      return lacks(absl::StrCat("the LM head fused with its loss (",
-                                describeInstruction(program, i), ")"),
-                   caps::kLinearCrossEntropyName, "no");
-    if (epilogue && !record.gemmEpilogues)
-      return lacks(absl::StrCat("a GEMM adding to an addend (",
-                                describeInstruction(program, i), ")"),
-                   caps::kGemmEpiloguesName, "no");
-    bool scoredRouter =
-        opcode == Opcode::ScoredRouter || opcode == Opcode::ScoredRouterGrad;
-    bool loadCounter =
-        opcode == Opcode::ExpertLoad || opcode == Opcode::ExpertLoadUpdate;
-    if (scoredRouter && !record.scoredRouters)
-      return lacks(absl::StrCat("a router other than Mixtral's (",
-                                describeInstruction(program, i), ")"),
-                   caps::kScoredRoutersName, "no");
-    bool routerLoss = opcode == Opcode::SequenceAuxLoss ||
-                      opcode == Opcode::SequenceAuxLossGrad ||
-                      opcode == Opcode::ZLoss || opcode == Opcode::ZLossGrad;
-    bool latentAttention = opcode == Opcode::AttentionValueDim ||
-                           opcode == Opcode::AttentionValueDimGrad ||
-                           opcode == Opcode::ConcatHeads ||
-                           opcode == Opcode::SplitHeads;
-    if (latentAttention && !record.latentAttention)
-      return lacks(absl::StrCat("multi-head latent attention (",
-                                describeInstruction(program, i), ")"),
-                   caps::kLatentAttentionName, "no");
-    if (routerLoss && !record.routerLosses)
-      return lacks(absl::StrCat("a sequence-wise or z router loss (",
-                                describeInstruction(program, i), ")"),
-                   caps::kRouterLossesName, "no");
-    if (loadCounter && !record.scoredRouters)
-      return lacks(absl::StrCat("per-expert load counters (",
-                                describeInstruction(program, i), ")"),
-                   caps::kScoredRoutersName, "no");
+    for (const GatedOpcodes &gate : gatedOpcodes())
+      if (!(record.*gate.capability) &&
+          std::find(gate.opcodes.begin(), gate.opcodes.end(), opcode) !=
+              gate.opcodes.end())
+        return lacks(
+            absl::StrCat(gate.what, " (", describeInstruction(program, i), ")"),
+            gate.name, "no");
   }
   return absl::OkStatus();
 }
@@ -200,7 +210,7 @@ absl::Status checkCapabilities(const Program &program,
     return lacks(need->second, need->first, "no");
   if (absl::Status s = checkExperts(program, record, lacks); !s.ok())
     return s;
-  if (absl::Status s = checkFusedOps(program, record, lacks); !s.ok())
+  if (absl::Status s = checkGatedOps(program, record, lacks); !s.ok())
     return s;
 
   // Run options the backend would otherwise ignore.

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moe/Runtime/Artifact/Reader.h"
+#include "moe/Runtime/ExpertNames.h"
 
 #include "VerifierSupport.h"
 
@@ -301,33 +302,6 @@ absl::Status verifyTensorName(const Program &program, uint32_t index) {
                                     absl::CHexEscape(segment), "'"));
   }
   return absl::OkStatus();
-}
-
-constexpr absl::string_view kExpertPlaceholder = "{e}";
-
-/// The expert whose name `name` is when "{e}" in `stacked` is replaced by
-/// the index in decimal, or -1. Matching instead of expanding keeps the check
-/// cheap however many experts a (possibly malformed) shape claims.
-int64_t expertIndexOf(absl::string_view name, absl::string_view stacked) {
-  size_t at = stacked.find(kExpertPlaceholder);
-  absl::string_view prefix = stacked.substr(0, at);
-  absl::string_view suffix = stacked.substr(at + kExpertPlaceholder.size());
-  if (name.size() <= prefix.size() + suffix.size() ||
-      !absl::StartsWith(name, prefix) || !absl::EndsWith(name, suffix))
-    return -1;
-  absl::string_view digits =
-      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  // Weights.cpp writes indices with std::to_string (no leading zeros); 18
-  // digits fit in int64.
-  if (digits.size() > 18 || (digits.size() > 1 && digits[0] == '0'))
-    return -1;
-  int64_t value = 0;
-  for (char c : digits) {
-    if (!absl::ascii_isdigit(c))
-      return -1;
-    value = value * 10 + (c - '0');
-  }
-  return value;
 }
 
 /// A parameter or optimizer state named with "{e}" is a stack of experts

@@ -34,21 +34,28 @@ const TensorData *SafetensorsFile::find(const std::string &name) const {
 }
 
 absl::Status checkFinite(const TensorData &tensor, const std::string &origin) {
-  const float *bad = std::find_if(tensor.f32.data(),
-                                  tensor.f32.data() + tensor.f32.size(),
+  return checkFinite(tensor.name, tensor.shape, tensor.f32.data(), 0,
+                     static_cast<int64_t>(tensor.f32.size()), origin);
+}
+
+absl::Status checkFinite(const std::string &name,
+                         const std::vector<int64_t> &shape, const float *values,
+                         int64_t first, int64_t count,
+                         const std::string &origin) {
+  const float *bad = std::find_if(values, values + count,
                                   [](float x) { return !std::isfinite(x); });
-  if (bad == tensor.f32.data() + tensor.f32.size())
+  if (bad == values + count)
     return absl::OkStatus();
-  int64_t index = bad - tensor.f32.data();
+  int64_t index = first + (bad - values);
   // Row-major coordinates of the flat index.
-  std::vector<int64_t> element(tensor.shape.size());
+  std::vector<int64_t> element(shape.size());
   int64_t rest = index;
-  for (size_t d = tensor.shape.size(); d-- > 0;) {
-    element[d] = tensor.shape[d] > 0 ? rest % tensor.shape[d] : 0;
-    rest = tensor.shape[d] > 0 ? rest / tensor.shape[d] : 0;
+  for (size_t d = shape.size(); d-- > 0;) {
+    element[d] = shape[d] > 0 ? rest % shape[d] : 0;
+    rest = shape[d] > 0 ? rest / shape[d] : 0;
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      origin, ": tensor '", tensor.name, "' holds ", *bad, " at element [",
+      origin, ": tensor '", name, "' holds ", *bad, " at element [",
       absl::StrJoin(element, ", "), "] (flat index ", index, ")"));
 }
 

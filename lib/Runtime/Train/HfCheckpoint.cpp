@@ -10,6 +10,7 @@
 #include "moe/Runtime/Train/HfCheckpoint.h"
 
 #include "moe/Runtime/Engine/Placement.h"
+#include "moe/Runtime/ExpertNames.h"
 #include "moe/Runtime/IO/File.h"
 #include "moe/Runtime/IO/Safetensors.h"
 
@@ -19,7 +20,6 @@
 #include "nlohmann/json.hpp"
 
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -31,8 +31,23 @@ namespace moe::rt::train {
 
 namespace {
 
-constexpr std::string_view kExpertPlaceholder = "{e}";
-constexpr const char *kRouterBias = "e_score_correction_bias";
+/// What an HF checkpoint holds of a model: its parameters and the routers'
+/// selection biases (DeepSeek-V3's gate.e_score_correction_bias, optimizer
+/// state here).
+bool isHfTensor(const Buffer &buffer) {
+  return buffer.kind == BufferKind::Parameter ||
+         (buffer.kind == BufferKind::OptimizerState &&
+          absl::EndsWith(buffer.name, "e_score_correction_bias"));
+}
+
+/// The buffers of isHfTensor this rank holds, in program order.
+std::vector<uint32_t> hfBuffers(const WeightStore &store) {
+  std::vector<uint32_t> buffers = store.parameters();
+  for (uint32_t b : store.optimizerStates())
+    if (isHfTensor(store.program().buffers[b]))
+      buffers.push_back(b);
+  return buffers;
+}
 
 bool isDirectory(const std::string &path) {
   struct stat info;
@@ -127,8 +142,7 @@ public:
         rows(rows), data(data) {}
 
   absl::Status load(const engine::Placement &placement) {
-    bool stacked = buffer.name.find(kExpertPlaceholder) != std::string::npos &&
-                   !global.empty();
+    bool stacked = isStackedName(buffer.name) && !global.empty();
     absl::Status status = absl::OkStatus();
     // A stacked weight stored whole (moe-run's own files) is one tensor.
     absl::StatusOr<const io::MappedSafetensors::Tensor *> whole =
@@ -199,20 +213,7 @@ private:
       source = rows->checkpointRow(row) * columns + within % columns;
     }
     io::MappedSafetensors::decode(*tensor, source, count, out);
-    for (int64_t i = 0; i < count; ++i)
-      if (!std::isfinite(out[i])) {
-        // The element's index in the tensor, as the other readers say it.
-        std::vector<int64_t> at(shape.size());
-        for (int64_t flat = source + i, d = static_cast<int64_t>(at.size());
-             d-- > 0;) {
-          at[d] = flat % shape[d];
-          flat /= shape[d];
-        }
-        return absl::InvalidArgumentError(absl::StrCat(
-            file, ": tensor '", name, "' holds ", out[i], " at element [",
-            absl::StrJoin(at, ", "), "] (flat index ", source + i, ")"));
-      }
-    return absl::OkStatus();
+    return io::checkFinite(name, shape, out, source, count, file);
   }
 
   Checkpoint &checkpoint;
@@ -223,30 +224,25 @@ private:
   std::set<std::string> checked;
 };
 
-/// Whether the model has a tensor of this checkpoint name: one of
-/// `loadable` (by name, with the experts of a stacked one), or one expert's
-/// slice of a stacked one (its expert number, the digits after "experts.",
-/// read as "{e}" and below the experts stacked there).
-bool namesABuffer(const std::string &name,
-                  const std::map<std::string, int64_t> &loadable) {
-  if (loadable.count(name))
-    return true;
-  constexpr std::string_view kExperts = "experts.";
-  for (size_t at = name.find(kExperts); at != std::string::npos;
-       at = name.find(kExperts, at + 1)) {
-    size_t first = at + kExperts.size();
-    size_t last = name.find_first_not_of("0123456789", first);
-    if (last == first || last == std::string::npos || last - first > 9)
-      continue;
-    std::string stacked = name;
-    stacked.replace(first, last - first, kExpertPlaceholder);
-    auto found = loadable.find(stacked);
-    if (found != loadable.end() &&
-        std::stoll(name.substr(first, last - first)) < found->second)
+/// The tensors a checkpoint may hold of a model: its HF tensors by name,
+/// and its stacked ones with their experts.
+struct ModelTensors {
+  std::set<std::string> names;
+  std::vector<std::pair<std::string, int64_t>> stacked;
+
+  /// Whether `name` is one of them, or one expert's tensor of a stacked
+  /// one, below the experts stacked there.
+  bool has(const std::string &name) const {
+    if (names.count(name))
       return true;
+    for (const auto &[stack, experts] : stacked) {
+      int64_t expert = expertIndexOf(name, stack);
+      if (expert >= 0 && expert < experts)
+        return true;
+    }
+    return false;
   }
-  return false;
-}
+};
 
 } // namespace
 
@@ -259,16 +255,21 @@ int64_t InterleavedRows::checkpointRow(int64_t row) const {
   return group * groupRows + offset + source;
 }
 
-std::optional<InterleavedRows> interleavedRowsOf(const std::string &configJson,
-                                                 const std::string &name) {
+InterleavedLayout::InterleavedLayout(const std::string &configJson) {
   nlohmann::json config =
       nlohmann::json::parse(configJson, nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded() || !config.is_object() ||
-      !config.value("rope_interleave", false))
+  if (config.is_discarded() || !config.is_object())
+    return;
+  interleaved = config.value("rope_interleave", false);
+  rope = config.value("qk_rope_head_dim", int64_t{0});
+  nope = config.value("qk_nope_head_dim", int64_t{0});
+  kvRank = config.value("kv_lora_rank", int64_t{0});
+}
+
+std::optional<InterleavedRows>
+InterleavedLayout::rowsOf(const std::string &name) const {
+  if (!interleaved)
     return std::nullopt;
-  int64_t rope = config.value("qk_rope_head_dim", int64_t{0});
-  int64_t nope = config.value("qk_nope_head_dim", int64_t{0});
-  int64_t kvRank = config.value("kv_lora_rank", int64_t{0});
   if (absl::EndsWith(name, "self_attn.q_b_proj.weight") ||
       absl::EndsWith(name, "self_attn.q_proj.weight"))
     return InterleavedRows{nope + rope, nope, rope};
@@ -284,31 +285,26 @@ absl::Status loadHfCheckpoint(WeightStore &store, const std::string &path) {
   const Program &program = store.program();
   // What every rank loads: the parameters and the routers' selection
   // biases, whichever ranks hold them, with a stacked tensor's experts.
-  std::map<std::string, int64_t> loadable;
+  ModelTensors model;
   for (uint32_t b = 0; b < program.buffers.size(); ++b) {
     const Buffer &buffer = program.buffers[b];
-    if (buffer.kind == BufferKind::Parameter ||
-        (buffer.kind == BufferKind::OptimizerState &&
-         absl::EndsWith(buffer.name, kRouterBias))) {
-      std::vector<int64_t> global = store.globalShape(b);
-      loadable[buffer.name] = global.empty() ? 0 : global[0];
-    }
+    if (!isHfTensor(buffer))
+      continue;
+    model.names.insert(buffer.name);
+    if (std::vector<int64_t> global = store.globalShape(b);
+        isStackedName(buffer.name) && !global.empty())
+      model.stacked.emplace_back(buffer.name, global[0]);
   }
   for (const auto &[name, file] : checkpoint->names())
-    if (!namesABuffer(name, loadable))
+    if (!model.has(name))
       return absl::InvalidArgumentError(absl::StrCat(
           file, ": tensor '", name, "' is not a parameter of the model"));
 
-  std::vector<uint32_t> buffers = store.parameters();
-  for (uint32_t b : store.optimizerStates())
-    if (absl::EndsWith(program.buffers[b].name, kRouterBias))
-      buffers.push_back(b);
-  for (uint32_t b : buffers) {
+  InterleavedLayout layout(program.model.configJson);
+  for (uint32_t b : hfBuffers(store)) {
     const Buffer &buffer = program.buffers[b];
-    BufferLoader loader(
-        *checkpoint, buffer, store.globalShape(b),
-        interleavedRowsOf(program.model.configJson, buffer.name),
-        store.data(b));
+    BufferLoader loader(*checkpoint, buffer, store.globalShape(b),
+                        layout.rowsOf(buffer.name), store.data(b));
     if (absl::Status s = loader.load(store.placementOf()); !s.ok())
       return s;
   }
@@ -325,10 +321,8 @@ absl::Status saveHfCheckpoint(const WeightStore &store, const std::string &path,
           "cannot make directory '", path, "': ", std::strerror(errno)));
     file = path + "/model.safetensors";
   }
-  std::vector<uint32_t> buffers = store.parameters();
-  for (uint32_t b : store.optimizerStates())
-    if (absl::EndsWith(program.buffers[b].name, kRouterBias))
-      buffers.push_back(b);
+  std::vector<uint32_t> buffers = hfBuffers(store);
+  InterleavedLayout layout(program.model.configJson);
   // Interleaved rows are written from permuted copies.
   std::vector<std::vector<float>> copies;
   copies.reserve(buffers.size());
@@ -336,8 +330,7 @@ absl::Status saveHfCheckpoint(const WeightStore &store, const std::string &path,
   for (uint32_t b : buffers) {
     const Buffer &buffer = program.buffers[b];
     const float *data = store.data(b);
-    if (std::optional<InterleavedRows> rows =
-            interleavedRowsOf(program.model.configJson, buffer.name);
+    if (std::optional<InterleavedRows> rows = layout.rowsOf(buffer.name);
         rows && buffer.shape.size() == 2) {
       int64_t columns = buffer.shape[1];
       std::vector<float> &copy = copies.emplace_back(buffer.numElements());

@@ -11,19 +11,10 @@
 
 namespace moe::rt::train {
 
-static constexpr std::string_view kExpertPlaceholder = "{e}";
-
-std::string expertName(const std::string &name, int64_t e) {
-  std::string out = name;
-  out.replace(name.find(kExpertPlaceholder), kExpertPlaceholder.size(),
-              std::to_string(e));
-  return out;
-}
-
 void appendExportViews(const std::string &name,
                        const std::vector<int64_t> &shape, const float *data,
                        std::vector<io::TensorView> &out) {
-  if (name.find(kExpertPlaceholder) == std::string::npos || shape.empty()) {
+  if (!isStackedName(name) || shape.empty()) {
     out.push_back({name, "F32", shape, data});
     return;
   }
@@ -128,7 +119,7 @@ absl::Status loadWeights(WeightStore &executor, const std::string &path,
   for (uint32_t index : buffersOf(executor, set)) {
     const Buffer &buffer = executor.program().buffers[index];
     float *data = executor.data(index);
-    bool stacked = buffer.name.find(kExpertPlaceholder) != std::string::npos;
+    bool stacked = isStackedName(buffer.name);
     // A stacked parameter may be stored whole (our own files) or per expert
     // (HF checkpoints).
     if (!stacked || file->find(buffer.name)) {

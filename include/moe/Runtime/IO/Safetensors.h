@@ -130,6 +130,12 @@ size_t safetensorsDtypeSize(const std::string &dtype);
 /// element: "w.safetensors: tensor 'x' holds nan at element [1, 4] (flat
 /// index 12)". Weights like that would only show as a non-finite loss.
 absl::Status checkFinite(const TensorData &tensor, const std::string &origin);
+/// The same for `count` elements of tensor `name` (of `shape`) decoded into
+/// `values`, which are its elements from flat index `first` on.
+absl::Status checkFinite(const std::string &name,
+                         const std::vector<int64_t> &shape, const float *values,
+                         int64_t first, int64_t count,
+                         const std::string &origin);
 
 } // namespace moe::rt::io
 

@@ -1,5 +1,4 @@
-//===- HfCheckpoint.h - HF safetensors checkpoints onto any mesh -*- C++
-//-*-===//
+//===- HfCheckpoint.h - HF checkpoints onto any mesh -----------*- C++ -*-===//
 //
 // moe-run --load: the weights of a Hugging Face checkpoint (a directory with
 // model.safetensors, or with model.safetensors.index.json and its shards,
@@ -32,10 +31,19 @@ struct InterleavedRows {
   int64_t checkpointRow(int64_t row) const;
 };
 
-/// The interleaved layout of parameter `name` of the model (from the
-/// artifact's model config), or none.
-std::optional<InterleavedRows> interleavedRowsOf(const std::string &configJson,
-                                                 const std::string &name);
+/// Which parameters of a model have interleaved rows in its checkpoint,
+/// from the artifact's model config (rope_interleave and the MLA widths),
+/// read once.
+class InterleavedLayout {
+public:
+  explicit InterleavedLayout(const std::string &configJson);
+  /// The interleaved rows of parameter `name`, or none.
+  std::optional<InterleavedRows> rowsOf(const std::string &name) const;
+
+private:
+  bool interleaved = false;
+  int64_t rope = 0, nope = 0, kvRank = 0;
+};
 
 /// Loads every parameter this rank holds, and DeepSeek-V3's selection
 /// biases (gate.e_score_correction_bias, optimizer state here), from the

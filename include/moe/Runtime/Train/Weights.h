@@ -10,6 +10,7 @@
 #define MOE_RUNTIME_TRAIN_WEIGHTS_H
 
 #include "moe/Runtime/Engine/Executor.h"
+#include "moe/Runtime/ExpertNames.h"
 #include "moe/Runtime/IO/Safetensors.h"
 
 #include "absl/status/status.h"
@@ -29,10 +30,6 @@ enum class WeightSet { Parameters, OptimizerState, Both };
 /// executor's storage.
 std::vector<io::TensorView> exportViews(const WeightStore &executor,
                                         WeightSet set);
-
-/// The name of expert `e`'s slice of a stacked parameter named with "{e}"
-/// (HF's per-expert tensor).
-std::string expertName(const std::string &name, int64_t e);
 
 /// Splits one stacked tensor named with "{e}" into per-expert views; any
 /// other name gives one view of the whole tensor.

@@ -16,6 +16,7 @@
 #include "moe/Runtime/Artifact/OpTable.h"
 #include "moe/Runtime/Artifact/OpViews.h"
 #include "moe/Runtime/Cpu/Kernels.h"
+#include "moe/Runtime/HeadParts.h"
 
 #include "absl/strings/str_join.h"
 
@@ -438,9 +439,7 @@ private:
     if (first % heads != 0)
       return error(absl::StrCat("the first part's width ", first,
                                 " is not a multiple of heads (", heads, ")"));
-    bool perHead = second % heads == 0 && whole == first + second;
-    bool shared = whole == first + heads * second;
-    if (!perHead && !shared)
+    if (!headPartsOf(heads, first, second, whole))
       return error(
           absl::StrCat("widths ", first, " and ", second, " do not make ",
                        whole, ": expected heads (", heads,

@@ -18,6 +18,7 @@
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Engine/GlobalNorm.h"
 #include "moe/Runtime/Engine/StepChecks.h"
+#include "moe/Runtime/HeadParts.h"
 #include "moe/Runtime/IO/Trace.h"
 #include "moe/Runtime/StepSemantics.h"
 
@@ -580,17 +581,11 @@ private:
     return absl::OkStatus();
   }
 
-  /// Each head's widths of a ConcatHeads' or SplitHeads' parts, and
-  /// whether b is one part shared by every head (checkHeadParts).
-  struct HeadParts {
-    int64_t aWidth, bWidth;
-    bool sharedB;
-  };
+  /// A verified ConcatHeads' or SplitHeads' parts (checkHeadParts).
   static HeadParts headParts(int64_t heads, const Buffer &a, const Buffer &b,
                              const Buffer &whole) {
-    int64_t first = a.shape.back(), second = b.shape.back();
-    bool perHead = second % heads == 0 && whole.shape.back() == first + second;
-    return {first / heads, perHead ? second / heads : second, !perHead};
+    return *headPartsOf(heads, a.shape.back(), b.shape.back(),
+                        whole.shape.back());
   }
 
   /// The z-loss's sums over the tokens' group, when there is one.

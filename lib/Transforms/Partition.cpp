@@ -380,6 +380,10 @@ LogicalResult Partitioner::partitionRuled(Operation *op,
 
   // Means and norms over split tokens or tensors combine across ranks.
   auto tokens = axesAttr(tokenAxes.getArrayRef());
+  // This rank's share of `heads` split along operand 0's last dimension.
+  auto localHeads = [&](int64_t heads) {
+    return heads / parts(axes[rule.getOperands()[0].back().front()]);
+  };
   // The axes of one leading dimension (the batch is *0, the sequence *1).
   auto leadingAxes = [&](int dim) {
     for (auto [f, factor] : llvm::enumerate(rule.getFactors()))
@@ -411,42 +415,29 @@ LogicalResult Partitioner::partitionRuled(Operation *op,
         o.setBatchAxesAttr(leadingAxes(0));
         o.setSequenceAxesAttr(leadingAxes(1));
       })
-      // Heads split over tp leave each rank a share of them.
+      // Heads split over tp leave each rank a share of them. Every op with
+      // heads has their factor (or their groups', for attention) first in
+      // operand 0's last dimension.
       .Case([&](RMSNormOp o) {
         if (std::optional<uint64_t> heads = o.getNumHeads())
-          o.setNumHeads(*heads /
-                        parts(axes[rule.getOperands()[0].back().front()]));
+          o.setNumHeads(localHeads(*heads));
       })
       .Case([&](RMSNormGradOp o) {
         if (std::optional<uint64_t> heads = o.getNumHeads())
-          o.setNumHeads(*heads /
-                        parts(axes[rule.getOperands()[0].back().front()]));
+          o.setNumHeads(localHeads(*heads));
       })
-      .Case([&](ConcatHeadsOp o) {
-        unsigned h = rule.getOperands()[0].back().front();
-        o.setNumHeads(o.getNumHeads() / parts(axes[h]));
-      })
-      .Case([&](SplitHeadsOp o) {
-        unsigned h = rule.getOperands()[0].back().front();
-        o.setNumHeads(o.getNumHeads() / parts(axes[h]));
-      })
-      .Case([&](RoPEOp o) {
-        unsigned h = rule.getOperands()[0][2].front();
-        o.setNumHeads(o.getNumHeads() / parts(axes[h]));
-      })
-      .Case([&](RoPEGradOp o) {
-        unsigned h = rule.getOperands()[0][2].front();
-        o.setNumHeads(o.getNumHeads() / parts(axes[h]));
-      })
+      .Case(
+          [&](ConcatHeadsOp o) { o.setNumHeads(localHeads(o.getNumHeads())); })
+      .Case([&](SplitHeadsOp o) { o.setNumHeads(localHeads(o.getNumHeads())); })
+      .Case([&](RoPEOp o) { o.setNumHeads(localHeads(o.getNumHeads())); })
+      .Case([&](RoPEGradOp o) { o.setNumHeads(localHeads(o.getNumHeads())); })
       .Case([&](AttentionOp o) {
-        unsigned g = rule.getOperands()[0][2].front();
-        o.setNumHeads(o.getNumHeads() / parts(axes[g]));
-        o.setNumKvHeads(o.getNumKvHeads() / parts(axes[g]));
+        o.setNumHeads(localHeads(o.getNumHeads()));
+        o.setNumKvHeads(localHeads(o.getNumKvHeads()));
       })
       .Case([&](AttentionGradOp o) {
-        unsigned g = rule.getOperands()[0][2].front();
-        o.setNumHeads(o.getNumHeads() / parts(axes[g]));
-        o.setNumKvHeads(o.getNumKvHeads() / parts(axes[g]));
+        o.setNumHeads(localHeads(o.getNumHeads()));
+        o.setNumKvHeads(localHeads(o.getNumKvHeads()));
       });
   return success();
 }

@@ -2,8 +2,9 @@
 //
 // ConcatHeads and SplitHeads (OpTable.td): a whole of `heads` heads, each
 // its part of a then its part of b, where b is one part per head or one
-// part every head shares. The artifact verifier refuses widths that are
-// neither; the kernels read the layout here.
+// part every head shares. moe.concat_heads and moe.split_heads and the
+// artifact verifier refuse widths that are neither; the compiler and the
+// kernels read the layout here.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_HEADPARTS_H

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Runtime/HeadParts.h"
 #include "moe/Runtime/Program.h"
 
 #include "mlir/IR/Builders.h"
@@ -892,10 +893,9 @@ LogicalResult AttentionGradOp::verify() {
 /// Whether `rhs` is one part shared by the heads: `whole` is lhs plus
 /// num_heads of it (else, per head, lhs plus rhs).
 static bool isSharedPart(Value whole, Value lhs, Value rhs, int64_t heads) {
-  int64_t total = shapeOf(whole).back(), first = shapeOf(lhs).back();
-  int64_t second = shapeOf(rhs).back();
-  return !(second % heads == 0 && total == first + second) &&
-         total == first + heads * second;
+  std::optional<::moe::rt::HeadParts> parts = ::moe::rt::headPartsOf(
+      heads, shapeOf(lhs).back(), shapeOf(rhs).back(), shapeOf(whole).back());
+  return parts && parts->sharedB;
 }
 
 /// A per-head concatenation's parts and whole (moe.concat_heads,
@@ -920,8 +920,7 @@ static LogicalResult verifyHeadParts(Operation *op, Value whole, Value lhs,
   if (first % heads != 0)
     return op->emitOpError() << "expected lhs of num_heads (" << heads
                              << ") parts, got width " << first;
-  bool perHead = second % heads == 0 && total == first + second;
-  if (!perHead && total != first + heads * second)
+  if (!::moe::rt::headPartsOf(heads, first, second, total))
     return op->emitOpError()
            << "expected the whole of width " << first << " + " << second
            << " (rhs per head) or " << first << " + " << heads << " * "

@@ -71,6 +71,11 @@ public:
           !json.contains("weight_map") || !json["weight_map"].is_object())
         return absl::InvalidArgumentError(absl::StrCat(
             index, ": expected a JSON object with a 'weight_map' object"));
+      for (const auto &[key, value] : json.items())
+        if (key != "metadata" && key != "weight_map")
+          return absl::InvalidArgumentError(
+              absl::StrCat(index, ": unknown field '", key,
+                           "'; known fields: metadata, weight_map"));
       for (const auto &[name, file] : json["weight_map"].items()) {
         if (!file.is_string() ||
             file.get<std::string>().find('/') != std::string::npos)

@@ -78,8 +78,9 @@ private:
   std::vector<PendingInstruction> instructions;
   llvm::DenseMap<Value, uint32_t> valueBuffers;
   llvm::DenseMap<StringAttr, uint32_t> paramBuffers;
-  /// Parameters already given their AdamW update.
-  llvm::DenseSet<Attribute> updated;
+  /// Parameters already given their update, with the pipeline stage of
+  /// the AdamW (0 for the other updates).
+  llvm::DenseSet<std::pair<Attribute, int64_t>> updated;
   /// The collectives' groups, in order of first use.
   std::vector<SmallVector<StringRef>> groups;
 };
@@ -367,6 +368,10 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
           .Case([&](SwiGLUOp) { return set(ops::buildSwiglu()); })
           .Case([&](SwiGLUGradOp) { return set(ops::buildSwigluGrad()); })
           .Case([&](AddOp) { return set(ops::buildAdd()); })
+          // A parameter two pipeline stages hold: an opcode of 3.7.
+          .Case([&](PipelineGradientSumOp) {
+            return set(ops::buildPipelineGradientSum());
+          })
           .Case([&](CrossEntropyOp o) {
             return set(ops::buildCrossEntropy(groupOver(o.getTokenAxes())));
           })
@@ -480,7 +485,10 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
     return failure();
 
   if (auto update = dyn_cast<AdamWUpdateOp>(op)) {
-    if (!updated.insert(update.getParamAttr()).second)
+    // Two pipeline stages that share a parameter update a copy each.
+    auto stage = op->getAttrOfType<IntegerAttr>(kPipelineStageAttrName);
+    if (!updated.insert({update.getParamAttr(), stage ? stage.getInt() : 0})
+             .second)
       return update.emitOpError() << "updates " << update.getParamAttr()
                                   << " a second time in one step";
     // The schema's AdamW operand order: param, grad, moments, scalars.
@@ -495,7 +503,7 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
     if (FlatSymbolRefAttr working = update.getWorkingCopyAttr())
       inst.operands.push_back(paramBuffer(working));
   } else if (auto update = dyn_cast<Fp8AmaxUpdateOp>(op)) {
-    if (!updated.insert(update.getHistoryAttr()).second)
+    if (!updated.insert({update.getHistoryAttr(), 0}).second)
       return update.emitOpError() << "updates " << update.getHistoryAttr()
                                   << " a second time in one step";
     inst.operands = {paramBuffer(update.getHistoryAttr())};
@@ -503,7 +511,7 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
     inst.operands = {valueBuffers.lookup(counter.getIndices()),
                      paramBuffer(counter.getLoadAttr())};
   } else if (auto update = dyn_cast<ExpertLoadUpdateOp>(op)) {
-    if (!updated.insert(update.getLoadAttr()).second)
+    if (!updated.insert({update.getLoadAttr(), 0}).second)
       return update.emitOpError() << "updates " << update.getLoadAttr()
                                   << " a second time in one step";
     inst.operands = {paramBuffer(update.getLoadAttr())};

@@ -15,6 +15,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::moe {
@@ -156,6 +157,18 @@ LogicalResult mlir::moe::applyMixedPrecision(func::FuncOp step,
           FlatSymbolRefAttr::get(found->second.getSymNameAttr()));
   }
 
+  // A weight read twice (tied embeddings) has its gradient summed from two
+  // parts, which are weight gradients too and take its dtype.
+  llvm::DenseSet<Value> weightGradParts;
+  SmallVector<Value> partsToVisit(weightGrads.begin(), weightGrads.end());
+  while (!partsToVisit.empty()) {
+    Value part = partsToVisit.pop_back_val();
+    if (!weightGradParts.insert(part).second)
+      continue;
+    if (auto sum = part.getDefiningOp<AddOp>())
+      partsToVisit.append({sum.getLhs(), sum.getRhs()});
+  }
+
   for (Operation &op : body) {
     if (auto read = dyn_cast<GetParamOp>(op)) {
       auto found = copies->find(read.getParamAttr().getAttr());
@@ -168,7 +181,7 @@ LogicalResult mlir::moe::applyMixedPrecision(func::FuncOp step,
     for (OpResult result : op.getResults()) {
       if (producesF32(result))
         continue;
-      if (weightGrads.contains(result)) {
+      if (weightGradParts.contains(result)) {
         if (recipe.gradReduce == Precision::bf16)
           result.setType(withElement(result, bf16));
         continue;

@@ -12,6 +12,7 @@
 #include "moe/Transforms/Transforms.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::moe {
@@ -60,6 +61,8 @@ private:
   void splitWeights();
   LogicalResult assignStages();
   LogicalResult assignOptimizerStages();
+  LogicalResult shareParameter(AdamWUpdateOp update, int64_t first,
+                               int64_t second);
   LogicalResult checkOrder();
   void moveWeightGradients();
   void hoistUnnamedOps();
@@ -193,8 +196,19 @@ LogicalResult StageSplitter::assignStages() {
 }
 
 LogicalResult StageSplitter::assignOptimizerStages() {
-  // A parameter lives on the one stage that reads it; its AdamW runs there.
+  // A parameter lives on the stages that read it; its AdamW runs there. The
+  // forward of a BF16 step reads the working copy its AdamW rounds.
+  DenseMap<Attribute, AdamWUpdateOp> updateOf;
+  for (Operation *op : ops)
+    if (auto update = dyn_cast<AdamWUpdateOp>(op)) {
+      updateOf[update.getParamAttr().getAttr()] = update;
+      if (FlatSymbolRefAttr copy = update.getWorkingCopyAttr())
+        updateOf[copy.getAttr()] = update;
+    }
   DenseMap<Attribute, int64_t> paramStage;
+  // Parameters two stages read (tied embeddings): the update, the stage
+  // reading it first and the other one.
+  SmallVector<std::tuple<AdamWUpdateOp, int64_t, int64_t>> shared;
   for (Operation *op : ops) {
     if (!stage.count(op))
       continue;
@@ -210,27 +224,34 @@ LogicalResult StageSplitter::assignOptimizerStages() {
       params.push_back(counter.getLoadAttr());
     for (FlatSymbolRefAttr param : params) {
       auto [it, inserted] = paramStage.try_emplace(param.getAttr(), stage[op]);
-      if (!inserted && it->second != stage[op]) {
-        InFlightDiagnostic error =
-            op->emitOpError() << "reads " << param << " on pipeline stage "
-                              << stage[op] << ", which stage " << it->second
-                              << " reads too: a parameter lives on one stage";
-        // The one way a moe.transformer shares a weight between stages.
-        auto model =
-            op->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(
-                kModelAttrName);
-        auto tied =
-            model ? model.getAs<BoolAttr>("tie_word_embeddings") : BoolAttr();
-        if (tied && tied.getValue())
-          error << " (tie_word_embeddings makes the embedding table the LM "
-                   "head too, on the first and the last stage: untie them, "
-                   "or train without pipeline stages)";
-        return error;
+      if (inserted || it->second == stage[op])
+        continue;
+      AdamWUpdateOp update = updateOf.lookup(param.getAttr());
+      auto second = llvm::find_if(
+          shared, [&](auto &entry) { return std::get<0>(entry) == update; });
+      if (update && second == shared.end()) {
+        shared.emplace_back(update, it->second, stage[op]);
+        continue;
       }
+      if (update && std::get<2>(*second) == stage[op])
+        continue;
+      // A third stage, or state that no AdamW updates (an amax history, a
+      // load counter), which only one stage can move.
+      return op->emitOpError()
+             << "reads " << param << " on pipeline stage " << stage[op]
+             << ", which stage " << it->second
+             << (update ? " and stage " + std::to_string(std::get<2>(*second))
+                        : std::string())
+             << " read" << (update ? "" : "s")
+             << " too: a parameter lives on one stage, or on two that sum "
+                "their halves of its gradient";
     }
   }
+  for (auto [update, first, second] : shared)
+    if (failed(shareParameter(update, first, second)))
+      return failure();
   for (Operation *op : ops) {
-    if (phase[op] != PipelinePhase::Optimizer)
+    if (phase[op] != PipelinePhase::Optimizer || stage.count(op))
       continue;
     if (auto history = dyn_cast<Fp8AmaxUpdateOp>(op)) {
       auto it = paramStage.find(history.getHistoryAttr().getAttr());
@@ -256,6 +277,9 @@ LogicalResult StageSplitter::assignOptimizerStages() {
       continue;
     }
     auto it = paramStage.find(update.getParamAttr().getAttr());
+    if (FlatSymbolRefAttr copy = update.getWorkingCopyAttr();
+        it == paramStage.end() && copy)
+      it = paramStage.find(copy.getAttr());
     Operation *grad = taggedDefiningOp(update.getGrad());
     if (it != paramStage.end())
       stage[op] = it->second;
@@ -266,6 +290,113 @@ LogicalResult StageSplitter::assignOptimizerStages() {
              << "updates " << update.getParamAttr()
              << ", which no pipeline stage reads or differentiates";
   }
+  return success();
+}
+
+/// A parameter that stages `first` and `second` both read (the embedding
+/// table that the LM head reads too) lives on both, as Megatron keeps the
+/// tied embedding on its first and last stage. Each stage differentiates
+/// its own use, and autodiff adds the two halves: that add becomes a
+/// moe.pipeline_gradient_sum in the optimizer of each stage, on the halves
+/// summed over the microbatches and reduced over each stage's data-parallel
+/// ranks, and the AdamW is cloned for `second`. Both stages then update
+/// their copy with the same bits. The global norm reads `first`'s sum, so
+/// the parameter counts once.
+LogicalResult StageSplitter::shareParameter(AdamWUpdateOp update, int64_t first,
+                                            int64_t second) {
+  // The reductions between the sum and the update, innermost first.
+  SmallVector<Operation *> reductions;
+  Operation *def = update.getGrad().getDefiningOp();
+  while (def && isa<AllReduceOp, ReduceScatterOp>(def)) {
+    reductions.insert(reductions.begin(), def);
+    def = def->getOperand(0).getDefiningOp();
+  }
+  auto halves = dyn_cast_or_null<AddOp>(def);
+  auto stageOf = [&](Value value) -> std::optional<int64_t> {
+    Operation *producer = taggedDefiningOp(value);
+    if (!producer || !stage.count(producer) ||
+        phase[producer] == PipelinePhase::Forward)
+      return std::nullopt;
+    return stage[producer];
+  };
+  std::optional<int64_t> lhsStage, rhsStage;
+  if (halves) {
+    lhsStage = stageOf(halves.getLhs());
+    rhsStage = stageOf(halves.getRhs());
+  }
+  bool oneEach = lhsStage && rhsStage &&
+                 ((*lhsStage == first && *rhsStage == second) ||
+                  (*lhsStage == second && *rhsStage == first));
+  if (!oneEach)
+    return update.emitOpError()
+           << "updates " << update.getParamAttr() << ", which pipeline stages "
+           << first << " and " << second
+           << " both read, but its gradient is not the sum of one half from "
+              "each: stages share a parameter only so";
+  // Each step of the chain feeds the next only, and the last one the
+  // update and the global norm: what is cloned is all that reads it.
+  SmallVector<Operation *> chain{halves.getOperation()};
+  chain.append(reductions.begin(), reductions.end());
+  for (auto [index, op] : llvm::enumerate(chain)) {
+    Operation *next =
+        index + 1 < chain.size() ? chain[index + 1] : update.getOperation();
+    bool feedsOnlyNext = llvm::all_of(op->getUsers(), [&](Operation *user) {
+      return user == next ||
+             (index + 1 == chain.size() && isa<GlobalNormOp>(user));
+    });
+    if (!feedsOnlyNext)
+      return op->emitOpError()
+             << "computes the gradient of " << update.getParamAttr()
+             << ", which two pipeline stages share, for more than its update";
+  }
+
+  // The optimizer's ops run after every microbatch op (the global norm is
+  // the first of them).
+  Operation *optimizerStart = nullptr;
+  for (Operation *op : ops)
+    if (phase[op] == PipelinePhase::Optimizer) {
+      optimizerStart = op;
+      break;
+    }
+  OpBuilder builder(optimizerStart);
+  auto place = [&](Operation *op, int64_t at) {
+    phase[op] = PipelinePhase::Optimizer;
+    stage[op] = at;
+  };
+  // Each stage reduces its own half over its data-parallel ranks (the
+  // reductions are linear), so the stages exchange reduced halves: an FSDP
+  // rank sends its shard, not the whole table.
+  auto reduced = [&](Value half, int64_t at) {
+    IRMapping map;
+    map.map(halves.getResult(), half);
+    for (Operation *reduction : reductions) {
+      Operation *copy = builder.clone(*reduction, map);
+      place(copy, at);
+      map.map(reduction->getResult(0), copy->getResult(0));
+    }
+    return map.lookup(update.getGrad());
+  };
+  Value lhs = reduced(halves.getLhs(), *lhsStage);
+  Value rhs = reduced(halves.getRhs(), *rhsStage);
+  auto sumFirst =
+      builder.create<PipelineGradientSumOp>(halves.getLoc(), lhs, rhs);
+  place(sumFirst, first);
+  auto sumSecond =
+      builder.create<PipelineGradientSumOp>(halves.getLoc(), lhs, rhs);
+  place(sumSecond, second);
+  update.getGrad().replaceAllUsesWith(sumFirst.getResult());
+  builder.setInsertionPointAfter(update);
+  auto updateSecond = cast<AdamWUpdateOp>(builder.clone(*update));
+  updateSecond.getGradMutable().assign(sumSecond.getResult());
+  place(update, first);
+  place(updateSecond, second);
+  // The whole-gradient chain has no users left.
+  for (Operation *op : llvm::reverse(chain)) {
+    phase.erase(op);
+    stage.erase(op);
+    op->erase();
+  }
+  collectOps();
   return success();
 }
 
@@ -289,9 +420,10 @@ LogicalResult StageSplitter::checkOrder() {
       PipelinePhase from = phase[def];
       if (to == PipelinePhase::Optimizer) {
         // Gradients summed over the microbatches are read where they are
-        // computed (the global norm skips other stages' gradients).
-        bool sameStage = stage[def] == stage[op] ||
-                         stage[def] < 0 || isa<GlobalNormOp>(op);
+        // computed (the global norm skips other stages' gradients, and a
+        // stage sum receives the other stage's half).
+        bool sameStage = stage[def] == stage[op] || stage[def] < 0 ||
+                         isa<GlobalNormOp, PipelineGradientSumOp>(op);
         if ((from == PipelinePhase::Forward) || !sameStage)
           return op->emitOpError()
                  << "in the optimizer of pipeline stage " << stage[op]
@@ -369,7 +501,7 @@ void StageSplitter::deferGradientReductions() {
         phase[op] == PipelinePhase::Optimizer)
       continue;
     bool forOptimizerOnly = llvm::all_of(op->getUsers(), [&](Operation *user) {
-      return isa<AdamWUpdateOp, GlobalNormOp>(user);
+      return isa<AdamWUpdateOp, GlobalNormOp, PipelineGradientSumOp>(user);
     });
     if (!forOptimizerOnly || op->use_empty())
       continue;

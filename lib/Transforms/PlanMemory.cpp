@@ -79,7 +79,9 @@ std::optional<unsigned> rankRunning(Operation *op, unsigned ranks) {
 
 /// The ranks that write or read `value` (empty: all). The global norm reads
 /// only the gradients of its own rank's stages (the runtime adds the
-/// others' squares over the stages), which are written there too.
+/// others' squares over the stages), which are written there too; a
+/// pipeline gradient sum receives the other rank's half into memory of its
+/// own.
 SmallVector<unsigned, 2> ranksHolding(Value value, unsigned ranks) {
   SmallVector<unsigned, 2> holding;
   auto add = [&](Operation *op) {
@@ -89,11 +91,17 @@ SmallVector<unsigned, 2> ranksHolding(Value value, unsigned ranks) {
     holding.push_back(*rank);
     return true;
   };
-  if (!add(value.getDefiningOp()))
+  Operation *def = value.getDefiningOp();
+  if (!add(def))
     return {};
-  for (Operation *user : value.getUsers())
-    if (!isa<func::ReturnOp, GlobalNormOp>(user) && !add(user))
+  for (Operation *user : value.getUsers()) {
+    if (isa<func::ReturnOp, GlobalNormOp>(user) ||
+        (isa<PipelineGradientSumOp>(user) &&
+         rankRunning(user, ranks) != rankRunning(def, ranks)))
+      continue;
+    if (!add(user))
       return {};
+  }
   llvm::sort(holding);
   holding.erase(std::unique(holding.begin(), holding.end()), holding.end());
   return holding;

@@ -94,7 +94,8 @@ TEST(CapabilitiesTest, TheCudaBackendAsItIsToday) {
       "fp8_gemm_alignment: 16; pipeline_stages: yes; microbatches: yes; "
       "expert_chunks: yes; async_collectives: yes; dtypes: f32, i32, bf16; "
       "fp8_block: 128; linear_cross_entropy: no; gemm_epilogues: no; "
-      "scored_routers: no; router_losses: no; latent_attention: no");
+      "scored_routers: no; router_losses: no; latent_attention: no; "
+      "stage_shared_parameters: no");
   // A cpu-target artifact on the cuda backend gets what every GPU runs.
   caps::Capabilities common = caps::backendCapabilities("cuda", "cpu");
   EXPECT_TRUE(common.target.empty());

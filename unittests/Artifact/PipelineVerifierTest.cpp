@@ -134,6 +134,71 @@ TEST(PipelineVerifierTest, AParameterLivesOnOneStage) {
                         "weight' on pipeline stage 0, but it lives on stage 1"});
 }
 
+/// The tiny model with its head tied to the table, over two stages that
+/// both hold the table and sum their halves of its gradient.
+Program makeTiedOverStages() {
+  testing::TinyConfig config;
+  config.tiedHead = true;
+  config.sumOverStages = true;
+  return makePipelinedTinyProgram(2, 4, "1f1b", config);
+}
+
+/// The index of the last instruction with `opcode`.
+size_t last(const Program &program, Opcode opcode) {
+  for (size_t i = program.instructions.size(); i-- > 0;)
+    if (program.instructions[i].opcode == opcode)
+      return i;
+  ADD_FAILURE() << "no " << opcodeName(opcode);
+  return 0;
+}
+
+TEST(PipelineVerifierTest, TwoStagesShareAParameterBySummingItsGradient) {
+  expectValid(makeTiedOverStages());
+  testing::TinyConfig config;
+  config.tiedHead = true;
+  config.sumOverStages = true;
+  expectValid(makePipelinedTinyProgram(2, 4, "zero-bubble", config));
+  // Without the sums, the head's stage reads a table it does not hold.
+  config.sumOverStages = false;
+  expectError(makePipelinedTinyProgram(2, 4, "1f1b", config),
+              {"(Linear)", "model.embed_tokens.weight' on pipeline stage 1, "
+                           "but it lives on stage 0"});
+  // Both sums, and so both updates, on one stage.
+  Program program = makeTiedOverStages();
+  program.pipeline.instructionStage[last(program, Opcode::AdamW)] = 0;
+  program.pipeline
+      .instructionStage[last(program, Opcode::PipelineGradientSum)] = 0;
+  expectError(program, {"(PipelineGradientSum)",
+                        "has no PipelineGradientSum of the same halves on "
+                        "stage 1 next to it"});
+}
+
+TEST(PipelineVerifierTest, AStageSumExchangesInTheOptimizerWithAnotherRank) {
+  Program program = makeTiedOverStages();
+  size_t sum = first(program, Opcode::PipelineGradientSum);
+  program.pipeline.instructionPhase[sum] = PipelinePhase::Backward;
+  expectError(program, {"(PipelineGradientSum)",
+                        "outside the optimizer phase would exchange every "
+                        "microbatch"});
+  // Both halves from its own stage: there is nothing to exchange.
+  program = makeTiedOverStages();
+  Instruction &own =
+      program.instructions[first(program, Opcode::PipelineGradientSum)];
+  own.operands[0] = own.operands[1];
+  expectError(program, {"(PipelineGradientSum)",
+                        "sums two gradient halves that stage 0 computes both "
+                        "of"});
+  // The second update of the table from the head's half alone: a second
+  // update of it, whose gradient the norm does not count.
+  program = makeTiedOverStages();
+  Instruction &update = program.instructions[last(program, Opcode::AdamW)];
+  update.operands[1] =
+      program.instructions[first(program, Opcode::LinearGradWeight)].results[0];
+  expectError(program, {"(AdamW)", "its gradient (buffer",
+                        "'dhead') is not "
+                        "an operand of the GlobalNorm"});
+}
+
 // State no update places on a stage is held by no rank: reading it would
 // read memory the rank does not have.
 TEST(PipelineVerifierTest, StateReadOutsideTheOptimizerHasAStage) {

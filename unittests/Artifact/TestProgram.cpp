@@ -145,7 +145,7 @@ Program makeTinyProgram(const TinyConfig &c) {
   model.kvHeads = 1;
   model.batch = c.batch;
   model.seq = c.seq;
-  model.totalParams = 2 * c.vocab * c.hidden + c.hidden;
+  model.totalParams = (c.tiedHead ? 1 : 2) * c.vocab * c.hidden + c.hidden;
   model.activeParams = model.totalParams;
 
   ProgramBuilder b(program);
@@ -157,10 +157,12 @@ Program makeTinyProgram(const TinyConfig &c) {
       b.parameter("model.embed_tokens.weight", {V, H}, Init::Normal, 0.02f);
   uint32_t norm = b.parameter("model.norm.weight", {H}, Init::Ones, 0.0f,
                               /*weightDecay=*/false);
-  uint32_t head = b.parameter("lm_head.weight", {V, H}, Init::Normal, 0.02f);
+  uint32_t head =
+      c.tiedHead ? embed
+                 : b.parameter("lm_head.weight", {V, H}, Init::Normal, 0.02f);
   auto [embedM, embedV] = b.moments(embed);
   auto [normM, normV] = b.moments(norm);
-  auto [headM, headV] = b.moments(head);
+  auto [headM, headV] = c.tiedHead ? std::make_pair(0u, 0u) : b.moments(head);
 
   // Forward.
   uint32_t h = b.temporary("h", {B, S, H});
@@ -203,7 +205,22 @@ Program makeTinyProgram(const TinyConfig &c) {
   uint32_t gradNorm = b.temporary("grad_norm", {});
   uint32_t coef = b.temporary("clip_coef", {});
   uint32_t lr = b.temporary("lr", {});
-  b.emit(Opcode::GlobalNorm, {dembed, dnorm, dhead}, {gradNorm});
+  // Tied: the table's gradient is the sum of its two halves; over two
+  // stages, each stage's sum of them.
+  std::vector<uint32_t> tableGrads = {dembed};
+  if (c.tiedHead && c.sumOverStages) {
+    tableGrads = {b.temporary("dembed.stage_sum", {V, H}),
+                  b.temporary("dembed.stage_sum.1", {V, H})};
+    for (uint32_t sum : tableGrads)
+      b.emit(Opcode::PipelineGradientSum, {dhead, dembed}, {sum});
+  } else if (c.tiedHead) {
+    tableGrads = {b.temporary("dembed.sum", {V, H})};
+    b.emit(Opcode::Add, {dhead, dembed}, {tableGrads[0]});
+  }
+  if (c.tiedHead)
+    b.emit(Opcode::GlobalNorm, {tableGrads[0], dnorm}, {gradNorm});
+  else
+    b.emit(Opcode::GlobalNorm, {dembed, dnorm, dhead}, {gradNorm});
   b.emit(Opcode::ClipCoefficient, {gradNorm}, {coef}, {}, {c.maxNorm});
   b.emit(Opcode::LearningRate, {program.step}, {lr}, {c.warmup, c.decay},
          {c.peakLr, c.minLr});
@@ -212,9 +229,12 @@ Program makeTinyProgram(const TinyConfig &c) {
     b.emit(Opcode::AdamW, {param, grad, m, v, lr, coef, program.step}, {}, {},
            {c.beta1, c.beta2, c.eps, decay});
   };
-  adamw(embed, dembed, embedM, embedV, c.weightDecay);
+  adamw(embed, tableGrads[0], embedM, embedV, c.weightDecay);
   adamw(norm, dnorm, normM, normV, 0.0f);
-  adamw(head, dhead, headM, headV, c.weightDecay);
+  if (!c.tiedHead)
+    adamw(head, dhead, headM, headV, c.weightDecay);
+  else if (tableGrads.size() > 1)
+    adamw(embed, tableGrads[1], embedM, embedV, c.weightDecay);
 
   program.loss = loss;
   program.gradNorm = gradNorm;
@@ -257,6 +277,8 @@ Program makePipelinedTinyProgram(int stages, int microbatches,
   pipeline.microbatches = microbatches;
   pipeline.schedule = schedule;
   int32_t last = stages - 1;
+  // A table two stages share: the first sum and update on stage 0.
+  int gradientSums = 0, tableUpdates = 0;
   for (const Instruction &inst : program.instructions) {
     PipelinePhase phase = PipelinePhase::Backward;
     int32_t stage = last;
@@ -279,10 +301,15 @@ Program makePipelinedTinyProgram(int stages, int microbatches,
       phase = PipelinePhase::Optimizer;
       stage = -1;
       break;
+    case Opcode::PipelineGradientSum:
+      phase = PipelinePhase::Optimizer;
+      stage = gradientSums++ == 0 ? 0 : last;
+      break;
     case Opcode::AdamW:
       phase = PipelinePhase::Optimizer;
       stage = program.buffers[inst.operands[0]].name ==
-                      "model.embed_tokens.weight"
+                          "model.embed_tokens.weight" &&
+                      tableUpdates++ == 0
                   ? 0
                   : last;
       break;

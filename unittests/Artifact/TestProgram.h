@@ -68,6 +68,15 @@ struct TinyConfig {
   /// The LM head and its loss as LinearCrossEntropy and its gradient
   /// (moe-fuse-linear-cross-entropy's form) instead of five instructions.
   bool fusedHead = false;
+  /// The LM head reads the embedding table (tie_word_embeddings): no
+  /// "lm_head.weight", and the table's gradient is the sum of the head's
+  /// and the lookup's (Add).
+  bool tiedHead = false;
+  /// With tiedHead, the sum as two pipeline stages make it: two
+  /// PipelineGradientSums of the halves and an AdamW of the table for each
+  /// (makePipelinedTinyProgram puts the first of each on stage 0, the
+  /// second on the last stage; the norm reads the first sum).
+  bool sumOverStages = false;
 };
 
 /// One training step of a one-layer language model:
@@ -90,7 +99,8 @@ Program makeBf16TinyProgram(const TinyConfig &config = {});
 /// only mesh axis) when there are two: the embedding and its gradient on
 /// stage 0, the norm, head and loss on stage 1 (one stage holds all when
 /// there is one). `schedule` is the pipeline library's name of a schedule
-/// kind ("1f1b", "gpipe", "zero-bubble").
+/// kind ("1f1b", "gpipe", "zero-bubble"). With config.sumOverStages, the
+/// table lives on both stages.
 Program makePipelinedTinyProgram(int stages, int microbatches,
                                  const std::string &schedule = "1f1b",
                                  const TinyConfig &config = {});

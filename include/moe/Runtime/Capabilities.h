@@ -67,6 +67,8 @@ inline constexpr std::string_view kGemmEpiloguesName = "gemm_epilogues";
 inline constexpr std::string_view kScoredRoutersName = "scored_routers";
 inline constexpr std::string_view kRouterLossesName = "router_losses";
 inline constexpr std::string_view kLatentAttentionName = "latent_attention";
+inline constexpr std::string_view kStageSharedParametersName =
+    "stage_shared_parameters";
 
 struct Capabilities {
   /// The target (moec --target) and the backend that runs it (moe-run
@@ -120,6 +122,10 @@ struct Capabilities {
   /// dim of its own and per-head concatenation (AttentionValueDim,
   /// ConcatHeads, SplitHeads).
   bool latentAttention = false;
+  /// A parameter two pipeline stages hold (tied embeddings under pipeline
+  /// stages), whose gradient halves the stages exchange in the optimizer
+  /// (PipelineGradientSum).
+  bool stageSharedParameters = false;
 
   constexpr bool hasRecipe(Fp8Recipe recipe) const {
     return (fp8Recipes & recipeBit(recipe)) != 0;
@@ -166,15 +172,16 @@ inline constexpr uint32_t kF32I32BF16 = kF32I32 | dtypeBit(rt::DType::BF16);
 /// reductions always on the communication stream. The fused LM head and
 /// cross-entropy and the GEMMs with epilogue addends run on the CPU only;
 /// GPU targets keep those ops unfused. Routers other than Mixtral's and the
-/// sequence-wise and z router losses and multi-head latent attention run
-/// on the CPU only, and the CUDA backend refuses them at load.
+/// sequence-wise and z router losses, multi-head latent attention and a
+/// parameter shared by two pipeline stages run on the CPU only, and the
+/// CUDA backend refuses them at load.
 inline constexpr Capabilities kCapabilities[] = {
     {"cpu", "cpu", 0, kAllRecipes, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/1, /*pipelineStages=*/true, /*microbatches=*/true,
      /*expertChunks=*/true, /*asyncCollectives=*/true, kF32I32BF16,
      /*fp8Block=*/0, /*linearCrossEntropy=*/true, /*gemmEpilogues=*/true,
      /*scoredRouters=*/true, /*routerLosses=*/true,
-     /*latentAttention=*/true},
+     /*latentAttention=*/true, /*stageSharedParameters=*/true},
     {"a100", "cuda", 80, /*fp8Recipes=*/0, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/16, /*pipelineStages=*/true,
      /*microbatches=*/true, /*expertChunks=*/true,
@@ -234,6 +241,8 @@ constexpr Capabilities commonCapabilities(std::string_view backend) {
     common.scoredRouters = common.scoredRouters && r.scoredRouters;
     common.routerLosses = common.routerLosses && r.routerLosses;
     common.latentAttention = common.latentAttention && r.latentAttention;
+    common.stageSharedParameters =
+        common.stageSharedParameters && r.stageSharedParameters;
   }
   return common;
 }
@@ -302,6 +311,7 @@ inline std::string describeCapabilities(const Capabilities &caps) {
   add(kScoredRoutersName, yesNo(caps.scoredRouters));
   add(kRouterLossesName, yesNo(caps.routerLosses));
   add(kLatentAttentionName, yesNo(caps.latentAttention));
+  add(kStageSharedParametersName, yesNo(caps.stageSharedParameters));
   return line;
 }
 

@@ -46,14 +46,22 @@ inline bool actionRuns(PipelineAction::Kind kind, PipelinePhase phase) {
   return pipeline::actionRuns(toSchedule(kind), toSchedule(phase));
 }
 
-/// The model stage holding each parameter and optimizer state of a
-/// pipelined program whose stage tags are in range: its AdamW's (or
-/// Fp8AmaxUpdate's), or, for a
-/// parameter nothing updates, that of the first microbatch instruction
-/// reading it; -1 for the other buffers and for what no stage touches. The
-/// verifier requires every reader to be on that stage; the runtime keeps
-/// the buffer on that stage's rank only.
-std::vector<int32_t> persistentBufferStages(const Program &program);
+/// The model stages holding each parameter and optimizer state of a
+/// pipelined program whose stage tags are in range: those of its AdamWs
+/// (or its Fp8AmaxUpdate's), or, for a parameter nothing updates, that of
+/// the first microbatch instruction reading it; none for the other buffers
+/// and for what no stage touches. One stage but for a parameter two stages
+/// share (tied embeddings), which each stage updates with the gradient
+/// they sum (PipelineGradientSum). The verifier requires every reader to
+/// be on one of them; the runtime keeps the buffer on their ranks only.
+std::vector<std::vector<int32_t>>
+persistentBufferStages(const Program &program);
+
+/// The operand of PipelineGradientSum `index` that another stage computes
+/// (0 or 1), and that stage: the half this stage receives. Valid for a
+/// verified program.
+std::pair<size_t, int32_t> peerGradientHalf(const Program &program,
+                                            size_t index);
 
 } // namespace moe::rt
 

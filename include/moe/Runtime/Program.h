@@ -27,9 +27,11 @@ namespace moe::rt {
 /// buckets (ReduceBucket), 3.4 the LM head fused with its loss
 /// (LinearCrossEntropy) and GEMM epilogues (LinearAccumulate), 3.5 routers
 /// with any selection rule (ScoredRouter), 3.6 the sequence-wise balance
-/// loss and the router z-loss (SequenceAuxLoss, ZLoss).
+/// loss and the router z-loss (SequenceAuxLoss, ZLoss) and multi-head latent
+/// attention's pieces, 3.7 a parameter held by two pipeline stages
+/// (PipelineGradientSum).
 inline constexpr uint16_t kArtifactVersionMajor = 3;
-inline constexpr uint16_t kArtifactVersionMinor = 6;
+inline constexpr uint16_t kArtifactVersionMinor = 7;
 /// The oldest minor version of this major one the runtime reads: 3.0's op
 /// table allowed no BF16, so its per-opcode fingerprints no longer match.
 inline constexpr uint16_t kOldestArtifactVersionMinor = 1;

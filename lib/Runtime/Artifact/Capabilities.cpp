@@ -128,7 +128,8 @@ absl::Status checkExperts(const Program &program, const Capabilities &record,
 /// Opcodes a backend runs only with one yes/no capability: the fused
 /// instructions the compiler forms only where the backend runs them
 /// (moe-fuse-linear-cross-entropy, moe-fuse-gemm-epilogues), and the
-/// routers, router losses and latent attention only the CPU runs. Checked
+/// routers, router losses, latent attention and parameters shared by
+/// pipeline stages only the CPU runs. Checked
 /// in this order, so a program's first refusal is always the same.
 struct GatedOpcodes {
   std::vector<Opcode> opcodes;
@@ -164,7 +165,11 @@ const std::vector<GatedOpcodes> &gatedOpcodes() {
       {{Opcode::ExpertLoad, Opcode::ExpertLoadUpdate},
        &Capabilities::scoredRouters,
        caps::kScoredRoutersName,
-       "per-expert load counters"}};
+       "per-expert load counters"},
+      {{Opcode::PipelineGradientSum},
+       &Capabilities::stageSharedParameters,
+       caps::kStageSharedParametersName,
+       "a parameter two pipeline stages hold"}};
   return gated;
 }
 

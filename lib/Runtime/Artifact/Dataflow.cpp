@@ -60,7 +60,8 @@ public:
   explicit DataflowChecker(const Program &program)
       : program(program), ranges(program.buffers.size()),
         expertIdsOf(program.buffers.size(), -1),
-        optimizerUser(program.buffers.size(), kNever) {}
+        optimizerUser(program.buffers.size(), kNever),
+        writer(program.lastWriters()) {}
 
   absl::Status check() {
     MOE_VERIFY_OK(checkGradientNorm());
@@ -73,6 +74,28 @@ public:
 private:
   const Buffer &bufferAt(uint32_t index) const {
     return program.buffers[index];
+  }
+
+  /// Whether AdamW instructions `a` and `b` update the two copies of a
+  /// parameter that two pipeline stages share (tied embeddings): they run
+  /// on different pipeline ranks, each with the gradient its stage's
+  /// PipelineGradientSum adds up (PipelineRules.cpp checks the pair).
+  bool updateSharedCopies(size_t a, size_t b) const {
+    const Pipeline &pipeline = program.pipeline;
+    if (!pipeline.enabled())
+      return false;
+    auto summed = [&](size_t update) {
+      const Instruction &adamw = program.instructions[update];
+      if (adamw.opcode != Opcode::AdamW)
+        return false;
+      int64_t w = writer[adamw.operands[ops::AdamWView::kGradOperand]];
+      return w >= 0 &&
+             program.instructions[w].opcode == Opcode::PipelineGradientSum;
+    };
+    int32_t stageA = pipeline.instructionStage[a];
+    int32_t stageB = pipeline.instructionStage[b];
+    return summed(a) && summed(b) && stageA >= 0 && stageB >= 0 &&
+           stageA % pipeline.stages != stageB % pipeline.stages;
   }
 
   absl::Status visit(size_t index) {
@@ -190,7 +213,8 @@ private:
     }
     for (size_t i : updated) {
       uint32_t b = instruction.operands[i];
-      if (optimizerUser[b] != kNever)
+      if (optimizerUser[b] != kNever &&
+          !updateSharedCopies(optimizerUser[b], index))
         return instructionError(
             program, index,
             absl::StrCat("operand ", i, " (", describeBuffer(program, b),
@@ -236,8 +260,17 @@ private:
     }
     if (lastNorm == kNever)
       return absl::OkStatus();
+    // Of a parameter two stages share, the norm counts one copy's gradient.
+    auto normedCopy = [&](size_t update) {
+      for (auto [grad, other] : applier)
+        if (normed.count(grad) && updateSharedCopies(update, other) &&
+            program.instructions[other].operands[0] ==
+                program.instructions[update].operands[0])
+          return true;
+      return false;
+    };
     for (auto [grad, index] : applier)
-      if (!normed.count(grad))
+      if (!normed.count(grad) && !normedCopy(index))
         return instructionError(
             program, index,
             absl::StrCat("its gradient (", describeBuffer(program, grad),
@@ -368,6 +401,8 @@ private:
   std::vector<int64_t> expertIdsOf;
   // For parameters and optimizer state: the AdamW that updates them.
   std::vector<size_t> optimizerUser;
+  // For each buffer, the last instruction writing it (-1: none).
+  std::vector<int64_t> writer;
 };
 
 } // namespace

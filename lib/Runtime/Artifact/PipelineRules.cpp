@@ -6,7 +6,8 @@
 // what program order would: every value is produced by an action that the
 // schedule runs before the action reading it (on another rank, it is sent
 // there), the optimizer reads nothing of one microbatch but the gradients it
-// averages, and every parameter lives on exactly one stage. The schedule
+// averages, and every parameter lives on the stages that update it (one,
+// or two that sum their halves of its gradient). The schedule
 // itself must be well formed and free of deadlock, which the pipeline
 // library's simulator decides.
 //
@@ -16,8 +17,11 @@
 
 #include "moe/Runtime/PipelineOrder.h"
 
+#include "absl/strings/str_join.h"
+
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace moe::rt::verifier {
 namespace {
@@ -98,15 +102,21 @@ absl::Status verifyShape(const Program &program) {
           program, i,
           absl::StrCat("pipeline phase ", static_cast<int>(phase),
                        " is not one the schema defines"));
-    bool adamw = program.instructions[i].opcode == Opcode::AdamW;
+    Opcode opcode = program.instructions[i].opcode;
+    bool adamw = opcode == Opcode::AdamW;
+    bool gradientSum = opcode == Opcode::PipelineGradientSum;
     bool optimizer = phase == PipelinePhase::Optimizer;
     if (adamw && !optimizer)
       return instructionError(program, i,
                               "AdamW outside the optimizer phase would "
                               "update once per microbatch");
+    if (gradientSum && !optimizer)
+      return instructionError(program, i,
+                              "PipelineGradientSum outside the optimizer "
+                              "phase would exchange every microbatch");
     // Optimizer instructions of stage -1 run on every stage; the others
-    // (AdamW, reductions of summed gradients) on their own.
-    int32_t low = optimizer && !adamw ? -1 : 0;
+    // (AdamW, gradient sums, reductions of summed gradients) on their own.
+    int32_t low = optimizer && !adamw && !gradientSum ? -1 : 0;
     int32_t high = pipeline.modelStages() - 1;
     if (stage < low || stage > high)
       return instructionError(
@@ -177,7 +187,8 @@ absl::Status verifyDataflowOrder(const Program &program) {
     if (inst.opcode == Opcode::AdamW)
       gradientStage[inst.operands[1]] = pipeline.instructionStage[i];
   }
-  std::vector<int32_t> parameterStage = persistentBufferStages(program);
+  std::vector<std::vector<int32_t>> parameterStages =
+      persistentBufferStages(program);
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction &inst = program.instructions[i];
     int32_t stage = pipeline.instructionStage[i];
@@ -191,17 +202,20 @@ absl::Status verifyDataflowOrder(const Program &program) {
       bool stageBound = buffer.kind == BufferKind::Parameter ||
                         buffer.kind == BufferKind::OptimizerState ||
                         buffer.kind == BufferKind::WorkingCopy;
+      const std::vector<int32_t> &holders = parameterStages[b];
       if (stageBound && (!optimizer || stage >= 0) &&
-          parameterStage[b] != stage)
+          std::find(holders.begin(), holders.end(), stage) == holders.end())
         return instructionError(
             program, i,
-            parameterStage[b] < 0
+            holders.empty()
                 ? absl::StrCat("reads ", describeBuffer(program, b),
                                " on pipeline stage ", stage,
                                ", but no stage holds it (nothing updates it)")
                 : absl::StrCat("reads ", describeBuffer(program, b),
                                " on pipeline stage ", stage,
-                               ", but it lives on stage ", parameterStage[b]));
+                               ", but it lives on stage",
+                               holders.size() > 1 ? "s " : " ",
+                               absl::StrJoin(holders, " and ")));
       if (buffer.kind != BufferKind::Temporary || producer[b] < 0)
         continue;
       size_t p = static_cast<size_t>(producer[b]);
@@ -214,7 +228,11 @@ absl::Status verifyDataflowOrder(const Program &program) {
         bool gradient = gradientStage.count(b) != 0;
         bool ownStage = fromStage < 0 || fromStage == stage ||
                         (stage < 0 && gradient);
-        if (from == PipelinePhase::Forward || !ownStage)
+        // The half of a shared parameter's gradient that the other stage
+        // sends (verifyGradientSums checks the pair).
+        bool peerHalf = inst.opcode == Opcode::PipelineGradientSum &&
+                        peerGradientHalf(program, i).first == o;
+        if (from == PipelinePhase::Forward || (!ownStage && !peerHalf))
           return instructionError(
               program, i,
               absl::StrCat("the optimizer of stage ", stage, " reads ",
@@ -245,6 +263,53 @@ absl::Status verifyDataflowOrder(const Program &program) {
       return bufferError(program, b,
                          "is reported by every rank, so every stage must "
                          "compute it in the optimizer phase");
+  }
+  return absl::OkStatus();
+}
+
+/// A PipelineGradientSum adds its stage's half of a shared parameter's
+/// gradient to the half another rank's stage computes, which that stage
+/// sends while it receives this one: so the other stage runs the same sum,
+/// and the two are next to each other in program order, so that any two
+/// ranks exchange their halves in the same order.
+absl::Status verifyGradientSums(const Program &program) {
+  const Pipeline &pipeline = program.pipeline;
+  std::vector<size_t> sums;
+  for (size_t i = 0; i < program.instructions.size(); ++i)
+    if (program.instructions[i].opcode == Opcode::PipelineGradientSum)
+      sums.push_back(i);
+  for (size_t k = 0; k < sums.size(); ++k) {
+    size_t i = sums[k];
+    const Instruction &inst = program.instructions[i];
+    int32_t stage = pipeline.instructionStage[i];
+    int32_t peerStage = peerGradientHalf(program, i).second;
+    if (peerStage == stage)
+      return instructionError(
+          program, i,
+          absl::StrCat("sums two gradient halves that stage ", stage,
+                       " computes both of: expected one from another stage"));
+    if (peerStage < 0 || peerStage % pipeline.stages == stage % pipeline.stages)
+      return instructionError(
+          program, i,
+          absl::StrCat("receives a gradient half from stage ", peerStage,
+                       ", expected a stage on another pipeline rank than "
+                       "stage ",
+                       stage, "'s"));
+    auto partners = [&](size_t j) {
+      return program.instructions[j].operands == inst.operands &&
+             pipeline.instructionStage[j] == peerStage &&
+             peerGradientHalf(program, j).second == stage;
+    };
+    bool paired = (k > 0 && partners(sums[k - 1])) ||
+                  (k + 1 < sums.size() && partners(sums[k + 1]));
+    if (!paired)
+      return instructionError(
+          program, i,
+          absl::StrCat("has no PipelineGradientSum of the same halves on "
+                       "stage ",
+                       peerStage,
+                       " next to it, which would send the half "
+                       "this stage waits for"));
   }
   return absl::OkStatus();
 }
@@ -322,9 +387,15 @@ std::vector<std::vector<bool>> pipelineRanksHolding(const Program &program) {
     int32_t stage = pipeline.instructionStage[i];
     for (uint32_t b : inst.results)
       mark(b, stage);
+    // The global norm skips other stages' gradients, and a gradient sum
+    // receives the other stage's half into memory of its own.
+    std::optional<size_t> peer;
+    if (inst.opcode == Opcode::PipelineGradientSum)
+      peer = peerGradientHalf(program, i).first;
     if (inst.opcode != Opcode::GlobalNorm)
-      for (uint32_t b : inst.operands)
-        mark(b, stage);
+      for (size_t o = 0; o < inst.operands.size(); ++o)
+        if (o != peer)
+          mark(inst.operands[o], stage);
   }
   return holding;
 }
@@ -343,6 +414,7 @@ absl::Status verifyPipeline(const Program &program) {
   MOE_VERIFY_OK(verifyShape(program));
   MOE_VERIFY_OK(verifySchedule(program));
   MOE_VERIFY_OK(verifyProgramOrder(program));
+  MOE_VERIFY_OK(verifyGradientSums(program));
   return verifyDataflowOrder(program);
 }
 
@@ -350,24 +422,30 @@ absl::Status verifyPipeline(const Program &program) {
 
 namespace moe::rt {
 
-std::vector<int32_t> persistentBufferStages(const Program &program) {
+std::vector<std::vector<int32_t>>
+persistentBufferStages(const Program &program) {
   const Pipeline &pipeline = program.pipeline;
-  std::vector<int32_t> stage(program.buffers.size(), -1);
+  std::vector<std::vector<int32_t>> stages(program.buffers.size());
+  auto add = [&](uint32_t b, int32_t stage) {
+    if (std::find(stages[b].begin(), stages[b].end(), stage) == stages[b].end())
+      stages[b].push_back(stage);
+  };
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction &inst = program.instructions[i];
+    int32_t stage = pipeline.instructionStage[i];
     if (inst.opcode == Opcode::AdamW) {
       for (size_t o : {0, 2, 3})
-        stage[inst.operands[o]] = pipeline.instructionStage[i];
+        add(inst.operands[o], stage);
       // The BF16 working copy lives with the master it is rounded from.
       if (inst.operands.size() > 7)
-        stage[inst.operands[7]] = pipeline.instructionStage[i];
+        add(inst.operands[7], stage);
     }
     // An amax history, a load counter and a router's bias live with the
     // update that moves them.
     if (inst.opcode == Opcode::Fp8AmaxUpdate ||
         inst.opcode == Opcode::ExpertLoadUpdate)
       for (uint32_t b : inst.operands)
-        stage[b] = pipeline.instructionStage[i];
+        add(b, stage);
   }
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     if (pipeline.instructionPhase[i] == PipelinePhase::Optimizer)
@@ -375,10 +453,28 @@ std::vector<int32_t> persistentBufferStages(const Program &program) {
     for (uint32_t b : program.instructions[i].operands)
       if ((program.buffers[b].kind == BufferKind::Parameter ||
            program.buffers[b].kind == BufferKind::WorkingCopy) &&
-          stage[b] < 0)
-        stage[b] = pipeline.instructionStage[i];
+          stages[b].empty())
+        stages[b].push_back(pipeline.instructionStage[i]);
   }
-  return stage;
+  return stages;
+}
+
+std::pair<size_t, int32_t> peerGradientHalf(const Program &program,
+                                            size_t index) {
+  const Pipeline &pipeline = program.pipeline;
+  const Instruction &inst = program.instructions[index];
+  int32_t own = pipeline.instructionStage[index];
+  for (size_t o = 0; o < 2; ++o)
+    for (size_t p = index; p-- > 0;) {
+      const std::vector<uint32_t> &results = program.instructions[p].results;
+      if (std::find(results.begin(), results.end(), inst.operands[o]) ==
+          results.end())
+        continue;
+      if (pipeline.instructionStage[p] != own)
+        return {o, pipeline.instructionStage[p]};
+      break;
+    }
+  return {1, own};
 }
 
 } // namespace moe::rt

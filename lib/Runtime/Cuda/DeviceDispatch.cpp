@@ -939,6 +939,9 @@ public:
     return notOnThisBackend();
   }
   absl::Status run(const ops::ConcatHeadsView &) { return notOnThisBackend(); }
+  absl::Status run(const ops::PipelineGradientSumView &) {
+    return notOnThisBackend();
+  }
   absl::Status run(const ops::SplitHeadsView &) { return notOnThisBackend(); }
   absl::Status run(const ops::ZLossView &) { return notOnThisBackend(); }
   absl::Status run(const ops::ZLossGradView &) { return notOnThisBackend(); }

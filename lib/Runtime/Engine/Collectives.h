@@ -38,6 +38,11 @@ absl::Status runCollective(const StepContext &context, size_t index);
 /// every history moves one step on (cpu::rollAmaxHistory).
 absl::Status runFp8AmaxUpdate(const StepContext &context, size_t index);
 
+/// Runs PipelineGradientSum instruction `index` in a pipelined step's
+/// optimizer: exchanges this stage's half of a shared parameter's gradient
+/// with the stage computing the other (StageGradientSum.cpp) and adds them.
+absl::Status runPipelineGradientSum(const StepContext &context, size_t index);
+
 } // namespace moe::rt::engine
 
 #endif // MOE_LIB_RUNTIME_ENGINE_COLLECTIVES_H

@@ -499,6 +499,9 @@ public:
   absl::Status run(const ops::SliceView &) {
     return runCollective(context, index);
   }
+  absl::Status run(const ops::PipelineGradientSumView &) {
+    return runPipelineGradientSum(context, index);
+  }
   absl::Status run(const ops::ReduceBucketView &) {
     return runCollective(context, index);
   }

@@ -40,11 +40,19 @@ uint64_t padded(uint64_t bytes) {
   return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
 }
 
+/// Whether one of `stages` runs on pipeline rank `rank`.
+bool onRank(const std::vector<int32_t> &stages, const Pipeline &pipeline,
+            int32_t rank) {
+  return std::any_of(stages.begin(), stages.end(), [&](int32_t stage) {
+    return stage >= 0 && stage % pipeline.stages == rank;
+  });
+}
+
 } // namespace
 
 uint64_t pipelineRankBytes(const Program &program, int32_t rank) {
   const Pipeline &pipeline = program.pipeline;
-  std::vector<int32_t> stages = persistentBufferStages(program);
+  std::vector<std::vector<int32_t>> stages = persistentBufferStages(program);
   uint64_t bytes = 0;
   for (uint32_t b = 0; b < program.buffers.size(); ++b) {
     const Buffer &buffer = program.buffers[b];
@@ -52,7 +60,7 @@ uint64_t pipelineRankBytes(const Program &program, int32_t rank) {
                       buffer.kind == BufferKind::OptimizerState ||
                       buffer.kind == BufferKind::WorkingCopy;
     if (buffer.kind != BufferKind::Temporary &&
-        (!stageBound || (stages[b] >= 0 && stages[b] % pipeline.stages == rank)))
+        (!stageBound || onRank(stages[b], pipeline, rank)))
       bytes += padded(buffer.sizeInBytes());
   }
   for (auto [b, stage] : optimizerSums(program, rank))
@@ -148,12 +156,12 @@ std::vector<bool> heldBuffers(const Program &program, int32_t rank) {
   std::vector<bool> held(program.buffers.size(), true);
   if (!pipeline.enabled())
     return held;
-  std::vector<int32_t> stages = persistentBufferStages(program);
+  std::vector<std::vector<int32_t>> stages = persistentBufferStages(program);
   for (uint32_t b = 0; b < program.buffers.size(); ++b) {
     BufferKind kind = program.buffers[b].kind;
     if (kind == BufferKind::Parameter || kind == BufferKind::OptimizerState ||
         kind == BufferKind::WorkingCopy)
-      held[b] = stages[b] >= 0 && stages[b] % pipeline.stages == rank;
+      held[b] = onRank(stages[b], pipeline, rank);
   }
   return held;
 }

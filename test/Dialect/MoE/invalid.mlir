@@ -1831,3 +1831,19 @@ func.func @router_bf16_logits(%x: tensor<2x4x4xbf16>) {
   %p, %w, %i = moe.router %x {top_k = 2} : (tensor<2x4x4xbf16>) -> (tensor<2x4x4xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>)
   return
 }
+
+// -----
+
+func.func @pipeline_gradient_sum_bf16(%a: tensor<4x4xbf16>, %b: tensor<4x4xbf16>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit float values}}
+  %s = moe.pipeline_gradient_sum %a, %b : tensor<4x4xbf16>
+  return
+}
+
+// -----
+
+func.func @pipeline_gradient_sum_types(%a: tensor<4x4xf32>, %b: tensor<4x8xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %s = "moe.pipeline_gradient_sum"(%a, %b) : (tensor<4x4xf32>, tensor<4x8xf32>) -> tensor<4x4xf32>
+  return
+}

@@ -220,3 +220,10 @@ func.func @buckets(%a: tensor<8xf32>, %b: tensor<4x8xf32>) -> (tensor<8xf32>, te
   %r:2 = moe.reduce_bucket %s#0, %s#1 {mesh = @mesh, axes = ["tp"], scatter} : (tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4xf32>, tensor<2x8xf32>)
   return %s#0, %r#1 : tensor<8xf32>, tensor<2x8xf32>
 }
+
+// CHECK-LABEL: func.func @pipeline_gradient_sum
+func.func @pipeline_gradient_sum(%head: tensor<8x8xf32>, %lookup: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  // CHECK: moe.pipeline_gradient_sum %{{.*}}, %{{.*}} : tensor<8x8xf32>
+  %g = moe.pipeline_gradient_sum %head, %lookup : tensor<8x8xf32>
+  return %g : tensor<8x8xf32>
+}

@@ -497,3 +497,13 @@ def SplitHeads : Op<54, "3.6"> {
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads);
   let rules = ["checkHeadParts"];
 }
+
+// Tied parameters under pipeline stages (3.7): a parameter two stages hold
+// (the embedding table the LM head reads) gets its gradient in two halves,
+// one per stage. Each of the two stages runs this in its optimizer phase:
+// the operand its own stage computed goes to the other stage, which sends
+// its half back, and both add a + b in operand order (PipelineRules.cpp checks the stages).
+def PipelineGradientSum : Op<55, "3.7"> {
+  let operands = (ins Tensor<>:$a, Tensor<"=a">:$b);
+  let results = (outs Tensor<"=a">:$sum);
+}

@@ -1185,6 +1185,33 @@ def MoE_ReduceBucketOp : MoE_Op<"reduce_bucket", [
   let hasVerifier = 1;
 }
 
+def MoE_PipelineGradientSumOp : MoE_Op<"pipeline_gradient_sum", [
+    SameOperandsAndResultType]> {
+  let summary = "a shared parameter's gradient, summed over two pipeline stages";
+  let description = [{
+    `lhs + rhs`, where one operand is computed on this op's pipeline stage
+    and the other on another stage: the two halves of the gradient of a
+    parameter that both stages hold (tied embeddings, read by the lookup on
+    the first stage and by the LM head on the last). Each stage holding the
+    parameter runs one such op in its optimizer phase on the gradients
+    summed over the microbatches. The stages exchange their halves and add
+    them in operand order, so both get the same bits and their AdamW
+    updates keep the copies equal (Megatron's embedding group).
+    moe-split-pipeline-stages makes it.
+
+    Constraints: the operands and the result have one f32 type.
+
+    Example:
+
+    ```mlir
+    %g = moe.pipeline_gradient_sum %head, %lookup : tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_F32Tensor:$lhs, MoE_F32Tensor:$rhs);
+  let results = (outs MoE_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` type($result)";
+}
+
 //===----------------------------------------------------------------------===//
 // Gradient ops (derived by moe-autodiff; see docs/semantics.md "Backward")
 //===----------------------------------------------------------------------===//

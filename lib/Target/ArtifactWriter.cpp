@@ -151,24 +151,28 @@ static FailureOr<fb::DType> dtypeOf(Value value) {
   return toSchema(*dtype);
 }
 
-/// The runtime feeds tokens, targets (i32 [B, S]) and the step (i32 scalar)
-/// and reads back three f32 scalars computed in the step.
+/// The runtime feeds tokens, targets (i32 [B, S]), with document masking
+/// each token's position in its document (i32 [B, S]), and the step (i32
+/// scalar), and reads back three f32 scalars computed in the step.
 LogicalResult ArtifactBuilder::verifyStepSignature() {
   auto signatureError = [&]() {
     return step.emitOpError()
            << "expected train_step(tokens: tensor<BxSxi32>, targets: "
-              "tensor<BxSxi32>, step: tensor<i32>) -> (loss, grad_norm, lr: "
-              "tensor<f32>)";
+              "tensor<BxSxi32>, [positions: tensor<BxSxi32>,] step: "
+              "tensor<i32>) -> (loss, grad_norm, lr: tensor<f32>)";
   };
   Block &body = step.getBody().front();
-  if (body.getNumArguments() != 3 || step.getNumResults() != 3)
+  unsigned inputs = body.getNumArguments();
+  if ((inputs != 3 && inputs != 4) || step.getNumResults() != 3)
     return signatureError();
   auto tokens = dyn_cast<RankedTensorType>(body.getArgument(0).getType());
   auto i32Scalar = RankedTensorType::get({}, IntegerType::get(step.getContext(), 32));
   auto f32Scalar = RankedTensorType::get({}, Float32Type::get(step.getContext()));
-  if (!tokens || tokens.getRank() != 2 || !tokens.getElementType().isInteger(32) ||
+  if (!tokens || tokens.getRank() != 2 ||
+      !tokens.getElementType().isInteger(32) ||
       body.getArgument(1).getType() != tokens ||
-      body.getArgument(2).getType() != i32Scalar)
+      (inputs == 4 && body.getArgument(2).getType() != tokens) ||
+      body.getArgument(inputs - 1).getType() != i32Scalar)
     return signatureError();
   for (Value result : body.getTerminator()->getOperands()) {
     if (result.getType() != f32Scalar)
@@ -305,25 +309,32 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
           .Case([&](LinearGradWeightOp) {
             return set(ops::buildLinearGradWeight());
           })
+          // With document positions, opcodes of 3.7.
           .Case([&](RoPEOp o) {
-            return set(ops::buildRope(o.getNumHeads(), f(o.getThetaAttr())));
+            return set(
+                (o.getPositions() ? ops::buildDocumentRope : ops::buildRope)(
+                    o.getNumHeads(), f(o.getThetaAttr())));
           })
           .Case([&](RoPEGradOp o) {
-            return set(
-                ops::buildRopeGrad(o.getNumHeads(), f(o.getThetaAttr())));
+            return set((o.getPositions() ? ops::buildDocumentRopeGrad
+                                         : ops::buildRopeGrad)(
+                o.getNumHeads(), f(o.getThetaAttr())));
           })
-          // Values of their own head width (MLA) are opcodes of 3.6.
+          // Values of their own head width (MLA) are opcodes of 3.6; with
+          // document positions, of 3.7 (any value width).
           .Case([&](AttentionOp o) {
             bool ownValueDim =
                 o.getOutput().getType() != o.getQuery().getType();
-            return set((ownValueDim ? ops::buildAttentionValueDim
-                                    : ops::buildAttention)(o.getNumHeads(),
-                                                           o.getNumKvHeads()));
+            return set((o.getPositions() ? ops::buildDocumentAttention
+                        : ownValueDim    ? ops::buildAttentionValueDim
+                                         : ops::buildAttention)(
+                o.getNumHeads(), o.getNumKvHeads()));
           })
           .Case([&](AttentionGradOp o) {
             bool ownValueDim = o.getGrad().getType() != o.getQuery().getType();
-            return set((ownValueDim ? ops::buildAttentionValueDimGrad
-                                    : ops::buildAttentionGrad)(
+            return set((o.getPositions() ? ops::buildDocumentAttentionGrad
+                        : ownValueDim    ? ops::buildAttentionValueDimGrad
+                                         : ops::buildAttentionGrad)(
                 o.getNumHeads(), o.getNumKvHeads()));
           })
           .Case([&](ConcatHeadsOp o) {
@@ -631,8 +642,11 @@ LogicalResult ArtifactBuilder::build(uint64_t seed, StringRef target,
     return step.emitOpError() << "has no memory plan (run moe-plan-memory)";
   if (failed(addParams()))
     return failure();
-  const char *inputNames[] = {"tokens", "targets", "step"};
-  uint32_t inputs[3];
+  // tokens, targets, [positions,] step.
+  bool documents = body.getNumArguments() == 4;
+  const char *inputNames[] = {"tokens", "targets",
+                              documents ? "positions" : "step", "step"};
+  uint32_t inputs[4];
   for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
     // verifyStepSignature checked they are i32.
     inputs[i] = addBuffer(inputNames[i], fb::BufferKind::Input,
@@ -640,6 +654,8 @@ LogicalResult ArtifactBuilder::build(uint64_t seed, StringRef target,
                           cast<ShapedType>(arg.getType()).getShape());
     valueBuffers[arg] = inputs[i];
   }
+  uint32_t stepInput = inputs[body.getNumArguments() - 1];
+  int64_t positionsInput = documents ? int64_t(inputs[2]) : -1;
   for (Operation &op : body.without_terminator())
     if (failed(addInstruction(&op)))
       return failure();
@@ -719,10 +735,9 @@ LogicalResult ArtifactBuilder::build(uint64_t seed, StringRef target,
   auto targetName = fbb.CreateString(target.str());
   auto program = fb::CreateProgram(
       fbb, ::moe::rt::kArtifactVersionMajor, ::moe::rt::kArtifactVersionMinor,
-      producer, model,
-      bufferVec, instVec, arena.getInt(), inputs[0], inputs[1], inputs[2],
-      outputs[0], outputs[1], outputs[2], seed, meshAxes, meshShape, groupVec,
-      batchAxes, pipeline, opcodeVec, targetName);
+      producer, model, bufferVec, instVec, arena.getInt(), inputs[0], inputs[1],
+      stepInput, outputs[0], outputs[1], outputs[2], seed, meshAxes, meshShape,
+      groupVec, batchAxes, pipeline, opcodeVec, targetName, positionsInput);
   fb::FinishProgramBuffer(fbb, program);
   os.write(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
            fbb.GetSize());

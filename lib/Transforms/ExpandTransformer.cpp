@@ -135,11 +135,11 @@ public:
                     norm(kvParts.getLhs(), "kv_a_layernorm"));
     auto keyParts = split(kv, heads, nope, valueDim);
     Value qRope = body.create<RoPEOp>(loc, queryParts.getRhs().getType(),
-                                      queryParts.getRhs(), i64(heads),
-                                      config.getRopeThetaAttr());
+                                      queryParts.getRhs(), positions,
+                                      i64(heads), config.getRopeThetaAttr());
     Value kRope =
         body.create<RoPEOp>(loc, kvParts.getRhs().getType(), kvParts.getRhs(),
-                            i64(1), config.getRopeThetaAttr());
+                            positions, i64(1), config.getRopeThetaAttr());
     Value query = body.create<ConcatHeadsOp>(
         loc, q.getType(), queryParts.getLhs(), qRope, i64(heads));
     Value key = body.create<ConcatHeadsOp>(loc, q.getType(), keyParts.getLhs(),
@@ -149,7 +149,7 @@ public:
         qType.clone({qType.getDimSize(0), heads, qType.getDimSize(1)});
     auto attention = body.create<AttentionOp>(
         loc, withWidth(q, heads * valueDim), lseType, query, key,
-        keyParts.getRhs(), i64(heads), i64(heads));
+        keyParts.getRhs(), positions, i64(heads), i64(heads));
     Value o = proj("o_proj", hidden, heads * valueDim, attention.getOutput());
     return add(x, o, loc);
   }
@@ -183,15 +183,15 @@ public:
       q = headNorm(q, "q_norm", heads);
       k = headNorm(k, "k_norm", kvHeads);
     }
-    q = body.create<RoPEOp>(loc, q.getType(), q, i64(heads),
+    q = body.create<RoPEOp>(loc, q.getType(), q, positions, i64(heads),
                             config.getRopeThetaAttr());
-    k = body.create<RoPEOp>(loc, k.getType(), k, i64(kvHeads),
+    k = body.create<RoPEOp>(loc, k.getType(), k, positions, i64(kvHeads),
                             config.getRopeThetaAttr());
     auto qType = cast<RankedTensorType>(q.getType());
     auto lseType = qType.clone(
         {qType.getDimSize(0), heads, qType.getDimSize(1)});
-    auto attention = body.create<AttentionOp>(loc, qType, lseType, q, k, v,
-                                              i64(heads), i64(kvHeads));
+    auto attention = body.create<AttentionOp>(
+        loc, qType, lseType, q, k, v, positions, i64(heads), i64(kvHeads));
     Value o = proj("o_proj", hidden, heads * headDim, attention.getOutput());
     return add(x, o, loc);
   }
@@ -305,8 +305,11 @@ public:
     return linear(act, w("down_proj", hidden, width), loc);
   }
 
-  /// The whole model: returns the training loss.
-  Value build(Value tokens, Value targets) {
+  /// The whole model: returns the training loss. With document masking,
+  /// `documentPositions` ([B, S] i32) is each token's position in its
+  /// document, which RoPE and attention read.
+  Value build(Value tokens, Value targets, Value documentPositions = Value()) {
+    positions = documentPositions;
     int64_t vocab = config.getVocab(), hidden = config.getHidden();
     Location embedLoc = named("model.embed_tokens");
     Value table = param("model.embed_tokens.weight", {vocab, hidden},
@@ -379,6 +382,8 @@ private:
   }
 
   TransformerOp config;
+  /// Document masking's positions, or null.
+  Value positions;
   OpBuilder moduleBuilder;
   OpBuilder body;
 };
@@ -438,6 +443,13 @@ static DictionaryAttr modelAttr(TransformerOp config) {
       b.getNamedAttr("qk_norm", config.getQkNormAttr()),
       b.getNamedAttr("family", config.getFamilyAttr()),
       b.getNamedAttr("tie_word_embeddings", config.getTieWordEmbeddingsAttr()),
+      b.getNamedAttr("document_mask", config.getDocumentMaskAttr()),
+      // The id ending a document in a flat token stream; -1 where absent.
+      b.getNamedAttr("eos_token_id",
+                     b.getI64IntegerAttr(
+                         config.getEosTokenId()
+                             ? static_cast<int64_t>(*config.getEosTokenId())
+                             : -1)),
       b.getNamedAttr("init_std", config.getInitStdAttr())};
   return b.getDictionaryAttr(entries);
 }
@@ -457,12 +469,17 @@ FailureOr<func::FuncOp> mlir::moe::expandTransformer(TransformerOp config) {
   auto ids = RankedTensorType::get({batch, seq},
                                    builder.getI32Type());
   auto scalar = RankedTensorType::get({}, builder.getF32Type());
+  // Tokens and targets, and with document masking each token's position
+  // in its document.
+  SmallVector<Type> inputs(config.getDocumentMask() ? 3 : 2, ids);
   auto forward = builder.create<func::FuncOp>(
-      config.getLoc(), "forward", builder.getFunctionType({ids, ids}, scalar));
+      config.getLoc(), "forward", builder.getFunctionType(inputs, scalar));
   Block *entry = forward.addEntryBlock();
 
   ModelBuilder model(config, forward);
-  Value loss = model.build(entry->getArgument(0), entry->getArgument(1));
+  Value loss =
+      model.build(entry->getArgument(0), entry->getArgument(1),
+                  config.getDocumentMask() ? entry->getArgument(2) : Value());
   model.bodyBuilder().create<func::ReturnOp>(config.getLoc(), loss);
 
   module->setAttr(kModelAttrName, modelAttr(config));

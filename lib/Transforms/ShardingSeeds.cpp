@@ -175,8 +175,9 @@ LogicalResult mlir::moe::seedShardings(ModuleOp module, func::FuncOp step,
                              "equal share of the experts")))
     return failure();
 
-  // The batch: tokens and targets split over all data-like axes.
-  for (unsigned arg = 0; arg < 2 && arg < step.getNumArguments(); ++arg) {
+  // The batch: tokens, targets and document positions split over all
+  // data-like axes (the step counter is a scalar).
+  for (unsigned arg = 0; arg < step.getNumArguments(); ++arg) {
     auto type = cast<ShapedType>(step.getArgumentTypes()[arg]);
     // Always seeded, also with no data axes: the runtime feeds each rank
     // whole rows, so only the batch dimension may ever be split.

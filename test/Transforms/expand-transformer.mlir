@@ -1,7 +1,7 @@
 // RUN: moe-opt %s --split-input-file --moe-expand-transformer --verify-diagnostics | FileCheck %s
 
 // A dense first layer and a MoE second layer, HF Mixtral names.
-// CHECK: module attributes {moe.model = {{{.*}}dense_ffn = 6 : i64, dense_layers = array<i64: 0>, experts = 4 : i64{{.*}}name = "small"
+// CHECK: module attributes {moe.model = {{{.*}}dense_ffn = 6 : i64, dense_layers = array<i64: 0>, document_mask = false, eos_token_id = -1 : i64, experts = 4 : i64{{.*}}name = "small"
 // CHECK: moe.param @model.embed_tokens.weight : tensor<16x8xf32> {init = #moe.init<normal>, init_std = 2.000000e-02 : f32}
 // CHECK: moe.param @model.layers.0.input_layernorm.weight : tensor<8xf32> {init = #moe.init<ones>, no_weight_decay}
 // CHECK: moe.param @model.layers.0.self_attn.q_proj.weight : tensor<8x8xf32>

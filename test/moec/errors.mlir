@@ -14,7 +14,7 @@
 // An attribute the op does not know is an error listing the known ones,
 // not a plain Mixtral compiled without it.
 // RUN: not moec %t.dir/unknown-attribute.mlir -o %t.moebin 2>&1 | FileCheck %s --check-prefix=UNKNOWN
-// UNKNOWN: unknown-attribute.mlir:1:1: error: 'moe.transformer' op has unknown attribute 'num_nextn_predict_layers'; known attributes: aux_coef, batch, bias_update_rate, capacity_factor, dense_ffn, dense_layers, experts, family, ffn, head_dim, heads, hidden, init_std, kv_heads, kv_lora_rank, layers, n_group, norm_topk_prob, precision, q_lora_rank, qk_nope_head_dim, qk_norm, qk_rope_head_dim, rms_eps, rope_interleave, rope_theta, routed_scaling_factor, scoring, seq, seq_aux_coef, shared_experts, sym_name, tie_word_embeddings, top_k, topk_group, v_head_dim, vocab, z_loss_coef
+// UNKNOWN: unknown-attribute.mlir:1:1: error: 'moe.transformer' op has unknown attribute 'num_nextn_predict_layers'; known attributes: aux_coef, batch, bias_update_rate, capacity_factor, dense_ffn, dense_layers, document_mask, eos_token_id, experts, family, ffn, head_dim, heads, hidden, init_std, kv_heads, kv_lora_rank, layers, n_group, norm_topk_prob, precision, q_lora_rank, qk_nope_head_dim, qk_norm, qk_rope_head_dim, rms_eps, rope_interleave, rope_theta, routed_scaling_factor, scoring, seq, seq_aux_coef, shared_experts, sym_name, tie_word_embeddings, top_k, topk_group, v_head_dim, vocab, z_loss_coef
 // RUN: not moec %t.dir/unknown-discardable.mlir -o %t.moebin 2>&1 | FileCheck %s --check-prefix=DISCARDABLE
 // DISCARDABLE: unknown-discardable.mlir:2:8: error: 'moe.linear' op has unknown attribute 'moe.pipline_stage'; known moe attributes: moe.arena_bytes,
 // Absurd sizes are refused before anything is allocated for them.
@@ -32,7 +32,7 @@
 // RUN: not moec %t.dir/nokernel.mlir -o %t.moebin --pass-pipeline="builtin.module(moe-plan-memory)" 2>&1 | FileCheck %s --check-prefix=NOKERNEL
 // NOKERNEL: nokernel.mlir:4:8: error: 'func.call' op has no runtime kernel (lower it before writing the artifact)
 // RUN: not moec %t.dir/signature.mlir -o %t.moebin --pass-pipeline="builtin.module(moe-plan-memory)" 2>&1 | FileCheck %s --check-prefix=SIGNATURE
-// SIGNATURE: signature.mlir:1:1: error: 'func.func' op expected train_step(tokens: tensor<BxSxi32>, targets: tensor<BxSxi32>, step: tensor<i32>) -> (loss, grad_norm, lr: tensor<f32>)
+// SIGNATURE: signature.mlir:1:1: error: 'func.func' op expected train_step(tokens: tensor<BxSxi32>, targets: tensor<BxSxi32>, [positions: tensor<BxSxi32>,] step: tensor<i32>) -> (loss, grad_norm, lr: tensor<f32>)
 
 //--- syntax.mlir
 module {

@@ -186,6 +186,13 @@ static cl::opt<bool> fuseLmHeadLoss(
              "holds the [tokens, vocab] logits (where the target's backend "
              "runs it: the CPU; =false keeps them apart)"),
     cl::init(true), cl::cat(moecCategory));
+static cl::opt<int64_t> documentMask(
+    "document-mask",
+    cl::desc("mask attention at document boundaries, which the token id "
+             "given (the tokenizer's end of document) ends in a flat token "
+             "stream: moe.transformer document_mask = true and eos_token_id"),
+    cl::value_desc("EOS_ID"), cl::init(-1));
+
 static cl::opt<std::string> reduceBucket(
     "reduce-bucket",
     cl::desc("the most bytes of weight gradients reduced over a group in "
@@ -439,6 +446,22 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;
+  if (documentMask.getNumOccurrences()) {
+    Builder builder(&context);
+    bool found = false;
+    for (auto transformer : module->getOps<mlir::moe::TransformerOp>()) {
+      found = true;
+      transformer.setDocumentMask(true);
+      transformer.setEosTokenIdAttr(builder.getI64IntegerAttr(documentMask));
+      if (failed(transformer.verify()))
+        return 1;
+    }
+    if (!found) {
+      llvm::errs() << "moec: error: --document-mask needs the model's "
+                      "moe.transformer\n";
+      return 1;
+    }
+  }
 
   mlir::moe::CompileFlags flags = commandLineFlags(*module);
   if (planSearch) {

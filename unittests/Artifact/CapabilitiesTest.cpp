@@ -95,7 +95,7 @@ TEST(CapabilitiesTest, TheCudaBackendAsItIsToday) {
       "expert_chunks: yes; async_collectives: yes; dtypes: f32, i32, bf16; "
       "fp8_block: 128; linear_cross_entropy: no; gemm_epilogues: no; "
       "scored_routers: no; router_losses: no; latent_attention: no; "
-      "stage_shared_parameters: no");
+      "stage_shared_parameters: no; document_masking: no");
   // A cpu-target artifact on the cuda backend gets what every GPU runs.
   caps::Capabilities common = caps::backendCapabilities("cuda", "cpu");
   EXPECT_TRUE(common.target.empty());

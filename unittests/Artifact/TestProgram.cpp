@@ -364,6 +364,11 @@ Program makeMoeProgram(const MoeConfig &c) {
   program.tokens = b.input("tokens", DType::I32, {B, S});
   program.targets = b.input("targets", DType::I32, {B, S});
   program.step = b.input("step", DType::I32, {});
+  uint32_t positions = 0;
+  if (c.documentMasking) {
+    positions = b.input("positions", DType::I32, {B, S});
+    program.positions = positions;
+  }
   std::vector<std::pair<uint32_t, float>> params; // (param, weight decay)
   auto param = [&](const std::string &name, std::vector<int64_t> shape,
                    bool isNorm = false) {
@@ -422,9 +427,16 @@ Program makeMoeProgram(const MoeConfig &c) {
   emit(Opcode::Linear, {n1, wq}, {q});
   emit(Opcode::Linear, {n1, wk}, {k});
   emit(Opcode::Linear, {n1, wv}, {v});
-  emit(Opcode::Rope, {q}, {qr}, {c.heads}, {theta});
-  emit(Opcode::Rope, {k}, {kr}, {c.kvHeads}, {theta});
-  emit(Opcode::Attention, {qr, kr, v}, {att, lse}, {c.heads, c.kvHeads});
+  if (c.documentMasking) {
+    emit(Opcode::DocumentRope, {q, positions}, {qr}, {c.heads}, {theta});
+    emit(Opcode::DocumentRope, {k, positions}, {kr}, {c.kvHeads}, {theta});
+    emit(Opcode::DocumentAttention, {qr, kr, v, positions}, {att, lse},
+         {c.heads, c.kvHeads});
+  } else {
+    emit(Opcode::Rope, {q}, {qr}, {c.heads}, {theta});
+    emit(Opcode::Rope, {k}, {kr}, {c.kvHeads}, {theta});
+    emit(Opcode::Attention, {qr, kr, v}, {att, lse}, {c.heads, c.kvHeads});
+  }
   emit(Opcode::Linear, {att, wo}, {o});
   emit(Opcode::Add, {x0, o}, {x1});
   emit(Opcode::RmsNorm, {x1, ln2}, {n2}, {}, {eps});
@@ -481,11 +493,19 @@ Program makeMoeProgram(const MoeConfig &c) {
   emit(Opcode::LinearGradWeight, {dx1, att}, {dwo});
   uint32_t dqr = t("dqr", {B, S, Q}), dkr = t("dkr", {B, S, KV});
   uint32_t dv = t("dv", {B, S, KV});
-  emit(Opcode::AttentionGrad, {datt, qr, kr, v, att, lse}, {dqr, dkr, dv},
-       {c.heads, c.kvHeads});
   uint32_t dq = t("dq", {B, S, Q}), dk = t("dk", {B, S, KV});
-  emit(Opcode::RopeGrad, {dqr}, {dq}, {c.heads}, {theta});
-  emit(Opcode::RopeGrad, {dkr}, {dk}, {c.kvHeads}, {theta});
+  if (c.documentMasking) {
+    emit(Opcode::DocumentAttentionGrad, {datt, qr, kr, v, att, lse, positions},
+         {dqr, dkr, dv}, {c.heads, c.kvHeads});
+    emit(Opcode::DocumentRopeGrad, {dqr, positions}, {dq}, {c.heads}, {theta});
+    emit(Opcode::DocumentRopeGrad, {dkr, positions}, {dk}, {c.kvHeads},
+         {theta});
+  } else {
+    emit(Opcode::AttentionGrad, {datt, qr, kr, v, att, lse}, {dqr, dkr, dv},
+         {c.heads, c.kvHeads});
+    emit(Opcode::RopeGrad, {dqr}, {dq}, {c.heads}, {theta});
+    emit(Opcode::RopeGrad, {dkr}, {dk}, {c.kvHeads}, {theta});
+  }
   uint32_t dn1 = t("dn1", {B, S, H}), dn1k = t("dn1_k", {B, S, H});
   uint32_t dn1v = t("dn1_v", {B, S, H});
   uint32_t dwq = t("dwq", {Q, H}), dwk = t("dwk", {KV, H}),

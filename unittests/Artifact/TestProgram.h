@@ -113,6 +113,10 @@ struct MoeConfig {
   /// The experts keep their up projections for the backward
   /// (ExpertsWithHidden, ExpertsGradWithHidden) instead of recomputing them.
   bool keepHidden = false;
+  /// Document masking: a "positions" input (each token's position in its
+  /// document) that DocumentRope and DocumentAttention (and their
+  /// gradients) read instead of Rope and Attention.
+  bool documentMasking = false;
 };
 
 /// One training step of a Mixtral-style decoder with a single layer, using

@@ -23,6 +23,7 @@ using testing::instructionWith;
 using testing::makeMoeProgram;
 using testing::makeScoredRouterProgram;
 using testing::makeTinyProgram;
+using testing::MoeConfig;
 
 TEST(VerifierTest, OpcodeNamesAreTheSchemas) {
   for (int i = 0; i < kNumOpcodes; ++i)
@@ -283,6 +284,30 @@ TEST(VerifierTest, TokensMustMatchBatchAndSeq) {
   program.model.seq = 5;
   expectError(program, {"program field 'tokens' (buffer 0 'tokens'): "
                         "expected input i32 [2, 5], found input i32 [2, 4]"});
+}
+
+// Document masking's positions (3.7): an input like the tokens, of its
+// own, fed by the runtime; no other input is.
+TEST(VerifierTest, DocumentPositionsAreAnInputLikeTheTokens) {
+  MoeConfig config;
+  config.documentMasking = true;
+  expectValid(makeMoeProgram(config));
+  Program program = makeMoeProgram(config);
+  buffer(program, "positions").shape = {2, 4};
+  expectError(program, {"program field 'positions' (buffer",
+                        "'positions'): expected input i32 [2, 5], found "
+                        "input i32 [2, 4]"});
+  program = makeMoeProgram(config);
+  program.positions = program.tokens;
+  expectError(program, {"program field 'positions' (",
+                        ") must be a buffer "
+                        "of its own, not the tokens, targets or step"});
+  program = makeMoeProgram(config);
+  program.positions = -1;
+  expectError(program, {"'positions'",
+                        "an input that is not the program's "
+                        "tokens, targets, positions or step is never fed by "
+                        "the runtime"});
 }
 
 TEST(VerifierTest, StepMustBeAnInt32Scalar) {

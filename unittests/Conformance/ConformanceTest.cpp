@@ -309,6 +309,14 @@ std::vector<NamedProgram> programsFor(int64_t ranks) {
       {"scored-router", makeScoredRouterProgram},
       {"router-losses", makeRouterLossesProgram},
       {"latent-attention", makeLatentAttentionProgram},
+      // Document masking: RoPE and attention at document positions.
+      {"moe-documents",
+       [] {
+         MoeConfig config;
+         config.seq = 9;
+         config.documentMasking = true;
+         return makeMoeProgram(config);
+       }},
       {"head-norm", makeHeadNormProgram},
       {"swiglu", makeSwigluProgram},
       {"cast", makeCastProgram},
@@ -362,16 +370,32 @@ uint64_t batchSeed(size_t program, int64_t step, int64_t rank, int which) {
                  static_cast<uint64_t>(rank), static_cast<uint64_t>(which)});
 }
 
-/// Tokens and targets for one rank's step.
+/// Tokens and targets for one rank's step, and with document masking each
+/// token's position in a document of random length.
 struct Batch {
-  std::vector<int32_t> tokens, targets;
+  std::vector<int32_t> tokens, targets, positions;
+  const int32_t *positionsOrNull() const {
+    return positions.empty() ? nullptr : positions.data();
+  }
 };
 Batch randomBatch(const NamedProgram &named, const Program &program,
                   size_t index, int64_t count, int64_t step, int64_t rank) {
   int32_t vocab = static_cast<int32_t>(program.model.vocab);
-  return {randomIds(vocab, count, batchSeed(index, step, rank, 0)),
-          randomIds(named.targetLimit ? named.targetLimit : vocab, count,
-                    batchSeed(index, step, rank, 1))};
+  Batch batch{randomIds(vocab, count, batchSeed(index, step, rank, 0)),
+              randomIds(named.targetLimit ? named.targetLimit : vocab, count,
+                        batchSeed(index, step, rank, 1)),
+              {}};
+  if (program.positions >= 0) {
+    // A document begins at each row's start and where a draw says so.
+    int64_t seq = program.model.seq;
+    std::vector<int32_t> starts =
+        randomIds(3, count, batchSeed(index, step, rank, 2));
+    batch.positions.resize(count);
+    for (int64_t t = 0; t < count; ++t)
+      batch.positions[t] =
+          t % seq == 0 || starts[t] == 0 ? 0 : batch.positions[t - 1] + 1;
+  }
+  return batch;
 }
 
 /// The bytes of buffer `b` in the executor's storage.
@@ -832,8 +856,9 @@ void checkEveryElementWritten(const std::vector<NamedProgram> &programs,
     Batch batch = randomBatch(named, program, index,
                               (*backend)->tokensPerStep(), step,
                               (*backend)->rank());
-    absl::StatusOr<StepResult> result = (*backend)->runStep(
-        batch.tokens.data(), batch.targets.data(), step, hooks);
+    absl::StatusOr<StepResult> result =
+        (*backend)->runStep(batch.tokens.data(), batch.targets.data(), step,
+                            hooks, batch.positionsOrNull());
     // An unwritten element is the first thing to know of a failed step.
     for (const std::string &each : failures)
       ADD_FAILURE() << each;
@@ -1093,7 +1118,7 @@ void checkInstructionsAgainstCpu(const std::string &backendName,
       recorded[i].results = readAll(cpu, inst.results);
     };
     absl::StatusOr<StepResult> expected =
-        cpu.runStep(tokens, targets, step, record);
+        cpu.runStep(tokens, targets, step, record, batch.positionsOrNull());
     ASSERT_TRUE(expected.ok()) << name << ": " << expected.status();
     ASSERT_TRUE(failures.empty()) << absl::StrJoin(failures, "\n");
 
@@ -1194,7 +1219,7 @@ void checkInstructionsAgainstCpu(const std::string &backendName,
         ++coverage.defined[inst.opcode];
     };
     absl::StatusOr<StepResult> actual =
-        device.runStep(tokens, targets, step, check);
+        device.runStep(tokens, targets, step, check, batch.positionsOrNull());
     for (const std::string &each : failures)
       ADD_FAILURE() << each;
     ASSERT_TRUE(failures.empty());

@@ -41,10 +41,25 @@ struct Shape {
   }
 };
 
-/// Probabilities of one (b, h) in double with an explicit causal mask.
-std::vector<double> naiveProbs(const Shape &sh, const std::vector<float> &q,
-                               const std::vector<float> &k, int64_t b,
-                               int64_t h, std::vector<double> *lse = nullptr) {
+/// Each token's position in its document ([B, S]) for documents of the
+/// given lengths, the same in every sequence (they must add up to S).
+std::vector<int32_t> documentPositions(const Shape &sh,
+                                       const std::vector<int64_t> &lengths) {
+  std::vector<int32_t> positions;
+  for (int64_t b = 0; b < sh.B; ++b)
+    for (int64_t length : lengths)
+      for (int64_t p = 0; p < length; ++p)
+        positions.push_back(static_cast<int32_t>(p));
+  return positions;
+}
+
+/// Probabilities of one (b, h) in double with an explicit causal mask, and
+/// with `positions` (document masking) a mask of other documents too.
+std::vector<double>
+naiveProbs(const Shape &sh, const std::vector<float> &q,
+           const std::vector<float> &k, int64_t b, int64_t h,
+           std::vector<double> *lse = nullptr,
+           const std::vector<int32_t> *positions = nullptr) {
   int64_t g = h / (sh.heads / sh.kvHeads);
   double c = 1.0 / std::sqrt(static_cast<double>(sh.d));
   std::vector<double> p(sh.S * sh.S);
@@ -55,8 +70,10 @@ std::vector<double> naiveProbs(const Shape &sh, const std::vector<float> &q,
       for (int64_t e = 0; e < sh.d; ++e)
         s += static_cast<double>(q[sh.qIndex(b, i, h, e)]) *
              k[sh.kvIndex(b, j, g, e)];
-      p[i * sh.S + j] =
-          j <= i ? c * s : -std::numeric_limits<double>::infinity();
+      int64_t first = positions ? i - (*positions)[b * sh.S + i] : 0;
+      p[i * sh.S + j] = j <= i && j >= first
+                            ? c * s
+                            : -std::numeric_limits<double>::infinity();
       m = std::max(m, p[i * sh.S + j]);
     }
     double sum = 0.0;
@@ -73,14 +90,15 @@ std::vector<double> naiveProbs(const Shape &sh, const std::vector<float> &q,
 
 void naiveForward(const Shape &sh, const std::vector<float> &q,
                   const std::vector<float> &k, const std::vector<float> &v,
-                  std::vector<double> &out, std::vector<double> &lse) {
+                  std::vector<double> &out, std::vector<double> &lse,
+                  const std::vector<int32_t> *positions = nullptr) {
   out.assign(sh.oSize(), 0.0);
   lse.assign(sh.lseSize(), 0.0);
   std::vector<double> rowLse(sh.S);
   for (int64_t b = 0; b < sh.B; ++b)
     for (int64_t h = 0; h < sh.heads; ++h) {
       int64_t g = h / (sh.heads / sh.kvHeads);
-      auto p = naiveProbs(sh, q, k, b, h, &rowLse);
+      auto p = naiveProbs(sh, q, k, b, h, &rowLse, positions);
       for (int64_t i = 0; i < sh.S; ++i) {
         lse[(b * sh.heads + h) * sh.S + i] = rowLse[i];
         for (int64_t e = 0; e < sh.dv(); ++e) {
@@ -97,7 +115,8 @@ void naiveForward(const Shape &sh, const std::vector<float> &q,
 void naiveBackward(const Shape &sh, const std::vector<float> &dout,
                    const std::vector<float> &q, const std::vector<float> &k,
                    const std::vector<float> &v, std::vector<double> &dq,
-                   std::vector<double> &dk, std::vector<double> &dv) {
+                   std::vector<double> &dk, std::vector<double> &dv,
+                   const std::vector<int32_t> *positions = nullptr) {
   dq.assign(sh.qSize(), 0.0);
   dk.assign(sh.kvSize(), 0.0);
   dv.assign(sh.vSize(), 0.0);
@@ -105,7 +124,7 @@ void naiveBackward(const Shape &sh, const std::vector<float> &dout,
   for (int64_t b = 0; b < sh.B; ++b)
     for (int64_t h = 0; h < sh.heads; ++h) {
       int64_t g = h / (sh.heads / sh.kvHeads);
-      auto p = naiveProbs(sh, q, k, b, h);
+      auto p = naiveProbs(sh, q, k, b, h, nullptr, positions);
       for (int64_t i = 0; i < sh.S; ++i) {
         std::vector<double> dp(sh.S);
         double rowDot = 0.0;
@@ -187,10 +206,14 @@ TEST(AttentionTest, FirstRowCopiesFirstValue) {
 /// closure for the finite-difference checker.
 struct BackwardCase {
   Shape sh;
+  /// Document masking's positions, or empty.
+  std::vector<int32_t> positions;
   std::vector<float> q, k, v, dout, out, lse, dq, dk, dv;
 
-  explicit BackwardCase(Shape shape, float range = 1.0f)
-      : sh(shape), q(randomVector(sh.qSize(), 67, -range, range)),
+  explicit BackwardCase(Shape shape, float range = 1.0f,
+                        std::vector<int32_t> documentPositions = {})
+      : sh(shape), positions(std::move(documentPositions)),
+        q(randomVector(sh.qSize(), 67, -range, range)),
         k(randomVector(sh.kvSize(), 68, -range, range)),
         v(randomVector(sh.vSize(), 69)), dout(randomVector(sh.oSize(), 70)),
         out(sh.oSize()), lse(sh.lseSize()), dq(sh.qSize()), dk(sh.kvSize()),
@@ -198,11 +221,15 @@ struct BackwardCase {
     forward();
     attentionBackward(dout.data(), q.data(), k.data(), v.data(), out.data(),
                       lse.data(), dq.data(), dk.data(), dv.data(), sh.B, sh.S,
-                      sh.heads, sh.kvHeads, sh.d, sh.dv());
+                      sh.heads, sh.kvHeads, sh.d, sh.dv(), positionsOrNull());
+  }
+  const int32_t *positionsOrNull() const {
+    return positions.empty() ? nullptr : positions.data();
   }
   void forward() {
     attentionForward(q.data(), k.data(), v.data(), out.data(), lse.data(), sh.B,
-                     sh.S, sh.heads, sh.kvHeads, sh.d, sh.dv());
+                     sh.S, sh.heads, sh.kvHeads, sh.d, sh.dv(),
+                     positionsOrNull());
   }
   double loss() {
     forward();
@@ -243,6 +270,65 @@ TEST(AttentionTest, BackwardMatchesNaiveBackward) {
     expectNear(c.dq, dq, 1e-4, "dq");
     expectNear(c.dk, dk, 1e-4, "dk");
     expectNear(c.dv, dv, 1e-4, "dv");
+  }
+}
+
+// Document masking: each query sees the keys of its own document up to
+// itself. Documents of 70 (across a block boundary), 1, 64 (exactly a
+// block, not aligned) and 65 tokens: the query block from 128 on sees no
+// key of blocks 0 and 64 for its rows from 135, and the last document's
+// queries skip them whole.
+TEST(AttentionTest, DocumentMaskingMatchesNaive) {
+  for (Shape sh : {Shape{2, 200, 4, 2, 8}, Shape{1, 200, 2, 2, 12, 8}}) {
+    std::vector<int32_t> positions = documentPositions(sh, {70, 1, 64, 65});
+    BackwardCase c(sh, 1.0f, positions);
+    std::vector<double> out, lse, dq, dk, dv;
+    naiveForward(sh, c.q, c.k, c.v, out, lse, &positions);
+    expectNear(c.out, out, 1e-5, "out");
+    expectNear(c.lse, lse, 1e-5, "lse");
+    naiveBackward(sh, c.dout, c.q, c.k, c.v, dq, dk, dv, &positions);
+    expectNear(c.dq, dq, 1e-4, "dq");
+    expectNear(c.dk, dk, 1e-4, "dk");
+    expectNear(c.dv, dv, 1e-4, "dv");
+  }
+}
+
+// A masked step is the documents' steps: each document run as a sequence
+// of its own gives the same rows, and the keys of one document get no
+// gradient from another's queries.
+TEST(AttentionTest, DocumentMaskingIsEachDocumentAlone) {
+  Shape sh{1, 150, 2, 1, 8};
+  std::vector<int64_t> lengths = {80, 70};
+  BackwardCase whole(sh, 1.0f, documentPositions(sh, lengths));
+  int64_t start = 0;
+  for (int64_t length : lengths) {
+    Shape part{1, length, sh.heads, sh.kvHeads, sh.d};
+    auto slice = [&](const std::vector<float> &x, int64_t width) {
+      return std::vector<float>(x.begin() + start * width,
+                                x.begin() + (start + length) * width);
+    };
+    int64_t qWidth = sh.heads * sh.d, kvWidth = sh.kvHeads * sh.d;
+    std::vector<float> q = slice(whole.q, qWidth), k = slice(whole.k, kvWidth),
+                       v = slice(whole.v, kvWidth),
+                       dout = slice(whole.dout, qWidth);
+    std::vector<float> out(part.oSize()), lse(part.lseSize()), dq(part.qSize()),
+        dk(part.kvSize()), dv(part.vSize());
+    attentionForward(q.data(), k.data(), v.data(), out.data(), lse.data(), 1,
+                     length, sh.heads, sh.kvHeads, sh.d);
+    attentionBackward(dout.data(), q.data(), k.data(), v.data(), out.data(),
+                      lse.data(), dq.data(), dk.data(), dv.data(), 1, length,
+                      sh.heads, sh.kvHeads, sh.d);
+    auto near = [&](const std::vector<float> &alone,
+                    const std::vector<float> &together, int64_t width,
+                    const char *what) {
+      std::vector<double> want(alone.begin(), alone.end());
+      expectNear(slice(together, width), want, 1e-5, what);
+    };
+    near(out, whole.out, qWidth, "out");
+    near(dq, whole.dq, qWidth, "dq");
+    near(dk, whole.dk, kvWidth, "dk");
+    near(dv, whole.dv, kvWidth, "dv");
+    start += length;
   }
 }
 

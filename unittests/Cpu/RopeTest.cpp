@@ -78,4 +78,35 @@ TEST(RopeTest, BackwardMatchesFiniteDifferences) {
   EXPECT_GRADIENT("dx", x, dx, loss, GradCheckOptions());
 }
 
+// Document masking: positions restart at each document, so a document
+// packed after others is rotated as if it were a sequence of its own, bit
+// for bit; the backward likewise.
+TEST(RopeTest, DocumentPositionsRotateEachDocumentAlone) {
+  const int64_t S = 30, heads = 2, d = 8, width = heads * d;
+  const int64_t lengths[] = {11, 1, 18};
+  auto x = randomVector(S * width, 56);
+  std::vector<int32_t> positions;
+  for (int64_t length : lengths)
+    for (int64_t p = 0; p < length; ++p)
+      positions.push_back(static_cast<int32_t>(p));
+  std::vector<float> y(x.size()), dx(x.size());
+  ropeForward(x.data(), y.data(), 1, S, heads, d, kTheta, positions.data());
+  ropeBackward(x.data(), dx.data(), 1, S, heads, d, kTheta, positions.data());
+  int64_t start = 0;
+  for (int64_t length : lengths) {
+    std::vector<float> part(x.begin() + start * width,
+                            x.begin() + (start + length) * width);
+    std::vector<float> alone(part.size()), aloneBack(part.size());
+    ropeForward(part.data(), alone.data(), 1, length, heads, d, kTheta);
+    ropeBackward(part.data(), aloneBack.data(), 1, length, heads, d, kTheta);
+    EXPECT_TRUE(bitwiseEqual(
+        alone, std::vector<float>(y.begin() + start * width,
+                                  y.begin() + (start + length) * width)));
+    EXPECT_TRUE(bitwiseEqual(
+        aloneBack, std::vector<float>(dx.begin() + start * width,
+                                      dx.begin() + (start + length) * width)));
+    start += length;
+  }
+}
+
 } // namespace

@@ -224,4 +224,80 @@ TEST_F(BatchSamplerTest, WindowsSpanMegatronSequences) {
   }
 }
 
+// Document masking from an end-of-document id: positions restart after
+// every eos (and at the window's start), and the target after an eos, the
+// next document's first token, is ignored.
+TEST_F(BatchSamplerTest, MarksDocumentsAfterEachEos) {
+  TokenDataset dataset = identityDataset(1000);
+  const int64_t B = 3, S = 20;
+  absl::StatusOr<BatchSampler> sampler = BatchSampler::create(dataset, 5, B, S);
+  ASSERT_TRUE(sampler.ok());
+  std::vector<int32_t> tokens(B * S), targets(B * S), positions(B * S);
+  for (int64_t step = 0; step < 20; ++step) {
+    ASSERT_TRUE(sampler->fill(step, tokens.data(), targets.data()).ok());
+    // The stream's id i, renamed to the eos 6 when i % 7 == 6, ends a
+    // document then.
+    const int32_t eos = 6;
+    std::vector<int32_t> marked = targets, ids = tokens;
+    for (int32_t &id : ids)
+      if (id % 7 == 6)
+        id = eos;
+    sampler->markDocuments(step, 0, B, eos, ids.data(), marked.data(),
+                           positions.data());
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t start = sampler->windowStart(step, b);
+      for (int64_t s = 0; s < S; ++s) {
+        int64_t at = start + s;
+        // Documents [7k, 7k + 7) of the stream, cut at the window start.
+        EXPECT_EQ(positions[b * S + s], std::min<int64_t>(at % 7, s))
+            << "at " << at;
+        bool nextBegins = (at + 1) % 7 == 0;
+        EXPECT_EQ(marked[b * S + s], nextBegins ? -100 : targets[b * S + s])
+            << "at " << at;
+      }
+    }
+  }
+}
+
+// A Megatron dataset's documents are its index's: positions restart at
+// each document offset, with no end-of-document id.
+TEST_F(BatchSamplerTest, MarksMegatronDocuments) {
+  std::string prefix = dir_.file("documents");
+  std::vector<std::vector<int64_t>> documents;
+  std::vector<int64_t> firstOf; // each stream position's document start
+  int64_t next = 0;
+  for (int d = 0; d < 40; ++d) {
+    std::vector<int64_t> document;
+    for (int i = 0; i <= d % 5; ++i) {
+      document.push_back(next % 200);
+      firstOf.push_back(next - i);
+      ++next;
+    }
+    documents.push_back(document);
+  }
+  ASSERT_TRUE(writeMegatronDataset(prefix, documents).ok());
+  absl::StatusOr<TokenDataset> dataset = TokenDataset::open(prefix);
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  const int64_t B = 2, S = 9;
+  absl::StatusOr<BatchSampler> sampler =
+      BatchSampler::create(*dataset, 3, B, S, 256);
+  ASSERT_TRUE(sampler.ok());
+  std::vector<int32_t> tokens(B * S), targets(B * S), positions(B * S);
+  for (int64_t step = 0; step < 30; ++step) {
+    ASSERT_TRUE(sampler->fill(step, tokens.data(), targets.data()).ok());
+    std::vector<int32_t> marked = targets;
+    sampler->markDocuments(step, 0, B, std::nullopt, tokens.data(),
+                           marked.data(), positions.data());
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t start = sampler->windowStart(step, b);
+      for (int64_t s = 0; s < S; ++s) {
+        int64_t at = start + s;
+        EXPECT_EQ(positions[b * S + s], std::min(at - firstOf[at], s));
+        bool nextBegins = firstOf[at + 1] == at + 1;
+        EXPECT_EQ(marked[b * S + s], nextBegins ? -100 : targets[b * S + s]);
+      }
+    }
+  }
+}
+
 } // namespace

@@ -69,6 +69,7 @@ inline constexpr std::string_view kRouterLossesName = "router_losses";
 inline constexpr std::string_view kLatentAttentionName = "latent_attention";
 inline constexpr std::string_view kStageSharedParametersName =
     "stage_shared_parameters";
+inline constexpr std::string_view kDocumentMaskingName = "document_masking";
 
 struct Capabilities {
   /// The target (moec --target) and the backend that runs it (moe-run
@@ -126,6 +127,9 @@ struct Capabilities {
   /// stages), whose gradient halves the stages exchange in the optimizer
   /// (PipelineGradientSum).
   bool stageSharedParameters = false;
+  /// Document masking: RoPE and attention at each token's position in its
+  /// document (DocumentRope, DocumentAttention and their gradients).
+  bool documentMasking = false;
 
   constexpr bool hasRecipe(Fp8Recipe recipe) const {
     return (fp8Recipes & recipeBit(recipe)) != 0;
@@ -172,16 +176,17 @@ inline constexpr uint32_t kF32I32BF16 = kF32I32 | dtypeBit(rt::DType::BF16);
 /// reductions always on the communication stream. The fused LM head and
 /// cross-entropy and the GEMMs with epilogue addends run on the CPU only;
 /// GPU targets keep those ops unfused. Routers other than Mixtral's and the
-/// sequence-wise and z router losses, multi-head latent attention and a
-/// parameter shared by two pipeline stages run on the CPU only, and the
-/// CUDA backend refuses them at load.
+/// sequence-wise and z router losses, multi-head latent attention, a
+/// parameter shared by two pipeline stages and document masking run on the
+/// CPU only, and the CUDA backend refuses them at load.
 inline constexpr Capabilities kCapabilities[] = {
     {"cpu", "cpu", 0, kAllRecipes, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/1, /*pipelineStages=*/true, /*microbatches=*/true,
      /*expertChunks=*/true, /*asyncCollectives=*/true, kF32I32BF16,
      /*fp8Block=*/0, /*linearCrossEntropy=*/true, /*gemmEpilogues=*/true,
      /*scoredRouters=*/true, /*routerLosses=*/true,
-     /*latentAttention=*/true, /*stageSharedParameters=*/true},
+     /*latentAttention=*/true, /*stageSharedParameters=*/true,
+     /*documentMasking=*/true},
     {"a100", "cuda", 80, /*fp8Recipes=*/0, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/16, /*pipelineStages=*/true,
      /*microbatches=*/true, /*expertChunks=*/true,
@@ -243,6 +248,7 @@ constexpr Capabilities commonCapabilities(std::string_view backend) {
     common.latentAttention = common.latentAttention && r.latentAttention;
     common.stageSharedParameters =
         common.stageSharedParameters && r.stageSharedParameters;
+    common.documentMasking = common.documentMasking && r.documentMasking;
   }
   return common;
 }
@@ -312,6 +318,7 @@ inline std::string describeCapabilities(const Capabilities &caps) {
   add(kRouterLossesName, yesNo(caps.routerLosses));
   add(kLatentAttentionName, yesNo(caps.latentAttention));
   add(kStageSharedParametersName, yesNo(caps.stageSharedParameters));
+  add(kDocumentMaskingName, yesNo(caps.documentMasking));
   return line;
 }
 

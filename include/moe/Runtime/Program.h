@@ -166,6 +166,9 @@ struct Program {
   std::vector<Instruction> instructions;
   uint64_t arenaBytes = 0;
   uint32_t tokens = 0, targets = 0, step = 0;
+  /// Document masking (version 3.7): the input of each token's position in
+  /// its document, i32 [B, S], fed with the tokens and targets; -1: none.
+  int64_t positions = -1;
   uint32_t loss = 0, gradNorm = 0, lr = 0;
   uint64_t seed = 0;
   /// The mesh the step is partitioned over (no axes: one rank), the groups

@@ -169,7 +169,12 @@ const std::vector<GatedOpcodes> &gatedOpcodes() {
       {{Opcode::PipelineGradientSum},
        &Capabilities::stageSharedParameters,
        caps::kStageSharedParametersName,
-       "a parameter two pipeline stages hold"}};
+       "a parameter two pipeline stages hold"},
+      {{Opcode::DocumentRope, Opcode::DocumentRopeGrad,
+        Opcode::DocumentAttention, Opcode::DocumentAttentionGrad},
+       &Capabilities::documentMasking,
+       caps::kDocumentMaskingName,
+       "document masking"}};
   return gated;
 }
 

@@ -148,8 +148,10 @@ std::string disassemble(const Program &program) {
   }
   absl::StrAppend(&text, "outputs: loss %", program.loss, ", grad_norm %",
                   program.gradNorm, ", lr %", program.lr, "; inputs: tokens %",
-                  program.tokens, ", targets %", program.targets, ", step %",
-                  program.step, "\n");
+                  program.tokens, ", targets %", program.targets);
+  if (program.positions >= 0)
+    absl::StrAppend(&text, ", positions %", program.positions);
+  absl::StrAppend(&text, ", step %", program.step, "\n");
   return text;
 }
 

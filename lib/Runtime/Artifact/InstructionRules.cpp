@@ -393,17 +393,21 @@ private:
       return error(absl::StrCat("query width ", queryWidth, " is not heads (",
                                 heads, ") * a positive head dim"));
     int64_t kvWidth = kvHeads * (queryWidth / heads);
-    // The value head dim is the query's, or (AttentionValueDim) the
-    // output's own.
+    // The value head dim is the query's, or (AttentionValueDim,
+    // DocumentAttention) the output's own.
     int64_t valueWidth = kvWidth;
+    constexpr bool forward = std::is_same_v<View, ops::AttentionView> ||
+                             std::is_same_v<View, ops::AttentionValueDimView> ||
+                             std::is_same_v<View, ops::DocumentAttentionView>;
     constexpr bool ownValueDim =
         std::is_same_v<View, ops::AttentionValueDimView> ||
-        std::is_same_v<View, ops::AttentionValueDimGradView>;
+        std::is_same_v<View, ops::AttentionValueDimGradView> ||
+        std::is_same_v<View, ops::DocumentAttentionView> ||
+        std::is_same_v<View, ops::DocumentAttentionGradView>;
     if constexpr (ownValueDim) {
       // The forward's output is a result, not matched yet: read it.
-      const Buffer &output = std::is_same_v<View, ops::AttentionValueDimView>
-                                 ? buffer(Role::Result, 0)
-                                 : buffer(Role::Operand, 0);
+      const Buffer &output =
+          forward ? buffer(Role::Result, 0) : buffer(Role::Operand, 0);
       int64_t outputWidth = output.shape.size() == 3 ? output.shape[2] : 0;
       if (outputWidth % heads != 0 || outputWidth == 0)
         return error(absl::StrCat("output width ", outputWidth,
@@ -413,8 +417,7 @@ private:
     }
     MOE_VERIFY_OK(operandShape(View::kKOperand, {"B", "S", kvWidth}));
     MOE_VERIFY_OK(operandShape(View::kVOperand, {"B", "S", valueWidth}));
-    if constexpr (std::is_same_v<View, ops::AttentionView> ||
-                  std::is_same_v<View, ops::AttentionValueDimView>) {
+    if constexpr (forward) {
       return resultShape(View::kLseResult, {"B", heads, "S"});
     } else {
       MOE_VERIFY_OK(operandShape(View::kLseOperand, {"B", heads, "S"}));

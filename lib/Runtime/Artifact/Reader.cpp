@@ -228,6 +228,7 @@ absl::StatusOr<Program> decodeProgram(const fb::Program &root,
   program.arenaBytes = root.arena_bytes();
   program.tokens = root.tokens();
   program.targets = root.targets();
+  program.positions = root.positions();
   program.step = root.step();
   program.loss = root.loss();
   program.gradNorm = root.grad_norm();

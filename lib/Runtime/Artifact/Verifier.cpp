@@ -418,16 +418,38 @@ absl::Status verifyProgramFields(const Program &program) {
         absl::StrCat("program fields 'tokens' (", program.tokens,
                      "), 'targets' (", program.targets, ") and 'step' (",
                      program.step, ") must be distinct buffers"));
+  // Document masking's positions (3.7): one more input like the tokens.
+  if (program.positions != -1) {
+    int64_t p = program.positions;
+    if (p < 0 || p >= static_cast<int64_t>(program.buffers.size()))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "program field 'positions': buffer index ", p, " is out of range (",
+          program.buffers.size(), " buffers)"));
+    const Buffer &buffer = program.buffers[p];
+    std::vector<int64_t> shape = {model.batch, model.seq};
+    if (buffer.kind != BufferKind::Input || buffer.dtype != DType::I32 ||
+        buffer.shape != shape)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "program field 'positions' (", describeBuffer(program, p),
+          "): expected ", kindName(BufferKind::Input), " i32 ",
+          formatShape(shape), ", found ", kindName(buffer.kind), " ",
+          dtypeName(buffer.dtype), " ", formatShape(buffer.shape)));
+    if (p == program.tokens || p == program.targets || p == program.step)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "program field 'positions' (", p,
+          ") must be a buffer of its own, not the tokens, targets or step"));
+  }
 
-  // The runtime fills exactly these three inputs each step; any other input
+  // The runtime fills exactly these inputs each step; any other input
   // buffer would be read without ever being written.
   for (uint32_t index = 0; index < program.buffers.size(); ++index) {
     if (program.buffers[index].kind == BufferKind::Input &&
         index != program.tokens && index != program.targets &&
-        index != program.step)
+        index != program.step && index != program.positions)
       return bufferError(program, index,
                          "an input that is not the program's tokens, "
-                         "targets or step is never fed by the runtime");
+                         "targets, positions or step is never fed by the "
+                         "runtime");
   }
   return absl::OkStatus();
 }

@@ -54,8 +54,9 @@ public:
   }
   absl::StatusOr<StepResult> runStep(const int32_t *tokens,
                                      const int32_t *targets, int64_t step,
-                                     const StepHooks &hooks) override {
-    return executor->runStep(tokens, targets, step, hooks);
+                                     const StepHooks &hooks,
+                                     const int32_t *positions) override {
+    return executor->runStep(tokens, targets, step, hooks, positions);
   }
   const Executor *hostStep() const override { return executor.get(); }
 

@@ -20,6 +20,10 @@
 // the group in order), and accumulates dv += P^T do, dk += c dS^T q and
 // dq += c dS k with dS = P (do v^T - D), D = do . o per row.
 //
+// With document positions (document masking), a query sees the keys of
+// its own document up to itself, a contiguous range of each key block;
+// blocks before its document's start are skipped.
+//
 // Every sum runs in a fixed order inside one task (key blocks in order,
 // heads in order, query blocks in order), so results are bitwise
 // reproducible, and the same for any thread count.
@@ -75,10 +79,24 @@ void packTransposed(const float *x, int64_t ld, int64_t cols, int64_t headDim,
   }
 }
 
-/// The keys of block [j0, j0 + cols) that query i sees: [j0, i].
-int64_t visibleKeys(int64_t i, int64_t j0, int64_t cols) {
-  return std::clamp<int64_t>(i - j0 + 1, 0, cols);
-}
+/// The keys a query sees: [first(i), i], its document's up to itself.
+/// Without document positions every query's document starts at 0 (plain
+/// causal attention); with them, query i of sequence b is at position
+/// positions[b, i] of a document that starts at i - positions[b, i].
+/// first(i) never decreases with i: documents are contiguous runs.
+struct VisibleKeys {
+  const int32_t *positions; // this sequence's [S], or null
+
+  int64_t first(int64_t i) const { return positions ? i - positions[i] : 0; }
+  /// The keys of block [j0, j0 + cols) that query i sees, as [begin, end)
+  /// in the block's columns (empty: begin == end).
+  std::pair<int64_t, int64_t> inBlock(int64_t i, int64_t j0,
+                                      int64_t cols) const {
+    int64_t begin = std::clamp<int64_t>(first(i) - j0, 0, cols);
+    int64_t end = std::clamp<int64_t>(i - j0 + 1, begin, cols);
+    return {begin, end};
+  }
+};
 
 /// One worker's tiles.
 struct Tiles {
@@ -125,7 +143,7 @@ std::vector<Tiles> tilesPerWorker(int64_t tasks, int64_t headDim,
 void attentionForward(const float *q, const float *k, const float *v,
                       float *out, float *lse, int64_t B, int64_t S,
                       int64_t heads, int64_t kvHeads, int64_t headDim,
-                      int64_t valueDim) {
+                      int64_t valueDim, const int32_t *positions) {
   if (valueDim < 0)
     valueDim = headDim;
   if (B <= 0 || S <= 0 || heads <= 0 || headDim <= 0 || valueDim <= 0)
@@ -140,13 +158,16 @@ void attentionForward(const float *q, const float *k, const float *v,
     int64_t block = blocks - 1 - task % blocks;
     int64_t b = task / blocks / heads, h = task / blocks % heads;
     HeadView view(b, h, S, heads, kvHeads, headDim, valueDim);
+    VisibleKeys visible{positions ? positions + b * S : nullptr};
     int64_t i0 = block * kBlock, rows = std::min(kBlock, S - i0);
     const float *qBlock = q + view.qOffset + i0 * view.ldq;
     std::fill(t.maxes.begin(), t.maxes.end(),
               -std::numeric_limits<float>::infinity());
     std::fill(t.sums.begin(), t.sums.end(), 0.0);
     std::fill(t.acc.begin(), t.acc.end(), 0.0f);
-    for (int64_t j0 = 0; j0 < i0 + rows; j0 += kBlock) {
+    // From the block of the earliest key any of its queries sees.
+    int64_t firstKey = visible.first(i0) / kBlock * kBlock;
+    for (int64_t j0 = firstKey; j0 < i0 + rows; j0 += kBlock) {
       int64_t cols = std::min(kBlock, S - j0);
       const float *kBlockRows = k + view.kvOffset + j0 * view.ldkv;
       packTransposed(kBlockRows, view.ldkv, cols, headDim, t.keysT.data());
@@ -155,17 +176,20 @@ void attentionForward(const float *q, const float *k, const float *v,
                        /*accumulate=*/false);
       for (int64_t r = 0; r < rows; ++r) {
         float *row = t.scores.data() + r * kBlock;
-        int64_t seen = visibleKeys(i0 + r, j0, cols);
+        auto [begin, end] = visible.inBlock(i0 + r, j0, cols);
         float *accRow = t.acc.data() + r * valueDim;
-        if (seen == 0) {
+        if (begin == end) {
           std::fill(row, row + kBlock, 0.0f);
           continue;
         }
         float previous = t.maxes[r];
-        float most = std::max(previous, detail::rowMax(row, seen));
+        float most =
+            std::max(previous, detail::rowMax(row + begin, end - begin));
         // exp(s - m) of the new scores, and the old ones' rescaling.
-        double sum = detail::expShiftedSum(row, row, seen, most);
-        std::fill(row + seen, row + kBlock, 0.0f);
+        double sum =
+            detail::expShiftedSum(row + begin, row + begin, end - begin, most);
+        std::fill(row, row + begin, 0.0f);
+        std::fill(row + end, row + kBlock, 0.0f);
         if (most != previous) {
           float rescale = std::exp(previous - most);
           t.sums[r] *= rescale;
@@ -197,7 +221,7 @@ void attentionBackward(const float *dout, const float *q, const float *k,
                        const float *v, const float *out, const float *lse,
                        float *dq, float *dk, float *dv, int64_t B, int64_t S,
                        int64_t heads, int64_t kvHeads, int64_t headDim,
-                       int64_t valueDim) {
+                       int64_t valueDim, const int32_t *positions) {
   if (valueDim < 0)
     valueDim = headDim;
   std::fill(dk, dk + B * S * kvHeads * headDim, 0.0f);
@@ -210,6 +234,7 @@ void attentionBackward(const float *dout, const float *q, const float *k,
   detail::parallelFor(tasks, [&](int64_t task, int worker) {
     Tiles &t = tiles[worker];
     int64_t b = task / kvHeads, g = task % kvHeads;
+    VisibleKeys visible{positions ? positions + b * S : nullptr};
     for (int64_t h = g * group; h < (g + 1) * group; ++h) {
       HeadView view(b, h, S, heads, kvHeads, headDim, valueDim);
       for (int64_t i = 0; i < S; ++i)
@@ -227,8 +252,10 @@ void attentionBackward(const float *dout, const float *q, const float *k,
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
         HeadView view(b, h, S, heads, kvHeads, headDim, valueDim);
         const float *lseRow = lse + (b * heads + h) * S;
-        // Query blocks that see any key of this block: from j0's on.
-        for (int64_t i0 = j0 / kBlock * kBlock; i0 < S; i0 += kBlock) {
+        // Query blocks that see any key of this block: from j0's on, until
+        // the documents of their queries start past it.
+        for (int64_t i0 = j0 / kBlock * kBlock;
+             i0 < S && visible.first(i0) < j0 + cols; i0 += kBlock) {
           int64_t rows = std::min(kBlock, S - i0);
           const float *qBlock = q + view.qOffset + i0 * view.ldq;
           const float *doBlock = dout + view.oOffset + i0 * view.ldo;
@@ -239,9 +266,11 @@ void attentionBackward(const float *dout, const float *q, const float *k,
                            kBlock, kBlock, scale, probs, kBlock, false);
           for (int64_t r = 0; r < rows; ++r) {
             float *row = probs + r * kBlock;
-            int64_t seen = visibleKeys(i0 + r, j0, cols);
-            detail::expShifted(row, row, seen, lseRow[i0 + r]);
-            std::fill(row + seen, row + kBlock, 0.0f);
+            auto [begin, end] = visible.inBlock(i0 + r, j0, cols);
+            detail::expShifted(row + begin, row + begin, end - begin,
+                               lseRow[i0 + r]);
+            std::fill(row, row + begin, 0.0f);
+            std::fill(row + end, row + kBlock, 0.0f);
             // D = do . o (= sum_j P dP, the softmax Jacobian's rank-one
             // term).
             double d = 0.0;

@@ -41,15 +41,17 @@ struct RopeTable {
 /// (sign = -1, the transpose). Each pair is read before it is written, so y
 /// may alias x.
 void rotate(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
-            int64_t headDim, float theta, float sign) {
+            int64_t headDim, float theta, float sign,
+            const int32_t *positions) {
   RopeTable table(S, headDim, theta);
   int64_t half = headDim / 2;
   // Rows (b, s) in parallel: each rotates only its own elements.
   detail::forEachShare(B * S, /*grain=*/64, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       int64_t b = row / S, s = row % S;
-      const float *c = table.cos.data() + s * half;
-      const float *sn = table.sin.data() + s * half;
+      int64_t p = positions ? positions[row] : s;
+      const float *c = table.cos.data() + p * half;
+      const float *sn = table.sin.data() + p * half;
       for (int64_t h = 0; h < heads; ++h) {
         int64_t base = ((b * S + s) * heads + h) * headDim;
         const float *xr = x + base;
@@ -71,13 +73,14 @@ void rotate(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
 } // namespace
 
 void ropeForward(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
-                 int64_t headDim, float theta) {
-  rotate(x, y, B, S, heads, headDim, theta, 1.0f);
+                 int64_t headDim, float theta, const int32_t *positions) {
+  rotate(x, y, B, S, heads, headDim, theta, 1.0f, positions);
 }
 
 void ropeBackward(const float *dy, float *dx, int64_t B, int64_t S,
-                  int64_t heads, int64_t headDim, float theta) {
-  rotate(dy, dx, B, S, heads, headDim, theta, -1.0f);
+                  int64_t heads, int64_t headDim, float theta,
+                  const int32_t *positions) {
+  rotate(dy, dx, B, S, heads, headDim, theta, -1.0f, positions);
 }
 
 } // namespace moe::rt::cpu

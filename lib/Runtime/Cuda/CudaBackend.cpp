@@ -124,9 +124,12 @@ public:
       return absl::OkStatus();
     return comm::sumOverGroup(*stageGroup, values, {});
   }
+  /// Document masking is refused at load (capabilities): `positions`
+  /// only passes the inputs' check.
   absl::StatusOr<StepResult> runStep(const int32_t *tokens,
                                      const int32_t *targets, int64_t step,
-                                     const StepHooks &hooks) override;
+                                     const StepHooks &hooks,
+                                     const int32_t *positions) override;
 
   absl::Status readBuffer(uint32_t buffer, void *host) const override;
   absl::Status writeBuffer(uint32_t buffer, const void *host) override;
@@ -459,9 +462,10 @@ absl::Status CudaBackend::fillBuffer(uint32_t buffer, uint32_t pattern) {
 absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
                                                 const int32_t *targets,
                                                 int64_t step,
-                                                const StepHooks &hooks) {
+                                                const StepHooks &hooks,
+                                                const int32_t *positions) {
   const Program &program = *prog;
-  MOE_CUDA_TRY(checkStepInputs(tokens, targets, step));
+  MOE_CUDA_TRY(checkStepInputs(program, tokens, targets, positions, step));
   // The stream is idle (the last step ended with a wait): the timeline's
   // origin is now.
   if (timeline)
@@ -620,8 +624,9 @@ absl::StatusOr<StepResult> CudaBackend::runPipelined(const int32_t *tokens,
                                                      const StepHooks &hooks,
                                                      DeviceStep &context) {
   pipelineDevice->setStep(&context, &runnerPointers, comm.get());
+  // Document masking is refused at load: no positions.
   absl::StatusOr<StepResult> result = pipelineStep->run(
-      tokens, targets, step,
+      tokens, targets, /*positions=*/nullptr, step,
       {*pipelineDevice, runnerPointers, hooks, /*trace=*/nullptr});
   absl::Status finished = absl::OkStatus();
   // Deferred reductions the step's end needs, then every error a kernel

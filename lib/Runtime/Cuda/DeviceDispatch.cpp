@@ -942,6 +942,16 @@ public:
   absl::Status run(const ops::PipelineGradientSumView &) {
     return notOnThisBackend();
   }
+  absl::Status run(const ops::DocumentRopeView &) { return notOnThisBackend(); }
+  absl::Status run(const ops::DocumentRopeGradView &) {
+    return notOnThisBackend();
+  }
+  absl::Status run(const ops::DocumentAttentionView &) {
+    return notOnThisBackend();
+  }
+  absl::Status run(const ops::DocumentAttentionGradView &) {
+    return notOnThisBackend();
+  }
   absl::Status run(const ops::SplitHeadsView &) { return notOnThisBackend(); }
   absl::Status run(const ops::ZLossView &) { return notOnThisBackend(); }
   absl::Status run(const ops::ZLossGradView &) { return notOnThisBackend(); }

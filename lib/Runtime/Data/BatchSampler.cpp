@@ -99,4 +99,31 @@ absl::Status BatchSampler::fillRows(int64_t step, int64_t firstRow,
   return absl::OkStatus();
 }
 
+void BatchSampler::markDocuments(int64_t step, int64_t firstRow,
+                                 int64_t numRows,
+                                 std::optional<int32_t> eosToken,
+                                 const int32_t *tokens, int32_t *targets,
+                                 int32_t *positions) const {
+  for (int64_t r = 0; r < numRows; ++r) {
+    int64_t start = windowStart(step, firstRow + r);
+    const int32_t *rowTokens = tokens + r * seqLen_;
+    int32_t *rowTargets = targets + r * seqLen_;
+    int32_t *rowPositions = positions + r * seqLen_;
+    // Whether the window's token s (s = seqLen_: its last target) begins a
+    // document.
+    auto begins = [&](int64_t s) {
+      return dataset_->isDocumentStart(start + s) ||
+             (eosToken && rowTokens[s - 1] == *eosToken);
+    };
+    rowPositions[0] = 0;
+    for (int64_t s = 1; s <= seqLen_; ++s) {
+      bool first = begins(s);
+      if (first)
+        rowTargets[s - 1] = -100;
+      if (s < seqLen_)
+        rowPositions[s] = first ? 0 : rowPositions[s - 1] + 1;
+    }
+  }
+}
+
 } // namespace moe::rt::data

@@ -233,6 +233,37 @@ public:
                            heads, op.kvHeads(), q[2] / heads);
     return absl::OkStatus();
   }
+  absl::Status run(const ops::DocumentRopeView &op) {
+    return rope(cpu::ropeForward, op.x(), op.y(), op.heads(), op.theta(),
+                op.positions());
+  }
+  absl::Status run(const ops::DocumentRopeGradView &op) {
+    return rope(cpu::ropeBackward, op.dy(), op.dx(), op.heads(), op.theta(),
+                op.positions());
+  }
+  absl::Status run(const ops::DocumentAttentionView &op) {
+    const std::vector<int64_t> &q = in(op.q()).shape;
+    int64_t heads = op.heads();
+    if (absl::Status status = checkPositions(op.positions()); !status.ok())
+      return status;
+    cpu::attentionForward(f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
+                          f32(op.lse()), q[0], q[1], heads, op.kvHeads(),
+                          q[2] / heads, in(op.out()).shape[2] / heads,
+                          i32(op.positions()));
+    return absl::OkStatus();
+  }
+  absl::Status run(const ops::DocumentAttentionGradView &op) {
+    const std::vector<int64_t> &q = in(op.q()).shape;
+    int64_t heads = op.heads();
+    if (absl::Status status = checkPositions(op.positions()); !status.ok())
+      return status;
+    cpu::attentionBackward(f32(op.dout()), f32(op.q()), f32(op.k()),
+                           f32(op.v()), f32(op.out()), f32(op.lse()),
+                           f32(op.dq()), f32(op.dk()), f32(op.dv()), q[0], q[1],
+                           heads, op.kvHeads(), q[2] / heads,
+                           in(op.out()).shape[2] / heads, i32(op.positions()));
+    return absl::OkStatus();
+  }
   absl::Status run(const ops::AttentionValueDimView &op) {
     const std::vector<int64_t> &q = in(op.q()).shape;
     int64_t heads = op.heads();
@@ -532,9 +563,32 @@ private:
 
   template <class Kernel>
   absl::Status rope(Kernel kernel, uint32_t x, uint32_t y, int64_t heads,
-                    float theta) {
+                    float theta, std::optional<uint32_t> positions = {}) {
     const std::vector<int64_t> &shape = in(x).shape;
-    kernel(f32(x), f32(y), shape[0], shape[1], heads, shape[2] / heads, theta);
+    if (positions)
+      if (absl::Status status = checkPositions(*positions); !status.ok())
+        return status;
+    kernel(f32(x), f32(y), shape[0], shape[1], heads, shape[2] / heads, theta,
+           positions ? i32(*positions) : nullptr);
+    return absl::OkStatus();
+  }
+
+  /// Document positions [B, S] as the kernels need them: each a token's
+  /// position in a document that starts in the sequence (0, or the
+  /// previous token's + 1).
+  absl::Status checkPositions(uint32_t positions) {
+    const Buffer &buffer = in(positions);
+    const int32_t *p = i32(positions);
+    int64_t S = buffer.shape[1];
+    for (int64_t t = 0; t < buffer.numElements(); ++t) {
+      int64_t s = t % S;
+      bool valid = p[t] == 0 || (s > 0 && p[t] == p[t - 1] + 1);
+      if (!valid)
+        return absl::InvalidArgumentError(absl::StrCat(
+            describeInstruction(context.program, index), ": document position ",
+            p[t], " at ", describeIdPosition(buffer, t),
+            " is neither 0 nor the previous token's + 1"));
+    }
     return absl::OkStatus();
   }
 

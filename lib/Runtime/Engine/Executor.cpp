@@ -373,11 +373,20 @@ absl::Status atStep(int64_t step, const absl::Status &status) {
   return absl::Status(status.code(), atStep(step, status.message()));
 }
 
-absl::Status checkStepInputs(const int32_t *tokens, const int32_t *targets,
+absl::Status checkStepInputs(const Program &program, const int32_t *tokens,
+                             const int32_t *targets, const int32_t *positions,
                              int64_t step) {
   if (!tokens || !targets)
     return absl::InvalidArgumentError(
         atStep(step, "missing tokens or targets"));
+  if (program.positions >= 0 && !positions)
+    return absl::InvalidArgumentError(
+        atStep(step, "missing the tokens' document positions (the program "
+                     "has document masking)"));
+  if (program.positions < 0 && positions)
+    return absl::InvalidArgumentError(
+        atStep(step, "document positions given to a program without "
+                     "document masking"));
   if (step < 0 || step > std::numeric_limits<int32_t>::max())
     return absl::InvalidArgumentError(
         absl::StrCat("step ", step, " is outside [0, ",
@@ -385,11 +394,11 @@ absl::Status checkStepInputs(const int32_t *tokens, const int32_t *targets,
   return absl::OkStatus();
 }
 
-absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
-                                             const int32_t *targets,
-                                             int64_t step,
-                                             const StepHooks &hooks) {
-  if (absl::Status status = checkStepInputs(tokens, targets, step);
+absl::StatusOr<StepResult>
+Executor::runStep(const int32_t *tokens, const int32_t *targets, int64_t step,
+                  const StepHooks &hooks, const int32_t *positions) {
+  if (absl::Status status =
+          checkStepInputs(*prog, tokens, targets, positions, step);
       !status.ok())
     return status;
   *ids(prog->step) = static_cast<int32_t>(step);
@@ -406,7 +415,7 @@ absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
   if (pipelineStep) {
     pipelineDevice->setContext(&context);
     absl::StatusOr<StepResult> result = pipelineStep->run(
-        tokens, targets, step,
+        tokens, targets, positions, step,
         {*pipelineDevice, storage->pointers, hooks, context.trace});
     pipelineDevice->setContext(nullptr);
     return result;
@@ -414,6 +423,9 @@ absl::StatusOr<StepResult> Executor::runStep(const int32_t *tokens,
   size_t count = static_cast<size_t>(tokensPerStep());
   std::memcpy(ids(prog->tokens), tokens, count * sizeof(int32_t));
   std::memcpy(ids(prog->targets), targets, count * sizeof(int32_t));
+  if (prog->positions >= 0)
+    std::memcpy(ids(static_cast<uint32_t>(prog->positions)), positions,
+                count * sizeof(int32_t));
 
   for (size_t index = 0; index < prog->instructions.size(); ++index) {
     const Instruction &instruction = prog->instructions[index];

@@ -65,8 +65,11 @@ uint64_t pipelineRankBytes(const Program &program, int32_t rank) {
   }
   for (auto [b, stage] : optimizerSums(program, rank))
     bytes += program.buffers[b].sizeInBytes();
-  uint64_t slot = program.arenaBytes +
-                  2 * padded(program.buffers[program.tokens].sizeInBytes());
+  // Each slot's arena and its own tokens and targets (and positions).
+  uint64_t inputs = program.positions >= 0 ? 3 : 2;
+  uint64_t slot =
+      program.arenaBytes +
+      inputs * padded(program.buffers[program.tokens].sizeInBytes());
   return bytes + slot * peakSlots(pipeline, rank);
 }
 
@@ -232,16 +235,24 @@ PipelineStep::create(const Program &program, int32_t rank,
   return runner;
 }
 
+std::vector<uint32_t> PipelineStep::microbatchInputs() const {
+  std::vector<uint32_t> inputs = {program.tokens, program.targets};
+  if (program.positions >= 0)
+    inputs.push_back(static_cast<uint32_t>(program.positions));
+  return inputs;
+}
+
 absl::StatusOr<PipelineStep::Slot *>
 PipelineStep::acquire(int32_t microbatch, Device &device,
-                      const std::vector<uint8_t *> &base, const int32_t *tokens,
-                      const int32_t *targets) {
+                      const std::vector<uint8_t *> &base,
+                      const std::vector<const int32_t *> &hostInputs) {
   Slot *slot = nullptr;
   for (const std::unique_ptr<Slot> &candidate : slots)
     if (!candidate->inUse) {
       slot = candidate.get();
       break;
     }
+  std::vector<uint32_t> inputs = microbatchInputs();
   uint64_t inputBytes = program.buffers[program.tokens].sizeInBytes();
   uint64_t inputStride = padded(inputBytes);
   if (!slot) {
@@ -251,16 +262,16 @@ PipelineStep::acquire(int32_t microbatch, Device &device,
         absl::StrCat("arena of microbatch slot ", slots.size()));
     if (!arena.ok())
       return arena.status();
-    absl::StatusOr<uint8_t *> inputs =
-        device.allocate(2 * inputStride, "microbatch tokens and targets");
-    if (!inputs.ok())
-      return inputs.status();
+    absl::StatusOr<uint8_t *> memory = device.allocate(
+        inputs.size() * inputStride, "microbatch tokens and targets");
+    if (!memory.ok())
+      return memory.status();
     fresh->pointers = base;
     for (uint32_t b = 0; b < program.buffers.size(); ++b)
       if (program.buffers[b].kind == BufferKind::Temporary)
         fresh->pointers[b] = *arena + program.buffers[b].offset;
-    fresh->pointers[program.tokens] = *inputs;
-    fresh->pointers[program.targets] = *inputs + inputStride;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      fresh->pointers[inputs[i]] = *memory + i * inputStride;
     slots.push_back(std::move(fresh));
     slot = slots.back().get();
   }
@@ -268,16 +279,12 @@ PipelineStep::acquire(int32_t microbatch, Device &device,
   slot->received.assign(transfers.size(), false);
   if (microbatch >= 0) {
     size_t count = inputBytes / sizeof(int32_t);
-    if (absl::Status status =
-            device.upload(slot->pointers[program.tokens],
-                          tokens + microbatch * count, inputBytes);
-        !status.ok())
-      return status;
-    if (absl::Status status =
-            device.upload(slot->pointers[program.targets],
-                          targets + microbatch * count, inputBytes);
-        !status.ok())
-      return status;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (absl::Status status =
+              device.upload(slot->pointers[inputs[i]],
+                            hostInputs[i] + microbatch * count, inputBytes);
+          !status.ok())
+        return status;
   }
   return slot;
 }
@@ -296,7 +303,7 @@ absl::Status PipelineStep::reserve(Device &device,
   size_t peak = peakSlots(program.pipeline, rank);
   std::vector<Slot *> taken;
   while (slots.size() < peak) {
-    absl::StatusOr<Slot *> slot = acquire(-1, device, base, nullptr, nullptr);
+    absl::StatusOr<Slot *> slot = acquire(-1, device, base, {});
     if (!slot.ok())
       return slot.status();
     taken.push_back(*slot);
@@ -484,6 +491,7 @@ absl::Status PipelineStep::runAction(const PipelineAction &action, Slot &slot,
 
 absl::StatusOr<StepResult> PipelineStep::run(const int32_t *tokens,
                                              const int32_t *targets,
+                                             const int32_t *positions,
                                              int64_t step, Environment env) {
   const Pipeline &pipeline = program.pipeline;
   std::vector<uint8_t *> base = env.pointers;
@@ -505,8 +513,8 @@ absl::StatusOr<StepResult> PipelineStep::run(const int32_t *tokens,
   for (const PipelineAction &action : pipeline.ranks[rank]) {
     Slot *slot = slotOf[action.microbatch];
     if (!slot) {
-      absl::StatusOr<Slot *> acquired =
-          acquire(action.microbatch, env.device, base, tokens, targets);
+      absl::StatusOr<Slot *> acquired = acquire(
+          action.microbatch, env.device, base, {tokens, targets, positions});
       if (!acquired.ok()) {
         failed = acquired.status();
         break;
@@ -538,8 +546,7 @@ absl::StatusOr<StepResult> PipelineStep::optimize(int64_t step,
                                                   Environment &env) {
   const Pipeline &pipeline = program.pipeline;
   Device &device = env.device;
-  absl::StatusOr<Slot *> acquired =
-      acquire(-1, device, env.pointers, nullptr, nullptr);
+  absl::StatusOr<Slot *> acquired = acquire(-1, device, env.pointers, {});
   if (!acquired.ok())
     return acquired.status();
   Slot &slot = **acquired;

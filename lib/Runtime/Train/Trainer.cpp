@@ -19,6 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
+#include <nlohmann/json.hpp>
+
 #include <unistd.h>
 
 #include <chrono>
@@ -49,6 +51,10 @@ private:
   absl::Status joinEveryone();
   /// Every id of the data against the vocabulary, before the first step.
   absl::Status checkVocabulary();
+  /// Document masking: where the documents of the data begin (the
+  /// model's eos_token_id, a Megatron index's offsets), or an error naming
+  /// what is missing.
+  absl::Status setUpDocuments();
   /// The backend of --device, with its weights initialised, loaded or
   /// resumed.
   absl::Status setUpBackend(Program program);
@@ -77,6 +83,10 @@ private:
   std::optional<io::Trace> trace;
   std::optional<LossGuard> lossGuard;
   std::vector<int32_t> tokens, targets;
+  /// Document masking: each token's position in its document (empty
+  /// without), and the id ending a document in the token stream.
+  std::vector<int32_t> positions;
+  std::optional<int32_t> eosToken;
   /// The first step of this run: --start-step, or a resumed checkpoint's.
   int64_t firstStep = 0;
   /// Checkpoints: the group of every rank of the job.
@@ -167,6 +177,31 @@ absl::Status Run::joinEveryone() {
   if (!group.ok())
     return group.status();
   everyone = std::move(*group);
+  return absl::OkStatus();
+}
+
+absl::Status Run::setUpDocuments() {
+  const Program &program = backend->program();
+  if (program.positions < 0)
+    return absl::OkStatus();
+  nlohmann::json config =
+      nlohmann::json::parse(program.model.configJson, nullptr,
+                            /*allow_exceptions=*/false);
+  if (config.is_object() && config.contains("eos_token_id") &&
+      config["eos_token_id"].is_number_integer()) {
+    int64_t eos = config["eos_token_id"].get<int64_t>();
+    if (eos >= 0)
+      eosToken = static_cast<int32_t>(eos);
+  }
+  if (!eosToken && dataset->format() != data::DatasetFormat::Megatron)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "artifact '", options.artifactPath,
+        "' masks documents, but the model has no eos_token_id to find them "
+        "in the flat token stream '",
+        options.dataPath,
+        "' (give moe.transformer eos_token_id, or moec --document-mask=ID, "
+        "or train on a Megatron dataset, whose index lists its documents)"));
+  positions.resize(tokens.size());
   return absl::OkStatus();
 }
 
@@ -265,7 +300,8 @@ absl::Status Run::setUpBackend(Program program) {
 }
 
 absl::StatusOr<StepResult> Run::runStep(int64_t step, const StepHooks &hooks) {
-  return backend->runStep(tokens.data(), targets.data(), step, hooks);
+  return backend->runStep(tokens.data(), targets.data(), step, hooks,
+                          positions.empty() ? nullptr : positions.data());
 }
 
 int64_t Run::globalTokensPerStep() const {
@@ -343,6 +379,8 @@ absl::Status Run::setUp() {
   sampler.emplace(std::move(*created2));
   tokens.resize(backend->tokensPerStep());
   targets.resize(backend->tokensPerStep());
+  if (absl::Status s = setUpDocuments(); !s.ok())
+    return s;
   lossGuard.emplace(options.lossLimits, model.vocab);
 
   if (reports && !options.metricsPath.empty()) {
@@ -418,12 +456,18 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   int64_t localBatch = backend->program().model.batch;
   int64_t microbatchRows = localBatch * rows.count;
   int64_t localTokens = localBatch * backend->program().model.seq;
-  for (int64_t j = 0; j < backend->microbatches(); ++j)
-    if (absl::Status s = sampler->fillRows(
-            step, j * microbatchRows + rows.index * localBatch, localBatch,
-            tokens.data() + j * localTokens, targets.data() + j * localTokens);
+  for (int64_t j = 0; j < backend->microbatches(); ++j) {
+    int64_t firstRow = j * microbatchRows + rows.index * localBatch;
+    if (absl::Status s = sampler->fillRows(step, firstRow, localBatch,
+                                           tokens.data() + j * localTokens,
+                                           targets.data() + j * localTokens);
         !s.ok())
       return atStep(step, s);
+    if (!positions.empty())
+      sampler->markDocuments(
+          step, firstRow, localBatch, eosToken, tokens.data() + j * localTokens,
+          targets.data() + j * localTokens, positions.data() + j * localTokens);
+  }
 
   // The loss parts read two scalars mid-step: free on the host, a wait for
   // the stream on a device, which pays it only for a dump.

@@ -1491,7 +1491,7 @@ moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, 
 // the discardable moe.* ones its passes write.
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{'moe.transformer' op has unknown attribute 'num_nextn_predict_layers'; known attributes: aux_coef, batch, bias_update_rate, capacity_factor, dense_ffn, dense_layers, experts, family, ffn, head_dim, heads, hidden, init_std, kv_heads, kv_lora_rank, layers, n_group, norm_topk_prob, precision, q_lora_rank, qk_nope_head_dim, qk_norm, qk_rope_head_dim, rms_eps, rope_interleave, rope_theta, routed_scaling_factor, scoring, seq, seq_aux_coef, shared_experts, sym_name, tie_word_embeddings, top_k, topk_group, v_head_dim, vocab, z_loss_coef}}
+// expected-error @+1 {{'moe.transformer' op has unknown attribute 'num_nextn_predict_layers'; known attributes: aux_coef, batch, bias_update_rate, capacity_factor, dense_ffn, dense_layers, document_mask, eos_token_id, experts, family, ffn, head_dim, heads, hidden, init_std, kv_heads, kv_lora_rank, layers, n_group, norm_topk_prob, precision, q_lora_rank, qk_nope_head_dim, qk_norm, qk_rope_head_dim, rms_eps, rope_interleave, rope_theta, routed_scaling_factor, scoring, seq, seq_aux_coef, shared_experts, sym_name, tie_word_embeddings, top_k, topk_group, v_head_dim, vocab, z_loss_coef}}
 moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, num_nextn_predict_layers = 1}
 
 // -----
@@ -1845,5 +1845,21 @@ func.func @pipeline_gradient_sum_bf16(%a: tensor<4x4xbf16>, %b: tensor<4x4xbf16>
 func.func @pipeline_gradient_sum_types(%a: tensor<4x4xf32>, %b: tensor<4x8xf32>) {
   // expected-error @+1 {{requires the same type for all operands and results}}
   %s = "moe.pipeline_gradient_sum"(%a, %b) : (tensor<4x4xf32>, tensor<4x8xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @rope_positions_shape(%x: tensor<2x4x8xf32>, %p: tensor<2x5xi32>) {
+  // expected-error @+1 {{expected positions of shape [2, 4], got [2, 5]}}
+  %y = moe.rope %x, %p {num_heads = 2, theta = 1.0e4 : f32} : (tensor<2x4x8xf32>, tensor<2x5xi32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_positions_shape(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>, %v: tensor<2x4x4xf32>, %p: tensor<4x2xi32>) {
+  // expected-error @+1 {{expected positions of shape [2, 4], got [4, 2]}}
+  %o, %lse = moe.attention %q, %k, %v, %p {num_heads = 2, num_kv_heads = 1} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<4x2xi32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
   return
 }

@@ -227,3 +227,13 @@ func.func @pipeline_gradient_sum(%head: tensor<8x8xf32>, %lookup: tensor<8x8xf32
   %g = moe.pipeline_gradient_sum %head, %lookup : tensor<8x8xf32>
   return %g : tensor<8x8xf32>
 }
+
+// Document masking: RoPE and attention at each token's document position.
+// CHECK-LABEL: func.func @document_positions
+func.func @document_positions(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>, %v: tensor<2x4x4xf32>, %p: tensor<2x4xi32>) -> tensor<2x4x8xf32> {
+  // CHECK: moe.rope %{{.*}}, %{{.*}} {num_heads = 2 : i64
+  %qr = moe.rope %q, %p {num_heads = 2, theta = 1.0e4 : f32} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  // CHECK: moe.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {num_heads = 2 : i64, num_kv_heads = 1 : i64}
+  %o, %lse = moe.attention %qr, %k, %v, %p {num_heads = 2, num_kv_heads = 1} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4xi32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+  return %o : tensor<2x4x8xf32>
+}

@@ -507,3 +507,42 @@ def PipelineGradientSum : Op<55, "3.7"> {
   let operands = (ins Tensor<>:$a, Tensor<"=a">:$b);
   let results = (outs Tensor<"=a">:$sum);
 }
+
+// Document masking (3.7). `positions` [B, S] is each token's position in
+// its document (0 at a document's first token; the step's `positions`
+// input). RoPE rotates each token by it; attention lets a query see the
+// keys of its own document up to itself, [s - positions[b, s], s]. The
+// values may have a head width of their own, as AttentionValueDim's.
+def DocumentRope : Op<56, "3.7"> {
+  let operands = (ins Float<"[B, S, X]">:$x, Ids<"[B, S]">:$positions);
+  let results = (outs Float<"[B, S, X]">:$y);
+  let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
+                          FloatAttr<"$_ > 0", "must be > 0">:$theta);
+  let inPlace = 1;
+  let rules = ["checkRopeWidth"];
+}
+def DocumentRopeGrad : Op<57, "3.7"> {
+  let operands = (ins Float<"[B, S, X]">:$dy, Ids<"[B, S]">:$positions);
+  let results = (outs Float<"[B, S, X]">:$dx);
+  let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
+                          FloatAttr<"$_ > 0", "must be > 0">:$theta);
+  let inPlace = 1;
+  let rules = ["checkRopeWidth"];
+}
+def DocumentAttention : Op<58, "3.7"> {
+  let operands = (ins Float<"[B, S, Q]">:$q, Float<>:$k, Float<>:$v,
+                      Ids<"[B, S]">:$positions);
+  let results = (outs Float<"[B, S, O]">:$out, Tensor<>:$lse);
+  let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
+                          IntAttr<>:$kv_heads);
+  let rules = ["checkAttention"];
+}
+def DocumentAttentionGrad : Op<59, "3.7"> {
+  let operands = (ins Float<"[B, S, O]">:$dout, Float<"[B, S, Q]">:$q,
+                      Float<>:$k, Float<>:$v, Float<"[B, S, O]">:$out,
+                      Tensor<>:$lse, Ids<"[B, S]">:$positions);
+  let results = (outs Float<"[B, S, Q]">:$dq, Float<>:$dk, Float<>:$dv);
+  let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
+                          IntAttr<>:$kv_heads);
+  let rules = ["checkAttention"];
+}

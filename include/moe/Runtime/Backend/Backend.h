@@ -119,10 +119,11 @@ public:
   /// optimizer. Every backend calls `hooks` before and after each
   /// instruction (an unset hook costs one test of it); a hook may inspect
   /// and change buffers through readBuffer, writeBuffer and fillBuffer.
-  virtual absl::StatusOr<StepResult> runStep(const int32_t *tokens,
-                                             const int32_t *targets,
-                                             int64_t step,
-                                             const StepHooks &hooks) = 0;
+  /// A program with document masking also reads `positions` (as many ids:
+  /// each token's position in its document).
+  virtual absl::StatusOr<StepResult>
+  runStep(const int32_t *tokens, const int32_t *targets, int64_t step,
+          const StepHooks &hooks, const int32_t *positions = nullptr) = 0;
   /// The host executor whose buffers step hooks may read in place while it
   /// runs (step dumps, per-kernel profiles, the loss parts): the CPU
   /// backend's; null for a device backend, whose buffers the host reaches

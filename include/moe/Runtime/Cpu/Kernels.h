@@ -109,12 +109,16 @@ void rmsNormBackward(const float *dy, const float *x, const float *w,
 //===----------------------------------------------------------------------===//
 
 /// Rotates pairs (i, i + headDim/2) by p * theta^(-2i/headDim) at position
-/// p = s; angles and their cos/sin are evaluated in double. y may alias x.
+/// p = s, or p = positions[b, s] with `positions` ([B, S], in [0, S):
+/// document masking's positions in each document); angles and their
+/// cos/sin are evaluated in double. y may alias x.
 void ropeForward(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
-                 int64_t headDim, float theta);
+                 int64_t headDim, float theta,
+                 const int32_t *positions = nullptr);
 /// dx = R^T dy (y may alias x in both directions).
 void ropeBackward(const float *dy, float *dx, int64_t B, int64_t S,
-                  int64_t heads, int64_t headDim, float theta);
+                  int64_t heads, int64_t headDim, float theta,
+                  const int32_t *positions = nullptr);
 
 //===----------------------------------------------------------------------===//
 // Causal attention with grouped-query heads
@@ -147,11 +151,16 @@ inline uint64_t attentionWorkspaceBytes(int64_t headDim, bool backward,
 /// [B, S, heads*dv], lse: [B, heads, S], with d = headDim and dv =
 /// valueDim (-1: headDim; MLA's values are narrower than its queries and
 /// keys). Scale 1/sqrt(d); causal. heads % kvHeads == 0. Works on 64 x 64
-/// tiles (Attention.cpp); never forms an S x S matrix.
+/// tiles (Attention.cpp); never forms an S x S matrix. With `positions`
+/// ([B, S], each token's position in its document, 0 at a document's
+/// first token: document masking), query i sees keys [i - positions[b, i],
+/// i] only; the positions must be those of contiguous documents
+/// (0 <= positions[b, i] <= i, and each one either 0 or the previous + 1).
 void attentionForward(const float *q, const float *k, const float *v,
                       float *out, float *lse, int64_t B, int64_t S,
                       int64_t heads, int64_t kvHeads, int64_t headDim,
-                      int64_t valueDim = -1);
+                      int64_t valueDim = -1,
+                      const int32_t *positions = nullptr);
 /// Gradients w.r.t. q, k and v from dout; recomputes probabilities from lse.
 /// dq, dk and dv are overwritten (query heads of a group sum into their
 /// shared dk/dv in head order).
@@ -159,7 +168,8 @@ void attentionBackward(const float *dout, const float *q, const float *k,
                        const float *v, const float *out, const float *lse,
                        float *dq, float *dk, float *dv, int64_t B, int64_t S,
                        int64_t heads, int64_t kvHeads, int64_t headDim,
-                       int64_t valueDim = -1);
+                       int64_t valueDim = -1,
+                       const int32_t *positions = nullptr);
 
 /// y[r, h] = (a[r, h], b[r, h]) for `rows` rows of `heads` heads: each
 /// head's `aWidth` features of a, then its `bWidth` of b (multi-head latent

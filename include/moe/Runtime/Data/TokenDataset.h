@@ -121,6 +121,12 @@ public:
   /// The stream position of document `d`'s first token, for
   /// 0 <= d <= numDocuments(); documentStart(numDocuments()) == numTokens().
   int64_t documentStart(int64_t d) const { return documentStarts_[d]; }
+  /// Whether a document starts at stream position `pos` (a Megatron
+  /// index's document offsets; a flat file's only document starts at 0).
+  bool isDocumentStart(int64_t pos) const {
+    return std::binary_search(documentStarts_.begin(),
+                              documentStarts_.end() - 1, pos);
+  }
 
   /// The id at stream position `pos`, 0 <= pos < numTokens().
   int64_t token(int64_t pos) const;
@@ -220,6 +226,17 @@ public:
   /// data-parallel rank); the buffers hold numRows * S ids each.
   absl::Status fillRows(int64_t step, int64_t firstRow, int64_t numRows,
                         int32_t *tokens, int32_t *targets) const;
+
+  /// Document masking for rows fillRows filled: `positions` gets each
+  /// token's position in its document, which restarts at every document's
+  /// first token (and at the window's start), and a target that is the
+  /// first token of the next document becomes -100 (ignored), as in HF's
+  /// packed-sequence training. A document starts at each of the dataset's
+  /// document offsets (a Megatron index's) and, with `eosToken`, after
+  /// every such id.
+  void markDocuments(int64_t step, int64_t firstRow, int64_t numRows,
+                     std::optional<int32_t> eosToken, const int32_t *tokens,
+                     int32_t *targets, int32_t *positions) const;
 
   uint64_t seed() const { return seed_; }
   int64_t batch() const { return batch_; }

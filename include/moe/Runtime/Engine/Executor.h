@@ -83,9 +83,11 @@ std::string atStep(int64_t step, absl::string_view message);
 /// `status` with its message prefixed by atStep().
 absl::Status atStep(int64_t step, const absl::Status &status);
 
-/// What every backend's runStep checks first: tokens and targets given, and
-/// a step the artifact's int32 step counter holds.
-absl::Status checkStepInputs(const int32_t *tokens, const int32_t *targets,
+/// What every backend's runStep checks first: tokens and targets given
+/// (and positions, for a program with document masking), and a step the
+/// artifact's int32 step counter holds.
+absl::Status checkStepInputs(const Program &program, const int32_t *tokens,
+                             const int32_t *targets, const int32_t *positions,
                              int64_t step);
 
 /// Which rows of the global batch one rank's tokens and targets are: block
@@ -187,12 +189,15 @@ public:
 
   /// Runs one step at 0-based `step`: tokens and targets hold
   /// tokensPerStep() ids each (targets < 0 are ignored by the loss). Errors
-  /// name the step (atStep), and for bad ids the instruction and the position. A
-  /// non-finite loss or gradient norm stops the step as soon as it is
+  /// name the step (atStep), and for bad ids the instruction and the position.
+  /// A non-finite loss or gradient norm stops the step as soon as it is
   /// computed, which in a compiled program is before any AdamW update.
+  /// With document masking, `positions` holds each token's position in its
+  /// document, as many ids.
   absl::StatusOr<StepResult> runStep(const int32_t *tokens,
                                      const int32_t *targets, int64_t step,
-                                     const StepHooks &hooks = {});
+                                     const StepHooks &hooks = {},
+                                     const int32_t *positions = nullptr);
 
   /// Records every later step's kernels and communication into `trace`
   /// (null: stop); it must outlive the steps.

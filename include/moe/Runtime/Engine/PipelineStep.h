@@ -137,9 +137,11 @@ public:
     io::Trace *trace = nullptr;
   };
   /// Runs the step: `tokens` and `targets` (host memory) hold this rank's
-  /// rows of every microbatch, microbatch after microbatch.
+  /// rows of every microbatch, microbatch after microbatch, and so do
+  /// `positions` with document masking (else null).
   absl::StatusOr<StepResult> run(const int32_t *tokens, const int32_t *targets,
-                                 int64_t step, Environment env);
+                                 const int32_t *positions, int64_t step,
+                                 Environment env);
 
   /// Whether this rank holds buffer `b` (parameters and optimizer state of
   /// its own stages; everything else is per slot or shared).
@@ -157,9 +159,15 @@ public:
 private:
   struct Slot;
   PipelineStep(const Program &program, int32_t rank, comm::Group *stageGroup);
-  absl::StatusOr<Slot *> acquire(int32_t microbatch, Device &device,
-                                 const std::vector<uint8_t *> &base,
-                                 const int32_t *tokens, const int32_t *targets);
+  /// The inputs each microbatch has its own copy of: tokens, targets and,
+  /// with document masking, positions.
+  std::vector<uint32_t> microbatchInputs() const;
+  /// A free slot (allocated if none), holding microbatch `microbatch`'s
+  /// rows of `hostInputs` (microbatchInputs' order; none for -1).
+  absl::StatusOr<Slot *>
+  acquire(int32_t microbatch, Device &device,
+          const std::vector<uint8_t *> &base,
+          const std::vector<const int32_t *> &hostInputs);
   absl::Status runAction(const PipelineAction &action, Slot &slot, int64_t step,
                          Environment &env);
   absl::Status receive(const PipelineAction &action, Slot &slot,

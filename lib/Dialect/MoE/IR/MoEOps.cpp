@@ -433,6 +433,11 @@ LogicalResult TransformerOp::verify() {
   if (!(getAuxCoef().convertToFloat() >= 0))
     return emitOpError() << "expected aux_coef >= 0, got "
                          << fmt(getAuxCoef().convertToFloat());
+  if (std::optional<uint64_t> eos = getEosTokenId();
+      eos && static_cast<int64_t>(*eos) >= static_cast<int64_t>(getVocab()))
+    return emitOpError() << "expected eos_token_id in [0, vocab = "
+                         << getVocab() << "), got "
+                         << static_cast<int64_t>(*eos);
   if (failed(verifyRoutingRule(
           *this, getExperts(), getTopK(),
           getRoutedScalingFactor().convertToFloat(), getNGroup(),
@@ -825,14 +830,27 @@ static LogicalResult verifyRoPEShapes(Operation *op, Value input, Value result,
   return success();
 }
 
+/// Document masking's positions: [B, S] of a [B, S, X] activation.
+static LogicalResult verifyPositions(Operation *op, Value positions,
+                                     Value activation) {
+  if (!positions)
+    return success();
+  ArrayRef<int64_t> shape = shapeOf(activation);
+  return expectShape(op, "positions", positions, {shape[0], shape[1]});
+}
+
 LogicalResult RoPEOp::verify() {
-  return verifyRoPEShapes(*this, getInput(), getResult(), getNumHeads(),
-                          getTheta().convertToFloat());
+  if (failed(verifyRoPEShapes(*this, getInput(), getResult(), getNumHeads(),
+                              getTheta().convertToFloat())))
+    return failure();
+  return verifyPositions(*this, getPositions(), getInput());
 }
 
 LogicalResult RoPEGradOp::verify() {
-  return verifyRoPEShapes(*this, getGrad(), getResult(), getNumHeads(),
-                          getTheta().convertToFloat());
+  if (failed(verifyRoPEShapes(*this, getGrad(), getResult(), getNumHeads(),
+                              getTheta().convertToFloat())))
+    return failure();
+  return verifyPositions(*this, getPositions(), getGrad());
 }
 
 /// q [B, S, heads*d], k/v [B, S, kv*d], out like q, lse [B, heads, S].
@@ -870,9 +888,11 @@ static LogicalResult verifyAttentionShapes(Operation *op, Value q, Value k,
 }
 
 LogicalResult AttentionOp::verify() {
-  return verifyAttentionShapes(*this, getQuery(), getKey(), getValue(),
-                               getOutput(), getLse(), getNumHeads(),
-                               getNumKvHeads());
+  if (failed(verifyAttentionShapes(*this, getQuery(), getKey(), getValue(),
+                                   getOutput(), getLse(), getNumHeads(),
+                                   getNumKvHeads())))
+    return failure();
+  return verifyPositions(*this, getPositions(), getQuery());
 }
 
 LogicalResult AttentionGradOp::verify() {
@@ -887,7 +907,7 @@ LogicalResult AttentionGradOp::verify() {
       getValueGrad().getType() != getValue().getType())
     return emitOpError()
            << "expected the gradients to have the types of query, key, value";
-  return success();
+  return verifyPositions(*this, getPositions(), getQuery());
 }
 
 /// Whether `rhs` is one part shared by the heads: `whole` is lhs plus

@@ -77,14 +77,17 @@ FailureOr<ShardingRule> ExpertsGradOp::getShardingRule() {
       "hkc");
 }
 
+// Document masking's positions ([B, S]) follow the batch and sequence.
 FailureOr<ShardingRule> RoPEOp::getShardingRule() {
-  return ShardingRule::fromSpec(*this, "bs(hd)->bs(hd)", "sd",
-                                {{'h', static_cast<int64_t>(getNumHeads())}});
+  return ShardingRule::fromSpec(
+      *this, getPositions() ? "bs(hd),bs->bs(hd)" : "bs(hd)->bs(hd)", "sd",
+      {{'h', static_cast<int64_t>(getNumHeads())}});
 }
 
 FailureOr<ShardingRule> RoPEGradOp::getShardingRule() {
-  return ShardingRule::fromSpec(*this, "bs(hd)->bs(hd)", "sd",
-                                {{'h', static_cast<int64_t>(getNumHeads())}});
+  return ShardingRule::fromSpec(
+      *this, getPositions() ? "bs(hd),bs->bs(hd)" : "bs(hd)->bs(hd)", "sd",
+      {{'h', static_cast<int64_t>(getNumHeads())}});
 }
 
 // Query heads come in groups (g) that share one key/value head, r queries
@@ -106,16 +109,20 @@ FailureOr<ShardingRule> SplitHeadsOp::getShardingRule() {
 // The values' head dim (v) may differ from the queries' and keys' (d).
 FailureOr<ShardingRule> AttentionOp::getShardingRule() {
   int64_t groups = getNumKvHeads(), perGroup = getNumHeads() / groups;
-  return ShardingRule::fromSpec(*this, "bs(grd),bs(gd),bs(gv)->bs(grv),b(gr)s",
-                                "srdv", {{'g', groups}, {'r', perGroup}});
+  std::string operands = "bs(grd),bs(gd),bs(gv)";
+  if (getPositions())
+    operands += ",bs";
+  return ShardingRule::fromSpec(*this, operands + "->bs(grv),b(gr)s", "srdv",
+                                {{'g', groups}, {'r', perGroup}});
 }
 
 FailureOr<ShardingRule> AttentionGradOp::getShardingRule() {
   int64_t groups = getNumKvHeads(), perGroup = getNumHeads() / groups;
-  return ShardingRule::fromSpec(
-      *this,
-      "bs(grv),bs(grd),bs(gd),bs(gv),bs(grv),b(gr)s->bs(grd),bs(gd),bs(gv)",
-      "srdv", {{'g', groups}, {'r', perGroup}});
+  std::string operands = "bs(grv),bs(grd),bs(gd),bs(gv),bs(grv),b(gr)s";
+  if (getPositions())
+    operands += ",bs";
+  return ShardingRule::fromSpec(*this, operands + "->bs(grd),bs(gd),bs(gv)",
+                                "srdv", {{'g', groups}, {'r', perGroup}});
 }
 
 FailureOr<ShardingRule> RouterGradOp::getShardingRule() {

@@ -49,8 +49,11 @@ SmallVector<Value> LinearOp::buildVJP(OpBuilder &builder,
 SmallVector<Value> RoPEOp::buildVJP(OpBuilder &builder,
                                     ValueRange resultGrads) {
   Value dx = builder.create<RoPEGradOp>(getLoc(), getInput().getType(),
-                                        resultGrads[0], getNumHeadsAttr(),
-                                        getThetaAttr());
+                                        resultGrads[0], getPositions(),
+                                        getNumHeadsAttr(), getThetaAttr());
+  // Positions are ids: no gradient.
+  if (getPositions())
+    return {dx, Value()};
   return {dx};
 }
 
@@ -77,13 +80,18 @@ SmallVector<Value> AttentionOp::buildVJP(OpBuilder &builder,
                                          ValueRange resultGrads) {
   // The log-sum-exp only feeds attention_grad, so no gradient reaches it
   // from the loss; the output's gradient is all there is.
+  SmallVector<Value> grads(getNumOperands());
   if (!resultGrads[0])
-    return {Value(), Value(), Value()};
+    return grads;
   auto grad = builder.create<AttentionGradOp>(
-      getLoc(), getQuery().getType(), getKey().getType(),
-      getValue().getType(), resultGrads[0], getQuery(), getKey(), getValue(),
-      getOutput(), getLse(), getNumHeadsAttr(), getNumKvHeadsAttr());
-  return {grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()};
+      getLoc(), getQuery().getType(), getKey().getType(), getValue().getType(),
+      resultGrads[0], getQuery(), getKey(), getValue(), getOutput(), getLse(),
+      getPositions(), getNumHeadsAttr(), getNumKvHeadsAttr());
+  // Positions are ids: no gradient.
+  grads[0] = grad.getQueryGrad();
+  grads[1] = grad.getKeyGrad();
+  grads[2] = grad.getValueGrad();
+  return grads;
 }
 
 SmallVector<Value> RouterOp::buildVJP(OpBuilder &builder,

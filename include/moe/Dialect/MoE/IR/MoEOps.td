@@ -62,6 +62,15 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     `kv_a_proj_with_mqa` that `moe-run --load` and `--save` apply; the math
     does not depend on it.
 
+    With `document_mask` (packed-sequence training), a sequence holds
+    several documents and none sees another: attention stays within each
+    document and RoPE positions restart at each document's first token.
+    The step then reads a third input, each token's position in its
+    document, which `moe-run` derives from the data: a Megatron dataset's
+    document offsets, or in a flat token stream `eos_token_id`, which ends
+    a document. A token whose target begins the next document has no
+    target, as HF's packed-sequence training ignores that label.
+
     With `qk_norm` (Qwen3), each attention head's query and key are
     RMS-normalised before RoPE, with one weight of `head_dim` each
     (`self_attn.q_norm.weight`, `self_attn.k_norm.weight`, eps `rms_eps`).
@@ -114,6 +123,7 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
       `shared_experts * ffn` at most the `ffn` bound;
     * every entry of `dense_layers` is in `[0, layers)` and unique;
     * `rms_eps > 0`, `rope_theta > 0`, `aux_coef >= 0`;
+    * `eos_token_id`, when given, is in `[0, vocab)`;
     * `0 < init_std <= 1`, the bound the runtime's artifact verifier checks
       on every normal-initialised parameter (a larger std makes activations
       grow by the width at every layer);
@@ -179,6 +189,8 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     DefaultValuedAttr<BoolAttr, "false">:$qk_norm,
     DefaultValuedAttr<StrAttr, "\"mixtral\"">:$family,
     DefaultValuedAttr<BoolAttr, "false">:$tie_word_embeddings,
+    DefaultValuedAttr<BoolAttr, "false">:$document_mask,
+    OptionalAttr<I64Attr>:$eos_token_id,
     OptionalAttr<MoE_PrecisionAttr>:$precision
   );
   let assemblyFormat = "$sym_name attr-dict";
@@ -458,21 +470,26 @@ def MoE_RoPEOp : MoE_Op<"rope", [
   let summary = "rotary position embedding, rotate-half convention";
   let description = [{
     Rotates each head of a `[B, S, num_heads * d]` tensor by the position
-    `s`, with frequencies `theta^(-2i/d)` (HF `apply_rotary_pos_emb`).
+    `s`, with frequencies `theta^(-2i/d)` (HF `apply_rotary_pos_emb`). With
+    `positions` (`[B, S]`, document masking), token `(b, s)` is rotated by
+    `positions[b, s]`, its position in its document.
 
     Constraints: the input is `[B, S, X]` with `X > 0` divisible by
     `num_heads > 0` and `X / num_heads` even; the result has the input's
-    type; `theta > 0`.
+    type; `theta > 0`; `positions`, when present, is `[B, S]`.
 
     Example:
 
     ```mlir
     %qr = moe.rope %q {num_heads = 4, theta = 1.0e4 : f32}
         : (tensor<8x64x64xf32>) -> tensor<8x64x64xf32>
+    %qd = moe.rope %q, %positions {num_heads = 4, theta = 1.0e4 : f32}
+        : (tensor<8x64x64xf32>, tensor<8x64xi32>) -> tensor<8x64x64xf32>
     ```
   }];
-  let arguments = (ins MoE_FloatTensor:$input, I64Attr:$num_heads,
-                       F32Attr:$theta);
+  let arguments = (ins MoE_FloatTensor:$input,
+                       Optional<MoE_I32Tensor>:$positions,
+                       I64Attr:$num_heads, F32Attr:$theta);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -492,11 +509,15 @@ def MoE_AttentionOp : MoE_Op<"attention", [
     latent attention's `v_head_dim`); the output's heads are then `dv`
     wide.
 
+    With `positions` (`[B, S]`, each token's position in its document:
+    document masking), query `s` of sequence `b` sees the keys
+    `[s - positions[b, s], s]` only, those of its own document.
+
     Constraints: `query` is `[B, S, num_heads * d]`, `key` is
     `[B, S, num_kv_heads * d]` and `value` `[B, S, num_kv_heads * dv]` with
     `d, dv > 0`; `num_heads` is a positive multiple of `num_kv_heads`;
     `output` is `[B, S, num_heads * dv]` of the query's element type and
-    `lse` is `[B, num_heads, S]`.
+    `lse` is `[B, num_heads, S]`; `positions`, when present, is `[B, S]`.
 
     Example:
 
@@ -507,7 +528,8 @@ def MoE_AttentionOp : MoE_Op<"attention", [
     ```
   }];
   let arguments = (ins MoE_FloatTensor:$query, MoE_FloatTensor:$key,
-                       MoE_FloatTensor:$value, I64Attr:$num_heads,
+                       MoE_FloatTensor:$value,
+                       Optional<MoE_I32Tensor>:$positions, I64Attr:$num_heads,
                        I64Attr:$num_kv_heads);
   let results = (outs MoE_FloatTensor:$output, MoE_F32Tensor:$lse);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
@@ -1314,7 +1336,7 @@ def MoE_RoPEGradOp : MoE_Op<"rope_grad", [
     DeclareOpInterfaceMethods<MoE_ShardingRuleOpInterface>,Pure]> {
   let summary = "gradient of RoPE: the inverse rotation";
   let description = [{
-    Constraints: as `moe.rope`.
+    Constraints: as `moe.rope`, `positions` too.
 
     Example:
 
@@ -1323,8 +1345,9 @@ def MoE_RoPEGradOp : MoE_Op<"rope_grad", [
         : (tensor<8x64x64xf32>) -> tensor<8x64x64xf32>
     ```
   }];
-  let arguments = (ins MoE_FloatTensor:$grad, I64Attr:$num_heads,
-                       F32Attr:$theta);
+  let arguments = (ins MoE_FloatTensor:$grad,
+                       Optional<MoE_I32Tensor>:$positions,
+                       I64Attr:$num_heads, F32Attr:$theta);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -1339,7 +1362,7 @@ def MoE_AttentionGradOp : MoE_Op<"attention_grad", [
 
     Constraints: `grad` and `output` have the query's type; `lse` is
     `[B, num_heads, S]`; the results have the types of query, key and value;
-    shapes as `moe.attention`.
+    shapes as `moe.attention`, `positions` too.
 
     Example:
 
@@ -1354,6 +1377,7 @@ def MoE_AttentionGradOp : MoE_Op<"attention_grad", [
   let arguments = (ins MoE_FloatTensor:$grad, MoE_FloatTensor:$query,
                        MoE_FloatTensor:$key, MoE_FloatTensor:$value,
                        MoE_FloatTensor:$output, MoE_F32Tensor:$lse,
+                       Optional<MoE_I32Tensor>:$positions,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads);
   let results = (outs MoE_FloatTensor:$query_grad, MoE_FloatTensor:$key_grad,
                       MoE_FloatTensor:$value_grad);

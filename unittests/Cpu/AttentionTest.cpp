@@ -332,6 +332,108 @@ TEST(AttentionTest, DocumentMaskingIsEachDocumentAlone) {
   }
 }
 
+// Ring attention over cp ranks with Megatron's load balancing: the
+// sequence is 2 cp chunks, rank r holds chunks r and 2 cp - 1 - r, and
+// each of its query chunks meets every key/value chunk in ring order (its
+// own rank's first). Chunks ahead of a query chunk are fully masked. The
+// merged outputs and log-sum-exps, and the gradients summed over the chunk
+// pairs (dk and dv travel back to their chunk's rank), are the whole
+// sequence's attention's.
+TEST(AttentionTest, RingOfChunksIsTheWholeAttention) {
+  for (int64_t cp : {2, 3}) {
+    // Chunks of 70 rows cross a 64-row tile; values narrower (MLA).
+    const int64_t chunk = 70, chunks = 2 * cp;
+    Shape sh{2, chunk * chunks, 4, 2, 8, 6};
+    SCOPED_TRACE("cp = " + std::to_string(cp));
+    BackwardCase whole(sh);
+    int64_t qWidth = sh.heads * sh.d, kWidth = sh.kvHeads * sh.d;
+    int64_t vWidth = sh.kvHeads * sh.dv(), oWidth = sh.heads * sh.dv();
+    // Rows [c * chunk, (c + 1) * chunk) of every sequence of x.
+    auto rowsOf = [&](const std::vector<float> &x, int64_t width, int64_t c) {
+      std::vector<float> part(sh.B * chunk * width);
+      for (int64_t b = 0; b < sh.B; ++b)
+        std::copy_n(x.begin() + (b * sh.S + c * chunk) * width, chunk * width,
+                    part.begin() + b * chunk * width);
+      return part;
+    };
+    std::vector<float> dq(whole.dq.size()), dk(whole.dk.size(), 0.0f),
+        dv(whole.dv.size(), 0.0f), out(whole.out.size()), lse(whole.lse.size());
+    for (int64_t rank = 0; rank < cp; ++rank)
+      for (int64_t qc : {rank, chunks - 1 - rank}) {
+        std::vector<float> q = rowsOf(whole.q, qWidth, qc);
+        std::vector<float> o(sh.B * chunk * oWidth, 0.0f),
+            l(sh.B * sh.heads * chunk, -std::numeric_limits<float>::infinity());
+        std::vector<float> dqChunk(q.size(), 0.0f);
+        std::vector<float> dout = rowsOf(whole.dout, oWidth, qc);
+        // The ring: the key/value chunks of rank, rank - 1, ... in turn.
+        std::vector<int64_t> order;
+        for (int64_t step = 0; step < cp; ++step) {
+          int64_t from = (rank - step + cp) % cp;
+          order.push_back(from);
+          order.push_back(chunks - 1 - from);
+        }
+        for (int64_t kc : order)
+          attentionChunkForward(q.data(), rowsOf(whole.k, kWidth, kc).data(),
+                                rowsOf(whole.v, vWidth, kc).data(), o.data(),
+                                l.data(), sh.B, chunk, chunk, qc * chunk,
+                                kc * chunk, sh.heads, sh.kvHeads, sh.d,
+                                sh.dv());
+        for (int64_t kc : order) {
+          std::vector<float> dkChunk(sh.B * chunk * kWidth, 0.0f),
+              dvChunk(sh.B * chunk * vWidth, 0.0f);
+          attentionChunkBackward(
+              dout.data(), q.data(), rowsOf(whole.k, kWidth, kc).data(),
+              rowsOf(whole.v, vWidth, kc).data(), o.data(), l.data(),
+              dqChunk.data(), dkChunk.data(), dvChunk.data(), sh.B, chunk,
+              chunk, qc * chunk, kc * chunk, sh.heads, sh.kvHeads, sh.d,
+              sh.dv());
+          for (int64_t b = 0; b < sh.B; ++b)
+            for (int64_t r = 0; r < chunk * kWidth; ++r)
+              dk[(b * sh.S + kc * chunk) * kWidth + r] +=
+                  dkChunk[b * chunk * kWidth + r];
+          for (int64_t b = 0; b < sh.B; ++b)
+            for (int64_t r = 0; r < chunk * vWidth; ++r)
+              dv[(b * sh.S + kc * chunk) * vWidth + r] +=
+                  dvChunk[b * chunk * vWidth + r];
+        }
+        for (int64_t b = 0; b < sh.B; ++b) {
+          std::copy_n(o.begin() + b * chunk * oWidth, chunk * oWidth,
+                      out.begin() + (b * sh.S + qc * chunk) * oWidth);
+          std::copy_n(dqChunk.begin() + b * chunk * qWidth, chunk * qWidth,
+                      dq.begin() + (b * sh.S + qc * chunk) * qWidth);
+          for (int64_t h = 0; h < sh.heads; ++h)
+            std::copy_n(l.begin() + (b * sh.heads + h) * chunk, chunk,
+                        lse.begin() + (b * sh.heads + h) * sh.S + qc * chunk);
+        }
+      }
+    auto wide = [](const std::vector<float> &x) {
+      return std::vector<double>(x.begin(), x.end());
+    };
+    expectNear(out, wide(whole.out), 1e-5, "out");
+    expectNear(lse, wide(whole.lse), 1e-5, "lse");
+    expectNear(dq, wide(whole.dq), 1e-5, "dq");
+    expectNear(dk, wide(whole.dk), 1e-5, "dk");
+    expectNear(dv, wide(whole.dv), 1e-5, "dv");
+  }
+}
+
+// A chunk of keys entirely after a chunk of queries changes nothing: the
+// running output and lse stay as they were (here: none seen yet).
+TEST(AttentionTest, AFullyMaskedChunkLeavesTheRunningValues) {
+  Shape sh{1, 8, 2, 1, 4};
+  auto q = randomVector(sh.qSize(), 81), k = randomVector(sh.kvSize(), 82),
+       v = randomVector(sh.vSize(), 83);
+  std::vector<float> out(sh.oSize(), 0.5f),
+      lse(sh.lseSize(), -std::numeric_limits<float>::infinity());
+  attentionChunkForward(q.data(), k.data(), v.data(), out.data(), lse.data(), 1,
+                        8, 8, /*queryStart=*/0, /*keyStart=*/8, sh.heads,
+                        sh.kvHeads, sh.d);
+  for (float l : lse)
+    EXPECT_EQ(l, -std::numeric_limits<float>::infinity());
+  for (float o : out)
+    EXPECT_EQ(o, 0.5f);
+}
+
 TEST(AttentionTest, Deterministic) {
   Shape sh{2, 100, 4, 2, 16};
   BackwardCase a(sh), b(sh);

@@ -24,6 +24,12 @@
 // its own document up to itself, a contiguous range of each key block;
 // blocks before its document's start are skipped.
 //
+// Ring attention (context parallelism) runs the same tiles on a chunk of
+// queries against a chunk of keys elsewhere in the sequence (an offset
+// between their starts), and merges each chunk's output into the running
+// one with the online softmax's rule; its backward recomputes each chunk's
+// probabilities from the final lse, as FlashAttention's does.
+//
 // Every sum runs in a fixed order inside one task (key blocks in order,
 // heads in order, query blocks in order), so results are bitwise
 // reproducible, and the same for any thread count.
@@ -51,18 +57,19 @@ struct HeadView {
   int64_t ldq, ldkv, ldo, ldv;
   int64_t qOffset, kvOffset, oOffset, vOffset;
 
-  HeadView(int64_t b, int64_t h, int64_t S, int64_t heads, int64_t kvHeads,
-           int64_t headDim, int64_t valueDim) {
+  /// Sq query (and output) rows and Sk key (and value) rows per sequence.
+  HeadView(int64_t b, int64_t h, int64_t Sq, int64_t Sk, int64_t heads,
+           int64_t kvHeads, int64_t headDim, int64_t valueDim) {
     int64_t group = heads / kvHeads;
     int64_t g = h / group;
     ldq = heads * headDim;
     ldkv = kvHeads * headDim;
     ldo = heads * valueDim;
     ldv = kvHeads * valueDim;
-    qOffset = b * S * ldq + h * headDim;
-    kvOffset = b * S * ldkv + g * headDim;
-    oOffset = b * S * ldo + h * valueDim;
-    vOffset = b * S * ldv + g * valueDim;
+    qOffset = b * Sq * ldq + h * headDim;
+    kvOffset = b * Sk * ldkv + g * headDim;
+    oOffset = b * Sq * ldo + h * valueDim;
+    vOffset = b * Sk * ldv + g * valueDim;
   }
 };
 
@@ -79,21 +86,27 @@ void packTransposed(const float *x, int64_t ld, int64_t cols, int64_t headDim,
   }
 }
 
-/// The keys a query sees: [first(i), i], its document's up to itself.
-/// Without document positions every query's document starts at 0 (plain
-/// causal attention); with them, query i of sequence b is at position
+/// The keys a query sees: [first(i), i + offset], its document's up to
+/// itself. Key j is at position j + offset relative to query rows (a
+/// chunk of keys elsewhere in the sequence: ring attention's offset of
+/// the query chunk's start from the key chunk's). Without document
+/// positions every query's document starts at 0 (plain causal
+/// attention); with them (offset 0), query i of sequence b is at position
 /// positions[b, i] of a document that starts at i - positions[b, i].
 /// first(i) never decreases with i: documents are contiguous runs.
 struct VisibleKeys {
   const int32_t *positions; // this sequence's [S], or null
+  int64_t offset = 0;
 
   int64_t first(int64_t i) const { return positions ? i - positions[i] : 0; }
+  /// The last key query i sees (may be < 0: none).
+  int64_t last(int64_t i) const { return i + offset; }
   /// The keys of block [j0, j0 + cols) that query i sees, as [begin, end)
   /// in the block's columns (empty: begin == end).
   std::pair<int64_t, int64_t> inBlock(int64_t i, int64_t j0,
                                       int64_t cols) const {
     int64_t begin = std::clamp<int64_t>(first(i) - j0, 0, cols);
-    int64_t end = std::clamp<int64_t>(i - j0 + 1, begin, cols);
+    int64_t end = std::clamp<int64_t>(last(i) - j0 + 1, begin, cols);
     return {begin, end};
   }
 };
@@ -140,16 +153,17 @@ std::vector<Tiles> tilesPerWorker(int64_t tasks, int64_t headDim,
 }
 } // namespace
 
-void attentionForward(const float *q, const float *k, const float *v,
-                      float *out, float *lse, int64_t B, int64_t S,
-                      int64_t heads, int64_t kvHeads, int64_t headDim,
-                      int64_t valueDim, const int32_t *positions) {
-  if (valueDim < 0)
-    valueDim = headDim;
-  if (B <= 0 || S <= 0 || heads <= 0 || headDim <= 0 || valueDim <= 0)
+namespace {
+/// Attention of Sq queries over Sk keys that `visible` says each sees; a
+/// query that sees none gets lse = -inf and a zero output.
+void forwardTiles(const float *q, const float *k, const float *v, float *out,
+                  float *lse, int64_t B, int64_t Sq, int64_t Sk, int64_t heads,
+                  int64_t kvHeads, int64_t headDim, int64_t valueDim,
+                  const int32_t *positions, int64_t offset) {
+  if (B <= 0 || Sq <= 0 || heads <= 0 || headDim <= 0 || valueDim <= 0)
     return;
   float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
-  int64_t blocks = (S + kBlock - 1) / kBlock;
+  int64_t blocks = (Sq + kBlock - 1) / kBlock;
   int64_t tasks = B * heads * blocks;
   std::vector<Tiles> tiles = tilesPerWorker(tasks, headDim, valueDim, false);
   detail::parallelFor(tasks, [&](int64_t task, int worker) {
@@ -157,9 +171,9 @@ void attentionForward(const float *q, const float *k, const float *v,
     // The last query blocks, which see the most keys, go first.
     int64_t block = blocks - 1 - task % blocks;
     int64_t b = task / blocks / heads, h = task / blocks % heads;
-    HeadView view(b, h, S, heads, kvHeads, headDim, valueDim);
-    VisibleKeys visible{positions ? positions + b * S : nullptr};
-    int64_t i0 = block * kBlock, rows = std::min(kBlock, S - i0);
+    HeadView view(b, h, Sq, Sk, heads, kvHeads, headDim, valueDim);
+    VisibleKeys visible{positions ? positions + b * Sq : nullptr, offset};
+    int64_t i0 = block * kBlock, rows = std::min(kBlock, Sq - i0);
     const float *qBlock = q + view.qOffset + i0 * view.ldq;
     std::fill(t.maxes.begin(), t.maxes.end(),
               -std::numeric_limits<float>::infinity());
@@ -167,8 +181,9 @@ void attentionForward(const float *q, const float *k, const float *v,
     std::fill(t.acc.begin(), t.acc.end(), 0.0f);
     // From the block of the earliest key any of its queries sees.
     int64_t firstKey = visible.first(i0) / kBlock * kBlock;
-    for (int64_t j0 = firstKey; j0 < i0 + rows; j0 += kBlock) {
-      int64_t cols = std::min(kBlock, S - j0);
+    int64_t keyEnd = std::min(Sk, visible.last(i0 + rows - 1) + 1);
+    for (int64_t j0 = firstKey; j0 < keyEnd; j0 += kBlock) {
+      int64_t cols = std::min(kBlock, Sk - j0);
       const float *kBlockRows = k + view.kvOffset + j0 * view.ldkv;
       packTransposed(kBlockRows, view.ldkv, cols, headDim, t.keysT.data());
       detail::tileGemm(qBlock, view.ldq, rows, headDim, t.keysT.data(), kBlock,
@@ -204,29 +219,36 @@ void attentionForward(const float *q, const float *k, const float *v,
                        v + view.vOffset + j0 * view.ldv, view.ldv, valueDim,
                        1.0f, t.acc.data(), valueDim, /*accumulate=*/true);
     }
-    float *lseRow = lse + (b * heads + h) * S + i0;
+    float *lseRow = lse + (b * heads + h) * Sq + i0;
     for (int64_t r = 0; r < rows; ++r) {
       double sum = t.sums[r];
+      float *outRow = out + view.oOffset + (i0 + r) * view.ldo;
+      if (sum == 0.0) {
+        lseRow[r] = -std::numeric_limits<float>::infinity();
+        std::fill_n(outRow, valueDim, 0.0f);
+        continue;
+      }
       lseRow[r] = t.maxes[r] + static_cast<float>(std::log(sum));
       float inverse = static_cast<float>(1.0 / sum);
       const float *accRow = t.acc.data() + r * valueDim;
-      float *outRow = out + view.oOffset + (i0 + r) * view.ldo;
       for (int64_t e = 0; e < valueDim; ++e)
         outRow[e] = accRow[e] * inverse;
     }
   });
 }
 
-void attentionBackward(const float *dout, const float *q, const float *k,
-                       const float *v, const float *out, const float *lse,
-                       float *dq, float *dk, float *dv, int64_t B, int64_t S,
-                       int64_t heads, int64_t kvHeads, int64_t headDim,
-                       int64_t valueDim, const int32_t *positions) {
-  if (valueDim < 0)
-    valueDim = headDim;
-  std::fill(dk, dk + B * S * kvHeads * headDim, 0.0f);
-  std::fill(dv, dv + B * S * kvHeads * valueDim, 0.0f);
-  if (B <= 0 || S <= 0 || heads <= 0 || headDim <= 0 || valueDim <= 0)
+/// The gradients of forwardTiles' attention given its (final) out and
+/// lse; dq, dk and dv are overwritten.
+void backwardTiles(const float *dout, const float *q, const float *k,
+                   const float *v, const float *out, const float *lse,
+                   float *dq, float *dk, float *dv, int64_t B, int64_t Sq,
+                   int64_t Sk, int64_t heads, int64_t kvHeads, int64_t headDim,
+                   int64_t valueDim, const int32_t *positions, int64_t offset) {
+  std::fill(dk, dk + B * Sk * kvHeads * headDim, 0.0f);
+  std::fill(dv, dv + B * Sk * kvHeads * valueDim, 0.0f);
+  std::fill(dq, dq + B * Sq * heads * headDim, 0.0f);
+  if (B <= 0 || Sq <= 0 || Sk <= 0 || heads <= 0 || headDim <= 0 ||
+      valueDim <= 0)
     return;
   float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
   int64_t group = heads / kvHeads, tasks = B * kvHeads;
@@ -234,15 +256,10 @@ void attentionBackward(const float *dout, const float *q, const float *k,
   detail::parallelFor(tasks, [&](int64_t task, int worker) {
     Tiles &t = tiles[worker];
     int64_t b = task / kvHeads, g = task % kvHeads;
-    VisibleKeys visible{positions ? positions + b * S : nullptr};
-    for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-      HeadView view(b, h, S, heads, kvHeads, headDim, valueDim);
-      for (int64_t i = 0; i < S; ++i)
-        std::fill_n(dq + view.qOffset + i * view.ldq, headDim, 0.0f);
-    }
-    HeadView kvView(b, g * group, S, heads, kvHeads, headDim, valueDim);
-    for (int64_t j0 = 0; j0 < S; j0 += kBlock) {
-      int64_t cols = std::min(kBlock, S - j0);
+    VisibleKeys visible{positions ? positions + b * Sq : nullptr, offset};
+    HeadView kvView(b, g * group, Sq, Sk, heads, kvHeads, headDim, valueDim);
+    for (int64_t j0 = 0; j0 < Sk; j0 += kBlock) {
+      int64_t cols = std::min(kBlock, Sk - j0);
       const float *kRows = k + kvView.kvOffset + j0 * kvView.ldkv;
       const float *vRows = v + kvView.vOffset + j0 * kvView.ldv;
       packTransposed(kRows, kvView.ldkv, cols, headDim, t.keysT.data());
@@ -250,13 +267,15 @@ void attentionBackward(const float *dout, const float *q, const float *k,
       std::fill(t.acc.begin(), t.acc.end(), 0.0f);   // dk of the block
       std::fill(t.accV.begin(), t.accV.end(), 0.0f); // dv of the block
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-        HeadView view(b, h, S, heads, kvHeads, headDim, valueDim);
-        const float *lseRow = lse + (b * heads + h) * S;
-        // Query blocks that see any key of this block: from j0's on, until
-        // the documents of their queries start past it.
-        for (int64_t i0 = j0 / kBlock * kBlock;
-             i0 < S && visible.first(i0) < j0 + cols; i0 += kBlock) {
-          int64_t rows = std::min(kBlock, S - i0);
+        HeadView view(b, h, Sq, Sk, heads, kvHeads, headDim, valueDim);
+        const float *lseRow = lse + (b * heads + h) * Sq;
+        // Query blocks that see any key of this block: from the block of
+        // the first query reaching j0, until the documents of their
+        // queries start past it.
+        int64_t firstQuery = std::max<int64_t>(0, j0 - offset);
+        for (int64_t i0 = firstQuery / kBlock * kBlock;
+             i0 < Sq && visible.first(i0) < j0 + cols; i0 += kBlock) {
+          int64_t rows = std::min(kBlock, Sq - i0);
           const float *qBlock = q + view.qOffset + i0 * view.ldq;
           const float *doBlock = dout + view.oOffset + i0 * view.ldo;
           const float *oBlock = out + view.oOffset + i0 * view.ldo;
@@ -310,6 +329,86 @@ void attentionBackward(const float *dout, const float *q, const float *k,
       }
     }
   });
+}
+} // namespace
+
+void attentionForward(const float *q, const float *k, const float *v,
+                      float *out, float *lse, int64_t B, int64_t S,
+                      int64_t heads, int64_t kvHeads, int64_t headDim,
+                      int64_t valueDim, const int32_t *positions) {
+  forwardTiles(q, k, v, out, lse, B, S, S, heads, kvHeads, headDim,
+               valueDim < 0 ? headDim : valueDim, positions, /*offset=*/0);
+}
+
+void attentionBackward(const float *dout, const float *q, const float *k,
+                       const float *v, const float *out, const float *lse,
+                       float *dq, float *dk, float *dv, int64_t B, int64_t S,
+                       int64_t heads, int64_t kvHeads, int64_t headDim,
+                       int64_t valueDim, const int32_t *positions) {
+  backwardTiles(dout, q, k, v, out, lse, dq, dk, dv, B, S, S, heads, kvHeads,
+                headDim, valueDim < 0 ? headDim : valueDim, positions,
+                /*offset=*/0);
+}
+
+void attentionChunkForward(const float *q, const float *k, const float *v,
+                           float *out, float *lse, int64_t B, int64_t Sq,
+                           int64_t Sk, int64_t queryStart, int64_t keyStart,
+                           int64_t heads, int64_t kvHeads, int64_t headDim,
+                           int64_t valueDim) {
+  if (valueDim < 0)
+    valueDim = headDim;
+  std::vector<float> part(B * Sq * heads * valueDim), partLse(B * heads * Sq);
+  forwardTiles(q, k, v, part.data(), partLse.data(), B, Sq, Sk, heads, kvHeads,
+               headDim, valueDim, /*positions=*/nullptr, queryStart - keyStart);
+  // The online softmax over chunks: lse = log(e^lse + e^lse'), and each
+  // output weighted by its share, in double.
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
+  detail::forEachShare(B * Sq, /*grain=*/16, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      int64_t b = row / Sq, i = row % Sq;
+      for (int64_t h = 0; h < heads; ++h) {
+        float &total = lse[(b * heads + h) * Sq + i];
+        float added = partLse[(b * heads + h) * Sq + i];
+        float *o = out + (row * heads + h) * valueDim;
+        const float *o2 = part.data() + (row * heads + h) * valueDim;
+        if (added == kNone)
+          continue;
+        if (total == kNone) {
+          std::copy_n(o2, valueDim, o);
+          total = added;
+          continue;
+        }
+        double most = std::max(total, added);
+        double merged =
+            most + std::log(std::exp(total - most) + std::exp(added - most));
+        double keep = std::exp(total - merged), take = std::exp(added - merged);
+        for (int64_t e = 0; e < valueDim; ++e)
+          o[e] = static_cast<float>(keep * o[e] + take * o2[e]);
+        total = static_cast<float>(merged);
+      }
+    }
+  });
+}
+
+void attentionChunkBackward(const float *dout, const float *q, const float *k,
+                            const float *v, const float *out, const float *lse,
+                            float *dq, float *dk, float *dv, int64_t B,
+                            int64_t Sq, int64_t Sk, int64_t queryStart,
+                            int64_t keyStart, int64_t heads, int64_t kvHeads,
+                            int64_t headDim, int64_t valueDim) {
+  if (valueDim < 0)
+    valueDim = headDim;
+  std::vector<float> dqPart(B * Sq * heads * headDim),
+      dkPart(B * Sk * kvHeads * headDim), dvPart(B * Sk * kvHeads * valueDim);
+  backwardTiles(dout, q, k, v, out, lse, dqPart.data(), dkPart.data(),
+                dvPart.data(), B, Sq, Sk, heads, kvHeads, headDim, valueDim,
+                /*positions=*/nullptr, queryStart - keyStart);
+  for (size_t i = 0; i < dqPart.size(); ++i)
+    dq[i] += dqPart[i];
+  for (size_t i = 0; i < dkPart.size(); ++i)
+    dk[i] += dkPart[i];
+  for (size_t i = 0; i < dvPart.size(); ++i)
+    dv[i] += dvPart[i];
 }
 
 } // namespace moe::rt::cpu

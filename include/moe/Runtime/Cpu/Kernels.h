@@ -171,6 +171,30 @@ void attentionBackward(const float *dout, const float *q, const float *k,
                        int64_t valueDim = -1,
                        const int32_t *positions = nullptr);
 
+/// One step of ring attention (context parallelism): the Sq queries of a
+/// chunk of the sequence that starts at `queryStart` against the Sk keys
+/// and values of a chunk that starts at `keyStart` (each contiguous,
+/// causal by position: query i sees key j when keyStart + j <= queryStart
+/// + i), merged into the running `out` ([B, Sq, heads*dv]) and `lse`
+/// ([B, heads, Sq]) by the online softmax. Start them with lse = -inf: a
+/// query seeing no key yet keeps lse = -inf and its output is the next
+/// chunk's. After every chunk the results are attentionForward's on the
+/// whole sequence (to rounding).
+void attentionChunkForward(const float *q, const float *k, const float *v,
+                           float *out, float *lse, int64_t B, int64_t Sq,
+                           int64_t Sk, int64_t queryStart, int64_t keyStart,
+                           int64_t heads, int64_t kvHeads, int64_t headDim,
+                           int64_t valueDim = -1);
+/// Its backward for one pair of chunks, from the final out and lse:
+/// adds the pair's share to dq ([B, Sq, ...]) and to dk and dv ([B, Sk,
+/// ...]), which sum over every chunk pair to attentionBackward's.
+void attentionChunkBackward(const float *dout, const float *q, const float *k,
+                            const float *v, const float *out, const float *lse,
+                            float *dq, float *dk, float *dv, int64_t B,
+                            int64_t Sq, int64_t Sk, int64_t queryStart,
+                            int64_t keyStart, int64_t heads, int64_t kvHeads,
+                            int64_t headDim, int64_t valueDim = -1);
+
 /// y[r, h] = (a[r, h], b[r, h]) for `rows` rows of `heads` heads: each
 /// head's `aWidth` features of a, then its `bWidth` of b (multi-head latent
 /// attention's queries and keys). With `sharedB`, b is one part [rows,

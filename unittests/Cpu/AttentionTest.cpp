@@ -338,14 +338,20 @@ TEST(AttentionTest, DocumentMaskingIsEachDocumentAlone) {
 // own rank's first). Chunks ahead of a query chunk are fully masked. The
 // merged outputs and log-sum-exps, and the gradients summed over the chunk
 // pairs (dk and dv travel back to their chunk's rank), are the whole
-// sequence's attention's.
+// sequence's attention's; with document masking too, documents spanning
+// chunks and ranks.
 TEST(AttentionTest, RingOfChunksIsTheWholeAttention) {
-  for (int64_t cp : {2, 3}) {
+  for (auto [cp, documents] :
+       {std::pair<int64_t, bool>{2, false}, {3, false}, {2, true}, {3, true}}) {
     // Chunks of 70 rows cross a 64-row tile; values narrower (MLA).
     const int64_t chunk = 70, chunks = 2 * cp;
     Shape sh{2, chunk * chunks, 4, 2, 8, 6};
-    SCOPED_TRACE("cp = " + std::to_string(cp));
-    BackwardCase whole(sh);
+    SCOPED_TRACE("cp = " + std::to_string(cp) +
+                 (documents ? ", documents" : ""));
+    std::vector<int32_t> positions;
+    if (documents)
+      positions = documentPositions(sh, {100, 1, 64, sh.S - 165});
+    BackwardCase whole(sh, 1.0f, positions);
     int64_t qWidth = sh.heads * sh.d, kWidth = sh.kvHeads * sh.d;
     int64_t vWidth = sh.kvHeads * sh.dv(), oWidth = sh.heads * sh.dv();
     // Rows [c * chunk, (c + 1) * chunk) of every sequence of x.
@@ -361,6 +367,12 @@ TEST(AttentionTest, RingOfChunksIsTheWholeAttention) {
     for (int64_t rank = 0; rank < cp; ++rank)
       for (int64_t qc : {rank, chunks - 1 - rank}) {
         std::vector<float> q = rowsOf(whole.q, qWidth, qc);
+        std::vector<int32_t> qPositions;
+        for (int64_t b = 0; documents && b < sh.B; ++b)
+          qPositions.insert(qPositions.end(),
+                            positions.begin() + b * sh.S + qc * chunk,
+                            positions.begin() + b * sh.S + (qc + 1) * chunk);
+        const int32_t *qPos = documents ? qPositions.data() : nullptr;
         std::vector<float> o(sh.B * chunk * oWidth, 0.0f),
             l(sh.B * sh.heads * chunk, -std::numeric_limits<float>::infinity());
         std::vector<float> dqChunk(q.size(), 0.0f);
@@ -376,8 +388,8 @@ TEST(AttentionTest, RingOfChunksIsTheWholeAttention) {
           attentionChunkForward(q.data(), rowsOf(whole.k, kWidth, kc).data(),
                                 rowsOf(whole.v, vWidth, kc).data(), o.data(),
                                 l.data(), sh.B, chunk, chunk, qc * chunk,
-                                kc * chunk, sh.heads, sh.kvHeads, sh.d,
-                                sh.dv());
+                                kc * chunk, sh.heads, sh.kvHeads, sh.d, sh.dv(),
+                                qPos);
         for (int64_t kc : order) {
           std::vector<float> dkChunk(sh.B * chunk * kWidth, 0.0f),
               dvChunk(sh.B * chunk * vWidth, 0.0f);
@@ -386,7 +398,7 @@ TEST(AttentionTest, RingOfChunksIsTheWholeAttention) {
               rowsOf(whole.v, vWidth, kc).data(), o.data(), l.data(),
               dqChunk.data(), dkChunk.data(), dvChunk.data(), sh.B, chunk,
               chunk, qc * chunk, kc * chunk, sh.heads, sh.kvHeads, sh.d,
-              sh.dv());
+              sh.dv(), qPos);
           for (int64_t b = 0; b < sh.B; ++b)
             for (int64_t r = 0; r < chunk * kWidth; ++r)
               dk[(b * sh.S + kc * chunk) * kWidth + r] +=

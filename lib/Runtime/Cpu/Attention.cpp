@@ -87,18 +87,21 @@ void packTransposed(const float *x, int64_t ld, int64_t cols, int64_t headDim,
 }
 
 /// The keys a query sees: [first(i), i + offset], its document's up to
-/// itself. Key j is at position j + offset relative to query rows (a
-/// chunk of keys elsewhere in the sequence: ring attention's offset of
-/// the query chunk's start from the key chunk's). Without document
-/// positions every query's document starts at 0 (plain causal
-/// attention); with them (offset 0), query i of sequence b is at position
-/// positions[b, i] of a document that starts at i - positions[b, i].
-/// first(i) never decreases with i: documents are contiguous runs.
+/// itself, in the keys' rows: query i is key row i + offset (a chunk of
+/// keys elsewhere in the sequence: ring attention's offset of the query
+/// chunk's start from the key chunk's). Without document positions every
+/// query's document starts before the first key (plain causal
+/// attention); with them, query i of sequence b is at position
+/// positions[b, i] of a document that starts at key row i + offset -
+/// positions[b, i]. first(i) never decreases with i: documents are
+/// contiguous runs.
 struct VisibleKeys {
-  const int32_t *positions; // this sequence's [S], or null
+  const int32_t *positions; // this sequence's queries' [Sq], or null
   int64_t offset = 0;
 
-  int64_t first(int64_t i) const { return positions ? i - positions[i] : 0; }
+  int64_t first(int64_t i) const {
+    return positions ? i + offset - positions[i] : 0;
+  }
   /// The last key query i sees (may be < 0: none).
   int64_t last(int64_t i) const { return i + offset; }
   /// The keys of block [j0, j0 + cols) that query i sees, as [begin, end)
@@ -180,7 +183,8 @@ void forwardTiles(const float *q, const float *k, const float *v, float *out,
     std::fill(t.sums.begin(), t.sums.end(), 0.0);
     std::fill(t.acc.begin(), t.acc.end(), 0.0f);
     // From the block of the earliest key any of its queries sees.
-    int64_t firstKey = visible.first(i0) / kBlock * kBlock;
+    int64_t firstKey =
+        std::max<int64_t>(0, visible.first(i0)) / kBlock * kBlock;
     int64_t keyEnd = std::min(Sk, visible.last(i0 + rows - 1) + 1);
     for (int64_t j0 = firstKey; j0 < keyEnd; j0 += kBlock) {
       int64_t cols = std::min(kBlock, Sk - j0);
@@ -354,12 +358,12 @@ void attentionChunkForward(const float *q, const float *k, const float *v,
                            float *out, float *lse, int64_t B, int64_t Sq,
                            int64_t Sk, int64_t queryStart, int64_t keyStart,
                            int64_t heads, int64_t kvHeads, int64_t headDim,
-                           int64_t valueDim) {
+                           int64_t valueDim, const int32_t *positions) {
   if (valueDim < 0)
     valueDim = headDim;
   std::vector<float> part(B * Sq * heads * valueDim), partLse(B * heads * Sq);
   forwardTiles(q, k, v, part.data(), partLse.data(), B, Sq, Sk, heads, kvHeads,
-               headDim, valueDim, /*positions=*/nullptr, queryStart - keyStart);
+               headDim, valueDim, positions, queryStart - keyStart);
   // The online softmax over chunks: lse = log(e^lse + e^lse'), and each
   // output weighted by its share, in double.
   constexpr float kNone = -std::numeric_limits<float>::infinity();
@@ -395,14 +399,15 @@ void attentionChunkBackward(const float *dout, const float *q, const float *k,
                             float *dq, float *dk, float *dv, int64_t B,
                             int64_t Sq, int64_t Sk, int64_t queryStart,
                             int64_t keyStart, int64_t heads, int64_t kvHeads,
-                            int64_t headDim, int64_t valueDim) {
+                            int64_t headDim, int64_t valueDim,
+                            const int32_t *positions) {
   if (valueDim < 0)
     valueDim = headDim;
   std::vector<float> dqPart(B * Sq * heads * headDim),
       dkPart(B * Sk * kvHeads * headDim), dvPart(B * Sk * kvHeads * valueDim);
   backwardTiles(dout, q, k, v, out, lse, dqPart.data(), dkPart.data(),
                 dvPart.data(), B, Sq, Sk, heads, kvHeads, headDim, valueDim,
-                /*positions=*/nullptr, queryStart - keyStart);
+                positions, queryStart - keyStart);
   for (size_t i = 0; i < dqPart.size(); ++i)
     dq[i] += dqPart[i];
   for (size_t i = 0; i < dkPart.size(); ++i)

@@ -179,12 +179,15 @@ void attentionBackward(const float *dout, const float *q, const float *k,
 /// ([B, heads, Sq]) by the online softmax. Start them with lse = -inf: a
 /// query seeing no key yet keeps lse = -inf and its output is the next
 /// chunk's. After every chunk the results are attentionForward's on the
-/// whole sequence (to rounding).
+/// whole sequence (to rounding). With `positions` ([B, Sq], the queries'
+/// positions in their documents, as attentionForward's), a query sees
+/// only its own document's keys.
 void attentionChunkForward(const float *q, const float *k, const float *v,
                            float *out, float *lse, int64_t B, int64_t Sq,
                            int64_t Sk, int64_t queryStart, int64_t keyStart,
                            int64_t heads, int64_t kvHeads, int64_t headDim,
-                           int64_t valueDim = -1);
+                           int64_t valueDim = -1,
+                           const int32_t *positions = nullptr);
 /// Its backward for one pair of chunks, from the final out and lse:
 /// adds the pair's share to dq ([B, Sq, ...]) and to dk and dv ([B, Sk,
 /// ...]), which sum over every chunk pair to attentionBackward's.
@@ -193,7 +196,8 @@ void attentionChunkBackward(const float *dout, const float *q, const float *k,
                             float *dq, float *dk, float *dv, int64_t B,
                             int64_t Sq, int64_t Sk, int64_t queryStart,
                             int64_t keyStart, int64_t heads, int64_t kvHeads,
-                            int64_t headDim, int64_t valueDim = -1);
+                            int64_t headDim, int64_t valueDim = -1,
+                            const int32_t *positions = nullptr);
 
 /// y[r, h] = (a[r, h], b[r, h]) for `rows` rows of `heads` heads: each
 /// head's `aWidth` features of a, then its `bWidth` of b (multi-head latent

@@ -76,6 +76,15 @@ private:
         ops.push_back(&op);
   }
 
+  /// The first optimizer op in block order (after every microbatch op),
+  /// or null.
+  Operation *firstOptimizerOp() const {
+    for (Operation *op : ops)
+      if (phase.lookup(op) == PipelinePhase::Optimizer)
+        return op;
+    return nullptr;
+  }
+
   /// The tagged op defining `value`, or null (arguments, parameters).
   Operation *taggedDefiningOp(Value value) const {
     Operation *def = value.getDefiningOp();
@@ -352,13 +361,7 @@ LogicalResult StageSplitter::shareParameter(AdamWUpdateOp update, int64_t first,
 
   // The optimizer's ops run after every microbatch op (the global norm is
   // the first of them).
-  Operation *optimizerStart = nullptr;
-  for (Operation *op : ops)
-    if (phase[op] == PipelinePhase::Optimizer) {
-      optimizerStart = op;
-      break;
-    }
-  OpBuilder builder(optimizerStart);
+  OpBuilder builder(firstOptimizerOp());
   auto place = [&](Operation *op, int64_t at) {
     phase[op] = PipelinePhase::Optimizer;
     stage[op] = at;
@@ -487,13 +490,8 @@ void StageSplitter::hoistUnnamedOps() {
 /// gradient summed over the microbatches instead of once per microbatch:
 /// it joins the optimizer on its stage, before the global norm.
 void StageSplitter::deferGradientReductions() {
-  Operation *firstOptimizerOp = nullptr;
-  for (Operation *op : ops)
-    if (phase[op] == PipelinePhase::Optimizer) {
-      firstOptimizerOp = op;
-      break;
-    }
-  if (!firstOptimizerOp)
+  Operation *optimizerStart = firstOptimizerOp();
+  if (!optimizerStart)
     return;
   for (Operation *op : ops) {
     if (!isa<AllReduceOp, ReduceScatterOp>(op) ||
@@ -506,7 +504,7 @@ void StageSplitter::deferGradientReductions() {
     if (!forOptimizerOnly || op->use_empty())
       continue;
     phase[op] = PipelinePhase::Optimizer;
-    op->moveBefore(firstOptimizerOp);
+    op->moveBefore(optimizerStart);
   }
 }
 

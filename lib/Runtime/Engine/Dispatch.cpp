@@ -216,22 +216,21 @@ public:
   absl::Status run(const ops::RopeGradView &op) {
     return rope(cpu::ropeBackward, op.dy(), op.dx(), op.heads(), op.theta());
   }
-  absl::Status run(const ops::AttentionView &op) {
-    const std::vector<int64_t> &q = in(op.q()).shape;
-    int64_t heads = op.heads();
-    cpu::attentionForward(f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
-                          f32(op.lse()), q[0], q[1], heads, op.kvHeads(),
-                          q[2] / heads);
-    return absl::OkStatus();
-  }
+  absl::Status run(const ops::AttentionView &op) { return attention(op); }
   absl::Status run(const ops::AttentionGradView &op) {
-    const std::vector<int64_t> &q = in(op.q()).shape;
-    int64_t heads = op.heads();
-    cpu::attentionBackward(f32(op.dout()), f32(op.q()), f32(op.k()),
-                           f32(op.v()), f32(op.out()), f32(op.lse()),
-                           f32(op.dq()), f32(op.dk()), f32(op.dv()), q[0], q[1],
-                           heads, op.kvHeads(), q[2] / heads);
-    return absl::OkStatus();
+    return attentionGrad(op);
+  }
+  absl::Status run(const ops::AttentionValueDimView &op) {
+    return attention(op);
+  }
+  absl::Status run(const ops::AttentionValueDimGradView &op) {
+    return attentionGrad(op);
+  }
+  absl::Status run(const ops::DocumentAttentionView &op) {
+    return attention(op, op.positions());
+  }
+  absl::Status run(const ops::DocumentAttentionGradView &op) {
+    return attentionGrad(op, op.positions());
   }
   absl::Status run(const ops::DocumentRopeView &op) {
     return rope(cpu::ropeForward, op.x(), op.y(), op.heads(), op.theta(),
@@ -240,46 +239,6 @@ public:
   absl::Status run(const ops::DocumentRopeGradView &op) {
     return rope(cpu::ropeBackward, op.dy(), op.dx(), op.heads(), op.theta(),
                 op.positions());
-  }
-  absl::Status run(const ops::DocumentAttentionView &op) {
-    const std::vector<int64_t> &q = in(op.q()).shape;
-    int64_t heads = op.heads();
-    if (absl::Status status = checkPositions(op.positions()); !status.ok())
-      return status;
-    cpu::attentionForward(f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
-                          f32(op.lse()), q[0], q[1], heads, op.kvHeads(),
-                          q[2] / heads, in(op.out()).shape[2] / heads,
-                          i32(op.positions()));
-    return absl::OkStatus();
-  }
-  absl::Status run(const ops::DocumentAttentionGradView &op) {
-    const std::vector<int64_t> &q = in(op.q()).shape;
-    int64_t heads = op.heads();
-    if (absl::Status status = checkPositions(op.positions()); !status.ok())
-      return status;
-    cpu::attentionBackward(f32(op.dout()), f32(op.q()), f32(op.k()),
-                           f32(op.v()), f32(op.out()), f32(op.lse()),
-                           f32(op.dq()), f32(op.dk()), f32(op.dv()), q[0], q[1],
-                           heads, op.kvHeads(), q[2] / heads,
-                           in(op.out()).shape[2] / heads, i32(op.positions()));
-    return absl::OkStatus();
-  }
-  absl::Status run(const ops::AttentionValueDimView &op) {
-    const std::vector<int64_t> &q = in(op.q()).shape;
-    int64_t heads = op.heads();
-    cpu::attentionForward(f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
-                          f32(op.lse()), q[0], q[1], heads, op.kvHeads(),
-                          q[2] / heads, in(op.out()).shape[2] / heads);
-    return absl::OkStatus();
-  }
-  absl::Status run(const ops::AttentionValueDimGradView &op) {
-    const std::vector<int64_t> &q = in(op.q()).shape;
-    int64_t heads = op.heads();
-    cpu::attentionBackward(
-        f32(op.dout()), f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
-        f32(op.lse()), f32(op.dq()), f32(op.dk()), f32(op.dv()), q[0], q[1],
-        heads, op.kvHeads(), q[2] / heads, in(op.out()).shape[2] / heads);
-    return absl::OkStatus();
   }
   absl::Status run(const ops::ConcatHeadsView &op) {
     HeadParts parts = headParts(op.heads(), in(op.a()), in(op.b()), in(op.y()));
@@ -570,6 +529,40 @@ private:
         return status;
     kernel(f32(x), f32(y), shape[0], shape[1], heads, shape[2] / heads, theta,
            positions ? i32(*positions) : nullptr);
+    return absl::OkStatus();
+  }
+
+  /// Attention, AttentionValueDim and DocumentAttention: the value heads'
+  /// width is the output's (the queries' for Attention), and with
+  /// `positions` each query sees its own document only.
+  template <class View>
+  absl::Status attention(const View &op,
+                         std::optional<uint32_t> positions = {}) {
+    const std::vector<int64_t> &q = in(op.q()).shape;
+    int64_t heads = op.heads();
+    if (positions)
+      if (absl::Status status = checkPositions(*positions); !status.ok())
+        return status;
+    cpu::attentionForward(f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
+                          f32(op.lse()), q[0], q[1], heads, op.kvHeads(),
+                          q[2] / heads, in(op.out()).shape[2] / heads,
+                          positions ? i32(*positions) : nullptr);
+    return absl::OkStatus();
+  }
+  /// The three gradients' backward, as attention().
+  template <class View>
+  absl::Status attentionGrad(const View &op,
+                             std::optional<uint32_t> positions = {}) {
+    const std::vector<int64_t> &q = in(op.q()).shape;
+    int64_t heads = op.heads();
+    if (positions)
+      if (absl::Status status = checkPositions(*positions); !status.ok())
+        return status;
+    cpu::attentionBackward(
+        f32(op.dout()), f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
+        f32(op.lse()), f32(op.dq()), f32(op.dk()), f32(op.dv()), q[0], q[1],
+        heads, op.kvHeads(), q[2] / heads, in(op.out()).shape[2] / heads,
+        positions ? i32(*positions) : nullptr);
     return absl::OkStatus();
   }
 

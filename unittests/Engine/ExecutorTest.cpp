@@ -82,6 +82,39 @@ TEST(ExecutorTest, RejectsAnInvalidProgram) {
               HasSubstr("executor: invalid program: instruction 2 (Linear)"));
 }
 
+// Document positions are each token's position in a document that starts
+// in the row: a position that is neither 0 nor the previous one + 1 is an
+// error naming the instruction and the token, not a read outside the
+// keys; a step without positions is refused before it starts.
+TEST(ExecutorTest, DocumentPositionsAreChecked) {
+  testing::MoeConfig config;
+  config.documentMasking = true;
+  absl::StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::create(makeMoeProgram(config));
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  (*executor)->initialize(3);
+  int64_t count = (*executor)->tokensPerStep();
+  std::vector<int32_t> tokens(count, 1), positions(count, 0);
+  absl::StatusOr<StepResult> missing =
+      (*executor)->runStep(tokens.data(), tokens.data(), 0);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("missing the tokens' document positions"));
+  EXPECT_TRUE(
+      (*executor)
+          ->runStep(tokens.data(), tokens.data(), 0, {}, positions.data())
+          .ok());
+  positions[3] = 7;
+  absl::StatusOr<StepResult> bad = (*executor)->runStep(
+      tokens.data(), tokens.data(), 1, {}, positions.data());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("(DocumentRope)"));
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("document position 7 at "));
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr(" is neither 0 nor the previous token's + 1"));
+}
+
 TEST(ExecutorTest, PartitionedProgramNeedsAWorldOfItsSize) {
   for (bool withWorld : {false, true}) {
     absl::StatusOr<std::unique_ptr<comm::World>> world = comm::World::local();

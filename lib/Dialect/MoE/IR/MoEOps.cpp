@@ -434,7 +434,8 @@ LogicalResult TransformerOp::verify() {
     return emitOpError() << "expected aux_coef >= 0, got "
                          << fmt(getAuxCoef().convertToFloat());
   if (std::optional<uint64_t> eos = getEosTokenId();
-      eos && static_cast<int64_t>(*eos) >= static_cast<int64_t>(getVocab()))
+      eos && (static_cast<int64_t>(*eos) < 0 ||
+              static_cast<int64_t>(*eos) >= static_cast<int64_t>(getVocab())))
     return emitOpError() << "expected eos_token_id in [0, vocab = "
                          << getVocab() << "), got "
                          << static_cast<int64_t>(*eos);

@@ -309,16 +309,19 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
           .Case([&](LinearGradWeightOp) {
             return set(ops::buildLinearGradWeight());
           })
-          // With document positions, opcodes of 3.7.
+          // With document positions, opcodes of 3.7; a sequence split
+          // over the mesh (context parallelism) is a group of 3.8.
           .Case([&](RoPEOp o) {
             return set(
                 (o.getPositions() ? ops::buildDocumentRope : ops::buildRope)(
-                    o.getNumHeads(), f(o.getThetaAttr())));
+                    o.getNumHeads(), f(o.getThetaAttr()),
+                    groupOver(o.getSequenceAxes())));
           })
           .Case([&](RoPEGradOp o) {
             return set((o.getPositions() ? ops::buildDocumentRopeGrad
                                          : ops::buildRopeGrad)(
-                o.getNumHeads(), f(o.getThetaAttr())));
+                o.getNumHeads(), f(o.getThetaAttr()),
+                groupOver(o.getSequenceAxes())));
           })
           // Values of their own head width (MLA) are opcodes of 3.6; with
           // document positions, of 3.7 (any value width).
@@ -328,14 +331,16 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
             return set((o.getPositions() ? ops::buildDocumentAttention
                         : ownValueDim    ? ops::buildAttentionValueDim
                                          : ops::buildAttention)(
-                o.getNumHeads(), o.getNumKvHeads()));
+                o.getNumHeads(), o.getNumKvHeads(),
+                groupOver(o.getSequenceAxes())));
           })
           .Case([&](AttentionGradOp o) {
             bool ownValueDim = o.getGrad().getType() != o.getQuery().getType();
             return set((o.getPositions() ? ops::buildDocumentAttentionGrad
                         : ownValueDim    ? ops::buildAttentionValueDimGrad
                                          : ops::buildAttentionGrad)(
-                o.getNumHeads(), o.getNumKvHeads()));
+                o.getNumHeads(), o.getNumKvHeads(),
+                groupOver(o.getSequenceAxes())));
           })
           .Case([&](ConcatHeadsOp o) {
             return set(ops::buildConcatHeads(o.getNumHeads()));

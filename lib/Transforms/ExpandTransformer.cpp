@@ -134,12 +134,12 @@ public:
     Value kv = proj("kv_b_proj", heads * (nope + valueDim), kvRank,
                     norm(kvParts.getLhs(), "kv_a_layernorm"));
     auto keyParts = split(kv, heads, nope, valueDim);
-    Value qRope = body.create<RoPEOp>(loc, queryParts.getRhs().getType(),
-                                      queryParts.getRhs(), positions,
-                                      i64(heads), config.getRopeThetaAttr());
-    Value kRope =
-        body.create<RoPEOp>(loc, kvParts.getRhs().getType(), kvParts.getRhs(),
-                            positions, i64(1), config.getRopeThetaAttr());
+    Value qRope = body.create<RoPEOp>(
+        loc, queryParts.getRhs().getType(), queryParts.getRhs(), positions,
+        i64(heads), config.getRopeThetaAttr(), ArrayAttr());
+    Value kRope = body.create<RoPEOp>(loc, kvParts.getRhs().getType(),
+                                      kvParts.getRhs(), positions, i64(1),
+                                      config.getRopeThetaAttr(), ArrayAttr());
     Value query = body.create<ConcatHeadsOp>(
         loc, q.getType(), queryParts.getLhs(), qRope, i64(heads));
     Value key = body.create<ConcatHeadsOp>(loc, q.getType(), keyParts.getLhs(),
@@ -149,7 +149,7 @@ public:
         qType.clone({qType.getDimSize(0), heads, qType.getDimSize(1)});
     auto attention = body.create<AttentionOp>(
         loc, withWidth(q, heads * valueDim), lseType, query, key,
-        keyParts.getRhs(), positions, i64(heads), i64(heads));
+        keyParts.getRhs(), positions, i64(heads), i64(heads), ArrayAttr());
     Value o = proj("o_proj", hidden, heads * valueDim, attention.getOutput());
     return add(x, o, loc);
   }
@@ -184,14 +184,15 @@ public:
       k = headNorm(k, "k_norm", kvHeads);
     }
     q = body.create<RoPEOp>(loc, q.getType(), q, positions, i64(heads),
-                            config.getRopeThetaAttr());
+                            config.getRopeThetaAttr(), ArrayAttr());
     k = body.create<RoPEOp>(loc, k.getType(), k, positions, i64(kvHeads),
-                            config.getRopeThetaAttr());
+                            config.getRopeThetaAttr(), ArrayAttr());
     auto qType = cast<RankedTensorType>(q.getType());
     auto lseType = qType.clone(
         {qType.getDimSize(0), heads, qType.getDimSize(1)});
-    auto attention = body.create<AttentionOp>(
-        loc, qType, lseType, q, k, v, positions, i64(heads), i64(kvHeads));
+    auto attention =
+        body.create<AttentionOp>(loc, qType, lseType, q, k, v, positions,
+                                 i64(heads), i64(kvHeads), ArrayAttr());
     Value o = proj("o_proj", hidden, heads * headDim, attention.getOutput());
     return add(x, o, loc);
   }

@@ -252,14 +252,10 @@ static SmallVector<DimAxes> factorAxes(Operation *op, const ShardingRule &rule) 
       if (set[f] || rule.getFactors()[f].pinned || dimAxes.empty() ||
           (onlyContracted && !contracted.contains(f)))
         continue;
-      bool clash = llvm::any_of(dimAxes, [&](StringRef axis) {
-        return llvm::any_of(together[f], [&](unsigned g) {
-          return llvm::is_contained(axes[g], axis);
-        });
-      });
-      if (clash)
+      DimAxes usable = clashFreePrefix(dimAxes, together[f], axes);
+      if (usable.empty())
         continue;
-      axes[f] = dimAxes;
+      axes[f] = usable;
       set[f] = true;
     }
   };
@@ -334,6 +330,15 @@ LogicalResult Partitioner::partitionRuled(Operation *op,
                   "data-parallel ranks";
   }
 
+  // Context parallelism's load-balanced split is the outermost split of a
+  // dimension: the collectives and kernels lay a block out that way only.
+  for (const DimAxes &factor : axes)
+    if (llvm::is_contained(factor, kContextAxis) &&
+        factor.front() != kContextAxis)
+      return op->emitOpError()
+             << "would split a dimension over " << llvm::join(factor, ", ")
+             << ": '" << kContextAxis << "' must be its outermost axis";
+
   IRMapping mapping;
   for (auto [operand, dims] : llvm::zip(op->getOperands(), rule.getOperands()))
     mapping.map(operand,
@@ -391,6 +396,10 @@ LogicalResult Partitioner::partitionRuled(Operation *op,
         return axesAttr(axes[f]);
     return axesAttr({});
   };
+  auto sequenceAxes = [&]() -> ArrayAttr {
+    const DimAxes &split = axes[rule.getOperands()[0][1].front()];
+    return split.empty() ? ArrayAttr() : axesAttr(split);
+  };
   if (!expertAxes.empty()) {
     if (auto experts = dyn_cast<ExpertsOp>(clone))
       experts.setExpertAxesAttr(axesAttr(expertAxes));
@@ -429,15 +438,25 @@ LogicalResult Partitioner::partitionRuled(Operation *op,
       .Case(
           [&](ConcatHeadsOp o) { o.setNumHeads(localHeads(o.getNumHeads())); })
       .Case([&](SplitHeadsOp o) { o.setNumHeads(localHeads(o.getNumHeads())); })
-      .Case([&](RoPEOp o) { o.setNumHeads(localHeads(o.getNumHeads())); })
-      .Case([&](RoPEGradOp o) { o.setNumHeads(localHeads(o.getNumHeads())); })
+      // A split sequence (context parallelism) tells them their rank's
+      // block of it: the axes of operand 0's sequence factor.
+      .Case([&](RoPEOp o) {
+        o.setNumHeads(localHeads(o.getNumHeads()));
+        o.setSequenceAxesAttr(sequenceAxes());
+      })
+      .Case([&](RoPEGradOp o) {
+        o.setNumHeads(localHeads(o.getNumHeads()));
+        o.setSequenceAxesAttr(sequenceAxes());
+      })
       .Case([&](AttentionOp o) {
         o.setNumHeads(localHeads(o.getNumHeads()));
         o.setNumKvHeads(localHeads(o.getNumKvHeads()));
+        o.setSequenceAxesAttr(sequenceAxes());
       })
       .Case([&](AttentionGradOp o) {
         o.setNumHeads(localHeads(o.getNumHeads()));
         o.setNumKvHeads(localHeads(o.getNumKvHeads()));
+        o.setSequenceAxesAttr(sequenceAxes());
       });
   return success();
 }

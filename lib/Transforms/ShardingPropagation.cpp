@@ -4,8 +4,10 @@
 // (priority 0), the batch (1), parameter storage (2). Then, until nothing
 // changes, each op projects the closed dimensions of its operands and
 // results onto its factors (ShardingRule.h), keeps for every factor the
-// axes of the strongest source that do not clash with axes already given to
-// a factor it shares a tensor with, and projects the factors back onto its
+// longest prefix of the strongest source's axes that does not clash with
+// axes already given to a factor it shares a tensor with (a residual
+// stream split {cp, tp} gives a column-parallel linear's tokens cp, its
+// features tp), and projects the factors back onto its
 // open dimensions. Pinned factors never take axes; an axis splits at most
 // one dimension of a tensor; a dimension takes the axes of its outermost
 // factor only when they divide it. What stays open is replicated.
@@ -176,6 +178,21 @@ bool Propagation::project(Value value, const ShardingRule::TensorFactors &dims,
   return changed;
 }
 
+SmallVector<StringRef>
+mlir::moe::clashFreePrefix(ArrayRef<StringRef> axes,
+                           const llvm::SmallSet<unsigned, 8> &together,
+                           ArrayRef<SmallVector<StringRef>> factorAxes) {
+  SmallVector<StringRef> prefix;
+  for (StringRef axis : axes) {
+    if (llvm::any_of(together, [&](unsigned g) {
+          return llvm::is_contained(factorAxes[g], axis);
+        }))
+      break;
+    prefix.push_back(axis);
+  }
+  return prefix;
+}
+
 bool Propagation::visit(Operation *op, const ShardingRule &rule) {
   ArrayRef<ShardingRule::Factor> factors = rule.getFactors();
   // Factors sharing a tensor cannot take the same axis.
@@ -213,14 +230,11 @@ bool Propagation::visit(Operation *op, const ShardingRule &rule) {
   for (const Candidate &c : candidates) {
     if (factors[c.factor].pinned || !factorAxes[c.factor].empty())
       continue;
-    bool clash = llvm::any_of(c.axes, [&](StringRef axis) {
-      return llvm::any_of(together[c.factor], [&](unsigned g) {
-        return llvm::is_contained(factorAxes[g], axis);
-      });
-    });
-    if (clash)
+    SmallVector<StringRef> usable =
+        clashFreePrefix(c.axes, together[c.factor], factorAxes);
+    if (usable.empty())
       continue;
-    factorAxes[c.factor] = c.axes;
+    factorAxes[c.factor] = usable;
     factorPriority[c.factor] = c.priority;
     factorWhy[c.factor] = c.why;
   }

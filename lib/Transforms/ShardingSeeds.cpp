@@ -14,7 +14,10 @@
 //     embedding on) splits the sequence, so norms, residual adds and the
 //     loss run on 1/tp of the tokens; the partitioner then gathers the
 //     sequence before column-parallel linears and reduce-scatters it after
-//     row-parallel ones.
+//     row-parallel ones;
+//   * context parallelism over cp: every activation splits the sequence
+//     (load-balanced for the causal mask, outside tp's split), and
+//     attention gathers its keys and values over cp.
 // Everything else (embeddings, LM head, norms, router) stays whole.
 //
 //===----------------------------------------------------------------------===//
@@ -38,7 +41,7 @@ struct Seed {
 /// The parts of the mesh the policy uses.
 struct Axes {
   SmallVector<StringRef> data;
-  std::optional<int64_t> tp, ep, fsdp;
+  std::optional<int64_t> tp, ep, fsdp, cp;
   int64_t dataRanks = 1;
 };
 } // namespace
@@ -57,6 +60,8 @@ static Axes axesOf(MeshOp mesh) {
       axes.ep = size;
     if (name == kFsdpAxis)
       axes.fsdp = size;
+    if (name == kContextAxis)
+      axes.cp = size;
   }
   return axes;
 }
@@ -208,28 +213,52 @@ LogicalResult mlir::moe::seedShardings(ModuleOp module, func::FuncOp step,
                                                    llvm::join(axes.data, ", ")));
   }
 
-  // Sequence parallelism: a weak seed on the embeddings, so the tensor
-  // parallel splits of the linears win where both apply.
-  if (axes.tp) {
+  // The sequence: split over cp (context parallelism, load-balanced: rank
+  // c holds chunks c and 2 cp - 1 - c), then over tp (sequence
+  // parallelism), by a weak seed on the embeddings, so the tensor parallel
+  // splits of the linears win where both apply (their inputs gather tp's
+  // part only) and cp splits every token-wise op down to attention.
+  if (axes.cp || axes.tp) {
+    int64_t cp = axes.cp.value_or(1), tp = axes.tp.value_or(1);
     WalkResult walk = step.walk([&](EmbeddingOp embedding) {
       auto type = cast<ShapedType>(embedding.getType());
-      if (type.getDimSize(1) % *axes.tp != 0) {
+      int64_t seq = type.getDimSize(1);
+      if (seq % (2 * cp) != 0 && cp > 1) {
         embedding.emitError()
-            << "seq (" << type.getDimSize(1) << ") is not divisible by tp ("
-            << *axes.tp << "): sequence parallelism splits the sequence";
+            << "seq (" << seq << ") is not divisible by 2 * cp (" << 2 * cp
+            << "): context parallelism gives each rank two of 2 * cp "
+               "equal chunks of the sequence";
+        return WalkResult::interrupt();
+      }
+      if ((seq / cp) % tp != 0) {
+        InFlightDiagnostic error = embedding.emitError();
+        if (cp > 1)
+          error << "seq / cp (" << seq / cp << ")";
+        else
+          error << "seq (" << seq << ")";
+        error << " is not divisible by tp (" << tp
+              << "): sequence parallelism splits the sequence";
         return WalkResult::interrupt();
       }
       SmallVector<SmallVector<StringRef>> dims(type.getRank());
       dims[0] = axes.data;
-      dims[1] = {kTensorAxis};
+      SmallVector<std::string> split;
+      if (axes.cp) {
+        dims[1].push_back(kContextAxis);
+        split.push_back("context parallel: the sequence splits over cp, "
+                        "rank c holding chunks c and 2 cp - 1 - c");
+      }
+      if (axes.tp) {
+        dims[1].push_back(kTensorAxis);
+        split.push_back("sequence parallel (Megatron): the residual stream "
+                        "splits the sequence over tp");
+      }
       embedding->setAttr(kShardingSeedAttrName,
                          ShardingAttr::get(meshRef, dims));
       SmallVector<Attribute> whys(type.getRank(), StringAttr::get(ctx, ""));
       whys[0] = StringAttr::get(ctx, "data parallel: batch split over " +
                                          llvm::join(axes.data, ", "));
-      whys[1] = StringAttr::get(ctx, "sequence parallel (Megatron): the "
-                                     "residual stream splits the sequence "
-                                     "over tp");
+      whys[1] = StringAttr::get(ctx, llvm::join(split, "; "));
       embedding->setAttr(kShardingSeedOriginAttrName,
                          ArrayAttr::get(ctx, whys));
       return WalkResult::advance();

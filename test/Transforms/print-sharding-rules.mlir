@@ -9,9 +9,9 @@ func.func @rules(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>,
   %y = moe.linear %x, %w : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
   // expected-remark @+1 {{sharding rule: (*0, *1, n), (*0, *1, k) -> (n, k)}}
   %dw = moe.linear_grad_weight %y, %x : (tensor<2x4x16xf32>, tensor<2x4x8xf32>) -> tensor<16x8xf32>
-  // expected-remark @+1 {{sharding rule: (b, s, [g r d]), (b, s, [g d]), (b, s, [g v]) -> (b, s, [g r v]), (b, [g r], s); pinned: s r d v}}
+  // expected-remark @+1 {{sharding rule: (b, s, [g r d]), (b, t, [g d]), (b, t, [g v]) -> (b, s, [g r v]), (b, [g r], s); pinned: r d t v}}
   %o, %lse = moe.attention %q, %k, %k {num_heads = 4, num_kv_heads = 2} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>)
-  // expected-remark @+1 {{sharding rule: (b, s, [h d]) -> (b, s, [h d]); pinned: s d}}
+  // expected-remark @+1 {{sharding rule: (b, s, [h d]) -> (b, s, [h d]); pinned: d}}
   %r = moe.rope %q {num_heads = 4, theta = 1.0e4 : f32} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   // MLA's per-head splits and joins: splitting the heads splits each part;
   // a shared part stays whole, and its split is a sum over the heads.

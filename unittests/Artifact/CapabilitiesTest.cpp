@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -26,6 +27,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::instructionWith;
 using testing::makeExpertParallelProgram;
+using testing::makeMeshProgram;
 using testing::makeMoeProgram;
 using testing::makePipelinedTinyProgram;
 using testing::makeTinyProgram;
@@ -95,7 +97,8 @@ TEST(CapabilitiesTest, TheCudaBackendAsItIsToday) {
       "expert_chunks: yes; async_collectives: yes; dtypes: f32, i32, bf16; "
       "fp8_block: 128; linear_cross_entropy: no; gemm_epilogues: no; "
       "scored_routers: no; router_losses: no; latent_attention: no; "
-      "stage_shared_parameters: no; document_masking: no");
+      "stage_shared_parameters: no; document_masking: no; "
+      "context_parallel: no");
   // A cpu-target artifact on the cuda backend gets what every GPU runs.
   caps::Capabilities common = caps::backendCapabilities("cuda", "cpu");
   EXPECT_TRUE(common.target.empty());
@@ -171,6 +174,23 @@ TEST(CapabilitiesTest, Fp8DispatchOnlyWhereTokensTravel) {
   local.target = "h100";
   setRecipe(local, Fp8Scaling::None, /*dispatch=*/true);
   EXPECT_EQ(check(local, "cuda"), "ok");
+}
+
+// A sequence split over cp (a group cp leads) runs on the CPU only; a split
+// over another axis is no context parallelism.
+TEST(CapabilitiesTest, ContextParallelismRunsOnTheCpuOnly) {
+  Program program = makeMeshProgram();
+  program.target = "h100";
+  EXPECT_EQ(check(program, "cuda"), "ok");
+  program.meshAxes[1] = "cp";
+  for (AxisList &group : program.groups)
+    std::replace(group.begin(), group.end(), std::string("tp"),
+                 std::string("cp"));
+  EXPECT_EQ(check(program, "cpu"), "ok");
+  EXPECT_THAT(check(program, "cuda"),
+              HasSubstr("needs a sequence split over cp (context parallelism, "
+                        "group 0); the cuda backend on h100 lacks it "
+                        "(context_parallel: no)"));
 }
 
 TEST(CapabilitiesTest, RunOptionsTheBackendWouldIgnore) {

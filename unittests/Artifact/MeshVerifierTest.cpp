@@ -8,6 +8,7 @@
 
 #include "ExpectVerify.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace moe::rt {
@@ -388,6 +389,63 @@ TEST(MeshVerifierTest, ExpertExchangesMustFitMpiCounts) {
         " floats: more than the 2147483647 one exchange can move");
     expectError(program, {expected.c_str()});
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Context parallelism (3.8): a sequence split over a group cp leads
+//===----------------------------------------------------------------------===//
+
+/// makeMoeProgram() (seq 5) on a mesh of `axis` = 2, its RoPE
+/// instructions holding a rank's block of a sequence of 10 split over it
+/// (their sequence group).
+Program sequenceSplitProgram(const char *axis) {
+  Program program = testing::makeMoeProgram();
+  program.meshAxes = {axis};
+  program.meshShape = {2};
+  program.groups = {{axis}};
+  for (Instruction &inst : program.instructions)
+    if (inst.opcode == Opcode::Rope)
+      inst.intAttrs.push_back(0);
+  return program;
+}
+
+TEST(MeshVerifierTest, SequenceGroupOfRope) {
+  expectValid(sequenceSplitProgram("tp"));
+  Program program = sequenceSplitProgram("tp");
+  program.versionMinor = 7;
+  expectError(program, {"(Rope)", "has a sequence group, which artifacts "
+                                  "have since version 3.8; this one is 3.7"});
+  // cp's load-balanced split needs 2 cp = 4 chunks of the whole 10.
+  expectError(sequenceSplitProgram("cp"),
+              {"(Rope)", "its sequence (10 whole) is split load-balanced over "
+                         "group 0 {cp}, which needs it divisible by 2 * cp "
+                         "(4)"});
+}
+
+// Attention's keys and values are the whole sequence its queries are a
+// block of.
+TEST(MeshVerifierTest, SequenceGroupOfAttentionNeedsTheWholeKeys) {
+  Program program = sequenceSplitProgram("tp");
+  instruction(program, Opcode::Attention).intAttrs.push_back(0);
+  expectError(program, {"(Attention)", "operand 1", "[2, 10, "});
+}
+
+// A bucket scatters contiguous blocks: never over a group cp leads.
+TEST(MeshVerifierTest, BucketsDoNotScatterOverCp) {
+  Program program = makeMeshProgram();
+  program.meshAxes[0] = "cp";
+  for (AxisList *axes : {&program.batchAxes})
+    std::replace(axes->begin(), axes->end(), std::string("dp"),
+                 std::string("cp"));
+  for (AxisList &group : program.groups)
+    std::replace(group.begin(), group.end(), std::string("dp"),
+                 std::string("cp"));
+  for (Buffer &b : program.buffers)
+    for (AxisList &dim : b.split)
+      std::replace(dim.begin(), dim.end(), std::string("dp"),
+                   std::string("cp"));
+  expectError(program, {"(ReduceBucket)", "which cp leads: a bucket "
+                                          "scatters contiguous blocks"});
 }
 
 } // namespace

@@ -1,6 +1,7 @@
 //===- AttentionTest.cpp - Tests of causal grouped-query attention --------===//
 
 #include "moe/Runtime/Cpu/Kernels.h"
+#include "moe/Runtime/StepSemantics.h"
 
 #include "TestUtils.h"
 
@@ -426,6 +427,93 @@ TEST(AttentionTest, RingOfChunksIsTheWholeAttention) {
     expectNear(dq, wide(whole.dq), 1e-5, "dq");
     expectNear(dk, wide(whole.dk), 1e-5, "dk");
     expectNear(dv, wide(whole.dv), 1e-5, "dv");
+  }
+}
+
+// Context parallelism with the keys gathered: each rank's block of the
+// load-balanced sequence (semantics::balancedRuns; cp ranks, each pair of
+// chunks cut `inner` ways as tp's sequence split does) against the whole
+// sequence's keys and values. Each block's out, lse and dq are the whole
+// attention's rows, and dk and dv summed over the blocks are the whole's;
+// with documents spanning chunks and ranks too.
+TEST(AttentionTest, ABlockOfTheBalancedSequenceIsTheWholeAttentionsRows) {
+  struct Case {
+    int64_t cp, inner;
+    bool documents;
+  };
+  for (Case c : {Case{2, 1, false}, Case{3, 1, false}, Case{2, 2, false},
+                 Case{2, 1, true}, Case{3, 2, true}}) {
+    const int64_t chunk = 70, parts = c.cp * c.inner;
+    Shape sh{2, chunk * 2 * c.cp, 4, 2, 8, 6};
+    SCOPED_TRACE("cp = " + std::to_string(c.cp) + ", inner = " +
+                 std::to_string(c.inner) + (c.documents ? ", documents" : ""));
+    std::vector<int32_t> positions;
+    if (c.documents)
+      positions = documentPositions(sh, {100, 1, 64, sh.S - 165});
+    BackwardCase whole(sh, 1.0f, positions);
+    int64_t qWidth = sh.heads * sh.d, kWidth = sh.kvHeads * sh.d;
+    int64_t vWidth = sh.kvHeads * sh.dv(), oWidth = sh.heads * sh.dv();
+    int64_t width = sh.S / parts;
+    std::vector<double> dk(whole.dk.size(), 0.0), dv(whole.dv.size(), 0.0);
+    for (int64_t g = 0; g < parts; ++g) {
+      moe::rt::semantics::SequenceRuns block =
+          moe::rt::semantics::balancedRuns(sh.S, c.cp, parts, g);
+      std::vector<SequenceRun> runs;
+      for (int i = 0; i < block.count; ++i)
+        runs.push_back({block.local[i], block.whole[i], block.length[i]});
+      // The block's rows of a [B, S, width] tensor, and back.
+      auto rowsOf = [&](const auto &x, int64_t w) {
+        std::vector<typename std::decay_t<decltype(x)>::value_type> part(
+            sh.B * width * w);
+        for (int64_t b = 0; b < sh.B; ++b)
+          for (const SequenceRun &run : runs)
+            std::copy_n(x.begin() + (b * sh.S + run.whole) * w, run.length * w,
+                        part.begin() + (b * width + run.local) * w);
+        return part;
+      };
+      std::vector<float> q = rowsOf(whole.q, qWidth),
+                         dout = rowsOf(whole.dout, oWidth);
+      std::vector<int32_t> blockPositions;
+      if (c.documents)
+        blockPositions = rowsOf(positions, 1);
+      const int32_t *documents = c.documents ? blockPositions.data() : nullptr;
+      std::vector<float> out(sh.B * width * oWidth),
+          lse(sh.B * sh.heads * width), dq(q.size()), dkPart(whole.dk.size()),
+          dvPart(whole.dv.size());
+      attentionBlockForward(q.data(), whole.k.data(), whole.v.data(),
+                            out.data(), lse.data(), sh.B, width, sh.S, runs,
+                            sh.heads, sh.kvHeads, sh.d, sh.dv(), documents);
+      attentionBlockBackward(
+          dout.data(), q.data(), whole.k.data(), whole.v.data(), out.data(),
+          lse.data(), dq.data(), dkPart.data(), dvPart.data(), sh.B, width,
+          sh.S, runs, sh.heads, sh.kvHeads, sh.d, sh.dv(), documents);
+      auto wide = [](const std::vector<float> &x) {
+        return std::vector<double>(x.begin(), x.end());
+      };
+      expectNear(out, wide(rowsOf(whole.out, oWidth)), 1e-5, "out");
+      expectNear(dq, wide(rowsOf(whole.dq, qWidth)), 1e-5, "dq");
+      // lse is [B, heads, S]: the block's columns of every row.
+      std::vector<float> wantLse;
+      for (int64_t row = 0; row < sh.B * sh.heads; ++row) {
+        std::vector<float> columns(whole.lse.begin() + row * sh.S,
+                                   whole.lse.begin() + (row + 1) * sh.S);
+        std::vector<float> mine(width);
+        for (const SequenceRun &run : runs)
+          std::copy_n(columns.begin() + run.whole, run.length,
+                      mine.begin() + run.local);
+        wantLse.insert(wantLse.end(), mine.begin(), mine.end());
+      }
+      expectNear(lse, wide(wantLse), 1e-5, "lse");
+      for (size_t i = 0; i < dk.size(); ++i)
+        dk[i] += dkPart[i];
+      for (size_t i = 0; i < dv.size(); ++i)
+        dv[i] += dvPart[i];
+    }
+    std::vector<float> dkSum(dk.begin(), dk.end()), dvSum(dv.begin(), dv.end());
+    expectNear(dkSum, std::vector<double>(whole.dk.begin(), whole.dk.end()),
+               1e-5, "dk");
+    expectNear(dvSum, std::vector<double>(whole.dv.begin(), whole.dv.end()),
+               1e-5, "dv");
   }
 }
 

@@ -55,6 +55,48 @@ TEST(RopeTest, SecondPairRotatesByInverseFrequency) {
   EXPECT_EQ(y[2 * d + 0], 0.0f);
 }
 
+// A rank's block of the sequence (context parallelism: chunks 1 and 2 of 4
+// of a 24-row sequence) rotates each row as the whole sequence does at its
+// place: bitwise, forward and backward, and a document position past the
+// block's length too.
+TEST(RopeTest, ABlockRotatesByItsPlaceInTheWhole) {
+  const int64_t B = 2, S = 24, heads = 2, d = 8, width = heads * d;
+  auto x = randomVector(B * S * width, 54);
+  std::vector<float> whole(x.size()), wholeBack(x.size());
+  ropeForward(x.data(), whole.data(), B, S, heads, d, kTheta);
+  ropeBackward(x.data(), wholeBack.data(), B, S, heads, d, kTheta);
+  std::vector<SequenceRun> runs = {{0, 6, 6}, {6, 12, 6}};
+  const int64_t rows = 12;
+  std::vector<float> block(B * rows * width);
+  for (int64_t b = 0; b < B; ++b)
+    for (const SequenceRun &run : runs)
+      std::copy_n(x.begin() + (b * S + run.whole) * width, run.length * width,
+                  block.begin() + (b * rows + run.local) * width);
+  std::vector<float> y(block.size()), back(block.size());
+  ropeForward(block.data(), y.data(), B, rows, heads, d, kTheta, nullptr, runs);
+  ropeBackward(block.data(), back.data(), B, rows, heads, d, kTheta, nullptr,
+               runs);
+  for (int64_t b = 0; b < B; ++b)
+    for (const SequenceRun &run : runs)
+      for (int64_t e = 0; e < run.length * width; ++e) {
+        int64_t local = (b * rows + run.local) * width + e;
+        int64_t at = (b * S + run.whole) * width + e;
+        ASSERT_EQ(y[local], whole[at]);
+        ASSERT_EQ(back[local], wholeBack[at]);
+      }
+  // Document positions up to 17 on a block of 12 rows.
+  std::vector<int32_t> positions(B * rows);
+  for (int64_t t = 0; t < B * rows; ++t)
+    positions[t] = static_cast<int32_t>(6 + t % rows);
+  ropeForward(block.data(), y.data(), B, rows, heads, d, kTheta,
+              positions.data(), runs);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < rows; ++s)
+      for (int64_t e = 0; e < width; ++e)
+        ASSERT_EQ(y[(b * rows + s) * width + e],
+                  whole[(b * S + 6 + s) * width + e]);
+}
+
 TEST(RopeTest, BackwardInvertsForwardInPlace) {
   const int64_t B = 1, S = 20, heads = 4, d = 16;
   auto x = randomVector(B * S * heads * d, 53);

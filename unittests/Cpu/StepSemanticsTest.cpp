@@ -91,4 +91,60 @@ TEST(StepSemanticsTest, CollectiveBlocks) {
   EXPECT_EQ(whole.chunk, 24);
 }
 
+// Context parallelism's load-balanced split of 8 rows over cp = 2: rank 0
+// holds chunks 0 and 3, rank 1 chunks 1 and 2; with tp's split inside
+// (4 parts), each rank's pair is cut in two.
+TEST(StepSemanticsTest, BalancedRuns) {
+  SequenceRuns r0 = balancedRuns(8, 2, 2, 0);
+  ASSERT_EQ(r0.count, 2);
+  EXPECT_EQ(r0.local[0], 0);
+  EXPECT_EQ(r0.whole[0], 0);
+  EXPECT_EQ(r0.length[0], 2);
+  EXPECT_EQ(r0.local[1], 2);
+  EXPECT_EQ(r0.whole[1], 6);
+  EXPECT_EQ(r0.length[1], 2);
+  SequenceRuns r1 = balancedRuns(8, 2, 2, 1);
+  ASSERT_EQ(r1.count, 2);
+  EXPECT_EQ(r1.whole[0], 2);
+  EXPECT_EQ(r1.whole[1], 4);
+  // cp = 2 x 2 inner parts: blocks are chunks 0, 3, 1, 2.
+  int64_t expected[] = {0, 6, 2, 4};
+  for (int64_t g = 0; g < 4; ++g) {
+    SequenceRuns runs = balancedRuns(8, 2, 4, g);
+    ASSERT_EQ(runs.count, 1);
+    EXPECT_EQ(runs.local[0], 0);
+    EXPECT_EQ(runs.whole[0], expected[g]);
+    EXPECT_EQ(runs.length[0], 2);
+  }
+  // Without cp the blocks are contiguous.
+  SequenceRuns plain = blockRuns(8, 1, 4, 3);
+  ASSERT_EQ(plain.count, 1);
+  EXPECT_EQ(plain.whole[0], 6);
+  EXPECT_EQ(plain.length[0], 2);
+}
+
+// Every split covers every row exactly once, the runs filling each block
+// in order; a block may straddle the two chunks of its rank's pair.
+TEST(StepSemanticsTest, BalancedRunsPartitionTheSequence) {
+  for (int64_t cp : {2, 3, 4})
+    for (int64_t inner : {1, 2, 3, 5}) {
+      int64_t parts = cp * inner, whole = 2 * cp * inner * 7;
+      std::vector<int> seen(whole, 0);
+      for (int64_t g = 0; g < parts; ++g) {
+        SequenceRuns runs = balancedRuns(whole, cp, parts, g);
+        int64_t filled = 0;
+        for (int i = 0; i < runs.count; ++i) {
+          EXPECT_EQ(runs.local[i], filled);
+          filled += runs.length[i];
+          for (int64_t j = 0; j < runs.length[i]; ++j)
+            ++seen[runs.whole[i] + j];
+        }
+        EXPECT_EQ(filled, whole / parts);
+      }
+      for (int64_t i = 0; i < whole; ++i)
+        EXPECT_EQ(seen[i], 1)
+            << "row " << i << " of cp " << cp << " x " << inner;
+    }
+}
+
 } // namespace

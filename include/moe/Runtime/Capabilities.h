@@ -70,6 +70,7 @@ inline constexpr std::string_view kLatentAttentionName = "latent_attention";
 inline constexpr std::string_view kStageSharedParametersName =
     "stage_shared_parameters";
 inline constexpr std::string_view kDocumentMaskingName = "document_masking";
+inline constexpr std::string_view kContextParallelName = "context_parallel";
 
 struct Capabilities {
   /// The target (moec --target) and the backend that runs it (moe-run
@@ -130,6 +131,10 @@ struct Capabilities {
   /// Document masking: RoPE and attention at each token's position in its
   /// document (DocumentRope, DocumentAttention and their gradients).
   bool documentMasking = false;
+  /// Context parallelism: a sequence split over a "cp" mesh axis,
+  /// load-balanced (collectives along it, and RoPE and attention on a
+  /// rank's block of it).
+  bool contextParallel = false;
 
   constexpr bool hasRecipe(Fp8Recipe recipe) const {
     return (fp8Recipes & recipeBit(recipe)) != 0;
@@ -177,16 +182,30 @@ inline constexpr uint32_t kF32I32BF16 = kF32I32 | dtypeBit(rt::DType::BF16);
 /// cross-entropy and the GEMMs with epilogue addends run on the CPU only;
 /// GPU targets keep those ops unfused. Routers other than Mixtral's and the
 /// sequence-wise and z router losses, multi-head latent attention, a
-/// parameter shared by two pipeline stages and document masking run on the
-/// CPU only, and the CUDA backend refuses them at load.
+/// parameter shared by two pipeline stages, document masking and context
+/// parallelism run on the CPU only, and the CUDA backend refuses them at
+/// load.
 inline constexpr Capabilities kCapabilities[] = {
-    {"cpu", "cpu", 0, kAllRecipes, /*fp8Dispatch=*/true,
-     /*fp8GemmAlignment=*/1, /*pipelineStages=*/true, /*microbatches=*/true,
-     /*expertChunks=*/true, /*asyncCollectives=*/true, kF32I32BF16,
-     /*fp8Block=*/0, /*linearCrossEntropy=*/true, /*gemmEpilogues=*/true,
-     /*scoredRouters=*/true, /*routerLosses=*/true,
-     /*latentAttention=*/true, /*stageSharedParameters=*/true,
-     /*documentMasking=*/true},
+    {"cpu",
+     "cpu",
+     0,
+     kAllRecipes,
+     /*fp8Dispatch=*/true,
+     /*fp8GemmAlignment=*/1,
+     /*pipelineStages=*/true,
+     /*microbatches=*/true,
+     /*expertChunks=*/true,
+     /*asyncCollectives=*/true,
+     kF32I32BF16,
+     /*fp8Block=*/0,
+     /*linearCrossEntropy=*/true,
+     /*gemmEpilogues=*/true,
+     /*scoredRouters=*/true,
+     /*routerLosses=*/true,
+     /*latentAttention=*/true,
+     /*stageSharedParameters=*/true,
+     /*documentMasking=*/true,
+     /*contextParallel=*/true},
     {"a100", "cuda", 80, /*fp8Recipes=*/0, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/16, /*pipelineStages=*/true,
      /*microbatches=*/true, /*expertChunks=*/true,
@@ -249,6 +268,7 @@ constexpr Capabilities commonCapabilities(std::string_view backend) {
     common.stageSharedParameters =
         common.stageSharedParameters && r.stageSharedParameters;
     common.documentMasking = common.documentMasking && r.documentMasking;
+    common.contextParallel = common.contextParallel && r.contextParallel;
   }
   return common;
 }
@@ -319,6 +339,7 @@ inline std::string describeCapabilities(const Capabilities &caps) {
   add(kLatentAttentionName, yesNo(caps.latentAttention));
   add(kStageSharedParametersName, yesNo(caps.stageSharedParameters));
   add(kDocumentMaskingName, yesNo(caps.documentMasking));
+  add(kContextParallelName, yesNo(caps.contextParallel));
   return line;
 }
 

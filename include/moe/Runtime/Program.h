@@ -31,7 +31,7 @@ namespace moe::rt {
 /// attention's pieces, 3.7 a parameter held by two pipeline stages
 /// (PipelineGradientSum).
 inline constexpr uint16_t kArtifactVersionMajor = 3;
-inline constexpr uint16_t kArtifactVersionMinor = 7;
+inline constexpr uint16_t kArtifactVersionMinor = 8;
 /// The oldest minor version of this major one the runtime reads: 3.0's op
 /// table allowed no BF16, so its per-opcode fingerprints no longer match.
 inline constexpr uint16_t kOldestArtifactVersionMinor = 1;
@@ -61,6 +61,10 @@ enum class Init : uint8_t { None = 0, Zeros = 1, Ones = 2, Normal = 3 };
 /// Mesh axis names: the axes one tensor dimension is split over, or the axes
 /// a group spans (the ranks that differ only on them).
 using AxisList = std::vector<std::string>;
+
+/// The context-parallel mesh axis: a dimension it splits (the sequence) is
+/// split load-balanced (semantics::balancedRuns), version 3.8.
+inline constexpr const char *kContextAxis = "cp";
 
 /// The opcode's name in the op table ("Linear", "AdamW", ...).
 const char *opcodeName(Opcode opcode);
@@ -188,6 +192,10 @@ struct Program {
   /// The product of the sizes of `axes`, which must be axes of the mesh
   /// (the verifier checks every list of axes a program holds).
   int64_t partsOf(const AxisList &axes) const;
+  /// The cp size when `axes` split a dimension by context parallelism's
+  /// load-balanced split (cp, of size > 1, leads them:
+  /// semantics::balancedRuns), else 1.
+  int64_t balancedSplitOf(const AxisList &axes) const;
   /// For each buffer, the last instruction writing it (-1: none).
   std::vector<int64_t> lastWriters() const;
   /// "dp=2 x tp=2", or "1 rank" for a program without a mesh.

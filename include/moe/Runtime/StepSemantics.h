@@ -179,6 +179,56 @@ MOE_HOST_DEVICE inline int64_t packedOffset(const CollectiveBlocks &blocks,
   return r * (blocks.outer * blocks.chunk) + o * blocks.chunk;
 }
 
+/// Context parallelism's load-balanced split of a sequence (Megatron's and
+/// TorchTitan's): the whole dimension of `whole` elements is cut into 2 cp
+/// chunks, and cp rank c holds chunks c and 2 cp - 1 - c, in that order,
+/// so every rank gets as much of the causal mask's work. A split over axes
+/// that cp leads is this split, the axes after cp cutting each rank's pair
+/// of chunks contiguously: block g of `parts` (the row-major index over
+/// the axes) is part g % (parts / cp) of cp rank g / (parts / cp)'s pair.
+/// The block's elements are at most two runs of the whole: `local[i]` of
+/// the block is `whole[i]` of the sequence, for `length[i]` elements.
+/// Requires whole % (2 cp) == 0 and whole % parts == 0.
+struct SequenceRuns {
+  int count = 0;
+  int64_t local[2] = {0, 0}, whole[2] = {0, 0}, length[2] = {0, 0};
+};
+
+MOE_HOST_DEVICE inline SequenceRuns balancedRuns(int64_t whole, int64_t cp,
+                                                 int64_t parts, int64_t g) {
+  SequenceRuns runs;
+  int64_t inner = parts / cp, c = g / inner, t = g % inner;
+  int64_t chunk = whole / (2 * cp), width = whole / parts;
+  // The block is [begin, end) of the pair: chunk c, then chunk 2 cp - 1 - c.
+  int64_t begin = t * width, end = begin + width;
+  for (int64_t half = 0; half < 2; ++half) {
+    int64_t from = begin > half * chunk ? begin : half * chunk;
+    int64_t to = end < (half + 1) * chunk ? end : (half + 1) * chunk;
+    if (from >= to)
+      continue;
+    int64_t owner = half == 0 ? c : 2 * cp - 1 - c;
+    runs.local[runs.count] = from - begin;
+    runs.whole[runs.count] = owner * chunk + (from - half * chunk);
+    runs.length[runs.count] = to - from;
+    ++runs.count;
+  }
+  return runs;
+}
+
+/// Block g of `parts` along a dimension of `whole` elements: the
+/// load-balanced split when cp > 1 leads its axes, else the g-th
+/// contiguous block (one run).
+MOE_HOST_DEVICE inline SequenceRuns blockRuns(int64_t whole, int64_t cp,
+                                              int64_t parts, int64_t g) {
+  if (cp > 1)
+    return balancedRuns(whole, cp, parts, g);
+  SequenceRuns runs;
+  runs.count = 1;
+  runs.length[0] = whole / parts;
+  runs.whole[0] = g * runs.length[0];
+  return runs;
+}
+
 } // namespace moe::rt::semantics
 
 #endif // MOE_RUNTIME_STEPSEMANTICS_H

@@ -18,6 +18,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SmallSet.h"
 
 #include <string>
 #include <utility>
@@ -57,6 +58,14 @@ LogicalResult propagateShardings(func::FuncOp step, MeshOp mesh);
 ShardingAttr getRecordedSharding(Value value);
 /// The reason recorded with it.
 llvm::StringRef getRecordedShardingOrigin(Value value);
+
+/// The longest prefix of `axes` that none of the factors `together` (the
+/// ones sharing a tensor with the factor taking them) already has in
+/// `factorAxes`.
+llvm::SmallVector<llvm::StringRef>
+clashFreePrefix(llvm::ArrayRef<llvm::StringRef> axes,
+                const llvm::SmallSet<unsigned, 8> &together,
+                llvm::ArrayRef<llvm::SmallVector<llvm::StringRef>> factorAxes);
 
 /// The per-rank shape of `type` under `sharding` on `mesh`.
 llvm::SmallVector<int64_t> localShape(ShapedType type, ShardingAttr sharding,

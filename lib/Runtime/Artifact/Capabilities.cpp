@@ -222,6 +222,13 @@ absl::Status checkCapabilities(const Program &program,
     return s;
   if (absl::Status s = checkGatedOps(program, record, lacks); !s.ok())
     return s;
+  if (!record.contextParallel)
+    for (size_t g = 0; g < program.groups.size(); ++g)
+      if (program.balancedSplitOf(program.groups[g]) > 1)
+        return lacks(absl::StrCat("a sequence split over cp (context "
+                                  "parallelism, group ",
+                                  g, ")"),
+                     caps::kContextParallelName, "no");
 
   // Run options the backend would otherwise ignore.
   if (request.expertChunks > 1 && !record.expertChunks)

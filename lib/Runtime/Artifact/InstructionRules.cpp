@@ -18,6 +18,7 @@
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/HeadParts.h"
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_join.h"
 
 #include <algorithm>
@@ -373,6 +374,8 @@ private:
   }
 
   template <class View> absl::Status checkRopeWidth(const View &op) {
+    if (absl::StatusOr<int64_t> length = sequenceLength(op); !length.ok())
+      return length.status();
     int64_t width = bound("X"), heads = op.heads();
     if (width % heads != 0 || (width / heads) % 2 != 0 || width == 0)
       return error(absl::StrCat("operand 0 has last dim ", width,
@@ -415,15 +418,46 @@ private:
                                   ") * a positive value head dim"));
       valueWidth = kvHeads * (outputWidth / heads);
     }
-    MOE_VERIFY_OK(operandShape(View::kKOperand, {"B", "S", kvWidth}));
-    MOE_VERIFY_OK(operandShape(View::kVOperand, {"B", "S", valueWidth}));
+    // The keys and values are the whole sequence: with a sequence group,
+    // the queries are this rank's block of it.
+    absl::StatusOr<int64_t> whole = sequenceLength(op);
+    if (!whole.ok())
+      return whole.status();
+    int64_t keys = *whole;
+    MOE_VERIFY_OK(operandShape(View::kKOperand, {"B", keys, kvWidth}));
+    MOE_VERIFY_OK(operandShape(View::kVOperand, {"B", keys, valueWidth}));
     if constexpr (forward) {
       return resultShape(View::kLseResult, {"B", heads, "S"});
     } else {
       MOE_VERIFY_OK(operandShape(View::kLseOperand, {"B", heads, "S"}));
-      MOE_VERIFY_OK(resultShape(View::kDkResult, {"B", "S", kvWidth}));
-      return resultShape(View::kDvResult, {"B", "S", valueWidth});
+      MOE_VERIFY_OK(resultShape(View::kDkResult, {"B", keys, kvWidth}));
+      return resultShape(View::kDvResult, {"B", keys, valueWidth});
     }
+  }
+
+  /// The whole sequence's length S * parts of an instruction whose
+  /// operand 0 ([B, S, ...]) is its block along a `sequence` group (S
+  /// without one); a load-balanced split needs 2 cp chunks of it.
+  template <class View> absl::StatusOr<int64_t> sequenceLength(const View &op) {
+    int64_t length = bound("S");
+    std::optional<int64_t> group = op.sequence();
+    if (!group)
+      return length;
+    if (program.versionMajor == 3 && program.versionMinor < 8)
+      return error(absl::StrCat(
+          "has a sequence group, which artifacts have since version 3.8; "
+          "this one is ",
+          program.versionMajor, ".", program.versionMinor));
+    length *= program.partsOf(program.groups[*group]);
+    int64_t cp = program.balancedSplitOf(program.groups[*group]);
+    if (cp > 1 && length % (2 * cp) != 0)
+      return error(absl::StrCat("its sequence (", length,
+                                " whole) is split load-balanced over "
+                                "group ",
+                                *group, " ", formatAxes(program.groups[*group]),
+                                ", which needs it divisible by 2 * cp (",
+                                2 * cp, ")"));
+    return length;
   }
 
   /// A per-head concatenation's parts: a is heads parts, b heads parts or
@@ -619,6 +653,17 @@ private:
             formatAxes(program.groups[group]), " do not divide"));
       expected[dim] /= size;
     }
+    // Context parallelism's load-balanced split cuts the whole dimension
+    // into 2 cp chunks.
+    int64_t cp = program.balancedSplitOf(program.groups[group]);
+    int64_t whole = std::max(shape[dim], expected[dim]);
+    if (cp > 1 && whole % (2 * cp) != 0)
+      return error(absl::StrCat("dimension ", dim, " (", whole,
+                                " whole) is split load-balanced "
+                                "over group ",
+                                group, " ", formatAxes(program.groups[group]),
+                                ", which needs it divisible by 2 * cp (",
+                                2 * cp, ")"));
     return resultShape(0, exactly(expected));
   }
 
@@ -646,6 +691,14 @@ private:
       total += program.buffers[xs[i]].numElements();
       std::vector<int64_t> expected = shape;
       if (op.scatter()) {
+        // A bucket scatters gradients of weights, which nothing splits
+        // load-balanced (its runtime packs contiguous blocks only).
+        if (program.balancedSplitOf(program.groups[group]) > 1)
+          return error(absl::StrCat(
+              "scatters over group ", group, " ",
+              formatAxes(program.groups[group]),
+              ", which cp leads: a bucket scatters contiguous blocks, not "
+              "context parallelism's load-balanced split"));
         if (shape.empty() || shape[0] % size != 0)
           return error(absl::StrCat(
               "operand ", i, " (", describeBuffer(program, xs[i]),

@@ -47,6 +47,12 @@ int64_t Program::partsOf(const AxisList &axes) const {
   return parts;
 }
 
+int64_t Program::balancedSplitOf(const AxisList &axes) const {
+  if (axes.empty() || axes.front() != kContextAxis)
+    return 1;
+  return partsOf({axes.front()});
+}
+
 std::string Program::meshDescription() const {
   if (meshAxes.empty())
     return "1 rank";

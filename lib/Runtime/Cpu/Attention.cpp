@@ -157,26 +157,55 @@ std::vector<Tiles> tilesPerWorker(int64_t tasks, int64_t headDim,
 } // namespace
 
 namespace {
-/// Attention of Sq queries over Sk keys that `visible` says each sees; a
-/// query that sees none gets lse = -inf and a zero output.
+/// The offset of a run's queries from the keys: query row i of the run
+/// is at key row i + offset.
+int64_t runOffset(const SequenceRun &run, int64_t keyStart) {
+  return run.whole - run.local - keyStart;
+}
+
+/// A block of up to kBlock query rows of one run.
+struct QueryBlock {
+  int64_t i0, rows, offset;
+};
+
+/// The query blocks of `runs`, the latest in the sequence (which see the
+/// most keys) first.
+std::vector<QueryBlock> queryBlocks(const std::vector<SequenceRun> &runs,
+                                    int64_t keyStart) {
+  std::vector<QueryBlock> blocks;
+  for (const SequenceRun &run : runs)
+    for (int64_t i0 = run.local; i0 < run.local + run.length; i0 += kBlock)
+      blocks.push_back({i0, std::min(kBlock, run.local + run.length - i0),
+                        runOffset(run, keyStart)});
+  std::stable_sort(blocks.begin(), blocks.end(),
+                   [](const QueryBlock &a, const QueryBlock &b) {
+                     return a.i0 + a.offset > b.i0 + b.offset;
+                   });
+  return blocks;
+}
+
+/// Attention of the Sq queries that `runs` place in the sequence over the
+/// Sk keys from `keyStart` on, each query seeing the keys `VisibleKeys`
+/// gives it; a query that sees none gets lse = -inf and a zero output.
 void forwardTiles(const float *q, const float *k, const float *v, float *out,
                   float *lse, int64_t B, int64_t Sq, int64_t Sk, int64_t heads,
                   int64_t kvHeads, int64_t headDim, int64_t valueDim,
-                  const int32_t *positions, int64_t offset) {
+                  const int32_t *positions,
+                  const std::vector<SequenceRun> &runs, int64_t keyStart) {
   if (B <= 0 || Sq <= 0 || heads <= 0 || headDim <= 0 || valueDim <= 0)
     return;
   float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
-  int64_t blocks = (Sq + kBlock - 1) / kBlock;
-  int64_t tasks = B * heads * blocks;
+  std::vector<QueryBlock> blocks = queryBlocks(runs, keyStart);
+  int64_t perHead = static_cast<int64_t>(blocks.size());
+  int64_t tasks = B * heads * perHead;
   std::vector<Tiles> tiles = tilesPerWorker(tasks, headDim, valueDim, false);
   detail::parallelFor(tasks, [&](int64_t task, int worker) {
     Tiles &t = tiles[worker];
-    // The last query blocks, which see the most keys, go first.
-    int64_t block = blocks - 1 - task % blocks;
-    int64_t b = task / blocks / heads, h = task / blocks % heads;
+    const QueryBlock &block = blocks[task % perHead];
+    int64_t b = task / perHead / heads, h = task / perHead % heads;
     HeadView view(b, h, Sq, Sk, heads, kvHeads, headDim, valueDim);
-    VisibleKeys visible{positions ? positions + b * Sq : nullptr, offset};
-    int64_t i0 = block * kBlock, rows = std::min(kBlock, Sq - i0);
+    VisibleKeys visible{positions ? positions + b * Sq : nullptr, block.offset};
+    int64_t i0 = block.i0, rows = block.rows;
     const float *qBlock = q + view.qOffset + i0 * view.ldq;
     std::fill(t.maxes.begin(), t.maxes.end(),
               -std::numeric_limits<float>::infinity());
@@ -247,7 +276,8 @@ void backwardTiles(const float *dout, const float *q, const float *k,
                    const float *v, const float *out, const float *lse,
                    float *dq, float *dk, float *dv, int64_t B, int64_t Sq,
                    int64_t Sk, int64_t heads, int64_t kvHeads, int64_t headDim,
-                   int64_t valueDim, const int32_t *positions, int64_t offset) {
+                   int64_t valueDim, const int32_t *positions,
+                   const std::vector<SequenceRun> &runs, int64_t keyStart) {
   std::fill(dk, dk + B * Sk * kvHeads * headDim, 0.0f);
   std::fill(dv, dv + B * Sk * kvHeads * valueDim, 0.0f);
   std::fill(dq, dq + B * Sq * heads * headDim, 0.0f);
@@ -260,7 +290,6 @@ void backwardTiles(const float *dout, const float *q, const float *k,
   detail::parallelFor(tasks, [&](int64_t task, int worker) {
     Tiles &t = tiles[worker];
     int64_t b = task / kvHeads, g = task % kvHeads;
-    VisibleKeys visible{positions ? positions + b * Sq : nullptr, offset};
     HeadView kvView(b, g * group, Sq, Sk, heads, kvHeads, headDim, valueDim);
     for (int64_t j0 = 0; j0 < Sk; j0 += kBlock) {
       int64_t cols = std::min(kBlock, Sk - j0);
@@ -273,56 +302,63 @@ void backwardTiles(const float *dout, const float *q, const float *k,
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
         HeadView view(b, h, Sq, Sk, heads, kvHeads, headDim, valueDim);
         const float *lseRow = lse + (b * heads + h) * Sq;
-        // Query blocks that see any key of this block: from the block of
-        // the first query reaching j0, until the documents of their
-        // queries start past it.
-        int64_t firstQuery = std::max<int64_t>(0, j0 - offset);
-        for (int64_t i0 = firstQuery / kBlock * kBlock;
-             i0 < Sq && visible.first(i0) < j0 + cols; i0 += kBlock) {
-          int64_t rows = std::min(kBlock, Sq - i0);
-          const float *qBlock = q + view.qOffset + i0 * view.ldq;
-          const float *doBlock = dout + view.oOffset + i0 * view.ldo;
-          const float *oBlock = out + view.oOffset + i0 * view.ldo;
-          float *dqBlock = dq + view.qOffset + i0 * view.ldq;
-          float *probs = t.scores.data(), *dprobs = t.grads.data();
-          detail::tileGemm(qBlock, view.ldq, rows, headDim, t.keysT.data(),
-                           kBlock, kBlock, scale, probs, kBlock, false);
-          for (int64_t r = 0; r < rows; ++r) {
-            float *row = probs + r * kBlock;
-            auto [begin, end] = visible.inBlock(i0 + r, j0, cols);
-            detail::expShifted(row + begin, row + begin, end - begin,
-                               lseRow[i0 + r]);
-            std::fill(row, row + begin, 0.0f);
-            std::fill(row + end, row + kBlock, 0.0f);
-            // D = do . o (= sum_j P dP, the softmax Jacobian's rank-one
-            // term).
-            double d = 0.0;
-            for (int64_t e = 0; e < valueDim; ++e)
-              d += static_cast<double>(doBlock[r * view.ldo + e]) *
-                   oBlock[r * view.ldo + e];
-            t.deltas[r] = static_cast<float>(d);
+        for (const SequenceRun &run : runs) {
+          int64_t offset = runOffset(run, keyStart);
+          int64_t runEnd = run.local + run.length;
+          VisibleKeys visible{positions ? positions + b * Sq : nullptr, offset};
+          // Query blocks of the run that see any key of this block: from the
+          // block of the first query reaching j0, until the documents of
+          // their queries start past it.
+          int64_t firstQuery = std::max<int64_t>(run.local, j0 - offset);
+          for (int64_t i0 =
+                   run.local + (firstQuery - run.local) / kBlock * kBlock;
+               i0 < runEnd && visible.first(i0) < j0 + cols; i0 += kBlock) {
+            int64_t rows = std::min(kBlock, runEnd - i0);
+            const float *qBlock = q + view.qOffset + i0 * view.ldq;
+            const float *doBlock = dout + view.oOffset + i0 * view.ldo;
+            const float *oBlock = out + view.oOffset + i0 * view.ldo;
+            float *dqBlock = dq + view.qOffset + i0 * view.ldq;
+            float *probs = t.scores.data(), *dprobs = t.grads.data();
+            detail::tileGemm(qBlock, view.ldq, rows, headDim, t.keysT.data(),
+                             kBlock, kBlock, scale, probs, kBlock, false);
+            for (int64_t r = 0; r < rows; ++r) {
+              float *row = probs + r * kBlock;
+              auto [begin, end] = visible.inBlock(i0 + r, j0, cols);
+              detail::expShifted(row + begin, row + begin, end - begin,
+                                 lseRow[i0 + r]);
+              std::fill(row, row + begin, 0.0f);
+              std::fill(row + end, row + kBlock, 0.0f);
+              // D = do . o (= sum_j P dP, the softmax Jacobian's rank-one
+              // term).
+              double d = 0.0;
+              for (int64_t e = 0; e < valueDim; ++e)
+                d += static_cast<double>(doBlock[r * view.ldo + e]) *
+                     oBlock[r * view.ldo + e];
+              t.deltas[r] = static_cast<float>(d);
+            }
+            // dv += P^T do.
+            transposeTile(probs, rows, t.transposed.data());
+            detail::tileGemm(t.transposed.data(), kBlock, cols, rows, doBlock,
+                             view.ldo, valueDim, 1.0f, t.accV.data(), valueDim,
+                             true);
+            // dP = do v^T, then dS = P (dP - D) in place.
+            detail::tileGemm(doBlock, view.ldo, rows, valueDim,
+                             t.valuesT.data(), kBlock, kBlock, 1.0f, dprobs,
+                             kBlock, false);
+            for (int64_t r = 0; r < rows; ++r) {
+              const float *p = probs + r * kBlock;
+              float *ds = dprobs + r * kBlock;
+              for (int64_t c = 0; c < kBlock; ++c)
+                ds[c] = p[c] * (ds[c] - t.deltas[r]);
+            }
+            // dq += c dS k, dk += c dS^T q.
+            detail::tileGemm(dprobs, kBlock, rows, cols, kRows, kvView.ldkv,
+                             headDim, scale, dqBlock, view.ldq, true);
+            transposeTile(dprobs, rows, t.transposed.data());
+            detail::tileGemm(t.transposed.data(), kBlock, cols, rows, qBlock,
+                             view.ldq, headDim, scale, t.acc.data(), headDim,
+                             true);
           }
-          // dv += P^T do.
-          transposeTile(probs, rows, t.transposed.data());
-          detail::tileGemm(t.transposed.data(), kBlock, cols, rows, doBlock,
-                           view.ldo, valueDim, 1.0f, t.accV.data(), valueDim,
-                           true);
-          // dP = do v^T, then dS = P (dP - D) in place.
-          detail::tileGemm(doBlock, view.ldo, rows, valueDim, t.valuesT.data(),
-                           kBlock, kBlock, 1.0f, dprobs, kBlock, false);
-          for (int64_t r = 0; r < rows; ++r) {
-            const float *p = probs + r * kBlock;
-            float *ds = dprobs + r * kBlock;
-            for (int64_t c = 0; c < kBlock; ++c)
-              ds[c] = p[c] * (ds[c] - t.deltas[r]);
-          }
-          // dq += c dS k, dk += c dS^T q.
-          detail::tileGemm(dprobs, kBlock, rows, cols, kRows, kvView.ldkv,
-                           headDim, scale, dqBlock, view.ldq, true);
-          transposeTile(dprobs, rows, t.transposed.data());
-          detail::tileGemm(t.transposed.data(), kBlock, cols, rows, qBlock,
-                           view.ldq, headDim, scale, t.acc.data(), headDim,
-                           true);
         }
       }
       for (int64_t c = 0; c < cols; ++c) {
@@ -341,7 +377,8 @@ void attentionForward(const float *q, const float *k, const float *v,
                       int64_t heads, int64_t kvHeads, int64_t headDim,
                       int64_t valueDim, const int32_t *positions) {
   forwardTiles(q, k, v, out, lse, B, S, S, heads, kvHeads, headDim,
-               valueDim < 0 ? headDim : valueDim, positions, /*offset=*/0);
+               valueDim < 0 ? headDim : valueDim, positions, {{0, 0, S}},
+               /*keyStart=*/0);
 }
 
 void attentionBackward(const float *dout, const float *q, const float *k,
@@ -351,7 +388,29 @@ void attentionBackward(const float *dout, const float *q, const float *k,
                        int64_t valueDim, const int32_t *positions) {
   backwardTiles(dout, q, k, v, out, lse, dq, dk, dv, B, S, S, heads, kvHeads,
                 headDim, valueDim < 0 ? headDim : valueDim, positions,
-                /*offset=*/0);
+                {{0, 0, S}}, /*keyStart=*/0);
+}
+
+void attentionBlockForward(const float *q, const float *k, const float *v,
+                           float *out, float *lse, int64_t B, int64_t Sq,
+                           int64_t Sk, const std::vector<SequenceRun> &runs,
+                           int64_t heads, int64_t kvHeads, int64_t headDim,
+                           int64_t valueDim, const int32_t *positions) {
+  forwardTiles(q, k, v, out, lse, B, Sq, Sk, heads, kvHeads, headDim,
+               valueDim < 0 ? headDim : valueDim, positions, runs,
+               /*keyStart=*/0);
+}
+
+void attentionBlockBackward(const float *dout, const float *q, const float *k,
+                            const float *v, const float *out, const float *lse,
+                            float *dq, float *dk, float *dv, int64_t B,
+                            int64_t Sq, int64_t Sk,
+                            const std::vector<SequenceRun> &runs, int64_t heads,
+                            int64_t kvHeads, int64_t headDim, int64_t valueDim,
+                            const int32_t *positions) {
+  backwardTiles(dout, q, k, v, out, lse, dq, dk, dv, B, Sq, Sk, heads, kvHeads,
+                headDim, valueDim < 0 ? headDim : valueDim, positions, runs,
+                /*keyStart=*/0);
 }
 
 void attentionChunkForward(const float *q, const float *k, const float *v,
@@ -363,7 +422,7 @@ void attentionChunkForward(const float *q, const float *k, const float *v,
     valueDim = headDim;
   std::vector<float> part(B * Sq * heads * valueDim), partLse(B * heads * Sq);
   forwardTiles(q, k, v, part.data(), partLse.data(), B, Sq, Sk, heads, kvHeads,
-               headDim, valueDim, positions, queryStart - keyStart);
+               headDim, valueDim, positions, {{0, queryStart, Sq}}, keyStart);
   // The online softmax over chunks: lse = log(e^lse + e^lse'), and each
   // output weighted by its share, in double.
   constexpr float kNone = -std::numeric_limits<float>::infinity();
@@ -407,7 +466,7 @@ void attentionChunkBackward(const float *dout, const float *q, const float *k,
       dkPart(B * Sk * kvHeads * headDim), dvPart(B * Sk * kvHeads * valueDim);
   backwardTiles(dout, q, k, v, out, lse, dqPart.data(), dkPart.data(),
                 dvPart.data(), B, Sq, Sk, heads, kvHeads, headDim, valueDim,
-                positions, queryStart - keyStart);
+                positions, {{0, queryStart, Sq}}, keyStart);
   for (size_t i = 0; i < dqPart.size(); ++i)
     dq[i] += dqPart[i];
   for (size_t i = 0; i < dkPart.size(); ++i)

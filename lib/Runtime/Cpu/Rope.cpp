@@ -10,6 +10,7 @@
 
 #include "ThreadPool.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -41,15 +42,29 @@ struct RopeTable {
 /// (sign = -1, the transpose). Each pair is read before it is written, so y
 /// may alias x.
 void rotate(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
-            int64_t headDim, float theta, float sign,
-            const int32_t *positions) {
-  RopeTable table(S, headDim, theta);
+            int64_t headDim, float theta, float sign, const int32_t *positions,
+            const std::vector<SequenceRun> &runs) {
+  // Each row's position in the whole sequence (its own index unless the
+  // runs place a rank's block), and the table up to the largest position.
+  std::vector<int64_t> whole(S);
+  for (int64_t s = 0; s < S; ++s)
+    whole[s] = s;
+  for (const SequenceRun &run : runs)
+    for (int64_t i = 0; i < run.length; ++i)
+      whole[run.local + i] = run.whole + i;
+  int64_t limit = S;
+  for (int64_t s = 0; s < S; ++s)
+    limit = std::max(limit, whole[s] + 1);
+  if (positions)
+    for (int64_t t = 0; t < B * S; ++t)
+      limit = std::max<int64_t>(limit, int64_t{positions[t]} + 1);
+  RopeTable table(limit, headDim, theta);
   int64_t half = headDim / 2;
   // Rows (b, s) in parallel: each rotates only its own elements.
   detail::forEachShare(B * S, /*grain=*/64, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       int64_t b = row / S, s = row % S;
-      int64_t p = positions ? positions[row] : s;
+      int64_t p = positions ? positions[row] : whole[s];
       const float *c = table.cos.data() + p * half;
       const float *sn = table.sin.data() + p * half;
       for (int64_t h = 0; h < heads; ++h) {
@@ -73,14 +88,16 @@ void rotate(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
 } // namespace
 
 void ropeForward(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
-                 int64_t headDim, float theta, const int32_t *positions) {
-  rotate(x, y, B, S, heads, headDim, theta, 1.0f, positions);
+                 int64_t headDim, float theta, const int32_t *positions,
+                 const std::vector<SequenceRun> &runs) {
+  rotate(x, y, B, S, heads, headDim, theta, 1.0f, positions, runs);
 }
 
 void ropeBackward(const float *dy, float *dx, int64_t B, int64_t S,
                   int64_t heads, int64_t headDim, float theta,
-                  const int32_t *positions) {
-  rotate(dy, dx, B, S, heads, headDim, theta, -1.0f, positions);
+                  const int32_t *positions,
+                  const std::vector<SequenceRun> &runs) {
+  rotate(dy, dx, B, S, heads, headDim, theta, -1.0f, positions, runs);
 }
 
 } // namespace moe::rt::cpu

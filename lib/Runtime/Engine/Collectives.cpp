@@ -92,6 +92,61 @@ void interleave(const T *from, T *to, const Blocks &blocks, int64_t parts,
     }
 }
 
+/// The collective along a dimension split load-balanced over a group that
+/// cp leads (context parallelism): rank r's block is the runs
+/// semantics::balancedRuns gives it, so rows move run by run between the
+/// whole tensor and the rank-ordered packing [parts, block].
+template <typename T>
+absl::Status balancedCollectiveOn(const StepContext &context,
+                                  const Collective &op, const T *x, T *y,
+                                  int64_t cp) {
+  const Program &program = context.program;
+  comm::Group &group = *context.groups[op.group];
+  int64_t parts = group.size();
+  const std::vector<int64_t> &shape = program.buffers[op.block()].shape;
+  Blocks blocks = blocksAround(shape, op.dim);
+  int64_t width = shape[op.dim], inner = blocks.chunk / width;
+  int64_t whole = width * parts, block = blocks.outer * blocks.chunk;
+  // Calls move(offset in the block, offset in the whole, elements) for
+  // every run of rank r's block.
+  auto forEachRun = [&](int64_t r, auto move) {
+    semantics::SequenceRuns runs = semantics::balancedRuns(whole, cp, parts, r);
+    for (int64_t o = 0; o < blocks.outer; ++o)
+      for (int i = 0; i < runs.count; ++i)
+        move((o * width + runs.local[i]) * inner,
+             (o * whole + runs.whole[i]) * inner, runs.length[i] * inner);
+  };
+  T *pack = reinterpret_cast<T *>(context.packScratch.data());
+  switch (op.kind) {
+  case Kind::AllGather: {
+    if (absl::Status status = group.allGather(
+            absl::MakeConstSpan(x, block), absl::MakeSpan(pack, parts * block));
+        !status.ok())
+      return status;
+    for (int64_t r = 0; r < parts; ++r)
+      forEachRun(r, [&](int64_t local, int64_t at, int64_t n) {
+        std::memcpy(y + at, pack + r * block + local, n * sizeof(T));
+      });
+    return absl::OkStatus();
+  }
+  case Kind::ReduceScatter:
+    for (int64_t r = 0; r < parts; ++r)
+      forEachRun(r, [&](int64_t local, int64_t at, int64_t n) {
+        std::memcpy(pack + r * block + local, x + at, n * sizeof(T));
+      });
+    return group.reduceScatterSum(absl::MakeConstSpan(pack, parts * block),
+                                  absl::MakeSpan(y, block));
+  case Kind::Slice:
+    forEachRun(group.rank(), [&](int64_t local, int64_t at, int64_t n) {
+      std::memcpy(y + local, x + at, n * sizeof(T));
+    });
+    return absl::OkStatus();
+  case Kind::AllReduce:
+    break;
+  }
+  return absl::InternalError("not a collective along a dimension");
+}
+
 /// The collective on elements of type T, the buffers' dtype: a message
 /// carries what the buffer holds (BF16 at 2 bytes per element, summed as
 /// comm::Bf16 says; ids as int32, which no float conversion touches).
@@ -112,6 +167,8 @@ absl::Status collectiveOn(const StepContext &context, const Collective &op) {
     return group.allReduceSum(absl::MakeSpan(y, out.numElements()));
   }
 
+  if (int64_t cp = program.balancedSplitOf(program.groups[op.group]); cp > 1)
+    return balancedCollectiveOn(context, op, x, y, cp);
   int64_t parts = group.size();
   Blocks blocks = blocksAround(program.buffers[op.block()].shape, op.dim);
   int64_t block = blocks.outer * blocks.chunk;
@@ -261,7 +318,9 @@ int64_t packElementsOf(const Program &program, const Instruction &inst) {
   std::optional<Collective> op = collectiveOf(inst);
   if (!op || (op->kind != Kind::AllGather && op->kind != Kind::ReduceScatter))
     return 0;
-  if (blocksAround(program.buffers[op->block()].shape, op->dim).outer == 1)
+  // A load-balanced split (context parallelism) always packs.
+  if (blocksAround(program.buffers[op->block()].shape, op->dim).outer == 1 &&
+      program.balancedSplitOf(program.groups[op->group]) == 1)
     return 0;
   return program.buffers[op->whole()].numElements();
 }

@@ -211,10 +211,12 @@ public:
     return absl::OkStatus();
   }
   absl::Status run(const ops::RopeView &op) {
-    return rope(cpu::ropeForward, op.x(), op.y(), op.heads(), op.theta());
+    return rope(cpu::ropeForward, op.x(), op.y(), op.heads(), op.theta(), {},
+                op.sequence());
   }
   absl::Status run(const ops::RopeGradView &op) {
-    return rope(cpu::ropeBackward, op.dy(), op.dx(), op.heads(), op.theta());
+    return rope(cpu::ropeBackward, op.dy(), op.dx(), op.heads(), op.theta(), {},
+                op.sequence());
   }
   absl::Status run(const ops::AttentionView &op) { return attention(op); }
   absl::Status run(const ops::AttentionGradView &op) {
@@ -234,11 +236,11 @@ public:
   }
   absl::Status run(const ops::DocumentRopeView &op) {
     return rope(cpu::ropeForward, op.x(), op.y(), op.heads(), op.theta(),
-                op.positions());
+                op.positions(), op.sequence());
   }
   absl::Status run(const ops::DocumentRopeGradView &op) {
     return rope(cpu::ropeBackward, op.dy(), op.dx(), op.heads(), op.theta(),
-                op.positions());
+                op.positions(), op.sequence());
   }
   absl::Status run(const ops::ConcatHeadsView &op) {
     HeadParts parts = headParts(op.heads(), in(op.a()), in(op.b()), in(op.y()));
@@ -522,14 +524,34 @@ private:
 
   template <class Kernel>
   absl::Status rope(Kernel kernel, uint32_t x, uint32_t y, int64_t heads,
-                    float theta, std::optional<uint32_t> positions = {}) {
+                    float theta, std::optional<uint32_t> positions = {},
+                    std::optional<int64_t> sequence = {}) {
     const std::vector<int64_t> &shape = in(x).shape;
+    std::vector<cpu::SequenceRun> runs = sequenceRuns(sequence, shape[1]);
     if (positions)
-      if (absl::Status status = checkPositions(*positions); !status.ok())
+      if (absl::Status status = checkPositions(*positions, runs); !status.ok())
         return status;
     kernel(f32(x), f32(y), shape[0], shape[1], heads, shape[2] / heads, theta,
-           positions ? i32(*positions) : nullptr);
+           positions ? i32(*positions) : nullptr, runs);
     return absl::OkStatus();
+  }
+
+  /// This rank's block of a sequence of `length` rows split over group
+  /// `sequence` (context parallelism) as the kernels' runs; none (the
+  /// whole sequence) without one.
+  std::vector<cpu::SequenceRun> sequenceRuns(std::optional<int64_t> sequence,
+                                             int64_t length) {
+    if (!sequence)
+      return {};
+    const AxisList &axes = context.program.groups[*sequence];
+    int64_t parts = context.program.partsOf(axes);
+    semantics::SequenceRuns block = semantics::blockRuns(
+        length * parts, context.program.balancedSplitOf(axes), parts,
+        context.groups[*sequence]->rank());
+    std::vector<cpu::SequenceRun> runs;
+    for (int i = 0; i < block.count; ++i)
+      runs.push_back({block.local[i], block.whole[i], block.length[i]});
+    return runs;
   }
 
   /// Attention, AttentionValueDim and DocumentAttention: the value heads'
@@ -540,13 +562,21 @@ private:
                          std::optional<uint32_t> positions = {}) {
     const std::vector<int64_t> &q = in(op.q()).shape;
     int64_t heads = op.heads();
+    std::vector<cpu::SequenceRun> runs = sequenceRuns(op.sequence(), q[1]);
     if (positions)
-      if (absl::Status status = checkPositions(*positions); !status.ok())
+      if (absl::Status status = checkPositions(*positions, runs); !status.ok())
         return status;
-    cpu::attentionForward(f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
-                          f32(op.lse()), q[0], q[1], heads, op.kvHeads(),
-                          q[2] / heads, in(op.out()).shape[2] / heads,
-                          positions ? i32(*positions) : nullptr);
+    const int32_t *documents = positions ? i32(*positions) : nullptr;
+    int64_t valueDim = in(op.out()).shape[2] / heads;
+    if (!runs.empty())
+      cpu::attentionBlockForward(f32(op.q()), f32(op.k()), f32(op.v()),
+                                 f32(op.out()), f32(op.lse()), q[0], q[1],
+                                 in(op.k()).shape[1], runs, heads, op.kvHeads(),
+                                 q[2] / heads, valueDim, documents);
+    else
+      cpu::attentionForward(f32(op.q()), f32(op.k()), f32(op.v()),
+                            f32(op.out()), f32(op.lse()), q[0], q[1], heads,
+                            op.kvHeads(), q[2] / heads, valueDim, documents);
     return absl::OkStatus();
   }
   /// The three gradients' backward, as attention().
@@ -555,27 +585,44 @@ private:
                              std::optional<uint32_t> positions = {}) {
     const std::vector<int64_t> &q = in(op.q()).shape;
     int64_t heads = op.heads();
+    std::vector<cpu::SequenceRun> runs = sequenceRuns(op.sequence(), q[1]);
     if (positions)
-      if (absl::Status status = checkPositions(*positions); !status.ok())
+      if (absl::Status status = checkPositions(*positions, runs); !status.ok())
         return status;
-    cpu::attentionBackward(
-        f32(op.dout()), f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
-        f32(op.lse()), f32(op.dq()), f32(op.dk()), f32(op.dv()), q[0], q[1],
-        heads, op.kvHeads(), q[2] / heads, in(op.out()).shape[2] / heads,
-        positions ? i32(*positions) : nullptr);
+    const int32_t *documents = positions ? i32(*positions) : nullptr;
+    int64_t valueDim = in(op.out()).shape[2] / heads;
+    if (!runs.empty())
+      cpu::attentionBlockBackward(
+          f32(op.dout()), f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
+          f32(op.lse()), f32(op.dq()), f32(op.dk()), f32(op.dv()), q[0], q[1],
+          in(op.k()).shape[1], runs, heads, op.kvHeads(), q[2] / heads,
+          valueDim, documents);
+    else
+      cpu::attentionBackward(
+          f32(op.dout()), f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
+          f32(op.lse()), f32(op.dq()), f32(op.dk()), f32(op.dv()), q[0], q[1],
+          heads, op.kvHeads(), q[2] / heads, valueDim, documents);
     return absl::OkStatus();
   }
 
   /// Document positions [B, S] as the kernels need them: each a token's
   /// position in a document that starts in the sequence (0, or the
-  /// previous token's + 1).
-  absl::Status checkPositions(uint32_t positions) {
+  /// previous token's + 1). With `runs` (this rank's block of the
+  /// sequence), a run's first token continues a document the block does
+  /// not hold: any position up to its place in the whole sequence.
+  absl::Status checkPositions(uint32_t positions,
+                              const std::vector<cpu::SequenceRun> &runs) {
     const Buffer &buffer = in(positions);
     const int32_t *p = i32(positions);
     int64_t S = buffer.shape[1];
+    std::vector<int64_t> runStart(S, 0); // a run's place in the whole + 1
+    for (const cpu::SequenceRun &run : runs)
+      runStart[run.local] = run.whole + 1;
     for (int64_t t = 0; t < buffer.numElements(); ++t) {
       int64_t s = t % S;
-      bool valid = p[t] == 0 || (s > 0 && p[t] == p[t - 1] + 1);
+      bool valid = p[t] == 0 ||
+                   (runStart[s] == 0 && s > 0 && p[t] == p[t - 1] + 1) ||
+                   (runStart[s] > 0 && p[t] > 0 && p[t] < runStart[s]);
       if (!valid)
         return absl::InvalidArgumentError(absl::StrCat(
             describeInstruction(context.program, index), ": document position ",

@@ -1384,7 +1384,7 @@ func.func @expert_load_of_rank_two(%i: tensor<8x2xi32>) {
 
 moe.param @load : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<expert_load>}
 func.func @expert_load_token_axes(%i: tensor<8x2xi32>) {
-  // expected-error @+1 {{token_axes: unknown axis 'xx': moec implements dp, fsdp, ep and tp}}
+  // expected-error @+1 {{token_axes: unknown axis 'xx': moec implements dp, fsdp, ep, cp and tp}}
   moe.expert_load %i {load = @load, token_axes = ["xx"]} : tensor<8x2xi32>
   return
 }
@@ -1633,16 +1633,16 @@ moe.param @w : tensor<8x8xf32> {init = #moe.init<zeros>, sharding = #moe.shardin
 // -----
 
 //===----------------------------------------------------------------------===//
-// Mesh axes: moec implements dp, fsdp, ep and tp; pipeline stages come from
+// Mesh axes: moec implements dp, fsdp, ep, cp and tp; pipeline stages come from
 // --pp, not from a mesh axis.
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{'moe.mesh' op unknown axis 'cp': moec implements dp, fsdp, ep and tp (pipeline stages: --pp)}}
-moe.mesh @m(dp = 2, cp = 2)
+// expected-error @+1 {{'moe.mesh' op unknown axis 'sp': moec implements dp, fsdp, ep, cp and tp (pipeline stages: --pp)}}
+moe.mesh @m(dp = 2, sp = 2)
 
 // -----
 
-// expected-error @+1 {{'moe.mesh' op axis 'pp' is not a mesh axis: pipeline stages come from --pp (e.g. --pp 2); mesh axes are dp, fsdp, ep and tp}}
+// expected-error @+1 {{'moe.mesh' op axis 'pp' is not a mesh axis: pipeline stages come from --pp (e.g. --pp 2); mesh axes are dp, fsdp, ep, cp and tp}}
 moe.mesh @m(pp = 2)
 
 // -----
@@ -1653,7 +1653,7 @@ moe.mesh @m(dp = 4096, tp = 4096)
 // -----
 
 func.func @sharding_unknown_axis(%x: tensor<8x8xf32>) {
-  // expected-error @+1 {{unknown axis 'fsbp': moec implements dp, fsdp, ep and tp (pipeline stages: --pp)}}
+  // expected-error @+1 {{unknown axis 'fsbp': moec implements dp, fsdp, ep, cp and tp (pipeline stages: --pp)}}
   %y = moe.shard %x {sharding = #moe.sharding<@m, [{fsbp}, {}]>} : tensor<8x8xf32>
   return
 }
@@ -1661,7 +1661,7 @@ func.func @sharding_unknown_axis(%x: tensor<8x8xf32>) {
 // -----
 
 func.func @expert_axes_unknown(%x: tensor<8x16xf32>, %w: tensor<8x2xf32>, %i: tensor<8x2xi32>, %w1: tensor<4x32x16xf32>, %w2: tensor<4x16x32xf32>) -> tensor<8x16xf32> {
-  // expected-error @+1 {{'moe.experts' op expert_axes: unknown axis 'pt': moec implements dp, fsdp, ep and tp (pipeline stages: --pp)}}
+  // expected-error @+1 {{'moe.experts' op expert_axes: unknown axis 'pt': moec implements dp, fsdp, ep, cp and tp (pipeline stages: --pp)}}
   %y = moe.experts %x, %w, %i, %w1, %w1, %w2 {expert_axes = ["pt"]} : (tensor<8x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<4x32x16xf32>, tensor<4x32x16xf32>, tensor<4x16x32xf32>) -> tensor<8x16xf32>
   return %y : tensor<8x16xf32>
 }
@@ -1677,24 +1677,24 @@ func.func @expert_axes_twice(%dy: tensor<8x16xf32>, %x: tensor<8x16xf32>, %w: te
 // -----
 
 func.func @token_axes_unknown(%l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
-  // expected-error @+1 {{'moe.cross_entropy' op token_axes: unknown axis 'cp'}}
-  %ce = moe.cross_entropy %l, %t {token_axes = ["dp", "cp"]} : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  // expected-error @+1 {{'moe.cross_entropy' op token_axes: unknown axis 'sp'}}
+  %ce = moe.cross_entropy %l, %t {token_axes = ["dp", "sp"]} : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %ce : tensor<f32>
 }
 
 // -----
 
 func.func @token_axes_unknown_fused(%h: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
-  // expected-error @+1 {{'moe.linear_cross_entropy' op token_axes: unknown axis 'cp'}}
-  %ce, %lse = moe.linear_cross_entropy %h, %w, %t {token_axes = ["cp"]} : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4xf32>)
+  // expected-error @+1 {{'moe.linear_cross_entropy' op token_axes: unknown axis 'sp'}}
+  %ce, %lse = moe.linear_cross_entropy %h, %w, %t {token_axes = ["sp"]} : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4xf32>)
   return %ce : tensor<f32>
 }
 
 // -----
 
 func.func @token_axes_unknown_grad(%g: tensor<f32>, %l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>) -> tensor<2x4x16xf32> {
-  // expected-error @+1 {{'moe.cross_entropy_grad' op token_axes: unknown axis 'cp'}}
-  %d = moe.cross_entropy_grad %g, %l, %t {token_axes = ["cp"]} : (tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<2x4x16xf32>
+  // expected-error @+1 {{'moe.cross_entropy_grad' op token_axes: unknown axis 'sp'}}
+  %d = moe.cross_entropy_grad %g, %l, %t {token_axes = ["sp"]} : (tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<2x4x16xf32>
   return %d : tensor<2x4x16xf32>
 }
 
@@ -1862,4 +1862,50 @@ func.func @attention_positions_shape(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32
   // expected-error @+1 {{expected positions of shape [2, 4], got [4, 2]}}
   %o, %lse = moe.attention %q, %k, %v, %p {num_heads = 2, num_kv_heads = 1} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<4x2xi32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
   return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// sequence_axes (context parallelism): the queries are a block of the
+// sequence split over mesh axes, cp outermost; the keys are the whole.
+//===----------------------------------------------------------------------===//
+
+module {
+  moe.mesh @mesh(cp = 2, tp = 2)
+  func.func @sequence_axes_not_in_mesh(%q: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+    // expected-error @+1 {{'moe.rope' op sequence_axes names 'dp', which the mesh does not have}}
+    %r = moe.rope %q {num_heads = 4, theta = 1.0e4 : f32, sequence_axes = ["dp"]} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    return %r : tensor<2x4x8xf32>
+  }
+}
+
+// -----
+
+module {
+  moe.mesh @mesh(cp = 2, tp = 2)
+  func.func @sequence_axes_cp_inside(%q: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+    // expected-error @+1 {{'moe.rope_grad' op sequence_axes must start with 'cp' when they name it: its load-balanced split is outermost}}
+    %r = moe.rope_grad %q {num_heads = 4, theta = 1.0e4 : f32, sequence_axes = ["tp", "cp"]} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    return %r : tensor<2x4x8xf32>
+  }
+}
+
+// -----
+
+func.func @sequence_axes_without_mesh(%q: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'moe.rope' op has sequence_axes but its module has no moe.mesh}}
+  %r = moe.rope %q {num_heads = 4, theta = 1.0e4 : f32, sequence_axes = ["cp"]} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %r : tensor<2x4x8xf32>
+}
+
+// -----
+
+module {
+  moe.mesh @mesh(cp = 2)
+  func.func @sequence_keys_not_whole(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>) -> tensor<2x4x8xf32> {
+    // expected-error @+1 {{'moe.attention' op expected key of shape [2, 8, 4], got [2, 4, 4]}}
+    %o, %lse = moe.attention %q, %k, %k {num_heads = 4, num_kv_heads = 2, sequence_axes = ["cp"]} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>)
+    return %o : tensor<2x4x8xf32>
+  }
 }

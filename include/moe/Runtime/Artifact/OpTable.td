@@ -53,21 +53,33 @@ def LinearGradWeight : Op<6> {
   let results = (outs Float<"[N, K]">:$dw);
 }
 // Rotary positions are the sequence index: [B, S, heads * head_dim].
+//
+// Context parallelism (3.8): with a `sequence` group, the instruction holds
+// this rank's block of the sequence dimension, split over the group's axes
+// (load-balanced when cp leads them, semantics::balancedRuns): RoPE rotates
+// each token by its position in the whole sequence, and attention's
+// queries are the block while its keys and values are the whole sequence
+// (positions in the whole, causal by them). The group is only read for
+// this rank's block: nothing communicates over it.
 def Rope : Op<7> {
   let operands = (ins Float<"[B, S, X]">:$x);
   let results = (outs Float<"[B, S, X]">:$y);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
-                          FloatAttr<"$_ > 0", "must be > 0">:$theta);
+                          FloatAttr<"$_ > 0", "must be > 0">:$theta,
+                          OptionalAttr<"sequence", GroupAttr>:$sequence);
   let inPlace = 1;
   let rules = ["checkRopeWidth"];
+  let communicates = 0;
 }
 def RopeGrad : Op<8> {
   let operands = (ins Float<"[B, S, X]">:$dy);
   let results = (outs Float<"[B, S, X]">:$dx);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
-                          FloatAttr<"$_ > 0", "must be > 0">:$theta);
+                          FloatAttr<"$_ > 0", "must be > 0">:$theta,
+                          OptionalAttr<"sequence", GroupAttr>:$sequence);
   let inPlace = 1;
   let rules = ["checkRopeWidth"];
+  let communicates = 0;
 }
 // k and v are [B, S, kv_heads * head_dim], lse [B, heads, S]
 // (checkAttention).
@@ -75,8 +87,10 @@ def Attention : Op<9> {
   let operands = (ins Float<"[B, S, Q]">:$q, Float<>:$k, Float<>:$v);
   let results = (outs Float<"[B, S, Q]">:$out, Tensor<>:$lse);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
-                          IntAttr<>:$kv_heads);
+                          IntAttr<>:$kv_heads,
+                          OptionalAttr<"sequence", GroupAttr>:$sequence);
   let rules = ["checkAttention"];
+  let communicates = 0;
 }
 def AttentionGrad : Op<10> {
   let operands = (ins Float<"[B, S, Q]">:$dout, Float<"[B, S, Q]">:$q,
@@ -84,8 +98,10 @@ def AttentionGrad : Op<10> {
                       Tensor<>:$lse);
   let results = (outs Float<"[B, S, Q]">:$dq, Float<>:$dk, Float<>:$dv);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
-                          IntAttr<>:$kv_heads);
+                          IntAttr<>:$kv_heads,
+                          OptionalAttr<"sequence", GroupAttr>:$sequence);
   let rules = ["checkAttention"];
+  let communicates = 0;
 }
 def Router : Op<11> {
   let operands = (ins Tensor<"[..., E]">:$logits);
@@ -468,8 +484,10 @@ def AttentionValueDim : Op<51, "3.6"> {
   let operands = (ins Float<"[B, S, Q]">:$q, Float<>:$k, Float<>:$v);
   let results = (outs Float<"[B, S, O]">:$out, Tensor<>:$lse);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
-                          IntAttr<>:$kv_heads);
+                          IntAttr<>:$kv_heads,
+                          OptionalAttr<"sequence", GroupAttr>:$sequence);
   let rules = ["checkAttention"];
+  let communicates = 0;
 }
 def AttentionValueDimGrad : Op<52, "3.6"> {
   let operands = (ins Float<"[B, S, O]">:$dout, Float<"[B, S, Q]">:$q,
@@ -477,8 +495,10 @@ def AttentionValueDimGrad : Op<52, "3.6"> {
                       Tensor<>:$lse);
   let results = (outs Float<"[B, S, Q]">:$dq, Float<>:$dk, Float<>:$dv);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
-                          IntAttr<>:$kv_heads);
+                          IntAttr<>:$kv_heads,
+                          OptionalAttr<"sequence", GroupAttr>:$sequence);
   let rules = ["checkAttention"];
+  let communicates = 0;
 }
 // Per-head concatenation: y [..., heads * (A + C)] holds each head's part
 // of a [..., heads * A], then its part of b, which is [..., heads * C] or
@@ -517,25 +537,31 @@ def DocumentRope : Op<56, "3.7"> {
   let operands = (ins Float<"[B, S, X]">:$x, Ids<"[B, S]">:$positions);
   let results = (outs Float<"[B, S, X]">:$y);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
-                          FloatAttr<"$_ > 0", "must be > 0">:$theta);
+                          FloatAttr<"$_ > 0", "must be > 0">:$theta,
+                          OptionalAttr<"sequence", GroupAttr>:$sequence);
   let inPlace = 1;
   let rules = ["checkRopeWidth"];
+  let communicates = 0;
 }
 def DocumentRopeGrad : Op<57, "3.7"> {
   let operands = (ins Float<"[B, S, X]">:$dy, Ids<"[B, S]">:$positions);
   let results = (outs Float<"[B, S, X]">:$dx);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
-                          FloatAttr<"$_ > 0", "must be > 0">:$theta);
+                          FloatAttr<"$_ > 0", "must be > 0">:$theta,
+                          OptionalAttr<"sequence", GroupAttr>:$sequence);
   let inPlace = 1;
   let rules = ["checkRopeWidth"];
+  let communicates = 0;
 }
 def DocumentAttention : Op<58, "3.7"> {
   let operands = (ins Float<"[B, S, Q]">:$q, Float<>:$k, Float<>:$v,
                       Ids<"[B, S]">:$positions);
   let results = (outs Float<"[B, S, O]">:$out, Tensor<>:$lse);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
-                          IntAttr<>:$kv_heads);
+                          IntAttr<>:$kv_heads,
+                          OptionalAttr<"sequence", GroupAttr>:$sequence);
   let rules = ["checkAttention"];
+  let communicates = 0;
 }
 def DocumentAttentionGrad : Op<59, "3.7"> {
   let operands = (ins Float<"[B, S, O]">:$dout, Float<"[B, S, Q]">:$q,
@@ -543,6 +569,8 @@ def DocumentAttentionGrad : Op<59, "3.7"> {
                       Tensor<>:$lse, Ids<"[B, S]">:$positions);
   let results = (outs Float<"[B, S, Q]">:$dq, Float<>:$dk, Float<>:$dv);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
-                          IntAttr<>:$kv_heads);
+                          IntAttr<>:$kv_heads,
+                          OptionalAttr<"sequence", GroupAttr>:$sequence);
   let rules = ["checkAttention"];
+  let communicates = 0;
 }

@@ -108,17 +108,29 @@ void rmsNormBackward(const float *dy, const float *x, const float *w,
 // RoPE (rotate-half), x viewed as [B, S, heads, headDim]
 //===----------------------------------------------------------------------===//
 
+/// A run of a rank's block of the sequence that is contiguous in the whole
+/// sequence (context parallelism's load-balanced split has two per rank):
+/// rows [local, local + length) of the block are positions [whole, whole +
+/// length) of the sequence.
+struct SequenceRun {
+  int64_t local = 0, whole = 0, length = 0;
+};
+
 /// Rotates pairs (i, i + headDim/2) by p * theta^(-2i/headDim) at position
-/// p = s, or p = positions[b, s] with `positions` ([B, S], in [0, S):
+/// p = s, or p = positions[b, s] with `positions` ([B, S], non-negative:
 /// document masking's positions in each document); angles and their
-/// cos/sin are evaluated in double. y may alias x.
+/// cos/sin are evaluated in double. With `runs` (context parallelism, S
+/// the rank's block), p is s's position in the whole sequence instead of s.
+/// y may alias x.
 void ropeForward(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
                  int64_t headDim, float theta,
-                 const int32_t *positions = nullptr);
+                 const int32_t *positions = nullptr,
+                 const std::vector<SequenceRun> &runs = {});
 /// dx = R^T dy (y may alias x in both directions).
 void ropeBackward(const float *dy, float *dx, int64_t B, int64_t S,
                   int64_t heads, int64_t headDim, float theta,
-                  const int32_t *positions = nullptr);
+                  const int32_t *positions = nullptr,
+                  const std::vector<SequenceRun> &runs = {});
 
 //===----------------------------------------------------------------------===//
 // Causal attention with grouped-query heads
@@ -170,6 +182,31 @@ void attentionBackward(const float *dout, const float *q, const float *k,
                        int64_t heads, int64_t kvHeads, int64_t headDim,
                        int64_t valueDim = -1,
                        const int32_t *positions = nullptr);
+
+/// Context parallelism's attention after the keys were gathered: this
+/// rank's Sq queries ([B, Sq, heads*d]), which `runs` (covering [0, Sq))
+/// place in the whole sequence, against all Sk keys and values of the
+/// whole sequence ([B, Sk, ...], in sequence order); causal by position in
+/// the whole. out and lse as attentionForward's, for the Sq queries. With
+/// `positions` ([B, Sq]), a query sees its document's keys only; the first
+/// token of a run may be at any position up to its place in the whole.
+void attentionBlockForward(const float *q, const float *k, const float *v,
+                           float *out, float *lse, int64_t B, int64_t Sq,
+                           int64_t Sk, const std::vector<SequenceRun> &runs,
+                           int64_t heads, int64_t kvHeads, int64_t headDim,
+                           int64_t valueDim = -1,
+                           const int32_t *positions = nullptr);
+/// Its backward: dq for the block's queries, and dk and dv over the whole
+/// sequence holding this rank's queries' share (summed over the ranks, the
+/// whole gradient). All three are overwritten.
+void attentionBlockBackward(const float *dout, const float *q, const float *k,
+                            const float *v, const float *out, const float *lse,
+                            float *dq, float *dk, float *dv, int64_t B,
+                            int64_t Sq, int64_t Sk,
+                            const std::vector<SequenceRun> &runs, int64_t heads,
+                            int64_t kvHeads, int64_t headDim,
+                            int64_t valueDim = -1,
+                            const int32_t *positions = nullptr);
 
 /// One step of ring attention (context parallelism): the Sq queries of a
 /// chunk of the sequence that starts at `queryStart` against the Sk keys

@@ -5,6 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
 #include "moe/Runtime/HeadParts.h"
 #include "moe/Runtime/Program.h"
 
@@ -831,6 +833,38 @@ static LogicalResult verifyRoPEShapes(Operation *op, Value input, Value result,
   return success();
 }
 
+/// The parts the sequence is split into over `sequence_axes` (1 without
+/// them): axes of the module's mesh, each once, cp first if present.
+static FailureOr<int64_t> sequenceParts(Operation *op,
+                                        std::optional<ArrayAttr> axes) {
+  if (!axes || axes->empty())
+    return 1;
+  auto module = op->getParentOfType<ModuleOp>();
+  MeshOp mesh;
+  if (module)
+    for (MeshOp candidate : module.getOps<MeshOp>())
+      mesh = candidate;
+  if (!mesh)
+    return op->emitOpError()
+           << "has sequence_axes but its module has no moe.mesh";
+  int64_t parts = 1;
+  llvm::SmallSet<StringRef, 4> seen;
+  for (auto [i, axis] : llvm::enumerate(axes->getAsValueRange<StringAttr>())) {
+    std::optional<int64_t> size = mesh.getAxisSize(axis);
+    if (!size)
+      return op->emitOpError() << "sequence_axes names '" << axis
+                               << "', which the mesh does not have";
+    if (!seen.insert(axis).second)
+      return op->emitOpError() << "sequence_axes names '" << axis << "' twice";
+    if (axis == kContextAxis && i != 0)
+      return op->emitOpError()
+             << "sequence_axes must start with '" << kContextAxis
+             << "' when they name it: its load-balanced split is outermost";
+    parts *= *size;
+  }
+  return parts;
+}
+
 /// Document masking's positions: [B, S] of a [B, S, X] activation.
 static LogicalResult verifyPositions(Operation *op, Value positions,
                                      Value activation) {
@@ -842,22 +876,29 @@ static LogicalResult verifyPositions(Operation *op, Value positions,
 
 LogicalResult RoPEOp::verify() {
   if (failed(verifyRoPEShapes(*this, getInput(), getResult(), getNumHeads(),
-                              getTheta().convertToFloat())))
+                              getTheta().convertToFloat())) ||
+      failed(sequenceParts(*this, getSequenceAxes())))
     return failure();
   return verifyPositions(*this, getPositions(), getInput());
 }
 
 LogicalResult RoPEGradOp::verify() {
   if (failed(verifyRoPEShapes(*this, getGrad(), getResult(), getNumHeads(),
-                              getTheta().convertToFloat())))
+                              getTheta().convertToFloat())) ||
+      failed(sequenceParts(*this, getSequenceAxes())))
     return failure();
   return verifyPositions(*this, getPositions(), getGrad());
 }
 
-/// q [B, S, heads*d], k/v [B, S, kv*d], out like q, lse [B, heads, S].
+/// q [B, S, heads*d], k/v [B, S * parts, kv*d] (the whole sequence of
+/// which the queries are a block), out like q, lse [B, heads, S].
 static LogicalResult verifyAttentionShapes(Operation *op, Value q, Value k,
                                            Value v, Value out, Value lse,
-                                           int64_t heads, int64_t kvHeads) {
+                                           int64_t heads, int64_t kvHeads,
+                                           std::optional<ArrayAttr> axes) {
+  FailureOr<int64_t> parts = sequenceParts(op, axes);
+  if (failed(parts))
+    return failure();
   if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0)
     return op->emitOpError() << "expected num_heads (" << heads
                              << ") to be a positive multiple of num_kv_heads ("
@@ -872,15 +913,16 @@ static LogicalResult verifyAttentionShapes(Operation *op, Value q, Value k,
   int64_t headDim = qs[2] / heads;
   if (headDim == 0)
     return op->emitOpError() << "expected a non-empty head dimension";
-  SmallVector<int64_t> kvShape = {qs[0], qs[1], kvHeads * headDim};
+  int64_t keys = qs[1] * *parts;
+  SmallVector<int64_t> kvShape = {qs[0], keys, kvHeads * headDim};
   if (failed(expectShape(op, "key", k, kvShape)) ||
       failed(expectRank(op, "value", v, 3)))
     return failure();
   // The values may have a head dimension of their own (MLA's v_head_dim).
   ArrayRef<int64_t> vs = shapeOf(v);
-  if (vs[0] != qs[0] || vs[1] != qs[1] || vs[2] % kvHeads != 0 || vs[2] == 0)
+  if (vs[0] != qs[0] || vs[1] != keys || vs[2] % kvHeads != 0 || vs[2] == 0)
     return op->emitOpError() << "expected value of shape [" << qs[0] << ", "
-                             << qs[1] << ", num_kv_heads (" << kvHeads
+                             << keys << ", num_kv_heads (" << kvHeads
                              << ") * a positive head dim], got " << fmt(vs);
   int64_t valueDim = vs[2] / kvHeads;
   if (failed(expectShape(op, "output", out, {qs[0], qs[1], heads * valueDim})))
@@ -891,7 +933,7 @@ static LogicalResult verifyAttentionShapes(Operation *op, Value q, Value k,
 LogicalResult AttentionOp::verify() {
   if (failed(verifyAttentionShapes(*this, getQuery(), getKey(), getValue(),
                                    getOutput(), getLse(), getNumHeads(),
-                                   getNumKvHeads())))
+                                   getNumKvHeads(), getSequenceAxes())))
     return failure();
   return verifyPositions(*this, getPositions(), getQuery());
 }
@@ -899,7 +941,7 @@ LogicalResult AttentionOp::verify() {
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttentionShapes(*this, getQuery(), getKey(), getValue(),
                                    getOutput(), getLse(), getNumHeads(),
-                                   getNumKvHeads())))
+                                   getNumKvHeads(), getSequenceAxes())))
     return failure();
   if (getGrad().getType() != getOutput().getType())
     return emitOpError() << "expected grad to have the output's type";

@@ -2,9 +2,10 @@
 //
 // Letters: b batch, s sequence, h hidden, k contracted or top-k, n output
 // features, v vocabulary, e experts, f expert width, g key/value head groups,
-// r query heads per group, d head dimension, * leading (token) dimensions.
+// r query heads per group, d head dimension, t the keys' sequence, *
+// leading (token) dimensions.
 // Pinned factors are those whose math needs the whole dimension on one rank
-// (a norm's features, a softmax's classes, RoPE's positions).
+// (a norm's features, a softmax's classes, attention's keys).
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEOps.h"
@@ -78,15 +79,18 @@ FailureOr<ShardingRule> ExpertsGradOp::getShardingRule() {
 }
 
 // Document masking's positions ([B, S]) follow the batch and sequence.
+// The sequence may be split (context parallelism): each token is rotated
+// by its own position, which the partitioned op finds from its rank's
+// place in the split (sequence_axes).
 FailureOr<ShardingRule> RoPEOp::getShardingRule() {
   return ShardingRule::fromSpec(
-      *this, getPositions() ? "bs(hd),bs->bs(hd)" : "bs(hd)->bs(hd)", "sd",
+      *this, getPositions() ? "bs(hd),bs->bs(hd)" : "bs(hd)->bs(hd)", "d",
       {{'h', static_cast<int64_t>(getNumHeads())}});
 }
 
 FailureOr<ShardingRule> RoPEGradOp::getShardingRule() {
   return ShardingRule::fromSpec(
-      *this, getPositions() ? "bs(hd),bs->bs(hd)" : "bs(hd)->bs(hd)", "sd",
+      *this, getPositions() ? "bs(hd),bs->bs(hd)" : "bs(hd)->bs(hd)", "d",
       {{'h', static_cast<int64_t>(getNumHeads())}});
 }
 
@@ -107,22 +111,26 @@ FailureOr<ShardingRule> SplitHeadsOp::getShardingRule() {
 }
 
 // The values' head dim (v) may differ from the queries' and keys' (d).
+// The queries' sequence (s) may be split (context parallelism); the keys'
+// and values' (t) may not: every query block needs every earlier key, so
+// the partitioner gathers them (and reduce-scatters their gradients, which
+// are sums over the query blocks).
 FailureOr<ShardingRule> AttentionOp::getShardingRule() {
   int64_t groups = getNumKvHeads(), perGroup = getNumHeads() / groups;
-  std::string operands = "bs(grd),bs(gd),bs(gv)";
+  std::string operands = "bs(grd),bt(gd),bt(gv)";
   if (getPositions())
     operands += ",bs";
-  return ShardingRule::fromSpec(*this, operands + "->bs(grv),b(gr)s", "srdv",
+  return ShardingRule::fromSpec(*this, operands + "->bs(grv),b(gr)s", "trdv",
                                 {{'g', groups}, {'r', perGroup}});
 }
 
 FailureOr<ShardingRule> AttentionGradOp::getShardingRule() {
   int64_t groups = getNumKvHeads(), perGroup = getNumHeads() / groups;
-  std::string operands = "bs(grv),bs(grd),bs(gd),bs(gv),bs(grv),b(gr)s";
+  std::string operands = "bs(grv),bs(grd),bt(gd),bt(gv),bs(grv),b(gr)s";
   if (getPositions())
     operands += ",bs";
-  return ShardingRule::fromSpec(*this, operands + "->bs(grd),bs(gd),bs(gv)",
-                                "srdv", {{'g', groups}, {'r', perGroup}});
+  return ShardingRule::fromSpec(*this, operands + "->bs(grd),bt(gd),bt(gv)",
+                                "trdv", {{'g', groups}, {'r', perGroup}});
 }
 
 FailureOr<ShardingRule> RouterGradOp::getShardingRule() {

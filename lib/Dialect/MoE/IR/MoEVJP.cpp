@@ -48,9 +48,9 @@ SmallVector<Value> LinearOp::buildVJP(OpBuilder &builder,
 
 SmallVector<Value> RoPEOp::buildVJP(OpBuilder &builder,
                                     ValueRange resultGrads) {
-  Value dx = builder.create<RoPEGradOp>(getLoc(), getInput().getType(),
-                                        resultGrads[0], getPositions(),
-                                        getNumHeadsAttr(), getThetaAttr());
+  Value dx = builder.create<RoPEGradOp>(
+      getLoc(), getInput().getType(), resultGrads[0], getPositions(),
+      getNumHeadsAttr(), getThetaAttr(), getSequenceAxesAttr());
   // Positions are ids: no gradient.
   if (getPositions())
     return {dx, Value()};
@@ -86,7 +86,8 @@ SmallVector<Value> AttentionOp::buildVJP(OpBuilder &builder,
   auto grad = builder.create<AttentionGradOp>(
       getLoc(), getQuery().getType(), getKey().getType(), getValue().getType(),
       resultGrads[0], getQuery(), getKey(), getValue(), getOutput(), getLse(),
-      getPositions(), getNumHeadsAttr(), getNumKvHeadsAttr());
+      getPositions(), getNumHeadsAttr(), getNumKvHeadsAttr(),
+      getSequenceAxesAttr());
   // Positions are ids: no gradient.
   grads[0] = grad.getQueryGrad();
   grads[1] = grad.getKeyGrad();

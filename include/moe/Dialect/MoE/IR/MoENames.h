@@ -25,8 +25,11 @@ inline constexpr llvm::StringLiteral kDataAxis = "dp";
 inline constexpr llvm::StringLiteral kFsdpAxis = "fsdp";
 inline constexpr llvm::StringLiteral kExpertAxis = "ep";
 inline constexpr llvm::StringLiteral kTensorAxis = "tp";
-inline constexpr llvm::StringLiteral kMeshAxes[] = {kDataAxis, kFsdpAxis,
-                                                    kExpertAxis, kTensorAxis};
+/// Context parallelism: splits the sequence, load-balanced (rank c of cp
+/// holds chunks c and 2 cp - 1 - c of 2 cp).
+inline constexpr llvm::StringLiteral kContextAxis = "cp";
+inline constexpr llvm::StringLiteral kMeshAxes[] = {
+    kDataAxis, kFsdpAxis, kExpertAxis, kContextAxis, kTensorAxis};
 /// Pipeline stages are not a mesh axis: moec's --pp cuts the step into
 /// stages, so a mesh naming `pp` is pointed there.
 inline constexpr llvm::StringLiteral kPipelineAxis = "pp";
@@ -35,7 +38,7 @@ inline constexpr llvm::StringLiteral kPipelineAxis = "pp";
 bool isKnownMeshAxis(StringRef name);
 
 /// Why `name` is not a mesh axis, naming the known ones: "unknown axis
-/// 'cp': moec implements dp, fsdp, ep and tp (pipeline stages: --pp)", or
+/// 'sp': moec implements dp, fsdp, ep, cp and tp (pipeline stages: --pp)", or
 /// for `pp`, where pipeline stages come from instead.
 std::string unknownMeshAxisMessage(StringRef name);
 

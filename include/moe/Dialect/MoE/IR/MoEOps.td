@@ -474,9 +474,16 @@ def MoE_RoPEOp : MoE_Op<"rope", [
     `positions` (`[B, S]`, document masking), token `(b, s)` is rotated by
     `positions[b, s]`, its position in its document.
 
+    After partitioning, `sequence_axes` names the mesh axes the sequence is
+    split over (context parallelism): the input is this rank's block of the
+    sequence, load-balanced when `cp` leads the axes (rank `c` of `cp`
+    holds chunks `c` and `2 cp - 1 - c` of `2 cp`), and each token is
+    rotated by its position in the whole sequence.
+
     Constraints: the input is `[B, S, X]` with `X > 0` divisible by
     `num_heads > 0` and `X / num_heads` even; the result has the input's
-    type; `theta > 0`; `positions`, when present, is `[B, S]`.
+    type; `theta > 0`; `positions`, when present, is `[B, S]`;
+    `sequence_axes` are axes of the module's mesh, `cp` first if present.
 
     Example:
 
@@ -489,7 +496,8 @@ def MoE_RoPEOp : MoE_Op<"rope", [
   }];
   let arguments = (ins MoE_FloatTensor:$input,
                        Optional<MoE_I32Tensor>:$positions,
-                       I64Attr:$num_heads, F32Attr:$theta);
+                       I64Attr:$num_heads, F32Attr:$theta,
+                       OptionalAttr<StrArrayAttr>:$sequence_axes);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -513,6 +521,13 @@ def MoE_AttentionOp : MoE_Op<"attention", [
     document masking), query `s` of sequence `b` sees the keys
     `[s - positions[b, s], s]` only, those of its own document.
 
+    After partitioning, `sequence_axes` names the mesh axes the queries'
+    sequence is split over (context parallelism): `query`, `output`, `lse`
+    and `positions` are this rank's block of the sequence (load-balanced
+    when `cp` leads the axes, as `moe.rope` says), while `key` and `value`
+    are the whole sequence; causality and documents follow the positions
+    in the whole sequence.
+
     Constraints: `query` is `[B, S, num_heads * d]`, `key` is
     `[B, S, num_kv_heads * d]` and `value` `[B, S, num_kv_heads * dv]` with
     `d, dv > 0`; `num_heads` is a positive multiple of `num_kv_heads`;
@@ -530,7 +545,8 @@ def MoE_AttentionOp : MoE_Op<"attention", [
   let arguments = (ins MoE_FloatTensor:$query, MoE_FloatTensor:$key,
                        MoE_FloatTensor:$value,
                        Optional<MoE_I32Tensor>:$positions, I64Attr:$num_heads,
-                       I64Attr:$num_kv_heads);
+                       I64Attr:$num_kv_heads,
+                       OptionalAttr<StrArrayAttr>:$sequence_axes);
   let results = (outs MoE_FloatTensor:$output, MoE_F32Tensor:$lse);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -1347,7 +1363,8 @@ def MoE_RoPEGradOp : MoE_Op<"rope_grad", [
   }];
   let arguments = (ins MoE_FloatTensor:$grad,
                        Optional<MoE_I32Tensor>:$positions,
-                       I64Attr:$num_heads, F32Attr:$theta);
+                       I64Attr:$num_heads, F32Attr:$theta,
+                       OptionalAttr<StrArrayAttr>:$sequence_axes);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -1378,7 +1395,8 @@ def MoE_AttentionGradOp : MoE_Op<"attention_grad", [
                        MoE_FloatTensor:$key, MoE_FloatTensor:$value,
                        MoE_FloatTensor:$output, MoE_F32Tensor:$lse,
                        Optional<MoE_I32Tensor>:$positions,
-                       I64Attr:$num_heads, I64Attr:$num_kv_heads);
+                       I64Attr:$num_heads, I64Attr:$num_kv_heads,
+                       OptionalAttr<StrArrayAttr>:$sequence_axes);
   let results = (outs MoE_FloatTensor:$query_grad, MoE_FloatTensor:$key_grad,
                       MoE_FloatTensor:$value_grad);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";

@@ -27,7 +27,8 @@ def predict(moec, run):
                "--cluster", os.path.join(ROOT, run["cluster"]),
                "--gpus", str(run["gpus"]),
                "--global-batch", str(run["global_batch"]),
-               "--plan-fix", run["plan"],
+               # A published plan without context parallelism ran none.
+               "--plan-fix", run["plan"] + ("" if "cp=" in run["plan"] else ",cp=1"),
                # Another software's run: predicted, not limited to what
                # moe-run's backend runs.
                "--plan-software", "runtime=other," + run["software"]]

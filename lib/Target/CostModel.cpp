@@ -34,9 +34,10 @@ double executedFlops(Operation *op) {
     return 3.0 * linearFlops(grad.getInput(), grad.getWeight());
   if (auto grad = dyn_cast<AttentionGradOp>(op)) {
     auto q = grad.getQuery().getType().getShape();
-    double b = q[0], s = q[1], width = q[2];
+    double b = q[0], width = q[2];
     // Recomputed scores, dP, dV, dQ and dK over the causal triangle.
-    return 5.0 * 2.0 * b * width * s * (s + 1) / 2.0;
+    return 5.0 * 2.0 * b * width *
+           causalScoreEntries(q[1], grad.getKey().getType().getShape()[1]);
   }
   if (auto grad = dyn_cast<ExpertsGradOp>(op)) {
     auto w1 = grad.getW1().getType().getShape();
@@ -251,12 +252,21 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
       return collective("all-reduce", reduce.getAxes(),
                         tensorBytes(reduce.getInput().getType()),
                         allReduceSeconds);
+    // Context parallelism's are attention's keys and values (gathered) and
+    // their gradients (reduce-scattered), reported as such.
+    auto overCp = [](ArrayAttr axes) {
+      return axes && !axes.empty() &&
+             cast<StringAttr>(axes[0]).getValue() == kContextAxis;
+    };
     if (auto gather = dyn_cast<AllGatherOp>(op))
-      return collective("all-gather", gather.getAxes(),
-                        tensorBytes(gather.getResult().getType()),
-                        allGatherSeconds);
+      return collective(
+          overCp(gather.getAxes()) ? "cp K/V all-gather" : "all-gather",
+          gather.getAxes(), tensorBytes(gather.getResult().getType()),
+          allGatherSeconds);
     if (auto scatter = dyn_cast<ReduceScatterOp>(op))
-      return collective("reduce-scatter", scatter.getAxes(),
+      return collective(overCp(scatter.getAxes()) ? "cp K/V reduce-scatter"
+                                                  : "reduce-scatter",
+                        scatter.getAxes(),
                         tensorBytes(scatter.getInput().getType()),
                         allGatherSeconds);
     // One call for the whole bucket: one latency.

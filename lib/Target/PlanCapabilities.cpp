@@ -30,6 +30,8 @@ mlir::moe::checkRunnable(const ModelShape &model, const ParallelPlan &plan,
   if (plan.pp * plan.virtualStages > 1 && !backend.pipelineStages)
     return lacks(caps::kPipelineStagesName,
                  llvm::formatv("pp={0} vpp={1}", plan.pp, plan.virtualStages));
+  if (plan.cp > 1 && !backend.contextParallel)
+    return lacks(caps::kContextParallelName, llvm::formatv("cp={0}", plan.cp));
   int64_t microbatches = globalBatch / (plan.dp * plan.microbatchSize);
   if (microbatches > 1 && !backend.microbatches)
     return lacks(caps::kMicrobatchesName,

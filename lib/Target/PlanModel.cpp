@@ -132,6 +132,8 @@ std::string ParallelPlan::meshSpec() const {
   std::string spec = (fsdp ? "fsdp=" : "dp=") + std::to_string(dp / ep);
   if (ep > 1)
     spec += ",ep=" + std::to_string(ep);
+  if (cp > 1)
+    spec += ",cp=" + std::to_string(cp);
   if (tp > 1)
     spec += ",tp=" + std::to_string(tp);
   return spec;
@@ -141,6 +143,8 @@ std::string ParallelPlan::describe() const {
   std::string text = llvm::formatv("tp={0} pp={1}", tp, pp);
   if (virtualStages > 1)
     text += llvm::formatv(" vpp={0}", virtualStages).str();
+  if (cp > 1)
+    text += llvm::formatv(" cp={0}", cp).str();
   text += llvm::formatv(" {0}={1} ep={2} mb={3} remat={4}{5}",
                         fsdp ? "fsdp" : "dp", dp, ep, microbatchSize,
                         toString(remat), fp8 ? " fp8" : "")
@@ -153,9 +157,16 @@ std::string ParallelPlan::describe() const {
 std::optional<std::string> mlir::moe::checkPlan(const ModelShape &model,
                                                 const ParallelPlan &plan,
                                                 int64_t globalBatch) {
-  if (plan.tp < 1 || plan.pp < 1 || plan.dp < 1 || plan.ep < 1 ||
+  if (plan.tp < 1 || plan.pp < 1 || plan.dp < 1 || plan.ep < 1 || plan.cp < 1 ||
       plan.virtualStages < 1 || plan.microbatchSize < 1)
     return std::string("every degree must be at least 1");
+  // Two chunks per cp rank, then tp's sequence-parallel split of them.
+  if (plan.cp > 1 &&
+      (model.seq % (2 * plan.cp) || (model.seq / plan.cp) % plan.tp))
+    return llvm::formatv("cp={0} needs the sequence of {1} in 2 x {0} equal "
+                         "chunks, and tp={2} dividing each rank's pair",
+                         plan.cp, model.seq, plan.tp)
+        .str();
   // moec splits attention by key/value head groups.
   if (model.kvHeads % plan.tp || model.hidden % plan.tp ||
       model.ffn % plan.tp || model.denseFfn % plan.tp)
@@ -207,6 +218,9 @@ struct LayerPass {
   /// The expert all-to-all: all of it, and what the expert GEMMs do not
   /// hide (chunked exchanges overlap them).
   double expertComm = 0, expertCommExposed = 0;
+  /// Context parallelism's key/value exchange: all of it, and what the
+  /// attention core does not hide.
+  double contextComm = 0, contextCommExposed = 0;
   double compute() const { return gemm + memory; }
 };
 
@@ -237,7 +251,8 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
                       const ClusterSpec &cluster, const SoftwareTraits &sw,
                       bool moeLayer) {
   const GpuSpec &gpu = cluster.gpu;
-  double t = plan.tp, tokens = plan.microbatchSize * model.seq;
+  // A GPU's tokens: its block of the sequence under context parallelism.
+  double t = plan.tp, tokens = plan.microbatchSize * model.seq / plan.cp;
   double h = model.hidden, q = model.queryWidth();
   double act = sw.activationBytes;
   bool fp8Gemm = plan.fp8 && gpu.fp8Tflops > 0;
@@ -252,7 +267,9 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
       2 * tokens *
       (model.attentionSplitParams() / t + model.attentionWholeParams());
   // Causal scores and the weighted sum: a fused kernel skips the masked
-  // half, an unfused one computes the whole square.
+  // half, an unfused one computes the whole square. Each query meets the
+  // whole sequence's keys (a cp rank's load-balanced block sees half of
+  // them on average).
   double attnCore = 2 * tokens * model.seq * model.attentionCoreWidth() / t *
                     (sw.fusedAttention ? 0.5 : 1.0);
   double mlp = 6 * tokens * routed * h * width / t;
@@ -284,8 +301,8 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
     fp8Inputs += tokens * routed * (2 * h + width) / t;
   double fp8Casts = fp8Inputs * (2 * act + 1);
   stream += fp8Casts;
-  double scores = plan.microbatchSize * (model.heads / t) * model.seq *
-                  static_cast<double>(model.seq) * act;
+  double scores = plan.microbatchSize * (model.heads / t) * model.seq /
+                  plan.cp * static_cast<double>(model.seq) * act;
   double unfused = sw.fusedAttention ? 0 : 4 * scores;
   fwd.memory = (stream + unfused) / gpu.streamBytesPerSecond();
 
@@ -302,9 +319,32 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
   bwd.gemm = 2 * fwd.gemm;
   bwd.memory = 2 * fwd.memory + fp8Casts / gpu.streamBytesPerSecond();
   bwd.tensorComm = fwd.tensorComm;
+  if (plan.cp > 1) {
+    // The whole sequence's keys and values of the GPU's heads gathered over
+    // cp (ranks tp apart) before attention, their gradients
+    // reduce-scattered after its backward; a ring hides them behind the
+    // attention core it feeds.
+    double kvWidth =
+        model.latentAttention()
+            ? static_cast<double>(model.heads) *
+                  (model.nopeHeadDim + model.ropeHeadDim + model.valueHeadDim)
+            : 2 * model.kvWidth();
+    CollectiveGroup cpGroup =
+        stridedGroup(plan.cp, plan.tp, cluster.gpusPerNode);
+    double moved = allGatherSeconds(
+        cluster, cpGroup, plan.microbatchSize * model.seq * kvWidth / t * act);
+    double core = attnCore / gpu.gemmFlops(false);
+    fwd.contextComm = moved;
+    bwd.contextComm = moved;
+    fwd.contextCommExposed =
+        sw.overlapContextParallel ? std::max(0.0, moved - core) : moved;
+    bwd.contextCommExposed =
+        sw.overlapContextParallel ? std::max(0.0, moved - 2 * core) : moved;
+  }
   if (moeLayer && plan.ep > 1) {
     // Each pass sends the routed rows out (FP8 codes when asked) and back.
-    CollectiveGroup epGroup = stridedGroup(plan.ep, plan.tp, cluster.gpusPerNode);
+    CollectiveGroup epGroup =
+        stridedGroup(plan.ep, plan.tp * plan.cp, cluster.gpusPerNode);
     double rows = tokens * model.topK / t;
     auto exchange = [&](double share) {
       return allToAllSeconds(cluster, epGroup,
@@ -339,6 +379,8 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
     bwd.gemm += fwd.gemm;
     bwd.memory += fwd.memory;
     bwd.tensorComm += fwd.tensorComm;
+    bwd.contextComm += fwd.contextComm;
+    bwd.contextCommExposed += fwd.contextCommExposed;
   } else if (plan.remat == Remat::Selective) {
     bwd.gemm += attnCore / gpu.gemmFlops(false);
     bwd.memory += unfused / gpu.streamBytesPerSecond();
@@ -434,7 +476,7 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
   cost.plan = plan;
   int64_t microbatches = globalBatch / (plan.dp * plan.microbatchSize);
   cost.microbatches = microbatches;
-  double t = plan.tp, tokens = plan.microbatchSize * model.seq;
+  double t = plan.tp, tokens = plan.microbatchSize * model.seq / plan.cp;
   double h = model.hidden, act = sw.activationBytes;
 
   LayerCosts dense = layerCosts(model, plan, cluster, sw, false);
@@ -459,6 +501,13 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
                       2 * headGemm + headStream;
   double fwdTp = sum([](const LayerCosts &c) { return c.forward.tensorComm; });
   double bwdTp = sum([](const LayerCosts &c) { return c.backward.tensorComm; });
+  double fwdCp =
+      sum([](const LayerCosts &c) { return c.forward.contextCommExposed; });
+  double bwdCp =
+      sum([](const LayerCosts &c) { return c.backward.contextCommExposed; });
+  double allCp = sum([](const LayerCosts &c) {
+    return c.forward.contextComm + c.backward.contextComm;
+  });
   double fwdEp = sum([](const LayerCosts &c) { return c.forward.expertCommExposed; });
   double bwdEp = sum([](const LayerCosts &c) { return c.backward.expertCommExposed; });
   double allEp = sum([](const LayerCosts &c) {
@@ -467,12 +516,12 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
   cost.expertChunks = routed.expertChunks;
   double p2p = 0;
   if (plan.pp > 1) {
-    // Neighbouring stages are tp * dp ranks apart.
-    bool within = plan.tp * plan.dp < cluster.gpusPerNode;
+    // Neighbouring stages are tp * cp * dp ranks apart.
+    bool within = plan.tp * plan.cp * plan.dp < cluster.gpusPerNode;
     p2p = plan.virtualStages * sendSeconds(cluster, within, tokens * h * act / t);
   }
-  double forward = fwdCompute + fwdTp + fwdEp + p2p;
-  double backward = bwdCompute + bwdTp + bwdEp + p2p;
+  double forward = fwdCompute + fwdTp + fwdEp + fwdCp + p2p;
+  double backward = bwdCompute + bwdTp + bwdEp + bwdCp + p2p;
   cost.forwardSeconds = forward;
   cost.backwardSeconds = backward;
   double m = static_cast<double>(microbatches);
@@ -485,8 +534,11 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
     cost.commSeconds["expert all-to-all"] = m * allEp;
   if (plan.pp > 1)
     cost.commSeconds["pipeline send/recv"] = m * 2 * p2p;
+  if (plan.cp > 1)
+    cost.commSeconds["context-parallel K/V"] = m * allCp;
   // On the critical path of every microbatch, so inside the makespan.
-  double passComm = m * (fwdTp + bwdTp + fwdEp + bwdEp + 2 * p2p);
+  double passComm =
+      m * (fwdTp + bwdTp + fwdEp + bwdEp + fwdCp + bwdCp + 2 * p2p);
   double dataParallelExposed = 0;
 
   // Weights per GPU on the busiest stage (its layers, plus the embedding or
@@ -500,19 +552,25 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
                            ? stageMoe * model.experts * 3.0 * h * model.ffn /
                                  (t * plan.ep)
                            : 0;
-  // Mesh axes, slowest first: dp (or fsdp), ep, tp. Dense weights are
-  // replicated over dp and ep; experts over dp only. FSDP shards all
-  // weights over its axis.
+  // Mesh axes, slowest first: dp (or fsdp), ep, cp, tp. Dense weights are
+  // replicated over dp, ep and cp; experts over dp and cp. FSDP shards all
+  // weights over its axis. Gradients are summed over cp as over dp: its
+  // ranks saw other tokens.
   double shards = plan.fsdp ? static_cast<double>(plan.dp / plan.ep) : 1.0;
-  CollectiveGroup replicaGroup =
-      stridedGroup(plan.dp / plan.ep, plan.tp * plan.ep, cluster.gpusPerNode);
-  CollectiveGroup denseGroup = stridedGroup(plan.dp, plan.tp, cluster.gpusPerNode);
-  CollectiveGroup expertAxis = stridedGroup(plan.ep, plan.tp, cluster.gpusPerNode);
+  CollectiveGroup replicaGroup = stridedGroup(
+      plan.dp / plan.ep, plan.tp * plan.cp * plan.ep, cluster.gpusPerNode);
+  CollectiveGroup denseGroup =
+      stridedGroup(plan.dp * plan.cp, plan.tp, cluster.gpusPerNode);
+  CollectiveGroup expertAxis =
+      stridedGroup(plan.ep, plan.tp * plan.cp, cluster.gpusPerNode);
+  CollectiveGroup expertReplicas =
+      stridedGroup((plan.dp / plan.ep) * plan.cp, plan.tp, cluster.gpusPerNode);
   double lastBackward = backward;
   if (!plan.fsdp) {
     double reduce =
         allReduceSeconds(cluster, denseGroup, denseOnGpu * sw.gradientBytes) +
-        allReduceSeconds(cluster, replicaGroup, expertOnGpu * sw.gradientBytes);
+        allReduceSeconds(cluster, expertReplicas,
+                         expertOnGpu * sw.gradientBytes);
     cost.commSeconds["data-parallel all-reduce"] = reduce;
     double hidden = sw.overlapDataParallel ? std::min(reduce, lastBackward) : 0;
     dataParallelExposed = reduce - hidden;
@@ -528,6 +586,12 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
                          (denseOnGpu + expertOnGpu) * sw.gradientBytes) +
         allReduceSeconds(cluster, expertAxis,
                          denseOnGpu / shards * sw.gradientBytes);
+    // The shards summed over cp too (moec reduce-scatters over fsdp, then
+    // all-reduces over cp).
+    if (plan.cp > 1)
+      scatter += allReduceSeconds(
+          cluster, stridedGroup(plan.cp, plan.tp, cluster.gpusPerNode),
+          (denseOnGpu + expertOnGpu) / shards * sw.gradientBytes);
     double gathers = plan.pp > 1 ? 1.0 : 2 * m;
     cost.commSeconds["fsdp all-gather"] = gathers * gather;
     cost.commSeconds["fsdp reduce-scatter"] = scatter;

@@ -64,6 +64,8 @@ mlir::moe::parsePlanConstraints(llvm::StringRef text, std::string &error) {
       return number(c.virtualStages);
     if (key == "ep")
       return number(c.ep);
+    if (key == "cp")
+      return number(c.cp);
     if (key == "mb")
       return number(c.microbatchSize);
     if (key == "fsdp")
@@ -89,7 +91,7 @@ mlir::moe::parsePlanConstraints(llvm::StringRef text, std::string &error) {
     return std::nullopt;
   };
   if (failed(forEachEntry(text,
-                          "tp, pp, vpp, ep, mb, fsdp, fp8, remat, schedule",
+                          "tp, pp, vpp, ep, cp, mb, fsdp, fp8, remat, schedule",
                           error, apply)))
     return failure();
   return c;
@@ -129,6 +131,8 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error,
       return parseFlag(value, traits.overlapDataParallel);
     if (key == "tp-overlap")
       return parseFlag(value, traits.overlapTensorParallel);
+    if (key == "cp-overlap")
+      return parseFlag(value, traits.overlapContextParallel);
     if (key == "fp8") {
       traits.fp8AllLinears = value == "linears";
       return value == "experts" || value == "linears";
@@ -146,7 +150,7 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error,
   if (failed(forEachEntry(text,
                           "runtime, attention, fusion, expert-chunks, "
                           "dp-overlap, "
-                          "tp-overlap, fp8, "
+                          "tp-overlap, cp-overlap, fp8, "
                           "weight-bytes, gradient-bytes, optimizer-bytes, "
                           "activation-bytes",
                           error, apply)))

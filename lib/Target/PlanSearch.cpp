@@ -69,72 +69,88 @@ PlanSearchResult mlir::moe::searchPlans(const ModelShape &model,
                                      : std::vector<int64_t>{1})) {
       if (gpus % (tp * stages))
         continue;
-      int64_t dp = gpus / (tp * stages);
-      // Without a pipeline there is no schedule to choose (and checkPlan
-      // drops fixed virtual stages).
-      for (int64_t v : choices(constraints.virtualStages,
-                               stages > 1 ? std::vector<int64_t>{1, 2, 4}
-                                          : std::vector<int64_t>{1}))
-        for (pp::ScheduleKind schedule :
-             stages == 1 ? std::vector<pp::ScheduleKind>{pp::ScheduleKind::OneFOneB}
-             : v > 1     ? choices(constraints.schedule,
-                                   {pp::ScheduleKind::Interleaved1F1B})
-                         : choices(constraints.schedule,
-                                   {pp::ScheduleKind::OneFOneB,
-                                    pp::ScheduleKind::ZeroBubble}))
-          for (int64_t ep : choices(constraints.ep,
-                                    moe ? divisorsOf(dp, model.experts)
-                                        : std::vector<int64_t>{1}))
-            // Without microbatches, one microbatch is the rank's batch
-            // (a fixed pipeline is searched as usual, and refused below).
-            for (int64_t mb : choices(
-                     constraints.microbatchSize,
-                     searchMicrobatches || stages > 1 || globalBatch % dp
-                         ? std::vector<int64_t>{1, 2, 4, 8, 16}
-                         : std::vector<int64_t>{globalBatch / dp}))
-              for (bool fsdp : choices(constraints.fsdp,
-                                       dp / ep > 1 ? std::vector<bool>{false, true}
-                                                   : std::vector<bool>{false}))
-                for (Remat remat : choices(constraints.remat,
-                                           {Remat::None, Remat::Selective,
-                                            Remat::Full}))
-                  for (bool fp8 : choices(
-                           constraints.fp8,
-                           (moe && ((ep > 1 && fp8Wire) || fp8Gpu)) ||
-                                   (fp8Gpu && software.fp8AllLinears)
-                               ? std::vector<bool>{false, true}
-                               : std::vector<bool>{false})) {
-                    ParallelPlan plan;
-                    plan.tp = tp;
-                    plan.pp = stages;
-                    plan.virtualStages = v;
-                    plan.schedule = schedule;
-                    plan.dp = dp;
-                    plan.ep = ep;
-                    plan.microbatchSize = mb;
-                    plan.fsdp = fsdp;
-                    plan.remat = remat;
-                    plan.fp8 = fp8;
-                    if (checkPlan(model, plan, globalBatch))
-                      continue;
-                    ++result.considered;
-                    if (backend) {
-                      if (std::optional<std::string> reason = checkRunnable(
-                              model, plan, globalBatch, cluster.gpu, *backend)) {
-                        if (result.rejectedBackend++ == 0)
-                          result.backendReason = *reason;
+      // Context parallelism for sequences long enough to split in 2 cp
+      // chunks of at least 1024 tokens (shorter ones lose more to the
+      // key/value exchange than they save). Searched also where the
+      // backend lacks it, so that the plans it leaves out are named.
+      for (int64_t cp :
+           choices(constraints.cp,
+                   divisorsOf(gpus / (tp * stages),
+                              std::max<int64_t>(1, model.seq / 2048)))) {
+        if ((gpus / (tp * stages)) % cp)
+          continue;
+        int64_t dp = gpus / (tp * stages * cp);
+        // Without a pipeline there is no schedule to choose (and checkPlan
+        // drops fixed virtual stages).
+        for (int64_t v : choices(constraints.virtualStages,
+                                 stages > 1 ? std::vector<int64_t>{1, 2, 4}
+                                            : std::vector<int64_t>{1}))
+          for (pp::ScheduleKind schedule :
+               stages == 1
+                   ? std::vector<pp::ScheduleKind>{pp::ScheduleKind::OneFOneB}
+               : v > 1 ? choices(constraints.schedule,
+                                 {pp::ScheduleKind::Interleaved1F1B})
+                       : choices(constraints.schedule,
+                                 {pp::ScheduleKind::OneFOneB,
+                                  pp::ScheduleKind::ZeroBubble}))
+            for (int64_t ep :
+                 choices(constraints.ep, moe ? divisorsOf(dp, model.experts)
+                                             : std::vector<int64_t>{1}))
+              // Without microbatches, one microbatch is the rank's batch
+              // (a fixed pipeline is searched as usual, and refused below).
+              for (int64_t mb :
+                   choices(constraints.microbatchSize,
+                           searchMicrobatches || stages > 1 || globalBatch % dp
+                               ? std::vector<int64_t>{1, 2, 4, 8, 16}
+                               : std::vector<int64_t>{globalBatch / dp}))
+                for (bool fsdp :
+                     choices(constraints.fsdp,
+                             dp / ep > 1 ? std::vector<bool>{false, true}
+                                         : std::vector<bool>{false}))
+                  for (Remat remat :
+                       choices(constraints.remat,
+                               {Remat::None, Remat::Selective, Remat::Full}))
+                    for (bool fp8 :
+                         choices(constraints.fp8,
+                                 (moe && ((ep > 1 && fp8Wire) || fp8Gpu)) ||
+                                         (fp8Gpu && software.fp8AllLinears)
+                                     ? std::vector<bool>{false, true}
+                                     : std::vector<bool>{false})) {
+                      ParallelPlan plan;
+                      plan.tp = tp;
+                      plan.pp = stages;
+                      plan.cp = cp;
+                      plan.virtualStages = v;
+                      plan.schedule = schedule;
+                      plan.dp = dp;
+                      plan.ep = ep;
+                      plan.microbatchSize = mb;
+                      plan.fsdp = fsdp;
+                      plan.remat = remat;
+                      plan.fp8 = fp8;
+                      if (checkPlan(model, plan, globalBatch))
                         continue;
+                      ++result.considered;
+                      if (backend) {
+                        if (std::optional<std::string> reason =
+                                checkRunnable(model, plan, globalBatch,
+                                              cluster.gpu, *backend)) {
+                          if (result.rejectedBackend++ == 0)
+                            result.backendReason = *reason;
+                          continue;
+                        }
                       }
+                      PlanCost cost =
+                          evaluatePlan(model, plan, cluster, globalBatch,
+                                       software, /*simulate=*/false);
+                      if (!cost.fits) {
+                        ++result.rejectedMemory;
+                        if (!constraints.keepOverMemory)
+                          continue;
+                      }
+                      fitting.push_back(std::move(cost));
                     }
-                    PlanCost cost = evaluatePlan(model, plan, cluster, globalBatch,
-                                                 software, /*simulate=*/false);
-                    if (!cost.fits) {
-                      ++result.rejectedMemory;
-                      if (!constraints.keepOverMemory)
-                        continue;
-                    }
-                    fitting.push_back(std::move(cost));
-                  }
+      }
     }
   // Equally fast plans (within 0.1%): the one using less memory first.
   auto faster = [](const PlanCost &a, const PlanCost &b) {

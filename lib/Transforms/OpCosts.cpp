@@ -17,6 +17,15 @@ double mlir::moe::linearFlops(Value input, Value weight) {
   return 2.0 * rows * w[0] * w[1];
 }
 
+double mlir::moe::causalScoreEntries(int64_t queries, int64_t keys) {
+  double s = static_cast<double>(queries);
+  // A rank's block of a load-balanced sequence (context parallelism) sees
+  // (keys + 1) / 2 keys per query on average: chunks c and 2 cp - 1 - c.
+  if (keys > queries)
+    return s * (static_cast<double>(keys) + 1) / 2.0;
+  return s * (s + 1) / 2.0;
+}
+
 double mlir::moe::modelFlops(Operation *op) {
   if (auto linear = dyn_cast<LinearOp>(op))
     return linearFlops(linear.getInput(), linear.getWeight());
@@ -25,11 +34,12 @@ double mlir::moe::modelFlops(Operation *op) {
     return linearFlops(loss.getInput(), loss.getWeight());
   if (auto attention = dyn_cast<AttentionOp>(op)) {
     auto q = attention.getQuery().getType().getShape();
-    double b = q[0], s = q[1], width = q[2];
+    double b = q[0], width = q[2];
     // The values' heads may be narrower (MLA).
     double valueWidth = attention.getOutput().getType().getShape()[2];
-    // QK^T and PV over the causal triangle (s(s+1)/2 score entries).
-    return 2.0 * b * (width + valueWidth) * s * (s + 1) / 2.0;
+    // QK^T and PV over the causal triangle.
+    return 2.0 * b * (width + valueWidth) *
+           causalScoreEntries(q[1], attention.getKey().getType().getShape()[1]);
   }
   if (auto experts = dyn_cast<ExpertsOp>(op)) {
     auto w1 = experts.getW1().getType().getShape();

@@ -96,3 +96,28 @@ moe.transformer @tp {vocab = 32, hidden = 16, layers = 1, heads = 2,
 // CHECK-NOT: tensor<4x8x16xf32>
 // CHECK: %[[DX:.*]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} = moe.experts_grad %[[DY]], %[[X]], %{{.*}}, %{{.*}}, %[[W1]], {{.*}} -> (tensor<2x4x16xf32>, tensor<2x4x2xf32>, tensor<4x4x16xf32>, tensor<4x4x16xf32>, tensor<4x16x4xf32>)
 // CHECK: moe.reduce_scatter %[[DX]] {axes = ["tp"], dim = 1 : i64, mesh = @mesh} : (tensor<2x4x16xf32>) -> tensor<2x2x16xf32>
+
+// -----
+
+// Context parallelism inside tensor parallelism: the sequence splits over
+// {cp, tp} between blocks (cp outermost, load-balanced); a column-parallel
+// linear gathers tp's part only, so RoPE and attention hold the rank's
+// block of the sequence over cp (sequence_axes) and attention gathers its
+// keys and values over cp; their gradients, sums over the query blocks,
+// are reduce-scattered back, and weight gradients are summed over cp.
+moe.mesh @mesh(cp = 2, tp = 2)
+moe.transformer @cp {vocab = 32, hidden = 16, layers = 1, heads = 4,
+                     kv_heads = 2, experts = 4, top_k = 2, ffn = 8, seq = 8,
+                     batch = 2, dense_layers = array<i64: 0>}
+// CHECK-LABEL: func.func @train_step(%{{.*}}: tensor<2x8xi32>
+// CHECK: moe.slice %{{.*}} {axes = ["cp", "tp"], dim = 1 : i64, mesh = @mesh} : (tensor<2x8xi32>) -> tensor<2x2xi32>
+// CHECK: moe.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64, mesh = @mesh} : (tensor<2x2x16xf32>) -> tensor<2x4x16xf32>
+// CHECK: %[[Q:.*]] = moe.rope %{{.*}} {num_heads = 2 : i64, sequence_axes = ["cp"], theta = {{.*}}} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[K:.*]] = moe.rope %{{.*}} {num_heads = 1 : i64, sequence_axes = ["cp"], theta = {{.*}}} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+// CHECK: %[[KW:.*]] = moe.all_gather %[[K]] {axes = ["cp"], dim = 1 : i64, mesh = @mesh} : (tensor<2x4x4xf32>) -> tensor<2x8x4xf32>
+// CHECK: %[[VW:.*]] = moe.all_gather %{{.*}} {axes = ["cp"], dim = 1 : i64, mesh = @mesh} : (tensor<2x4x4xf32>) -> tensor<2x8x4xf32>
+// CHECK: moe.attention %[[Q]], %[[KW]], %[[VW]] {num_heads = 2 : i64, num_kv_heads = 1 : i64, sequence_axes = ["cp"]} : (tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+// CHECK: moe.all_reduce %{{.*}} {axes = ["cp", "tp"], mesh = @mesh} : tensor<32x16xf32>
+// CHECK: %{{.*}}, %[[DK:.*]], %[[DV:.*]] = moe.attention_grad {{.*}} sequence_axes = ["cp"]
+// CHECK: moe.reduce_scatter %[[DK]] {axes = ["cp"], dim = 1 : i64, mesh = @mesh} : (tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+// CHECK: moe.rope_grad %{{.*}} {num_heads = 1 : i64, sequence_axes = ["cp"]

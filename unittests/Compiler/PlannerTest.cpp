@@ -265,6 +265,48 @@ TEST(PlannerTest, ChecksDivisibility) {
   EXPECT_TRUE(checkPlan(m, plan, 128).has_value());
 }
 
+// Context parallelism: cp ranks each hold a load-balanced block of the
+// sequence, so a GPU's activations and compute shrink cp-fold (attention's
+// too: each block sees half the keys on average), for the keys' and
+// values' exchange, which a ring hides behind attention. Gradients are
+// summed over cp as over dp.
+TEST(PlannerTest, ContextParallelismSplitsTheSequence) {
+  ModelShape m = denseModel();
+  m.seq = 65536;
+  ClusterSpec cluster = testCluster();
+  SoftwareTraits gathered;
+  SoftwareTraits ring = gathered;
+  ring.overlapContextParallel = true;
+  ParallelPlan whole;
+  whole.tp = 8;
+  whole.remat = Remat::Full;
+  ParallelPlan split = whole;
+  split.cp = 4;
+  ASSERT_FALSE(checkPlan(m, whole, 1));
+  ASSERT_FALSE(checkPlan(m, split, 1));
+  EXPECT_EQ(split.gpus(), 32);
+  EXPECT_EQ(split.meshSpec(), "dp=1,cp=4,tp=8");
+  PlanCost a = evaluatePlan(m, whole, cluster, 1, gathered);
+  PlanCost b = evaluatePlan(m, split, cluster, 1, gathered);
+  PlanCost c = evaluatePlan(m, split, cluster, 1, ring);
+  EXPECT_NEAR(b.activationMemory * 4, a.activationMemory,
+              a.activationMemory * 1e-9);
+  EXPECT_NEAR(b.computeSeconds * 4, a.computeSeconds, a.computeSeconds * 1e-6);
+  EXPECT_EQ(a.commSeconds.count("context-parallel K/V"), 0u);
+  EXPECT_GT(b.commSeconds.at("context-parallel K/V"), 0);
+  EXPECT_GT(b.commSeconds.at("data-parallel all-reduce"), 0);
+  // The ring moves the same bytes; less of them shows.
+  EXPECT_NEAR(c.commSeconds.at("context-parallel K/V"),
+              b.commSeconds.at("context-parallel K/V"), 1e-12);
+  EXPECT_LT(c.exposedCommSeconds, b.exposedCommSeconds);
+  // 2 cp chunks must divide the sequence, tp each rank's pair.
+  split.cp = 3;
+  EXPECT_TRUE(checkPlan(m, split, 1).has_value());
+  m.seq = 48;
+  split.cp = 4;
+  EXPECT_TRUE(checkPlan(m, split, 1).has_value());
+}
+
 TEST(PlannerTest, SearchKeepsFixedChoicesAndRejectsWhatDoesNotFit) {
   ModelShape m = denseModel();
   ClusterSpec cluster = testCluster();

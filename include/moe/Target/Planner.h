@@ -103,6 +103,9 @@ const char *toString(Remat remat);
 
 struct ParallelPlan {
   int64_t tp = 1, pp = 1, virtualStages = 1;
+  /// Context parallelism: the sequence split over cp ranks (load-balanced),
+  /// attention gathering its keys and values over them.
+  int64_t cp = 1;
   /// Data-parallel replicas of the dense weights (all GPUs / (tp pp)); the
   /// experts are split over `ep` of them.
   int64_t dp = 1, ep = 1;
@@ -115,7 +118,7 @@ struct ParallelPlan {
   bool fp8 = false;
   ::moe::pipeline::ScheduleKind schedule = ::moe::pipeline::ScheduleKind::OneFOneB;
 
-  int64_t gpus() const { return tp * pp * dp; }
+  int64_t gpus() const { return tp * pp * cp * dp; }
   /// moec's --mesh for this plan (without pp).
   std::string meshSpec() const;
   std::string describe() const;
@@ -138,6 +141,10 @@ struct SoftwareTraits {
   bool overlapDataParallel = true;
   /// Tensor-parallel collectives overlap their GEMMs (async TP).
   bool overlapTensorParallel = false;
+  /// Context parallelism's keys and values travel around a ring while
+  /// attention computes (ring attention, Megatron's and TorchTitan's
+  /// default), rather than all-gathered before it (moe-run's today).
+  bool overlapContextParallel = false;
   /// Element-wise steps (norms, activations, residuals) run as fused
   /// kernels (a compiler, or hand-written ones), not one kernel per
   /// operator as in eager PyTorch.
@@ -241,7 +248,7 @@ PlanCost evaluatePlan(const ModelShape &model, const ParallelPlan &plan,
 
 /// What the search may choose; an unset field is searched, a set one fixed.
 struct PlanConstraints {
-  std::optional<int64_t> tp, pp, virtualStages, ep, microbatchSize;
+  std::optional<int64_t> tp, pp, virtualStages, ep, cp, microbatchSize;
   std::optional<bool> fsdp, fp8;
   std::optional<Remat> remat;
   std::optional<::moe::pipeline::ScheduleKind> schedule;
@@ -253,7 +260,7 @@ struct PlanConstraints {
   const ::moe::caps::Capabilities *backend = nullptr;
 };
 
-/// Parses "tp=8,pp=4,vpp=2,ep=8,mb=1,fsdp=1,remat=full,fp8=0,
+/// Parses "tp=8,pp=4,vpp=2,ep=8,cp=2,mb=1,fsdp=1,remat=full,fp8=0,
 /// schedule=interleaved"; an error names the bad entry.
 FailureOr<PlanConstraints> parsePlanConstraints(llvm::StringRef text,
                                                 std::string &error);

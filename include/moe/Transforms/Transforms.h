@@ -150,6 +150,12 @@ LogicalResult applyFp8(func::FuncOp function, const Fp8Policy &policy);
 /// Model FLOPs of one forward op (a multiply-add is 2; attention over the
 /// causal triangle; experts over their assignments); 0 for the rest.
 double modelFlops(Operation *op);
+/// The score entries of causal attention of `queries` queries over `keys`
+/// keys: the triangle s (s + 1) / 2 when they are the same sequence, and
+/// for a rank's block of a load-balanced sequence (context parallelism:
+/// the keys are the whole) queries * (keys + 1) / 2, its share of the
+/// whole's triangle.
+double causalScoreEntries(int64_t queries, int64_t keys);
 /// The FLOPs of `input [..., K]` times `weight [N, K]` transposed.
 double linearFlops(Value input, Value weight);
 

@@ -191,6 +191,19 @@ TEST(CapabilitiesTest, ContextParallelismRunsOnTheCpuOnly) {
               HasSubstr("needs a sequence split over cp (context parallelism, "
                         "group 0); the cuda backend on h100 lacks it "
                         "(context_parallel: no)"));
+  // RoPE on a block of a sequence split over another axis, which the cuda
+  // kernels would read as the whole sequence.
+  Program block = makeMoeProgram();
+  block.target = "h100";
+  block.meshAxes = {"tp"};
+  block.meshShape = {2};
+  block.groups = {{"tp"}};
+  block.instructions[instructionWith(block, Opcode::Rope)].intAttrs.push_back(
+      0);
+  ASSERT_TRUE(verifyProgram(block).ok());
+  EXPECT_EQ(check(block, "cpu"), "ok");
+  EXPECT_THAT(check(block, "cuda"),
+              HasSubstr("needs a block of a split sequence (instruction"));
 }
 
 TEST(CapabilitiesTest, RunOptionsTheBackendWouldIgnore) {

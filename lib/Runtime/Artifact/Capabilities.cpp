@@ -10,11 +10,14 @@
 
 #include "VerifierSupport.h"
 #include "moe/Runtime/Artifact/ExpertsRecipe.h"
+#include "moe/Runtime/Artifact/OpViews.h"
 
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
 #include <optional>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace moe::rt {
@@ -178,6 +181,26 @@ const std::vector<GatedOpcodes> &gatedOpcodes() {
   return gated;
 }
 
+/// Whether an opcode's view has a sequence group (context parallelism).
+template <class View, class = void> struct HasSequence : std::false_type {};
+template <class View>
+struct HasSequence<View,
+                   std::void_t<decltype(std::declval<const View &>().sequence())>>
+    : std::true_type {};
+
+/// The backend of ops::dispatch that reads an instruction's sequence group,
+/// where its opcode has one.
+struct SequenceGroupOf {
+  template <class View> std::optional<int64_t> run(const View &op) {
+    if constexpr (HasSequence<View>::value)
+      return op.sequence();
+    return std::nullopt;
+  }
+  std::optional<int64_t> unknownOpcode(const Instruction &) {
+    return std::nullopt;
+  }
+};
+
 absl::Status checkGatedOps(const Program &program, const Capabilities &record,
                            const Refusal &lacks) {
   for (size_t i = 0; i < program.instructions.size(); ++i) {
@@ -222,13 +245,22 @@ absl::Status checkCapabilities(const Program &program,
     return s;
   if (absl::Status s = checkGatedOps(program, record, lacks); !s.ok())
     return s;
-  if (!record.contextParallel)
+  if (!record.contextParallel) {
     for (size_t g = 0; g < program.groups.size(); ++g)
       if (program.balancedSplitOf(program.groups[g]) > 1)
         return lacks(absl::StrCat("a sequence split over cp (context "
                                   "parallelism, group ",
                                   g, ")"),
                      caps::kContextParallelName, "no");
+    // A block of a sequence split over any group is refused too: the
+    // backend's RoPE and attention would read it as the whole.
+    for (size_t i = 0; i < program.instructions.size(); ++i)
+      if (SequenceGroupOf reader;
+          ops::dispatch(reader, program.instructions[i]))
+        return lacks(absl::StrCat("a block of a split sequence (",
+                                  describeInstruction(program, i), ")"),
+                     caps::kContextParallelName, "no");
+  }
 
   // Run options the backend would otherwise ignore.
   if (request.expertChunks > 1 && !record.expertChunks)

@@ -325,7 +325,12 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
           })
           // Values of their own head width (MLA) are opcodes of 3.6; with
           // document positions, of 3.7 (any value width).
+          // Ring attention (context parallelism) is an opcode of 3.8.
           .Case([&](AttentionOp o) {
+            if (o.getRing())
+              return set(
+                  ops::buildRingAttention(o.getNumHeads(), o.getNumKvHeads(),
+                                          *groupOver(o.getSequenceAxes())));
             bool ownValueDim =
                 o.getOutput().getType() != o.getQuery().getType();
             return set((o.getPositions() ? ops::buildDocumentAttention
@@ -335,6 +340,10 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
                 groupOver(o.getSequenceAxes())));
           })
           .Case([&](AttentionGradOp o) {
+            if (o.getRing())
+              return set(ops::buildRingAttentionGrad(
+                  o.getNumHeads(), o.getNumKvHeads(),
+                  *groupOver(o.getSequenceAxes())));
             bool ownValueDim = o.getGrad().getType() != o.getQuery().getType();
             return set((o.getPositions() ? ops::buildDocumentAttentionGrad
                         : ownValueDim    ? ops::buildAttentionValueDimGrad

@@ -97,13 +97,16 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
       ignored.push_back("--count-expert-loads=false");
     if (!flags.reduceBucket.empty())
       ignored.push_back("--reduce-bucket");
+    if (flags.cpComm != "auto")
+      ignored.push_back("--cp-comm");
     if (!ignored.empty())
       return fail(llvm::join(ignored, ", ") +
                   " configure moec's training-step passes, which "
                   "--pass-pipeline replaces: give those passes' options in "
                   "the pipeline instead (moe-fp8, moe-mixed-precision, "
                   "moe-rematerialize, moe-save-expert-activations, "
-                  "moe-bucket-reductions, moe-fuse-linear-cross-entropy, "
+                  "moe-bucket-reductions, moe-ring-attention, "
+                  "moe-fuse-linear-cross-entropy, "
                   "moe-fuse-gemm-epilogues, moe-count-expert-loads)");
   }
 
@@ -183,6 +186,11 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
       return failure();
     options.reduceBucketBytes = *bytes;
   }
+  if (flags.cpComm != "auto" && flags.cpComm != "ring" &&
+      flags.cpComm != "allgather")
+    return fail("--cp-comm: unknown '" + flags.cpComm +
+                "': expected ring, allgather or auto");
+  options.cpComm = flags.cpComm;
   if (options.reportCost) {
     if (flags.cluster.empty())
       return fail("--report=cost needs --cluster FILE");
@@ -266,6 +274,10 @@ struct CompilePipelineOptions
   Opt<std::string> reduceBucket{
       *this, "reduce-bucket",
       desc("the most bytes of gradients reduced in one message (0: none)")};
+  Opt<std::string> cpComm{
+      *this, "cp-comm",
+      desc("context parallelism's keys: ring, allgather or auto"),
+      init("auto")};
   PassOptions::ListOption<std::string> report{
       *this, "report", desc("sharding, pipeline, memory, cost")};
   Opt<std::string> cluster{*this, "cluster", desc("the cluster file")};
@@ -312,6 +324,7 @@ readPipelineOptions(const CompilePipelineOptions &options, CompileFlags &flags,
   flags.fuseGemmEpilogues = options.fuseGemmEpilogues;
   flags.countExpertLoads = options.countExpertLoads;
   flags.reduceBucket = options.reduceBucket;
+  flags.cpComm = options.cpComm;
   for (const std::string &report : options.report) {
     bool *wanted = llvm::StringSwitch<bool *>(report)
                        .Case("sharding", &flags.reportSharding)

@@ -90,8 +90,11 @@ LogicalResult mlir::moe::buildCompilePipeline(
       epilogues->function = options.function;
       epilogues->target = options.target;
     }
+    RingAttentionOptions ring;
+    ring.function = options.function;
+    ring.comm = options.cpComm;
     buildTrainingBackend(pm, options.sharded, split, remat, saveExperts,
-                         schedule, buckets, epilogues);
+                         schedule, buckets, epilogues, ring);
   }
   if (options.reportSharding)
     pm.addPass(report(options, "collectives"));

@@ -37,7 +37,9 @@ double executedFlops(Operation *op) {
     double b = q[0], width = q[2];
     // Recomputed scores, dP, dV, dQ and dK over the causal triangle.
     return 5.0 * 2.0 * b * width *
-           causalScoreEntries(q[1], grad.getKey().getType().getShape()[1]);
+           causalScoreEntries(q[1], attendedKeys(op, grad.getKey(),
+                                                 grad.getSequenceAxes(),
+                                                 grad.getRing()));
   }
   if (auto grad = dyn_cast<ExpertsGradOp>(op)) {
     auto w1 = grad.getW1().getType().getShape();
@@ -136,7 +138,7 @@ double StepCost::exposedComm() const {
   // the backward pass computes (as moe-run's --device cuda does); what
   // does not fit behind the backward's compute shows.
   double hidden = std::min(gradientReductionSeconds, backwardSeconds);
-  return commTotal() - hidden;
+  return commTotal() - hidden - ringHiddenSeconds;
 }
 
 double StepCost::total() const {
@@ -212,7 +214,7 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
     /// Per microbatch: the backward's compute, which hides reductions.
     double backwardCompute = 0;
     std::map<std::string, double> byKind;
-    double gradientReduction = 0;
+    double gradientReduction = 0, ringHidden = 0;
   };
   std::vector<RankCost> perRank(ranks);
   auto account = [&](Operation *op, const OpCost &c) {
@@ -292,6 +294,34 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
     }
     if (c.seconds > 0)
       account(op, c);
+    // Ring attention: the whole sequence's key/value blocks pass every rank
+    // (the backward's with their gradients' accumulators), each transfer
+    // behind the attention of the block before.
+    auto ring = [&](Value key, Value value, ArrayAttr axes, double passes) {
+      CollectiveGroup group = groupOf(mesh, axes, cluster.gpusPerNode);
+      if (group.size <= 1)
+        return;
+      double whole =
+          (tensorBytes(key.getType()) + tensorBytes(value.getType())) *
+          group.size;
+      OpCost moved;
+      moved.kind = "cp K/V ring";
+      moved.seconds = passes * allGatherSeconds(cluster, group, whole);
+      account(op, moved);
+      double hidden = std::min(moved.seconds, c.seconds);
+      std::optional<int64_t> runsOn = pipelineRankRunning(op, ranks);
+      double times =
+          phaseOf(op, forward) == pp::Phase::Optimizer ? 1.0 : microbatches;
+      for (int64_t r = 0; r < ranks; ++r)
+        if (!runsOn || *runsOn == r)
+          perRank[r].ringHidden += hidden * times;
+    };
+    if (auto attention = dyn_cast<AttentionOp>(op);
+        attention && attention.getRing())
+      ring(attention.getKey(), attention.getValue(),
+           *attention.getSequenceAxes(), 1.0);
+    if (auto grad = dyn_cast<AttentionGradOp>(op); grad && grad.getRing())
+      ring(grad.getKey(), grad.getValue(), *grad.getSequenceAxes(), 2.0);
     // Expert parallelism: each routed token's row goes to its expert's
     // rank and back (forward x out and y back; backward x, dy and the
     // weight out, dx and its weight gradient back).
@@ -330,6 +360,7 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
       cost.commSeconds[kind] = seconds;
   }
   cost.gradientReductionSeconds = rank.gradientReduction;
+  cost.ringHiddenSeconds = rank.ringHidden;
   // Gradient reductions overlap the backward of the step's last
   // microbatch (all of it without a pipeline), where the GPU's backend
   // overlaps them (async_collectives).
@@ -373,7 +404,7 @@ void mlir::moe::printCostReport(const StepCost &cost,
   row("other kernels (HBM bandwidth)", cost.memorySeconds);
   for (const auto &[kind, seconds] : cost.commSeconds)
     row(kind, seconds);
-  row("  of it hidden behind the backward", cost.commTotal() - cost.exposedComm());
+  row("  of it hidden behind compute", cost.commTotal() - cost.exposedComm());
   if (cost.pipelineRanks > 1)
     row("pipeline bubble", cost.bubbleSeconds);
   row("step", cost.total());

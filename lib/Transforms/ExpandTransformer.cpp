@@ -149,7 +149,8 @@ public:
         qType.clone({qType.getDimSize(0), heads, qType.getDimSize(1)});
     auto attention = body.create<AttentionOp>(
         loc, withWidth(q, heads * valueDim), lseType, query, key,
-        keyParts.getRhs(), positions, i64(heads), i64(heads), ArrayAttr());
+        keyParts.getRhs(), positions, i64(heads), i64(heads), ArrayAttr(),
+        UnitAttr());
     Value o = proj("o_proj", hidden, heads * valueDim, attention.getOutput());
     return add(x, o, loc);
   }
@@ -190,9 +191,9 @@ public:
     auto qType = cast<RankedTensorType>(q.getType());
     auto lseType = qType.clone(
         {qType.getDimSize(0), heads, qType.getDimSize(1)});
-    auto attention =
-        body.create<AttentionOp>(loc, qType, lseType, q, k, v, positions,
-                                 i64(heads), i64(kvHeads), ArrayAttr());
+    auto attention = body.create<AttentionOp>(
+        loc, qType, lseType, q, k, v, positions, i64(heads), i64(kvHeads),
+        ArrayAttr(), UnitAttr());
     Value o = proj("o_proj", hidden, heads * headDim, attention.getOutput());
     return add(x, o, loc);
   }

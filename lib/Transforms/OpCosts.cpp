@@ -26,6 +26,19 @@ double mlir::moe::causalScoreEntries(int64_t queries, int64_t keys) {
   return s * (s + 1) / 2.0;
 }
 
+int64_t mlir::moe::attendedKeys(Operation *op, Value key,
+                                std::optional<ArrayAttr> sequenceAxes,
+                                bool ring) {
+  int64_t keys = cast<ShapedType>(key.getType()).getShape()[1];
+  if (!ring || !sequenceAxes)
+    return keys;
+  // A ring's key operand is the rank's block: every rank's pass it.
+  MeshOp mesh = getMesh(op->getParentOfType<ModuleOp>());
+  for (StringRef axis : sequenceAxes->getAsValueRange<StringAttr>())
+    keys *= mesh ? mesh.getAxisSize(axis).value_or(1) : 1;
+  return keys;
+}
+
 double mlir::moe::modelFlops(Operation *op) {
   if (auto linear = dyn_cast<LinearOp>(op))
     return linearFlops(linear.getInput(), linear.getWeight());
@@ -39,7 +52,9 @@ double mlir::moe::modelFlops(Operation *op) {
     double valueWidth = attention.getOutput().getType().getShape()[2];
     // QK^T and PV over the causal triangle.
     return 2.0 * b * (width + valueWidth) *
-           causalScoreEntries(q[1], attention.getKey().getType().getShape()[1]);
+           causalScoreEntries(q[1], attendedKeys(op, attention.getKey(),
+                                                 attention.getSequenceAxes(),
+                                                 attention.getRing()));
   }
   if (auto experts = dyn_cast<ExpertsOp>(op)) {
     auto w1 = experts.getW1().getType().getShape();

@@ -33,9 +33,12 @@ void mlir::moe::buildTrainingBackend(
     const std::optional<SaveExpertActivationsOptions> &saveExperts,
     const ScheduleCollectivesOptions &schedule,
     const BucketReductionsOptions &buckets,
-    const std::optional<FuseGemmEpiloguesOptions> &epilogues) {
-  if (sharded)
+    const std::optional<FuseGemmEpiloguesOptions> &epilogues,
+    const RingAttentionOptions &ring) {
+  if (sharded) {
     pm.addPass(createPartition());
+    pm.addPass(createRingAttention(ring));
+  }
   // A pipelined step reduces its gradients after every microbatch.
   if (sharded && !pipeline) {
     pm.addPass(createScheduleCollectives(schedule));

@@ -193,6 +193,12 @@ static cl::opt<int64_t> documentMask(
              "stream: moe.transformer document_mask = true and eos_token_id"),
     cl::value_desc("EOS_ID"), cl::init(-1));
 
+static cl::opt<std::string> cpComm(
+    "cp-comm",
+    cl::desc("context parallelism's keys and values: ring (passed around "
+             "the cp ranks behind attention), allgather (gathered before "
+             "it), or auto (the compiler chooses; docs/sharding.md)"),
+    cl::init("auto"), cl::cat(moecCategory));
 static cl::opt<std::string> reduceBucket(
     "reduce-bucket",
     cl::desc("the most bytes of weight gradients reduced over a group in "
@@ -352,6 +358,7 @@ static mlir::moe::CompileFlags commandLineFlags(ModuleOp module) {
   flags.countExpertLoads = countExpertLoads;
   flags.fuseGemmEpilogues = fuseGemmEpilogues;
   flags.reduceBucket = reduceBucket;
+  flags.cpComm = cpComm;
   flags.reportSharding = llvm::is_contained(reports, Report::Sharding);
   flags.reportPipeline = llvm::is_contained(reports, Report::Pipeline);
   flags.reportMemory = llvm::is_contained(reports, Report::Memory);

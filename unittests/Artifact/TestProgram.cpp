@@ -432,6 +432,15 @@ Program makeMoeProgram(const MoeConfig &c) {
     emit(Opcode::DocumentRope, {k, positions}, {kr}, {c.kvHeads}, {theta});
     emit(Opcode::DocumentAttention, {qr, kr, v, positions}, {att, lse},
          {c.heads, c.kvHeads});
+  } else if (c.ringRanks > 0) {
+    // The rank's block of a sequence over {cp}, its keys passed around.
+    program.meshAxes = {"cp"};
+    program.meshShape = {c.ringRanks};
+    program.groups = {{"cp"}};
+    emit(Opcode::Rope, {q}, {qr}, {c.heads, 0}, {theta});
+    emit(Opcode::Rope, {k}, {kr}, {c.kvHeads, 0}, {theta});
+    emit(Opcode::RingAttention, {qr, kr, v}, {att, lse},
+         {c.heads, c.kvHeads, 0});
   } else {
     emit(Opcode::Rope, {q}, {qr}, {c.heads}, {theta});
     emit(Opcode::Rope, {k}, {kr}, {c.kvHeads}, {theta});
@@ -500,6 +509,11 @@ Program makeMoeProgram(const MoeConfig &c) {
     emit(Opcode::DocumentRopeGrad, {dqr, positions}, {dq}, {c.heads}, {theta});
     emit(Opcode::DocumentRopeGrad, {dkr, positions}, {dk}, {c.kvHeads},
          {theta});
+  } else if (c.ringRanks > 0) {
+    emit(Opcode::RingAttentionGrad, {datt, qr, kr, v, att, lse}, {dqr, dkr, dv},
+         {c.heads, c.kvHeads, 0});
+    emit(Opcode::RopeGrad, {dqr}, {dq}, {c.heads, 0}, {theta});
+    emit(Opcode::RopeGrad, {dkr}, {dk}, {c.kvHeads, 0}, {theta});
   } else {
     emit(Opcode::AttentionGrad, {datt, qr, kr, v, att, lse}, {dqr, dkr, dv},
          {c.heads, c.kvHeads});

@@ -117,6 +117,10 @@ struct MoeConfig {
   /// document) that DocumentRope and DocumentAttention (and their
   /// gradients) read instead of Rope and Attention.
   bool documentMasking = false;
+  /// Context parallelism's ring (0: none): a mesh {cp: ringRanks}, RoPE on
+  /// each rank's block of the sequence (seq rows of seq * ringRanks) and
+  /// RingAttention and its gradient over {cp}; seq must be even.
+  int64_t ringRanks = 0;
 };
 
 /// One training step of a Mixtral-style decoder with a single layer, using

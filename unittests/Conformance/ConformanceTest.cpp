@@ -328,6 +328,15 @@ std::vector<NamedProgram> programsFor(int64_t ranks) {
       programs.push_back({absl::StrCat("mesh dp=", ranks / tp, " x tp=", tp),
                           [=] { return makeMeshProgram({ranks / tp, tp}); },
                           0, true});
+  // Context parallelism's ring over the world (of one: its own block).
+  programs.push_back({absl::StrCat("moe-ring cp=", ranks),
+                      [=] {
+                        MoeConfig config;
+                        config.seq = 4;
+                        config.ringRanks = ranks;
+                        return makeMoeProgram(config);
+                      },
+                      0, true});
   // A table two pipeline stages share (tied embeddings), whose gradient
   // halves their optimizers exchange: over a world of two, one per stage.
   if (ranks == 2)

@@ -64,6 +64,9 @@ struct CompileOptions {
   bool saveExpertActivations = true;
   /// moe-bucket-reductions' bucket size in bytes (0: no buckets).
   uint64_t reduceBucketBytes = 25 << 20;
+  /// moe-ring-attention's choice for context parallelism's keys: "ring",
+  /// "allgather" or "auto".
+  std::string cpComm = "auto";
   /// Reports (moe-print-report, and moe-plan-pipeline's), in pipeline
   /// order: sharding (and collectives), pipeline, memory, cost (needs
   /// `cluster`).
@@ -109,6 +112,8 @@ struct CompileFlags {
   bool fuseLmHeadLoss = true, fuseGemmEpilogues = true, countExpertLoads = true;
   /// --reduce-bucket, as written ("25MiB", "0"; empty: not given).
   std::string reduceBucket;
+  /// --cp-comm: ring, allgather or auto.
+  std::string cpComm = "auto";
   /// --report=sharding,pipeline,memory,cost and --cluster.
   bool reportSharding = false, reportPipeline = false, reportMemory = false,
        reportCost = false;

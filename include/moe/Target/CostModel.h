@@ -43,6 +43,9 @@ struct StepCost {
   /// Seconds of the gradient reductions, and of the backward pass's compute
   /// they can hide behind.
   double gradientReductionSeconds = 0, backwardSeconds = 0;
+  /// Seconds of ring attention's key/value transfers that the attention
+  /// they feed hides (context parallelism's ring).
+  double ringHiddenSeconds = 0;
   /// A pipelined step: its pipeline ranks and microbatches, the busiest
   /// rank (the one reported), and the idle part of the schedule's makespan.
   int64_t pipelineRanks = 1, microbatches = 1, busiestRank = 0;

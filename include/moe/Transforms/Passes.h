@@ -60,7 +60,8 @@ void buildTrainingBackend(
     const ScheduleCollectivesOptions &schedule = {},
     const BucketReductionsOptions &buckets = {},
     const std::optional<FuseGemmEpiloguesOptions> &epilogues =
-        FuseGemmEpiloguesOptions{});
+        FuseGemmEpiloguesOptions{},
+    const RingAttentionOptions &ring = {});
 
 /// Registers the default pipeline as `moe-training-pipeline`.
 void registerTrainingPipeline();

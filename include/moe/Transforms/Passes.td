@@ -504,6 +504,49 @@ def ScheduleCollectives : Pass<"moe-schedule-collectives", "ModuleOp"> {
   ];
 }
 
+def RingAttention : Pass<"moe-ring-attention", "ModuleOp"> {
+  let summary = "pass context parallelism's key/value blocks around a ring";
+  let description = [{
+    On the per-rank step after moe-partition: an attention whose queries
+    are a block of a sequence split over `sequence_axes` (context
+    parallelism) reads keys and values all-gathered over those axes, and
+    its gradient reduce-scatters the key and value gradients back. Where
+    `comm` asks for the ring, both read their rank's key/value blocks
+    instead (`ring`): the ranks pass the blocks around, each transfer
+    overlapping the attention of the block before (ring attention,
+    Megatron-Core's and TorchTitan's), and the gradients' accumulators
+    follow the blocks home, so the all-gathers and reduce-scatters go.
+    `auto` takes the ring over more than two ranks or for multi-head
+    attention, and keeps the all-gather for grouped-query attention over
+    two ranks, whose few key/value heads make one gather cheaper than the
+    ring's steps. Values are those of the gathered form up to the order of
+    the sums. See lib/Transforms/RingAttention.cpp.
+
+    Example, over cp = 2:
+
+    ```mlir
+    %kw = moe.all_gather %k {axes = ["cp"], dim = 1 : i64, mesh = @mesh}
+        : (tensor<2x4x4xf32>) -> tensor<2x8x4xf32>
+    %vw = moe.all_gather %v {axes = ["cp"], dim = 1 : i64, mesh = @mesh}
+        : (tensor<2x4x4xf32>) -> tensor<2x8x4xf32>
+    %o, %lse = moe.attention %q, %kw, %vw
+        {num_heads = 2, num_kv_heads = 1, sequence_axes = ["cp"]} : ...
+    ```
+    becomes
+    ```mlir
+    %o, %lse = moe.attention %q, %k, %v
+        {num_heads = 2, num_kv_heads = 1, ring, sequence_axes = ["cp"]}
+        : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> ...
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"train_step\"",
+           "the training step">,
+    Option<"comm", "comm", "std::string", "\"auto\"",
+           "ring, allgather, or auto (the compiler chooses)">,
+  ];
+}
+
 def BucketReductions : Pass<"moe-bucket-reductions", "ModuleOp"> {
   let summary = "reduce gradients in buckets, one message each";
   let description = [{

@@ -149,6 +149,14 @@ LogicalResult applyFp8(func::FuncOp function, const Fp8Policy &policy);
 
 /// Model FLOPs of one forward op (a multiply-add is 2; attention over the
 /// causal triangle; experts over their assignments); 0 for the rest.
+/// Context parallelism's ring (moe-ring-attention): every attention of
+/// the per-rank `step` whose keys and values are all-gathered over its
+/// sequence axes, and every gradient whose key and value gradients are
+/// then reduce-scattered, reads its rank's blocks instead and carries
+/// `ring`, where `comm` ("ring", "allgather" or "auto") takes the ring.
+LogicalResult passKeysAroundRing(func::FuncOp step, MeshOp mesh,
+                                 StringRef comm);
+
 double modelFlops(Operation *op);
 /// The score entries of causal attention of `queries` queries over `keys`
 /// keys: the triangle s (s + 1) / 2 when they are the same sequence, and
@@ -156,6 +164,11 @@ double modelFlops(Operation *op);
 /// the keys are the whole) queries * (keys + 1) / 2, its share of the
 /// whole's triangle.
 double causalScoreEntries(int64_t queries, int64_t keys);
+/// The keys an attention (or its gradient) `op` attends to: its key
+/// operand's sequence, or with `ring` the whole sequence its ranks pass
+/// around (the block times the sequence axes' ranks).
+int64_t attendedKeys(Operation *op, Value key,
+                     std::optional<ArrayAttr> sequenceAxes, bool ring);
 /// The FLOPs of `input [..., K]` times `weight [N, K]` transposed.
 double linearFlops(Value input, Value weight);
 

@@ -177,7 +177,11 @@ const std::vector<GatedOpcodes> &gatedOpcodes() {
         Opcode::DocumentAttention, Opcode::DocumentAttentionGrad},
        &Capabilities::documentMasking,
        caps::kDocumentMaskingName,
-       "document masking"}};
+       "document masking"},
+      {{Opcode::RingAttention, Opcode::RingAttentionGrad},
+       &Capabilities::contextParallel,
+       caps::kContextParallelName,
+       "ring attention over a split sequence"}};
   return gated;
 }
 

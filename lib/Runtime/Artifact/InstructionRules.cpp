@@ -399,14 +399,17 @@ private:
     // The value head dim is the query's, or (AttentionValueDim,
     // DocumentAttention) the output's own.
     int64_t valueWidth = kvWidth;
+    constexpr bool ring = std::is_same_v<View, ops::RingAttentionView> ||
+                          std::is_same_v<View, ops::RingAttentionGradView>;
     constexpr bool forward = std::is_same_v<View, ops::AttentionView> ||
                              std::is_same_v<View, ops::AttentionValueDimView> ||
-                             std::is_same_v<View, ops::DocumentAttentionView>;
+                             std::is_same_v<View, ops::DocumentAttentionView> ||
+                             std::is_same_v<View, ops::RingAttentionView>;
     constexpr bool ownValueDim =
         std::is_same_v<View, ops::AttentionValueDimView> ||
         std::is_same_v<View, ops::AttentionValueDimGradView> ||
         std::is_same_v<View, ops::DocumentAttentionView> ||
-        std::is_same_v<View, ops::DocumentAttentionGradView>;
+        std::is_same_v<View, ops::DocumentAttentionGradView> || ring;
     if constexpr (ownValueDim) {
       // The forward's output is a result, not matched yet: read it.
       const Buffer &output =
@@ -423,7 +426,8 @@ private:
     absl::StatusOr<int64_t> whole = sequenceLength(op);
     if (!whole.ok())
       return whole.status();
-    int64_t keys = *whole;
+    // A ring's keys and values are the rank's block, as its queries.
+    int64_t keys = ring ? bound("S") : *whole;
     MOE_VERIFY_OK(operandShape(View::kKOperand, {"B", keys, kvWidth}));
     MOE_VERIFY_OK(operandShape(View::kVOperand, {"B", keys, valueWidth}));
     if constexpr (forward) {
@@ -443,6 +447,7 @@ private:
     std::optional<int64_t> group = op.sequence();
     if (!group)
       return length;
+
     if (program.versionMajor == 3 && program.versionMinor < 8)
       return error(absl::StrCat(
           "has a sequence group, which artifacts have since version 3.8; "

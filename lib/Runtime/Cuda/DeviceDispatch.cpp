@@ -952,6 +952,12 @@ public:
   absl::Status run(const ops::DocumentAttentionGradView &) {
     return notOnThisBackend();
   }
+  absl::Status run(const ops::RingAttentionView &) {
+    return notOnThisBackend();
+  }
+  absl::Status run(const ops::RingAttentionGradView &) {
+    return notOnThisBackend();
+  }
   absl::Status run(const ops::SplitHeadsView &) { return notOnThisBackend(); }
   absl::Status run(const ops::ZLossView &) { return notOnThisBackend(); }
   absl::Status run(const ops::ZLossGradView &) { return notOnThisBackend(); }

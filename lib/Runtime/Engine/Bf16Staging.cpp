@@ -99,6 +99,7 @@ absl::Status runStaged(
                      context.trace,
                      context.expertChunks,
                      context.overlapExperts,
+                     context.threadsMayCommunicate,
                      /*widened=*/nullptr,
                      &program};
   if (absl::Status status = run(staged, index); !status.ok())

@@ -11,6 +11,7 @@
 #include "Bf16Staging.h"
 #include "Collectives.h"
 #include "ExpertParallel.h"
+#include "RingAttention.h"
 
 #include "moe/Runtime/Artifact/OpViews.h"
 #include "moe/Runtime/Comm/Communicator.h"
@@ -233,6 +234,13 @@ public:
   }
   absl::Status run(const ops::DocumentAttentionGradView &op) {
     return attentionGrad(op, op.positions());
+  }
+  // Context parallelism's ring: the blocks travel over the sequence group.
+  absl::Status run(const ops::RingAttentionView &op) {
+    return ringAttention(op, op.positions(), in(op.q()).shape[1]);
+  }
+  absl::Status run(const ops::RingAttentionGradView &op) {
+    return ringAttention(op, op.positions(), in(op.q()).shape[1]);
   }
   absl::Status run(const ops::DocumentRopeView &op) {
     return rope(cpu::ropeForward, op.x(), op.y(), op.heads(), op.theta(),
@@ -536,6 +544,17 @@ private:
     return absl::OkStatus();
   }
 
+  template <class View>
+  absl::Status ringAttention(const View &op, std::optional<uint32_t> positions,
+                             int64_t length) {
+    if (positions)
+      if (absl::Status status =
+              checkPositions(*positions, sequenceRuns(op.sequence(), length));
+          !status.ok())
+        return status;
+    return runRingAttention(context, index);
+  }
+
   /// This rank's block of a sequence of `length` rows split over group
   /// `sequence` (context parallelism) as the kernels' runs; none (the
   /// whole sequence) without one.
@@ -802,9 +821,11 @@ absl::Status runInstruction(const StepContext &context, size_t index) {
   if (!context.trace)
     return runKernel(context, index);
   const Instruction &instruction = context.program.instructions[index];
-  // Expert parallel instructions record their exchanges and their compute
-  // themselves.
-  if (isExpertParallel(instruction))
+  // Expert parallel and ring instructions record their exchanges and their
+  // compute themselves.
+  if (isExpertParallel(instruction) ||
+      instruction.opcode == Opcode::RingAttention ||
+      instruction.opcode == Opcode::RingAttentionGrad)
     return runKernel(context, index);
   bool communicates = instruction.opcode == Opcode::AllReduce ||
                       instruction.opcode == Opcode::AllGather ||

@@ -49,6 +49,9 @@ struct StepContext {
   /// an MPI that lets another thread call it).
   int64_t expertChunks = 1;
   bool overlapExperts = false;
+  /// The MPI lets a second thread call it: instructions that pass blocks
+  /// around (ring attention) move the next while computing this one.
+  bool threadsMayCommunicate = false;
   /// The program with its BF16 buffers declared F32 (widenBf16Buffers),
   /// for instructions run on fp32 images of BF16 buffers; built on the
   /// fly when null.

@@ -412,6 +412,7 @@ Executor::runStep(const int32_t *tokens, const int32_t *targets, int64_t step,
   context.trace = traceTo;
   context.expertChunks = expertChunks;
   context.overlapExperts = threadsMayCommunicate && expertChunks > 1;
+  context.threadsMayCommunicate = threadsMayCommunicate;
   if (pipelineStep) {
     pipelineDevice->setContext(&context);
     absl::StatusOr<StepResult> result = pipelineStep->run(

@@ -1909,3 +1909,11 @@ module {
     return %o : tensor<2x4x8xf32>
   }
 }
+
+// -----
+
+func.func @ring_without_sequence_axes(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'moe.attention' op has ring but no sequence_axes to pass the blocks around}}
+  %o, %lse = moe.attention %q, %k, %k {num_heads = 4, num_kv_heads = 2, ring} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>)
+  return %o : tensor<2x4x8xf32>
+}

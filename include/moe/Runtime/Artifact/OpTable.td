@@ -574,3 +574,32 @@ def DocumentAttentionGrad : Op<59, "3.7"> {
   let rules = ["checkAttention"];
   let communicates = 0;
 }
+
+// Ring attention (context parallelism, 3.8): q, k and v are all this
+// rank's block of a sequence split over `sequence` (load-balanced when cp
+// leads it, semantics::balancedRuns). The ranks of the group pass their
+// key/value blocks around the ring, each step's transfer overlapping the
+// attention of the block before, and merge the blocks' outputs by the
+// online softmax: out and lse are DocumentAttention's (Attention's without
+// positions) on the whole sequence, this rank's rows. The gradient passes
+// the blocks again with their dk and dv accumulators, which return to
+// their owner: dk and dv are the whole gradient's rows of this rank's
+// block. The values may have a head width of their own.
+def RingAttention : Op<60, "3.8"> {
+  let operands = (ins Float<"[B, S, Q]">:$q, Float<>:$k, Float<>:$v,
+                      OptionalTensor<"[B, S]", [I32]>:$positions);
+  let results = (outs Float<"[B, S, O]">:$out, Tensor<>:$lse);
+  let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
+                          IntAttr<>:$kv_heads, GroupAttr:$sequence);
+  let rules = ["checkAttention"];
+}
+def RingAttentionGrad : Op<61, "3.8"> {
+  let operands = (ins Float<"[B, S, O]">:$dout, Float<"[B, S, Q]">:$q,
+                      Float<>:$k, Float<>:$v, Float<"[B, S, O]">:$out,
+                      Tensor<>:$lse,
+                      OptionalTensor<"[B, S]", [I32]>:$positions);
+  let results = (outs Float<"[B, S, Q]">:$dq, Float<>:$dk, Float<>:$dv);
+  let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
+                          IntAttr<>:$kv_heads, GroupAttr:$sequence);
+  let rules = ["checkAttention"];
+}

@@ -895,10 +895,14 @@ LogicalResult RoPEGradOp::verify() {
 static LogicalResult verifyAttentionShapes(Operation *op, Value q, Value k,
                                            Value v, Value out, Value lse,
                                            int64_t heads, int64_t kvHeads,
-                                           std::optional<ArrayAttr> axes) {
+                                           std::optional<ArrayAttr> axes,
+                                           bool ring) {
   FailureOr<int64_t> parts = sequenceParts(op, axes);
   if (failed(parts))
     return failure();
+  if (ring && (!axes || axes->empty()))
+    return op->emitOpError()
+           << "has ring but no sequence_axes to pass the blocks around";
   if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0)
     return op->emitOpError() << "expected num_heads (" << heads
                              << ") to be a positive multiple of num_kv_heads ("
@@ -913,7 +917,8 @@ static LogicalResult verifyAttentionShapes(Operation *op, Value q, Value k,
   int64_t headDim = qs[2] / heads;
   if (headDim == 0)
     return op->emitOpError() << "expected a non-empty head dimension";
-  int64_t keys = qs[1] * *parts;
+  // A ring's keys are the rank's block, as its queries.
+  int64_t keys = ring ? qs[1] : qs[1] * *parts;
   SmallVector<int64_t> kvShape = {qs[0], keys, kvHeads * headDim};
   if (failed(expectShape(op, "key", k, kvShape)) ||
       failed(expectRank(op, "value", v, 3)))
@@ -931,17 +936,17 @@ static LogicalResult verifyAttentionShapes(Operation *op, Value q, Value k,
 }
 
 LogicalResult AttentionOp::verify() {
-  if (failed(verifyAttentionShapes(*this, getQuery(), getKey(), getValue(),
-                                   getOutput(), getLse(), getNumHeads(),
-                                   getNumKvHeads(), getSequenceAxes())))
+  if (failed(verifyAttentionShapes(
+          *this, getQuery(), getKey(), getValue(), getOutput(), getLse(),
+          getNumHeads(), getNumKvHeads(), getSequenceAxes(), getRing())))
     return failure();
   return verifyPositions(*this, getPositions(), getQuery());
 }
 
 LogicalResult AttentionGradOp::verify() {
-  if (failed(verifyAttentionShapes(*this, getQuery(), getKey(), getValue(),
-                                   getOutput(), getLse(), getNumHeads(),
-                                   getNumKvHeads(), getSequenceAxes())))
+  if (failed(verifyAttentionShapes(
+          *this, getQuery(), getKey(), getValue(), getOutput(), getLse(),
+          getNumHeads(), getNumKvHeads(), getSequenceAxes(), getRing())))
     return failure();
   if (getGrad().getType() != getOutput().getType())
     return emitOpError() << "expected grad to have the output's type";

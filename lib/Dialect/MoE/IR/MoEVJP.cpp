@@ -87,7 +87,7 @@ SmallVector<Value> AttentionOp::buildVJP(OpBuilder &builder,
       getLoc(), getQuery().getType(), getKey().getType(), getValue().getType(),
       resultGrads[0], getQuery(), getKey(), getValue(), getOutput(), getLse(),
       getPositions(), getNumHeadsAttr(), getNumKvHeadsAttr(),
-      getSequenceAxesAttr());
+      getSequenceAxesAttr(), getRingAttr());
   // Positions are ids: no gradient.
   grads[0] = grad.getQueryGrad();
   grads[1] = grad.getKeyGrad();

@@ -526,7 +526,10 @@ def MoE_AttentionOp : MoE_Op<"attention", [
     and `positions` are this rank's block of the sequence (load-balanced
     when `cp` leads the axes, as `moe.rope` says), while `key` and `value`
     are the whole sequence; causality and documents follow the positions
-    in the whole sequence.
+    in the whole sequence. With `ring` (moe-ring-attention), `key` and
+    `value` are this rank's block too: the ranks of `sequence_axes` pass
+    their blocks around a ring, each transfer overlapping the attention of
+    the block before (ring attention); the results are the same.
 
     Constraints: `query` is `[B, S, num_heads * d]`, `key` is
     `[B, S, num_kv_heads * d]` and `value` `[B, S, num_kv_heads * dv]` with
@@ -546,7 +549,8 @@ def MoE_AttentionOp : MoE_Op<"attention", [
                        MoE_FloatTensor:$value,
                        Optional<MoE_I32Tensor>:$positions, I64Attr:$num_heads,
                        I64Attr:$num_kv_heads,
-                       OptionalAttr<StrArrayAttr>:$sequence_axes);
+                       OptionalAttr<StrArrayAttr>:$sequence_axes,
+                       UnitAttr:$ring);
   let results = (outs MoE_FloatTensor:$output, MoE_F32Tensor:$lse);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -1375,7 +1379,9 @@ def MoE_AttentionGradOp : MoE_Op<"attention_grad", [
   let summary = "gradients of attention's query, key and value";
   let description = [{
     Recomputes the probabilities from the forward's `lse`
-    (FlashAttention's backward).
+    (FlashAttention's backward). `sequence_axes` and `ring` as in
+    `moe.attention`; with `ring` the key and value gradients are this
+    rank's block, their accumulators travelling the ring behind the blocks.
 
     Constraints: `grad` and `output` have the query's type; `lse` is
     `[B, num_heads, S]`; the results have the types of query, key and value;
@@ -1396,7 +1402,8 @@ def MoE_AttentionGradOp : MoE_Op<"attention_grad", [
                        MoE_FloatTensor:$output, MoE_F32Tensor:$lse,
                        Optional<MoE_I32Tensor>:$positions,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
-                       OptionalAttr<StrArrayAttr>:$sequence_axes);
+                       OptionalAttr<StrArrayAttr>:$sequence_axes,
+                       UnitAttr:$ring);
   let results = (outs MoE_FloatTensor:$query_grad, MoE_FloatTensor:$key_grad,
                       MoE_FloatTensor:$value_grad);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";

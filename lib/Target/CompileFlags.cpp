@@ -99,6 +99,8 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
       ignored.push_back("--reduce-bucket");
     if (flags.cpComm != "auto")
       ignored.push_back("--cp-comm");
+    if (!flags.foldExperts.empty())
+      ignored.push_back("--fold-experts");
     if (!ignored.empty())
       return fail(llvm::join(ignored, ", ") +
                   " configure moec's training-step passes, which "
@@ -191,6 +193,13 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
     return fail("--cp-comm: unknown '" + flags.cpComm +
                 "': expected ring, allgather or auto");
   options.cpComm = flags.cpComm;
+  if (!flags.foldExperts.empty()) {
+    if (!options.sharded)
+      return fail("--fold-experts needs --mesh: it folds the experts over "
+                  "mesh axes");
+    for (StringRef axis : llvm::split(flags.foldExperts, ','))
+      options.foldExperts.push_back(axis.trim().str());
+  }
   if (options.reportCost) {
     if (flags.cluster.empty())
       return fail("--report=cost needs --cluster FILE");
@@ -278,6 +287,9 @@ struct CompilePipelineOptions
       *this, "cp-comm",
       desc("context parallelism's keys: ring, allgather or auto"),
       init("auto")};
+  Opt<std::string> foldExperts{
+      *this, "fold-experts",
+      desc("token axes the experts are split over too (e.g. cp)")};
   PassOptions::ListOption<std::string> report{
       *this, "report", desc("sharding, pipeline, memory, cost")};
   Opt<std::string> cluster{*this, "cluster", desc("the cluster file")};
@@ -325,6 +337,7 @@ readPipelineOptions(const CompilePipelineOptions &options, CompileFlags &flags,
   flags.countExpertLoads = options.countExpertLoads;
   flags.reduceBucket = options.reduceBucket;
   flags.cpComm = options.cpComm;
+  flags.foldExperts = options.foldExperts;
   for (const std::string &report : options.report) {
     bool *wanted = llvm::StringSwitch<bool *>(report)
                        .Case("sharding", &flags.reportSharding)

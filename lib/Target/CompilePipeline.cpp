@@ -45,8 +45,10 @@ LogicalResult mlir::moe::buildCompilePipeline(
       countLoads.emplace();
       countLoads->target = options.target;
     }
+    PropagateShardingOptions sharding;
+    sharding.foldExperts = options.foldExperts;
     buildTrainingFrontend(pm, options.sharded, options.fp8, precision, fuseLoss,
-                          countLoads);
+                          countLoads, sharding);
   }
   if (options.reportSharding)
     pm.addPass(report(options, "sharding"));

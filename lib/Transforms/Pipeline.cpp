@@ -10,7 +10,8 @@ void mlir::moe::buildTrainingFrontend(
     OpPassManager &pm, bool sharded, const std::optional<Fp8Options> &fp8,
     const MixedPrecisionOptions &precision,
     const std::optional<FuseLinearCrossEntropyOptions> &fuseLoss,
-    const std::optional<CountExpertLoadsOptions> &countLoads) {
+    const std::optional<CountExpertLoadsOptions> &countLoads,
+    const PropagateShardingOptions &sharding) {
   pm.addPass(createExpandTransformer());
   if (fuseLoss)
     pm.addPass(createFuseLinearCrossEntropy(*fuseLoss));
@@ -23,7 +24,7 @@ void mlir::moe::buildTrainingFrontend(
   // Before sharding, so every later pass sees the dtypes.
   pm.addPass(createMixedPrecision(precision));
   if (sharded)
-    pm.addPass(createPropagateSharding());
+    pm.addPass(createPropagateSharding(sharding));
 }
 
 void mlir::moe::buildTrainingBackend(

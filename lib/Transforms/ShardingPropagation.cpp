@@ -363,7 +363,8 @@ struct PropagateShardingPass
     }
     FailureOr<func::FuncOp> step =
         lookupFunction(module, function, "to shard");
-    if (failed(step) || failed(seedShardings(module, *step, meshOp)) ||
+    std::vector<std::string> fold(foldExperts.begin(), foldExperts.end());
+    if (failed(step) || failed(seedShardings(module, *step, meshOp, fold)) ||
         failed(propagateShardings(*step, meshOp)))
       return signalPassFailure();
   }

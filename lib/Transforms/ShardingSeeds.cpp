@@ -41,6 +41,8 @@ struct Seed {
 /// The parts of the mesh the policy uses.
 struct Axes {
   SmallVector<StringRef> data;
+  /// Token axes the experts fold over, after ep.
+  SmallVector<StringRef> folded;
   std::optional<int64_t> tp, ep, fsdp, cp;
   int64_t dataRanks = 1;
 };
@@ -133,6 +135,12 @@ static FailureOr<Seed> seedWeight(ParamOp param, const Axes &axes,
   bool stacked = name.contains("{e}");
   if (stacked && axes.ep)
     add(0, kExpertAxis, "expert parallel: experts split over ep");
+  for (StringRef axis : axes.folded)
+    if (stacked)
+      add(0, axis,
+          ("expert parallelism folded over " + axis +
+           " (MoE parallel folding): the experts split over its ranks too")
+              .str());
   if (axes.tp)
     if (auto split = tensorParallelDim(name))
       add(split->first, kTensorAxis, split->second);
@@ -156,8 +164,40 @@ static FailureOr<Seed> seedWeight(ParamOp param, const Axes &axes,
 }
 
 LogicalResult mlir::moe::seedShardings(ModuleOp module, func::FuncOp step,
-                                       MeshOp mesh) {
+                                       MeshOp mesh,
+                                       ArrayRef<std::string> foldExperts) {
   Axes axes = axesOf(mesh);
+  int64_t folded = 1;
+  for (const std::string &axis : foldExperts) {
+    std::optional<int64_t> size = mesh.getAxisSize(axis);
+    if (!size ||
+        (axis != kDataAxis && axis != kFsdpAxis && axis != kContextAxis)) {
+      return mesh.emitError()
+             << "experts fold over '" << axis
+             << "', which is not a token axis of the mesh: they fold over "
+                "its dp, fsdp or cp axes (their ranks hold other tokens)";
+    }
+    if (llvm::is_contained(axes.folded, axis))
+      return mesh.emitError() << "experts fold over '" << axis << "' twice";
+    // The mesh's own copy of the name, which outlives `foldExperts`.
+    for (StringRef name : mesh.getAxes().getAsValueRange<StringAttr>())
+      if (name == axis)
+        axes.folded.push_back(name);
+    folded *= *size;
+  }
+  // cp's split is load-balanced where it leads a dimension's axes and
+  // nowhere else (Partition.cpp): folded in, it must lead the experts'.
+  if (llvm::is_contained(axes.folded, kContextAxis) &&
+      (axes.ep || axes.folded.front() != kContextAxis))
+    return mesh.emitError()
+           << "experts fold over 'cp' only as their outermost split: list it "
+              "first (--fold-experts=cp,dp), on a mesh without ep";
+  if (folded > 1 && failed(expectDivisible(
+                        mesh, "experts", modelSize(module, "experts"),
+                        "ep x the folded axes", axes.ep.value_or(1) * folded,
+                        "expert parallelism gives each rank an equal "
+                        "share of the experts")))
+    return failure();
   MLIRContext *ctx = module.getContext();
   auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
 

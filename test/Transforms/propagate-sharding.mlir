@@ -1,4 +1,5 @@
 // RUN: moe-opt %s --split-input-file --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-propagate-sharding --verify-diagnostics | FileCheck %s
+// RUN: moe-opt %S/Inputs/fold-experts.mlir --moe-expand-transformer --moe-autodiff --moe-optimizer --moe-propagate-sharding="fold-experts=cp" | FileCheck %s --check-prefix=FOLD
 
 // Data parallel over dp, Megatron tensor parallel over tp, FSDP storage over
 // fsdp; every decision carries its reason.
@@ -84,3 +85,15 @@ moe.transformer @m {vocab = 32, hidden = 16, layers = 1, heads = 4, kv_heads = 2
 module {
   moe.transformer @m {vocab = 32, hidden = 16, layers = 1, heads = 4, kv_heads = 2, experts = 4, top_k = 2, ffn = 8, seq = 4, batch = 4}
 }
+
+// -----
+
+// Context parallelism: the sequence splits over cp (then tp) from the
+// embedding on. With fold-experts=cp (Inputs/fold-experts.mlir, the same
+// module), the experts split over the cp ranks too (MoE parallel folding).
+moe.mesh @mesh(cp = 2, tp = 2)
+moe.transformer @cp {vocab = 32, hidden = 16, layers = 1, heads = 4,
+                     kv_heads = 2, experts = 4, top_k = 2, ffn = 8, seq = 8,
+                     batch = 2, dense_layers = array<i64: 0>}
+// CHECK: moe.embedding {{.*}}moe.sharding = [#moe.sharding<@mesh, [{}, {cp, tp}, {}]>]
+// FOLD: moe.param @"model.layers.0.block_sparse_moe.experts.{e}.w1.weight" : tensor<4x8x16xf32> {{{.*}}sharding = #moe.sharding<@mesh, [{cp}, {tp}, {}]>, sharding_origin = ["expert parallelism folded over cp (MoE parallel folding): the experts split over its ranks too"

@@ -199,6 +199,12 @@ static cl::opt<std::string> cpComm(
              "the cp ranks behind attention), allgather (gathered before "
              "it), or auto (the compiler chooses; docs/sharding.md)"),
     cl::init("auto"), cl::cat(moecCategory));
+static cl::opt<std::string> foldExperts(
+    "fold-experts",
+    cl::desc("split the experts over these token axes of the mesh too "
+             "(dp, fsdp, cp; e.g. cp): Megatron's MoE parallel folding, "
+             "expert parallel ranks that are data or context parallel ranks"),
+    cl::value_desc("axes"), cl::init(""), cl::cat(moecCategory));
 static cl::opt<std::string> reduceBucket(
     "reduce-bucket",
     cl::desc("the most bytes of weight gradients reduced over a group in "
@@ -359,6 +365,7 @@ static mlir::moe::CompileFlags commandLineFlags(ModuleOp module) {
   flags.fuseGemmEpilogues = fuseGemmEpilogues;
   flags.reduceBucket = reduceBucket;
   flags.cpComm = cpComm;
+  flags.foldExperts = foldExperts;
   flags.reportSharding = llvm::is_contained(reports, Report::Sharding);
   flags.reportPipeline = llvm::is_contained(reports, Report::Pipeline);
   flags.reportMemory = llvm::is_contained(reports, Report::Memory);

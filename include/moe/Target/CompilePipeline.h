@@ -67,6 +67,8 @@ struct CompileOptions {
   /// moe-ring-attention's choice for context parallelism's keys: "ring",
   /// "allgather" or "auto".
   std::string cpComm = "auto";
+  /// moe-propagate-sharding's token axes the experts fold over.
+  std::vector<std::string> foldExperts;
   /// Reports (moe-print-report, and moe-plan-pipeline's), in pipeline
   /// order: sharding (and collectives), pipeline, memory, cost (needs
   /// `cluster`).
@@ -114,6 +116,8 @@ struct CompileFlags {
   std::string reduceBucket;
   /// --cp-comm: ring, allgather or auto.
   std::string cpComm = "auto";
+  /// --fold-experts=cp,dp: token axes the experts are split over too.
+  std::string foldExperts;
   /// --report=sharding,pipeline,memory,cost and --cluster.
   bool reportSharding = false, reportPipeline = false, reportMemory = false,
        reportCost = false;

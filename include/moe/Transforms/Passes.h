@@ -42,7 +42,8 @@ void buildTrainingFrontend(
     const std::optional<FuseLinearCrossEntropyOptions> &fuseLoss =
         FuseLinearCrossEntropyOptions{},
     const std::optional<CountExpertLoadsOptions> &countLoads =
-        CountExpertLoadsOptions{});
+        CountExpertLoadsOptions{},
+    const PropagateShardingOptions &sharding = {});
 /// With `saveExperts`, it keeps the experts' up projections for their
 /// backward (moe-save-expert-activations) before the pipeline cut; with
 /// `remat`, it recomputes activations to fit a memory budget

@@ -244,6 +244,9 @@ def PropagateSharding : Pass<"moe-propagate-sharding", "ModuleOp"> {
   let options = [
     Option<"function", "function", "std::string", "\"train_step\"",
            "the training step to shard">,
+    ListOption<"foldExperts", "fold-experts", "std::string",
+               "token axes the experts are split over too (Megatron's MoE "
+               "parallel folding: dp, fsdp or cp)">,
   ];
 }
 

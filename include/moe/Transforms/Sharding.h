@@ -46,7 +46,11 @@ MeshOp getMesh(ModuleOp module);
 /// and the sharding of the step's token inputs from the model and the mesh.
 /// Fails with a diagnostic naming the tensor and the axis when a dimension
 /// cannot be split as the policy requires (heads not divisible by tp, ...).
-LogicalResult seedShardings(ModuleOp module, func::FuncOp step, MeshOp mesh);
+/// `foldExperts` names token axes (dp, fsdp or cp) the experts are split
+/// over too, after ep: Megatron's MoE parallel folding, whose expert
+/// parallel ranks are data or context parallel ranks.
+LogicalResult seedShardings(ModuleOp module, func::FuncOp step, MeshOp mesh,
+                            llvm::ArrayRef<std::string> foldExperts = {});
 
 /// Propagates shardings from the seeds (and moe.shard pins) through the
 /// factor rules of the step's ops, and records every value's sharding and

@@ -144,7 +144,11 @@ static FailureOr<Seed> seedWeight(ParamOp param, const Axes &axes,
   if (axes.tp)
     if (auto split = tensorParallelDim(name))
       add(split->first, kTensorAxis, split->second);
-  if (axes.fsdp) {
+  // Experts folded over fsdp are stored split over it already.
+  bool folded = llvm::any_of(seed.dims, [](const SmallVector<StringRef> &dim) {
+    return llvm::is_contained(dim, kFsdpAxis);
+  });
+  if (axes.fsdp && !folded) {
     // FSDP stores the first dimension that still splits evenly; a weight
     // too small for that is stored whole (its reason is the missing split).
     for (unsigned dim = 0; dim < seed.dims.size(); ++dim) {

@@ -163,6 +163,8 @@ struct OpCost {
   std::string kind; // "gemm", "memory" or a collective's kind
   double seconds = 0;
   bool gradientReduction = false;
+  /// Of `seconds`, what the op's own compute hides (ring attention).
+  double hidden = 0;
 };
 
 /// The pipeline phase of an op (forward without a split).
@@ -232,6 +234,7 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
       rank.byKind[c.kind] += c.seconds * times;
       if (c.gradientReduction)
         rank.gradientReduction += c.seconds * times;
+      rank.ringHidden += c.hidden * times;
     }
   };
 
@@ -307,14 +310,8 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
       OpCost moved;
       moved.kind = "cp K/V ring";
       moved.seconds = passes * allGatherSeconds(cluster, group, whole);
+      moved.hidden = std::min(moved.seconds, c.seconds);
       account(op, moved);
-      double hidden = std::min(moved.seconds, c.seconds);
-      std::optional<int64_t> runsOn = pipelineRankRunning(op, ranks);
-      double times =
-          phaseOf(op, forward) == pp::Phase::Optimizer ? 1.0 : microbatches;
-      for (int64_t r = 0; r < ranks; ++r)
-        if (!runsOn || *runsOn == r)
-          perRank[r].ringHidden += hidden * times;
     };
     if (auto attention = dyn_cast<AttentionOp>(op);
         attention && attention.getRing())

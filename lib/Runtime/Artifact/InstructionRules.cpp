@@ -454,15 +454,22 @@ private:
           "this one is ",
           program.versionMajor, ".", program.versionMinor));
     length *= program.partsOf(program.groups[*group]);
-    int64_t cp = program.balancedSplitOf(program.groups[*group]);
-    if (cp > 1 && length % (2 * cp) != 0)
-      return error(absl::StrCat("its sequence (", length,
-                                " whole) is split load-balanced over "
-                                "group ",
-                                *group, " ", formatAxes(program.groups[*group]),
-                                ", which needs it divisible by 2 * cp (",
-                                2 * cp, ")"));
+    MOE_VERIFY_OK(checkBalancedSplit("its sequence", length, *group));
     return length;
+  }
+
+  /// Context parallelism's load-balanced split over a group that cp leads
+  /// cuts the `whole` elements of `what` into 2 cp chunks.
+  absl::Status checkBalancedSplit(const std::string &what, int64_t whole,
+                                  int64_t group) {
+    int64_t cp = program.balancedSplitOf(program.groups[group]);
+    if (cp <= 1 || whole % (2 * cp) == 0)
+      return absl::OkStatus();
+    return error(absl::StrCat(what, " (", whole,
+                              " whole) is split load-balanced over group ",
+                              group, " ", formatAxes(program.groups[group]),
+                              ", which needs it divisible by 2 * cp (", 2 * cp,
+                              ")"));
   }
 
   /// A per-head concatenation's parts: a is heads parts, b heads parts or
@@ -658,17 +665,9 @@ private:
             formatAxes(program.groups[group]), " do not divide"));
       expected[dim] /= size;
     }
-    // Context parallelism's load-balanced split cuts the whole dimension
-    // into 2 cp chunks.
-    int64_t cp = program.balancedSplitOf(program.groups[group]);
-    int64_t whole = std::max(shape[dim], expected[dim]);
-    if (cp > 1 && whole % (2 * cp) != 0)
-      return error(absl::StrCat("dimension ", dim, " (", whole,
-                                " whole) is split load-balanced "
-                                "over group ",
-                                group, " ", formatAxes(program.groups[group]),
-                                ", which needs it divisible by 2 * cp (",
-                                2 * cp, ")"));
+    MOE_VERIFY_OK(checkBalancedSplit(absl::StrCat("dimension ", dim),
+                                     std::max(shape[dim], expected[dim]),
+                                     group));
     return resultShape(0, exactly(expected));
   }
 

@@ -556,21 +556,42 @@ private:
   }
 
   /// This rank's block of a sequence of `length` rows split over group
-  /// `sequence` (context parallelism) as the kernels' runs; none (the
-  /// whole sequence) without one.
+  /// `sequence` (context parallelism) as the kernels' runs; without one,
+  /// the whole sequence as one run.
   std::vector<cpu::SequenceRun> sequenceRuns(std::optional<int64_t> sequence,
                                              int64_t length) {
     if (!sequence)
-      return {};
-    const AxisList &axes = context.program.groups[*sequence];
-    int64_t parts = context.program.partsOf(axes);
-    semantics::SequenceRuns block = semantics::blockRuns(
-        length * parts, context.program.balancedSplitOf(axes), parts,
-        context.groups[*sequence]->rank());
+      return {{0, 0, length}};
+    return sequenceBlockRuns(context.program, context.program.groups[*sequence],
+                             length, context.groups[*sequence]->rank());
+  }
+
+  /// What attention and its gradient read alike: the queries' runs in the
+  /// sequence, their checked document positions (null for none), and the
+  /// keys' count (the whole sequence, or the queries' own), the query and
+  /// value head widths.
+  struct AttentionShape {
     std::vector<cpu::SequenceRun> runs;
-    for (int i = 0; i < block.count; ++i)
-      runs.push_back({block.local[i], block.whole[i], block.length[i]});
-    return runs;
+    const int32_t *documents;
+    int64_t B, S, keys, headDim, valueDim;
+  };
+  template <class View>
+  absl::StatusOr<AttentionShape>
+  attentionShape(const View &op, std::optional<uint32_t> positions) {
+    const std::vector<int64_t> &q = in(op.q()).shape;
+    AttentionShape shape;
+    shape.runs = sequenceRuns(op.sequence(), q[1]);
+    if (positions)
+      if (absl::Status status = checkPositions(*positions, shape.runs);
+          !status.ok())
+        return status;
+    shape.documents = positions ? i32(*positions) : nullptr;
+    shape.B = q[0];
+    shape.S = q[1];
+    shape.keys = in(op.k()).shape[1];
+    shape.headDim = q[2] / op.heads();
+    shape.valueDim = in(op.out()).shape[2] / op.heads();
+    return shape;
   }
 
   /// Attention, AttentionValueDim and DocumentAttention: the value heads'
@@ -579,48 +600,27 @@ private:
   template <class View>
   absl::Status attention(const View &op,
                          std::optional<uint32_t> positions = {}) {
-    const std::vector<int64_t> &q = in(op.q()).shape;
-    int64_t heads = op.heads();
-    std::vector<cpu::SequenceRun> runs = sequenceRuns(op.sequence(), q[1]);
-    if (positions)
-      if (absl::Status status = checkPositions(*positions, runs); !status.ok())
-        return status;
-    const int32_t *documents = positions ? i32(*positions) : nullptr;
-    int64_t valueDim = in(op.out()).shape[2] / heads;
-    if (!runs.empty())
-      cpu::attentionBlockForward(f32(op.q()), f32(op.k()), f32(op.v()),
-                                 f32(op.out()), f32(op.lse()), q[0], q[1],
-                                 in(op.k()).shape[1], runs, heads, op.kvHeads(),
-                                 q[2] / heads, valueDim, documents);
-    else
-      cpu::attentionForward(f32(op.q()), f32(op.k()), f32(op.v()),
-                            f32(op.out()), f32(op.lse()), q[0], q[1], heads,
-                            op.kvHeads(), q[2] / heads, valueDim, documents);
+    absl::StatusOr<AttentionShape> s = attentionShape(op, positions);
+    if (!s.ok())
+      return s.status();
+    cpu::attentionBlockForward(f32(op.q()), f32(op.k()), f32(op.v()),
+                               f32(op.out()), f32(op.lse()), s->B, s->S,
+                               s->keys, s->runs, op.heads(), op.kvHeads(),
+                               s->headDim, s->valueDim, s->documents);
     return absl::OkStatus();
   }
   /// The three gradients' backward, as attention().
   template <class View>
   absl::Status attentionGrad(const View &op,
                              std::optional<uint32_t> positions = {}) {
-    const std::vector<int64_t> &q = in(op.q()).shape;
-    int64_t heads = op.heads();
-    std::vector<cpu::SequenceRun> runs = sequenceRuns(op.sequence(), q[1]);
-    if (positions)
-      if (absl::Status status = checkPositions(*positions, runs); !status.ok())
-        return status;
-    const int32_t *documents = positions ? i32(*positions) : nullptr;
-    int64_t valueDim = in(op.out()).shape[2] / heads;
-    if (!runs.empty())
-      cpu::attentionBlockBackward(
-          f32(op.dout()), f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
-          f32(op.lse()), f32(op.dq()), f32(op.dk()), f32(op.dv()), q[0], q[1],
-          in(op.k()).shape[1], runs, heads, op.kvHeads(), q[2] / heads,
-          valueDim, documents);
-    else
-      cpu::attentionBackward(
-          f32(op.dout()), f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
-          f32(op.lse()), f32(op.dq()), f32(op.dk()), f32(op.dv()), q[0], q[1],
-          heads, op.kvHeads(), q[2] / heads, valueDim, documents);
+    absl::StatusOr<AttentionShape> s = attentionShape(op, positions);
+    if (!s.ok())
+      return s.status();
+    cpu::attentionBlockBackward(
+        f32(op.dout()), f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
+        f32(op.lse()), f32(op.dq()), f32(op.dk()), f32(op.dv()), s->B, s->S,
+        s->keys, s->runs, op.heads(), op.kvHeads(), s->headDim, s->valueDim,
+        s->documents);
     return absl::OkStatus();
   }
 
@@ -815,6 +815,18 @@ bool storedAsBf16(const StepContext &context, uint32_t b) {
   const Program &program =
       context.declared ? *context.declared : context.program;
   return program.buffers[b].dtype == DType::BF16;
+}
+
+std::vector<cpu::SequenceRun> sequenceBlockRuns(const Program &program,
+                                                const AxisList &axes,
+                                                int64_t length, int64_t g) {
+  int64_t parts = program.partsOf(axes);
+  semantics::SequenceRuns block = semantics::blockRuns(
+      length * parts, program.balancedSplitOf(axes), parts, g);
+  std::vector<cpu::SequenceRun> runs;
+  for (int i = 0; i < block.count; ++i)
+    runs.push_back({block.local[i], block.whole[i], block.length[i]});
+  return runs;
 }
 
 absl::Status runInstruction(const StepContext &context, size_t index) {

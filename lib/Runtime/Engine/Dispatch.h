@@ -8,6 +8,7 @@
 #ifndef MOE_LIB_RUNTIME_ENGINE_DISPATCH_H
 #define MOE_LIB_RUNTIME_ENGINE_DISPATCH_H
 
+#include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Program.h"
 
 #include "absl/status/status.h"
@@ -72,6 +73,13 @@ bool storedAsBf16(const StepContext &context, uint32_t b);
 /// communication errors of collectives, grouped reductions and expert
 /// exchanges.
 absl::Status runInstruction(const StepContext &context, size_t index);
+
+/// Block `g` of `length * parts` rows split over `axes` (`parts` ranks;
+/// load-balanced when cp leads them, semantics::balancedRuns) as the
+/// kernels' runs: rows of the block and their places in the whole.
+std::vector<cpu::SequenceRun> sequenceBlockRuns(const Program &program,
+                                                const AxisList &axes,
+                                                int64_t length, int64_t g);
 
 } // namespace moe::rt::engine
 

@@ -22,7 +22,6 @@
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/IO/Trace.h"
-#include "moe/Runtime/StepSemantics.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -39,16 +38,6 @@ namespace {
 constexpr int kBlockTag = 32765, kGradientTag = 32766;
 
 using cpu::SequenceRun;
-
-/// The runs of block g of a sequence of `whole` rows over `parts` ranks.
-std::vector<SequenceRun> runsOf(int64_t whole, int64_t cp, int64_t parts,
-                                int64_t g) {
-  semantics::SequenceRuns block = semantics::blockRuns(whole, cp, parts, g);
-  std::vector<SequenceRun> runs;
-  for (int i = 0; i < block.count; ++i)
-    runs.push_back({block.local[i], block.whole[i], block.length[i]});
-  return runs;
-}
 
 /// One ring instruction's operands and shapes.
 struct Ring {
@@ -186,14 +175,15 @@ absl::Status forward(const Ring &ring, const ops::RingAttentionView &op) {
       io::TraceScope span(ring.trace, io::TraceTrack::Compute,
                           "ring attention block");
       KeyBlock block = keyBlock(ring, current);
-      for (size_t i = 0; i < mine.size(); ++i)
-        for (const SequenceRun &keys : ring.runs[src]) {
+      // Each query run merges the key runs in their order.
+      for (const SequenceRun &keys : ring.runs[src]) {
+        std::vector<float> k =
+            rowsOf(block.k, ring.B, ring.S, ring.kWidth, keys);
+        std::vector<float> v =
+            rowsOf(block.v, ring.B, ring.S, ring.vWidth, keys);
+        for (size_t i = 0; i < mine.size(); ++i) {
           if (masked(mine[i], keys))
             continue;
-          std::vector<float> k =
-              rowsOf(block.k, ring.B, ring.S, ring.kWidth, keys);
-          std::vector<float> v =
-              rowsOf(block.v, ring.B, ring.S, ring.vWidth, keys);
           QueryRun &query = queries[i];
           cpu::attentionChunkForward(
               query.q.data(), k.data(), v.data(), query.out.data(),
@@ -201,6 +191,7 @@ absl::Status forward(const Ring &ring, const ops::RingAttentionView &op) {
               mine[i].whole, keys.whole, ring.heads, ring.kvHeads, ring.d,
               ring.dv, positions ? query.positions.data() : nullptr);
         }
+      }
     };
     if (step + 1 == ring.n) {
       compute();
@@ -334,8 +325,7 @@ template <class View> Ring ringOf(const View &op, const StepContext &context) {
   ring.rank = ring.group->rank();
   const AxisList &axes = program.groups[op.sequence()];
   for (int64_t g = 0; g < ring.n; ++g)
-    ring.runs.push_back(
-        runsOf(ring.S * ring.n, program.balancedSplitOf(axes), ring.n, g));
+    ring.runs.push_back(sequenceBlockRuns(program, axes, ring.S, g));
   ring.overlap = context.threadsMayCommunicate && ring.n > 1;
   ring.trace = context.trace;
   ring.pointers = &context.pointers;

@@ -1874,7 +1874,7 @@ func.func @attention_positions_shape(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32
 module {
   moe.mesh @mesh(cp = 2, tp = 2)
   func.func @sequence_axes_not_in_mesh(%q: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
-    // expected-error @+1 {{'moe.rope' op sequence_axes names 'dp', which the mesh does not have}}
+    // expected-error @+1 {{'moe.rope' op sequence_axes names 'dp', which the mesh does not have; its axes are cp, tp}}
     %r = moe.rope %q {num_heads = 4, theta = 1.0e4 : f32, sequence_axes = ["dp"]} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
     return %r : tensor<2x4x8xf32>
   }

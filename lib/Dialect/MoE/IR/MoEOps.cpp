@@ -851,9 +851,14 @@ static FailureOr<int64_t> sequenceParts(Operation *op,
   llvm::SmallSet<StringRef, 4> seen;
   for (auto [i, axis] : llvm::enumerate(axes->getAsValueRange<StringAttr>())) {
     std::optional<int64_t> size = mesh.getAxisSize(axis);
-    if (!size)
-      return op->emitOpError() << "sequence_axes names '" << axis
-                               << "', which the mesh does not have";
+    if (!size) {
+      InFlightDiagnostic error = op->emitOpError();
+      error << "sequence_axes names '" << axis
+            << "', which the mesh does not have; its axes are ";
+      llvm::interleaveComma(mesh.getAxes().getAsValueRange<StringAttr>(),
+                            error);
+      return error;
+    }
     if (!seen.insert(axis).second)
       return op->emitOpError() << "sequence_axes names '" << axis << "' twice";
     if (axis == kContextAxis && i != 0)

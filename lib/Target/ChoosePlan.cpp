@@ -1,6 +1,7 @@
 //===- ChoosePlan.cpp - moec --plan: the plan a compile follows -----------===//
 #include "moe/Target/ChoosePlan.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Target/KernelCost.h"
 #include "moe/Transforms/Target.h"
 
 using namespace mlir;
@@ -38,6 +39,7 @@ mlir::moe::choosePlan(ModuleOp module, const PlanRequest &request,
     return failure();
   }
   constraints->keepOverMemory = request.keepOverMemory;
+  constraints->moecPlacements = request.compile;
   // The plans are predicted in the precision the compile will resolve:
   // the flag, else moe.transformer's `precision` (not yet recorded on the
   // module before moe-expand-transformer), else the GPU's target's default.
@@ -59,6 +61,18 @@ mlir::moe::choosePlan(ModuleOp module, const PlanRequest &request,
     error("--plan-software: " + message);
     return failure();
   }
+  if (software->moeRun && software->attentionKernel != "moe-run") {
+    error("--plan-software: attention=" + software->attentionKernel +
+          " describes another software's run (runtime=other); moe-run runs "
+          "its own kernel (moe-run)");
+    return failure();
+  }
+  if (software->fusedAttention())
+    if (std::optional<std::string> missing =
+            checkAttentionKernel(cluster->gpu, software->attentionKernel)) {
+      error("--plan-software: " + *missing);
+      return failure();
+    }
   // Plans for moe-run are plans its backend runs; another software's run
   // (--plan-software runtime=other) is only predicted.
   const Target &planTarget = *lookupTarget(target);

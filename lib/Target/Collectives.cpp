@@ -82,3 +82,14 @@ double mlir::moe::sendSeconds(const ClusterSpec &cluster, bool withinNode,
                     : bytes / networkBytesPerSecond(cluster) +
                           cluster.internodeLatencyUs * 1e-6;
 }
+
+double mlir::moe::contentionOf(const ClusterSpec &cluster,
+                               CollectiveGroup group) {
+  return group.withinNode() ? cluster.nvlinkContention
+                            : cluster.networkContention;
+}
+
+double mlir::moe::overlapped(double comm, double compute, double contention) {
+  double hidden = std::min(comm, std::max(compute, 0.0));
+  return comm - hidden + contention * hidden;
+}

@@ -10,6 +10,25 @@
 using namespace mlir::moe;
 
 namespace llvm::yaml {
+template <> struct MappingTraits<AttentionKernel> {
+  static void mapping(IO &io, AttentionKernel &kernel) {
+    io.mapRequired("kernel", kernel.kernel);
+    io.mapRequired("forward", kernel.forward);
+    io.mapRequired("backward", kernel.backward);
+  }
+  static std::string validate(IO &, AttentionKernel &kernel) {
+    if (!(kernel.forward > 0 && kernel.forward <= 1) ||
+        !(kernel.backward > 0 && kernel.backward <= 1))
+      return "attention kernel '" + kernel.kernel +
+             "': forward and backward must be in (0, 1]";
+    return "";
+  }
+};
+} // namespace llvm::yaml
+
+LLVM_YAML_IS_SEQUENCE_VECTOR(AttentionKernel)
+
+namespace llvm::yaml {
 template <> struct MappingTraits<GpuSpec> {
   static void mapping(IO &io, GpuSpec &gpu) {
     io.mapRequired("name", gpu.name);
@@ -20,6 +39,12 @@ template <> struct MappingTraits<GpuSpec> {
     io.mapRequired("fp8_tflops", gpu.fp8Tflops);
     io.mapOptional("gemm_efficiency", gpu.gemmEfficiency, 0.75);
     io.mapOptional("hbm_efficiency", gpu.hbmEfficiency, 0.8);
+    io.mapOptional("fp8_gemm_efficiency", gpu.fp8GemmEfficiency, 0.0);
+    io.mapRequired("sms", gpu.sms);
+    io.mapRequired("gemm_tile", gpu.gemmTile);
+    io.mapOptional("tile_overhead_k", gpu.tileOverheadK, 0.0);
+    io.mapOptional("kernel_us", gpu.kernelMicroseconds, 0.0);
+    io.mapRequired("attention_kernels", gpu.attentionKernels);
   }
   static std::string validate(IO &, GpuSpec &gpu) {
     if (gpu.computeCapability <= 0 || gpu.memoryGiB <= 0 || gpu.hbmGBps <= 0 ||
@@ -31,6 +56,23 @@ template <> struct MappingTraits<GpuSpec> {
         !(gpu.hbmEfficiency > 0 && gpu.hbmEfficiency <= 1))
       return "gpu '" + gpu.name +
              "': gemm_efficiency and hbm_efficiency must be in (0, 1]";
+    if (!(gpu.fp8GemmEfficiency >= 0 && gpu.fp8GemmEfficiency <= 1))
+      return "gpu '" + gpu.name + "': fp8_gemm_efficiency must be in [0, 1]";
+    if (gpu.sms <= 0 || gpu.tileOverheadK < 0 || gpu.kernelMicroseconds < 0)
+      return "gpu '" + gpu.name +
+             "': sms must be positive, tile_overhead_k and kernel_us >= 0";
+    llvm::StringRef rows, columns;
+    std::tie(rows, columns) = llvm::StringRef(gpu.gemmTile).split('x');
+    if (rows.getAsInteger(10, gpu.tileRows) ||
+        columns.getAsInteger(10, gpu.tileColumns) || gpu.tileRows <= 0 ||
+        gpu.tileColumns <= 0)
+      return "gpu '" + gpu.name + "': gemm_tile '" + gpu.gemmTile +
+             "' is not ROWSxCOLUMNS (e.g. 128x256)";
+    for (size_t i = 0; i < gpu.attentionKernels.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (gpu.attentionKernels[i].kernel == gpu.attentionKernels[j].kernel)
+          return "gpu '" + gpu.name + "': attention kernel '" +
+                 gpu.attentionKernels[i].kernel + "' listed twice";
     return "";
   }
 };
@@ -47,6 +89,8 @@ template <> struct MappingTraits<ClusterSpec> {
     io.mapRequired("internode_latency_us", cluster.internodeLatencyUs);
     io.mapOptional("nvlink_efficiency", cluster.nvlinkEfficiency, 0.8);
     io.mapOptional("network_efficiency", cluster.networkEfficiency, 0.8);
+    io.mapOptional("nvlink_contention", cluster.nvlinkContention, 0.15);
+    io.mapOptional("network_contention", cluster.networkContention, 0.05);
   }
   static std::string validate(IO &, ClusterSpec &cluster) {
     if (cluster.nodes <= 0 || cluster.gpusPerNode <= 0 ||
@@ -59,6 +103,10 @@ template <> struct MappingTraits<ClusterSpec> {
         !(cluster.networkEfficiency > 0 && cluster.networkEfficiency <= 1))
       return "cluster '" + cluster.name +
              "': nvlink_efficiency and network_efficiency must be in (0, 1]";
+    if (!(cluster.nvlinkContention >= 0 && cluster.nvlinkContention <= 1) ||
+        !(cluster.networkContention >= 0 && cluster.networkContention <= 1))
+      return "cluster '" + cluster.name +
+             "': nvlink_contention and network_contention must be in [0, 1]";
     return "";
   }
 };

@@ -18,6 +18,22 @@ std::string str(std::string_view view) { return std::string(view); }
 } // namespace
 
 std::optional<std::string>
+mlir::moe::checkCompilable(const ParallelPlan &plan) {
+  // Optimizer state sharded only with the weights (fsdp), the experts split
+  // over tp as attention is, and ep an axis of the data ranks.
+  if (plan.zero1)
+    return std::string("moec shards the optimizer state only with the "
+                       "weights (fsdp), not alone (zero1)");
+  if (plan.expertsFolded || (plan.etp > 0 && plan.etp != plan.tp))
+    return llvm::formatv("moec splits the experts over tp={0} and places ep "
+                         "on the data ranks (etp={1}, folded over tp, is "
+                         "another software's placement)",
+                         plan.tp, plan.expertTp())
+        .str();
+  return std::nullopt;
+}
+
+std::optional<std::string>
 mlir::moe::checkRunnable(const ModelShape &model, const ParallelPlan &plan,
                          int64_t globalBatch, const GpuSpec &gpu,
                          const caps::Capabilities &backend) {
@@ -27,6 +43,8 @@ mlir::moe::checkRunnable(const ModelShape &model, const ParallelPlan &plan,
                          str(capability), needs)
         .str();
   };
+  if (std::optional<std::string> reason = checkCompilable(plan))
+    return reason;
   if (plan.pp * plan.virtualStages > 1 && !backend.pipelineStages)
     return lacks(caps::kPipelineStagesName,
                  llvm::formatv("pp={0} vpp={1}", plan.pp, plan.virtualStages));

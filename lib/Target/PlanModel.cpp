@@ -8,6 +8,7 @@
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Runtime/Cuda/Workspace.h"
 #include "moe/Target/Collectives.h"
+#include "moe/Target/KernelCost.h"
 #include "moe/Target/Planner.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -145,9 +146,15 @@ std::string ParallelPlan::describe() const {
     text += llvm::formatv(" vpp={0}", virtualStages).str();
   if (cp > 1)
     text += llvm::formatv(" cp={0}", cp).str();
-  text += llvm::formatv(" {0}={1} ep={2} mb={3} remat={4}{5}",
-                        fsdp ? "fsdp" : "dp", dp, ep, microbatchSize,
-                        toString(remat), fp8 ? " fp8" : "")
+  text += llvm::formatv(" {0}={1} ep={2}", fsdp ? "fsdp" : "dp", dp, ep).str();
+  if (etp > 0 && etp != tp)
+    text += llvm::formatv(" etp={0}", etp).str();
+  if (expertsFolded && ep > 1)
+    text += " folded";
+  if (zero1)
+    text += " zero1";
+  text += llvm::formatv(" mb={0} remat={1}{2}", microbatchSize, toString(remat),
+                        fp8 ? " fp8" : "")
               .str();
   if (pp > 1)
     text += std::string(" ") + pp::toString(schedule);
@@ -180,10 +187,33 @@ std::optional<std::string> mlir::moe::checkPlan(const ModelShape &model,
     return llvm::formatv("pp={0} x {1} virtual stages exceeds the {2} layers",
                          plan.pp, plan.virtualStages, model.layers)
         .str();
-  if (plan.dp % plan.ep || model.experts % plan.ep)
-    return llvm::formatv("ep={0} must divide dp={1} and the {2} experts",
-                         plan.ep, plan.dp, model.experts)
+  if (plan.fsdp && plan.zero1)
+    return std::string("fsdp shards the optimizer state already (zero1 "
+                       "shards only it)");
+  if (plan.etp > 0 && (plan.tp % plan.etp || model.ffn % plan.etp))
+    return llvm::formatv("etp={0} must divide tp={1} and the expert width {2}",
+                         plan.etp, plan.tp, model.ffn)
         .str();
+  if (plan.etp > 0 && plan.etp != plan.tp && !plan.expertsFolded)
+    return llvm::formatv("etp={0} apart from tp={1} needs the experts folded "
+                         "(MoE parallel folding)",
+                         plan.etp, plan.tp)
+        .str();
+  if (model.experts % plan.ep)
+    return llvm::formatv("ep={0} must divide the {1} experts", plan.ep,
+                         model.experts)
+        .str();
+  if (plan.expertsFolded
+          ? (plan.tp * plan.cp * plan.dp) % (plan.expertTp() * plan.ep)
+          : plan.dp % plan.ep)
+    return plan.expertsFolded
+               ? llvm::formatv("ep={0} x etp={1} must divide a stage's tp x "
+                               "cp x dp = {2} ranks",
+                               plan.ep, plan.expertTp(),
+                               plan.tp * plan.cp * plan.dp)
+                     .str()
+               : llvm::formatv("ep={0} must divide dp={1}", plan.ep, plan.dp)
+                     .str();
   if (globalBatch % (plan.dp * plan.microbatchSize))
     return llvm::formatv("dp={0} x microbatch {1} does not divide the global "
                          "batch of {2}",
@@ -238,13 +268,29 @@ struct LayerCosts {
 /// The expert all-to-all of one pass in `chunks` chunks, each sent while
 /// the previous one computes: `exchange(bytesFraction)` costs one chunk's
 /// exchanges, `compute` is the pass's expert GEMMs. Returns the seconds
-/// beyond the compute.
+/// beyond the compute, with the contention the overlapped part causes.
 double exposedExpertExchange(llvm::function_ref<double(double)> exchange,
-                             double compute, int64_t chunks) {
+                             double compute, int64_t chunks,
+                             double contention) {
   double c = static_cast<double>(chunks);
   double network = exchange(1.0 / c), gemm = compute / c;
   double makespan = network + gemm + (c - 1) * std::max(network, gemm);
-  return makespan - compute;
+  double overlapped = (c - 1) * std::min(network, gemm);
+  return makespan - compute + contention * overlapped;
+}
+
+/// A forward GEMM and the two of its backward: the input's gradient
+/// (m x k from m x n and n x k) and the weight's (k x n, reducing m).
+struct LinearGemms {
+  double forward = 0, backward = 0;
+};
+LinearGemms linearGemms(const GpuSpec &gpu, GemmShape shape, bool fp8,
+                        double bytes) {
+  GemmShape input{shape.m, shape.k, shape.n, shape.count};
+  GemmShape weight{shape.k, shape.n, shape.m, shape.count};
+  return {gemmSeconds(gpu, shape, fp8, bytes),
+          gemmSeconds(gpu, input, fp8, bytes) +
+              gemmSeconds(gpu, weight, fp8, bytes)};
 }
 
 LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
@@ -252,33 +298,107 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
                       bool moeLayer) {
   const GpuSpec &gpu = cluster.gpu;
   // A GPU's tokens: its block of the sequence under context parallelism.
+  // Between the blocks they are split over tp too (sequence parallel); the
+  // GEMMs gather them and split their weights instead.
   double t = plan.tp, tokens = plan.microbatchSize * model.seq / plan.cp;
   double h = model.hidden, q = model.queryWidth();
   double act = sw.activationBytes;
   bool fp8Gemm = plan.fp8 && gpu.fp8Tflops > 0;
-  double linearRate = gpu.gemmFlops(fp8Gemm && sw.fp8AllLinears);
-  double expertRate = gpu.gemmFlops(fp8Gemm);
+  bool fp8Linear = fp8Gemm && sw.fp8AllLinears;
+  double gemmBytes = fp8Gemm ? 1.0 : act;
   double width = moeLayer ? model.ffn : model.denseFfn;
   double routed = moeLayer ? model.topK : 1.0;
 
   LayerPass fwd;
-  // MLA's down-projections run whole on every tp rank.
-  double attnLinear =
-      2 * tokens *
-      (model.attentionSplitParams() / t + model.attentionWholeParams());
+  LayerCosts costs;
+  LayerPass &bwd = costs.backward;
+  // The projections by their shapes: column-parallel ones split their
+  // outputs over tp, row-parallel ones their inputs.
+  double linearForward = 0, linearBackward = 0;
+  auto linear = [&](double m, double n, double k, bool fp8, double count = 1) {
+    LinearGemms g = linearGemms(gpu, {m, n, k, count}, fp8, fp8 ? 1.0 : act);
+    linearForward += g.forward;
+    linearBackward += g.backward;
+  };
+  if (!model.latentAttention()) {
+    linear(tokens, (q + 2 * model.kvWidth()) / t, h, fp8Linear);
+    linear(tokens, h, q / t, fp8Linear);
+  } else {
+    // MLA: the down-projections run whole on every tp rank, the
+    // up-projections and the output split over heads.
+    double n = model.heads;
+    double queryIn = model.qLoraRank > 0 ? model.qLoraRank : h;
+    if (model.qLoraRank > 0)
+      linear(tokens, model.qLoraRank, h, fp8Linear);
+    linear(tokens, model.kvLoraRank + model.ropeHeadDim, h, fp8Linear);
+    linear(tokens, n * (model.nopeHeadDim + model.ropeHeadDim) / t, queryIn,
+           fp8Linear);
+    linear(tokens, n * (model.nopeHeadDim + model.valueHeadDim) / t,
+           model.kvLoraRank, fp8Linear);
+    linear(tokens, h, n * model.valueHeadDim / t, fp8Linear);
+  }
+  double mlpForward = 0, mlpBackward = 0;
+  int64_t localExperts = 1;
+  double expertRows = 0;
+  if (moeLayer) {
+    // The router on the GPU's own tokens; the shared experts as a dense
+    // MLP beside the routed ones.
+    linear(tokens / t, model.experts, h, false);
+    if (model.sharedFfn > 0) {
+      linear(tokens, 2 * model.sharedFfn / t, h, fp8Linear);
+      linear(tokens, h, model.sharedFfn / t, fp8Linear);
+    }
+    // The routed experts: a GPU holds experts / ep of them, each split over
+    // etp, and computes the rows its ep group routes there, gathered over
+    // etp; the busiest GPU gets `imbalance` times the mean.
+    double etp = plan.expertTp();
+    localExperts = std::max<int64_t>(model.experts / plan.ep, 1);
+    expertRows = tokens / t * model.topK * etp * sw.expertImbalance;
+    double perExpert = expertRows / localExperts;
+    LinearGemms up =
+        linearGemms(gpu, {perExpert, 2 * width / etp, h, double(localExperts)},
+                    fp8Gemm, gemmBytes);
+    LinearGemms down =
+        linearGemms(gpu, {perExpert, h, width / etp, double(localExperts)},
+                    fp8Gemm, gemmBytes);
+    mlpForward = up.forward + down.forward;
+    mlpBackward = up.backward + down.backward;
+  } else {
+    LinearGemms up =
+        linearGemms(gpu, {tokens, 2 * width / t, h}, fp8Linear, gemmBytes);
+    LinearGemms down =
+        linearGemms(gpu, {tokens, h, width / t}, fp8Linear, gemmBytes);
+    mlpForward = up.forward + down.forward;
+    mlpBackward = up.backward + down.backward;
+  }
   // Causal scores and the weighted sum: a fused kernel skips the masked
-  // half, an unfused one computes the whole square. Each query meets the
-  // whole sequence's keys (a cp rank's load-balanced block sees half of
-  // them on average).
-  double attnCore = 2 * tokens * model.seq * model.attentionCoreWidth() / t *
-                    (sw.fusedAttention ? 0.5 : 1.0);
-  double mlp = 6 * tokens * routed * h * width / t;
-  double router = moeLayer ? 2 * tokens * h * model.experts : 0;
-  // The shared experts are a dense MLP beside the routed ones.
-  double shared = moeLayer ? 6 * tokens * h * model.sharedFfn / t : 0;
-  fwd.gemm = (attnLinear + router + shared) / linearRate +
-             attnCore / gpu.gemmFlops(false) +
-             mlp / (moeLayer ? expertRate : linearRate);
+  // half at its own efficiency; unfused, batched GEMMs compute the whole
+  // square. Each query meets the whole sequence's keys (a cp rank's
+  // load-balanced block sees half of them on average).
+  double headsHere = static_cast<double>(model.heads) / t;
+  double coreFlops = 2 * tokens * model.seq * model.attentionCoreWidth() / t *
+                     (sw.fusedAttention() ? 0.5 : 1.0);
+  double coreForward, coreBackward;
+  if (sw.fusedAttention()) {
+    coreForward = attentionSeconds(gpu, sw.attentionKernel, coreFlops, false);
+    // The backward recomputes the scores: 5 GEMMs to the forward's 2.
+    coreBackward =
+        attentionSeconds(gpu, sw.attentionKernel, 2.5 * coreFlops, true);
+  } else {
+    double widthPerHead = model.attentionCoreWidth() / 2 / model.heads;
+    double batch = plan.microbatchSize * headsHere;
+    GemmShape scores{tokens / plan.microbatchSize, double(model.seq),
+                     widthPerHead, batch};
+    GemmShape sum{tokens / plan.microbatchSize, widthPerHead, double(model.seq),
+                  batch};
+    coreForward = gemmSeconds(gpu, scores, false, act) +
+                  gemmSeconds(gpu, sum, false, act);
+    coreBackward = 2 * coreForward;
+  }
+  fwd.gemm = linearForward + mlpForward + coreForward;
+  bwd.gemm = linearBackward + mlpBackward + coreBackward;
+  double expertGemm = moeLayer ? mlpForward : 0;
+  double expertGemmBackward = moeLayer ? mlpBackward : 0;
   // Streaming kernels (sequence parallel: each GPU does 1/t of the tokens):
   // two norms, two residual adds and RoPE over h; SwiGLU over the width;
   // the experts' permutation of routed rows.
@@ -295,35 +415,43 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
   // and written as FP8 (5 bytes per bf16 element); the backward casts the
   // output gradient and the transposed inputs again.
   double fp8Inputs = 0;
-  if (fp8Gemm && sw.fp8AllLinears)
+  if (fp8Linear)
     fp8Inputs += tokens * (3 * h + q) / t;
   if (fp8Gemm)
     fp8Inputs += tokens * routed * (2 * h + width) / t;
   double fp8Casts = fp8Inputs * (2 * act + 1);
   stream += fp8Casts;
-  double scores = plan.microbatchSize * (model.heads / t) * model.seq /
-                  plan.cp * static_cast<double>(model.seq) * act;
-  double unfused = sw.fusedAttention ? 0 : 4 * scores;
+  double scores = plan.microbatchSize * headsHere * model.seq / plan.cp *
+                  static_cast<double>(model.seq) * act;
+  double unfused = sw.fusedAttention() ? 0 : 4 * scores;
   fwd.memory = (stream + unfused) / gpu.streamBytesPerSecond();
+  bwd.memory = 2 * fwd.memory + fp8Casts / gpu.streamBytesPerSecond();
 
   CollectiveGroup tpGroup = stridedGroup(plan.tp, 1, cluster.gpusPerNode);
+  double tpContention = contentionOf(cluster, tpGroup);
   // Two all-reduces of the layer's output per pass (attention and MLP), or
   // their sequence-parallel all-gather/reduce-scatter pairs (same bytes).
+  // Async TP overlaps them with the GEMMs they feed, which they slow.
   double tpComm = 2 * allReduceSeconds(cluster, tpGroup, tokens * h * act);
-  if (sw.overlapTensorParallel)
-    tpComm = std::max(0.0, tpComm - fwd.gemm);
-  fwd.tensorComm = tpComm;
-  LayerCosts costs;
-  LayerPass &bwd = costs.backward;
-  // Input and weight gradients: two GEMMs per forward GEMM.
-  bwd.gemm = 2 * fwd.gemm;
-  bwd.memory = 2 * fwd.memory + fp8Casts / gpu.streamBytesPerSecond();
-  bwd.tensorComm = fwd.tensorComm;
+  fwd.tensorComm =
+      overlapped(tpComm, sw.overlapTensorParallel ? fwd.gemm : 0, tpContention);
+  bwd.tensorComm =
+      overlapped(tpComm, sw.overlapTensorParallel ? bwd.gemm : 0, tpContention);
+  if (moeLayer && plan.expertTp() > 1 && plan.expertTp() != plan.tp) {
+    // Expert tensor parallelism apart from attention's: the routed rows
+    // gathered over etp before the experts, their outputs reduce-scattered.
+    CollectiveGroup etpGroup =
+        stridedGroup(plan.expertTp(), 1, cluster.gpusPerNode);
+    double moved =
+        2 * allGatherSeconds(cluster, etpGroup, expertRows * h * act);
+    fwd.tensorComm += moved;
+    bwd.tensorComm += moved;
+  }
   if (plan.cp > 1) {
     // The whole sequence's keys and values of the GPU's heads gathered over
     // cp (ranks tp apart) before attention, their gradients
     // reduce-scattered after its backward; a ring hides them behind the
-    // attention core it feeds.
+    // attention core it feeds, slowing it.
     double kvWidth =
         model.latentAttention()
             ? static_cast<double>(model.heads) *
@@ -333,38 +461,40 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
         stridedGroup(plan.cp, plan.tp, cluster.gpusPerNode);
     double moved = allGatherSeconds(
         cluster, cpGroup, plan.microbatchSize * model.seq * kvWidth / t * act);
-    double core = attnCore / gpu.gemmFlops(false);
+    double contention = contentionOf(cluster, cpGroup);
     fwd.contextComm = moved;
     bwd.contextComm = moved;
-    fwd.contextCommExposed =
-        sw.overlapContextParallel ? std::max(0.0, moved - core) : moved;
-    bwd.contextCommExposed =
-        sw.overlapContextParallel ? std::max(0.0, moved - 2 * core) : moved;
+    fwd.contextCommExposed = overlapped(
+        moved, sw.overlapContextParallel ? coreForward : 0, contention);
+    bwd.contextCommExposed = overlapped(
+        moved, sw.overlapContextParallel ? coreBackward : 0, contention);
   }
   if (moeLayer && plan.ep > 1) {
     // Each pass sends the routed rows out (FP8 codes when asked) and back.
     CollectiveGroup epGroup =
-        stridedGroup(plan.ep, plan.tp * plan.cp, cluster.gpusPerNode);
-    double rows = tokens * model.topK / t;
+        stridedGroup(plan.ep, plan.expertStride(), cluster.gpusPerNode);
+    double rows = tokens * model.topK / t * sw.expertImbalance;
     auto exchange = [&](double share) {
       return allToAllSeconds(cluster, epGroup,
                              share * rows * h *
                                  (plan.fp8 && sw.fp8Dispatch ? 1.0 : act)) +
              allToAllSeconds(cluster, epGroup, share * rows * h * act);
     };
-    double expertGemm = mlp / expertRate;
+    double contention = contentionOf(cluster, epGroup);
     double passes = plan.remat == Remat::Full ? 3.0 : 2.0;
     fwd.expertComm = exchange(1.0);
     bwd.expertComm = (passes - 1) * fwd.expertComm;
     // The chunk count moe-run should use: the fewest exposed seconds over
-    // the forward and the backward (whose GEMMs are twice the forward's).
+    // the forward and the backward.
     double best = -1;
     for (int64_t chunks : {1, 2, 4, 8}) {
       if (chunks > 1 && !sw.chunkedExpertExchange)
         break;
-      double forwardExposed = exposedExpertExchange(exchange, expertGemm, chunks);
+      double forwardExposed =
+          exposedExpertExchange(exchange, expertGemm, chunks, contention);
       double backwardExposed =
-          exposedExpertExchange(exchange, 2 * expertGemm, chunks) +
+          exposedExpertExchange(exchange, expertGemmBackward, chunks,
+                                contention) +
           (passes - 2) * forwardExposed;
       if (best < 0 || forwardExposed + backwardExposed < best * 0.999) {
         best = forwardExposed + backwardExposed;
@@ -382,7 +512,7 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
     bwd.contextComm += fwd.contextComm;
     bwd.contextCommExposed += fwd.contextCommExposed;
   } else if (plan.remat == Remat::Selective) {
-    bwd.gemm += attnCore / gpu.gemmFlops(false);
+    bwd.gemm += coreForward;
     bwd.memory += unfused / gpu.streamBytesPerSecond();
   }
 
@@ -401,7 +531,8 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
   double kept = 3 * h + attentionKept +
                 routed * (3 * width + (moeLayer ? h : 0)) +
                 (moeLayer ? 3.0 * model.sharedFfn : 0.0);
-  double full = tokens * kept * act / t + (sw.fusedAttention ? 0 : 2 * scores);
+  double full =
+      tokens * kept * act / t + (sw.fusedAttention() ? 0 : 2 * scores);
   costs.fullBytes = full;
   switch (plan.remat) {
   case Remat::None:
@@ -489,16 +620,18 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
   auto sum = [&](auto field) {
     return stageMoe * field(routed) + stageDense * field(dense);
   };
-  // The head: logits GEMM and the loss's softmax over the vocabulary.
-  double headGemm = 2 * tokens * h * model.vocab / t / gpu.gemmFlops(false);
-  // The logits are an activation (BF16 under mixed precision); the loss
-  // kernel computes in fp32 inside.
+  // The head: the logits GEMM (vocabulary split over tp) and the loss's
+  // softmax over the vocabulary. The logits are an activation (BF16 under
+  // mixed precision); the loss kernel computes in fp32 inside.
+  LinearGemms head = linearGemms(gpu, {tokens, model.vocab / t, h}, false, act);
   double headStream = 3 * tokens * model.vocab * act / t / gpu.streamBytesPerSecond();
 
-  double fwdCompute = sum([](const LayerCosts &c) { return c.forward.compute(); }) +
-                      headGemm + headStream;
-  double bwdCompute = sum([](const LayerCosts &c) { return c.backward.compute(); }) +
-                      2 * headGemm + headStream;
+  double fwdCompute =
+      sum([](const LayerCosts &c) { return c.forward.compute(); }) +
+      head.forward + headStream;
+  double bwdCompute =
+      sum([](const LayerCosts &c) { return c.backward.compute(); }) +
+      head.backward + headStream;
   double fwdTp = sum([](const LayerCosts &c) { return c.forward.tensorComm; });
   double bwdTp = sum([](const LayerCosts &c) { return c.backward.tensorComm; });
   double fwdCp =
@@ -514,14 +647,19 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
     return c.forward.expertComm + c.backward.expertComm;
   });
   cost.expertChunks = routed.expertChunks;
-  double p2p = 0;
+  double p2p = 0, fwdP2p = 0, bwdP2p = 0;
   if (plan.pp > 1) {
-    // Neighbouring stages are tp * cp * dp ranks apart.
+    // Neighbouring stages are tp * cp * dp ranks apart. Overlapped, a send
+    // runs beside the next microbatch's compute and slows it.
     bool within = plan.tp * plan.cp * plan.dp < cluster.gpusPerNode;
     p2p = plan.virtualStages * sendSeconds(cluster, within, tokens * h * act / t);
+    double contention =
+        within ? cluster.nvlinkContention : cluster.networkContention;
+    fwdP2p = overlapped(p2p, sw.overlapPipeline ? fwdCompute : 0, contention);
+    bwdP2p = overlapped(p2p, sw.overlapPipeline ? bwdCompute : 0, contention);
   }
-  double forward = fwdCompute + fwdTp + fwdEp + fwdCp + p2p;
-  double backward = bwdCompute + bwdTp + bwdEp + bwdCp + p2p;
+  double forward = fwdCompute + fwdTp + fwdEp + fwdCp + fwdP2p;
+  double backward = bwdCompute + bwdTp + bwdEp + bwdCp + bwdP2p;
   cost.forwardSeconds = forward;
   cost.backwardSeconds = backward;
   double m = static_cast<double>(microbatches);
@@ -538,7 +676,7 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
     cost.commSeconds["context-parallel K/V"] = m * allCp;
   // On the critical path of every microbatch, so inside the makespan.
   double passComm =
-      m * (fwdTp + bwdTp + fwdEp + bwdEp + fwdCp + bwdCp + 2 * p2p);
+      m * (fwdTp + bwdTp + fwdEp + bwdEp + fwdCp + bwdCp + fwdP2p + bwdP2p);
   double dataParallelExposed = 0;
 
   // Weights per GPU on the busiest stage (its layers, plus the embedding or
@@ -550,62 +688,96 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
   double denseOnGpu = (stageLayers * perLayerDense + tables) / t;
   double expertOnGpu = model.moeLayers() > 0
                            ? stageMoe * model.experts * 3.0 * h * model.ffn /
-                                 (t * plan.ep)
+                                 static_cast<double>(plan.expertTp() * plan.ep)
                            : 0;
   // Mesh axes, slowest first: dp (or fsdp), ep, cp, tp. Dense weights are
-  // replicated over dp, ep and cp; experts over dp and cp. FSDP shards all
-  // weights over its axis. Gradients are summed over cp as over dp: its
-  // ranks saw other tokens.
-  double shards = plan.fsdp ? static_cast<double>(plan.dp / plan.ep) : 1.0;
-  CollectiveGroup replicaGroup = stridedGroup(
+  // replicated over dp, ep and cp; experts over their replicas. FSDP
+  // stores the dense weights split over all dp ranks (fsdp x ep: the ranks
+  // expert parallelism borrows hold other tokens and the same weights),
+  // the experts over their dp / ep replicas. Gradients are summed over cp
+  // as over dp: its ranks saw other tokens.
+  double denseShards = plan.fsdp ? static_cast<double>(plan.dp) : 1.0;
+  double expertShards =
+      plan.fsdp ? static_cast<double>(plan.dp / plan.ep) : 1.0;
+  CollectiveGroup denseShardGroup =
+      stridedGroup(plan.dp, plan.tp * plan.cp, cluster.gpusPerNode);
+  CollectiveGroup expertShardGroup = stridedGroup(
       plan.dp / plan.ep, plan.tp * plan.cp * plan.ep, cluster.gpusPerNode);
   CollectiveGroup denseGroup =
       stridedGroup(plan.dp * plan.cp, plan.tp, cluster.gpusPerNode);
-  CollectiveGroup expertAxis =
-      stridedGroup(plan.ep, plan.tp * plan.cp, cluster.gpusPerNode);
   CollectiveGroup expertReplicas =
-      stridedGroup((plan.dp / plan.ep) * plan.cp, plan.tp, cluster.gpusPerNode);
-  double lastBackward = backward;
+      stridedGroup(plan.expertReplicas(),
+                   plan.expertsFolded ? plan.expertTp() * plan.ep : plan.tp,
+                   cluster.gpusPerNode);
+  double lastBackward = backward, firstForward = forward;
+  // What the optimizer holds per GPU: ZeRO-1 shards it over the data
+  // ranks (the dense weights' dp x cp, the experts' replicas).
+  double optimizerShare = denseOnGpu + expertOnGpu;
+  if (plan.zero1)
+    optimizerShare = denseOnGpu / static_cast<double>(plan.dp * plan.cp) +
+                     expertOnGpu / static_cast<double>(plan.expertReplicas());
   if (!plan.fsdp) {
+    // Plain data parallelism all-reduces the gradients; ZeRO-1
+    // reduce-scatters them (half an all-reduce) and all-gathers the
+    // updated weights, behind the next forward where it overlaps.
     double reduce =
         allReduceSeconds(cluster, denseGroup, denseOnGpu * sw.gradientBytes) +
         allReduceSeconds(cluster, expertReplicas,
                          expertOnGpu * sw.gradientBytes);
-    cost.commSeconds["data-parallel all-reduce"] = reduce;
-    double hidden = sw.overlapDataParallel ? std::min(reduce, lastBackward) : 0;
-    dataParallelExposed = reduce - hidden;
+    double contention = contentionOf(cluster, denseGroup);
+    if (!plan.zero1) {
+      cost.commSeconds["data-parallel all-reduce"] = reduce;
+      dataParallelExposed = overlapped(
+          reduce, sw.overlapDataParallel ? lastBackward : 0, contention);
+    } else {
+      double scatter = reduce / 2;
+      double gather =
+          (allReduceSeconds(cluster, denseGroup, denseOnGpu * sw.weightBytes) +
+           allReduceSeconds(cluster, expertReplicas,
+                            expertOnGpu * sw.weightBytes)) /
+          2;
+      cost.commSeconds["zero-1 reduce-scatter"] = scatter;
+      cost.commSeconds["zero-1 all-gather"] = gather;
+      dataParallelExposed =
+          overlapped(scatter, sw.overlapDataParallel ? lastBackward : 0,
+                     contention) +
+          overlapped(gather, sw.overlapDataParallel ? firstForward : 0,
+                     contention);
+    }
   } else {
     // Weights gathered for the forward and again for the backward of each
     // microbatch, or, pipelined, once per step and kept for all of them;
-    // gradients reduce-scattered once, as the optimizer reads them, and the
-    // dense shards' summed over the expert axis too.
-    double gather = allGatherSeconds(cluster, replicaGroup,
-                                     (denseOnGpu + expertOnGpu) * sw.weightBytes);
-    double scatter =
-        allGatherSeconds(cluster, replicaGroup,
-                         (denseOnGpu + expertOnGpu) * sw.gradientBytes) +
-        allReduceSeconds(cluster, expertAxis,
-                         denseOnGpu / shards * sw.gradientBytes);
+    // gradients reduce-scattered once, as the optimizer reads them.
+    double gather = allGatherSeconds(cluster, denseShardGroup,
+                                     denseOnGpu * sw.weightBytes) +
+                    allGatherSeconds(cluster, expertShardGroup,
+                                     expertOnGpu * sw.weightBytes);
+    double scatter = allGatherSeconds(cluster, denseShardGroup,
+                                      denseOnGpu * sw.gradientBytes) +
+                     allGatherSeconds(cluster, expertShardGroup,
+                                      expertOnGpu * sw.gradientBytes);
     // The shards summed over cp too (moec reduce-scatters over fsdp, then
     // all-reduces over cp).
     if (plan.cp > 1)
       scatter += allReduceSeconds(
           cluster, stridedGroup(plan.cp, plan.tp, cluster.gpusPerNode),
-          (denseOnGpu + expertOnGpu) / shards * sw.gradientBytes);
+          (denseOnGpu / denseShards + expertOnGpu / expertShards) *
+              sw.gradientBytes);
     double gathers = plan.pp > 1 ? 1.0 : 2 * m;
     cost.commSeconds["fsdp all-gather"] = gathers * gather;
     cost.commSeconds["fsdp reduce-scatter"] = scatter;
+    double contention = contentionOf(cluster, denseShardGroup);
     double gatherExposed, scatterExposed;
     if (sw.overlapDataParallel) {
       // Prefetched a layer ahead: only the first layer's gather, and what
-      // outlasts the compute, shows.
+      // outlasts the compute, shows; the rest slows the compute.
       double perPass = gather / std::max(stageLayers, 1.0);
-      gatherExposed = plan.pp > 1
-                          ? perPass + std::max(0.0, gather - fwdCompute)
-                          : 2 * m * perPass +
-                                m * (std::max(0.0, gather - fwdCompute) +
-                                     std::max(0.0, gather - bwdCompute));
-      scatterExposed = std::max(0.0, scatter - lastBackward);
+      gatherExposed =
+          plan.pp > 1 ? perPass + overlapped(gather, fwdCompute, contention)
+                      : 2 * m * perPass +
+                            m * (overlapped(gather, fwdCompute, contention) +
+                                 overlapped(gather, bwdCompute, contention));
+      scatterExposed = overlapped(scatter, lastBackward, contention);
     } else {
       gatherExposed = gathers * gather;
       scatterExposed = scatter;
@@ -614,10 +786,12 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
   }
   cost.exposedCommSeconds = passComm + dataParallelExposed;
 
-  // AdamW streams weights (read, write), the gradient and both moments.
-  double onGpu = (denseOnGpu + expertOnGpu) / shards;
+  // AdamW streams weights (read, write), the gradient and both moments of
+  // the GPU's shard.
+  double onGpu = denseOnGpu / denseShards + expertOnGpu / expertShards;
+  double optimizerOnGpu = plan.fsdp ? onGpu : optimizerShare;
   cost.optimizerSeconds =
-      onGpu * sw.optimizerStreamBytes() / gpu.streamBytesPerSecond();
+      optimizerOnGpu * sw.optimizerStreamBytes() / gpu.streamBytesPerSecond();
 
   cost.stepSeconds = run.makespan + dataParallelExposed + cost.optimizerSeconds;
   double gpus = static_cast<double>(plan.gpus());
@@ -628,13 +802,19 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
 
   // Memory: weights (and, with FSDP, two gathered stages' worth of layers
   // at once: the one computing and the one prefetched), gradients,
-  // optimizer state; activations of the microbatches in flight.
+  // optimizer state; activations of the microbatches in flight. Pipelined,
+  // FSDP keeps the stage's weights gathered and accumulates its gradients
+  // unsharded over the microbatches, reduce-scattering them once.
   cost.weightMemory = onGpu * sw.weightBytes;
-  if (plan.fsdp)
-    cost.weightMemory += (denseOnGpu + expertOnGpu) * sw.weightBytes *
-                         (plan.pp > 1 ? 1.0 : 2 / std::max(stageLayers, 1.0));
   cost.gradientMemory = onGpu * sw.gradientBytes;
-  cost.optimizerMemory = onGpu * sw.optimizerBytes;
+  if (plan.fsdp) {
+    double whole = denseOnGpu + expertOnGpu;
+    cost.weightMemory += whole * sw.weightBytes *
+                         (plan.pp > 1 ? 1.0 : 2 / std::max(stageLayers, 1.0));
+    if (plan.pp > 1)
+      cost.gradientMemory = whole * sw.gradientBytes;
+  }
+  cost.optimizerMemory = optimizerOnGpu * sw.optimizerBytes;
   double chunkLayers = stageLayers / plan.virtualStages;
   double perChunk = chunkLayers * (stageMoe > 0 ? routed.keptBytes : dense.keptBytes);
   int firstInFlight = run.inFlight.empty() ? 1 : run.inFlight.front();

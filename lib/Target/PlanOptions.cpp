@@ -64,6 +64,10 @@ mlir::moe::parsePlanConstraints(llvm::StringRef text, std::string &error) {
       return number(c.virtualStages);
     if (key == "ep")
       return number(c.ep);
+    if (key == "etp")
+      return number(c.etp);
+    if (key == "zero1")
+      return parseFlag(value, c.zero1);
     if (key == "cp")
       return number(c.cp);
     if (key == "mb")
@@ -90,9 +94,11 @@ mlir::moe::parsePlanConstraints(llvm::StringRef text, std::string &error) {
     }
     return std::nullopt;
   };
-  if (failed(forEachEntry(text,
-                          "tp, pp, vpp, ep, cp, mb, fsdp, fp8, remat, schedule",
-                          error, apply)))
+  if (failed(
+          forEachEntry(text,
+                       "tp, pp, vpp, ep, etp, cp, mb, fsdp, zero1, fp8, remat, "
+                       "schedule",
+                       error, apply)))
     return failure();
   return c;
 }
@@ -120,9 +126,21 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error,
       return value == "moe-run" || value == "other";
     }
     if (key == "attention") {
-      traits.fusedAttention = value == "fused";
-      return value == "fused" || value == "unfused";
+      // Which kernels the GPU has an efficiency for is checked against
+      // the cluster (checkAttentionKernel).
+      traits.attentionKernel = value.str();
+      return value == "unfused" || value == "flash2" || value == "flash3" ||
+             value == "cudnn" || value == "moe-run";
     }
+    if (key == "imbalance") {
+      double n;
+      if (value.getAsDouble(n) || !(n >= 1 && n <= 64))
+        return false;
+      traits.expertImbalance = n;
+      return true;
+    }
+    if (key == "pp-overlap")
+      return parseFlag(value, traits.overlapPipeline);
     if (key == "fusion")
       return parseFlag(value, traits.fusedElementwise);
     if (key == "expert-chunks")
@@ -149,8 +167,8 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error,
   };
   if (failed(forEachEntry(text,
                           "runtime, attention, fusion, expert-chunks, "
-                          "dp-overlap, "
-                          "tp-overlap, cp-overlap, fp8, "
+                          "imbalance, dp-overlap, tp-overlap, cp-overlap, "
+                          "pp-overlap, fp8, "
                           "weight-bytes, gradient-bytes, optimizer-bytes, "
                           "activation-bytes",
                           error, apply)))

@@ -34,6 +34,58 @@ std::vector<T> choices(const std::optional<T> &fixed, std::vector<T> all) {
     return {*fixed};
   return all;
 }
+
+/// Where the experts go: ep ranks of etp each, folded or on the data ranks.
+struct ExpertPlacement {
+  int64_t ep = 1, etp = 0;
+  bool folded = false;
+};
+
+/// The placements to search. moec's (a backend given): ep dividing dp and
+/// the experts, split over tp. Another software's: Megatron-Core's MoE
+/// parallel folding, any etp dividing tp and any ep with ep x etp dividing
+/// the stage's tp x cp x dp ranks, on consecutive ranks.
+std::vector<ExpertPlacement>
+expertPlacements(const ModelShape &model, const PlanConstraints &constraints,
+                 const ::moe::caps::Capabilities *backend, int64_t tp,
+                 int64_t cp, int64_t dp) {
+  bool moe = model.moeLayers() > 0 && model.experts > 1;
+  std::vector<ExpertPlacement> placements;
+  if (!moe) {
+    placements.push_back({});
+    return placements;
+  }
+  if (backend || constraints.moecPlacements) {
+    for (int64_t ep : choices(constraints.ep, divisorsOf(dp, model.experts)))
+      placements.push_back({ep, constraints.etp.value_or(0), false});
+    return placements;
+  }
+  for (int64_t etp : choices(constraints.etp, divisorsOf(tp, tp)))
+    for (int64_t ep :
+         choices(constraints.ep, divisorsOf(tp * cp * dp / etp, model.experts)))
+      if (model.experts % ep == 0)
+        placements.push_back({ep, etp, true});
+  return placements;
+}
+
+/// FSDP or ZeRO-1 or neither: each where the ranks holding the same
+/// weights are more than one; ZeRO-1 only for another software's run.
+std::vector<std::pair<bool, bool>>
+shardings(const PlanConstraints &constraints,
+          const ::moe::caps::Capabilities *backend, int64_t dp, int64_t ep) {
+  std::vector<std::pair<bool, bool>> result;
+  for (bool fsdp :
+       choices(constraints.fsdp, dp > 1 && dp % ep == 0
+                                     ? std::vector<bool>{false, true}
+                                     : std::vector<bool>{false}))
+    for (bool zero1 :
+         choices(constraints.zero1,
+                 !fsdp && !backend && !constraints.moecPlacements && dp > 1
+                     ? std::vector<bool>{false, true}
+                     : std::vector<bool>{false}))
+      result.push_back({fsdp, zero1});
+  return result;
+}
 } // namespace
 
 PlanSearchResult mlir::moe::searchPlans(const ModelShape &model,
@@ -93,9 +145,8 @@ PlanSearchResult mlir::moe::searchPlans(const ModelShape &model,
                        : choices(constraints.schedule,
                                  {pp::ScheduleKind::OneFOneB,
                                   pp::ScheduleKind::ZeroBubble}))
-            for (int64_t ep :
-                 choices(constraints.ep, moe ? divisorsOf(dp, model.experts)
-                                             : std::vector<int64_t>{1}))
+            for (ExpertPlacement placement :
+                 expertPlacements(model, constraints, backend, tp, cp, dp))
               // Without microbatches, one microbatch is the rank's batch
               // (a fixed pipeline is searched as usual, and refused below).
               for (int64_t mb :
@@ -103,16 +154,15 @@ PlanSearchResult mlir::moe::searchPlans(const ModelShape &model,
                            searchMicrobatches || stages > 1 || globalBatch % dp
                                ? std::vector<int64_t>{1, 2, 4, 8, 16}
                                : std::vector<int64_t>{globalBatch / dp}))
-                for (bool fsdp :
-                     choices(constraints.fsdp,
-                             dp / ep > 1 ? std::vector<bool>{false, true}
-                                         : std::vector<bool>{false}))
+                for (auto [fsdp, zero1] :
+                     shardings(constraints, backend, dp, placement.ep))
                   for (Remat remat :
                        choices(constraints.remat,
                                {Remat::None, Remat::Selective, Remat::Full}))
                     for (bool fp8 :
                          choices(constraints.fp8,
-                                 (moe && ((ep > 1 && fp8Wire) || fp8Gpu)) ||
+                                 (moe &&
+                                  ((placement.ep > 1 && fp8Wire) || fp8Gpu)) ||
                                          (fp8Gpu && software.fp8AllLinears)
                                      ? std::vector<bool>{false, true}
                                      : std::vector<bool>{false})) {
@@ -123,18 +173,23 @@ PlanSearchResult mlir::moe::searchPlans(const ModelShape &model,
                       plan.virtualStages = v;
                       plan.schedule = schedule;
                       plan.dp = dp;
-                      plan.ep = ep;
+                      plan.ep = placement.ep;
+                      plan.etp = placement.etp;
+                      plan.expertsFolded = placement.folded;
                       plan.microbatchSize = mb;
                       plan.fsdp = fsdp;
+                      plan.zero1 = zero1;
                       plan.remat = remat;
                       plan.fp8 = fp8;
                       if (checkPlan(model, plan, globalBatch))
                         continue;
                       ++result.considered;
-                      if (backend) {
+                      if (backend || constraints.moecPlacements) {
                         if (std::optional<std::string> reason =
-                                checkRunnable(model, plan, globalBatch,
-                                              cluster.gpu, *backend)) {
+                                backend
+                                    ? checkRunnable(model, plan, globalBatch,
+                                                    cluster.gpu, *backend)
+                                    : checkCompilable(plan)) {
                           if (result.rejectedBackend++ == 0)
                             result.backendReason = *reason;
                           continue;

@@ -123,7 +123,8 @@ static FailureOr<Seed> seedWeight(ParamOp param, const Axes &axes,
   seed.why.resize(type.getRank());
   auto add = [&](unsigned dim, StringRef axis, StringRef why) {
     seed.dims[dim].push_back(axis);
-    seed.why[dim] += (seed.why[dim].empty() ? "" : "; ") + why.str();
+    if (!why.empty())
+      seed.why[dim] += (seed.why[dim].empty() ? "" : "; ") + why.str();
   };
   auto partsOf = [&](unsigned dim) {
     int64_t parts = 1;
@@ -151,10 +152,23 @@ static FailureOr<Seed> seedWeight(ParamOp param, const Axes &axes,
   if (axes.fsdp && !folded) {
     // FSDP stores the first dimension that still splits evenly; a weight
     // too small for that is stored whole (its reason is the missing split).
+    // The ep ranks hold other tokens and the same non-expert weights, so
+    // those are stored split over fsdp x ep, as TorchTitan's FSDP spans the
+    // ranks its expert parallelism borrows.
+    bool overEp = axes.ep && !stacked;
+    int64_t ways = *axes.fsdp * (overEp ? *axes.ep : 1);
     for (unsigned dim = 0; dim < seed.dims.size(); ++dim) {
-      if ((type.getDimSize(dim) / partsOf(dim)) % *axes.fsdp != 0)
+      if ((type.getDimSize(dim) / partsOf(dim)) % ways != 0)
         continue;
-      add(dim, kFsdpAxis, "FSDP: stored split over fsdp, gathered before use");
+      if (overEp) {
+        add(dim, kFsdpAxis,
+            "FSDP: stored split over fsdp x ep (the ranks expert "
+            "parallelism spreads the experts over), gathered before use");
+        add(dim, kExpertAxis, "");
+      } else {
+        add(dim, kFsdpAxis,
+            "FSDP: stored split over fsdp, gathered before use");
+      }
       break;
     }
   }

@@ -399,6 +399,7 @@ static LogicalResult applyPlan(ModuleOp module, mlir::moe::CompileFlags &flags,
   request.software = planSoftware;
   request.top = planTop;
   request.keepOverMemory = planKeepOverMemory;
+  request.compile = !planOnly;
   // The plans are predicted in the precision the compile uses.
   request.precision = flags.precision;
   request.gradReduceDtype = flags.gradReduceDtype;

@@ -437,9 +437,22 @@ TEST(PlannerTest, ParsesConstraintsAndSoftware) {
   FailureOr<SoftwareTraits> sw = parseSoftwareTraits(
       "attention=unfused,weight-bytes=2,runtime=other", error);
   ASSERT_TRUE(succeeded(sw));
-  EXPECT_FALSE(sw->fusedAttention);
+  EXPECT_FALSE(sw->fusedAttention());
   EXPECT_EQ(sw->weightBytes, 2);
   EXPECT_FALSE(sw->precision);
+  sw = parseSoftwareTraits(
+      "runtime=other,attention=flash3,imbalance=1.25,pp-overlap=1", error);
+  ASSERT_TRUE(succeeded(sw));
+  EXPECT_EQ(sw->attentionKernel, "flash3");
+  EXPECT_EQ(sw->expertImbalance, 1.25);
+  EXPECT_TRUE(sw->overlapPipeline);
+  EXPECT_TRUE(
+      failed(parseSoftwareTraits("runtime=other,imbalance=0.5", error)));
+  EXPECT_EQ(error, "bad value in 'imbalance=0.5'");
+  c = parsePlanConstraints("etp=1,ep=8,zero1=1", error);
+  ASSERT_TRUE(succeeded(c));
+  EXPECT_EQ(*c->etp, 1);
+  EXPECT_TRUE(*c->zero1);
   EXPECT_TRUE(failed(parseSoftwareTraits("weight-bytes=0", error)));
   // moe-run's bytes are the compiled precision's.
   EXPECT_TRUE(failed(parseSoftwareTraits("weight-bytes=2", error)));

@@ -29,6 +29,10 @@ struct PlanRequest {
   /// (resolvePrecision: the flag, moe.transformer's `precision`, the
   /// target of the cluster's GPU).
   std::string precision, gradReduceDtype;
+  /// The best plan is compiled: only placements moec compiles are searched,
+  /// also for another software's run (no ZeRO-1, experts on the data ranks
+  /// split over tp).
+  bool compile = false;
 };
 
 /// The best plan and what compiling it needs besides.

@@ -43,6 +43,15 @@ double allToAllSeconds(const ClusterSpec &cluster, CollectiveGroup group,
 /// Seconds to send `bytes` to one peer, over NVLink or the network.
 double sendSeconds(const ClusterSpec &cluster, bool withinNode, double bytes);
 
+/// The seconds each overlapped second of `group`'s communication adds to
+/// the compute beside it: NVLink's contention inside a node, the network's
+/// across nodes (ClusterSpec).
+double contentionOf(const ClusterSpec &cluster, CollectiveGroup group);
+/// What `comm` seconds of communication overlapped with `compute` seconds
+/// of compute add to the compute's time: the part that outlasts it, and
+/// `contention` times the part it hides.
+double overlapped(double comm, double compute, double contention);
+
 } // namespace mlir::moe
 
 #endif // MOE_TARGET_COLLECTIVES_H

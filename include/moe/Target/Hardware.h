@@ -23,14 +23,34 @@ struct Capabilities;
 
 namespace mlir::moe {
 
+/// A fused attention kernel's fractions of the GPU's BF16 peak over the
+/// causal FLOPs it computes, forward and backward (FlashAttention 2 and 3,
+/// cuDNN, moe-run's own): from the kernels' published benchmarks, or
+/// assumed where there are none (hardware/gpus.yaml says which).
+struct AttentionKernel {
+  std::string kernel;
+  double forward = 0, backward = 0;
+};
+
 struct GpuSpec {
   std::string name;
   int computeCapability = 0;
   double memoryGiB = 0, hbmGBps = 0, bf16Tflops = 0, fp8Tflops = 0;
-  /// Fractions of the peaks that real kernels reach: large GEMMs of the
-  /// tensor cores, and streaming kernels of HBM. Fitted, not data-sheet
-  /// figures (docs/cost-model.md says how).
+  /// Fractions of the peaks that real kernels reach: a full wave of full
+  /// GEMM tiles on the tensor cores, and streaming kernels of HBM. Fitted,
+  /// not data-sheet figures (docs/cost-model.md says how).
   double gemmEfficiency = 0.75, hbmEfficiency = 0.8;
+  /// The same for FP8 GEMMs, against the FP8 peak (0: gemmEfficiency).
+  double fp8GemmEfficiency = 0;
+  /// The GEMM's quantisation (KernelCost.h): streaming multiprocessors, the
+  /// output tile one of them computes (rows x columns), the reduction
+  /// length each tile's prologue and epilogue cost as, and the least time
+  /// of a kernel.
+  int64_t sms = 1, tileRows = 1, tileColumns = 1;
+  /// The tile as written ("128x256").
+  std::string gemmTile;
+  double tileOverheadK = 0, kernelMicroseconds = 0;
+  std::vector<AttentionKernel> attentionKernels;
 
   double memoryBytes() const { return memoryGiB * 1073741824.0; }
   double hbmBytesPerSecond() const { return hbmGBps * 1e9; }
@@ -40,7 +60,12 @@ struct GpuSpec {
     return (fp8 && fp8Tflops > 0 ? fp8Tflops : bf16Tflops) * 1e12;
   }
   /// What GEMMs and streaming kernels reach.
-  double gemmFlops(bool fp8) const { return peakFlops(fp8) * gemmEfficiency; }
+  double gemmFlops(bool fp8) const {
+    bool fp8Cores = fp8 && fp8Tflops > 0;
+    return peakFlops(fp8) * (fp8Cores && fp8GemmEfficiency > 0
+                                 ? fp8GemmEfficiency
+                                 : gemmEfficiency);
+  }
   double streamBytesPerSecond() const {
     return hbmBytesPerSecond() * hbmEfficiency;
   }
@@ -56,6 +81,12 @@ struct ClusterSpec {
   /// Fractions of the link bandwidths collectives reach (NCCL's bus
   /// bandwidth against the wire's).
   double nvlinkEfficiency = 0.8, networkEfficiency = 0.8;
+  /// Communication overlapped with compute still slows it: NCCL's kernels
+  /// take SMs and HBM bandwidth from the GEMMs beside them. Each second of
+  /// overlapped communication inside a node (over NVLink) or across nodes
+  /// adds this many seconds to the compute it hides behind (fitted,
+  /// docs/cost-model.md).
+  double nvlinkContention = 0.15, networkContention = 0.05;
 
   int64_t gpus() const { return nodes * gpusPerNode; }
 };

@@ -112,6 +112,21 @@ struct ParallelPlan {
   /// Weights, gradients and optimizer state sharded over the fsdp axis
   /// (dp / ep ranks) instead of replicated.
   bool fsdp = false;
+  /// ZeRO-1 (Megatron's distributed optimizer): the optimizer state and the
+  /// fp32 masters sharded over the data-parallel ranks, the weights and
+  /// gradients not; gradients are reduce-scattered and the updated weights
+  /// all-gathered.
+  bool zero1 = false;
+  /// Expert tensor parallelism: the experts' width split over etp ranks (0:
+  /// over tp, as attention's).
+  int64_t etp = 0;
+  /// Where the expert-parallel ranks sit. moec's mesh (false): ep is an
+  /// axis of the data ranks, outside cp and tp, so its ranks are tp x cp
+  /// apart. MoE parallel folding (Megatron-Core, true): within a stage the
+  /// ranks are etp x ep x expert-dp, etp fastest, so an ep group is etp
+  /// apart (consecutive with etp 1, inside a node when it fits) and may
+  /// span attention's tp and cp ranks.
+  bool expertsFolded = false;
   int64_t microbatchSize = 1;
   Remat remat = Remat::None;
   /// FP8 GEMMs where the GPU has FP8 tensor cores; FP8 expert dispatch.
@@ -119,6 +134,14 @@ struct ParallelPlan {
   ::moe::pipeline::ScheduleKind schedule = ::moe::pipeline::ScheduleKind::OneFOneB;
 
   int64_t gpus() const { return tp * pp * cp * dp; }
+  int64_t expertTp() const { return etp > 0 ? etp : tp; }
+  /// The distance between the ranks of an ep group.
+  int64_t expertStride() const { return expertsFolded ? expertTp() : tp * cp; }
+  /// A stage's replicas of each expert: the ranks of a stage over those
+  /// that split the experts.
+  int64_t expertReplicas() const {
+    return expertsFolded ? tp * cp * dp / (expertTp() * ep) : cp * dp / ep;
+  }
   /// moec's --mesh for this plan (without pp).
   std::string meshSpec() const;
   std::string describe() const;
@@ -133,9 +156,18 @@ struct SoftwareTraits {
   /// of the GPU's target runs (its capability record); false predicts
   /// another software's run (bench/published).
   bool moeRun = true;
-  /// Attention scores never reach HBM (flash-style); otherwise the b x
-  /// heads x s x s scores are written and read by separate kernels.
-  bool fusedAttention = true;
+  /// The kernel attention runs in: a fused one of the GPU's list
+  /// (flash2, flash3, cudnn, moe-run; hardware/gpus.yaml), whose scores
+  /// never reach HBM, or "unfused": batched GEMMs over the whole square,
+  /// whose b x heads x s x s scores separate kernels write and read.
+  std::string attentionKernel = "moe-run";
+  bool fusedAttention() const { return attentionKernel != "unfused"; }
+  /// The busiest expert-parallel rank's routed rows over the mean (1:
+  /// balanced; a capacity factor bounds it).
+  double expertImbalance = 1.0;
+  /// Pipeline sends and receives overlap the stage's compute (Megatron's
+  /// --overlap-p2p-comm), which they slow; otherwise they wait.
+  bool overlapPipeline = false;
   /// Data-parallel gradient reductions overlap the backward pass; FSDP
   /// gathers overlap the layers before them.
   bool overlapDataParallel = true;
@@ -213,6 +245,10 @@ std::optional<std::string> checkPlan(const ModelShape &model,
                                      const ParallelPlan &plan,
                                      int64_t globalBatch);
 
+/// Why moec cannot compile `plan` as planned (ZeRO-1, experts folded over
+/// tp or split apart from it: another software's placements), or none.
+std::optional<std::string> checkCompilable(const ParallelPlan &plan);
+
 /// Why `backend` (a target's capability record) cannot run `plan` as moec
 /// compiles it, naming the capability it lacks, or none.
 std::optional<std::string>
@@ -248,13 +284,16 @@ PlanCost evaluatePlan(const ModelShape &model, const ParallelPlan &plan,
 
 /// What the search may choose; an unset field is searched, a set one fixed.
 struct PlanConstraints {
-  std::optional<int64_t> tp, pp, virtualStages, ep, cp, microbatchSize;
-  std::optional<bool> fsdp, fp8;
+  std::optional<int64_t> tp, pp, virtualStages, ep, etp, cp, microbatchSize;
+  std::optional<bool> fsdp, zero1, fp8;
   std::optional<Remat> remat;
   std::optional<::moe::pipeline::ScheduleKind> schedule;
   /// Keep plans over memory too (to predict a published run whose memory
   /// the model overestimates); they are marked.
   bool keepOverMemory = false;
+  /// Only placements moec compiles (no ZeRO-1, no folded experts), also
+  /// for another software's run when the plan is to be compiled.
+  bool moecPlacements = false;
   /// Only plans this backend runs (moec's own runtime); null for any
   /// (predicting another software's runs).
   const ::moe::caps::Capabilities *backend = nullptr;

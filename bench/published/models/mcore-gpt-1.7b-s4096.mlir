@@ -1,0 +1,11 @@
+// GPT 1.7B of Megatron-LM's H100 weak-scaling table (NVIDIA/Megatron-LM README.md, images/model_table.png,
+// Megatron-Core r0.8.0): 16 heads, hidden 2048, 24 layers; vocabulary 131072 and sequences of 4096 from the
+// README's text. Multi-head attention; its MLP is assumed GPT's 4h GeLU (the table does not give it), written as
+// a SwiGLU of width ~8h/3, 5464 (the same FLOPs and weights within 0.1%; divisible by tp), all layers dense;
+// untied embeddings (Megatron's default).
+module {
+  moe.transformer @mcore_gpt_1_7b {vocab = 131072, hidden = 2048, layers = 24,
+      heads = 16, kv_heads = 16, experts = 1, top_k = 1, ffn = 5464,
+      seq = 4096, batch = 1, dense_ffn = 5464,
+      dense_layers = array<i64: 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23>}
+}

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Cuda/Workspace.h"
 #include "moe/Target/Collectives.h"
 #include "moe/Target/KernelCost.h"
@@ -528,8 +529,11 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
                      2.0 * model.valueHeadDim) +
                 model.qLoraRank + model.kvLoraRank + model.ropeHeadDim
           : 2 * q + 2 * model.kvWidth();
-  double kept = 3 * h + attentionKept +
-                routed * (3 * width + (moeLayer ? h : 0)) +
+  // moe-run's experts keep only W1 x and W3 x per routed row (their
+  // product is recomputed, the permuted input is not copied).
+  double expertKept =
+      moeLayer && sw.moeRun ? 2 * width : 3 * width + (moeLayer ? h : 0);
+  double kept = 3 * h + attentionKept + routed * expertKept +
                 (moeLayer ? 3.0 * model.sharedFfn : 0.0);
   double full =
       tokens * kept * act / t + (sw.fusedAttention() ? 0 : 2 * scores);
@@ -808,48 +812,84 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
   cost.weightMemory = onGpu * sw.weightBytes;
   cost.gradientMemory = onGpu * sw.gradientBytes;
   if (plan.fsdp) {
+    // moe-run keeps each gathered weight from its forward to its backward,
+    // so the stage's whole weights are held at the peak, as pipelined.
     double whole = denseOnGpu + expertOnGpu;
-    cost.weightMemory += whole * sw.weightBytes *
-                         (plan.pp > 1 ? 1.0 : 2 / std::max(stageLayers, 1.0));
+    cost.weightMemory +=
+        whole * sw.weightBytes *
+        (plan.pp > 1 || sw.moeRun ? 1.0 : 2 / std::max(stageLayers, 1.0));
     if (plan.pp > 1)
       cost.gradientMemory = whole * sw.gradientBytes;
   }
   cost.optimizerMemory = optimizerOnGpu * sw.optimizerBytes;
-  double chunkLayers = stageLayers / plan.virtualStages;
-  double perChunk = chunkLayers * (stageMoe > 0 ? routed.keptBytes : dense.keptBytes);
+  double perChunk =
+      (stageMoe * routed.keptBytes + stageDense * dense.keptBytes) /
+      plan.virtualStages;
   int firstInFlight = run.inFlight.empty() ? 1 : run.inFlight.front();
   int lastInFlight = run.inFlight.empty() ? 1 : run.inFlight.back();
   double working = plan.remat == Remat::Full
                        ? std::max(routed.fullBytes, dense.fullBytes)
                        : 0.0;
+  // A GPU no cuda target describes is the cpu backend's (cpu-local.yaml).
+  bool cpuBackend = capabilitiesOf(gpu) == nullptr;
   // The logits and their gradient, in the activations' dtype, on the last
-  // stage.
-  double logits = 2 * tokens * model.vocab * act / t;
+  // stage; moe-run's cpu backend fuses the head with the loss and keeps
+  // none (its scratch is the workspace below).
+  double logits =
+      sw.moeRun && cpuBackend ? 0.0 : 2 * tokens * model.vocab * act / t;
   cost.activationMemory = std::max(firstInFlight * perChunk,
                                    lastInFlight * perChunk + logits) +
                           working;
-  // Kernel scratch outside the plan: a flat GiB for another software; on
-  // moe-run's cuda backend at least the experts' backward scratch of a
-  // microbatch (moe/Runtime/Cuda/Workspace.h; every token of the
-  // microbatch, as without sequence parallelism). Expert parallel, it is
-  // counted for twice a balanced share of the group's slots arriving, where
-  // the compiled plan counts the worst case (all of them): routing is
-  // never balanced, but a plan sized for every slot of 32 ranks meeting on
-  // one would fit nothing.
+  // Kernel scratch outside the plan: a flat GiB for another software; for
+  // moe-run, its backend's own. On the cuda backend at least the experts'
+  // backward scratch of a microbatch (moe/Runtime/Cuda/Workspace.h; every
+  // token of the microbatch, as without sequence parallelism). On the cpu
+  // backend the largest of the experts', attention's and the fused loss's
+  // scratch (moe/Runtime/Cpu/Kernels.h), as the compiled plan counts it.
+  // Expert parallel, it is counted for twice a balanced share of the
+  // group's slots arriving, where the compiled plan counts the worst case
+  // (all of them): routing is never balanced, but a plan sized for every
+  // slot of 32 ranks meeting on one would fit nothing.
+  bool moeLayers = stageMoe > 0 && model.experts > 1;
+  int64_t arriving = std::min<int64_t>(plan.ep, 2);
   double workspace = 1024.0 * 1024 * 1024;
-  if (sw.moeRun && gpu.computeCapability > 0 && stageMoe > 0 &&
-      model.experts > 1)
+  if (sw.moeRun && cpuBackend) {
+    int64_t rows = static_cast<int64_t>(tokens);
+    double attention =
+        static_cast<double>(::moe::rt::cpu::attentionWorkspaceBytes(
+            model.headDim > 0 ? model.headDim : model.hidden / model.heads,
+            /*backward=*/true));
+    double loss = static_cast<double>(
+        ::moe::rt::cpu::linearCrossEntropyWorkspaceBytes(rows, model.vocab));
+    double experts =
+        moeLayers ? static_cast<double>(::moe::rt::cpu::expertsWorkspaceBytes(
+                        rows, model.topK, model.hidden, model.ffn,
+                        /*backward=*/true, plan.fp8, arriving))
+                  : 0.0;
+    workspace = std::max({attention, loss, experts});
+  } else if (sw.moeRun && moeLayers) {
     workspace = std::max(
         workspace,
-        static_cast<double>(::moe::rt::cuda::kGemmWorkspaceBytes +
-                            ::moe::rt::cuda::expertsWorkspaceBytes(
-                                static_cast<int64_t>(tokens), model.topK,
-                                model.hidden, model.ffn,
-                                std::max<int64_t>(model.experts / plan.ep, 1),
-                                /*backward=*/true, plan.fp8, act < 4,
-                                std::min<int64_t>(plan.ep, 2))));
-  cost.peakMemory = cost.weightMemory + cost.gradientMemory +
-                    cost.optimizerMemory + cost.activationMemory + workspace;
+        static_cast<double>(
+            ::moe::rt::cuda::kGemmWorkspaceBytes +
+            ::moe::rt::cuda::expertsWorkspaceBytes(
+                static_cast<int64_t>(tokens), model.topK, model.hidden,
+                model.ffn, std::max<int64_t>(model.experts / plan.ep, 1),
+                /*backward=*/true, plan.fp8, act < 4, arriving)));
+  }
+  // moe-run packs gradients and activations into one arena: the backward
+  // frees a layer's activations as it writes its gradients. With one
+  // microbatch (nothing accumulates) the arena holds the larger of the two
+  // and half the smaller: the share bench/cpu-memory.sh measures on the CPU
+  // meshes (bench/RESULTS.md).
+  double activationsAndGradients =
+      sw.moeRun && microbatches == 1
+          ? std::max(cost.gradientMemory, cost.activationMemory) +
+                0.5 * std::min(cost.gradientMemory, cost.activationMemory)
+          : cost.gradientMemory + cost.activationMemory;
+  cost.workspaceMemory = workspace;
+  cost.peakMemory = cost.weightMemory + cost.optimizerMemory +
+                    activationsAndGradients + workspace;
   // The rest is the CUDA context, NCCL's buffers and fragmentation.
   cost.fits = cost.peakMemory <= 0.92 * gpu.memoryBytes();
   return cost;

@@ -253,7 +253,7 @@ void mlir::moe::printPlans(const PlanSearchResult &result,
   for (auto [index, cost] : llvm::enumerate(result.best)) {
     os << llvm::formatv("#{0} {1}\n", index + 1, cost.plan.describe());
     os << llvm::format("     step %.4g s, %.1f tokens/s per GPU, MFU %.1f%%, "
-                       "memory %.1f of %.0f GiB%s\n",
+                       "memory %.4g of %.0f GiB%s\n",
                        cost.stepSeconds, cost.tokensPerSecondPerGpu,
                        100 * cost.mfu, cost.peakMemory / 1073741824.0,
                        cluster.gpu.memoryGiB,
@@ -270,11 +270,11 @@ void mlir::moe::printPlans(const PlanSearchResult &result,
       os << llvm::format(" %s %.4g s;", kind.c_str(), seconds);
     os << "\n";
     bool mixed = result.software.precision && result.software.precision->isMixed();
-    os << llvm::format(mixed ? "     memory GiB: weights %.1f (bf16 working "
-                               "copies), gradients %.1f, optimizer %.1f "
-                               "(fp32 masters and moments), activations %.1f\n"
-                             : "     memory GiB: weights %.1f, gradients %.1f, "
-                               "optimizer %.1f, activations %.1f\n",
+    os << llvm::format(mixed ? "     memory GiB: weights %.4g (bf16 working "
+                               "copies), gradients %.4g, optimizer %.4g "
+                               "(fp32 masters and moments), activations %.4g\n"
+                             : "     memory GiB: weights %.4g, gradients %.4g, "
+                               "optimizer %.4g, activations %.4g\n",
                        cost.weightMemory / 1073741824.0,
                        cost.gradientMemory / 1073741824.0,
                        cost.optimizerMemory / 1073741824.0,

@@ -234,7 +234,7 @@ struct PlanCost {
   double tokensPerSecondPerGpu = 0, mfu = 0;
   /// Bytes per GPU.
   double weightMemory = 0, gradientMemory = 0, optimizerMemory = 0,
-         activationMemory = 0, peakMemory = 0;
+         activationMemory = 0, workspaceMemory = 0, peakMemory = 0;
   bool fits = false;
   /// The expert exchange's chunk count that hides the most of it.
   int64_t expertChunks = 1;

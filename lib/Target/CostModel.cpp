@@ -1,7 +1,8 @@
 //===- CostModel.cpp - predicted step time on a cluster -------------------===//
 #include "moe/Target/CostModel.h"
-#include "moe/Target/Collectives.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Target/Collectives.h"
+#include "moe/Target/KernelCost.h"
 #include "moe/Target/ModelStatistics.h"
 #include "moe/Transforms/Sharding.h"
 #include "moe/Transforms/Target.h"
@@ -69,20 +70,98 @@ bool readsFp8(Operation *op, const Target *target) {
   return recipe && target && target->hasFp8Recipe(stringifyFp8Scaling(*recipe));
 }
 
-/// The seconds of `flops` of `op`'s GEMMs: at the FP8 rate where they read
-/// FP8, except the share of a blockwise backward that the target's block
+/// The GEMMs an op runs, by shape, or none where its FLOPs are not priced
+/// by shape (attention is priced by its kernel, other ops by FLOPs).
+SmallVector<GemmShape> gemmShapesOf(Operation *op) {
+  auto elements = [](Value v) {
+    return static_cast<double>(cast<ShapedType>(v.getType()).getNumElements());
+  };
+  auto dims = [](Value v) { return cast<ShapedType>(v.getType()).getShape(); };
+  // A linear's weight is [n, k]: rows x k in, rows x n out.
+  auto linear = [&](Value input, Value weight) -> SmallVector<GemmShape> {
+    double n = dims(weight)[0], k = dims(weight)[1];
+    return {{elements(input) / k, n, k}};
+  };
+  if (auto op2 = dyn_cast<LinearOp>(op))
+    return linear(op2.getInput(), op2.getWeight());
+  if (auto loss = dyn_cast<LinearCrossEntropyOp>(op))
+    return linear(loss.getInput(), loss.getWeight());
+  if (auto grad = dyn_cast<LinearGradInputOp>(op)) {
+    double n = dims(grad.getWeight())[0], k = dims(grad.getWeight())[1];
+    return {{elements(grad.getGrad()) / n, k, n}};
+  }
+  if (auto grad = dyn_cast<LinearGradWeightOp>(op)) {
+    double n = dims(grad.getGrad()).back(), k = dims(grad.getInput()).back();
+    return {{n, k, elements(grad.getGrad()) / n}};
+  }
+  // The logits again, then the input's and the weight's gradients.
+  if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(op)) {
+    double v = dims(grad.getWeight())[0], h = dims(grad.getWeight())[1];
+    double rows = elements(grad.getInput()) / h;
+    return {{rows, v, h}, {rows, h, v}, {v, h, rows}};
+  }
+  // Grouped over the rank's experts: each sees its share of the rows.
+  auto experts = [&](Value w1, Value weights) {
+    double e = dims(w1)[0], f = dims(w1)[1], h = dims(w1)[2];
+    double rows = elements(weights) / e;
+    return std::make_tuple(GemmShape{rows, f, h, e}, GemmShape{rows, h, f, e},
+                           GemmShape{f, h, rows, e});
+  };
+  if (auto forward = dyn_cast<ExpertsOp>(op)) {
+    auto [up, down, weight] = experts(forward.getW1(), forward.getWeights());
+    (void)weight;
+    return {up, up, down};
+  }
+  if (auto grad = dyn_cast<ExpertsGradOp>(op)) {
+    auto [up, down, weight] = experts(grad.getW1(), grad.getWeights());
+    // W1 x and W3 x again (unless saved), dy W2 and dW2, dx from both
+    // projections, dW1 and dW3.
+    SmallVector<GemmShape> shapes = {
+        up, GemmShape{up.n, up.k, up.m, up.count}, down, down, weight, weight};
+    if (!grad.getHidden())
+      shapes.append({up, up});
+    return shapes;
+  }
+  return {};
+}
+
+/// Bytes per element of an op's GEMM operands: its first operand's.
+double elementBytesOf(Operation *op) {
+  for (Value v : op->getOperands())
+    if (auto shaped = dyn_cast<ShapedType>(v.getType()))
+      return std::max<double>(1, shaped.getElementTypeBitWidth() / 8);
+  return 4;
+}
+
+/// The seconds of `flops` of `op`'s GEMMs: by their shapes (KernelCost.h)
+/// where the op has them, attention's in moe-run's kernel at its
+/// efficiency, the rest at the GPU's GEMM rate. FP8 where they read FP8,
+/// except the share of a blockwise backward that the target's block
 /// scaling runs in BF16 (Capabilities::blockwiseBackwardFp8Share).
-double gemmSeconds(Operation *op, double flops, const GpuSpec &gpu,
-                   const Target *target) {
+double opGemmSeconds(Operation *op, double flops, const GpuSpec &gpu,
+                     const Target *target) {
+  if (isa<AttentionOp>(op))
+    return attentionSeconds(gpu, "moe-run", flops, /*backward=*/false);
+  if (isa<AttentionGradOp>(op))
+    return attentionSeconds(gpu, "moe-run", flops, /*backward=*/true);
+  SmallVector<GemmShape> shapes = gemmShapesOf(op);
+  auto atRate = [&](bool fp8) {
+    if (shapes.empty())
+      return flops / gpu.gemmFlops(fp8);
+    double seconds = 0;
+    for (const GemmShape &shape : shapes)
+      seconds += mlir::moe::gemmSeconds(gpu, shape, fp8,
+                                        fp8 ? 1.0 : elementBytesOf(op));
+    return seconds;
+  };
   if (!readsFp8(op, target))
-    return flops / gpu.gemmFlops(false);
+    return atRate(false);
   double share = 1.0;
   if (auto grad = dyn_cast<ExpertsGradOp>(op);
       grad && *fp8RecipeOf(op) == Fp8Scaling::blockwise)
     share = target->capabilities.blockwiseBackwardFp8Share(
         static_cast<bool>(grad.getHidden()));
-  return flops * share / gpu.gemmFlops(true) +
-         flops * (1.0 - share) / gpu.gemmFlops(false);
+  return share * atRate(true) + (1.0 - share) * atRate(false);
 }
 
 double bytesOf(Operation *op) {
@@ -288,7 +367,7 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
     OpCost c;
     if (double flops = executedFlops(op); flops > 0) {
       c.kind = "gemm";
-      c.seconds = std::max(gemmSeconds(op, flops, gpu, target),
+      c.seconds = std::max(opGemmSeconds(op, flops, gpu, target),
                            bytesOf(op) / gpu.streamBytesPerSecond());
     } else if (!isa<func::ReturnOp, GetParamOp, ConstantOp>(op) &&
                op->getDialect() && op->getNumResults() + op->getNumOperands()) {

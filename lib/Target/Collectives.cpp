@@ -2,6 +2,7 @@
 #include "moe/Target/Collectives.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace mlir::moe;
 
@@ -72,6 +73,28 @@ double mlir::moe::allToAllSeconds(const ClusterSpec &cluster,
   double network = inter > 0 ? inter / networkBytesPerSecond(cluster) +
                                    cluster.internodeLatencyUs * 1e-6
                              : 0.0;
+  return std::max(nvlink, network);
+}
+
+double mlir::moe::dedupedDispatchSeconds(const ClusterSpec &cluster,
+                                         CollectiveGroup group, double bytes,
+                                         double topK) {
+  if (group.size <= 1 || topK <= 0)
+    return 0;
+  double n = static_cast<double>(group.size);
+  int64_t local = std::min(group.size, group.perNode);
+  double nodes = static_cast<double>(group.nodes());
+  // Each copy reaches its rank over NVLink, except those staying on the
+  // rank itself.
+  double nvlink = (n - 1) / n * bytes / nvlinkBytesPerSecond(cluster) +
+                  (local > 1 ? cluster.nvlinkLatencyUs * 1e-6 : 0.0);
+  if (nodes <= 1)
+    return nvlink;
+  // Per token, the other nodes at least one of its topK ranks is on.
+  double perToken = bytes / topK;
+  double otherNodes = (nodes - 1) * (1.0 - std::pow(1.0 - 1.0 / nodes, topK));
+  double network = otherNodes * perToken / networkBytesPerSecond(cluster) +
+                   cluster.internodeLatencyUs * 1e-6;
   return std::max(nvlink, network);
 }
 

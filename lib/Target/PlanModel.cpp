@@ -475,11 +475,17 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
     CollectiveGroup epGroup =
         stridedGroup(plan.ep, plan.expertStride(), cluster.gpusPerNode);
     double rows = tokens * model.topK / t * sw.expertImbalance;
+    // A deduplicating dispatcher sends a token across the network once per
+    // other node it is bound for; the combine returns as it came.
+    auto moved = [&](double bytes) {
+      return sw.dedupedDispatch
+                 ? dedupedDispatchSeconds(cluster, epGroup, bytes, model.topK)
+                 : allToAllSeconds(cluster, epGroup, bytes);
+    };
     auto exchange = [&](double share) {
-      return allToAllSeconds(cluster, epGroup,
-                             share * rows * h *
-                                 (plan.fp8 && sw.fp8Dispatch ? 1.0 : act)) +
-             allToAllSeconds(cluster, epGroup, share * rows * h * act);
+      return moved(share * rows * h *
+                   (plan.fp8 && sw.fp8Dispatch ? 1.0 : act)) +
+             moved(share * rows * h * act);
     };
     double contention = contentionOf(cluster, epGroup);
     double passes = plan.remat == Remat::Full ? 3.0 : 2.0;

@@ -139,6 +139,10 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error,
       traits.expertImbalance = n;
       return true;
     }
+    if (key == "dispatcher") {
+      traits.dedupedDispatch = value == "deepep";
+      return value == "deepep" || value == "alltoall";
+    }
     if (key == "pp-overlap")
       return parseFlag(value, traits.overlapPipeline);
     if (key == "fusion")
@@ -167,7 +171,8 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error,
   };
   if (failed(forEachEntry(text,
                           "runtime, attention, fusion, expert-chunks, "
-                          "imbalance, dp-overlap, tp-overlap, cp-overlap, "
+                          "imbalance, dispatcher, dp-overlap, tp-overlap, "
+                          "cp-overlap, "
                           "pp-overlap, fp8, "
                           "weight-bytes, gradient-bytes, optimizer-bytes, "
                           "activation-bytes",

@@ -13,6 +13,8 @@
 
 #include "gtest/gtest.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::moe;
 
@@ -623,4 +625,24 @@ TEST(PlannerTest, FoldedExpertsExchangeInsideANode) {
   ParallelPlan stridedWide = strided;
   stridedWide.dp = 1;
   EXPECT_TRUE(checkPlan(m, stridedWide, 8));
+}
+
+// DeepEP's dispatch sends a token across the network once per other node
+// it is bound for: with top-8 over 4 nodes, 4 (1 - (3/4)^8) / 8 of the
+// copies the plain all-to-all sends there.
+TEST(CollectivesTest, ADedupedDispatchCrossesTheNetworkOncePerNode) {
+  ClusterSpec cluster = testCluster();
+  cluster.nvlinkGBps = 1e6; // the network binds
+  CollectiveGroup group = stridedGroup(32, 1, 8);
+  ASSERT_EQ(group.nodes(), 4);
+  double bytes = 8e9;
+  double plain = allToAllSeconds(cluster, group, bytes);
+  double deduped = dedupedDispatchSeconds(cluster, group, bytes, 8);
+  double copies = 8 * 3.0 / 4, nodes = 3 * (1 - std::pow(0.75, 8));
+  EXPECT_NEAR(deduped / plain, nodes / copies, 1e-3);
+  // Inside one node there is nothing to deduplicate.
+  CollectiveGroup node = stridedGroup(8, 1, 8);
+  cluster.nvlinkGBps = 400;
+  EXPECT_NEAR(dedupedDispatchSeconds(cluster, node, bytes, 8),
+              allToAllSeconds(cluster, node, bytes), 1e-9);
 }

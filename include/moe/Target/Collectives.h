@@ -40,6 +40,14 @@ double allGatherSeconds(const ClusterSpec &cluster, CollectiveGroup group,
 /// over the group (its own share stays).
 double allToAllSeconds(const ClusterSpec &cluster, CollectiveGroup group,
                        double bytes);
+/// Seconds of an expert dispatch (or combine) in which each rank sends each
+/// of its tokens to `topK` ranks of `group` chosen evenly, `bytes` in all,
+/// and a token bound for several ranks of one other node crosses the
+/// network once, then NVLink to each of them (DeepEP's node-deduplicated
+/// dispatch). The network carries the expected count of distinct other
+/// nodes per token, NVLink every copy.
+double dedupedDispatchSeconds(const ClusterSpec &cluster, CollectiveGroup group,
+                              double bytes, double topK);
 /// Seconds to send `bytes` to one peer, over NVLink or the network.
 double sendSeconds(const ClusterSpec &cluster, bool withinNode, double bytes);
 

@@ -162,6 +162,10 @@ struct SoftwareTraits {
   /// whose b x heads x s x s scores separate kernels write and read.
   std::string attentionKernel = "moe-run";
   bool fusedAttention() const { return attentionKernel != "unfused"; }
+  /// The expert dispatch sends a token bound for several ranks of another
+  /// node across the network once (DeepEP, HybridEP), not once per rank
+  /// (NCCL's all-to-all, moe-run's).
+  bool dedupedDispatch = false;
   /// The busiest expert-parallel rank's routed rows over the mean (1:
   /// balanced; a capacity factor bounds it).
   double expertImbalance = 1.0;

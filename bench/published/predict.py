@@ -175,6 +175,8 @@ def main():
                     "Written by `bench/published/predict.py --markdown`; every run of runs.json.\n"
                     "The GPUs' GEMM efficiencies are fitted to the training set only\n"
                     "(`bench/published/fit.py`, docs/cost-model.md); the test set is out of sample.\n"
+                    "A run's `recipe` field gives the settings read from its software's release\n"
+                    "(Megatron-Bridge's performance configs at the release tag).\n"
                     "Memory was not fitted and is shown as it comes out.\n\n")
             for name, rows in results.items():
                 f.write(f"## {'Training' if name == 'train' else 'Test'} set\n\n")

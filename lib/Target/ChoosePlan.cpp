@@ -116,6 +116,8 @@ void mlir::moe::applyPlan(const ChosenPlan &chosen, int64_t globalBatch,
   const ParallelPlan &best = chosen.cost.plan;
   flags.batch = globalBatch;
   flags.mesh = best.meshSpec();
+  if (best.foldedOverTp())
+    flags.foldExperts = "tp";
   flags.stages = best.pp;
   flags.virtualStages = best.virtualStages;
   flags.schedule = best.schedule;
@@ -142,9 +144,11 @@ void mlir::moe::applyPlan(const ChosenPlan &chosen, int64_t globalBatch,
 void mlir::moe::printChosenPlan(const ChosenPlan &chosen,
                                 const CompileFlags &flags,
                                 llvm::raw_ostream &os) {
-  os << "compiling #1: --mesh " << flags.mesh << " --pp " << flags.stages
-     << " --virtual-stages " << flags.virtualStages << " --microbatches "
-     << flags.microbatches << " --target " << flags.target
+  os << "compiling #1: --mesh " << flags.mesh;
+  if (!flags.foldExperts.empty())
+    os << " --fold-experts " << flags.foldExperts;
+  os << " --pp " << flags.stages << " --virtual-stages " << flags.virtualStages
+     << " --microbatches " << flags.microbatches << " --target " << flags.target
      << " --precision " << flags.precision;
   if (!flags.gradReduceDtype.empty())
     os << " --grad-reduce-dtype " << flags.gradReduceDtype;

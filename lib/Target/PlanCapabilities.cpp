@@ -24,11 +24,14 @@ mlir::moe::checkCompilable(const ParallelPlan &plan) {
   if (plan.zero1)
     return std::string("moec shards the optimizer state only with the "
                        "weights (fsdp), not alone (zero1)");
-  if (plan.expertsFolded || (plan.etp > 0 && plan.etp != plan.tp))
-    return llvm::formatv("moec splits the experts over tp={0} and places ep "
-                         "on the data ranks (etp={1}, folded over tp, is "
-                         "another software's placement)",
-                         plan.tp, plan.expertTp())
+  // Folded over tp with etp 1 is --fold-experts=tp.
+  if ((plan.expertsFolded || (plan.etp > 0 && plan.etp != plan.tp)) &&
+      !plan.foldedOverTp())
+    return llvm::formatv("moec splits the experts over tp={0}, or folds them "
+                         "over it with etp 1 (--fold-experts=tp, without cp, "
+                         "ep a multiple of tp); etp={1} ep={2} is another "
+                         "software's placement",
+                         plan.tp, plan.expertTp(), plan.ep)
         .str();
   return std::nullopt;
 }

@@ -131,9 +131,11 @@ const char *mlir::moe::toString(Remat remat) {
 }
 
 std::string ParallelPlan::meshSpec() const {
-  std::string spec = (fsdp ? "fsdp=" : "dp=") + std::to_string(dp / ep);
-  if (ep > 1)
-    spec += ",ep=" + std::to_string(ep);
+  // Folded over tp, the ep axis holds only the group's data ranks.
+  int64_t epAxis = expertDataRanks();
+  std::string spec = (fsdp ? "fsdp=" : "dp=") + std::to_string(dp / epAxis);
+  if (epAxis > 1)
+    spec += ",ep=" + std::to_string(epAxis);
   if (cp > 1)
     spec += ",cp=" + std::to_string(cp);
   if (tp > 1)
@@ -707,12 +709,12 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
   // the experts over their dp / ep replicas. Gradients are summed over cp
   // as over dp: its ranks saw other tokens.
   double denseShards = plan.fsdp ? static_cast<double>(plan.dp) : 1.0;
-  double expertShards =
-      plan.fsdp ? static_cast<double>(plan.dp / plan.ep) : 1.0;
+  int64_t epData = plan.expertDataRanks();
+  double expertShards = plan.fsdp ? static_cast<double>(plan.dp / epData) : 1.0;
   CollectiveGroup denseShardGroup =
       stridedGroup(plan.dp, plan.tp * plan.cp, cluster.gpusPerNode);
   CollectiveGroup expertShardGroup = stridedGroup(
-      plan.dp / plan.ep, plan.tp * plan.cp * plan.ep, cluster.gpusPerNode);
+      plan.dp / epData, plan.tp * plan.cp * epData, cluster.gpusPerNode);
   CollectiveGroup denseGroup =
       stridedGroup(plan.dp * plan.cp, plan.tp, cluster.gpusPerNode);
   CollectiveGroup expertReplicas =

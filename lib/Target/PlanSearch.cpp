@@ -56,8 +56,17 @@ expertPlacements(const ModelShape &model, const PlanConstraints &constraints,
     return placements;
   }
   if (backend || constraints.moecPlacements) {
-    for (int64_t ep : choices(constraints.ep, divisorsOf(dp, model.experts)))
-      placements.push_back({ep, constraints.etp.value_or(0), false});
+    // moec's: ep on the data ranks, the experts split over tp by width;
+    // or folded over tp (--fold-experts=tp, etp 1): ep x tp ranks, tp's
+    // consecutive.
+    if (!constraints.etp || *constraints.etp == tp)
+      for (int64_t ep : choices(constraints.ep, divisorsOf(dp, model.experts)))
+        placements.push_back({ep, constraints.etp.value_or(0), false});
+    if (tp > 1 && cp == 1 && (!constraints.etp || *constraints.etp == 1))
+      for (int64_t epData : divisorsOf(dp, model.experts))
+        if (model.experts % (epData * tp) == 0 &&
+            (!constraints.ep || *constraints.ep == epData * tp))
+          placements.push_back({epData * tp, 1, true});
     return placements;
   }
   for (int64_t etp : choices(constraints.etp, divisorsOf(tp, tp)))
@@ -155,7 +164,11 @@ PlanSearchResult mlir::moe::searchPlans(const ModelShape &model,
                                ? std::vector<int64_t>{1, 2, 4, 8, 16}
                                : std::vector<int64_t>{globalBatch / dp}))
                 for (auto [fsdp, zero1] :
-                     shardings(constraints, backend, dp, placement.ep))
+                     shardings(constraints, backend, dp,
+                               placement.folded && placement.etp == 1 &&
+                                       placement.ep % tp == 0
+                                   ? placement.ep / tp
+                                   : placement.ep))
                   for (Remat remat :
                        choices(constraints.remat,
                                {Remat::None, Remat::Selective, Remat::Full}))

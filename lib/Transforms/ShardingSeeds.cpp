@@ -142,7 +142,10 @@ static FailureOr<Seed> seedWeight(ParamOp param, const Axes &axes,
           ("expert parallelism folded over " + axis +
            " (MoE parallel folding): the experts split over its ranks too")
               .str());
-  if (axes.tp)
+  // Experts folded over tp split over its ranks instead of by width
+  // (expert-TP 1, as Megatron's MoE parallel folding).
+  bool foldedOverTp = stacked && llvm::is_contained(axes.folded, kTensorAxis);
+  if (axes.tp && !foldedOverTp)
     if (auto split = tensorParallelDim(name))
       add(split->first, kTensorAxis, split->second);
   // Experts folded over fsdp are stored split over it already.
@@ -188,12 +191,13 @@ LogicalResult mlir::moe::seedShardings(ModuleOp module, func::FuncOp step,
   int64_t folded = 1;
   for (const std::string &axis : foldExperts) {
     std::optional<int64_t> size = mesh.getAxisSize(axis);
-    if (!size ||
-        (axis != kDataAxis && axis != kFsdpAxis && axis != kContextAxis)) {
+    if (!size || (axis != kDataAxis && axis != kFsdpAxis &&
+                  axis != kContextAxis && axis != kTensorAxis)) {
       return mesh.emitError()
              << "experts fold over '" << axis
              << "', which is not a token axis of the mesh: they fold over "
-                "its dp, fsdp or cp axes (their ranks hold other tokens)";
+                "its dp, fsdp, cp or tp axes (their ranks hold other tokens; "
+                "tp's between blocks, sequence parallel)";
     }
     if (llvm::is_contained(axes.folded, axis))
       return mesh.emitError() << "experts fold over '" << axis << "' twice";

@@ -202,8 +202,9 @@ static cl::opt<std::string> cpComm(
 static cl::opt<std::string> foldExperts(
     "fold-experts",
     cl::desc("split the experts over these token axes of the mesh too "
-             "(dp, fsdp, cp; e.g. cp): Megatron's MoE parallel folding, "
-             "expert parallel ranks that are data or context parallel ranks"),
+             "(dp, fsdp, cp, tp; e.g. cp): Megatron's MoE parallel folding, "
+             "expert parallel ranks that are data, context or tensor "
+             "parallel ranks (tp: expert-TP 1)"),
     cl::value_desc("axes"), cl::init(""), cl::cat(moecCategory));
 static cl::opt<std::string> reduceBucket(
     "reduce-bucket",

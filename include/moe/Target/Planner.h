@@ -142,6 +142,18 @@ struct ParallelPlan {
   int64_t expertReplicas() const {
     return expertsFolded ? tp * cp * dp / (expertTp() * ep) : cp * dp / ep;
   }
+  /// The data ranks the experts' ep group spans: ep, or, folded over tp
+  /// (etp 1), ep / tp (the rest of the group is the tp ranks).
+  int64_t expertDataRanks() const {
+    return expertsFolded && expertTp() == 1 && tp > 1 && ep % tp == 0 ? ep / tp
+                                                                      : ep;
+  }
+  /// moec compiles the folding over tp (--fold-experts=tp) that has etp 1,
+  /// no cp, and ep a multiple of tp whose data part divides dp.
+  bool foldedOverTp() const {
+    return expertsFolded && expertTp() == 1 && tp > 1 && cp == 1 &&
+           ep % tp == 0 && dp % (ep / tp) == 0;
+  }
   /// moec's --mesh for this plan (without pp).
   std::string meshSpec() const;
   std::string describe() const;

@@ -246,7 +246,7 @@ def PropagateSharding : Pass<"moe-propagate-sharding", "ModuleOp"> {
            "the training step to shard">,
     ListOption<"foldExperts", "fold-experts", "std::string",
                "token axes the experts are split over too (Megatron's MoE "
-               "parallel folding: dp, fsdp or cp)">,
+               "parallel folding: dp, fsdp, cp or tp)">,
   ];
 }
 

@@ -367,10 +367,11 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
     mlpForward = up.forward + down.forward;
     mlpBackward = up.backward + down.backward;
   } else {
+    double bytes = fp8Linear ? 1.0 : act;
     LinearGemms up =
-        linearGemms(gpu, {tokens, 2 * width / t, h}, fp8Linear, gemmBytes);
+        linearGemms(gpu, {tokens, 2 * width / t, h}, fp8Linear, bytes);
     LinearGemms down =
-        linearGemms(gpu, {tokens, h, width / t}, fp8Linear, gemmBytes);
+        linearGemms(gpu, {tokens, h, width / t}, fp8Linear, bytes);
     mlpForward = up.forward + down.forward;
     mlpBackward = up.backward + down.backward;
   }

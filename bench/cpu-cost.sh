@@ -16,25 +16,13 @@ while [ $# -gt 0 ]; do
     *) echo "usage: bench/cpu-cost.sh [--steps N]" >&2; exit 2 ;;
   esac
 done
-[ -x build/bin/moe-run ] || scripts/setup.sh
 out=bench/out/cpu-cost
-mkdir -p "$out"
-model=bench/models/cpu-step.mlir
-build/bin/moe-data synth --out "$out/corpus.bin" --tokens 400000 >/dev/null
-mpirun=(mpirun --allow-run-as-root --oversubscribe --mca btl self,vader)
+# shellcheck source=bench/cpu-meshes.sh
+source bench/cpu-meshes.sh
 warmup=3
-# name|moec flags|ranks
-meshes=(
-  "1 rank||1"
-  "dp=2|--mesh dp=2|2"
-  "fsdp=2|--mesh fsdp=2|2"
-  "tp=2|--mesh tp=2|2"
-  "ep=2|--mesh dp=1,ep=2|2"
-  "pp=2 (4 microbatches)|--pp 2 --microbatches 4|2"
-)
 rows=()
 for entry in "${meshes[@]}"; do
-  IFS='|' read -r name flags ranks <<<"$entry"
+  IFS='|' read -r name flags ranks _ <<<"$entry"
   tag=$(echo "$name" | tr -c 'a-z0-9' '_')
   # shellcheck disable=SC2086
   build/bin/moec "$model" $flags --cluster hardware/cpu-local.yaml \

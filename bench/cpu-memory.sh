@@ -17,22 +17,9 @@ while [ $# -gt 0 ]; do
     *) echo "usage: bench/cpu-memory.sh [--steps N]" >&2; exit 2 ;;
   esac
 done
-[ -x build/bin/moe-run ] || scripts/setup.sh
 out=bench/out/cpu-memory
-mkdir -p "$out"
-model=bench/models/cpu-step.mlir
-batch=4
-build/bin/moe-data synth --out "$out/corpus.bin" --tokens 400000 >/dev/null
-mpirun=(mpirun --allow-run-as-root --oversubscribe --mca btl self,vader)
-# name|moec mesh flags|ranks|--plan-fix of the same plan
-meshes=(
-  "1 rank||1|tp=1,pp=1,ep=1,mb=4,fsdp=0,remat=none"
-  "dp=2|--mesh dp=2|2|tp=1,pp=1,ep=1,mb=2,fsdp=0,remat=none"
-  "fsdp=2|--mesh fsdp=2|2|tp=1,pp=1,ep=1,mb=2,fsdp=1,remat=none"
-  "tp=2|--mesh tp=2|2|tp=2,pp=1,ep=1,mb=4,fsdp=0,remat=none"
-  "ep=2|--mesh dp=1,ep=2|2|tp=1,pp=1,ep=2,mb=2,fsdp=0,remat=none"
-  "pp=2 (4 microbatches)|--pp 2 --microbatches 4|2|tp=1,pp=2,ep=1,mb=1,fsdp=0,remat=none,schedule=1f1b"
-)
+# shellcheck source=bench/cpu-meshes.sh
+source bench/cpu-meshes.sh
 echo "| mesh | predicted MiB | compiled plan MiB | measured MiB | predicted / measured |"
 echo "|---|---:|---:|---:|---:|"
 for entry in "${meshes[@]}"; do

@@ -90,7 +90,7 @@ template <> struct MappingTraits<ClusterSpec> {
     io.mapOptional("nvlink_efficiency", cluster.nvlinkEfficiency, 0.8);
     io.mapOptional("network_efficiency", cluster.networkEfficiency, 0.8);
     io.mapOptional("nvlink_contention", cluster.nvlinkContention, 0.15);
-    io.mapOptional("network_contention", cluster.networkContention, 0.05);
+    io.mapOptional("network_contention", cluster.networkContention, 0.15);
   }
   static std::string validate(IO &, ClusterSpec &cluster) {
     if (cluster.nodes <= 0 || cluster.gpusPerNode <= 0 ||

@@ -494,10 +494,20 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
     double passes = plan.remat == Remat::Full ? 3.0 : 2.0;
     fwd.expertComm = exchange(1.0);
     bwd.expertComm = (passes - 1) * fwd.expertComm;
+    // Batch-level overlap: one microbatch's exchanges run beside another's
+    // whole layer (attention, MLP and experts), and slow it.
+    if (sw.batchLevelExpertOverlap) {
+      fwd.expertCommExposed =
+          overlapped(fwd.expertComm, fwd.compute(), contention);
+      bwd.expertCommExposed =
+          overlapped(bwd.expertComm, bwd.compute(), contention);
+    }
     // The chunk count moe-run should use: the fewest exposed seconds over
     // the forward and the backward.
     double best = -1;
     for (int64_t chunks : {1, 2, 4, 8}) {
+      if (sw.batchLevelExpertOverlap)
+        break;
       if (chunks > 1 && !sw.chunkedExpertExchange)
         break;
       double forwardExposed =

@@ -139,6 +139,12 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error,
       traits.expertImbalance = n;
       return true;
     }
+    if (key == "ep-overlap") {
+      traits.batchLevelExpertOverlap = value == "batch";
+      return value == "batch" || value == "none";
+    }
+    if (key == "fp8-dispatch")
+      return parseFlag(value, traits.fp8Dispatch);
     if (key == "dispatcher") {
       traits.dedupedDispatch = value == "deepep";
       return value == "deepep" || value == "alltoall";
@@ -171,7 +177,9 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error,
   };
   if (failed(forEachEntry(text,
                           "runtime, attention, fusion, expert-chunks, "
-                          "imbalance, dispatcher, dp-overlap, tp-overlap, "
+                          "imbalance, dispatcher, fp8-dispatch, ep-overlap, "
+                          "dp-overlap, "
+                          "tp-overlap, "
                           "cp-overlap, "
                           "pp-overlap, fp8, "
                           "weight-bytes, gradient-bytes, optimizer-bytes, "

@@ -448,6 +448,12 @@ TEST(PlannerTest, ParsesConstraintsAndSoftware) {
   EXPECT_EQ(sw->attentionKernel, "flash3");
   EXPECT_EQ(sw->expertImbalance, 1.25);
   EXPECT_TRUE(sw->overlapPipeline);
+  sw = parseSoftwareTraits(
+      "runtime=other,ep-overlap=batch,fp8-dispatch=0,dispatcher=deepep", error);
+  ASSERT_TRUE(succeeded(sw));
+  EXPECT_TRUE(sw->batchLevelExpertOverlap);
+  EXPECT_FALSE(sw->fp8Dispatch);
+  EXPECT_TRUE(sw->dedupedDispatch);
   EXPECT_TRUE(
       failed(parseSoftwareTraits("runtime=other,imbalance=0.5", error)));
   EXPECT_EQ(error, "bad value in 'imbalance=0.5'");
@@ -645,4 +651,28 @@ TEST(CollectivesTest, ADedupedDispatchCrossesTheNetworkOncePerNode) {
   cluster.nvlinkGBps = 400;
   EXPECT_NEAR(dedupedDispatchSeconds(cluster, node, bytes, 8),
               allToAllSeconds(cluster, node, bytes), 1e-9);
+}
+
+// Megatron's batch-level overlap hides one microbatch's expert exchange
+// behind another's whole layer, more than chunks hide behind the experts'
+// own GEMMs.
+TEST(PlannerTest, BatchLevelOverlapHidesTheExchangeBehindTheLayer) {
+  ModelShape m = moeModel();
+  ClusterSpec cluster = testCluster();
+  ParallelPlan plan;
+  plan.dp = 64;
+  plan.ep = 8;
+  plan.microbatchSize = 1;
+  ASSERT_FALSE(checkPlan(m, plan, 64));
+  SoftwareTraits none;
+  none.moeRun = false;
+  none.chunkedExpertExchange = false;
+  SoftwareTraits batch = none;
+  batch.batchLevelExpertOverlap = true;
+  PlanCost exposed = evaluatePlan(m, plan, cluster, 64, none);
+  PlanCost hidden = evaluatePlan(m, plan, cluster, 64, batch);
+  EXPECT_EQ(exposed.commSeconds.at("expert all-to-all"),
+            hidden.commSeconds.at("expert all-to-all"));
+  EXPECT_LT(hidden.stepSeconds, exposed.stepSeconds);
+  EXPECT_LT(hidden.exposedCommSeconds, exposed.exposedCommSeconds);
 }

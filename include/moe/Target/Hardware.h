@@ -81,12 +81,13 @@ struct ClusterSpec {
   /// Fractions of the link bandwidths collectives reach (NCCL's bus
   /// bandwidth against the wire's).
   double nvlinkEfficiency = 0.8, networkEfficiency = 0.8;
-  /// Communication overlapped with compute still slows it: NCCL's kernels
-  /// take SMs and HBM bandwidth from the GEMMs beside them. Each second of
-  /// overlapped communication inside a node (over NVLink) or across nodes
-  /// adds this many seconds to the compute it hides behind (fitted,
-  /// docs/cost-model.md).
-  double nvlinkContention = 0.15, networkContention = 0.05;
+  /// Communication overlapped with compute still slows it: NCCL's (or
+  /// DeepEP's) kernels hold SMs and HBM bandwidth for as long as they move
+  /// data. Each second of overlapped communication inside a node (over
+  /// NVLink) or across nodes adds this many seconds to the compute it hides
+  /// behind. Assumed (about a sixth of an H100's SMs: DeepEP's 20 of 132),
+  /// not fitted: docs/cost-model.md says why.
+  double nvlinkContention = 0.15, networkContention = 0.15;
 
   int64_t gpus() const { return nodes * gpusPerNode; }
 };

@@ -174,6 +174,10 @@ struct SoftwareTraits {
   /// whose b x heads x s x s scores separate kernels write and read.
   std::string attentionKernel = "moe-run";
   bool fusedAttention() const { return attentionKernel != "unfused"; }
+  /// The expert all-to-all of one microbatch overlaps the whole layer's
+  /// compute of another (Megatron-Core's batch-level overlap,
+  /// --overlap-moe-expert-parallel-comm), not only its own expert GEMMs.
+  bool batchLevelExpertOverlap = false;
   /// The expert dispatch sends a token bound for several ranks of another
   /// node across the network once (DeepEP, HybridEP), not once per rank
   /// (NCCL's all-to-all, moe-run's).

@@ -71,53 +71,57 @@ bool readsFp8(Operation *op, const Target *target) {
 }
 
 /// The GEMMs an op runs, by shape, or none where its FLOPs are not priced
-/// by shape (attention is priced by its kernel, other ops by FLOPs).
+/// by shape (attention is priced by its kernel, other ops by FLOPs). A
+/// gradient op runs its forward GEMM's gradient shapes (GemmShape).
 SmallVector<GemmShape> gemmShapesOf(Operation *op) {
-  auto elements = [](Value v) {
-    return static_cast<double>(cast<ShapedType>(v.getType()).getNumElements());
-  };
   auto dims = [](Value v) { return cast<ShapedType>(v.getType()).getShape(); };
-  // A linear's weight is [n, k]: rows x k in, rows x n out.
-  auto linear = [&](Value input, Value weight) -> SmallVector<GemmShape> {
+  // A linear's forward, its weight [n, k]: rows x k in, rows x n out.
+  auto linear = [&](Value input, Value weight) {
     double n = dims(weight)[0], k = dims(weight)[1];
-    return {{elements(input) / k, n, k}};
+    double rows = cast<ShapedType>(input.getType()).getNumElements() / k;
+    return GemmShape{rows, n, k};
   };
-  if (auto op2 = dyn_cast<LinearOp>(op))
-    return linear(op2.getInput(), op2.getWeight());
+  if (auto forward = dyn_cast<LinearOp>(op))
+    return {linear(forward.getInput(), forward.getWeight())};
   if (auto loss = dyn_cast<LinearCrossEntropyOp>(op))
-    return linear(loss.getInput(), loss.getWeight());
+    return {linear(loss.getInput(), loss.getWeight())};
   if (auto grad = dyn_cast<LinearGradInputOp>(op)) {
+    // The output's gradient is rows x n.
     double n = dims(grad.getWeight())[0], k = dims(grad.getWeight())[1];
-    return {{elements(grad.getGrad()) / n, k, n}};
+    double rows =
+        cast<ShapedType>(grad.getGrad().getType()).getNumElements() / n;
+    return {GemmShape{rows, n, k}.inputGradient()};
   }
   if (auto grad = dyn_cast<LinearGradWeightOp>(op)) {
+    // The forward's rows and widths from the two activations.
     double n = dims(grad.getGrad()).back(), k = dims(grad.getInput()).back();
-    return {{n, k, elements(grad.getGrad()) / n}};
+    double rows =
+        cast<ShapedType>(grad.getGrad().getType()).getNumElements() / n;
+    return {GemmShape{rows, n, k}.weightGradient()};
   }
   // The logits again, then the input's and the weight's gradients.
   if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(op)) {
-    double v = dims(grad.getWeight())[0], h = dims(grad.getWeight())[1];
-    double rows = elements(grad.getInput()) / h;
-    return {{rows, v, h}, {rows, h, v}, {v, h, rows}};
+    GemmShape logits = linear(grad.getInput(), grad.getWeight());
+    return {logits, logits.inputGradient(), logits.weightGradient()};
   }
-  // Grouped over the rank's experts: each sees its share of the rows.
+  // Grouped over the rank's experts, each with its share of the rows: the
+  // up projections (W1, W3: rows x h to rows x f) and the down one (W2).
   auto experts = [&](Value w1, Value weights) {
     double e = dims(w1)[0], f = dims(w1)[1], h = dims(w1)[2];
-    double rows = elements(weights) / e;
-    return std::make_tuple(GemmShape{rows, f, h, e}, GemmShape{rows, h, f, e},
-                           GemmShape{f, h, rows, e});
+    double rows = cast<ShapedType>(weights.getType()).getNumElements() / e;
+    return std::make_pair(GemmShape{rows, f, h, e}, GemmShape{rows, h, f, e});
   };
   if (auto forward = dyn_cast<ExpertsOp>(op)) {
-    auto [up, down, weight] = experts(forward.getW1(), forward.getWeights());
-    (void)weight;
+    auto [up, down] = experts(forward.getW1(), forward.getWeights());
     return {up, up, down};
   }
   if (auto grad = dyn_cast<ExpertsGradOp>(op)) {
-    auto [up, down, weight] = experts(grad.getW1(), grad.getWeights());
-    // W1 x and W3 x again (unless saved), dy W2 and dW2, dx from both
-    // projections, dW1 and dW3.
+    auto [up, down] = experts(grad.getW1(), grad.getWeights());
+    // dy W2 and dW2, dx through both up projections, dW1 and dW3; W1 x and
+    // W3 x again unless saved.
     SmallVector<GemmShape> shapes = {
-        up, GemmShape{up.n, up.k, up.m, up.count}, down, down, weight, weight};
+        down.inputGradient(), down.weightGradient(), up.inputGradient(),
+        up.inputGradient(),   up.weightGradient(),   up.weightGradient()};
     if (!grad.getHidden())
       shapes.append({up, up});
     return shapes;

@@ -289,11 +289,9 @@ struct LinearGemms {
 };
 LinearGemms linearGemms(const GpuSpec &gpu, GemmShape shape, bool fp8,
                         double bytes) {
-  GemmShape input{shape.m, shape.k, shape.n, shape.count};
-  GemmShape weight{shape.k, shape.n, shape.m, shape.count};
   return {gemmSeconds(gpu, shape, fp8, bytes),
-          gemmSeconds(gpu, input, fp8, bytes) +
-              gemmSeconds(gpu, weight, fp8, bytes)};
+          gemmSeconds(gpu, shape.inputGradient(), fp8, bytes) +
+              gemmSeconds(gpu, shape.weightGradient(), fp8, bytes)};
 }
 
 LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
@@ -495,20 +493,19 @@ LayerCosts layerCosts(const ModelShape &model, const ParallelPlan &plan,
     fwd.expertComm = exchange(1.0);
     bwd.expertComm = (passes - 1) * fwd.expertComm;
     // Batch-level overlap: one microbatch's exchanges run beside another's
-    // whole layer (attention, MLP and experts), and slow it.
+    // whole layer (attention, MLP and experts), and slow it. Otherwise the
+    // chunk count moe-run should use: the fewest exposed seconds over the
+    // forward and the backward.
     if (sw.batchLevelExpertOverlap) {
       fwd.expertCommExposed =
           overlapped(fwd.expertComm, fwd.compute(), contention);
       bwd.expertCommExposed =
           overlapped(bwd.expertComm, bwd.compute(), contention);
     }
-    // The chunk count moe-run should use: the fewest exposed seconds over
-    // the forward and the backward.
     double best = -1;
     for (int64_t chunks : {1, 2, 4, 8}) {
-      if (sw.batchLevelExpertOverlap)
-        break;
-      if (chunks > 1 && !sw.chunkedExpertExchange)
+      if (sw.batchLevelExpertOverlap ||
+          (chunks > 1 && !sw.chunkedExpertExchange))
         break;
       double forwardExposed =
           exposedExpertExchange(exchange, expertGemm, chunks, contention);
@@ -741,24 +738,24 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
                      expertOnGpu / static_cast<double>(plan.expertReplicas());
   if (!plan.fsdp) {
     // Plain data parallelism all-reduces the gradients; ZeRO-1
-    // reduce-scatters them (half an all-reduce) and all-gathers the
-    // updated weights, behind the next forward where it overlaps.
-    double reduce =
-        allReduceSeconds(cluster, denseGroup, denseOnGpu * sw.gradientBytes) +
-        allReduceSeconds(cluster, expertReplicas,
-                         expertOnGpu * sw.gradientBytes);
+    // reduce-scatters them and all-gathers the updated weights, behind the
+    // next forward where it overlaps.
     double contention = contentionOf(cluster, denseGroup);
     if (!plan.zero1) {
+      double reduce =
+          allReduceSeconds(cluster, denseGroup, denseOnGpu * sw.gradientBytes) +
+          allReduceSeconds(cluster, expertReplicas,
+                           expertOnGpu * sw.gradientBytes);
       cost.commSeconds["data-parallel all-reduce"] = reduce;
       dataParallelExposed = overlapped(
           reduce, sw.overlapDataParallel ? lastBackward : 0, contention);
     } else {
-      double scatter = reduce / 2;
-      double gather =
-          (allReduceSeconds(cluster, denseGroup, denseOnGpu * sw.weightBytes) +
-           allReduceSeconds(cluster, expertReplicas,
-                            expertOnGpu * sw.weightBytes)) /
-          2;
+      auto gathered = [&](double bytes) {
+        return allGatherSeconds(cluster, denseGroup, denseOnGpu * bytes) +
+               allGatherSeconds(cluster, expertReplicas, expertOnGpu * bytes);
+      };
+      double scatter = gathered(sw.gradientBytes);
+      double gather = gathered(sw.weightBytes);
       cost.commSeconds["zero-1 reduce-scatter"] = scatter;
       cost.commSeconds["zero-1 all-gather"] = gather;
       dataParallelExposed =

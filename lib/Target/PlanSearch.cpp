@@ -39,6 +39,16 @@ std::vector<T> choices(const std::optional<T> &fixed, std::vector<T> all) {
 struct ExpertPlacement {
   int64_t ep = 1, etp = 0;
   bool folded = false;
+
+  /// The data ranks its ep group spans (ParallelPlan::expertDataRanks).
+  int64_t dataRanks(int64_t tp) const {
+    ParallelPlan plan;
+    plan.tp = tp;
+    plan.ep = ep;
+    plan.etp = etp;
+    plan.expertsFolded = folded;
+    return plan.expertDataRanks();
+  }
 };
 
 /// The placements to search. moec's (a backend given): ep dividing dp and
@@ -46,10 +56,10 @@ struct ExpertPlacement {
 /// parallel folding, any etp dividing tp and any ep with ep x etp dividing
 /// the stage's tp x cp x dp ranks, on consecutive ranks.
 std::vector<ExpertPlacement>
-expertPlacements(const ModelShape &model, const PlanConstraints &constraints,
+expertPlacements(const ModelShape &model, bool moe,
+                 const PlanConstraints &constraints,
                  const ::moe::caps::Capabilities *backend, int64_t tp,
                  int64_t cp, int64_t dp) {
-  bool moe = model.moeLayers() > 0 && model.experts > 1;
   std::vector<ExpertPlacement> placements;
   if (!moe) {
     placements.push_back({});
@@ -78,7 +88,8 @@ expertPlacements(const ModelShape &model, const PlanConstraints &constraints,
 }
 
 /// FSDP or ZeRO-1 or neither: each where the ranks holding the same
-/// weights are more than one; ZeRO-1 only for another software's run.
+/// weights are more than one; ZeRO-1 only for another software's run. `ep`
+/// is the data ranks the experts' group spans.
 std::vector<std::pair<bool, bool>>
 shardings(const PlanConstraints &constraints,
           const ::moe::caps::Capabilities *backend, int64_t dp, int64_t ep) {
@@ -155,7 +166,7 @@ PlanSearchResult mlir::moe::searchPlans(const ModelShape &model,
                                  {pp::ScheduleKind::OneFOneB,
                                   pp::ScheduleKind::ZeroBubble}))
             for (ExpertPlacement placement :
-                 expertPlacements(model, constraints, backend, tp, cp, dp))
+                 expertPlacements(model, moe, constraints, backend, tp, cp, dp))
               // Without microbatches, one microbatch is the rank's batch
               // (a fixed pipeline is searched as usual, and refused below).
               for (int64_t mb :
@@ -163,12 +174,8 @@ PlanSearchResult mlir::moe::searchPlans(const ModelShape &model,
                            searchMicrobatches || stages > 1 || globalBatch % dp
                                ? std::vector<int64_t>{1, 2, 4, 8, 16}
                                : std::vector<int64_t>{globalBatch / dp}))
-                for (auto [fsdp, zero1] :
-                     shardings(constraints, backend, dp,
-                               placement.folded && placement.etp == 1 &&
-                                       placement.ep % tp == 0
-                                   ? placement.ep / tp
-                                   : placement.ep))
+                for (auto [fsdp, zero1] : shardings(constraints, backend, dp,
+                                                    placement.dataRanks(tp)))
                   for (Remat remat :
                        choices(constraints.remat,
                                {Remat::None, Remat::Selective, Remat::Full}))

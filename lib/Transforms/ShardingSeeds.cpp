@@ -163,15 +163,12 @@ static FailureOr<Seed> seedWeight(ParamOp param, const Axes &axes,
     for (unsigned dim = 0; dim < seed.dims.size(); ++dim) {
       if ((type.getDimSize(dim) / partsOf(dim)) % ways != 0)
         continue;
-      if (overEp) {
-        add(dim, kFsdpAxis,
-            "FSDP: stored split over fsdp x ep (the ranks expert "
-            "parallelism spreads the experts over), gathered before use");
+      add(dim, kFsdpAxis,
+          overEp ? "FSDP: stored split over fsdp x ep (the ranks expert "
+                   "parallelism spreads the experts over), gathered before use"
+                 : "FSDP: stored split over fsdp, gathered before use");
+      if (overEp)
         add(dim, kExpertAxis, "");
-      } else {
-        add(dim, kFsdpAxis,
-            "FSDP: stored split over fsdp, gathered before use");
-      }
       break;
     }
   }

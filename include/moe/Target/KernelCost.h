@@ -29,6 +29,11 @@ namespace mlir::moe {
 struct GemmShape {
   double m = 0, n = 0, k = 0, count = 1;
   double flops() const { return 2 * m * n * k * count; }
+  /// The backward of this GEMM as a linear layer's forward (A the input, B
+  /// the weight): the input's gradient, m x k reducing n, and the weight's,
+  /// k x n reducing m.
+  GemmShape inputGradient() const { return {m, k, n, count}; }
+  GemmShape weightGradient() const { return {k, n, m, count}; }
 };
 
 /// Seconds of `shape` on `gpu` at its FP8 rate (where it has FP8 tensor

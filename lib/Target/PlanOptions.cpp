@@ -2,6 +2,7 @@
 #include "moe/Target/Planner.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
@@ -10,29 +11,38 @@ namespace pp = ::moe::pipeline;
 
 namespace {
 /// Walks a "key=value,key=value" list. `apply` returns none for an unknown
-/// key, false for a bad value; the first of either is the error.
-LogicalResult
-forEachEntry(llvm::StringRef text, llvm::StringRef knownKeys,
-             std::string &error,
-             llvm::function_ref<std::optional<bool>(llvm::StringRef key,
-                                                    llvm::StringRef value)>
-                 apply) {
+/// key, false for a bad value (naming in `expected` the values a key of
+/// named choices takes); the first of either is the error.
+LogicalResult forEachEntry(
+    llvm::StringRef text, llvm::StringRef knownKeys, std::string &error,
+    llvm::function_ref<std::optional<bool>(
+        llvm::StringRef key, llvm::StringRef value, std::string &expected)>
+        apply) {
   llvm::SmallVector<llvm::StringRef> entries;
   text.split(entries, ',', -1, /*KeepEmpty=*/false);
   for (llvm::StringRef entry : entries) {
     auto [key, value] = entry.trim().split('=');
-    std::optional<bool> ok = apply(key.trim(), value.trim());
+    std::string expected;
+    std::optional<bool> ok = apply(key.trim(), value.trim(), expected);
     if (!ok) {
       error = "unknown key '" + key.trim().str() + "' (expected " +
               knownKeys.str() + ")";
       return failure();
     }
     if (!*ok) {
-      error = "bad value in '" + entry.trim().str() + "'";
+      error = "bad value in '" + entry.trim().str() + "'" +
+              (expected.empty() ? "" : " (expected " + expected + ")");
       return failure();
     }
   }
   return success();
+}
+
+/// Whether `value` is one of `choices`, which `expected` then lists.
+bool oneOf(llvm::StringRef value, llvm::ArrayRef<llvm::StringRef> choices,
+           std::string &expected) {
+  expected = llvm::join(choices, ", ");
+  return llvm::is_contained(choices, value);
 }
 
 /// "0" or "1" into `field`.
@@ -47,8 +57,8 @@ template <typename Field> bool parseFlag(llvm::StringRef value, Field &field) {
 FailureOr<PlanConstraints>
 mlir::moe::parsePlanConstraints(llvm::StringRef text, std::string &error) {
   PlanConstraints c;
-  auto apply = [&](llvm::StringRef key,
-                   llvm::StringRef value) -> std::optional<bool> {
+  auto apply = [&](llvm::StringRef key, llvm::StringRef value,
+                   std::string &expected) -> std::optional<bool> {
     auto number = [&](std::optional<int64_t> &field) {
       int64_t n;
       if (value.getAsInteger(10, n) || n < 1)
@@ -81,7 +91,7 @@ mlir::moe::parsePlanConstraints(llvm::StringRef text, std::string &error) {
                     .Case("selective", Remat::Selective)
                     .Case("full", Remat::Full)
                     .Default(Remat::None);
-      return value == "none" || value == "selective" || value == "full";
+      return oneOf(value, {"none", "selective", "full"}, expected);
     }
     if (key == "schedule") {
       c.schedule = llvm::StringSwitch<pp::ScheduleKind>(value)
@@ -89,8 +99,8 @@ mlir::moe::parsePlanConstraints(llvm::StringRef text, std::string &error) {
                        .Case("zero-bubble", pp::ScheduleKind::ZeroBubble)
                        .Case("gpipe", pp::ScheduleKind::GPipe)
                        .Default(pp::ScheduleKind::OneFOneB);
-      return value == "1f1b" || value == "interleaved" ||
-             value == "zero-bubble" || value == "gpipe";
+      return oneOf(value, {"1f1b", "interleaved", "zero-bubble", "gpipe"},
+                   expected);
     }
     return std::nullopt;
   };
@@ -108,8 +118,8 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error,
                                const PrecisionRecipe &precision) {
   SoftwareTraits traits = withPrecision(SoftwareTraits(), precision);
   std::string bytesKey;
-  auto apply = [&](llvm::StringRef key,
-                   llvm::StringRef value) -> std::optional<bool> {
+  auto apply = [&](llvm::StringRef key, llvm::StringRef value,
+                   std::string &expected) -> std::optional<bool> {
     auto bytes = [&](double &field) {
       double n;
       if (value.getAsDouble(n) || !(n > 0 && n <= 16))
@@ -123,14 +133,14 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error,
     };
     if (key == "runtime") {
       traits.moeRun = value == "moe-run";
-      return value == "moe-run" || value == "other";
+      return oneOf(value, {"moe-run", "other"}, expected);
     }
     if (key == "attention") {
       // Which kernels the GPU has an efficiency for is checked against
       // the cluster (checkAttentionKernel).
       traits.attentionKernel = value.str();
-      return value == "unfused" || value == "flash2" || value == "flash3" ||
-             value == "cudnn" || value == "moe-run";
+      return oneOf(value, {"moe-run", "flash2", "flash3", "cudnn", "unfused"},
+                   expected);
     }
     if (key == "imbalance") {
       double n;
@@ -141,13 +151,13 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error,
     }
     if (key == "ep-overlap") {
       traits.batchLevelExpertOverlap = value == "batch";
-      return value == "batch" || value == "none";
+      return oneOf(value, {"none", "batch"}, expected);
     }
     if (key == "fp8-dispatch")
       return parseFlag(value, traits.fp8Dispatch);
     if (key == "dispatcher") {
       traits.dedupedDispatch = value == "deepep";
-      return value == "deepep" || value == "alltoall";
+      return oneOf(value, {"alltoall", "deepep"}, expected);
     }
     if (key == "pp-overlap")
       return parseFlag(value, traits.overlapPipeline);
@@ -163,7 +173,7 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error,
       return parseFlag(value, traits.overlapContextParallel);
     if (key == "fp8") {
       traits.fp8AllLinears = value == "linears";
-      return value == "experts" || value == "linears";
+      return oneOf(value, {"experts", "linears"}, expected);
     }
     if (key == "weight-bytes")
       return bytes(traits.weightBytes);
@@ -178,10 +188,8 @@ mlir::moe::parseSoftwareTraits(llvm::StringRef text, std::string &error,
   if (failed(forEachEntry(text,
                           "runtime, attention, fusion, expert-chunks, "
                           "imbalance, dispatcher, fp8-dispatch, ep-overlap, "
-                          "dp-overlap, "
-                          "tp-overlap, "
-                          "cp-overlap, "
-                          "pp-overlap, fp8, "
+                          "dp-overlap, tp-overlap, cp-overlap, pp-overlap, "
+                          "fp8, "
                           "weight-bytes, gradient-bytes, optimizer-bytes, "
                           "activation-bytes",
                           error, apply)))

@@ -133,8 +133,9 @@ def summary(rows):
     worst = max(abs(e) for _, _, e in rows)
     mean = sum(abs(e) for _, _, e in rows) / len(rows)
     moe = sum(1 for run, _, _ in rows if run.get("moe"))
+    within = sum(1 for _, _, e in rows if abs(e) <= 10.0)
     return (f"{len(rows)} runs ({moe} MoE), mean |error| {mean:.1f}%, "
-            f"largest {worst:.1f}%")
+            f"largest {worst:.1f}%, {within} of {len(rows)} within 10%")
 
 
 def main():

@@ -676,3 +676,72 @@ TEST(PlannerTest, BatchLevelOverlapHidesTheExchangeBehindTheLayer) {
   EXPECT_LT(hidden.stepSeconds, exposed.stepSeconds);
   EXPECT_LT(hidden.exposedCommSeconds, exposed.exposedCommSeconds);
 }
+
+// The busiest expert-parallel rank gets `imbalance` times the mean rows:
+// its share of the all-to-all grows by as much (the test cluster has no
+// latency, so exactly).
+TEST(PlannerTest, ImbalanceScalesTheBusiestRanksExchange) {
+  ModelShape m = moeModel();
+  ClusterSpec cluster = testCluster();
+  ParallelPlan plan;
+  plan.dp = 16;
+  plan.ep = 8;
+  plan.microbatchSize = 1;
+  ASSERT_FALSE(checkPlan(m, plan, 16));
+  SoftwareTraits balanced;
+  balanced.moeRun = false;
+  SoftwareTraits skewed = balanced;
+  skewed.expertImbalance = 2;
+  PlanCost a = evaluatePlan(m, plan, cluster, 16, balanced);
+  PlanCost b = evaluatePlan(m, plan, cluster, 16, skewed);
+  EXPECT_NEAR(b.commSeconds.at("expert all-to-all"),
+              2 * a.commSeconds.at("expert all-to-all"), 1e-12);
+  EXPECT_GT(b.computeSeconds, a.computeSeconds);
+}
+
+// Overlapped pipeline sends run beside the compute and slow it by the
+// contention; waited for, they add their whole time.
+TEST(PlannerTest, OverlappedPipelineSendsCostTheirContention) {
+  ModelShape m = denseModel();
+  ClusterSpec cluster = testCluster();
+  ParallelPlan plan;
+  plan.pp = 4;
+  plan.dp = 1;
+  plan.microbatchSize = 1;
+  ASSERT_FALSE(checkPlan(m, plan, 8));
+  SoftwareTraits waiting;
+  waiting.moeRun = false;
+  SoftwareTraits overlapping = waiting;
+  overlapping.overlapPipeline = true;
+  PlanCost a = evaluatePlan(m, plan, cluster, 8, waiting, false);
+  PlanCost b = evaluatePlan(m, plan, cluster, 8, overlapping, false);
+  double sends = a.commSeconds.at("pipeline send/recv");
+  ASSERT_GT(sends, 0);
+  EXPECT_EQ(b.commSeconds.at("pipeline send/recv"), sends);
+  EXPECT_NEAR(a.exposedCommSeconds - b.exposedCommSeconds,
+              (1 - cluster.nvlinkContention) * sends,
+              1e-9 * a.exposedCommSeconds);
+}
+
+// moe-run keeps each weight FSDP gathers from its forward to its backward
+// (measured by bench/cpu-memory.sh): the stage's whole weights are held,
+// where another software holds two layers' at a time.
+TEST(PlannerTest, MoeRunHoldsFsdpsGatheredWeightsToTheBackward) {
+  ModelShape m = moeModel();
+  ClusterSpec cluster = testCluster();
+  ParallelPlan plan;
+  plan.dp = 8;
+  plan.ep = 4;
+  plan.fsdp = true;
+  plan.microbatchSize = 1;
+  ASSERT_FALSE(checkPlan(m, plan, 8));
+  SoftwareTraits other;
+  other.moeRun = false;
+  SoftwareTraits moeRun;
+  PlanCost a = evaluatePlan(m, plan, cluster, 8, other);
+  PlanCost b = evaluatePlan(m, plan, cluster, 8, moeRun);
+  double whole =
+      (m.denseParams() + m.expertParams() / plan.ep) * moeRun.weightBytes;
+  EXPECT_NEAR(b.weightMemory - a.weightMemory, whole * (1 - 2.0 / m.layers),
+              1e-6 * whole);
+}

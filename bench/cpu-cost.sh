@@ -10,12 +10,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=8
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --steps) steps=$2; shift 2 ;;
-    *) echo "usage: bench/cpu-cost.sh [--steps N]" >&2; exit 2 ;;
-  esac
-done
 out=bench/out/cpu-cost
 # shellcheck source=bench/cpu-meshes.sh
 source bench/cpu-meshes.sh

@@ -11,12 +11,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=3
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --steps) steps=$2; shift 2 ;;
-    *) echo "usage: bench/cpu-memory.sh [--steps N]" >&2; exit 2 ;;
-  esac
-done
 out=bench/out/cpu-memory
 # shellcheck source=bench/cpu-meshes.sh
 source bench/cpu-meshes.sh

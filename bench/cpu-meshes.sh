@@ -1,7 +1,14 @@
 # Sourced by bench/cpu-cost.sh and bench/cpu-memory.sh: the CPU step model,
 # its corpus in $out, the mpirun line, and the meshes both compare, at most
 # 2 ranks (one per core on this machine).
-#   usage: out=DIR; source bench/cpu-meshes.sh
+# It reads the caller's arguments: --steps N replaces the caller's $steps.
+#   usage: steps=N; out=DIR; source bench/cpu-meshes.sh
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --steps) steps=$2; shift 2 ;;
+    *) echo "usage: $0 [--steps N]" >&2; exit 2 ;;
+  esac
+done
 [ -x build/bin/moe-run ] || scripts/setup.sh
 mkdir -p "$out"
 model=bench/models/cpu-step.mlir

@@ -767,7 +767,9 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
   } else {
     // Weights gathered for the forward and again for the backward of each
     // microbatch, or, pipelined, once per step and kept for all of them;
-    // gradients reduce-scattered once, as the optimizer reads them.
+    // gradients reduce-scattered once, as the optimizer reads them. moe-run
+    // gathers them in each microbatch's forward and keeps them in that
+    // microbatch's arena until its backward, pipelined or not.
     double gather = allGatherSeconds(cluster, denseShardGroup,
                                      denseOnGpu * sw.weightBytes) +
                     allGatherSeconds(cluster, expertShardGroup,
@@ -783,7 +785,7 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
           cluster, stridedGroup(plan.cp, plan.tp, cluster.gpusPerNode),
           (denseOnGpu / denseShards + expertOnGpu / expertShards) *
               sw.gradientBytes);
-    double gathers = plan.pp > 1 ? 1.0 : 2 * m;
+    double gathers = sw.moeRun ? m : plan.pp > 1 ? 1.0 : 2 * m;
     cost.commSeconds["fsdp all-gather"] = gathers * gather;
     cost.commSeconds["fsdp reduce-scatter"] = scatter;
     double contention = contentionOf(cluster, denseShardGroup);
@@ -792,11 +794,15 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
       // Prefetched a layer ahead: only the first layer's gather, and what
       // outlasts the compute, shows; the rest slows the compute.
       double perPass = gather / std::max(stageLayers, 1.0);
-      gatherExposed =
-          plan.pp > 1 ? perPass + overlapped(gather, fwdCompute, contention)
-                      : 2 * m * perPass +
-                            m * (overlapped(gather, fwdCompute, contention) +
-                                 overlapped(gather, bwdCompute, contention));
+      double forwardGather =
+          perPass + overlapped(gather, fwdCompute, contention);
+      if (sw.moeRun)
+        gatherExposed = m * forwardGather;
+      else if (plan.pp > 1)
+        gatherExposed = forwardGather;
+      else
+        gatherExposed = m * (forwardGather + perPass +
+                             overlapped(gather, bwdCompute, contention));
       scatterExposed = overlapped(scatter, lastBackward, contention);
     } else {
       gatherExposed = gathers * gather;
@@ -827,22 +833,26 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
   // unsharded over the microbatches, reduce-scattering them once.
   cost.weightMemory = onGpu * sw.weightBytes;
   cost.gradientMemory = onGpu * sw.gradientBytes;
+  int firstInFlight = run.inFlight.empty() ? 1 : run.inFlight.front();
+  int lastInFlight = run.inFlight.empty() ? 1 : run.inFlight.back();
   if (plan.fsdp) {
-    // moe-run keeps each gathered weight from its forward to its backward,
-    // so the stage's whole weights are held at the peak, as pipelined.
+    // moe-run keeps each gathered weight from its forward to its backward
+    // in the microbatch's arena: the stage's whole weights once for each
+    // microbatch in flight. With several microbatches it runs the step as
+    // a pipeline (of one stage without pp), which sums the gradients
+    // unsharded and reduce-scatters them once.
     double whole = denseOnGpu + expertOnGpu;
-    cost.weightMemory +=
-        whole * sw.weightBytes *
-        (plan.pp > 1 || sw.moeRun ? 1.0 : 2 / std::max(stageLayers, 1.0));
-    if (plan.pp > 1)
+    double copies = sw.moeRun     ? firstInFlight
+                    : plan.pp > 1 ? 1.0
+                                  : 2 / std::max(stageLayers, 1.0);
+    cost.weightMemory += whole * sw.weightBytes * copies;
+    if (plan.pp > 1 || (sw.moeRun && microbatches > 1))
       cost.gradientMemory = whole * sw.gradientBytes;
   }
   cost.optimizerMemory = optimizerOnGpu * sw.optimizerBytes;
   double perChunk =
       (stageMoe * routed.keptBytes + stageDense * dense.keptBytes) /
       plan.virtualStages;
-  int firstInFlight = run.inFlight.empty() ? 1 : run.inFlight.front();
-  int lastInFlight = run.inFlight.empty() ? 1 : run.inFlight.back();
   double working = plan.remat == Remat::Full
                        ? std::max(routed.fullBytes, dense.fullBytes)
                        : 0.0;

@@ -745,3 +745,35 @@ TEST(PlannerTest, MoeRunHoldsFsdpsGatheredWeightsToTheBackward) {
   EXPECT_NEAR(b.weightMemory - a.weightMemory, whole * (1 - 2.0 / m.layers),
               1e-6 * whole);
 }
+
+// Pipelined, moe-run still gathers in each microbatch's forward, into that
+// microbatch's arena (moe-split-pipeline-stages places the all-gathers in
+// the forward phase): one gather per microbatch and one copy of the
+// stage's weights per microbatch in flight, where another software gathers
+// once per step and keeps one copy.
+TEST(PlannerTest, MoeRunGathersFsdpWeightsPerMicrobatchUnderAPipeline) {
+  ModelShape m = denseModel();
+  ClusterSpec cluster = testCluster();
+  ParallelPlan plan;
+  plan.dp = 4;
+  plan.pp = 2;
+  plan.fsdp = true;
+  plan.microbatchSize = 1;
+  plan.schedule = ::moe::pipeline::ScheduleKind::OneFOneB;
+  ASSERT_FALSE(checkPlan(m, plan, 8));
+  SoftwareTraits other;
+  other.moeRun = false;
+  SoftwareTraits moeRun;
+  moeRun.weightBytes = other.weightBytes;
+  PlanCost a = evaluatePlan(m, plan, cluster, 16, other);
+  PlanCost b = evaluatePlan(m, plan, cluster, 16, moeRun);
+  ASSERT_EQ(a.microbatches, 4);
+  EXPECT_NEAR(b.commSeconds.at("fsdp all-gather"),
+              4 * a.commSeconds.at("fsdp all-gather"),
+              1e-9 * a.commSeconds.at("fsdp all-gather"));
+  // Both store the stage's weights split over dp and hold gathered
+  // copies: another software one, moe-run one per microbatch 1F1B keeps in
+  // flight on the first stage (pp = 2 of them).
+  double whole = a.weightMemory / (1 + 1.0 / plan.dp);
+  EXPECT_NEAR(b.weightMemory - a.weightMemory, whole, 1e-9 * whole);
+}

@@ -497,6 +497,11 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
           })
           .Case([&](CastOp) { return set(ops::buildCast()); })
           .Case([&](AdamWUpdateOp o) {
+            // ZeRO-1 (3.9): the update of a block, gathered over its group.
+            if (std::optional<int64_t> group = groupOver(o.getGatherAxes()))
+              return set(ops::buildShardedAdamW(
+                  f(o.getBeta1Attr()), f(o.getBeta2Attr()), f(o.getEpsAttr()),
+                  f(o.getWeightDecayAttr()), *group));
             return set(ops::buildAdamW(f(o.getBeta1Attr()), f(o.getBeta2Attr()),
                                        f(o.getEpsAttr()),
                                        f(o.getWeightDecayAttr())));

@@ -118,6 +118,7 @@ void mlir::moe::applyPlan(const ChosenPlan &chosen, int64_t globalBatch,
   flags.mesh = best.meshSpec();
   if (best.foldedOverTp())
     flags.foldExperts = "tp";
+  flags.zeroOne = best.zero1;
   flags.stages = best.pp;
   flags.virtualStages = best.virtualStages;
   flags.schedule = best.schedule;
@@ -147,6 +148,8 @@ void mlir::moe::printChosenPlan(const ChosenPlan &chosen,
   os << "compiling #1: --mesh " << flags.mesh;
   if (!flags.foldExperts.empty())
     os << " --fold-experts " << flags.foldExperts;
+  if (flags.zeroOne)
+    os << " --zero1";
   os << " --pp " << flags.stages << " --virtual-stages " << flags.virtualStages
      << " --microbatches " << flags.microbatches << " --target " << flags.target
      << " --precision " << flags.precision;

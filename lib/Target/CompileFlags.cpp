@@ -101,6 +101,8 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
       ignored.push_back("--cp-comm");
     if (!flags.foldExperts.empty())
       ignored.push_back("--fold-experts");
+    if (flags.zeroOne)
+      ignored.push_back("--zero1");
     if (!ignored.empty())
       return fail(llvm::join(ignored, ", ") +
                   " configure moec's training-step passes, which "
@@ -200,6 +202,10 @@ mlir::moe::resolveCompileFlags(const CompileFlags &flags,
     for (StringRef axis : llvm::split(flags.foldExperts, ','))
       options.foldExperts.push_back(axis.trim().str());
   }
+  if (flags.zeroOne && !options.sharded)
+    return fail("--zero1 needs --mesh: it splits the optimizer state over "
+                "the mesh's data-parallel ranks");
+  options.zeroOne = flags.zeroOne;
   if (options.reportCost) {
     if (flags.cluster.empty())
       return fail("--report=cost needs --cluster FILE");
@@ -290,6 +296,10 @@ struct CompilePipelineOptions
   Opt<std::string> foldExperts{
       *this, "fold-experts",
       desc("token axes the experts are split over too (e.g. cp)")};
+  Opt<bool> zeroOne{*this, "zero1",
+                    desc("ZeRO-1: the optimizer state split over the data "
+                         "ranks"),
+                    init(false)};
   PassOptions::ListOption<std::string> report{
       *this, "report", desc("sharding, pipeline, memory, cost")};
   Opt<std::string> cluster{*this, "cluster", desc("the cluster file")};
@@ -338,6 +348,7 @@ readPipelineOptions(const CompilePipelineOptions &options, CompileFlags &flags,
   flags.reduceBucket = options.reduceBucket;
   flags.cpComm = options.cpComm;
   flags.foldExperts = options.foldExperts;
+  flags.zeroOne = options.zeroOne;
   for (const std::string &report : options.report) {
     bool *wanted = llvm::StringSwitch<bool *>(report)
                        .Case("sharding", &flags.reportSharding)

@@ -47,6 +47,7 @@ LogicalResult mlir::moe::buildCompilePipeline(
     }
     PropagateShardingOptions sharding;
     sharding.foldExperts = options.foldExperts;
+    sharding.zeroOne = options.zeroOne;
     buildTrainingFrontend(pm, options.sharded, options.fp8, precision, fuseLoss,
                           countLoads, sharding);
   }

@@ -380,6 +380,21 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
     }
     if (c.seconds > 0)
       account(op, c);
+    // ZeRO-1: the updated blocks gathered into the whole copy the forward
+    // reads (BF16 under mixed precision), inside the optimizer.
+    if (auto update = dyn_cast<AdamWUpdateOp>(op);
+        update && update.getGatherAxes()) {
+      CollectiveGroup group =
+          groupOf(mesh, *update.getGatherAxes(), cluster.gpusPerNode);
+      double whole = tensorBytes(update.getGrad().getType()) * group.size *
+                     (update.getWorkingCopy() ? 0.5 : 1.0);
+      if (group.size > 1) {
+        OpCost moved;
+        moved.kind = "zero-1 all-gather";
+        moved.seconds = allGatherSeconds(cluster, group, whole);
+        account(op, moved);
+      }
+    }
     // Ring attention: the whole sequence's key/value blocks pass every rank
     // (the backward's with their gradients' accumulators), each transfer
     // behind the attention of the block before.

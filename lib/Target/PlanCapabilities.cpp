@@ -19,11 +19,11 @@ std::string str(std::string_view view) { return std::string(view); }
 
 std::optional<std::string>
 mlir::moe::checkCompilable(const ParallelPlan &plan) {
-  // Optimizer state sharded only with the weights (fsdp), the experts split
-  // over tp as attention is, and ep an axis of the data ranks.
-  if (plan.zero1)
-    return std::string("moec shards the optimizer state only with the "
-                       "weights (fsdp), not alone (zero1)");
+  // ZeRO-1 or FSDP, the experts split over tp as attention is, and ep an
+  // axis of the data ranks.
+  if (plan.zero1 && plan.fsdp)
+    return std::string("moec shards the optimizer state with the weights "
+                       "(fsdp) or alone (zero1), not both");
   // Folded over tp with etp 1 is --fold-experts=tp.
   if ((plan.expertsFolded || (plan.etp > 0 && plan.etp != plan.tp)) &&
       !plan.foldedOverTp())
@@ -53,6 +53,8 @@ mlir::moe::checkRunnable(const ModelShape &model, const ParallelPlan &plan,
                  llvm::formatv("pp={0} vpp={1}", plan.pp, plan.virtualStages));
   if (plan.cp > 1 && !backend.contextParallel)
     return lacks(caps::kContextParallelName, llvm::formatv("cp={0}", plan.cp));
+  if (plan.zero1 && !backend.shardedOptimizer)
+    return lacks(caps::kShardedOptimizerName, "zero1");
   int64_t microbatches = globalBatch / (plan.dp * plan.microbatchSize);
   if (microbatches > 1 && !backend.microbatches)
     return lacks(caps::kMicrobatchesName,

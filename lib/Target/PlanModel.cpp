@@ -731,11 +731,13 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
                    cluster.gpusPerNode);
   double lastBackward = backward, firstForward = forward;
   // What the optimizer holds per GPU: ZeRO-1 shards it over the data
-  // ranks (the dense weights' dp x cp, the experts' replicas).
+  // ranks (the dense weights' dp x cp, the experts' replicas; moec's over
+  // dp alone, whose ranks include ep's).
   double optimizerShare = denseOnGpu + expertOnGpu;
   if (plan.zero1)
-    optimizerShare = denseOnGpu / static_cast<double>(plan.dp * plan.cp) +
-                     expertOnGpu / static_cast<double>(plan.expertReplicas());
+    optimizerShare =
+        denseOnGpu / static_cast<double>(plan.dp * (sw.moeRun ? 1 : plan.cp)) +
+        expertOnGpu / static_cast<double>(plan.expertReplicas());
   if (!plan.fsdp) {
     // Plain data parallelism all-reduces the gradients; ZeRO-1
     // reduce-scatters them and all-gathers the updated weights, behind the
@@ -758,11 +760,13 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
       double gather = gathered(sw.weightBytes);
       cost.commSeconds["zero-1 reduce-scatter"] = scatter;
       cost.commSeconds["zero-1 all-gather"] = gather;
+      // moe-run gathers the updated weights inside its optimizer, before
+      // the next step: nothing hides them.
+      bool gatherOverlaps = sw.overlapDataParallel && !sw.moeRun;
       dataParallelExposed =
           overlapped(scatter, sw.overlapDataParallel ? lastBackward : 0,
                      contention) +
-          overlapped(gather, sw.overlapDataParallel ? firstForward : 0,
-                     contention);
+          overlapped(gather, gatherOverlaps ? firstForward : 0, contention);
     }
   } else {
     // Weights gathered for the forward and again for the backward of each

@@ -88,8 +88,9 @@ expertPlacements(const ModelShape &model, bool moe,
 }
 
 /// FSDP or ZeRO-1 or neither: each where the ranks holding the same
-/// weights are more than one; ZeRO-1 only for another software's run. `ep`
-/// is the data ranks the experts' group spans.
+/// weights are more than one; ZeRO-1 where the backend shards the optimizer
+/// state (or for another software's run). `ep` is the data ranks the
+/// experts' group spans.
 std::vector<std::pair<bool, bool>>
 shardings(const PlanConstraints &constraints,
           const ::moe::caps::Capabilities *backend, int64_t dp, int64_t ep) {
@@ -100,7 +101,7 @@ shardings(const PlanConstraints &constraints,
                                      : std::vector<bool>{false}))
     for (bool zero1 :
          choices(constraints.zero1,
-                 !fsdp && !backend && !constraints.moecPlacements && dp > 1
+                 !fsdp && (!backend || backend->shardedOptimizer) && dp > 1
                      ? std::vector<bool>{false, true}
                      : std::vector<bool>{false}))
       result.push_back({fsdp, zero1});

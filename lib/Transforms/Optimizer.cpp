@@ -101,8 +101,9 @@ LogicalResult mlir::moe::appendOptimizerStep(func::FuncOp step,
         FlatSymbolRefAttr::get(expAvgSq.getSymNameAttr()), grad, lr,
         coefficient, stepArg, builder.getF32FloatAttr(settings.beta1),
         builder.getF32FloatAttr(settings.beta2),
-        builder.getF32FloatAttr(settings.eps),
-        builder.getF32FloatAttr(decay), /*working_copy=*/FlatSymbolRefAttr());
+        builder.getF32FloatAttr(settings.eps), builder.getF32FloatAttr(decay),
+        /*working_copy=*/FlatSymbolRefAttr(),
+        /*mesh=*/FlatSymbolRefAttr(), /*gather_axes=*/ArrayAttr());
   }
   // Delayed FP8 scaling: each amax history moves on after the step's last
   // GEMM has folded its amaxes in.

@@ -87,6 +87,13 @@ private:
   LogicalResult partitionRuled(Operation *op, const ShardingRule &rule);
   LogicalResult partitionOp(Operation *op);
   DimAxes expertAxesOf(Operation *op, const ShardingRule &rule);
+  /// Where an AdamW update applies its gradient: where the weight's
+  /// moments are stored.
+  Dims updateStorage(AdamWUpdateOp update) {
+    auto moments = symbols.lookup<ParamOp>(update.getExpAvgAttr().getAttr());
+    return moments.getSharding() ? dimsOf(*moments.getSharding())
+                                 : Dims(moments.getTensorType().getRank());
+  }
   LogicalResult shardFp8Histories();
   void localizeParams();
 
@@ -497,14 +504,39 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     return success();
   }
   if (auto update = dyn_cast<AdamWUpdateOp>(op)) {
-    auto param = symbols.lookup<ParamOp>(update.getParamAttr().getAttr());
-    Dims storage = param.getSharding() ? dimsOf(*param.getSharding())
-                                       : Dims(param.getTensorType().getRank());
+    // The gradient is applied where the moments are stored: the weight's
+    // own storage, or ZeRO-1's block of it, which then gathers the copy
+    // the forward reads over the axes that split the block further.
+    Dims state = updateStorage(update);
+    FlatSymbolRefAttr wholeRef = update.getWorkingCopyAttr()
+                                     ? update.getWorkingCopyAttr()
+                                     : update.getParamAttr();
+    auto whole = symbols.lookup<ParamOp>(wholeRef.getAttr());
+    Dims copy = whole.getSharding() ? dimsOf(*whole.getSharding())
+                                    : Dims(whole.getTensorType().getRank());
+    DimAxes gathered;
+    bool blockOfCopy = state.size() == copy.size();
+    for (size_t d = 0; blockOfCopy && d < state.size(); ++d) {
+      ArrayRef<StringRef> mine(state[d]), theirs(copy[d]);
+      if (d == 0 && mine.take_front(theirs.size()) == theirs)
+        gathered.assign(mine.begin() + theirs.size(), mine.end());
+      else
+        blockOfCopy = mine == theirs;
+    }
+    if (!blockOfCopy)
+      return update.emitOpError()
+             << "stores the moments of " << update.getParamAttr()
+             << " neither where " << wholeRef
+             << " is nor in blocks of its dimension 0 (ZeRO-1)";
     IRMapping mapping;
-    mapping.map(update.getGrad(), reshard(update.getGrad(), storage, loc));
+    mapping.map(update.getGrad(), reshard(update.getGrad(), state, loc));
     for (Value scalar : {update.getLr(), update.getGradScale(), update.getStep()})
       mapping.map(scalar, reshard(scalar, {}, loc));
-    builder.clone(*op, mapping);
+    auto clone = cast<AdamWUpdateOp>(builder.clone(*op, mapping));
+    if (!gathered.empty()) {
+      clone.setMeshAttr(meshRef);
+      clone.setGatherAxesAttr(axesAttr(gathered));
+    }
     return success();
   }
   // Every rank holds the whole batch's load (moe.expert_load summed it over
@@ -542,11 +574,8 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
       if (ShardingAttr recorded = getRecordedSharding(grad))
         dims = dimsOf(recorded);
       for (Operation *user : grad.getUsers())
-        if (auto update = dyn_cast<AdamWUpdateOp>(user)) {
-          auto param = symbols.lookup<ParamOp>(update.getParamAttr().getAttr());
-          if (param && param.getSharding())
-            dims = dimsOf(*param.getSharding());
-        }
+        if (auto update = dyn_cast<AdamWUpdateOp>(user))
+          dims = updateStorage(update);
       mapping.map(grad, reshard(grad, dims, loc));
       DimAxes all;
       for (const DimAxes &dim : dims)

@@ -364,7 +364,8 @@ struct PropagateShardingPass
     FailureOr<func::FuncOp> step =
         lookupFunction(module, function, "to shard");
     std::vector<std::string> fold(foldExperts.begin(), foldExperts.end());
-    if (failed(step) || failed(seedShardings(module, *step, meshOp, fold)) ||
+    if (failed(step) ||
+        failed(seedShardings(module, *step, meshOp, fold, zeroOne)) ||
         failed(propagateShardings(*step, meshOp)))
       return signalPassFailure();
   }

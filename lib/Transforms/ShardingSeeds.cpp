@@ -181,10 +181,64 @@ static FailureOr<Seed> seedWeight(ParamOp param, const Axes &axes,
   return seed;
 }
 
+/// ZeRO-1's storage of a weight's optimizer state: the weight's own
+/// sharding with dimension 0 split further over the data axes the weight
+/// is whole on (dp, and ep for the weights every token reads), minor to
+/// its own axes there, so that a rank's block is contiguous rows of its
+/// copy. None when no such axis has more than one rank, or dimension 0 does
+/// not divide among them.
+static std::optional<std::pair<ShardingAttr, ArrayAttr>>
+zeroOneSeed(ParamOp weight, ShardingAttr sharding, ArrayAttr whys,
+            const Axes &axes, MeshOp mesh) {
+  RankedTensorType type = weight.getTensorType();
+  if (type.getRank() == 0)
+    return std::nullopt;
+  SmallVector<SmallVector<StringRef>> dims;
+  for (unsigned d = 0; d < type.getRank(); ++d)
+    dims.push_back(sharding.axesOf(d));
+  auto held = [&](StringRef axis) {
+    return llvm::any_of(dims, [&](const SmallVector<StringRef> &dim) {
+      return llvm::is_contained(dim, axis);
+    });
+  };
+  SmallVector<StringRef> extra;
+  for (StringRef axis : axes.data)
+    if (*mesh.getAxisSize(axis) > 1 && !held(axis))
+      extra.push_back(axis);
+  if (extra.empty())
+    return std::nullopt;
+  int64_t parts = 1;
+  dims[0].append(extra.begin(), extra.end());
+  for (StringRef axis : dims[0])
+    parts *= *mesh.getAxisSize(axis);
+  if (type.getDimSize(0) % parts != 0)
+    return std::nullopt;
+  SmallVector<Attribute> reasons(whys.begin(), whys.end());
+  std::string first = cast<StringAttr>(reasons[0]).getValue().str();
+  reasons[0] = StringAttr::get(
+      mesh.getContext(),
+      (first.empty() ? "" : first + "; ") +
+          "ZeRO-1: the optimizer state split over " + llvm::join(extra, ", ") +
+          " (the ranks holding the same weight), the updated blocks "
+          "gathered into the whole weight");
+  return std::make_pair(ShardingAttr::get(sharding.getMesh(), dims),
+                        ArrayAttr::get(mesh.getContext(), reasons));
+}
+
 LogicalResult mlir::moe::seedShardings(ModuleOp module, func::FuncOp step,
                                        MeshOp mesh,
-                                       ArrayRef<std::string> foldExperts) {
+                                       ArrayRef<std::string> foldExperts,
+                                       bool zeroOne) {
   Axes axes = axesOf(mesh);
+  if (zeroOne && axes.fsdp)
+    return mesh.emitError()
+           << "ZeRO-1 splits the optimizer state over the data ranks and "
+              "keeps the weights whole, and FSDP splits both over fsdp: use "
+              "dp with ZeRO-1, or fsdp alone";
+  if (zeroOne && axes.dataRanks == 1)
+    return mesh.emitError()
+           << "ZeRO-1 splits the optimizer state over the data ranks, and "
+              "this mesh has none (dp or ep above 1)";
   int64_t folded = 1;
   for (const std::string &axis : foldExperts) {
     std::optional<int64_t> size = mesh.getAxisSize(axis);
@@ -347,15 +401,35 @@ LogicalResult mlir::moe::seedShardings(ModuleOp module, func::FuncOp step,
     param->setAttr(kParamShardingOriginAttrName, origin);
     weightSeeds[param.getSymName()] = {*param.getSharding(), origin};
   }
+  // Where each weight's optimizer state lives: with the weight, or split
+  // further by ZeRO-1.
+  llvm::StringMap<std::pair<ShardingAttr, ArrayAttr>> stateSeeds = weightSeeds;
+  if (zeroOne)
+    for (ParamOp param : module.getOps<ParamOp>()) {
+      auto it = weightSeeds.find(param.getSymName());
+      if (it == weightSeeds.end())
+        continue;
+      if (auto seed = zeroOneSeed(param, it->second.first, it->second.second,
+                                  axes, mesh))
+        stateSeeds[param.getSymName()] = *seed;
+    }
   for (ParamOp param : module.getOps<ParamOp>()) {
     // A BF16 working copy is its master, rounded: it is stored (and FSDP
-    // all-gathers it) where and why the master is.
+    // all-gathers it) where and why the master is. Under ZeRO-1 the copy
+    // stays where the weight is and the fp32 master joins the optimizer
+    // state.
     if (param.getKind() == ParamKind::working_copy) {
-      auto it = weightSeeds.find(param.getMasterAttr().getValue());
+      StringRef master = param.getMasterAttr().getValue();
+      auto it = weightSeeds.find(master);
       if (it == weightSeeds.end())
         continue;
       param.setShardingAttr(it->second.first);
       param->setAttr(kParamShardingOriginAttrName, it->second.second);
+      if (auto masterParam = module.lookupSymbol<ParamOp>(master)) {
+        masterParam.setShardingAttr(stateSeeds[master].first);
+        masterParam->setAttr(kParamShardingOriginAttrName,
+                             stateSeeds[master].second);
+      }
       continue;
     }
     // FP8 amax histories follow their experts when partitioned.
@@ -365,8 +439,8 @@ LogicalResult mlir::moe::seedShardings(ModuleOp module, func::FuncOp step,
     weight = weight.drop_back(weight.ends_with(".exp_avg_sq")
                                   ? StringRef(".exp_avg_sq").size()
                                   : StringRef(".exp_avg").size());
-    auto it = weightSeeds.find(weight);
-    if (it == weightSeeds.end())
+    auto it = stateSeeds.find(weight);
+    if (it == stateSeeds.end())
       continue;
     // Moments live where their weight lives, for the same reasons.
     param.setShardingAttr(it->second.first);

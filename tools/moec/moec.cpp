@@ -199,6 +199,13 @@ static cl::opt<std::string> cpComm(
              "the cp ranks behind attention), allgather (gathered before "
              "it), or auto (the compiler chooses; docs/sharding.md)"),
     cl::init("auto"), cl::cat(moecCategory));
+static cl::opt<bool> zeroOne(
+    "zero1",
+    cl::desc("ZeRO-1: split each weight's optimizer state (and, in bf16, its "
+             "fp32 master) over the data-parallel ranks that hold the weight, "
+             "which stays whole: each rank updates its block and the blocks "
+             "are gathered (the cpu backend runs it)"),
+    cl::init(false), cl::cat(moecCategory));
 static cl::opt<std::string> foldExperts(
     "fold-experts",
     cl::desc("split the experts over these token axes of the mesh too "
@@ -367,6 +374,7 @@ static mlir::moe::CompileFlags commandLineFlags(ModuleOp module) {
   flags.reduceBucket = reduceBucket;
   flags.cpComm = cpComm;
   flags.foldExperts = foldExperts;
+  flags.zeroOne = zeroOne;
   flags.reportSharding = llvm::is_contained(reports, Report::Sharding);
   flags.reportPipeline = llvm::is_contained(reports, Report::Pipeline);
   flags.reportMemory = llvm::is_contained(reports, Report::Memory);

@@ -590,6 +590,8 @@ Program makeMeshProgram(const MeshConfig &c) {
   uint32_t y = b.parameter("y", {2, 3, 2}, Init::Normal, 0.5f);
   b.split(y, {{"dp"}, {}, {"tp"}});
   uint32_t u = b.parameter("u", {5}, Init::Ones, 0.0f, /*weightDecay=*/false);
+  uint32_t z =
+      c.zeroOne ? b.parameter("z", {2 * c.dp, 3}, Init::Normal, 0.5f) : 0;
 
   uint32_t tableFull = b.temporary("table_full", {V, V});
   uint32_t logits = b.temporary("logits", {B, S, V});
@@ -641,9 +643,21 @@ Program makeMeshProgram(const MeshConfig &c) {
     b.emit(Opcode::Add, {param, zero}, {grad});
     grads.push_back(grad);
   }
+  std::vector<int64_t> normGroups = {dp, all, tp, dp, all, -1};
+  uint32_t zGrad = 0;
+  if (c.zeroOne) {
+    uint32_t zero = b.temporary("z_zero", {2 * c.dp, 3});
+    uint32_t whole = b.temporary("z_whole_grad", {2 * c.dp, 3});
+    zGrad = b.temporary("z_grad", {2, 3});
+    b.emit(Opcode::Constant, {}, {zero}, {}, {0.0f});
+    b.emit(Opcode::Add, {z, zero}, {whole});
+    b.emit(Opcode::Slice, {whole}, {zGrad}, {dp, 0});
+    grads.push_back(zGrad);
+    normGroups.push_back(dp);
+  }
   uint32_t gradNorm = b.temporary("grad_norm", {});
   uint32_t coef = b.temporary("clip_coef", {}), lr = b.temporary("lr", {});
-  b.emit(Opcode::GlobalNorm, grads, {gradNorm}, {dp, all, tp, dp, all, -1});
+  b.emit(Opcode::GlobalNorm, grads, {gradNorm}, normGroups);
   b.emit(Opcode::ClipCoefficient, {gradNorm}, {coef}, {}, {1.0f});
   b.emit(Opcode::LearningRate, {program.step}, {lr}, {0, 10}, {1e-2f, 1e-3f});
   for (size_t i = 0; i < params.size(); ++i) {
@@ -652,6 +666,15 @@ Program makeMeshProgram(const MeshConfig &c) {
     float decay = program.buffers[params[i]].weightDecay ? 0.1f : 0.0f;
     b.emit(Opcode::AdamW, {params[i], grads[i], m, s, lr, coef, program.step},
            {}, {}, {0.9f, 0.95f, 1e-8f, decay});
+  }
+  if (c.zeroOne) {
+    auto [m, s] = b.moments(z);
+    for (uint32_t moment : {m, s}) {
+      program.buffers[moment].shape = {2, 3};
+      b.split(moment, {{"dp"}, {}});
+    }
+    b.emit(Opcode::ShardedAdamW, {z, zGrad, m, s, lr, coef, program.step}, {},
+           {dp}, {0.9f, 0.95f, 1e-8f, 0.1f});
   }
   program.loss = loss;
   program.gradNorm = gradNorm;

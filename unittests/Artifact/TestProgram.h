@@ -139,6 +139,10 @@ Program makeScoredRouterProgram();
 /// The mesh of makeMeshProgram: dp x tp ranks.
 struct MeshConfig {
   int64_t dp = 2, tp = 2;
+  /// ZeRO-1 (3.9): also a whole parameter "z" [2 dp, 3] whose moments are
+  /// its rows' blocks over {dp}: z_grad = Slice(z + 0, {dp}, 0), normed over
+  /// {dp}, and ShardedAdamW updates z's block and gathers it over {dp}.
+  bool zeroOne = false;
 };
 
 /// Buffers of makeMeshProgram on one rank.

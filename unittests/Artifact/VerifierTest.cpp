@@ -473,6 +473,68 @@ TEST(VerifierTest, AdamWOperands) {
   expectError(program, {"(AdamW): operand 1 has shape [8, 4], expected [4]"});
 }
 
+/// makeMeshProgram's ZeRO-1 update over dp = 2 (tp = 1).
+Program zeroOneProgram() {
+  using namespace testing;
+  MeshConfig config{2, 1};
+  config.zeroOne = true;
+  return makeMeshProgram(config);
+}
+
+TEST(VerifierTest, ShardedAdamWUpdatesABlockOfTheWholeWeight) {
+  expectValid(zeroOneProgram());
+  // The update of another whole weight, of `rows` rows, with z's block.
+  auto updating = [](int64_t rows) {
+    Program program = zeroOneProgram();
+    testing::ProgramBuilder b(program);
+    uint32_t other = b.parameter("other", {rows, 3}, Init::Normal, 0.5f);
+    instruction(program, Opcode::ShardedAdamW).operands[0] = other;
+    return program;
+  };
+  // The whole weight has no rows the group divides.
+  expectError(updating(5), {"(ShardedAdamW): operand 0",
+                            "'other') has no "
+                            "dimension 0 that the 2 ranks of group"});
+  // The gradient is not the whole weight's block of rows.
+  expectError(updating(6), {"(ShardedAdamW): operand 1",
+                            "has shape [2, 3], "
+                            "expected [3, 3]: operand 0's rows over the 2 "
+                            "ranks"});
+  Program program;
+  // The moments must be stored as the block: split over the group.
+  program = zeroOneProgram();
+  program.buffers[bufferNamed(program, "z.exp_avg")].split.clear();
+  expectError(program, {"(ShardedAdamW): operand 2", "is split unsplit, "
+                                                     "expected [{dp}, {}]"});
+}
+
+TEST(VerifierTest, ShardedAdamWRefusesALoadBalancedGroup) {
+  using namespace testing;
+  MeshConfig config{1, 2};
+  config.zeroOne = true;
+  Program program = makeMeshProgram(config);
+  ProgramBuilder b(program);
+  // A mesh with a cp axis: a group it leads splits rows load-balanced.
+  program.meshAxes.push_back("cp");
+  program.meshShape.push_back(2);
+  instruction(program, Opcode::ShardedAdamW).intAttrs[0] = b.group({"cp"});
+  expectError(program, {"(ShardedAdamW): shards over group", "{cp}, which cp "
+                                                             "leads"});
+}
+
+TEST(VerifierTest, ABlockMasterNeedsTheUpdateThatGathersItsCopy) {
+  Program program = zeroOneProgram();
+  testing::ProgramBuilder b(program);
+  uint32_t master = b.parameter("zb", {2, 3}, Init::Normal, 0.5f);
+  b.split(master, {{"dp"}, {}});
+  uint32_t copy = b.workingCopy(master);
+  program.buffers[copy].shape = {4, 3};
+  program.buffers[copy].split.clear();
+  expectError(program, {"'zb.bf16'", "its master",
+                        "is a block of its rows, "
+                        "but no ShardedAdamW gathers it"});
+}
+
 TEST(VerifierTest, AdamWMustNotDecayAnUndecayedParameter) {
   Program program = makeTinyProgram();
   // The second update is model.norm.weight's, marked weight_decay = false.

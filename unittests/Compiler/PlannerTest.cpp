@@ -599,6 +599,35 @@ TEST(PlannerTest, ZeroOneAndFsdpShardWhatTheyShard) {
       8));
 }
 
+// moec's ZeRO-1 (--zero1) shards the state over dp alone (cp holds whole
+// copies) and gathers the updated weights inside moe-run's optimizer, where
+// nothing hides them; another software prefetches them behind the first
+// forward.
+TEST(PlannerTest, MoeRunGathersZeroOnesWeightsInItsOptimizer) {
+  ModelShape m = denseModel();
+  ClusterSpec cluster = testCluster();
+  ParallelPlan plan;
+  plan.dp = 4;
+  plan.cp = 2;
+  plan.zero1 = true;
+  plan.microbatchSize = 1;
+  ASSERT_FALSE(checkPlan(m, plan, 8));
+  ASSERT_FALSE(checkCompilable(plan));
+  SoftwareTraits other;
+  other.moeRun = false;
+  SoftwareTraits moeRun = other;
+  moeRun.moeRun = true;
+  PlanCost a = evaluatePlan(m, plan, cluster, 8, other);
+  PlanCost b = evaluatePlan(m, plan, cluster, 8, moeRun);
+  EXPECT_NEAR(b.optimizerMemory, 2 * a.optimizerMemory,
+              1e-9 * a.optimizerMemory);
+  double gather = b.commSeconds.at("zero-1 all-gather");
+  EXPECT_GE(b.exposedCommSeconds, gather);
+  EXPECT_GT(b.exposedCommSeconds, a.exposedCommSeconds);
+  plan.fsdp = true;
+  EXPECT_TRUE(checkCompilable(plan));
+}
+
 // Megatron's MoE parallel folding puts an ep group on consecutive ranks:
 // with tp 8 on 8-GPU nodes, moec's placement strides ep across nodes, the
 // folded one (etp 1) keeps it inside one.

@@ -328,6 +328,14 @@ std::vector<NamedProgram> programsFor(int64_t ranks) {
       programs.push_back({absl::StrCat("mesh dp=", ranks / tp, " x tp=", tp),
                           [=] { return makeMeshProgram({ranks / tp, tp}); },
                           0, true});
+  // ZeRO-1: a whole weight updated by blocks over the world's dp ranks.
+  programs.push_back({absl::StrCat("zero-1 dp=", ranks),
+                      [=] {
+                        MeshConfig config{ranks, 1};
+                        config.zeroOne = true;
+                        return makeMeshProgram(config);
+                      },
+                      0, true});
   // Context parallelism's ring over the world (of one: its own block).
   programs.push_back({absl::StrCat("moe-ring cp=", ranks),
                       [=] {
@@ -477,6 +485,47 @@ struct Coverage {
 /// to its counter, ExpertLoadUpdate moves the bias by rate * sign(mean
 /// load - load) and clears the counter (both exactly); AdamW updates its
 /// parameter and moments as torch.optim.AdamW does (in double, to 1e-5).
+/// Whether an AdamW update (AdamW, or ShardedAdamW's block) moved the
+/// parameter and moments as torch.optim.AdamW does, in double to 1e-5: the
+/// parameter's elements from `offset` on (ShardedAdamW's rows in the whole
+/// copy), the gradient's and moments' from 0. Records a failure if not.
+template <class View>
+bool checkAdamW(const Executor &executor, const View &op,
+                const std::vector<Words> &operands, int64_t offset,
+                const std::string &where, std::vector<std::string> &failures) {
+  const Program &program = executor.program();
+  auto old = [&](int operand, int64_t i) {
+    return static_cast<double>(asFloat(operands[operand][i]));
+  };
+  double lr = *executor.data(op.lr());
+  double scale = *executor.data(op.gradScale());
+  double t = static_cast<double>(*executor.ids(op.step()) + 1);
+  double b1 = op.beta1(), b2 = op.beta2();
+  double bias1 = 1.0 - std::pow(b1, t), bias2 = 1.0 - std::pow(b2, t);
+  const char *names[] = {"param", "exp_avg", "exp_avg_sq"};
+  const uint32_t updated[] = {op.param(), op.expAvg(), op.expAvgSq()};
+  const int64_t at[] = {offset, 0, 0};
+  for (int64_t i = 0; i < program.buffers[op.grad()].numElements(); ++i) {
+    double g = executor.data(op.grad())[i] * scale;
+    double m = b1 * old(2, i) + (1 - b1) * g;
+    double v = b2 * old(3, i) + (1 - b2) * g * g;
+    double p = old(0, offset + i) * (1 - lr * op.weightDecay()) -
+               lr / bias1 * m / (std::sqrt(v / bias2) + op.eps());
+    double expected[] = {p, m, v};
+    for (int k = 0; k < 3; ++k) {
+      float now = executor.data(updated[k])[at[k] + i];
+      if (!(std::abs(now - expected[k]) <=
+            1e-5 * std::abs(expected[k]) + 1e-7)) {
+        failures.push_back(absl::StrCat(
+            where, ": ", names[k], " '", program.buffers[updated[k]].name,
+            "' [", at[k] + i, "] is ", now, ", not ", expected[k]));
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 /// `operands` holds the operands as the instruction found them; the groups are
 /// the program's (Program.groups). Returns the failures.
 std::vector<std::string>
@@ -696,38 +745,47 @@ checkDefinition(const Executor &executor, const Instruction &inst,
     }
     break;
   }
-  case Opcode::AdamW: {
-    ops::AdamWView op(inst);
-    const Buffer &param = program.buffers[op.param()];
-    auto old = [&](int operand, int64_t i) {
-      return static_cast<double>(asFloat(operands[operand][i]));
-    };
-    double lr = *executor.data(op.lr());
-    double scale = *executor.data(op.gradScale());
-    double t = static_cast<double>(*executor.ids(op.step()) + 1);
-    double b1 = op.beta1(), b2 = op.beta2();
-    double bias1 = 1.0 - std::pow(b1, t), bias2 = 1.0 - std::pow(b2, t);
-    const char *names[] = {"param", "exp_avg", "exp_avg_sq"};
-    for (int64_t i = 0; i < param.numElements(); ++i) {
-      double g = executor.data(op.grad())[i] * scale;
-      double m = b1 * old(2, i) + (1 - b1) * g;
-      double v = b2 * old(3, i) + (1 - b2) * g * g;
-      double p = old(0, i) * (1 - lr * op.weightDecay()) -
-                 lr / bias1 * m / (std::sqrt(v / bias2) + op.eps());
-      double expected[] = {p, m, v};
-      const uint32_t updated[] = {op.param(), op.expAvg(), op.expAvgSq()};
-      const float *now[] = {executor.data(updated[0]),
-                            executor.data(updated[1]),
-                            executor.data(updated[2])};
-      for (int k = 0; k < 3; ++k)
-        if (!(std::abs(now[k][i] - expected[k]) <=
-              1e-5 * std::abs(expected[k]) + 1e-7)) {
-          failures.push_back(absl::StrCat(where, ": ", names[k], " '",
-                                          program.buffers[updated[k]].name,
-                                          "' [", i, "] is ", now[k][i],
-                                          ", not ", expected[k]));
-          return failures;
+  case Opcode::AdamW:
+    checkAdamW(executor, ops::AdamWView(inst), operands, 0, where, failures);
+    break;
+  case Opcode::ShardedAdamW: {
+    // This rank's block follows AdamW at its rows of the whole copy (of
+    // the param without a working copy), and the gather leaves every rank
+    // of the group the same whole copy: together, each block is its
+    // owner's update.
+    ops::ShardedAdamWView op(inst);
+    comm::Group &group = *groups[op.group()];
+    int64_t count = program.buffers[op.grad()].numElements();
+    std::optional<uint32_t> working = op.working();
+    int64_t offset = working ? 0 : group.rank() * count;
+    if (!checkAdamW(executor, op, operands, offset, where, failures))
+      return failures;
+    uint32_t whole = working ? *working : op.param();
+    Words mine = copyOf(executor, whole);
+    absl::StatusOr<std::vector<Words>> all = gather(group, mine);
+    if (!all.ok()) {
+      failures.push_back(absl::StrCat(where, ": ", all.status().message()));
+      return failures;
+    }
+    for (size_t rank = 0; rank < all->size(); ++rank)
+      if ((*all)[rank] != mine) {
+        failures.push_back(absl::StrCat(
+            where, ": rank ", rank, " of the group holds another '",
+            program.buffers[whole].name, "' than rank ", group.rank()));
+        return failures;
+      }
+    if (working) {
+      const float *master = executor.data(op.param());
+      auto [bytes, size] = bytesOf(executor, *working);
+      for (int64_t i = 0; i < count; ++i) {
+        uint16_t rounded = io::floatToBf16(master[i]), held;
+        std::memcpy(&held, bytes + 2 * (group.rank() * count + i), 2);
+        if (held != rounded) {
+          mismatch(*working, group.rank() * count + i, io::bf16ToFloat(held),
+                   io::bf16ToFloat(rounded));
+          break;
         }
+      }
     }
     break;
   }
@@ -742,8 +800,8 @@ bool hasDefinitionCheck(Opcode opcode) {
   return opcode == Opcode::AllReduce || opcode == Opcode::AllGather ||
          opcode == Opcode::ReduceScatter || opcode == Opcode::Slice ||
          opcode == Opcode::Fp8AmaxUpdate || opcode == Opcode::AdamW ||
-         opcode == Opcode::ReduceBucket || opcode == Opcode::ExpertLoad ||
-         opcode == Opcode::ExpertLoadUpdate;
+         opcode == Opcode::ShardedAdamW || opcode == Opcode::ReduceBucket ||
+         opcode == Opcode::ExpertLoad || opcode == Opcode::ExpertLoadUpdate;
 }
 
 /// Two steps of program `index` of `programs` on the CPU backend, each

@@ -438,7 +438,7 @@ TEST(ExecutorTest, AStepReadsMastersWrittenSinceTheLastStep) {
     run->step(0);
     run->halveHead();
   }
-  refreshed.executor->refreshWorkingCopies();
+  ASSERT_TRUE(refreshed.executor->refreshWorkingCopies().ok());
   float loss = written.step(1);
   EXPECT_EQ(loss, refreshed.step(1));
   // And the halved head is what both read: a run left alone differs.

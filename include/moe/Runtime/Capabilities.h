@@ -71,6 +71,7 @@ inline constexpr std::string_view kStageSharedParametersName =
     "stage_shared_parameters";
 inline constexpr std::string_view kDocumentMaskingName = "document_masking";
 inline constexpr std::string_view kContextParallelName = "context_parallel";
+inline constexpr std::string_view kShardedOptimizerName = "sharded_optimizer";
 
 struct Capabilities {
   /// The target (moec --target) and the backend that runs it (moe-run
@@ -135,6 +136,9 @@ struct Capabilities {
   /// load-balanced (collectives along it, and RoPE and attention on a
   /// rank's block of it).
   bool contextParallel = false;
+  /// ZeRO-1: optimizer state split over the data ranks while the weights
+  /// stay whole, gathered after each update (ShardedAdamW).
+  bool shardedOptimizer = false;
 
   constexpr bool hasRecipe(Fp8Recipe recipe) const {
     return (fp8Recipes & recipeBit(recipe)) != 0;
@@ -183,8 +187,8 @@ inline constexpr uint32_t kF32I32BF16 = kF32I32 | dtypeBit(rt::DType::BF16);
 /// GPU targets keep those ops unfused. Routers other than Mixtral's and the
 /// sequence-wise and z router losses, multi-head latent attention, a
 /// parameter shared by two pipeline stages, document masking and context
-/// parallelism run on the CPU only, and the CUDA backend refuses them at
-/// load.
+/// parallelism and ZeRO-1's sharded optimizer run on the CPU only, and the
+/// CUDA backend refuses them at load.
 inline constexpr Capabilities kCapabilities[] = {
     {"cpu",
      "cpu",
@@ -205,7 +209,8 @@ inline constexpr Capabilities kCapabilities[] = {
      /*latentAttention=*/true,
      /*stageSharedParameters=*/true,
      /*documentMasking=*/true,
-     /*contextParallel=*/true},
+     /*contextParallel=*/true,
+     /*shardedOptimizer=*/true},
     {"a100", "cuda", 80, /*fp8Recipes=*/0, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/16, /*pipelineStages=*/true,
      /*microbatches=*/true, /*expertChunks=*/true,
@@ -269,6 +274,7 @@ constexpr Capabilities commonCapabilities(std::string_view backend) {
         common.stageSharedParameters && r.stageSharedParameters;
     common.documentMasking = common.documentMasking && r.documentMasking;
     common.contextParallel = common.contextParallel && r.contextParallel;
+    common.shardedOptimizer = common.shardedOptimizer && r.shardedOptimizer;
   }
   return common;
 }
@@ -340,6 +346,7 @@ inline std::string describeCapabilities(const Capabilities &caps) {
   add(kStageSharedParametersName, yesNo(caps.stageSharedParameters));
   add(kDocumentMaskingName, yesNo(caps.documentMasking));
   add(kContextParallelName, yesNo(caps.contextParallel));
+  add(kShardedOptimizerName, yesNo(caps.shardedOptimizer));
   return line;
 }
 

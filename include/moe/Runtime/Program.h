@@ -29,9 +29,10 @@ namespace moe::rt {
 /// with any selection rule (ScoredRouter), 3.6 the sequence-wise balance
 /// loss and the router z-loss (SequenceAuxLoss, ZLoss) and multi-head latent
 /// attention's pieces, 3.7 a parameter held by two pipeline stages
-/// (PipelineGradientSum).
+/// (PipelineGradientSum) and document masking, 3.8 ring attention, 3.9
+/// ZeRO-1's sharded optimizer (ShardedAdamW).
 inline constexpr uint16_t kArtifactVersionMajor = 3;
-inline constexpr uint16_t kArtifactVersionMinor = 8;
+inline constexpr uint16_t kArtifactVersionMinor = 9;
 /// The oldest minor version of this major one the runtime reads: 3.0's op
 /// table allowed no BF16, so its per-opcode fingerprints no longer match.
 inline constexpr uint16_t kOldestArtifactVersionMinor = 1;
@@ -68,6 +69,13 @@ inline constexpr const char *kContextAxis = "cp";
 
 /// The opcode's name in the op table ("Linear", "AdamW", ...).
 const char *opcodeName(Opcode opcode);
+
+/// Whether the opcode is an AdamW update: AdamW or ZeRO-1's ShardedAdamW.
+/// Both take param, grad, exp_avg, exp_avg_sq, lr, grad_scale, step and an
+/// optional working copy, in that order.
+inline bool isAdamW(Opcode opcode) {
+  return opcode == Opcode::AdamW || opcode == Opcode::ShardedAdamW;
+}
 
 struct Buffer {
   std::string name;

@@ -69,6 +69,8 @@ struct CompileOptions {
   std::string cpComm = "auto";
   /// moe-propagate-sharding's token axes the experts fold over.
   std::vector<std::string> foldExperts;
+  /// moe-propagate-sharding's ZeRO-1.
+  bool zeroOne = false;
   /// Reports (moe-print-report, and moe-plan-pipeline's), in pipeline
   /// order: sharding (and collectives), pipeline, memory, cost (needs
   /// `cluster`).
@@ -118,6 +120,8 @@ struct CompileFlags {
   std::string cpComm = "auto";
   /// --fold-experts=cp,dp: token axes the experts are split over too.
   std::string foldExperts;
+  /// --zero1: the optimizer state split over the data ranks.
+  bool zeroOne = false;
   /// --report=sharding,pipeline,memory,cost and --cluster.
   bool reportSharding = false, reportPipeline = false, reportMemory = false,
        reportCost = false;

@@ -247,6 +247,9 @@ def PropagateSharding : Pass<"moe-propagate-sharding", "ModuleOp"> {
     ListOption<"foldExperts", "fold-experts", "std::string",
                "token axes the experts are split over too (Megatron's MoE "
                "parallel folding: dp, fsdp, cp or tp)">,
+    Option<"zeroOne", "zero1", "bool", "false",
+           "ZeRO-1: split each weight's optimizer state over the data ranks "
+           "holding the weight, and gather the weight after each update">,
   ];
 }
 

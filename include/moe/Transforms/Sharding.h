@@ -48,9 +48,13 @@ MeshOp getMesh(ModuleOp module);
 /// cannot be split as the policy requires (heads not divisible by tp, ...).
 /// `foldExperts` names token axes (dp, fsdp or cp) the experts are split
 /// over too, after ep: Megatron's MoE parallel folding, whose expert
-/// parallel ranks are data or context parallel ranks.
+/// parallel ranks are data or context parallel ranks. `zeroOne` (ZeRO-1)
+/// splits each weight's optimizer state (and, under mixed precision, its
+/// fp32 master) over the data axes the weight is whole on, along dimension
+/// 0, and keeps the weight (or its working copy) whole.
 LogicalResult seedShardings(ModuleOp module, func::FuncOp step, MeshOp mesh,
-                            llvm::ArrayRef<std::string> foldExperts = {});
+                            llvm::ArrayRef<std::string> foldExperts = {},
+                            bool zeroOne = false);
 
 /// Propagates shardings from the seeds (and moe.shard pins) through the
 /// factor rules of the step's ops, and records every value's sharding and

@@ -181,7 +181,11 @@ const std::vector<GatedOpcodes> &gatedOpcodes() {
       {{Opcode::RingAttention, Opcode::RingAttentionGrad},
        &Capabilities::contextParallel,
        caps::kContextParallelName,
-       "ring attention over a split sequence"}};
+       "ring attention over a split sequence"},
+      {{Opcode::ShardedAdamW},
+       &Capabilities::shardedOptimizer,
+       caps::kShardedOptimizerName,
+       "ZeRO-1's optimizer state split over the data ranks"}};
   return gated;
 }
 

@@ -86,7 +86,7 @@ private:
       return false;
     auto summed = [&](size_t update) {
       const Instruction &adamw = program.instructions[update];
-      if (adamw.opcode != Opcode::AdamW)
+      if (!isAdamW(adamw.opcode))
         return false;
       int64_t w = writer[adamw.operands[ops::AdamWView::kGradOperand]];
       return w >= 0 &&
@@ -198,7 +198,7 @@ private:
   absl::Status checkOptimizerState(size_t index) {
     const Instruction &instruction = program.instructions[index];
     std::vector<size_t> updated;
-    if (instruction.opcode == Opcode::AdamW) {
+    if (isAdamW(instruction.opcode)) {
       updated = {ops::AdamWView::kParamOperand, ops::AdamWView::kExpAvgOperand,
                  ops::AdamWView::kExpAvgSqOperand};
       // The working copy of mixed precision, rounded from the update.
@@ -231,7 +231,7 @@ private:
     std::map<uint32_t, size_t> applier;
     for (size_t index = 0; index < program.instructions.size(); ++index) {
       const Instruction &instruction = program.instructions[index];
-      if (instruction.opcode == Opcode::AdamW)
+      if (isAdamW(instruction.opcode))
         applier.emplace(instruction.operands[kGradOperand], index);
     }
     std::map<uint32_t, size_t> normed; // gradient -> GlobalNorm reading it

@@ -729,7 +729,10 @@ private:
     return absl::OkStatus();
   }
 
-  absl::Status checkAdamW(const ops::AdamWView &op) {
+  /// What AdamW and ShardedAdamW both require of their operands: a
+  /// parameter, its two distinct moments, and a weight decay its flag
+  /// allows.
+  template <class View> absl::Status checkAdamWOperands(const View &op) {
     MOE_VERIFY_OK(requireKind(op.kParamOperand, BufferKind::Parameter));
     // The flag says how the parameter is trained (moec clears it for norm
     // weights); an update that decays it anyway contradicts the artifact.
@@ -745,6 +748,20 @@ private:
     if (op.expAvg() == op.expAvgSq())
       return error("exp_avg and exp_avg_sq (operands 2 and 3) must be "
                    "distinct buffers");
+    if (std::optional<uint32_t> working = op.working()) {
+      MOE_VERIFY_OK(requireKind(op.kWorkingOperand, BufferKind::WorkingCopy));
+      if (program.buffers[*working].master != op.param())
+        return error(absl::StrCat(
+            "operand ", op.kWorkingOperand, " (",
+            describeBuffer(program, *working), ") is the working copy of ",
+            describeBuffer(program, program.buffers[*working].master),
+            ", not of operand 0 (", describeBuffer(program, op.param()), ")"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status checkAdamW(const ops::AdamWView &op) {
+    MOE_VERIFY_OK(checkAdamWOperands(op));
     // The moments are updated element for element with the parameter, so
     // each rank must hold the same block of all three.
     for (size_t i : {op.kExpAvgOperand, op.kExpAvgSqOperand})
@@ -755,16 +772,56 @@ private:
             formatSplit(operand(i).split), " but operand 0 (",
             describeBuffer(program, instruction.operands[0]), ") is split ",
             formatSplit(operand(0).split)));
-    // Mixed precision: the update is rounded into the param's own copy.
-    if (std::optional<uint32_t> working = op.working()) {
-      MOE_VERIFY_OK(requireKind(op.kWorkingOperand, BufferKind::WorkingCopy));
-      if (program.buffers[*working].master != op.param())
+    return absl::OkStatus();
+  }
+
+  /// ZeRO-1: the block (grad, the moments and, with a working copy, the
+  /// master) is the whole copy's dimension 0 split further over the group,
+  /// whose ranks hold the same whole copy.
+  absl::Status checkShardedAdamW(const ops::ShardedAdamWView &op) {
+    MOE_VERIFY_OK(checkAdamWOperands(op));
+    const AxisList &axes = program.groups[op.group()];
+    if (program.balancedSplitOf(axes) > 1)
+      return error(absl::StrCat("shards over group ", op.group(), " ",
+                                formatAxes(axes),
+                                ", which cp leads: a block of rows is "
+                                "contiguous, not context parallelism's "
+                                "load-balanced split"));
+    size_t whole = op.working() ? op.kWorkingOperand : op.kParamOperand;
+    const Buffer &copy = operand(whole);
+    std::vector<int64_t> block = copy.shape;
+    int64_t size = program.partsOf(axes);
+    if (block.empty() || block[0] % size != 0)
+      return error(absl::StrCat(
+          "operand ", whole, " (",
+          describeBuffer(program, instruction.operands[whole]),
+          ") has no dimension 0 that the ", size, " ranks of group ",
+          op.group(), " ", formatAxes(axes), " divide"));
+    block[0] /= size;
+    std::vector<size_t> blocks = {op.kGradOperand, op.kExpAvgOperand,
+                                  op.kExpAvgSqOperand};
+    if (op.working())
+      blocks.push_back(op.kParamOperand);
+    std::vector<AxisList> split = copy.split;
+    split.resize(block.size());
+    split[0].insert(split[0].end(), axes.begin(), axes.end());
+    for (size_t i : blocks) {
+      if (operand(i).shape != block)
         return error(absl::StrCat(
-            "operand ", op.kWorkingOperand, " (",
-            describeBuffer(program, *working),
-            ") is the working copy of ",
-            describeBuffer(program, program.buffers[*working].master),
-            ", not of operand 0 (", describeBuffer(program, op.param()), ")"));
+            "operand ", i, " (",
+            describeBuffer(program, instruction.operands[i]), ") has shape ",
+            formatShape(operand(i).shape), ", expected ", formatShape(block),
+            ": operand ", whole, "'s rows over the ", size, " ranks of group ",
+            op.group(), " ", formatAxes(axes)));
+      if (i != op.kGradOperand && operand(i).split != split)
+        return error(
+            absl::StrCat("operand ", i, " (",
+                         describeBuffer(program, instruction.operands[i]),
+                         ") is split ", formatSplit(operand(i).split),
+                         ", expected ", formatSplit(split), ": operand ", whole,
+                         "'s split with dimension 0 split further "
+                         "over group ",
+                         op.group(), " ", formatAxes(axes)));
     }
     return absl::OkStatus();
   }

@@ -103,7 +103,7 @@ absl::Status verifyShape(const Program &program) {
           absl::StrCat("pipeline phase ", static_cast<int>(phase),
                        " is not one the schema defines"));
     Opcode opcode = program.instructions[i].opcode;
-    bool adamw = opcode == Opcode::AdamW;
+    bool adamw = isAdamW(opcode);
     bool gradientSum = opcode == Opcode::PipelineGradientSum;
     bool optimizer = phase == PipelinePhase::Optimizer;
     if (adamw && !optimizer)
@@ -184,7 +184,7 @@ absl::Status verifyDataflowOrder(const Program &program) {
   std::map<uint32_t, int32_t> gradientStage;
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction &inst = program.instructions[i];
-    if (inst.opcode == Opcode::AdamW)
+    if (isAdamW(inst.opcode))
       gradientStage[inst.operands[1]] = pipeline.instructionStage[i];
   }
   std::vector<std::vector<int32_t>> parameterStages =
@@ -433,7 +433,7 @@ persistentBufferStages(const Program &program) {
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction &inst = program.instructions[i];
     int32_t stage = pipeline.instructionStage[i];
-    if (inst.opcode == Opcode::AdamW) {
+    if (isAdamW(inst.opcode)) {
       for (size_t o : {0, 2, 3})
         add(inst.operands[o], stage);
       // The BF16 working copy lives with the master it is rounded from.

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "moe/Runtime/Artifact/OpViews.h"
 #include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/ExpertNames.h"
 
@@ -21,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -96,9 +98,31 @@ namespace {
 
 using namespace verifier;
 
+/// Whether `block` is a block of rows of `whole` (ZeRO-1's master of a
+/// whole working copy): dimension 0 split over more axes after whole's
+/// own, the other dimensions as whole's.
+bool isRowBlockOf(const Program &program, const Buffer &block,
+                  const Buffer &whole) {
+  size_t rank = whole.shape.size();
+  if (rank == 0 || block.shape.size() != rank)
+    return false;
+  std::vector<AxisList> mine = block.split, theirs = whole.split;
+  mine.resize(rank);
+  theirs.resize(rank);
+  for (size_t d = 1; d < rank; ++d)
+    if (mine[d] != theirs[d] || block.shape[d] != whole.shape[d])
+      return false;
+  if (mine[0].size() <= theirs[0].size() ||
+      !std::equal(theirs[0].begin(), theirs[0].end(), mine[0].begin()))
+    return false;
+  AxisList extra(mine[0].begin() + theirs[0].size(), mine[0].end());
+  return block.shape[0] * program.partsOf(extra) == whole.shape[0];
+}
+
 /// A working copy (mixed precision) is the BF16 image of one f32 weight:
 /// the runtime rounds the master into it, so the master must exist, be a
-/// parameter and have the copy's shape and split.
+/// parameter and have the copy's shape and split, or (ZeRO-1) be a block of
+/// its rows that ShardedAdamW gathers.
 absl::Status verifyWorkingCopy(const Program &program, uint32_t index) {
   const Buffer &buffer = program.buffers[index];
   if (buffer.dtype != DType::BF16)
@@ -116,7 +140,26 @@ absl::Status verifyWorkingCopy(const Program &program, uint32_t index) {
         program, index,
         absl::StrCat("the master ", describeBuffer(program, buffer.master),
                      " must be a parameter, found ", withArticle(master.kind)));
-  if (master.shape != buffer.shape || master.split != buffer.split)
+  bool sameBlock = master.shape == buffer.shape && master.split == buffer.split;
+  if (!sameBlock && isRowBlockOf(program, master, buffer)) {
+    // Only the update that gathers the copy can fill it from a block.
+    bool gathered = std::any_of(
+        program.instructions.begin(), program.instructions.end(),
+        [&](const Instruction &inst) {
+          return inst.opcode == Opcode::ShardedAdamW &&
+                 inst.operands.size() >
+                     ops::ShardedAdamWView::kWorkingOperand &&
+                 inst.operands[ops::ShardedAdamWView::kWorkingOperand] == index;
+        });
+    if (!gathered)
+      return bufferError(
+          program, index,
+          absl::StrCat("its master ", describeBuffer(program, buffer.master),
+                       " is a block of its rows, but no ShardedAdamW "
+                       "gathers it"));
+    sameBlock = true;
+  }
+  if (!sameBlock)
     return bufferError(
         program, index,
         absl::StrCat("shape ", formatShape(buffer.shape), " split ",

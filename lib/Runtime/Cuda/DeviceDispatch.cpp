@@ -883,6 +883,13 @@ public:
   absl::Status run(const ops::AdamWView &op) {
     return adamwUpdate(step, index, op);
   }
+  // Refused at load (checkCapabilities: sharded_optimizer), so never run.
+  absl::Status run(const ops::ShardedAdamWView &) {
+    return absl::UnimplementedError(
+        absl::StrCat(describeInstruction(step.program, index),
+                     ": ZeRO-1's sharded AdamW does not run on the cuda "
+                     "backend (capability sharded_optimizer)"));
+  }
   absl::Status run(const ops::AllReduceView &op) {
     return collective(step, index, CollectiveKind::AllReduce, op.x(), op.y(),
                       op.group(), 0);

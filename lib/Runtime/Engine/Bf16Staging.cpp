@@ -13,8 +13,8 @@ namespace moe::rt::engine {
 bool needsBf16Staging(const Program &program, size_t index) {
   const Instruction &instruction = program.instructions[index];
   // Collectives move and sum BF16 themselves, so that BF16 travels as BF16.
-  if (instruction.opcode == Opcode::Cast ||
-      instruction.opcode == Opcode::AdamW || isCollective(instruction.opcode))
+  if (instruction.opcode == Opcode::Cast || isAdamW(instruction.opcode) ||
+      isCollective(instruction.opcode))
     return false;
   auto bf16 = [&](uint32_t b) {
     return program.buffers[b].dtype == DType::BF16;

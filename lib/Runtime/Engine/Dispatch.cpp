@@ -487,6 +487,38 @@ public:
                       in(op.param()).numElements());
     return absl::OkStatus();
   }
+  absl::Status run(const ops::ShardedAdamWView &op) {
+    // This rank's block is at its position in the group along dimension 0
+    // of the whole copy (the group's all-gather order).
+    comm::Group &group = *context.groups[op.group()];
+    int64_t count = in(op.grad()).numElements();
+    int64_t offset = static_cast<int64_t>(group.rank()) * count;
+    std::optional<uint32_t> working = op.working();
+    float *master = f32(op.param()) + (working ? 0 : offset);
+    cpu::adamw(master, f32(op.grad()), f32(op.expAvg()), f32(op.expAvgSq()),
+               count, buffers.scalar(op.lr()), op.beta1(), op.beta2(), op.eps(),
+               op.weightDecay(), *i32(op.step()),
+               buffers.scalar(op.gradScale()));
+    absl::Status gathered;
+    if (working) {
+      auto *copy = reinterpret_cast<comm::Bf16 *>(context.pointers[*working]);
+      std::vector<comm::Bf16> block(count);
+      cpu::castToBf16(master, reinterpret_cast<uint16_t *>(block.data()),
+                      count);
+      gathered = group.allGather(
+          block, absl::MakeSpan(copy, in(*working).numElements()));
+    } else {
+      std::vector<float> block(master, master + count);
+      gathered = group.allGather(
+          block, absl::MakeSpan(f32(op.param()), in(op.param()).numElements()));
+    }
+    if (!gathered.ok())
+      return absl::Status(
+          gathered.code(),
+          absl::StrCat(describeInstruction(context.program, index), ": ",
+                       gathered.message()));
+    return absl::OkStatus();
+  }
   absl::Status run(const ops::AllReduceView &) {
     return runCollective(context, index);
   }

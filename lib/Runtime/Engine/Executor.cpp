@@ -21,6 +21,7 @@
 #include "moe/Runtime/Engine/Placement.h"
 #include "moe/Runtime/Engine/ProgramGroups.h"
 
+#include "moe/Runtime/Artifact/OpViews.h"
 #include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Comm/GroupSums.h"
@@ -32,10 +33,11 @@
 #include "moe/Runtime/Cpu/Kernels.h"
 
 #include <algorithm>
-#include <optional>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <optional>
 
 namespace moe::rt {
 
@@ -248,19 +250,57 @@ absl::Status Executor::allocate() {
 
 void Executor::initialize(uint64_t seed) {
   engine::initializeWeights(*this, seed);
-  refreshWorkingCopies();
+  // The copies ZeRO-1 gathers are left to the next step, which reports a
+  // failure to gather them.
+  storage->mastersTouched = true;
+  if (!anyGatheredCopy())
+    (void)refreshWorkingCopies();
 }
 
-void Executor::refreshWorkingCopies() {
+bool Executor::anyGatheredCopy() const {
+  return std::any_of(prog->instructions.begin(), prog->instructions.end(),
+                     [](const Instruction &inst) {
+                       return inst.opcode == Opcode::ShardedAdamW &&
+                              ops::ShardedAdamWView(inst).working();
+                     });
+}
+
+absl::Status Executor::refreshWorkingCopies() {
+  // ZeRO-1 splits a master over a group whose ranks hold its whole copy:
+  // each rounds its block, and the group gathers them (ShardedAdamW).
+  std::map<uint32_t, int64_t> gatheredOver;
+  for (const Instruction &inst : prog->instructions)
+    if (inst.opcode == Opcode::ShardedAdamW) {
+      ops::ShardedAdamWView update(inst);
+      if (std::optional<uint32_t> working = update.working())
+        gatheredOver[*working] = update.group();
+    }
   for (auto [copy, master] : storage->workingCopies) {
     // A pipeline rank holds only its own stages' weights (and copies).
     if (!storage->pointers[master] || !storage->pointers[copy])
       continue;
-    cpu::castToBf16(reinterpret_cast<const float *>(storage->pointers[master]),
-                    reinterpret_cast<uint16_t *>(storage->pointers[copy]),
-                    prog->buffers[copy].numElements());
+    const auto *from =
+        reinterpret_cast<const float *>(storage->pointers[master]);
+    auto *to = reinterpret_cast<uint16_t *>(storage->pointers[copy]);
+    auto group = gatheredOver.find(copy);
+    if (group == gatheredOver.end()) {
+      cpu::castToBf16(from, to, prog->buffers[copy].numElements());
+      continue;
+    }
+    int64_t count = prog->buffers[master].numElements();
+    std::vector<comm::Bf16> block(count);
+    cpu::castToBf16(from, reinterpret_cast<uint16_t *>(block.data()), count);
+    absl::Status gathered = groups[group->second]->allGather(
+        block, absl::MakeSpan(reinterpret_cast<comm::Bf16 *>(to),
+                              prog->buffers[copy].numElements()));
+    if (!gathered.ok())
+      return absl::Status(gathered.code(),
+                          absl::StrCat("gathering the working copy '",
+                                       prog->buffers[copy].name,
+                                       "': ", gathered.message()));
   }
   storage->mastersTouched = false;
+  return absl::OkStatus();
 }
 
 void Executor::noteWrite(uint32_t buffer) {
@@ -404,7 +444,8 @@ Executor::runStep(const int32_t *tokens, const int32_t *targets, int64_t step,
   *ids(prog->step) = static_cast<int32_t>(step);
   // Masters may have been initialised, loaded or set since the last step.
   if (storage->mastersTouched)
-    refreshWorkingCopies();
+    if (absl::Status status = refreshWorkingCopies(); !status.ok())
+      return atStep(step, status);
   engine::StepContext context{*prog, storage->pointers, groups,
                               storage->packScratch};
   if (storage->widened)

@@ -220,7 +220,7 @@ PipelineStep::create(const Program &program, int32_t rank,
     int32_t stage = pipeline.instructionStage[i];
     PipelinePhase phase = pipeline.instructionPhase[i];
     const Instruction &inst = program.instructions[i];
-    if (inst.opcode == Opcode::AdamW && stage % pipeline.stages != rank)
+    if (isAdamW(inst.opcode) && stage % pipeline.stages != rank)
       runner->foreign[inst.operands[1]] = true;
     if (phase == PipelinePhase::Optimizer) {
       if (pipeline.runsOn(i, rank))

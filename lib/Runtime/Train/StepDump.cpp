@@ -205,7 +205,7 @@ absl::StatusOr<StepDump> StepDump::begin(const std::string &dir,
 }
 
 void StepDump::before(size_t index, const Instruction &inst) {
-  if (inst.opcode != Opcode::AdamW)
+  if (!isAdamW(inst.opcode))
     return;
   absl::StatusOr<std::vector<float>> grad = state.values(inst.operands[1]);
   if (!grad.ok()) {

@@ -1045,6 +1045,43 @@ func.func @adamw_type(%g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
 
 // -----
 
+moe.mesh @mesh(dp = 2)
+moe.param @w : tensor<4xf32> {init = #moe.init<zeros>}
+moe.param @m : tensor<2xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+moe.param @v : tensor<2xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+func.func @adamw_gather_alone(%g: tensor<2xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
+  // expected-error @+1 {{expected mesh and gather_axes together}}
+  moe.adamw_update @w, @m, @v, %g, %lr, %lr, %s {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32, gather_axes = ["dp"]} : tensor<2xf32>
+  return
+}
+
+// -----
+
+moe.mesh @mesh(dp = 2)
+moe.param @w : tensor<4xf32> {init = #moe.init<zeros>}
+moe.param @m : tensor<2xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+moe.param @v : tensor<2xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+func.func @adamw_gather_axis(%g: tensor<2xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
+  // expected-error @+1 {{mesh @mesh has no axis 'tp'}}
+  moe.adamw_update @w, @m, @v, %g, %lr, %lr, %s {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32, mesh = @mesh, gather_axes = ["tp"]} : tensor<2xf32>
+  return
+}
+
+// -----
+
+// ZeRO-1 over dp = 2: the whole weight has twice the gradient's rows.
+moe.mesh @mesh(dp = 2)
+moe.param @w : tensor<2xf32> {init = #moe.init<zeros>}
+moe.param @m : tensor<2xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+moe.param @v : tensor<2xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
+func.func @adamw_gather_rows(%g: tensor<2xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
+  // expected-error @+1 {{param @w has type 'tensor<2xf32>', but the gradient has type 'tensor<2xf32>' (a block of 2 ranks)}}
+  moe.adamw_update @w, @m, @v, %g, %lr, %lr, %s {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32, mesh = @mesh, gather_axes = ["dp"]} : tensor<2xf32>
+  return
+}
+
+// -----
+
 moe.param @w : tensor<4xf32> {init = #moe.init<zeros>}
 moe.param @m : tensor<4xf32> {init = #moe.init<zeros>, kind = #moe.param_kind<optimizer_state>}
 func.func @adamw_same_moments(%g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
@@ -1790,7 +1827,7 @@ moe.param @w : tensor<4xbf16> {init = #moe.init<zeros>}
 // -----
 
 moe.param @w : tensor<8xf32> {init = #moe.init<zeros>}
-// expected-error @+1 {{expected the shape of its master @w, [8], got [4]}}
+// expected-error @+1 {{expected its master @w of shape [4], got [8]}}
 moe.param @w.bf16 : tensor<4xbf16> {kind = #moe.param_kind<working_copy>, master = @w}
 
 // -----
@@ -1807,9 +1844,27 @@ moe.param @w.bf16 : tensor<4xbf16> {kind = #moe.param_kind<working_copy>, master
 // -----
 
 moe.mesh @mesh(fsdp = 2)
-moe.param @w : tensor<4xf32> {init = #moe.init<zeros>, sharding = #moe.sharding<@mesh, [{fsdp}]>}
-// expected-error @+1 {{expected the sharding of its master @w}}
-moe.param @w.bf16 : tensor<4xbf16> {kind = #moe.param_kind<working_copy>, master = @w}
+moe.param @w : tensor<4xf32> {init = #moe.init<zeros>}
+// expected-error @+1 {{expected the sharding of its master @w, or the master's to split dimension 0 further (ZeRO-1)}}
+moe.param @w.bf16 : tensor<4xbf16> {kind = #moe.param_kind<working_copy>, master = @w, sharding = #moe.sharding<@mesh, [{fsdp}]>}
+
+// -----
+
+// ZeRO-1 splits the master further than its copy, never the copy further.
+moe.mesh @mesh(dp = 2, tp = 2)
+moe.param @w : tensor<4x4xf32> {init = #moe.init<zeros>, sharding = #moe.sharding<@mesh, [{tp}, {}]>}
+// expected-error @+1 {{expected the sharding of its master @w, or the master's to split dimension 0 further (ZeRO-1)}}
+moe.param @w.bf16 : tensor<4x4xbf16> {kind = #moe.param_kind<working_copy>, master = @w, sharding = #moe.sharding<@mesh, [{tp, dp}, {}]>}
+
+// -----
+
+// Partitioned, ZeRO-1's master is the copy's block of rows.
+module attributes {moe.partitioned} {
+  moe.mesh @mesh(dp = 2)
+  moe.param @w : tensor<4x4xf32> {init = #moe.init<zeros>, sharding = #moe.sharding<@mesh, [{dp}, {}]>}
+  // expected-error @+1 {{expected its master @w of shape [2, 4], got [4, 4]}}
+  moe.param @w.bf16 : tensor<4x4xbf16> {kind = #moe.param_kind<working_copy>, master = @w}
+}
 
 // -----
 

@@ -603,3 +603,26 @@ def RingAttentionGrad : Op<61, "3.8"> {
                           IntAttr<>:$kv_heads, GroupAttr:$sequence);
   let rules = ["checkAttention"];
 }
+
+// ZeRO-1 (3.9): AdamW over this rank's block of a weight whose optimizer
+// state is split over `group` along dimension 0 (in the group's order),
+// while the copy the forward reads stays whole on every rank of it. grad,
+// exp_avg and exp_avg_sq are this rank's block. Without `working`, param is
+// that whole fp32 copy, updated at this rank's rows; with it (mixed
+// precision), param is the block's fp32 master and `working` the whole
+// BF16 copy, which gets the updated block rounded to nearest even at this
+// rank's rows. The whole copy's blocks are then all-gathered over the group
+// in place, so every rank reads the same updated weight.
+def ShardedAdamW : Op<62, "3.9"> {
+  let operands = (ins Tensor<>:$param, Tensor<>:$grad,
+                      Tensor<"=grad">:$exp_avg, Tensor<"=grad">:$exp_avg_sq,
+                      Scalar:$lr, Scalar:$grad_scale, Ids<"[]">:$step,
+                      OptionalTensor<"", [BF16]>:$working);
+  let attributes = (attrs
+      FloatAttr<"$_ >= 0 && $_ < 1", "must be in [0, 1)">:$beta1,
+      FloatAttr<"$_ >= 0 && $_ < 1", "must be in [0, 1)">:$beta2,
+      FloatAttr<"$_ > 0", "must be > 0">:$eps,
+      FloatAttr<"$_ >= 0", "must be >= 0">:$weight_decay,
+      GroupAttr:$group);
+  let rules = ["checkShardedAdamW"];
+}

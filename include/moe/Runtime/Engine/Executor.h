@@ -153,8 +153,9 @@ public:
   /// executor) since, so a step after initialize(), a load or a resume
   /// reads the masters' current values. A pointer kept from an earlier
   /// call and written later is not seen: call this after writing through
-  /// it.
-  void refreshWorkingCopies();
+  /// it. Under ZeRO-1 a master is this rank's block and its copy whole:
+  /// the copy's group gathers the rounded blocks, which may fail.
+  absl::Status refreshWorkingCopies();
 
   /// The storage of an f32 buffer: persistent for parameters, optimizer
   /// state and inputs; inside the arena (valid until the next step
@@ -236,6 +237,9 @@ public:
   uint64_t arenaBytes() const;
 
 private:
+  /// Whether ZeRO-1 gathers a working copy (ShardedAdamW with one).
+  bool anyGatheredCopy() const;
+
   struct Storage;
   explicit Executor(std::shared_ptr<const Program> program);
   absl::Status allocate();

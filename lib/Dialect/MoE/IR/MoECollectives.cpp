@@ -1,4 +1,5 @@
 //===- MoECollectives.cpp - verifiers of the collective ops ---------------===//
+#include "GroupSize.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 
 #include "mlir/IR/TypeUtilities.h"
@@ -9,9 +10,10 @@ using namespace mlir::moe;
 
 /// The number of ranks in a group over `axes` of the op's mesh, after
 /// checking that the mesh exists and has each axis once.
-static FailureOr<int64_t> groupSize(Operation *op, FlatSymbolRefAttr meshRef,
-                                    ArrayAttr axes,
-                                    SymbolTableCollection &symbols) {
+FailureOr<int64_t> mlir::moe::groupSize(Operation *op,
+                                        FlatSymbolRefAttr meshRef,
+                                        ArrayAttr axes,
+                                        SymbolTableCollection &symbols) {
   auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(op, meshRef);
   if (!mesh)
     return op->emitOpError() << meshRef << " does not name a moe.mesh";

@@ -5,18 +5,20 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "GroupSize.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "moe/Runtime/HeadParts.h"
 #include "moe/Runtime/Program.h"
 
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
@@ -562,33 +564,55 @@ AdamWUpdateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (getExpAvgAttr() == getExpAvgSqAttr())
     return emitOpError() << "expected exp_avg and exp_avg_sq to be different "
                             "parameters, got " << getExpAvgAttr() << " twice";
+  if (static_cast<bool>(getMeshAttr()) !=
+      static_cast<bool>(getGatherAxesAttr()))
+    return emitOpError() << "expected mesh and gather_axes together";
+  int64_t ranks = 1;
+  if (getMeshAttr()) {
+    FailureOr<int64_t> size =
+        groupSize(*this, getMeshAttr(), *getGatherAxes(), symbolTable);
+    if (failed(size))
+      return failure();
+    ranks = *size;
+  }
+  // ZeRO-1 gathers the copy the forward reads; the rest is the block.
+  StringRef whole = getWorkingCopyAttr() ? "working_copy" : "param";
   std::tuple<StringRef, FlatSymbolRefAttr, ParamKind> refs[] = {
       {"param", getParamAttr(), ParamKind::weight},
       {"exp_avg", getExpAvgAttr(), ParamKind::optimizer_state},
-      {"exp_avg_sq", getExpAvgSqAttr(), ParamKind::optimizer_state}};
+      {"exp_avg_sq", getExpAvgSqAttr(), ParamKind::optimizer_state},
+      {"working_copy", getWorkingCopyAttr(), ParamKind::working_copy}};
+  auto grad = cast<RankedTensorType>(getGrad().getType());
   for (auto [role, ref, kind] : refs) {
+    if (!ref)
+      continue;
     auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, ref);
     if (!param)
       return emitOpError() << role << " " << ref
                            << " does not name a moe.param";
-    if (param.getType() != getGrad().getType())
-      return emitOpError() << role << " " << ref << " has type "
-                           << param.getType() << ", but the gradient has type "
-                           << getGrad().getType();
     if (param.getKind() != kind)
       return emitOpError() << role << " " << ref << " must be "
                            << (kind == ParamKind::weight ? "a weight"
-                                                         : "optimizer state");
-  }
-  if (FlatSymbolRefAttr ref = getWorkingCopyAttr()) {
-    auto copy = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, ref);
-    if (!copy)
-      return emitOpError() << "working_copy " << ref
-                           << " does not name a moe.param";
-    if (copy.getKind() != ParamKind::working_copy ||
-        copy.getMasterAttr() != getParamAttr())
+                               : kind == ParamKind::working_copy
+                                   ? "a working copy"
+                                   : "optimizer state");
+    if (kind == ParamKind::working_copy &&
+        param.getMasterAttr() != getParamAttr())
       return emitOpError() << "working_copy " << ref
                            << " must be the working copy of " << getParamAttr();
+    RankedTensorType type = param.getTensorType();
+    SmallVector<int64_t> expected(grad.getShape());
+    if (role == whole && !expected.empty())
+      expected[0] *= ranks;
+    if (type.getShape() != ArrayRef<int64_t>(expected) ||
+        (kind != ParamKind::working_copy &&
+         type.getElementType() != grad.getElementType()))
+      return emitOpError()
+             << role << " " << ref << " has type " << type
+             << ", but the gradient has type " << grad
+             << (role == whole && ranks > 1
+                     ? llvm::formatv(" (a block of {0} ranks)", ranks).str()
+                     : std::string());
   }
   return success();
 }
@@ -662,14 +686,54 @@ LogicalResult ParamOp::verifyMaster(SymbolTableCollection &symbols) {
   if (master.getKind() != ParamKind::weight)
     return emitOpError() << "master " << getMasterAttr()
                          << " must be a weight";
-  if (master.getTensorType().getShape() != getTensorType().getShape())
-    return emitOpError() << "expected the shape of its master "
-                         << getMasterAttr() << ", "
-                         << fmt(master.getTensorType().getShape()) << ", got "
-                         << fmt(getTensorType().getShape());
-  if (master.getShardingAttr() != getShardingAttr())
-    return emitOpError() << "expected the sharding of its master "
-                         << getMasterAttr();
+  // The copy is stored where its master is, or (ZeRO-1) the master is a
+  // block of the copy: dimension 0 split further over more axes, after the
+  // copy's own. Partitioned, the master's shape is then that block's.
+  ShardingAttr mine = getShardingAttr(), theirs = master.getShardingAttr();
+  int64_t blocks = 1;
+  if (mine != theirs) {
+    // An unsharded copy is whole on every rank: no axes on any dimension.
+    auto axesOf = [](ShardingAttr sharding, unsigned d) {
+      return sharding ? sharding.axesOf(d) : SmallVector<StringRef>();
+    };
+    unsigned rank = getTensorType().getRank();
+    bool block =
+        theirs && rank > 0 && (!mine || mine.getMesh() == theirs.getMesh());
+    for (unsigned d = 0; block && d < rank; ++d) {
+      SmallVector<StringRef> copyAxes = axesOf(mine, d),
+                             masterAxes = axesOf(theirs, d);
+      if (d > 0 || masterAxes.size() <= copyAxes.size() ||
+          !llvm::equal(
+              copyAxes,
+              ArrayRef<StringRef>(masterAxes).take_front(copyAxes.size()))) {
+        block = d > 0 && copyAxes == masterAxes;
+        continue;
+      }
+      auto mesh =
+          symbols.lookupNearestSymbolFrom<MeshOp>(*this, theirs.getMesh());
+      for (StringRef axis :
+           ArrayRef<StringRef>(masterAxes).drop_front(copyAxes.size()))
+        if (std::optional<int64_t> size =
+                mesh ? mesh.getAxisSize(axis) : std::nullopt)
+          blocks *= *size;
+        else
+          block = false;
+    }
+    if (!block)
+      return emitOpError() << "expected the sharding of its master "
+                           << getMasterAttr()
+                           << ", or the master's to split dimension 0 "
+                              "further (ZeRO-1)";
+  }
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  bool partitioned = module && module->hasAttr(kPartitionedAttrName);
+  SmallVector<int64_t> expected(getTensorType().getShape());
+  if (partitioned && !expected.empty())
+    expected[0] /= blocks;
+  if (master.getTensorType().getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "expected its master " << getMasterAttr()
+                         << " of shape " << fmt(expected) << ", got "
+                         << fmt(master.getTensorType().getShape());
   return success();
 }
 

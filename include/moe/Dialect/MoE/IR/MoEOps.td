@@ -1737,10 +1737,19 @@ def MoE_AdamWUpdateOp : MoE_Op<"adamw_update", [
     (mixed precision), the updated fp32 `param` is then rounded to nearest
     even into that BF16 copy, which the next step's forward reads.
 
+    ZeRO-1 (after partitioning, `mesh` and `gather_axes`): the gradient and
+    the moments (and, with a working copy, the master `param`) are this
+    rank's block of dimension 0 split over `gather_axes`, whose ranks hold
+    the same whole copy the forward reads (`working_copy`, else `param`).
+    The update runs on the block, writes it into the whole copy at the
+    rank's rows, and the copy's blocks are all-gathered over `gather_axes`.
+
     Constraints: the three symbols name `moe.param` ops of the gradient's
     type, `param` a weight and the others two different optimizer states;
     `working_copy`, when present, names a `working_copy` parameter whose
-    `master` is `param`;
+    `master` is `param`; with `gather_axes`, the whole copy's dimension 0 is
+    instead the gradient's times the ranks of `gather_axes`, `mesh` names a
+    moe.mesh holding each of them once, and the two come together;
     `0 <= beta1, beta2 < 1`, `eps > 0`, `weight_decay >= 0`.
 
     Example:
@@ -1749,6 +1758,11 @@ def MoE_AdamWUpdateOp : MoE_Op<"adamw_update", [
     moe.adamw_update @w, @w.exp_avg, @w.exp_avg_sq, %g, %lr, %c, %step
         {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32,
          weight_decay = 0.1 : f32} : tensor<64x64xf32>
+    // ZeRO-1 over dp = 2: @w is tensor<64x64xf32>, its moments 32x64.
+    moe.adamw_update @w, @w.exp_avg, @w.exp_avg_sq, %g_block, %lr, %c, %step
+        {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32,
+         weight_decay = 0.1 : f32, mesh = @mesh, gather_axes = ["dp"]}
+        : tensor<32x64xf32>
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$exp_avg,
@@ -1756,7 +1770,9 @@ def MoE_AdamWUpdateOp : MoE_Op<"adamw_update", [
                        MoE_F32Scalar:$lr, MoE_F32Scalar:$grad_scale,
                        MoE_I32Scalar:$step, F32Attr:$beta1, F32Attr:$beta2,
                        F32Attr:$eps, F32Attr:$weight_decay,
-                       OptionalAttr<FlatSymbolRefAttr>:$working_copy);
+                       OptionalAttr<FlatSymbolRefAttr>:$working_copy,
+                       OptionalAttr<FlatSymbolRefAttr>:$mesh,
+                       OptionalAttr<StrArrayAttr>:$gather_axes);
   let assemblyFormat = [{
     $param `,` $exp_avg `,` $exp_avg_sq `,` $grad `,` $lr `,` $grad_scale `,`
     $step attr-dict `:` type($grad)

@@ -9,7 +9,7 @@ packages=(
   cmake ninja-build g++ ccache lld python3 xz-utils
   libmlir-19-dev mlir-19-tools llvm-19 llvm-19-dev llvm-19-tools
   libabsl-dev libopenblas-dev libflatbuffers-dev flatbuffers-compiler openmpi-bin libopenmpi-dev
-  nlohmann-json3-dev libgtest-dev libgmock-dev
+  nlohmann-json3-dev libgtest-dev libgmock-dev libprotobuf-dev protobuf-compiler libpng-dev
   python3-numpy python3-torch python3-venv
   slurm-wlm munge
 )

@@ -24,6 +24,15 @@ if ! build/hf-current-venv/bin/python -c "import torch, transformers" 2>/dev/nul
     { echo "test-all: cannot install torch and transformers into build/hf-current-venv" >&2; exit 1; }
 fi
 
+# Test-only: TensorBoard from PyPI, whose EventAccumulator reads moe-run's
+# event files (test/moe-run/tensorboard.test).
+if ! build/tb-venv/bin/python -c "import tensorboard" 2>/dev/null; then
+  rm -rf build/tb-venv
+  /usr/bin/python3 -m venv build/tb-venv &&
+    build/tb-venv/bin/pip install -q --disable-pip-version-check "tensorboard==2.21.0" ||
+    { echo "test-all: cannot install tensorboard into build/tb-venv" >&2; exit 1; }
+fi
+
 lit_out=$(mktemp)
 # A hung test must fail the run, not outlast CI.
 timeout 3000 /usr/lib/llvm-19/build/utils/lit/lit.py -sv build/test 2>&1 | tee "$lit_out"

@@ -36,6 +36,13 @@ if os.path.exists(hf_python):
     config.available_features.add("hf-transformers")
     config.substitutions.append(("%hf_python", hf_python))
 
+# TensorBoard from PyPI (scripts/test-all.sh makes build/tb-venv), whose
+# own reader loads moe-run's event files (test/moe-run/tensorboard.test).
+tb_python = os.path.join(config.moe_obj_root, "tb-venv", "bin", "python")
+if os.path.exists(tb_python):
+    config.available_features.add("tensorboard")
+    config.substitutions.append(("%tb_python", tb_python))
+
 # Current PyTorch and HF transformers from PyPI (scripts/test-all.sh makes
 # build/hf-current-venv), for HF's own Qwen3-MoE and DeepSeek-V3 (test/hf).
 hf_current_python = os.path.join(config.moe_obj_root, "hf-current-venv", "bin", "python")

@@ -83,6 +83,11 @@ weights and outputs:
   --metrics FILE         one JSON line of metrics per step, "step" numbered
                          from 1 as in the progress lines (appended to when
                          --start-step > 0, else overwritten)
+  --tensorboard DIR      the same metrics as TensorBoard event files in DIR
+                         (loss, grad_norm, lr, tokens_per_s, flops_per_s,
+                         ce_loss, aux_loss, ...; a new file per run)
+  --plot FILE.png        this run's loss (and eval loss) and tokens/s curves,
+                         redrawn with each progress line
   --dump-step DIR        record one step for test/reference/ (see --dump-step-at)
   --dump-step-at N       the step to record, numbered as in the progress
                          lines (default: the first)
@@ -215,6 +220,10 @@ static Command parseArgs(int argc, char **argv) {
       options.saveDType = *dtype;
     } else if (arg == "--metrics") {
       options.metricsPath = value();
+    } else if (arg == "--tensorboard") {
+      options.tensorboardDir = value();
+    } else if (arg == "--plot") {
+      options.plotPath = value();
     } else if (arg == "--trace") {
       options.tracePath = value();
     } else if (arg == "--async-collectives") {

@@ -6,7 +6,9 @@
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/IO/Metrics.h"
+#include "moe/Runtime/IO/Plot.h"
 #include "moe/Runtime/IO/ProcessMemory.h"
+#include "moe/Runtime/IO/TensorBoard.h"
 #include "moe/Runtime/IO/Trace.h"
 #include "moe/Runtime/Train/Checkpoint.h"
 #include "moe/Runtime/Train/ExpertLoadProbe.h"
@@ -18,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 
 #include <nlohmann/json.hpp>
 
@@ -80,6 +83,12 @@ private:
   std::optional<data::TokenDataset> dataset;
   std::optional<data::BatchSampler> sampler;
   std::optional<io::MetricsWriter> metrics;
+  std::optional<io::TensorBoardWriter> tensorboard;
+  /// --plot's curves: loss, eval loss and tokens/s by step.
+  io::PlotSeries lossCurve{"loss", {}, 0x1f77b4},
+      evalCurve{"eval_loss", {}, 0xd62728},
+      throughputCurve{"tokens/s", {}, 0x2ca02c};
+  absl::Status writePlot();
   std::optional<io::Trace> trace;
   std::optional<LossGuard> lossGuard;
   std::vector<int32_t> tokens, targets;
@@ -391,6 +400,14 @@ absl::Status Run::setUp() {
       return writer.status();
     metrics.emplace(std::move(*writer));
   }
+  if (reports && !options.tensorboardDir.empty()) {
+    // A new event file per run: TensorBoard joins a directory's files.
+    absl::StatusOr<io::TensorBoardWriter> writer =
+        io::TensorBoardWriter::open(options.tensorboardDir);
+    if (!writer.ok())
+      return writer.status();
+    tensorboard.emplace(std::move(*writer));
+  }
   return absl::OkStatus();
 }
 
@@ -601,11 +618,36 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   if (metrics)
     if (absl::Status s = metrics->write(record); !s.ok())
       return s;
+  if (tensorboard)
+    if (absl::Status s = tensorboard->write(
+            record, absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+        !s.ok())
+      return s;
   int64_t done = step - firstStep + 1;
-  if (!quiet && (done % std::max<int64_t>(options.logEvery, 1) == 0 ||
-                 done == options.steps))
+  bool logged = done % std::max<int64_t>(options.logEvery, 1) == 0 ||
+                done == options.steps;
+  if (!quiet && logged)
     out << io::formatProgressLine(record, firstStep + options.steps) << "\n";
+  if (reports && !options.plotPath.empty()) {
+    double x = static_cast<double>(record.step);
+    lossCurve.points.emplace_back(x, record.loss.value_or(NAN));
+    throughputCurve.points.emplace_back(x, record.tokensPerS.value_or(NAN));
+    for (const auto &[key, value] : record.extra)
+      if (key == "eval_loss")
+        evalCurve.points.emplace_back(x, value);
+    if (logged)
+      if (absl::Status s = writePlot(); !s.ok())
+        return s;
+  }
   return absl::OkStatus();
+}
+
+absl::Status Run::writePlot() {
+  io::PlotPanel losses{"loss by step", {lossCurve}};
+  if (!evalCurve.points.empty())
+    losses.series.push_back(evalCurve);
+  io::PlotPanel throughput{"throughput by step", {throughputCurve}};
+  return io::writePlotPng(options.plotPath, {losses, throughput});
 }
 
 absl::StatusOr<TrainSummary> Run::loop() {
@@ -629,6 +671,9 @@ absl::StatusOr<TrainSummary> Run::loop() {
   }
   if (metrics)
     if (absl::Status s = metrics->close(); !s.ok())
+      return s;
+  if (tensorboard)
+    if (absl::Status s = tensorboard->close(); !s.ok())
       return s;
   if (trace)
     if (absl::Status s = trace->write(tracePathOfRank()); !s.ok())

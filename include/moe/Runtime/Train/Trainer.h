@@ -51,6 +51,12 @@ struct TrainOptions {
   /// the progress lines; appended to when resuming (startStep > 0),
   /// truncated otherwise.
   std::string metricsPath;
+  /// TensorBoard event files of the same metrics go to this directory
+  /// (moe-run --tensorboard; empty: none).
+  std::string tensorboardDir;
+  /// The loss (and eval loss) and throughput curves of this run, redrawn
+  /// to this PNG with each progress line (moe-run --plot; empty: none).
+  std::string plotPath;
   /// Directory receiving a full record of one step (inputs, parameters
   /// before and after, gradients, metrics) for test/reference/.
   std::string dumpStepDir;

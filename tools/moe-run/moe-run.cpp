@@ -78,6 +78,8 @@ weights and outputs:
   --checkpoint-dir DIR   write distributed checkpoints under DIR (every rank
                          its shards, and a manifest), after the last step
   --checkpoint-every N   and every N steps
+  --checkpoint-keep N    keep only the newest N checkpoints under the
+                         directory (N >= 1; default: all)
   --resume PATH          continue from a checkpoint (or the newest under PATH):
                          weights, optimizer state and step; --steps more run
   --metrics FILE         one JSON line of metrics per step, "step" numbered
@@ -201,6 +203,11 @@ static Command parseArgs(int argc, char **argv) {
       options.threads = static_cast<int>(threads);
     } else if (arg == "--checkpoint-dir") {
       options.checkpointDir = value();
+    } else if (arg == "--checkpoint-keep") {
+      options.checkpointKeep = parseInt(arg, value());
+      if (options.checkpointKeep < 1)
+        throw UsageError{"--checkpoint-keep must be >= 1 (the newest "
+                         "checkpoint always stays)"};
     } else if (arg == "--checkpoint-every") {
       options.checkpointEvery = parseInt(arg, value());
       if (options.checkpointEvery < 0)
@@ -293,6 +300,11 @@ static Command parseArgs(int argc, char **argv) {
     throw UsageError{
         "--start-step + --steps must be <= " + std::to_string(kMaxStep) +
         " (the step is an i32 input of the artifact)"};
+  if (options.checkpointDir.empty() &&
+      (options.checkpointEvery > 0 || options.checkpointKeep > 0))
+    throw UsageError{options.checkpointEvery > 0
+                         ? "--checkpoint-every needs --checkpoint-dir"
+                         : "--checkpoint-keep needs --checkpoint-dir"};
   if (options.dumpStepAt) {
     if (options.dumpStepDir.empty())
       throw UsageError{"--dump-step-at needs --dump-step"};

@@ -12,7 +12,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 using namespace moe::rt;
 using namespace moe::rt::train;
@@ -143,6 +146,35 @@ TEST_F(CheckpointTest, ShardsHoldExactlyTheManifestsBlocks) {
   writeBytes(checkpoint() + "/manifest.json", encodeManifest(reshaped));
   EXPECT_THAT(loadError(), HasSubstr("tensor '" + buffer.name + "' is F32 ["));
   EXPECT_THAT(loadError(), HasSubstr("], the manifest says F32 ["));
+}
+
+// --checkpoint-keep: the newest complete checkpoints stay, the older go;
+// an unfinished one is left alone, and the newest always stays.
+TEST(PruneCheckpointsTest, KeepsTheNewestCompleteOnes) {
+  ScratchDir dir;
+  auto make = [&](const std::string &name, bool complete) {
+    std::filesystem::create_directories(dir.path() / name);
+    if (complete)
+      std::ofstream(dir.path() / name / "manifest.json") << "{}";
+  };
+  for (const char *name :
+       {"step-00000002", "step-00000004", "step-00000006", "step-00000008"})
+    make(name, true);
+  make("step-00000010.partial", false);
+  ASSERT_TRUE(pruneCheckpoints(dir.path().string(), 2).ok());
+  std::vector<std::string> left;
+  for (const auto &entry : std::filesystem::directory_iterator(dir.path()))
+    left.push_back(entry.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_THAT(left, ::testing::ElementsAre("step-00000006", "step-00000008",
+                                           "step-00000010.partial"));
+  absl::StatusOr<std::string> newest = findCheckpoint(dir.path().string());
+  ASSERT_TRUE(newest.ok());
+  EXPECT_THAT(*newest, ::testing::EndsWith("step-00000008"));
+  absl::Status none = pruneCheckpoints(dir.path().string(), 0);
+  EXPECT_FALSE(none.ok());
+  EXPECT_THAT(std::string(none.message()),
+              ::testing::HasSubstr("at least the newest must stay"));
 }
 
 } // namespace

@@ -154,25 +154,60 @@ absl::Status saveCheckpoint(const WeightStore &executor, comm::Group &everyone,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> findCheckpoint(const std::string &path) {
-  if (fs::exists(fs::path(path) / "manifest.json"))
-    return path;
-  std::string newest;
+/// The names of the complete checkpoints directly under `root`, oldest
+/// first (their step numbers are zero-padded).
+static absl::StatusOr<std::vector<std::string>>
+completeCheckpoints(const std::string &root) {
+  std::vector<std::string> names;
   std::error_code error;
-  for (const fs::directory_entry &entry : fs::directory_iterator(path, error)) {
+  for (const fs::directory_entry &entry : fs::directory_iterator(root, error)) {
     std::string name = entry.path().filename().string();
     // Complete checkpoints only: a .partial directory was never finished.
     if (name.rfind("step-", 0) == 0 && name.find('.') == std::string::npos &&
-        fs::exists(entry.path() / "manifest.json") && name > newest)
-      newest = name;
+        fs::exists(entry.path() / "manifest.json"))
+      names.push_back(name);
   }
   if (error)
     return absl::NotFoundError(
-        absl::StrCat("checkpoint ", path, ": ", error.message()));
-  if (newest.empty())
+        absl::StrCat("checkpoint ", root, ": ", error.message()));
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::Status pruneCheckpoints(const std::string &root, int64_t keep) {
+  if (keep < 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoints under ", root, ": keep ", keep,
+                     " of them? at least the newest must stay"));
+  absl::StatusOr<std::vector<std::string>> names = completeCheckpoints(root);
+  if (!names.ok())
+    return names.status();
+  for (size_t i = 0; i + keep < names->size(); ++i) {
+    fs::path old = fs::path(root) / (*names)[i];
+    fs::path doomed = old;
+    doomed += ".removing";
+    std::error_code error;
+    fs::rename(old, doomed, error);
+    if (!error)
+      fs::remove_all(doomed, error);
+    if (error)
+      return absl::InternalError(
+          absl::StrCat("cannot remove the old checkpoint ", old.string(), ": ",
+                       error.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> findCheckpoint(const std::string &path) {
+  if (fs::exists(fs::path(path) / "manifest.json"))
+    return path;
+  absl::StatusOr<std::vector<std::string>> names = completeCheckpoints(path);
+  if (!names.ok())
+    return names.status();
+  if (names->empty())
     return absl::NotFoundError(absl::StrCat(
         "checkpoint ", path, ": no complete checkpoint (step-*/manifest.json)"));
-  return (fs::path(path) / newest).string();
+  return (fs::path(path) / names->back()).string();
 }
 
 absl::StatusOr<CheckpointState> loadCheckpoint(WeightStore &executor,

@@ -258,8 +258,16 @@ absl::Status Run::checkpointAfter(int64_t step) {
     return s;
   if (absl::Status s = backend->pullWeights(); !s.ok())
     return s;
-  return saveCheckpoint(backend->weights(), *everyone, options.checkpointDir,
-                        done, options.dataSeed);
+  if (absl::Status s =
+          saveCheckpoint(backend->weights(), *everyone, options.checkpointDir,
+                         done, options.dataSeed);
+      !s.ok())
+    return s;
+  // Every rank has the new checkpoint once saveCheckpoint returns; rank 0
+  // holds the directory's manifests, so it removes the old ones.
+  if (options.checkpointKeep > 0 && everyone->rank() == 0)
+    return pruneCheckpoints(options.checkpointDir, options.checkpointKeep);
+  return absl::OkStatus();
 }
 
 absl::Status Run::setUpBackend(Program program) {

@@ -45,6 +45,13 @@ absl::Status saveCheckpoint(const WeightStore &executor, comm::Group &everyone,
                             const std::string &root, int64_t stepsDone,
                             uint64_t dataSeed);
 
+/// Removes all but the newest `keep` complete checkpoints under `root`
+/// (moe-run --checkpoint-keep). Each is first renamed out of the step-*
+/// names findCheckpoint reads, so one half removed is never taken for a
+/// checkpoint. Incomplete (.partial) directories are left alone. Errors
+/// name the directory.
+absl::Status pruneCheckpoints(const std::string &root, int64_t keep);
+
 /// `path` itself if it is a checkpoint, else the newest complete one under
 /// it; an error naming `path` when there is none.
 absl::StatusOr<std::string> findCheckpoint(const std::string &path);

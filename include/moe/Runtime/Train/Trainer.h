@@ -54,6 +54,9 @@ struct TrainOptions {
   /// TensorBoard event files of the same metrics go to this directory
   /// (moe-run --tensorboard; empty: none).
   std::string tensorboardDir;
+  /// --checkpoint-keep: how many of the newest checkpoints under
+  /// checkpointDir stay (0: all).
+  int64_t checkpointKeep = 0;
   /// The loss (and eval loss) and throughput curves of this run, redrawn
   /// to this PNG with each progress line (moe-run --plot; empty: none).
   std::string plotPath;

@@ -381,13 +381,16 @@ StepCost mlir::moe::estimateStepCost(ModuleOp module, func::FuncOp step,
     if (c.seconds > 0)
       account(op, c);
     // ZeRO-1: the updated blocks gathered into the whole copy the forward
-    // reads (BF16 under mixed precision), inside the optimizer.
+    // reads (the working copy under mixed precision), inside the optimizer.
     if (auto update = dyn_cast<AdamWUpdateOp>(op);
         update && update.getGatherAxes()) {
       CollectiveGroup group =
           groupOf(mesh, *update.getGatherAxes(), cluster.gpusPerNode);
-      double whole = tensorBytes(update.getGrad().getType()) * group.size *
-                     (update.getWorkingCopy() ? 0.5 : 1.0);
+      FlatSymbolRefAttr copy = update.getWorkingCopyAttr()
+                                   ? update.getWorkingCopyAttr()
+                                   : update.getParamAttr();
+      auto param = module.lookupSymbol<ParamOp>(copy.getAttr());
+      double whole = param ? tensorBytes(param.getTensorType()) : 0.0;
       if (group.size > 1) {
         OpCost moved;
         moved.kind = "zero-1 all-gather";

@@ -512,18 +512,11 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
                                      ? update.getWorkingCopyAttr()
                                      : update.getParamAttr();
     auto whole = symbols.lookup<ParamOp>(wholeRef.getAttr());
-    Dims copy = whole.getSharding() ? dimsOf(*whole.getSharding())
-                                    : Dims(whole.getTensorType().getRank());
-    DimAxes gathered;
-    bool blockOfCopy = state.size() == copy.size();
-    for (size_t d = 0; blockOfCopy && d < state.size(); ++d) {
-      ArrayRef<StringRef> mine(state[d]), theirs(copy[d]);
-      if (d == 0 && mine.take_front(theirs.size()) == theirs)
-        gathered.assign(mine.begin() + theirs.size(), mine.end());
-      else
-        blockOfCopy = mine == theirs;
-    }
-    if (!blockOfCopy)
+    auto moments = symbols.lookup<ParamOp>(update.getExpAvgAttr().getAttr());
+    std::optional<SmallVector<StringRef>> gathered =
+        rowBlockAxes(whole.getShardingAttr(), moments.getShardingAttr(),
+                     whole.getTensorType().getRank());
+    if (!gathered)
       return update.emitOpError()
              << "stores the moments of " << update.getParamAttr()
              << " neither where " << wholeRef
@@ -533,9 +526,9 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     for (Value scalar : {update.getLr(), update.getGradScale(), update.getStep()})
       mapping.map(scalar, reshard(scalar, {}, loc));
     auto clone = cast<AdamWUpdateOp>(builder.clone(*op, mapping));
-    if (!gathered.empty()) {
+    if (!gathered->empty()) {
       clone.setMeshAttr(meshRef);
-      clone.setGatherAxesAttr(axesAttr(gathered));
+      clone.setGatherAxesAttr(axesAttr(*gathered));
     }
     return success();
   }

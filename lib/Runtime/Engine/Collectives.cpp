@@ -344,6 +344,21 @@ absl::Status runCollective(const StepContext &context, size_t index) {
                                    ": ", status.message()));
 }
 
+absl::Status gatherRows(comm::Group &group, const float *block, int64_t count,
+                        void *whole, DType dtype) {
+  int64_t total = count * group.size();
+  if (dtype == DType::BF16) {
+    std::vector<comm::Bf16> rounded(count);
+    cpu::castToBf16(block, reinterpret_cast<uint16_t *>(rounded.data()), count);
+    return group.allGather(
+        rounded, absl::MakeSpan(static_cast<comm::Bf16 *>(whole), total));
+  }
+  // A copy: the block may lie inside `whole` (the fp32 weight's own rows).
+  std::vector<float> rows(block, block + count);
+  return group.allGather(rows,
+                         absl::MakeSpan(static_cast<float *>(whole), total));
+}
+
 absl::Status runFp8AmaxUpdate(const StepContext &context, size_t index) {
   ops::Fp8AmaxUpdateView op(context.program.instructions[index]);
   const Buffer &buffer = context.program.buffers[op.history()];

@@ -38,6 +38,13 @@ absl::Status runCollective(const StepContext &context, size_t index);
 /// every history moves one step on (cpu::rollAmaxHistory).
 absl::Status runFp8AmaxUpdate(const StepContext &context, size_t index);
 
+/// ZeRO-1's gather: this rank's updated rows `block` (`count` fp32
+/// elements, its block of dimension 0) into `whole`, the copy every rank of
+/// `group` holds, in `dtype` (F32, or BF16 rounded to nearest even), all
+/// ranks' blocks in group order. A collective call of the group.
+absl::Status gatherRows(comm::Group &group, const float *block, int64_t count,
+                        void *whole, DType dtype);
+
 /// Runs PipelineGradientSum instruction `index` in a pipelined step's
 /// optimizer: exchanges this stage's half of a shared parameter's gradient
 /// with the stage computing the other (StageGradientSum.cpp) and adds them.

@@ -119,13 +119,15 @@ absl::Status globalNorm(const StepContext &context, size_t index,
   return absl::OkStatus();
 }
 
-/// AdamW on the gradient times `gradScale` (the clipping coefficient),
-/// without modifying the gradient buffer: it may still be read by later
-/// instructions or hooks.
-void adamwScaled(const Buffers &buffers, const ops::AdamWView &op) {
-  cpu::adamw(buffers.f32(op.param()), buffers.f32(op.grad()),
-             buffers.f32(op.expAvg()), buffers.f32(op.expAvgSq()),
-             buffers.buffer(op.param()).numElements(), buffers.scalar(op.lr()),
+/// AdamW on the gradient times `gradScale` (the clipping coefficient) of
+/// `param`, the gradient's elements from there on (the parameter buffer,
+/// or ZeRO-1's rows of it), without modifying the gradient buffer: it may
+/// still be read by later instructions or hooks.
+template <class View>
+void adamwScaled(const Buffers &buffers, const View &op, float *param) {
+  cpu::adamw(param, buffers.f32(op.grad()), buffers.f32(op.expAvg()),
+             buffers.f32(op.expAvgSq()),
+             buffers.buffer(op.grad()).numElements(), buffers.scalar(op.lr()),
              op.beta1(), op.beta2(), op.eps(), op.weightDecay(),
              *buffers.i32(op.step()), buffers.scalar(op.gradScale()));
 }
@@ -478,7 +480,7 @@ public:
     return absl::OkStatus();
   }
   absl::Status run(const ops::AdamWView &op) {
-    adamwScaled(buffers, op);
+    adamwScaled(buffers, op, f32(op.param()));
     // Mixed precision: the next forward reads the updated master rounded
     // to nearest even.
     if (std::optional<uint32_t> working = op.working())
@@ -495,23 +497,10 @@ public:
     int64_t offset = static_cast<int64_t>(group.rank()) * count;
     std::optional<uint32_t> working = op.working();
     float *master = f32(op.param()) + (working ? 0 : offset);
-    cpu::adamw(master, f32(op.grad()), f32(op.expAvg()), f32(op.expAvgSq()),
-               count, buffers.scalar(op.lr()), op.beta1(), op.beta2(), op.eps(),
-               op.weightDecay(), *i32(op.step()),
-               buffers.scalar(op.gradScale()));
-    absl::Status gathered;
-    if (working) {
-      auto *copy = reinterpret_cast<comm::Bf16 *>(context.pointers[*working]);
-      std::vector<comm::Bf16> block(count);
-      cpu::castToBf16(master, reinterpret_cast<uint16_t *>(block.data()),
-                      count);
-      gathered = group.allGather(
-          block, absl::MakeSpan(copy, in(*working).numElements()));
-    } else {
-      std::vector<float> block(master, master + count);
-      gathered = group.allGather(
-          block, absl::MakeSpan(f32(op.param()), in(op.param()).numElements()));
-    }
+    adamwScaled(buffers, op, master);
+    uint32_t whole = working ? *working : op.param();
+    absl::Status gathered = engine::gatherRows(
+        group, master, count, context.pointers[whole], in(whole).dtype);
     if (!gathered.ok())
       return absl::Status(
           gathered.code(),

@@ -52,8 +52,14 @@ struct Executor::Storage {
   // The program with BF16 buffers declared F32, for the instructions run
   // on fp32 images of them (engine/Bf16Staging.h); empty when none is BF16.
   std::optional<Program> widened;
-  // Working copies (mixed precision), each with its master.
-  std::vector<std::pair<uint32_t, uint32_t>> workingCopies;
+  // Working copies (mixed precision), each with its master and, where
+  // ZeRO-1 makes the master a block of the copy's rows, the group that
+  // gathers it (the group of the ShardedAdamW updating it).
+  struct WorkingCopy {
+    uint32_t copy, master;
+    std::optional<int64_t> gatheredOver;
+  };
+  std::vector<WorkingCopy> workingCopies;
   // Whether each buffer is the master of a working copy.
   std::vector<bool> isMaster;
   // Whether a master may have been written since the copies were derived
@@ -234,10 +240,20 @@ absl::Status Executor::allocate() {
   storage->packScratch.resize(engine::packElements(*prog));
   bool anyBf16 = false;
   storage->isMaster.assign(buffers.size(), false);
+  std::map<uint32_t, int64_t> gatheredOver;
+  for (const Instruction &inst : prog->instructions)
+    if (inst.opcode == Opcode::ShardedAdamW) {
+      ops::ShardedAdamWView update(inst);
+      if (std::optional<uint32_t> working = update.working())
+        gatheredOver[*working] = update.group();
+    }
   for (uint32_t b = 0; b < buffers.size(); ++b) {
     anyBf16 |= buffers[b].dtype == DType::BF16;
     if (buffers[b].kind == BufferKind::WorkingCopy) {
-      storage->workingCopies.emplace_back(b, buffers[b].master);
+      std::optional<int64_t> group;
+      if (auto found = gatheredOver.find(b); found != gatheredOver.end())
+        group = found->second;
+      storage->workingCopies.push_back({b, buffers[b].master, group});
       storage->isMaster[buffers[b].master] = true;
     }
   }
@@ -253,46 +269,32 @@ void Executor::initialize(uint64_t seed) {
   // The copies ZeRO-1 gathers are left to the next step, which reports a
   // failure to gather them.
   storage->mastersTouched = true;
-  if (!anyGatheredCopy())
+  bool anyGathered = std::any_of(
+      storage->workingCopies.begin(), storage->workingCopies.end(),
+      [](const Storage::WorkingCopy &c) { return c.gatheredOver.has_value(); });
+  if (!anyGathered)
     (void)refreshWorkingCopies();
 }
 
-bool Executor::anyGatheredCopy() const {
-  return std::any_of(prog->instructions.begin(), prog->instructions.end(),
-                     [](const Instruction &inst) {
-                       return inst.opcode == Opcode::ShardedAdamW &&
-                              ops::ShardedAdamWView(inst).working();
-                     });
-}
-
 absl::Status Executor::refreshWorkingCopies() {
-  // ZeRO-1 splits a master over a group whose ranks hold its whole copy:
-  // each rounds its block, and the group gathers them (ShardedAdamW).
-  std::map<uint32_t, int64_t> gatheredOver;
-  for (const Instruction &inst : prog->instructions)
-    if (inst.opcode == Opcode::ShardedAdamW) {
-      ops::ShardedAdamWView update(inst);
-      if (std::optional<uint32_t> working = update.working())
-        gatheredOver[*working] = update.group();
-    }
-  for (auto [copy, master] : storage->workingCopies) {
+  for (const Storage::WorkingCopy &c : storage->workingCopies) {
+    uint32_t copy = c.copy, master = c.master;
     // A pipeline rank holds only its own stages' weights (and copies).
     if (!storage->pointers[master] || !storage->pointers[copy])
       continue;
     const auto *from =
         reinterpret_cast<const float *>(storage->pointers[master]);
-    auto *to = reinterpret_cast<uint16_t *>(storage->pointers[copy]);
-    auto group = gatheredOver.find(copy);
-    if (group == gatheredOver.end()) {
-      cpu::castToBf16(from, to, prog->buffers[copy].numElements());
+    if (!c.gatheredOver) {
+      cpu::castToBf16(from,
+                      reinterpret_cast<uint16_t *>(storage->pointers[copy]),
+                      prog->buffers[copy].numElements());
       continue;
     }
-    int64_t count = prog->buffers[master].numElements();
-    std::vector<comm::Bf16> block(count);
-    cpu::castToBf16(from, reinterpret_cast<uint16_t *>(block.data()), count);
-    absl::Status gathered = groups[group->second]->allGather(
-        block, absl::MakeSpan(reinterpret_cast<comm::Bf16 *>(to),
-                              prog->buffers[copy].numElements()));
+    // ZeRO-1: each rank rounds its block of the master's rows, and the
+    // group gathers them into the whole copy (as ShardedAdamW does).
+    absl::Status gathered = engine::gatherRows(
+        *groups[*c.gatheredOver], from, prog->buffers[master].numElements(),
+        storage->pointers[copy], DType::BF16);
     if (!gathered.ok())
       return absl::Status(gathered.code(),
                           absl::StrCat("gathering the working copy '",

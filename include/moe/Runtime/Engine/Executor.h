@@ -237,9 +237,6 @@ public:
   uint64_t arenaBytes() const;
 
 private:
-  /// Whether ZeRO-1 gathers a working copy (ShardedAdamW with one).
-  bool anyGatheredCopy() const;
-
   struct Storage;
   explicit Executor(std::shared_ptr<const Program> program);
   absl::Status allocate();

@@ -676,6 +676,29 @@ LogicalResult ParamOp::verify() {
   return success();
 }
 
+std::optional<SmallVector<StringRef>>
+mlir::moe::rowBlockAxes(ShardingAttr whole, ShardingAttr block, unsigned rank) {
+  auto axesOf = [](ShardingAttr sharding, unsigned d) {
+    return sharding ? sharding.axesOf(d) : SmallVector<StringRef>();
+  };
+  if (whole && block && whole.getMesh() != block.getMesh())
+    return std::nullopt;
+  SmallVector<StringRef> extra;
+  for (unsigned d = 0; d < rank; ++d) {
+    SmallVector<StringRef> mine = axesOf(whole, d), theirs = axesOf(block, d);
+    if (d > 0) {
+      if (mine != theirs)
+        return std::nullopt;
+      continue;
+    }
+    if (theirs.size() < mine.size() ||
+        !llvm::equal(mine, ArrayRef<StringRef>(theirs).take_front(mine.size())))
+      return std::nullopt;
+    extra.assign(theirs.begin() + mine.size(), theirs.end());
+  }
+  return extra;
+}
+
 LogicalResult ParamOp::verifyMaster(SymbolTableCollection &symbols) {
   if (!getMasterAttr())
     return success();
@@ -692,33 +715,18 @@ LogicalResult ParamOp::verifyMaster(SymbolTableCollection &symbols) {
   ShardingAttr mine = getShardingAttr(), theirs = master.getShardingAttr();
   int64_t blocks = 1;
   if (mine != theirs) {
-    // An unsharded copy is whole on every rank: no axes on any dimension.
-    auto axesOf = [](ShardingAttr sharding, unsigned d) {
-      return sharding ? sharding.axesOf(d) : SmallVector<StringRef>();
-    };
-    unsigned rank = getTensorType().getRank();
-    bool block =
-        theirs && rank > 0 && (!mine || mine.getMesh() == theirs.getMesh());
-    for (unsigned d = 0; block && d < rank; ++d) {
-      SmallVector<StringRef> copyAxes = axesOf(mine, d),
-                             masterAxes = axesOf(theirs, d);
-      if (d > 0 || masterAxes.size() <= copyAxes.size() ||
-          !llvm::equal(
-              copyAxes,
-              ArrayRef<StringRef>(masterAxes).take_front(copyAxes.size()))) {
-        block = d > 0 && copyAxes == masterAxes;
-        continue;
-      }
-      auto mesh =
-          symbols.lookupNearestSymbolFrom<MeshOp>(*this, theirs.getMesh());
-      for (StringRef axis :
-           ArrayRef<StringRef>(masterAxes).drop_front(copyAxes.size()))
-        if (std::optional<int64_t> size =
-                mesh ? mesh.getAxisSize(axis) : std::nullopt)
-          blocks *= *size;
-        else
-          block = false;
-    }
+    std::optional<SmallVector<StringRef>> extra =
+        rowBlockAxes(mine, theirs, getTensorType().getRank());
+    auto mesh =
+        theirs
+            ? symbols.lookupNearestSymbolFrom<MeshOp>(*this, theirs.getMesh())
+            : MeshOp();
+    bool block = extra && !extra->empty() && mesh;
+    for (StringRef axis : block ? *extra : SmallVector<StringRef>())
+      if (std::optional<int64_t> size = mesh.getAxisSize(axis))
+        blocks *= *size;
+      else
+        block = false;
     if (!block)
       return emitOpError() << "expected the sharding of its master "
                            << getMasterAttr()

@@ -43,6 +43,14 @@ inline constexpr int64_t kMaxMeshRanks = int64_t(1) << 20;
 LogicalResult verifySharding(Operation *op, ShardingAttr sharding, Type type,
                              SymbolTableCollection &symbols,
                              bool typeIsLocal = false);
+/// The axes that split dimension 0 of `block` further than `whole`, both
+/// shardings of a tensor of `rank` dimensions (null: whole on every rank),
+/// after `whole`'s own axes there: empty when the two split it alike, none
+/// when they differ otherwise. ZeRO-1 stores a weight's moments (and its
+/// fp32 master) as such a block of the rows the forward reads.
+std::optional<SmallVector<StringRef>>
+rowBlockAxes(ShardingAttr whole, ShardingAttr block, unsigned rank);
+
 } // namespace mlir::moe
 
 #endif // MOE_DIALECT_MOE_IR_MOEOPS_H

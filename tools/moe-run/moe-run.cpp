@@ -80,6 +80,10 @@ weights and outputs:
   --checkpoint-every N   and every N steps
   --checkpoint-keep N    keep only the newest N checkpoints under the
                          directory (N >= 1; default: all)
+  --checkpoint-async     write each checkpoint on a background thread from
+                         a host copy while the next steps run (committed
+                         at the first step boundary after every rank's
+                         write; one in flight at a time)
   --resume PATH          continue from a checkpoint (or the newest under PATH):
                          weights, optimizer state and step; --steps more run
   --metrics FILE         one JSON line of metrics per step, "step" numbered
@@ -208,6 +212,8 @@ static Command parseArgs(int argc, char **argv) {
       if (options.checkpointKeep < 1)
         throw UsageError{"--checkpoint-keep must be >= 1 (the newest "
                          "checkpoint always stays)"};
+    } else if (arg == "--checkpoint-async") {
+      options.checkpointAsync = true;
     } else if (arg == "--checkpoint-every") {
       options.checkpointEvery = parseInt(arg, value());
       if (options.checkpointEvery < 0)
@@ -301,10 +307,13 @@ static Command parseArgs(int argc, char **argv) {
         "--start-step + --steps must be <= " + std::to_string(kMaxStep) +
         " (the step is an i32 input of the artifact)"};
   if (options.checkpointDir.empty() &&
-      (options.checkpointEvery > 0 || options.checkpointKeep > 0))
+      (options.checkpointEvery > 0 || options.checkpointKeep > 0 ||
+       options.checkpointAsync))
     throw UsageError{options.checkpointEvery > 0
                          ? "--checkpoint-every needs --checkpoint-dir"
-                         : "--checkpoint-keep needs --checkpoint-dir"};
+                     : options.checkpointKeep > 0
+                         ? "--checkpoint-keep needs --checkpoint-dir"
+                         : "--checkpoint-async needs --checkpoint-dir"};
   if (options.dumpStepAt) {
     if (options.dumpStepDir.empty())
       throw UsageError{"--dump-step-at needs --dump-step"};

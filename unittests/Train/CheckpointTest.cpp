@@ -1,5 +1,6 @@
 //===- CheckpointTest.cpp - save, load and refuse checkpoints -------------===//
 #include "moe/Runtime/Train/Checkpoint.h"
+#include "moe/Runtime/Train/AsyncCheckpoint.h"
 
 #include "CheckpointManifest.h"
 #include "TestFiles.h"
@@ -146,6 +147,46 @@ TEST_F(CheckpointTest, ShardsHoldExactlyTheManifestsBlocks) {
   writeBytes(checkpoint() + "/manifest.json", encodeManifest(reshaped));
   EXPECT_THAT(loadError(), HasSubstr("tensor '" + buffer.name + "' is F32 ["));
   EXPECT_THAT(loadError(), HasSubstr("], the manifest says F32 ["));
+}
+
+// --checkpoint-async: the checkpoint holds the state when it was started,
+// though the store changes while it is written, and becomes complete only
+// when committed.
+TEST(AsyncCheckpointTest, WritesTheStateAsStarted) {
+  ScratchDir dir;
+  auto source = makeExecutor(1);
+  auto started = makeExecutor(1);
+  absl::StatusOr<std::unique_ptr<comm::Group>> group =
+      source->createGroup(source->program().meshAxes);
+  ASSERT_TRUE(group.ok()) << group.status();
+  AsyncCheckpointWriter writer;
+  EXPECT_FALSE(writer.pending());
+  ASSERT_TRUE(writer.start(*source, **group, dir.file("ckpt"), 3, 4).ok());
+  EXPECT_TRUE(writer.pending());
+  // What the next steps would do to the weights.
+  for (uint32_t b : source->parameters())
+    std::fill_n(source->data(b), source->program().buffers[b].numElements(),
+                7.0f);
+  absl::StatusOr<bool> finished = writer.finish(**group);
+  ASSERT_TRUE(finished.ok()) << finished.status();
+  EXPECT_TRUE(*finished);
+  EXPECT_FALSE(writer.pending());
+  EXPECT_THAT(writer.lastCommitted(), ::testing::EndsWith("step-00000003"));
+  absl::StatusOr<bool> again = writer.finish(**group);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(*again);
+
+  auto target = makeExecutor(2);
+  absl::StatusOr<CheckpointState> state =
+      loadCheckpoint(*target, dir.file("ckpt/step-00000003"));
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->steps, 3);
+  for (uint32_t b : started->parameters()) {
+    int64_t n = started->program().buffers[b].numElements();
+    EXPECT_TRUE(
+        std::equal(started->data(b), started->data(b) + n, target->data(b)))
+        << started->program().buffers[b].name;
+  }
 }
 
 // --checkpoint-keep: the newest complete checkpoints stay, the older go;

@@ -1,7 +1,7 @@
 //===- Checkpoint.cpp - distributed checkpoints ---------------------------===//
 #include "moe/Runtime/Train/Checkpoint.h"
 
-#include "CheckpointManifest.h"
+#include "CheckpointWrite.h"
 
 #include "moe/Runtime/Engine/Placement.h"
 #include "moe/Runtime/IO/Checksum.h"
@@ -58,9 +58,21 @@ CheckpointManifest manifestOf(const WeightStore &executor, int64_t steps,
 
 } // namespace
 
-absl::Status saveCheckpoint(const WeightStore &executor, comm::Group &everyone,
-                            const std::string &root, int64_t stepsDone,
-                            uint64_t dataSeed) {
+std::vector<io::TensorView> checkpointTensors(const WeightStore &store) {
+  std::vector<io::TensorView> views;
+  const Program &program = store.program();
+  for (const std::vector<uint32_t> *set :
+       {&store.parameters(), &store.optimizerStates()})
+    for (uint32_t b : *set)
+      views.push_back({program.buffers[b].name,
+                       safetensorsName(program.buffers[b].dtype),
+                       program.buffers[b].shape, store.data(b)});
+  return views;
+}
+
+absl::StatusOr<CheckpointInProgress>
+beginCheckpoint(const WeightStore &store, comm::Group &everyone,
+                const std::string &root, int64_t stepsDone, uint64_t dataSeed) {
   fs::path final = fs::path(root) / checkpointDirectoryName(stepsDone);
   fs::path partial = final;
   partial += ".partial";
@@ -69,54 +81,68 @@ absl::Status saveCheckpoint(const WeightStore &executor, comm::Group &everyone,
     fs::remove_all(partial, error);
     fs::create_directories(partial, error);
   }
-  if (absl::Status status = everyone.barrier(); !status.ok())
-    return status;
-
-  // This rank's shard: its blocks of what it holds.
-  std::string shard = (partial / shardFileName(executor.rank())).string();
-  std::vector<io::TensorView> views;
-  const Program &program = executor.program();
-  for (const std::vector<uint32_t> *set :
-       {&executor.parameters(), &executor.optimizerStates()})
-    for (uint32_t b : *set)
-      views.push_back({program.buffers[b].name,
-                       safetensorsName(program.buffers[b].dtype),
-                       program.buffers[b].shape, executor.data(b)});
-  absl::Status written = error ? absl::InternalError(absl::StrCat(
-                                     "cannot create ", partial.string(), ": ",
-                                     error.message()))
-                               : io::writeSafetensors(shard, views);
-  uint64_t bytes = 0, hash = 0;
-  if (written.ok()) {
-    absl::StatusOr<uint64_t> sum = checksumOf(shard, &bytes);
-    written = sum.status();
-    if (sum.ok())
-      hash = *sum;
-  }
-  // Every rank's outcome, size and checksum reach rank 0 (and a failure
-  // every rank, so none waits for a manifest that will not come).
-  std::vector<int32_t> mine(5, 0);
-  mine[0] = written.ok() ? 0 : 1;
-  std::memcpy(&mine[1], &bytes, sizeof(bytes));
-  std::memcpy(&mine[3], &hash, sizeof(hash));
-  std::vector<int32_t> all(5 * everyone.size());
-  if (absl::Status status = everyone.allGather(absl::MakeConstSpan(mine),
-                                               absl::MakeSpan(all));
+  // Rank 0's outcome reaches every rank, so none writes into a directory
+  // that is not there.
+  std::vector<int32_t> made = {error ? 1 : 0}, all(everyone.size());
+  if (absl::Status status =
+          everyone.allGather(absl::MakeConstSpan(made), absl::MakeSpan(all));
       !status.ok())
     return status;
-  if (!written.ok())
-    return absl::Status(written.code(),
-                        absl::StrCat("checkpoint shard ", shard, ": ",
-                                     written.message()));
+  if (error)
+    return absl::InternalError(absl::StrCat("cannot create ", partial.string(),
+                                            ": ", error.message()));
+  if (all[0] != 0)
+    return absl::InternalError(absl::StrCat("checkpoint ", final.string(),
+                                            ": rank 0 could not create ",
+                                            partial.string()));
+  CheckpointInProgress checkpoint;
+  checkpoint.final = final.string();
+  checkpoint.partial = partial.string();
+  checkpoint.shardPath = (partial / shardFileName(store.rank())).string();
+  checkpoint.manifest = manifestOf(store, stepsDone, dataSeed);
+  return checkpoint;
+}
+
+ShardOutcome writeShard(const CheckpointInProgress &checkpoint,
+                        const std::vector<io::TensorView> &tensors) {
+  ShardOutcome outcome;
+  outcome.status = io::writeSafetensors(checkpoint.shardPath, tensors);
+  if (outcome.status.ok()) {
+    absl::StatusOr<uint64_t> sum =
+        checksumOf(checkpoint.shardPath, &outcome.bytes);
+    outcome.status = sum.status();
+    if (sum.ok())
+      outcome.checksum = *sum;
+  }
+  return outcome;
+}
+
+absl::Status commitCheckpoint(CheckpointInProgress checkpoint,
+                              const ShardOutcome &mine, comm::Group &everyone) {
+  // Every rank's outcome, size and checksum reach rank 0 (and a failure
+  // every rank, so none waits for a manifest that will not come).
+  std::vector<int32_t> words(5, 0);
+  words[0] = mine.status.ok() ? 0 : 1;
+  std::memcpy(&words[1], &mine.bytes, sizeof(mine.bytes));
+  std::memcpy(&words[3], &mine.checksum, sizeof(mine.checksum));
+  std::vector<int32_t> all(5 * everyone.size());
+  if (absl::Status status =
+          everyone.allGather(absl::MakeConstSpan(words), absl::MakeSpan(all));
+      !status.ok())
+    return status;
+  if (!mine.status.ok())
+    return absl::Status(mine.status.code(),
+                        absl::StrCat("checkpoint shard ", checkpoint.shardPath,
+                                     ": ", mine.status.message()));
   for (int r = 0; r < everyone.size(); ++r)
     if (all[5 * r] != 0)
       return absl::InternalError(absl::StrCat(
-          "checkpoint ", final.string(), ": rank ", r,
+          "checkpoint ", checkpoint.final, ": rank ", r,
           " could not write its shard; the checkpoint is not complete"));
 
   absl::Status finished = absl::OkStatus();
   if (everyone.rank() == 0) {
-    CheckpointManifest manifest = manifestOf(executor, stepsDone, dataSeed);
+    CheckpointManifest &manifest = checkpoint.manifest;
     for (int r = 0; r < everyone.size(); ++r) {
       uint64_t size = 0, sum = 0;
       std::memcpy(&size, &all[5 * r + 1], sizeof(size));
@@ -124,6 +150,7 @@ absl::Status saveCheckpoint(const WeightStore &executor, comm::Group &everyone,
       manifest.shards.push_back(
           {r, shardFileName(r), size, io::formatChecksum(sum)});
     }
+    fs::path partial = checkpoint.partial, final = checkpoint.final;
     absl::StatusOr<io::AtomicFile> file =
         io::AtomicFile::create((partial / "manifest.json").string());
     finished = file.status();
@@ -132,6 +159,7 @@ absl::Status saveCheckpoint(const WeightStore &executor, comm::Group &everyone,
     if (finished.ok())
       finished = file->commit();
     if (finished.ok()) {
+      std::error_code error;
       fs::remove_all(final, error);
       fs::rename(partial, final, error);
       if (error)
@@ -141,7 +169,8 @@ absl::Status saveCheckpoint(const WeightStore &executor, comm::Group &everyone,
     }
   }
   // The checkpoint exists for every rank once this returns.
-  std::vector<int32_t> outcome = {finished.ok() ? 0 : 1}, outcomes(everyone.size());
+  std::vector<int32_t> outcome = {finished.ok() ? 0 : 1},
+                       outcomes(everyone.size());
   if (absl::Status status = everyone.allGather(absl::MakeConstSpan(outcome),
                                                absl::MakeSpan(outcomes));
       !status.ok())
@@ -149,9 +178,20 @@ absl::Status saveCheckpoint(const WeightStore &executor, comm::Group &everyone,
   if (!finished.ok())
     return finished;
   if (outcomes[0] != 0)
-    return absl::InternalError(absl::StrCat(
-        "checkpoint ", final.string(), ": rank 0 could not finish it"));
+    return absl::InternalError(absl::StrCat("checkpoint ", checkpoint.final,
+                                            ": rank 0 could not finish it"));
   return absl::OkStatus();
+}
+
+absl::Status saveCheckpoint(const WeightStore &executor, comm::Group &everyone,
+                            const std::string &root, int64_t stepsDone,
+                            uint64_t dataSeed) {
+  absl::StatusOr<CheckpointInProgress> checkpoint =
+      beginCheckpoint(executor, everyone, root, stepsDone, dataSeed);
+  if (!checkpoint.ok())
+    return checkpoint.status();
+  ShardOutcome mine = writeShard(*checkpoint, checkpointTensors(executor));
+  return commitCheckpoint(std::move(*checkpoint), mine, everyone);
 }
 
 /// The names of the complete checkpoints directly under `root`, oldest

@@ -10,6 +10,7 @@
 #include "moe/Runtime/IO/ProcessMemory.h"
 #include "moe/Runtime/IO/TensorBoard.h"
 #include "moe/Runtime/IO/Trace.h"
+#include "moe/Runtime/Train/AsyncCheckpoint.h"
 #include "moe/Runtime/Train/Checkpoint.h"
 #include "moe/Runtime/Train/ExpertLoadProbe.h"
 #include "moe/Runtime/Train/HfCheckpoint.h"
@@ -100,6 +101,11 @@ private:
   int64_t firstStep = 0;
   /// Checkpoints: the group of every rank of the job.
   std::unique_ptr<comm::Group> everyone;
+  /// --checkpoint-async's writer (declared after `everyone`, so that it
+  /// is destroyed, joining its thread, first).
+  std::optional<AsyncCheckpointWriter> asyncCheckpoints;
+  /// Rank 0 prunes old checkpoints once a new one is complete.
+  absl::Status pruneAfterCommit();
   /// The step's planned memory, and the resident memory before it.
   uint64_t plannedBytes = 0, residentAtStart = 0;
   /// Seconds and calls per opcode when profiling.
@@ -252,19 +258,52 @@ absl::Status Run::checkpointAfter(int64_t step) {
   int64_t done = step + 1;
   bool last = done == firstStep + options.steps;
   bool due = options.checkpointEvery > 0 && done % options.checkpointEvery == 0;
+  // A write in flight is committed at the first step boundary where every
+  // rank has finished it.
+  if (asyncCheckpoints && asyncCheckpoints->pending() && !due && !last) {
+    absl::StatusOr<bool> committed = asyncCheckpoints->poll(*everyone);
+    if (!committed.ok())
+      return committed.status();
+    return *committed ? pruneAfterCommit() : absl::OkStatus();
+  }
   if (!last && !due)
     return absl::OkStatus();
   if (absl::Status s = joinEveryone(); !s.ok())
     return s;
   if (absl::Status s = backend->pullWeights(); !s.ok())
     return s;
-  if (absl::Status s =
-          saveCheckpoint(backend->weights(), *everyone, options.checkpointDir,
-                         done, options.dataSeed);
+  if (!options.checkpointAsync) {
+    if (absl::Status s =
+            saveCheckpoint(backend->weights(), *everyone, options.checkpointDir,
+                           done, options.dataSeed);
+        !s.ok())
+      return s;
+    return pruneAfterCommit();
+  }
+  if (!asyncCheckpoints)
+    asyncCheckpoints.emplace();
+  // Starting commits the previous checkpoint first.
+  bool hadPrevious = asyncCheckpoints->pending();
+  if (absl::Status s = asyncCheckpoints->start(backend->weights(), *everyone,
+                                               options.checkpointDir, done,
+                                               options.dataSeed);
       !s.ok())
     return s;
-  // Every rank has the new checkpoint once saveCheckpoint returns; rank 0
-  // holds the directory's manifests, so it removes the old ones.
+  if (hadPrevious)
+    if (absl::Status s = pruneAfterCommit(); !s.ok())
+      return s;
+  // The run's last checkpoint is complete when the run ends.
+  if (!last)
+    return absl::OkStatus();
+  absl::StatusOr<bool> committed = asyncCheckpoints->finish(*everyone);
+  if (!committed.ok())
+    return committed.status();
+  return pruneAfterCommit();
+}
+
+absl::Status Run::pruneAfterCommit() {
+  // Every rank has the new checkpoint once it is committed; rank 0 holds
+  // the directory's manifests, so it removes the old ones.
   if (options.checkpointKeep > 0 && everyone->rank() == 0)
     return pruneCheckpoints(options.checkpointDir, options.checkpointKeep);
   return absl::OkStatus();

@@ -57,6 +57,9 @@ struct TrainOptions {
   /// --checkpoint-keep: how many of the newest checkpoints under
   /// checkpointDir stay (0: all).
   int64_t checkpointKeep = 0;
+  /// --checkpoint-async: write checkpoints on a background thread
+  /// (AsyncCheckpoint.h).
+  bool checkpointAsync = false;
   /// The loss (and eval loss) and throughput curves of this run, redrawn
   /// to this PNG with each progress line (moe-run --plot; empty: none).
   std::string plotPath;

@@ -75,6 +75,12 @@ weights and outputs:
                          model.safetensors (one rank)
   --save-dtype fp32|bf16 the dtype --save writes (default fp32; bf16 rounds
                          the fp32 masters to nearest even)
+  --eval-data PATH       a held-out token file (same --format/--dtype as
+                         --data): its loss on fixed batches, computed
+                         without changing anything, as eval_loss in the
+                         progress line and the metrics
+  --eval-every N         after every N steps (and always after the last)
+  --eval-batches K       batches per evaluation (default 4)
   --checkpoint-dir DIR   write distributed checkpoints under DIR (every rank
                          its shards, and a manifest), after the last step
   --checkpoint-every N   and every N steps
@@ -161,7 +167,7 @@ struct Command {
 static Command parseArgs(int argc, char **argv) {
   Command command;
   train::TrainOptions &options = command.options;
-  bool haveSteps = false;
+  bool haveSteps = false, evalBatchesGiven = false;
   std::string device = "cpu";
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -212,6 +218,17 @@ static Command parseArgs(int argc, char **argv) {
       if (options.checkpointKeep < 1)
         throw UsageError{"--checkpoint-keep must be >= 1 (the newest "
                          "checkpoint always stays)"};
+    } else if (arg == "--eval-data") {
+      options.evalDataPath = value();
+    } else if (arg == "--eval-every") {
+      options.evalEvery = parseInt(arg, value());
+      if (options.evalEvery < 1)
+        throw UsageError{"--eval-every must be >= 1"};
+    } else if (arg == "--eval-batches") {
+      options.evalBatches = parseInt(arg, value());
+      if (options.evalBatches < 1)
+        throw UsageError{"--eval-batches must be >= 1"};
+      evalBatchesGiven = true;
     } else if (arg == "--checkpoint-async") {
       options.checkpointAsync = true;
     } else if (arg == "--checkpoint-every") {
@@ -306,6 +323,11 @@ static Command parseArgs(int argc, char **argv) {
     throw UsageError{
         "--start-step + --steps must be <= " + std::to_string(kMaxStep) +
         " (the step is an i32 input of the artifact)"};
+  if (options.evalDataPath.empty() &&
+      (options.evalEvery > 0 || evalBatchesGiven))
+    throw UsageError{options.evalEvery > 0
+                         ? "--eval-every needs --eval-data"
+                         : "--eval-batches needs --eval-data"};
   if (options.checkpointDir.empty() &&
       (options.checkpointEvery > 0 || options.checkpointKeep > 0 ||
        options.checkpointAsync))

@@ -58,6 +58,12 @@ public:
                                      const int32_t *positions) override {
     return executor->runStep(tokens, targets, step, hooks, positions);
   }
+  bool evaluates() const override { return true; }
+  absl::StatusOr<float> evaluate(const int32_t *tokens, const int32_t *targets,
+                                 int64_t step,
+                                 const int32_t *positions) override {
+    return executor->evaluate(tokens, targets, step, positions);
+  }
   const Executor *hostStep() const override { return executor.get(); }
 
   absl::Status readBuffer(uint32_t buffer, void *host) const override {

@@ -17,6 +17,7 @@
 #include "ExpertParallel.h"
 #include "HostPipelineDevice.h"
 #include "moe/Runtime/Engine/HostWeights.h"
+#include "moe/Runtime/Engine/LossSlice.h"
 #include "moe/Runtime/Engine/PipelineStep.h"
 #include "moe/Runtime/Engine/Placement.h"
 #include "moe/Runtime/Engine/ProgramGroups.h"
@@ -436,9 +437,9 @@ absl::Status checkStepInputs(const Program &program, const int32_t *tokens,
   return absl::OkStatus();
 }
 
-absl::StatusOr<StepResult>
-Executor::runStep(const int32_t *tokens, const int32_t *targets, int64_t step,
-                  const StepHooks &hooks, const int32_t *positions) {
+absl::Status Executor::prepareStep(const int32_t *tokens,
+                                   const int32_t *targets,
+                                   const int32_t *positions, int64_t step) {
   if (absl::Status status =
           checkStepInputs(*prog, tokens, targets, positions, step);
       !status.ok())
@@ -448,6 +449,10 @@ Executor::runStep(const int32_t *tokens, const int32_t *targets, int64_t step,
   if (storage->mastersTouched)
     if (absl::Status status = refreshWorkingCopies(); !status.ok())
       return atStep(step, status);
+  return absl::OkStatus();
+}
+
+engine::StepContext Executor::stepContext() {
   engine::StepContext context{*prog, storage->pointers, groups,
                               storage->packScratch};
   if (storage->widened)
@@ -456,6 +461,75 @@ Executor::runStep(const int32_t *tokens, const int32_t *targets, int64_t step,
   context.expertChunks = expertChunks;
   context.overlapExperts = threadsMayCommunicate && expertChunks > 1;
   context.threadsMayCommunicate = threadsMayCommunicate;
+  return context;
+}
+
+void Executor::copyInputs(const int32_t *tokens, const int32_t *targets,
+                          const int32_t *positions) {
+  size_t count = static_cast<size_t>(tokensPerStep());
+  std::memcpy(ids(prog->tokens), tokens, count * sizeof(int32_t));
+  std::memcpy(ids(prog->targets), targets, count * sizeof(int32_t));
+  if (prog->positions >= 0)
+    std::memcpy(ids(static_cast<uint32_t>(prog->positions)), positions,
+                count * sizeof(int32_t));
+}
+
+absl::StatusOr<float> Executor::evaluate(const int32_t *tokens,
+                                         const int32_t *targets, int64_t step,
+                                         const int32_t *positions) {
+  if (absl::Status status = prepareStep(tokens, targets, positions, step);
+      !status.ok())
+    return status;
+  if (!evalSlice) {
+    absl::StatusOr<engine::LossSlice> slice = engine::lossSlice(*prog);
+    if (!slice.ok())
+      return slice.status();
+    evalSlice = std::make_unique<engine::LossSlice>(std::move(*slice));
+  }
+  // What the slice changes of the state (FP8 amax histories), put back
+  // after: an evaluation leaves the run as it found it.
+  std::vector<std::vector<uint8_t>> saved;
+  for (uint32_t b : evalSlice->changedState) {
+    const uint8_t *from = storage->pointers[b];
+    saved.emplace_back(from, from + prog->buffers[b].sizeInBytes());
+  }
+  engine::StepContext context = stepContext();
+  absl::StatusOr<float> loss;
+  if (pipelineStep) {
+    StepHooks none;
+    pipelineDevice->setContext(&context);
+    loss = pipelineStep->evaluate(
+        tokens, targets, positions, step, evalSlice->runs,
+        {*pipelineDevice, storage->pointers, none, context.trace});
+    pipelineDevice->setContext(nullptr);
+  } else {
+    copyInputs(tokens, targets, positions);
+    loss = *data(prog->loss);
+    for (size_t index = 0; index < prog->instructions.size() && loss.ok();
+         ++index)
+      if (evalSlice->runs[index])
+        if (absl::Status status = engine::runInstruction(context, index);
+            !status.ok())
+          loss = atStep(step, status);
+    if (loss.ok())
+      loss = *data(prog->loss);
+  }
+  for (size_t i = 0; i < saved.size(); ++i)
+    std::memcpy(storage->pointers[evalSlice->changedState[i]], saved[i].data(),
+                saved[i].size());
+  if (loss.ok() && !std::isfinite(*loss))
+    return absl::InvalidArgumentError(atStep(
+        step, absl::StrCat("evaluation loss is not finite (", *loss, ")")));
+  return loss;
+}
+
+absl::StatusOr<StepResult>
+Executor::runStep(const int32_t *tokens, const int32_t *targets, int64_t step,
+                  const StepHooks &hooks, const int32_t *positions) {
+  if (absl::Status status = prepareStep(tokens, targets, positions, step);
+      !status.ok())
+    return status;
+  engine::StepContext context = stepContext();
   if (pipelineStep) {
     pipelineDevice->setContext(&context);
     absl::StatusOr<StepResult> result = pipelineStep->run(
@@ -464,12 +538,7 @@ Executor::runStep(const int32_t *tokens, const int32_t *targets, int64_t step,
     pipelineDevice->setContext(nullptr);
     return result;
   }
-  size_t count = static_cast<size_t>(tokensPerStep());
-  std::memcpy(ids(prog->tokens), tokens, count * sizeof(int32_t));
-  std::memcpy(ids(prog->targets), targets, count * sizeof(int32_t));
-  if (prog->positions >= 0)
-    std::memcpy(ids(static_cast<uint32_t>(prog->positions)), positions,
-                count * sizeof(int32_t));
+  copyInputs(tokens, targets, positions);
 
   for (size_t index = 0; index < prog->instructions.size(); ++index) {
     const Instruction &instruction = prog->instructions[index];

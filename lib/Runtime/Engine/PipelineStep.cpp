@@ -232,6 +232,7 @@ PipelineStep::create(const Program &program, int32_t rank,
         runner->instructionsOf[stage * kActionKinds + k].push_back(i);
   }
   runner->lossStage = pipeline.instructionStage[producer[program.loss]];
+  runner->producers = producer;
   return runner;
 }
 
@@ -328,7 +329,7 @@ absl::Status PipelineStep::receive(const PipelineAction &action, Slot &slot,
   int32_t stage = action.chunk * program.pipeline.stages + rank;
   for (size_t t = 0; t < transfers.size(); ++t) {
     const StageTransfer &transfer = transfers[t];
-    if (transfer.toRank != rank || slot.received[t])
+    if (transfer.toRank != rank || slot.received[t] || !travels(t))
       continue;
     bool reads = false;
     for (const auto &[readerStage, phase] : transfer.readers)
@@ -373,7 +374,7 @@ absl::Status PipelineStep::send(const PipelineAction &action, Slot &slot,
   for (size_t t = 0; t < transfers.size(); ++t) {
     const StageTransfer &transfer = transfers[t];
     if (transfer.fromStage != stage ||
-        !actionRuns(action.kind, transfer.fromPhase))
+        !actionRuns(action.kind, transfer.fromPhase) || !travels(t))
       continue;
     const Buffer &buffer = program.buffers[transfer.buffer];
     int tag = static_cast<int>(t * program.pipeline.microbatches +
@@ -450,6 +451,8 @@ absl::Status PipelineStep::runAction(const PipelineAction &action, Slot &slot,
   int32_t stage = action.chunk * program.pipeline.stages + rank;
   for (size_t index : instructionsOf[stage * kActionKinds +
                                      kindIndex(action.kind)]) {
+    if (evalRuns && !(*evalRuns)[index])
+      continue;
     const Instruction &instruction = program.instructions[index];
     if (env.hooks.beforeInstruction)
       env.hooks.beforeInstruction(index, instruction);
@@ -493,10 +496,10 @@ absl::StatusOr<StepResult> PipelineStep::run(const int32_t *tokens,
                                              const int32_t *targets,
                                              const int32_t *positions,
                                              int64_t step, Environment env) {
-  const Pipeline &pipeline = program.pipeline;
   std::vector<uint8_t *> base = env.pointers;
   trace = env.trace;
   lossSum = 0;
+  evalRuns = nullptr;
   if (absl::Status status = reserve(env.device, base); !status.ok())
     return status;
   for (size_t g = 0; g < gradients.size(); ++g)
@@ -504,13 +507,72 @@ absl::StatusOr<StepResult> PipelineStep::run(const int32_t *tokens,
             gradientSums[g], program.buffers[gradients[g]].numElements());
         !status.ok())
       return status;
+  if (absl::Status status =
+          runActions(program.pipeline.ranks[rank], {tokens, targets, positions},
+                     step, env, base);
+      !status.ok())
+    return status;
+  return optimize(step, env);
+}
+
+absl::StatusOr<float>
+PipelineStep::evaluate(const int32_t *tokens, const int32_t *targets,
+                       const int32_t *positions, int64_t step,
+                       const std::vector<bool> &runs, Environment env) {
+  const Pipeline &pipeline = program.pipeline;
+  std::vector<uint8_t *> base = env.pointers;
+  trace = env.trace;
+  lossSum = 0;
+  evalRuns = &runs;
+  // Each microbatch through this rank's chunks in model order, microbatch
+  // after microbatch: a chunk waits only for lower stages of the same
+  // microbatch, which every rank reaches first, and sends never wait.
+  std::vector<PipelineAction> actions;
+  for (int32_t microbatch = 0; microbatch < pipeline.microbatches; ++microbatch)
+    for (int32_t chunk = 0; chunk < pipeline.virtualStages; ++chunk)
+      actions.push_back({PipelineAction::Kind::Forward, chunk, microbatch});
+  absl::Status status = reserve(env.device, base);
+  if (status.ok())
+    status = runActions(actions, {tokens, targets, positions}, step, env, base);
+  evalRuns = nullptr;
+  env.pointers = base;
+  env.device.pointersChanged();
+  if (!status.ok())
+    return status;
+  double loss = rank == lossStage % pipeline.stages
+                    ? lossSum / pipeline.microbatches
+                    : 0.0;
+  if (stageGroup)
+    if (absl::Status shared =
+            comm::sumOverGroup(*stageGroup, absl::MakeSpan(&loss, 1), {});
+        !shared.ok())
+      return atStep(step, absl::Status(shared.code(),
+                                       absl::StrCat("sharing the evaluation "
+                                                    "loss over the pipeline "
+                                                    "stages: ",
+                                                    shared.message())));
+  return static_cast<float>(loss);
+}
+
+bool PipelineStep::travels(size_t transfer) const {
+  return !evalRuns || (*evalRuns)[producers[transfers[transfer].buffer]];
+}
+
+absl::Status
+PipelineStep::runActions(const std::vector<PipelineAction> &actions,
+                         const std::vector<const int32_t *> &hostInputs,
+                         int64_t step, Environment &env,
+                         const std::vector<uint8_t *> &base) {
+  const Pipeline &pipeline = program.pipeline;
+  const int32_t *tokens = hostInputs[0], *targets = hostInputs[1],
+                *positions = hostInputs[2];
   slotOf.assign(pipeline.microbatches, nullptr);
   actionsLeft.assign(pipeline.microbatches, 0);
-  for (const PipelineAction &action : pipeline.ranks[rank])
+  for (const PipelineAction &action : actions)
     ++actionsLeft[action.microbatch];
 
   absl::Status failed;
-  for (const PipelineAction &action : pipeline.ranks[rank]) {
+  for (const PipelineAction &action : actions) {
     Slot *slot = slotOf[action.microbatch];
     if (!slot) {
       absl::StatusOr<Slot *> acquired = acquire(
@@ -539,7 +601,7 @@ absl::StatusOr<StepResult> PipelineStep::run(const int32_t *tokens,
     return status;
   for (const std::unique_ptr<Slot> &slot : slots)
     slot->inUse = false;
-  return optimize(step, env);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<StepResult> PipelineStep::optimize(int64_t step,

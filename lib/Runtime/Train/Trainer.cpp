@@ -63,6 +63,14 @@ private:
   /// resumed.
   absl::Status setUpBackend(Program program);
   absl::StatusOr<StepResult> runStep(int64_t step, const StepHooks &hooks);
+  /// This rank's rows of batch `step` drawn by `from` into tokens and
+  /// targets (and positions, with document masking).
+  absl::Status fillBatch(const data::BatchSampler &from, int64_t step);
+  /// --eval-data: its dataset and sampler, and whether the backend can.
+  absl::Status setUpEvaluation();
+  /// The mean loss of --eval-data's fixed batches, if step `step` (0-based)
+  /// is one after which to evaluate.
+  absl::StatusOr<std::optional<double>> evaluateAfter(int64_t step);
   absl::Status checkSingleRankFeatures(const Program &program) const;
   absl::Status runOne(int64_t step, TrainSummary &summary);
   void printHeader() const;
@@ -83,6 +91,8 @@ private:
   std::unique_ptr<Backend> backend;
   std::optional<data::TokenDataset> dataset;
   std::optional<data::BatchSampler> sampler;
+  std::optional<data::TokenDataset> evalDataset;
+  std::optional<data::BatchSampler> evalSampler;
   std::optional<io::MetricsWriter> metrics;
   std::optional<io::TensorBoardWriter> tensorboard;
   /// --plot's curves: loss, eval loss and tokens/s by step.
@@ -437,6 +447,8 @@ absl::Status Run::setUp() {
   targets.resize(backend->tokensPerStep());
   if (absl::Status s = setUpDocuments(); !s.ok())
     return s;
+  if (absl::Status s = setUpEvaluation(); !s.ok())
+    return s;
   lossGuard.emplace(options.lossLimits, model.vocab);
 
   if (reports && !options.metricsPath.empty()) {
@@ -486,6 +498,13 @@ void Run::printHeader() const {
                          data::datasetFormatName(dataset->format()),
                          data::tokenDtypeName(dataset->dtype()),
                          io::formatSiValue(dataset->numTokens()));
+  if (evalDataset)
+    out << absl::StrFormat(
+        "eval: %d batch(es) of %s (%s tokens), after %s\n", options.evalBatches,
+        evalDataset->path(), io::formatSiValue(evalDataset->numTokens()),
+        options.evalEvery > 0
+            ? absl::StrCat("every ", options.evalEvery, " steps and the last")
+            : std::string("the last step"));
 }
 
 void Run::printProfile(double totalSeconds) const {
@@ -513,7 +532,7 @@ void Run::printProfile(double totalSeconds) const {
   }
 }
 
-absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
+absl::Status Run::fillBatch(const data::BatchSampler &from, int64_t step) {
   // Microbatch j is rows [j * b, (j + 1) * b) of the global batch, b =
   // globalBatch() / microbatches; this rank reads its block of each.
   BatchBlock rows = backend->batchBlock();
@@ -522,16 +541,79 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
   int64_t localTokens = localBatch * backend->program().model.seq;
   for (int64_t j = 0; j < backend->microbatches(); ++j) {
     int64_t firstRow = j * microbatchRows + rows.index * localBatch;
-    if (absl::Status s = sampler->fillRows(step, firstRow, localBatch,
-                                           tokens.data() + j * localTokens,
-                                           targets.data() + j * localTokens);
+    if (absl::Status s = from.fillRows(step, firstRow, localBatch,
+                                       tokens.data() + j * localTokens,
+                                       targets.data() + j * localTokens);
         !s.ok())
-      return atStep(step, s);
+      return s;
     if (!positions.empty())
-      sampler->markDocuments(
+      from.markDocuments(
           step, firstRow, localBatch, eosToken, tokens.data() + j * localTokens,
           targets.data() + j * localTokens, positions.data() + j * localTokens);
   }
+  return absl::OkStatus();
+}
+
+absl::Status Run::setUpEvaluation() {
+  if (options.evalDataPath.empty())
+    return absl::OkStatus();
+  if (!backend->evaluates())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--eval-data: the ", std::string(backend->name()),
+        " backend does not run evaluations yet (the cpu backend does)"));
+  absl::StatusOr<data::TokenDataset> opened =
+      data::TokenDataset::open(options.evalDataPath, options.dataOptions);
+  if (!opened.ok())
+    return opened.status();
+  evalDataset.emplace(std::move(*opened));
+  if (!positions.empty() && !eosToken &&
+      evalDataset->format() != data::DatasetFormat::Megatron)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--eval-data ", options.evalDataPath,
+        ": the artifact masks documents, but the model has no eos_token_id "
+        "to find them in a flat token stream (use a Megatron dataset)"));
+  // Fixed batches: the same draws at every evaluation, from a seed of
+  // their own, whatever the run's data seed.
+  constexpr uint64_t kEvalSeed = 0x6576616c; // "eval"
+  const ModelInfo &model = backend->program().model;
+  absl::StatusOr<data::BatchSampler> created = data::BatchSampler::create(
+      *evalDataset, kEvalSeed, globalBatch(), model.seq, model.vocab);
+  if (!created.ok())
+    return absl::Status(created.status().code(),
+                        absl::StrCat("--eval-data ", options.evalDataPath, ": ",
+                                     created.status().message()));
+  evalSampler.emplace(std::move(*created));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<double>> Run::evaluateAfter(int64_t step) {
+  if (!evalSampler)
+    return std::nullopt;
+  int64_t done = step + 1;
+  bool last = done == firstStep + options.steps;
+  bool due = options.evalEvery > 0 && done % options.evalEvery == 0;
+  if (!due && !last)
+    return std::nullopt;
+  double sum = 0;
+  for (int64_t batch = 0; batch < options.evalBatches; ++batch) {
+    if (absl::Status s = fillBatch(*evalSampler, batch); !s.ok())
+      return atStep(
+          step,
+          absl::Status(s.code(), absl::StrCat("evaluation batch ", batch + 1,
+                                              ": ", s.message())));
+    absl::StatusOr<float> loss =
+        backend->evaluate(tokens.data(), targets.data(), step,
+                          positions.empty() ? nullptr : positions.data());
+    if (!loss.ok())
+      return loss.status();
+    sum += *loss;
+  }
+  return sum / options.evalBatches;
+}
+
+absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
+  if (absl::Status s = fillBatch(*sampler, step); !s.ok())
+    return atStep(step, s);
 
   // The loss parts read two scalars mid-step: free on the host, a wait for
   // the stream on a device, which pays it only for a dump.
@@ -656,6 +738,11 @@ absl::Status Run::runOne(int64_t step, TrainSummary &summary) {
     if (worstCv >= 0.0)
       record.extra.emplace_back("load_cv_max", worstCv);
   }
+  absl::StatusOr<std::optional<double>> evalLoss = evaluateAfter(step);
+  if (!evalLoss.ok())
+    return evalLoss.status();
+  if (*evalLoss)
+    record.extra.emplace_back("eval_loss", **evalLoss);
   if (std::optional<Backend::DeviceMemory> device = backend->deviceMemory()) {
     record.extra.emplace_back("device_allocated_mib",
                               device->allocated / 1048576.0);

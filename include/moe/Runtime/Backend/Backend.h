@@ -22,6 +22,7 @@
 #include "moe/Runtime/Engine/Executor.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 
 #include <cstdint>
@@ -124,6 +125,17 @@ public:
   virtual absl::StatusOr<StepResult>
   runStep(const int32_t *tokens, const int32_t *targets, int64_t step,
           const StepHooks &hooks, const int32_t *positions = nullptr) = 0;
+  /// The loss of one batch without changing anything (moe-run
+  /// --eval-data): the step's instructions that the loss depends on
+  /// (Executor::evaluate). Inputs as runStep's. Whether the backend can is
+  /// evaluates(); one that cannot is refused before the run starts.
+  virtual bool evaluates() const { return false; }
+  virtual absl::StatusOr<float> evaluate(const int32_t *tokens,
+                                         const int32_t *targets, int64_t step,
+                                         const int32_t *positions = nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the ", std::string(name()), " backend does not run evaluations"));
+  }
   /// The host executor whose buffers step hooks may read in place while it
   /// runs (step dumps, per-kernel profiles, the loss parts): the CPU
   /// backend's; null for a device backend, whose buffers the host reaches

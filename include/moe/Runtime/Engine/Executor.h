@@ -52,6 +52,8 @@ class AsyncCollectives;
 class Placement;
 class PipelineStep;
 class HostPipelineDevice;
+struct LossSlice;
+struct StepContext;
 } // namespace engine
 
 /// Observers of a step, e.g. to dump gradients before AdamW consumes them.
@@ -200,6 +202,15 @@ public:
                                      const StepHooks &hooks = {},
                                      const int32_t *positions = nullptr);
 
+  /// The loss of one batch, changing nothing: the instructions of the step
+  /// that the loss depends on (engine::LossSlice: the forward pass, with
+  /// its collectives; for a pipelined program, forward actions only), after
+  /// which the state they touch is put back. Inputs as runStep's; `step`
+  /// names the step in errors. A collective call of every rank.
+  absl::StatusOr<float> evaluate(const int32_t *tokens, const int32_t *targets,
+                                 int64_t step,
+                                 const int32_t *positions = nullptr);
+
   /// Records every later step's kernels and communication into `trace`
   /// (null: stop); it must outlive the steps.
   void setTrace(io::Trace *trace) { traceTo = trace; }
@@ -238,6 +249,14 @@ public:
 
 private:
   struct Storage;
+  /// What runStep and evaluate begin with: the inputs checked, the step
+  /// set, and the working copies current.
+  absl::Status prepareStep(const int32_t *tokens, const int32_t *targets,
+                           const int32_t *positions, int64_t step);
+  engine::StepContext stepContext();
+  /// A plain step's inputs into their buffers.
+  void copyInputs(const int32_t *tokens, const int32_t *targets,
+                  const int32_t *positions);
   explicit Executor(std::shared_ptr<const Program> program);
   absl::Status allocate();
   absl::Status connect(comm::World *world);
@@ -263,6 +282,8 @@ private:
   io::Trace *traceTo = nullptr;
   int64_t expertChunks = 1;
   std::unique_ptr<engine::AsyncCollectives> asyncCollectives;
+  /// evaluate()'s instructions, found on its first call.
+  std::unique_ptr<engine::LossSlice> evalSlice;
   /// Whether threads other than the main one may call MPI (serialized).
   bool threadsMayCommunicate = false;
   /// MPI_THREAD_MULTIPLE: two threads may call collectives of two groups

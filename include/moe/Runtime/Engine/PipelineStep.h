@@ -143,6 +143,15 @@ public:
                                  const int32_t *positions, int64_t step,
                                  Environment env);
 
+  /// The loss of one batch (inputs as run's), changing nothing: each
+  /// microbatch's forward actions, running only the instructions `runs`
+  /// marks (engine::LossSlice), and only the transfers between stages that
+  /// they produce. The mean over the microbatches, on every pipeline rank.
+  absl::StatusOr<float> evaluate(const int32_t *tokens, const int32_t *targets,
+                                 const int32_t *positions, int64_t step,
+                                 const std::vector<bool> &runs,
+                                 Environment env);
+
   /// Whether this rank holds buffer `b` (parameters and optimizer state of
   /// its own stages; everything else is per slot or shared).
   bool holds(uint32_t b) const { return held[b]; }
@@ -168,8 +177,18 @@ private:
   acquire(int32_t microbatch, Device &device,
           const std::vector<uint8_t *> &base,
           const std::vector<const int32_t *> &hostInputs);
+  /// Runs `actions` in order, each microbatch in a slot of its own from
+  /// its first action to its last; `hostInputs` are tokens, targets and
+  /// positions.
+  absl::Status runActions(const std::vector<PipelineAction> &actions,
+                          const std::vector<const int32_t *> &hostInputs,
+                          int64_t step, Environment &env,
+                          const std::vector<uint8_t *> &base);
   absl::Status runAction(const PipelineAction &action, Slot &slot, int64_t step,
                          Environment &env);
+  /// Whether transfer `transfer` is sent: always in a step; in an
+  /// evaluation, when the slice produces it.
+  bool travels(size_t transfer) const;
   absl::Status receive(const PipelineAction &action, Slot &slot,
                        Device &device);
   absl::Status send(const PipelineAction &action, Slot &slot, Device &device);
@@ -199,6 +218,10 @@ private:
   struct PendingSend;
   std::vector<std::unique_ptr<PendingSend>> pendingSends;
   int32_t lossStage = 0;
+  /// The last instruction writing each buffer (-1: none).
+  std::vector<int64_t> producers;
+  /// While evaluating: the instructions it runs.
+  const std::vector<bool> *evalRuns = nullptr;
   double lossSum = 0;
   io::Trace *trace = nullptr; // the running step's
 };

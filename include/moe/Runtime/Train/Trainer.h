@@ -54,6 +54,13 @@ struct TrainOptions {
   /// TensorBoard event files of the same metrics go to this directory
   /// (moe-run --tensorboard; empty: none).
   std::string tensorboardDir;
+  /// --eval-data: a held-out token file (read with dataOptions) whose
+  /// loss is computed without changing anything (Backend::evaluate) after
+  /// every `evalEvery` steps and the last, over `evalBatches` fixed batches
+  /// of it, and reported as eval_loss; none when empty.
+  std::string evalDataPath;
+  int64_t evalEvery = 0;
+  int64_t evalBatches = 4;
   /// --checkpoint-keep: how many of the newest checkpoints under
   /// checkpointDir stay (0: all).
   int64_t checkpointKeep = 0;

@@ -1,0 +1,49 @@
+//===- LossSlice.h - the forward pass a loss needs --------------*- C++ -*-===//
+//
+// An evaluation step (moe-run --eval-data) computes the loss of a batch and
+// changes nothing. It runs the training step's own instructions, only
+// those the loss depends on: following each operand back to the last
+// instruction writing it before its reader, from the one writing the loss.
+// That is the forward pass, with its collectives, and nothing of the
+// backward pass, the gradient reductions or the optimizer, which all come
+// after the loss. Every rank derives the same slice from the same program,
+// so their collectives still pair up.
+//
+// Persistent buffers change only in place, through operands: the updates
+// without results (AdamW, the FP8 amax and expert-load updates, the
+// expert-load counter) and the FP8 experts, which fold this step's amaxes
+// into their amax history. The slice counts every optimizer-state operand
+// as written, and every persistent operand of an update. An update lands in
+// the slice only if a later reader of what it wrote does; what the slice
+// writes of the state (the FP8 experts' histories) is listed, so that the
+// evaluation can put it back.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_ENGINE_LOSSSLICE_H
+#define MOE_RUNTIME_ENGINE_LOSSSLICE_H
+
+#include "moe/Runtime/Program.h"
+
+#include "absl/status/statusor.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace moe::rt::engine {
+
+struct LossSlice {
+  /// runs[i]: whether instruction i computes something the loss reads.
+  std::vector<bool> runs;
+  /// The parameters and optimizer state those instructions change, which
+  /// an evaluation restores afterwards.
+  std::vector<uint32_t> changedState;
+};
+
+/// The slice of a verified `program`. For a pipelined one, an error if the
+/// loss depends on an instruction outside the forward phase (which forward
+/// actions alone would not run).
+absl::StatusOr<LossSlice> lossSlice(const Program &program);
+
+} // namespace moe::rt::engine
+
+#endif // MOE_RUNTIME_ENGINE_LOSSSLICE_H

@@ -33,6 +33,16 @@ if ! build/tb-venv/bin/python -c "import tensorboard" 2>/dev/null; then
     { echo "test-all: cannot install tensorboard into build/tb-venv" >&2; exit 1; }
 fi
 
+# Test-only: HF tokenizers and sentencepiece from PyPI, which train the
+# tokenizers that moe-data's ids are checked against (test/moe-data).
+if ! build/tok-venv/bin/python -c "import tokenizers, sentencepiece" 2>/dev/null; then
+  rm -rf build/tok-venv
+  /usr/bin/python3 -m venv build/tok-venv &&
+    build/tok-venv/bin/pip install -q --disable-pip-version-check \
+      "tokenizers==0.23.3" "sentencepiece==0.2.3" ||
+    { echo "test-all: cannot install tokenizers into build/tok-venv" >&2; exit 1; }
+fi
+
 lit_out=$(mktemp)
 # A hung test must fail the run, not outlast CI.
 timeout 3000 /usr/lib/llvm-19/build/utils/lit/lit.py -sv build/test 2>&1 | tee "$lit_out"

@@ -43,6 +43,14 @@ if os.path.exists(tb_python):
     config.available_features.add("tensorboard")
     config.substitutions.append(("%tb_python", tb_python))
 
+# HF tokenizers and sentencepiece from PyPI (scripts/test-all.sh makes
+# build/tok-venv), which train the tokenizers that moe-data's ids are
+# checked against (test/moe-data).
+tok_python = os.path.join(config.moe_obj_root, "tok-venv", "bin", "python")
+if os.path.exists(tok_python):
+    config.available_features.add("tokenizers")
+    config.substitutions.append(("%tok_python", tok_python))
+
 # Current PyTorch and HF transformers from PyPI (scripts/test-all.sh makes
 # build/hf-current-venv), for HF's own Qwen3-MoE and DeepSeek-V3 (test/hf).
 hf_current_python = os.path.join(config.moe_obj_root, "hf-current-venv", "bin", "python")

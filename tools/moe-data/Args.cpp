@@ -12,7 +12,9 @@ std::string Args::get(const std::string &name,
 }
 
 absl::StatusOr<Args> parseArgs(const std::vector<std::string> &argv,
-                               const std::set<std::string> &known) {
+                               const std::set<std::string> &known,
+                               const std::set<std::string> &flags,
+                               const std::set<std::string> &lists) {
   Args args;
   bool optionsEnded = false;
   for (size_t i = 0; i < argv.size(); ++i) {
@@ -27,6 +29,25 @@ absl::StatusOr<Args> parseArgs(const std::vector<std::string> &argv,
     }
     std::string name = arg;
     std::string value;
+    if (flags.count(name)) {
+      if (!args.options.emplace(name, "1").second)
+        return absl::InvalidArgumentError(
+            absl::StrCat("option '", name, "' is given twice"));
+      continue;
+    }
+    if (lists.count(name)) {
+      if (args.lists.count(name))
+        return absl::InvalidArgumentError(
+            absl::StrCat("option '", name, "' is given twice"));
+      std::vector<std::string> &values = args.lists[name];
+      while (i + 1 < argv.size() && argv[i + 1].compare(0, 2, "--") != 0)
+        values.push_back(argv[++i]);
+      if (values.empty())
+        return absl::InvalidArgumentError(
+            absl::StrCat("option '", name, "' needs a value"));
+      args.options.emplace(name, values.front());
+      continue;
+    }
     size_t equals = arg.find('=');
     if (equals != std::string::npos) {
       name = arg.substr(0, equals);

@@ -32,8 +32,25 @@ struct SynthOptions {
 };
 
 struct TokenizeOptions {
-  std::string input;
+  std::vector<std::string> inputs;
   OutputOptions output;
+  /// A tokenizer.json or SentencePiece .model; empty for byte tokens.
+  std::string tokenizer;
+  /// The field of each .jsonl line that holds its document.
+  std::string jsonKey = "text";
+  bool appendEos = false;
+  int threads = 1;
+  /// Show progress on stderr: forced, or left to the terminal and the size.
+  bool forceProgress = false;
+};
+
+struct DetokenizeOptions {
+  std::string input;
+  std::string output;
+  std::string tokenizer;
+  rt::data::DatasetFormat format = rt::data::DatasetFormat::Auto;
+  rt::data::TokenDtype dtype = rt::data::TokenDtype::UInt16;
+  bool keepSpecialTokens = false;
 };
 
 struct InfoOptions {
@@ -42,6 +59,12 @@ struct InfoOptions {
   rt::data::TokenDtype dtype = rt::data::TokenDtype::UInt16;
 };
 
+/// Writes tokenized documents (one Megatron document each, or one flat
+/// stream) and reports what was written to `out`.
+absl::Status writeTokenDocuments(const std::vector<std::vector<int64_t>> &ids,
+                                 const OutputOptions &options,
+                                 std::ostream &out);
+
 /// Writes byte-level documents (one Megatron document each, or one flat
 /// stream) and reports what was written to `out`.
 absl::Status writeByteCorpus(const std::vector<std::string> &documents,
@@ -49,6 +72,7 @@ absl::Status writeByteCorpus(const std::vector<std::string> &documents,
 
 absl::Status runSynth(const SynthOptions &options, std::ostream &out);
 absl::Status runTokenize(const TokenizeOptions &options, std::ostream &out);
+absl::Status runDetokenize(const DetokenizeOptions &options, std::ostream &out);
 absl::Status runInfo(const InfoOptions &options, std::ostream &out);
 
 } // namespace moe::tools

@@ -1,29 +1,113 @@
-//===- Tokenize.cpp - moe-data tokenize: byte-level tokens of a file ------===//
+//===- Tokenize.cpp - moe-data tokenize: text files to token datasets -----===//
 //
-// For Megatron output, each paragraph (text up to and including a run of two
-// or more newlines) becomes a document; the token stream is the file's bytes
-// in either format.
+// Without a tokenizer each byte is a token. With one, the documents are
+// spread over worker threads, each taking the next untaken document, and
+// written in input order, so the output is the same for any thread count.
 //
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
+#include "Documents.h"
 
-#include "moe/Runtime/Data/TextCorpus.h"
-#include "moe/Runtime/IO/File.h"
+#include "moe/Runtime/Text/Tokenizer.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+#include <unistd.h>
 
 namespace moe::tools {
 
+namespace {
+
+/// Inputs from this size on show progress on a terminal by themselves.
+constexpr int64_t kProgressBytes = 64 << 20;
+
+void printProgress(int64_t done, int64_t total, bool last) {
+  int percent = total > 0 ? static_cast<int>(100 * done / total) : 100;
+  constexpr int kWidth = 30;
+  int filled = percent * kWidth / 100;
+  std::string bar(filled, '#');
+  bar.append(kWidth - filled, '.');
+  std::cerr << absl::StrFormat("\rtokenize [%s] %3d%% %.1f/%.1f MB", bar,
+                               percent, done / 1e6, total / 1e6)
+            << (last ? "\n" : "") << std::flush;
+}
+
+} // namespace
+
 absl::Status runTokenize(const TokenizeOptions &options, std::ostream &out) {
-  absl::StatusOr<rt::io::MappedFile> file =
-      rt::io::MappedFile::open(options.input);
-  if (!file.ok())
-    return file.status();
-  std::string text(reinterpret_cast<const char *>(file->data()), file->size());
-  std::vector<std::string> documents;
-  if (options.output.format == rt::data::DatasetFormat::Megatron)
-    documents = rt::data::splitParagraphs(text);
-  else
-    documents.push_back(std::move(text));
-  return writeByteCorpus(documents, options.output, out);
+  absl::StatusOr<std::vector<std::string>> documents =
+      readDocuments(options.inputs, options.output.format, options.jsonKey);
+  if (!documents.ok())
+    return documents.status();
+  if (options.tokenizer.empty())
+    return writeByteCorpus(*documents, options.output, out);
+
+  absl::StatusOr<std::unique_ptr<rt::text::Tokenizer>> tokenizer =
+      rt::text::Tokenizer::load(options.tokenizer);
+  if (!tokenizer.ok())
+    return tokenizer.status();
+  const rt::text::Tokenizer &tok = **tokenizer;
+  rt::data::TokenDtype dtype = options.output.dtype;
+  if (tok.vocabSize() - 1 > rt::data::tokenDtypeMax(dtype))
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer '", tok.path(), "' has ", tok.vocabSize(),
+                     " token ids, more than --dtype ",
+                     rt::data::tokenDtypeName(dtype), " holds (ids up to ",
+                     rt::data::tokenDtypeMax(dtype), "); use a wider --dtype"));
+  std::optional<int64_t> eos = tok.eosId();
+  if (options.appendEos && !eos)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--append-eos: tokenizer '", tok.path(), "' has no eos token"));
+
+  int64_t totalBytes = 0;
+  for (const std::string &document : *documents)
+    totalBytes += static_cast<int64_t>(document.size());
+  bool progress = options.forceProgress ||
+                  (isatty(STDERR_FILENO) && totalBytes >= kProgressBytes);
+
+  size_t count = documents->size();
+  std::vector<std::vector<int64_t>> ids(count);
+  std::vector<absl::Status> errors(count);
+  std::atomic<size_t> next{0};
+  std::atomic<int64_t> bytesDone{0};
+  std::atomic<int> running{options.threads};
+  auto work = [&] {
+    for (size_t d = next++; d < count; d = next++) {
+      absl::StatusOr<std::vector<int64_t>> encoded =
+          tok.encode((*documents)[d]);
+      if (encoded.ok()) {
+        ids[d] = std::move(*encoded);
+        if (options.appendEos)
+          ids[d].push_back(*eos);
+      } else {
+        errors[d] = encoded.status();
+      }
+      bytesDone += static_cast<int64_t>((*documents)[d].size());
+    }
+    --running;
+  };
+  std::vector<std::thread> workers;
+  for (int t = 0; t < options.threads; ++t)
+    workers.emplace_back(work);
+  while (progress && running > 0) {
+    printProgress(bytesDone, totalBytes, /*last=*/false);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  for (std::thread &worker : workers)
+    worker.join();
+  if (progress)
+    printProgress(bytesDone, totalBytes, /*last=*/true);
+  for (size_t d = 0; d < count; ++d)
+    if (!errors[d].ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("document ", d, ": ", errors[d].message()));
+  return writeTokenDocuments(ids, options.output, out);
 }
 
 } // namespace moe::tools

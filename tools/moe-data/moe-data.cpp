@@ -1,7 +1,11 @@
 //===- moe-data.cpp - make and inspect token datasets ---------------------===//
 //
 //   moe-data synth --out PATH [--tokens N] [--seed S] [--format F] [--dtype D]
-//   moe-data tokenize --in TEXTFILE --out PATH [--format F] [--dtype D]
+//   moe-data tokenize --in FILES... --out PATH [--tokenizer T] [--format F]
+//                     [--dtype D] [--json-key K] [--append-eos] [--threads N]
+//                     [--progress]
+//   moe-data detokenize --tokenizer T IN --out FILE [--format F] [--dtype D]
+//                       [--keep-special-tokens]
 //   moe-data info PATH [--format F] [--dtype D]
 //
 // Errors print "moe-data: error: ..." and exit 1; usage errors also print
@@ -14,8 +18,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <functional>
 #include <iostream>
+#include <thread>
 
 using namespace moe::tools;
 using moe::rt::data::DatasetFormat;
@@ -31,9 +37,24 @@ commands:
       Write a synthetic English-like corpus of N byte-level tokens
       (vocabulary 256; N defaults to 200000, S to 0). Megatron output has
       one document per paragraph.
-  tokenize --in TEXTFILE --out PATH [--format flat|megatron] [--dtype DTYPE]
-      Write the bytes of a text file as tokens. Megatron output has one
-      document per paragraph (text up to a blank line).
+  tokenize --in FILES... --out PATH [--tokenizer TOK] [--format flat|megatron]
+           [--dtype DTYPE] [--json-key K] [--append-eos] [--threads N]
+           [--progress]
+      Tokenize text files with TOK (an HF tokenizer.json with a BPE model,
+      or a SentencePiece .model), giving the ids HF's encode(text) gives;
+      without --tokenizer each byte is a token. Documents: each line of a
+      .jsonl file (its string field K, default "text"); in other files each
+      paragraph (text up to a blank line) for megatron output, the whole
+      file for flat output. Each document is one megatron document.
+      --append-eos puts the tokenizer's eos id after each document. N
+      threads (default: one per core) give the same output as one.
+      --progress shows progress on stderr (shown anyway on a terminal for
+      inputs of 64 MiB or more).
+  detokenize --tokenizer TOK IN --out FILE [--format auto|flat|megatron]
+             [--dtype DTYPE] [--keep-special-tokens]
+      Write the text of dataset IN, each document decoded as HF's
+      decode(ids) does; special tokens are left out unless
+      --keep-special-tokens. An id outside the vocabulary is an error.
   info PATH [--format auto|flat|megatron] [--dtype DTYPE]
       Print a dataset's format, dtype, token and document counts and id
       range. DTYPE is the dtype of a flat file.
@@ -127,20 +148,73 @@ absl::Status parseCommand(const std::string &command,
   }
   if (command == "tokenize") {
     absl::StatusOr<Args> args =
-        parseArgs(argv, {"--in", "--out", "--format", "--dtype"});
+        parseArgs(argv,
+                  {"--in", "--out", "--format", "--dtype", "--tokenizer",
+                   "--json-key", "--threads", "--append-eos", "--progress"},
+                  /*flags=*/{"--append-eos", "--progress"},
+                  /*lists=*/{"--in"});
     if (!args.ok())
       return args.status();
     if (absl::Status status = noPositional(*args); !status.ok())
       return status;
     TokenizeOptions options;
-    if (!args->has("--in"))
-      return absl::InvalidArgumentError("missing --in TEXTFILE");
-    options.input = args->get("--in", "");
+    if (!args->lists.count("--in"))
+      return absl::InvalidArgumentError("missing --in FILES...");
+    options.inputs = args->lists.at("--in");
     absl::StatusOr<OutputOptions> output = outputOptions(*args);
     if (!output.ok())
       return output.status();
     options.output = *output;
+    options.tokenizer = args->get("--tokenizer", "");
+    if (args->has("--tokenizer") && options.tokenizer.empty())
+      return absl::InvalidArgumentError("--tokenizer needs a non-empty path");
+    options.jsonKey = args->get("--json-key", "text");
+    options.appendEos = args->has("--append-eos");
+    options.forceProgress = args->has("--progress");
+    if (options.appendEos && options.tokenizer.empty())
+      return absl::InvalidArgumentError(
+          "--append-eos needs --tokenizer (byte tokens have no eos)");
+    options.threads =
+        static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (args->has("--threads")) {
+      std::string threads = args->get("--threads", "");
+      if (!absl::SimpleAtoi(threads, &options.threads) || options.threads <= 0)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--threads must be a positive integer, got '", threads, "'"));
+    }
     run = [options] { return runTokenize(options, std::cout); };
+    return absl::OkStatus();
+  }
+  if (command == "detokenize") {
+    absl::StatusOr<Args> args = parseArgs(argv,
+                                          {"--tokenizer", "--out", "--format",
+                                           "--dtype", "--keep-special-tokens"},
+                                          /*flags=*/{"--keep-special-tokens"});
+    if (!args.ok())
+      return args.status();
+    if (args->positional.size() != 1)
+      return absl::InvalidArgumentError(
+          args->positional.empty() ? "detokenize needs a dataset IN"
+                                   : "detokenize takes exactly one IN");
+    DetokenizeOptions options;
+    options.input = args->positional[0];
+    if (!args->has("--tokenizer"))
+      return absl::InvalidArgumentError("missing --tokenizer TOK");
+    options.tokenizer = args->get("--tokenizer", "");
+    if (!args->has("--out") || args->get("--out", "").empty())
+      return absl::InvalidArgumentError("missing --out FILE");
+    options.output = args->get("--out", "");
+    absl::StatusOr<DatasetFormat> format =
+        formatOption(*args, DatasetFormat::Auto, /*allowAuto=*/true);
+    if (!format.ok())
+      return format.status();
+    absl::StatusOr<TokenDtype> dtype = dtypeOption(*args);
+    if (!dtype.ok())
+      return dtype.status();
+    options.format = *format;
+    options.dtype = *dtype;
+    options.keepSpecialTokens = args->has("--keep-special-tokens");
+    run = [options] { return runDetokenize(options, std::cout); };
     return absl::OkStatus();
   }
   if (command == "info") {

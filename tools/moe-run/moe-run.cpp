@@ -3,12 +3,15 @@
 //   moe-run model.moebin --data tokens.bin --steps 300 [options]
 //   mpirun -np N moe-run model.moebin ...   (an artifact of moec --mesh)
 //   moe-run --describe model.moebin         (print the program)
+//   moe-run generate model.moebin --load W --prompt-tokens 1,2 --max-new 50
 //
 // Exit codes: 0 success, 1 a runtime error (message on stderr), 2 bad usage.
 // In a job of several ranks, a rank that fails ends the whole job, so that
 // its peers do not wait for it in a collective.
 //
 //===----------------------------------------------------------------------===//
+#include "GenerateCommand.h"
+
 #include "moe/Runtime/Artifact/Disassemble.h"
 #include "moe/Runtime/Artifact/Reader.h"
 #include "moe/Runtime/Backend/Backend.h"
@@ -31,6 +34,8 @@ using namespace moe::rt;
 static const char *kUsage = R"(usage: moe-run MODEL.moebin --data PATH [options]
        moe-run --describe MODEL.moebin
        moe-run --model-config MODEL.moebin
+       moe-run generate MODEL.moebin --load PATH --prompt-tokens IDS --max-new N
+               (decode from trained weights; moe-run generate --help)
 
 Trains a model compiled by moec on a token dataset and prints its loss curve.
 An artifact compiled with moec --mesh for N ranks runs under mpirun -np N;
@@ -386,6 +391,9 @@ int main(int argc, char **argv) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
 #endif
+  // generate runs one process on one rank's program: no world.
+  if (argc > 1 && std::strcmp(argv[1], "generate") == 0)
+    return runGenerateCommand(std::vector<std::string>(argv + 2, argv + argc));
   // MPI first: under a launcher this process learns its rank; without one
   // it is a world of one.
   absl::StatusOr<std::unique_ptr<comm::World>> world =

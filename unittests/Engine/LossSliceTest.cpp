@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace moe::rt {
@@ -55,12 +56,18 @@ TEST(LossSliceTest, IsTheForwardPassUpToTheLoss) {
   absl::StatusOr<engine::LossSlice> slice = engine::lossSlice(program);
   ASSERT_TRUE(slice.ok()) << slice.status();
   std::vector<int64_t> writers = program.lastWriters();
-  EXPECT_TRUE(slice->runs[writers[program.loss]]);
+  // The cross-entropy, without the router's loss added to it.
+  uint32_t crossEntropy = engine::evaluatedLoss(program);
+  ASSERT_NE(crossEntropy, program.loss);
+  EXPECT_TRUE(slice->runs[writers[crossEntropy]]);
+  EXPECT_FALSE(slice->runs[writers[program.loss]]);
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     std::string name = opcodeName(program.instructions[i].opcode);
-    // Nothing after the loss, nothing of the backward pass, and no update:
-    // the expert-load counter and the router's bias stay as they were.
+    // Nothing after the loss, nothing of the backward pass, no router loss
+    // and no update: the expert-load counter and the router's bias stay as
+    // they were.
     if (static_cast<int64_t>(i) > writers[program.loss] ||
+        name.find("AuxLoss") != std::string::npos ||
         name.find("Grad") != std::string::npos ||
         program.instructions[i].results.empty())
       EXPECT_FALSE(slice->runs[i]) << describeInstruction(program, i);
@@ -68,9 +75,9 @@ TEST(LossSliceTest, IsTheForwardPassUpToTheLoss) {
   EXPECT_TRUE(slice->changedState.empty());
 }
 
-// The loss an evaluation gives is the one the training step reports from
-// the same weights, and the evaluation changes nothing: the step after it
-// is the step without it, bit for bit.
+// The loss an evaluation gives is the cross-entropy the training step
+// computes from the same weights, and the evaluation changes nothing: the step
+// after it is the step without it, bit for bit.
 TEST(LossSliceTest, EvaluationGivesTheStepsLossAndChangesNothing) {
   for (Program (*make)() :
        {+[] { return testing::makeMoeProgram(); },
@@ -88,12 +95,24 @@ TEST(LossSliceTest, EvaluationGivesTheStepsLossAndChangesNothing) {
         batch.tokens.data(), batch.targets.data(), /*step=*/0);
     ASSERT_TRUE(loss.ok()) << loss.status();
     EXPECT_EQ(stateBytes(*evaluated), before);
+    // The step's cross-entropy, as its LM head writes it.
+    uint32_t crossEntropy = engine::evaluatedLoss(program);
+    int64_t writer = program.lastWriters()[crossEntropy];
+    float stepCrossEntropy = NAN;
+    StepHooks hooks;
+    hooks.afterInstruction = [&](size_t index, const Instruction &) {
+      if (static_cast<int64_t>(index) == writer)
+        stepCrossEntropy = *evaluated->data(crossEntropy);
+    };
     absl::StatusOr<StepResult> step =
-        evaluated->runStep(batch.tokens.data(), batch.targets.data(), 0);
+        evaluated->runStep(batch.tokens.data(), batch.targets.data(), 0, hooks);
     absl::StatusOr<StepResult> controlStep =
         control->runStep(batch.tokens.data(), batch.targets.data(), 0);
     ASSERT_TRUE(step.ok() && controlStep.ok());
-    EXPECT_EQ(*loss, step->loss);
+    EXPECT_EQ(*loss, stepCrossEntropy);
+    // The MoE models' loss adds the router's losses to it.
+    if (program.model.experts > 0)
+      EXPECT_NE(crossEntropy, program.loss);
     EXPECT_EQ(step->loss, controlStep->loss);
     EXPECT_EQ(step->gradNorm, controlStep->gradNorm);
     EXPECT_EQ(stateBytes(*evaluated), stateBytes(*control));

@@ -500,11 +500,12 @@ absl::StatusOr<float> Executor::evaluate(const int32_t *tokens,
     pipelineDevice->setContext(&context);
     loss = pipelineStep->evaluate(
         tokens, targets, positions, step, evalSlice->runs,
+        engine::evaluatedLoss(*prog),
         {*pipelineDevice, storage->pointers, none, context.trace});
     pipelineDevice->setContext(nullptr);
   } else {
     copyInputs(tokens, targets, positions);
-    loss = *data(prog->loss);
+    loss = 0.0f;
     for (size_t index = 0; index < prog->instructions.size() && loss.ok();
          ++index)
       if (evalSlice->runs[index])
@@ -512,7 +513,7 @@ absl::StatusOr<float> Executor::evaluate(const int32_t *tokens,
             !status.ok())
           loss = atStep(step, status);
     if (loss.ok())
-      loss = *data(prog->loss);
+      loss = *data(engine::evaluatedLoss(*prog));
   }
   for (size_t i = 0; i < saved.size(); ++i)
     std::memcpy(storage->pointers[evalSlice->changedState[i]], saved[i].data(),

@@ -32,7 +32,8 @@ std::vector<uint32_t> writtenBy(const Program &program,
 
 } // namespace
 
-absl::StatusOr<LossSlice> lossSlice(const Program &program) {
+LossSlice dependencySlice(const Program &program, uint32_t buffer,
+                          size_t before) {
   size_t count = program.instructions.size();
   // Each buffer's writers, in program order.
   std::vector<std::vector<size_t>> writers(program.buffers.size());
@@ -44,11 +45,15 @@ absl::StatusOr<LossSlice> lossSlice(const Program &program) {
   }
   LossSlice slice;
   slice.runs.assign(count, false);
-  if (writers[program.loss].empty())
-    return absl::InvalidArgumentError(
-        "no instruction writes the program's loss");
-  std::vector<size_t> pending = {writers[program.loss].back()};
-  slice.runs[pending.back()] = true;
+  std::vector<size_t> pending;
+  {
+    const std::vector<size_t> &list = writers[buffer];
+    auto after = std::lower_bound(list.begin(), list.end(), before);
+    if (after != list.begin()) {
+      pending.push_back(*std::prev(after));
+      slice.runs[pending.back()] = true;
+    }
+  }
   while (!pending.empty()) {
     size_t reader = pending.back();
     pending.pop_back();
@@ -67,20 +72,43 @@ absl::StatusOr<LossSlice> lossSlice(const Program &program) {
     }
   }
   std::vector<bool> changed(program.buffers.size(), false);
-  for (size_t i = 0; i < count; ++i) {
-    if (!slice.runs[i])
-      continue;
-    if (program.pipeline.enabled() &&
+  for (size_t i = 0; i < count; ++i)
+    if (slice.runs[i])
+      for (uint32_t b : writes[i])
+        if (persistent(program.buffers[b]) && !changed[b]) {
+          changed[b] = true;
+          slice.changedState.push_back(b);
+        }
+  return slice;
+}
+
+uint32_t evaluatedLoss(const Program &program) {
+  std::vector<int64_t> writers = program.lastWriters();
+  int64_t sum = writers[program.loss];
+  if (sum < 0 || program.instructions[sum].opcode != Opcode::WeightedSum ||
+      program.instructions[sum].operands.empty())
+    return program.loss;
+  uint32_t first = program.instructions[sum].operands[0];
+  int64_t producer = writers[first];
+  if (producer >= 0 &&
+      (program.instructions[producer].opcode == Opcode::CrossEntropy ||
+       program.instructions[producer].opcode == Opcode::LinearCrossEntropy))
+    return first;
+  return program.loss;
+}
+
+absl::StatusOr<LossSlice> lossSlice(const Program &program) {
+  LossSlice slice = dependencySlice(program, evaluatedLoss(program),
+                                    program.instructions.size());
+  if (std::find(slice.runs.begin(), slice.runs.end(), true) == slice.runs.end())
+    return absl::InvalidArgumentError(
+        "no instruction writes the program's loss");
+  for (size_t i = 0; i < slice.runs.size(); ++i)
+    if (slice.runs[i] && program.pipeline.enabled() &&
         program.pipeline.instructionPhase[i] != PipelinePhase::Forward)
       return absl::InvalidArgumentError(absl::StrCat(
           "the loss depends on ", describeInstruction(program, i),
           ", which is not in the forward phase of its pipeline stage"));
-    for (uint32_t b : writes[i])
-      if (persistent(program.buffers[b]) && !changed[b]) {
-        changed[b] = true;
-        slice.changedState.push_back(b);
-      }
-  }
   return slice;
 }
 

@@ -233,6 +233,8 @@ PipelineStep::create(const Program &program, int32_t rank,
   }
   runner->lossStage = pipeline.instructionStage[producer[program.loss]];
   runner->producers = producer;
+  runner->readLoss = program.loss;
+  runner->readLossStage = runner->lossStage;
   return runner;
 }
 
@@ -464,8 +466,8 @@ absl::Status PipelineStep::runAction(const PipelineAction &action, Slot &slot,
     if (env.hooks.afterInstruction)
       env.hooks.afterInstruction(index, instruction);
   }
-  if (action.kind == PipelineAction::Kind::Forward && stage == lossStage) {
-    absl::StatusOr<float> loss = readScalar(device, slot, program.loss);
+  if (action.kind == PipelineAction::Kind::Forward && stage == readLossStage) {
+    absl::StatusOr<float> loss = readScalar(device, slot, readLoss);
     if (!loss.ok())
       return loss.status();
     if (!std::isfinite(*loss))
@@ -518,12 +520,15 @@ absl::StatusOr<StepResult> PipelineStep::run(const int32_t *tokens,
 absl::StatusOr<float>
 PipelineStep::evaluate(const int32_t *tokens, const int32_t *targets,
                        const int32_t *positions, int64_t step,
-                       const std::vector<bool> &runs, Environment env) {
+                       const std::vector<bool> &runs, uint32_t lossBuffer,
+                       Environment env) {
   const Pipeline &pipeline = program.pipeline;
   std::vector<uint8_t *> base = env.pointers;
   trace = env.trace;
   lossSum = 0;
   evalRuns = &runs;
+  readLoss = lossBuffer;
+  readLossStage = pipeline.instructionStage[producers[lossBuffer]];
   // Each microbatch through this rank's chunks in model order, microbatch
   // after microbatch: a chunk waits only for lower stages of the same
   // microbatch, which every rank reaches first, and sends never wait.
@@ -535,13 +540,16 @@ PipelineStep::evaluate(const int32_t *tokens, const int32_t *targets,
   if (status.ok())
     status = runActions(actions, {tokens, targets, positions}, step, env, base);
   evalRuns = nullptr;
+  readLoss = program.loss;
+  readLossStage = lossStage;
   env.pointers = base;
   env.device.pointersChanged();
   if (!status.ok())
     return status;
-  double loss = rank == lossStage % pipeline.stages
-                    ? lossSum / pipeline.microbatches
-                    : 0.0;
+  double loss =
+      rank == pipeline.instructionStage[producers[lossBuffer]] % pipeline.stages
+          ? lossSum / pipeline.microbatches
+          : 0.0;
   if (stageGroup)
     if (absl::Status shared =
             comm::sumOverGroup(*stageGroup, absl::MakeSpan(&loss, 1), {});

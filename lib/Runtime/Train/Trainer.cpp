@@ -392,11 +392,17 @@ int64_t Run::globalBatch() const {
          backend->microbatches();
 }
 
-absl::Status Run::setUp() {
-  if (options.threads)
-    cpu::setNumThreads(*options.threads);
+absl::Status useKernelThreads(std::optional<int> threads) {
+  if (threads)
+    cpu::setNumThreads(*threads);
   else if (std::string error = cpu::threadVariableError(); !error.empty())
     return absl::InvalidArgumentError(error);
+  return absl::OkStatus();
+}
+
+absl::Status Run::setUp() {
+  if (absl::Status s = useKernelThreads(options.threads); !s.ok())
+    return s;
   absl::StatusOr<Program> program = readArtifact(options.artifactPath);
   if (!program.ok())
     return program.status();

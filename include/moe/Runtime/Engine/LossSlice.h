@@ -1,13 +1,13 @@
 //===- LossSlice.h - the forward pass a loss needs --------------*- C++ -*-===//
 //
 // An evaluation step (moe-run --eval-data) computes the loss of a batch and
-// changes nothing. It runs the training step's own instructions, only
-// those the loss depends on: following each operand back to the last
-// instruction writing it before its reader, from the one writing the loss.
-// That is the forward pass, with its collectives, and nothing of the
-// backward pass, the gradient reductions or the optimizer, which all come
-// after the loss. Every rank derives the same slice from the same program,
-// so their collectives still pair up.
+// changes nothing: the LM head's cross-entropy (evaluatedLoss). It runs the
+// training step's own instructions, only those the loss depends on: following
+// each operand back to the last instruction writing it before its reader, from
+// the one writing the loss. That is the forward pass, with its collectives, and
+// nothing of the backward pass, the gradient reductions or the optimizer, which
+// all come after the loss. Every rank derives the same slice from the same
+// program, so their collectives still pair up.
 //
 // Persistent buffers change only in place, through operands: the updates
 // without results (AdamW, the FP8 amax and expert-load updates, the
@@ -39,9 +39,21 @@ struct LossSlice {
   std::vector<uint32_t> changedState;
 };
 
-/// The slice of a verified `program`. For a pipelined one, an error if the
-/// loss depends on an instruction outside the forward phase (which forward
-/// actions alone would not run).
+/// The instructions the value of `buffer` just before instruction `before`
+/// (its last write before it) depends on; none when nothing writes it
+/// before.
+LossSlice dependencySlice(const Program &program, uint32_t buffer,
+                          size_t before);
+
+/// The loss an evaluation reports: the cross-entropy of the LM head
+/// (operand 0 of moec's loss = weighted_sum(ce, router losses...), which a
+/// CrossEntropy or LinearCrossEntropy writes), as validation losses and
+/// perplexities are; the program's loss when it has no such form.
+uint32_t evaluatedLoss(const Program &program);
+
+/// The slice of a verified `program` for its evaluatedLoss. For a pipelined
+/// one, an error if the loss depends on an instruction outside the forward
+/// phase (which forward actions alone would not run).
 absl::StatusOr<LossSlice> lossSlice(const Program &program);
 
 } // namespace moe::rt::engine

@@ -146,11 +146,12 @@ public:
   /// The loss of one batch (inputs as run's), changing nothing: each
   /// microbatch's forward actions, running only the instructions `runs`
   /// marks (engine::LossSlice), and only the transfers between stages that
-  /// they produce. The mean over the microbatches, on every pipeline rank.
+  /// they produce. The mean of `lossBuffer` over the microbatches, on every
+  /// pipeline rank.
   absl::StatusOr<float> evaluate(const int32_t *tokens, const int32_t *targets,
                                  const int32_t *positions, int64_t step,
                                  const std::vector<bool> &runs,
-                                 Environment env);
+                                 uint32_t lossBuffer, Environment env);
 
   /// Whether this rank holds buffer `b` (parameters and optimizer state of
   /// its own stages; everything else is per slot or shared).
@@ -220,6 +221,10 @@ private:
   int32_t lossStage = 0;
   /// The last instruction writing each buffer (-1: none).
   std::vector<int64_t> producers;
+  /// The loss the forward actions read, and the stage writing it: the
+  /// program's in a step, the evaluated one in an evaluation.
+  uint32_t readLoss = 0;
+  int32_t readLossStage = 0;
   /// While evaluating: the instructions it runs.
   const std::vector<bool> *evalRuns = nullptr;
   double lossSum = 0;

@@ -143,6 +143,11 @@ struct TrainSummary {
 absl::Status onEveryRank(absl::Status status);
 bool isOnEveryRank(const absl::Status &status);
 
+/// The CPU kernels' threads: `threads`, or OpenBLAS's default
+/// (OPENBLAS_NUM_THREADS or the cores), refused when that variable is
+/// malformed.
+absl::Status useKernelThreads(std::optional<int> threads);
+
 /// Runs the training loop; progress goes to `out`. Errors name the file,
 /// the step or the instruction concerned.
 absl::StatusOr<TrainSummary> train(const TrainOptions &options,

@@ -81,9 +81,9 @@ weights and outputs:
   --save-dtype fp32|bf16 the dtype --save writes (default fp32; bf16 rounds
                          the fp32 masters to nearest even)
   --eval-data PATH       a held-out token file (same --format/--dtype as
-                         --data): its loss on fixed batches, computed
-                         without changing anything, as eval_loss in the
-                         progress line and the metrics
+                         --data): the LM head's cross-entropy on fixed
+                         batches of it, computed without changing anything,
+                         as eval_loss in the progress line and the metrics
   --eval-every N         after every N steps (and always after the last)
   --eval-batches K       batches per evaluation (default 4)
   --checkpoint-dir DIR   write distributed checkpoints under DIR (every rank

@@ -55,7 +55,7 @@ struct TrainOptions {
   /// (moe-run --tensorboard; empty: none).
   std::string tensorboardDir;
   /// --eval-data: a held-out token file (read with dataOptions) whose
-  /// loss is computed without changing anything (Backend::evaluate) after
+  /// cross-entropy (engine::evaluatedLoss) is computed without changing anything (Backend::evaluate) after
   /// every `evalEvery` steps and the last, over `evalBatches` fixed batches
   /// of it, and reported as eval_loss; none when empty.
   std::string evalDataPath;

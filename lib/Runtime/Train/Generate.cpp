@@ -30,10 +30,10 @@ double tokenLoss(absl::Span<const float> logits, int64_t token) {
   return top + std::log(sum) - logits[token];
 }
 
-/// The next token: the most likely, or a draw from softmax(logits / T)
-/// over the top-k.
-int64_t nextToken(absl::Span<const float> logits, double temperature,
-                  int64_t topK, std::mt19937_64 &random) {
+} // namespace
+
+int64_t sampleToken(absl::Span<const float> logits, double temperature,
+                    int64_t topK, std::mt19937_64 &random) {
   int64_t vocab = static_cast<int64_t>(logits.size());
   if (temperature <= 0)
     return std::max_element(logits.begin(), logits.end()) - logits.begin();
@@ -53,6 +53,8 @@ int64_t nextToken(absl::Span<const float> logits, double temperature,
   std::discrete_distribution<int64_t> draw(weights.begin(), weights.end());
   return order[draw(random)];
 }
+
+namespace {
 
 absl::StatusOr<std::vector<int64_t>>
 promptOf(const GenerateOptions &options, const text::Tokenizer *tokenizer) {
@@ -169,7 +171,7 @@ absl::Status generate(const GenerateOptions &options, std::ostream &out) {
   double generatedLoss = 0;
   for (int64_t n = 0; n < options.maxNew; ++n) {
     int64_t token =
-        nextToken(logits, options.temperature, options.topK, random);
+        sampleToken(logits, options.temperature, options.topK, random);
     generatedLoss += tokenLoss(logits, token);
     ids.push_back(token);
     if (n + 1 < options.maxNew)

@@ -15,9 +15,11 @@
 #include "moe/Runtime/Data/TokenDataset.h"
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 
 #include <cstdint>
 #include <optional>
+#include <random>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -49,6 +51,12 @@ struct GenerateOptions {
   data::TokenDtype outDtype = data::TokenDtype::UInt16;
   std::optional<int> threads;
 };
+
+/// The next token after `logits`: the most likely (the lowest id among
+/// equals) when `temperature` is 0, else a draw from softmax(logits /
+/// temperature) over the `topK` most likely (all for 0).
+int64_t sampleToken(absl::Span<const float> logits, double temperature,
+                    int64_t topK, std::mt19937_64 &random);
 
 /// Runs moe-run generate; prints to `out`. Errors name the file, the
 /// option or the position concerned.

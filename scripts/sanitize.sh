@@ -3,8 +3,10 @@
 # it alone (no MLIR, no CUDA) with -fsanitize=address,undefined into
 # build-asan/, then runs what reads untrusted input under it:
 #  * the unit tests of the artifact loader and verifier, the data loaders,
-#    safetensors and metrics I/O, weights and checkpoints, and the executor;
-#  * the lit tests of artifacts, data files, weights and checkpoints with
+#    safetensors and metrics I/O, the tokenizers, weights and checkpoints,
+#    and the executor;
+#  * the lit tests of artifacts, data files, tokenizers, weights,
+#    checkpoints and generation with
 #    the sanitized moe-run and moe-data (the full build's moec compiles
 #    their artifacts), the artifact fuzzer among them.
 # Any sanitizer report fails the run. Needs the full build (scripts/setup.sh
@@ -24,7 +26,7 @@ if [ ! -f "$dir/build.ninja" ]; then
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 fi
-suites=(ArtifactTests DataTests IOTests TrainTests EngineTests)
+suites=(ArtifactTests DataTests IOTests TextTests TrainTests EngineTests)
 ninja -C "$dir" -j"$jobs" "${suites[@]}" moe-run moe-data moe-fuzz-artifact
 
 # Open MPI and hwloc keep allocations until exit by design; leaks in them
@@ -49,10 +51,10 @@ for suite in "${suites[@]}"; do
   "$dir/bin/$suite" --gtest_brief=1 || status=1
 done
 
-echo "sanitize: lit tests of artifacts, data, weights and checkpoints"
+echo "sanitize: lit tests of artifacts, data, tokenizers, weights, checkpoints and generation"
 timeout 3000 /usr/lib/llvm-19/build/utils/lit/lit.py -sv build/test \
   --param runtime_tools_dir="$PWD/$dir/bin" \
-  --filter 'moe-run/(artifact-fuzz|checkpoint|load-checkpoint|data-formats|weights|errors)\.test' ||
+  --filter '(moe-run/(artifact-fuzz|checkpoint|checkpoint-async|load-checkpoint|data-formats|weights|errors|generate)|moe-data/[a-z-]+)\.test' ||
   status=1
 [ "$status" -eq 0 ] && echo "sanitize: no sanitizer reports, every test passed"
 exit "$status"

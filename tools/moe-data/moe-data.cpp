@@ -93,6 +93,21 @@ absl::StatusOr<TokenDtype> dtypeOption(const Args &args) {
   return *dtype;
 }
 
+/// How a dataset is read: --format (auto by default) and --dtype.
+absl::Status readOptions(const Args &args, DatasetFormat &format,
+                         TokenDtype &dtype) {
+  absl::StatusOr<DatasetFormat> parsedFormat =
+      formatOption(args, DatasetFormat::Auto, /*allowAuto=*/true);
+  if (!parsedFormat.ok())
+    return parsedFormat.status();
+  absl::StatusOr<TokenDtype> parsedDtype = dtypeOption(args);
+  if (!parsedDtype.ok())
+    return parsedDtype.status();
+  format = *parsedFormat;
+  dtype = *parsedDtype;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<OutputOptions> outputOptions(const Args &args) {
   OutputOptions output;
   if (!args.has("--out"))
@@ -204,15 +219,9 @@ absl::Status parseCommand(const std::string &command,
     if (!args->has("--out") || args->get("--out", "").empty())
       return absl::InvalidArgumentError("missing --out FILE");
     options.output = args->get("--out", "");
-    absl::StatusOr<DatasetFormat> format =
-        formatOption(*args, DatasetFormat::Auto, /*allowAuto=*/true);
-    if (!format.ok())
-      return format.status();
-    absl::StatusOr<TokenDtype> dtype = dtypeOption(*args);
-    if (!dtype.ok())
-      return dtype.status();
-    options.format = *format;
-    options.dtype = *dtype;
+    if (absl::Status s = readOptions(*args, options.format, options.dtype);
+        !s.ok())
+      return s;
     options.keepSpecialTokens = args->has("--keep-special-tokens");
     run = [options] { return runDetokenize(options, std::cout); };
     return absl::OkStatus();
@@ -227,15 +236,9 @@ absl::Status parseCommand(const std::string &command,
                                             : "info takes exactly one PATH");
     InfoOptions options;
     options.path = args->positional[0];
-    absl::StatusOr<DatasetFormat> format =
-        formatOption(*args, DatasetFormat::Auto, /*allowAuto=*/true);
-    if (!format.ok())
-      return format.status();
-    absl::StatusOr<TokenDtype> dtype = dtypeOption(*args);
-    if (!dtype.ok())
-      return dtype.status();
-    options.format = *format;
-    options.dtype = *dtype;
+    if (absl::Status s = readOptions(*args, options.format, options.dtype);
+        !s.ok())
+      return s;
     run = [options] { return runInfo(options, std::cout); };
     return absl::OkStatus();
   }

@@ -59,6 +59,28 @@ public:
     return absl::OkStatus();
   }
 
+  /// A Sequence of `object`: its array `key` (and no other field besides
+  /// "type"), each element read by `each(element, itsField)`.
+  template <typename Each>
+  absl::Status sequence(const json &object, const std::string &field,
+                        const std::string &key, Each each) {
+    if (absl::Status s = checkFields(object, field, {"type", key}); !s.ok())
+      return s;
+    if (!object.contains(key) || !object[key].is_array())
+      return error(absl::StrCat(field, ".", key), "must be an array");
+    for (size_t i = 0; i < object[key].size(); ++i)
+      if (absl::Status s =
+              each(object[key][i], absl::StrCat(field, ".", key, "[", i, "]"));
+          !s.ok())
+        return s;
+    return absl::OkStatus();
+  }
+
+  /// A Metaspace pre-tokenizer's or decoder's fields (the same in both):
+  /// its replacement and prepend scheme.
+  absl::Status metaspace(const json &object, const std::string &field,
+                         std::string &replacement, PrependScheme &scheme);
+
   absl::StatusOr<std::string> string(const json &object, const std::string &key,
                                      const std::string &field) {
     std::string where = absl::StrCat(field, ".", key);
@@ -176,26 +198,36 @@ private:
   std::string path_;
 };
 
+absl::Status Reader::metaspace(const json &object, const std::string &field,
+                               std::string &replacement,
+                               PrependScheme &scheme) {
+  if (absl::Status s = checkFields(object, field,
+                                   {"type", "replacement", "prepend_scheme",
+                                    "split", "add_prefix_space", "str_rep"});
+      !s.ok())
+    return s;
+  absl::StatusOr<std::string> read = string(object, "replacement", field);
+  if (!read.ok())
+    return read.status();
+  absl::StatusOr<PrependScheme> readScheme = prependScheme(object, field);
+  if (!readScheme.ok())
+    return readScheme.status();
+  replacement = *read;
+  scheme = *readScheme;
+  return absl::OkStatus();
+}
+
 absl::Status Reader::normalizer(const json &object, const std::string &field,
                                 std::vector<NormalizerStep> &steps) {
   absl::StatusOr<std::string> type =
       this->type(object, field, {"Sequence", "Prepend", "Replace"});
   if (!type.ok())
     return type.status();
-  if (*type == "Sequence") {
-    if (absl::Status s = checkFields(object, field, {"type", "normalizers"});
-        !s.ok())
-      return s;
-    if (!object.contains("normalizers") || !object["normalizers"].is_array())
-      return error(absl::StrCat(field, ".normalizers"), "must be an array");
-    for (size_t i = 0; i < object["normalizers"].size(); ++i)
-      if (absl::Status s =
-              normalizer(object["normalizers"][i],
-                         absl::StrCat(field, ".normalizers[", i, "]"), steps);
-          !s.ok())
-        return s;
-    return absl::OkStatus();
-  }
+  if (*type == "Sequence")
+    return sequence(object, field, "normalizers",
+                    [&](const json &element, const std::string &at) {
+                      return normalizer(element, at, steps);
+                    });
   if (*type == "Prepend") {
     if (absl::Status s = checkFields(object, field, {"type", "prepend"});
         !s.ok())
@@ -227,21 +259,11 @@ absl::Status Reader::preTokenizer(const json &object, const std::string &field,
       object, field, {"Sequence", "ByteLevel", "Split", "Metaspace"});
   if (!type.ok())
     return type.status();
-  if (*type == "Sequence") {
-    if (absl::Status s = checkFields(object, field, {"type", "pretokenizers"});
-        !s.ok())
-      return s;
-    if (!object.contains("pretokenizers") ||
-        !object["pretokenizers"].is_array())
-      return error(absl::StrCat(field, ".pretokenizers"), "must be an array");
-    for (size_t i = 0; i < object["pretokenizers"].size(); ++i)
-      if (absl::Status s = preTokenizer(
-              object["pretokenizers"][i],
-              absl::StrCat(field, ".pretokenizers[", i, "]"), steps);
-          !s.ok())
-        return s;
-    return absl::OkStatus();
-  }
+  if (*type == "Sequence")
+    return sequence(object, field, "pretokenizers",
+                    [&](const json &element, const std::string &at) {
+                      return preTokenizer(element, at, steps);
+                    });
   PreTokenizerStep step;
   if (*type == "ByteLevel") {
     if (absl::Status s = checkFields(
@@ -298,21 +320,11 @@ absl::Status Reader::preTokenizer(const json &object, const std::string &field,
     steps.push_back(std::move(step));
     return absl::OkStatus();
   }
-  if (absl::Status s = checkFields(object, field,
-                                   {"type", "replacement", "prepend_scheme",
-                                    "split", "add_prefix_space", "str_rep"});
+  step.kind = PreTokenizerStep::Kind::Metaspace;
+  if (absl::Status s =
+          metaspace(object, field, step.replacement, step.prependScheme);
       !s.ok())
     return s;
-  step.kind = PreTokenizerStep::Kind::Metaspace;
-  absl::StatusOr<std::string> replacement =
-      string(object, "replacement", field);
-  if (!replacement.ok())
-    return replacement.status();
-  step.replacement = *replacement;
-  absl::StatusOr<PrependScheme> scheme = prependScheme(object, field);
-  if (!scheme.ok())
-    return scheme.status();
-  step.prependScheme = *scheme;
   absl::StatusOr<bool> split = boolean(object, "split", field, true);
   if (!split.ok())
     return split.status();
@@ -330,20 +342,11 @@ absl::Status Reader::decoder(const json &object, const std::string &field,
   if (!type.ok())
     return type.status();
   DecoderStep step;
-  if (*type == "Sequence") {
-    if (absl::Status s = checkFields(object, field, {"type", "decoders"});
-        !s.ok())
-      return s;
-    if (!object.contains("decoders") || !object["decoders"].is_array())
-      return error(absl::StrCat(field, ".decoders"), "must be an array");
-    for (size_t i = 0; i < object["decoders"].size(); ++i)
-      if (absl::Status s =
-              decoder(object["decoders"][i],
-                      absl::StrCat(field, ".decoders[", i, "]"), steps);
-          !s.ok())
-        return s;
-    return absl::OkStatus();
-  }
+  if (*type == "Sequence")
+    return sequence(object, field, "decoders",
+                    [&](const json &element, const std::string &at) {
+                      return decoder(element, at, steps);
+                    });
   if (*type == "ByteLevel") {
     // The ByteLevel decoder's options matter to offsets only.
     if (absl::Status s = checkFields(
@@ -391,21 +394,11 @@ absl::Status Reader::decoder(const json &object, const std::string &field,
     step.start = *start;
     step.stop = *stop;
   } else {
-    if (absl::Status s = checkFields(object, field,
-                                     {"type", "replacement", "prepend_scheme",
-                                      "split", "add_prefix_space", "str_rep"});
+    step.kind = DecoderStep::Kind::Metaspace;
+    if (absl::Status s =
+            metaspace(object, field, step.content, step.prependScheme);
         !s.ok())
       return s;
-    step.kind = DecoderStep::Kind::Metaspace;
-    absl::StatusOr<std::string> replacement =
-        string(object, "replacement", field);
-    if (!replacement.ok())
-      return replacement.status();
-    step.content = *replacement;
-    absl::StatusOr<PrependScheme> scheme = prependScheme(object, field);
-    if (!scheme.ok())
-      return scheme.status();
-    step.prependScheme = *scheme;
   }
   steps.push_back(std::move(step));
   return absl::OkStatus();
@@ -417,20 +410,11 @@ absl::Status Reader::postProcessor(const json &object, const std::string &field,
       object, field, {"Sequence", "ByteLevel", "TemplateProcessing"});
   if (!type.ok())
     return type.status();
-  if (*type == "Sequence") {
-    if (absl::Status s = checkFields(object, field, {"type", "processors"});
-        !s.ok())
-      return s;
-    if (!object.contains("processors") || !object["processors"].is_array())
-      return error(absl::StrCat(field, ".processors"), "must be an array");
-    for (size_t i = 0; i < object["processors"].size(); ++i)
-      if (absl::Status s =
-              postProcessor(object["processors"][i],
-                            absl::StrCat(field, ".processors[", i, "]"), parts);
-          !s.ok())
-        return s;
-    return absl::OkStatus();
-  }
+  if (*type == "Sequence")
+    return sequence(object, field, "processors",
+                    [&](const json &element, const std::string &at) {
+                      return postProcessor(element, at, parts);
+                    });
   if (*type == "ByteLevel")
     // Only offsets change; the ids are left as they are.
     return checkFields(

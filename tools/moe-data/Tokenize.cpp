@@ -75,12 +75,14 @@ absl::Status runTokenize(const TokenizeOptions &options, std::ostream &out) {
   std::vector<std::vector<int64_t>> ids(count);
   std::vector<absl::Status> errors(count);
   std::atomic<size_t> next{0};
-  std::atomic<int64_t> bytesDone{0};
+  std::atomic<int64_t> bytesDone{0}, dropped{0};
   std::atomic<int> running{options.threads};
   auto work = [&] {
     for (size_t d = next++; d < count; d = next++) {
+      int64_t droppedHere = 0;
       absl::StatusOr<std::vector<int64_t>> encoded =
-          tok.encode((*documents)[d]);
+          tok.encode((*documents)[d], /*addSpecialTokens=*/true, &droppedHere);
+      dropped += droppedHere;
       if (encoded.ok()) {
         ids[d] = std::move(*encoded);
         if (options.appendEos)
@@ -107,6 +109,11 @@ absl::Status runTokenize(const TokenizeOptions &options, std::ostream &out) {
     if (!errors[d].ok())
       return absl::InvalidArgumentError(
           absl::StrCat("document ", d, ": ", errors[d].message()));
+  if (dropped > 0)
+    std::cerr << "moe-data: warning: " << dropped.load()
+              << " character(s) had no token in tokenizer '" << tok.path()
+              << "' (no unk_token, no byte fallback) and were left out of the "
+                 "ids, as HF's tokenizers does\n";
   return writeTokenDocuments(ids, options.output, out);
 }
 

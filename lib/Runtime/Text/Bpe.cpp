@@ -77,8 +77,8 @@ const std::string *BpeModel::idToken(int64_t id) const {
   return &tokens_[id];
 }
 
-void BpeModel::tokenize(std::string_view word,
-                        std::vector<int64_t> &ids) const {
+void BpeModel::tokenize(std::string_view word, std::vector<int64_t> &ids,
+                        int64_t *dropped) const {
   if (word.empty())
     return;
   if (options_.ignoreMerges)
@@ -124,9 +124,12 @@ void BpeModel::tokenize(std::string_view word,
         continue;
       }
     }
-    // Without an unk token HF drops the character; so do we.
-    if (!unkId_)
+    // Without an unk token HF drops the character; so do we, counting it.
+    if (!unkId_) {
+      if (dropped)
+        ++*dropped;
       continue;
+    }
     if (pendingUnk && !options_.fuseUnk)
       add(*pendingUnk);
     pendingUnk = unkId_;

@@ -208,7 +208,8 @@ HfTokenizer::preTokenize(std::vector<Segment> pieces) const {
 }
 
 absl::StatusOr<std::vector<int64_t>>
-HfTokenizer::encode(std::string_view text, bool addSpecialTokens) const {
+HfTokenizer::encode(std::string_view text, bool addSpecialTokens,
+                    int64_t *droppedCharacters) const {
   std::vector<Segment> segments;
   segments.push_back(Segment{std::string(text), std::nullopt, true});
   splitAddedTokens(segments, /*normalized=*/false);
@@ -223,7 +224,7 @@ HfTokenizer::encode(std::string_view text, bool addSpecialTokens) const {
     if (segment.id)
       ids.push_back(*segment.id);
     else
-      parts_.model->tokenize(segment.text, ids);
+      parts_.model->tokenize(segment.text, ids, droppedCharacters);
   }
   if (!addSpecialTokens || !parts_.hasTemplate)
     return ids;

@@ -94,7 +94,8 @@ public:
   explicit HfTokenizer(HfTokenizerParts parts);
 
   absl::StatusOr<std::vector<int64_t>>
-  encode(std::string_view text, bool addSpecialTokens) const override;
+  encode(std::string_view text, bool addSpecialTokens,
+         int64_t *droppedCharacters) const override;
   absl::StatusOr<std::string> decode(const std::vector<int64_t> &ids,
                                      bool skipSpecialTokens) const override;
   int64_t vocabSize() const override { return vocabSize_; }

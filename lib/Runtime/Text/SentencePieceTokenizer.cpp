@@ -18,7 +18,8 @@ public:
       : path_(std::move(path)), model_(std::move(model)) {}
 
   absl::StatusOr<std::vector<int64_t>>
-  encode(std::string_view text, bool /*addSpecialTokens*/) const override {
+  encode(std::string_view text, bool /*addSpecialTokens*/,
+         int64_t * /*droppedCharacters*/) const override {
     std::vector<int> ids;
     std::string error;
     if (!model_->encode(text, ids, error))

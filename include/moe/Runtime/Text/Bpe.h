@@ -40,8 +40,11 @@ public:
          const std::vector<std::pair<std::string, std::string>> &merges,
          BpeOptions options, const std::string &where);
 
-  /// Appends the ids of `word` (one pre-tokenized piece) to `ids`.
-  void tokenize(std::string_view word, std::vector<int64_t> &ids) const;
+  /// Appends the ids of `word` (one pre-tokenized piece) to `ids`. A
+  /// character with no token, no byte fallback and no unk token is left out,
+  /// as HF does, and counted in `dropped` when given.
+  void tokenize(std::string_view word, std::vector<int64_t> &ids,
+                int64_t *dropped = nullptr) const;
 
   std::optional<int64_t> tokenId(std::string_view token) const;
   /// The token of `id`, or null if no token has it.

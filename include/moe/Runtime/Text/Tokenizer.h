@@ -37,8 +37,13 @@ public:
   /// The ids of `text`. `addSpecialTokens` applies the post-processor (HF's
   /// TemplateProcessing, e.g. a leading bos), as HF's encode() does by
   /// default; SentencePiece models add nothing, as their encode() does not.
+  /// `droppedCharacters`, when given, is increased by the characters that
+  /// had no token and were left out, as HF does when a BPE model has
+  /// neither an unk token nor byte fallback (never for SentencePiece,
+  /// which always has unk).
   virtual absl::StatusOr<std::vector<int64_t>>
-  encode(std::string_view text, bool addSpecialTokens = true) const = 0;
+  encode(std::string_view text, bool addSpecialTokens = true,
+         int64_t *droppedCharacters = nullptr) const = 0;
 
   /// The text of `ids`; an id outside [0, vocabSize()) is an error naming
   /// its position. Special tokens are left out when `skipSpecialTokens`, the

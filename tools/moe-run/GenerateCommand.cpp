@@ -1,15 +1,16 @@
 //===- GenerateCommand.cpp - moe-run generate: its command line -----------===//
 #include "GenerateCommand.h"
+#include "Flags.h"
 
 #include "moe/Runtime/Train/Generate.h"
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
+#include <cmath>
 #include <iostream>
 
 using namespace moe::rt;
+using namespace moe::tools;
 
 namespace {
 
@@ -28,7 +29,7 @@ weights trained on any mesh).
                          under PATH
   --prompt-tokens IDS    the prompt as token ids, separated by commas
   --prompt-data FILE     the prompt as a token file (flat or Megatron; see
-                         --format and --dtype)
+                         --data-format and --data-dtype)
   --prompt TEXT          the prompt as text (needs --tokenizer)
   --tokenizer PATH       a tokenizer.json or SentencePiece .model: text in
                          and out
@@ -40,27 +41,15 @@ weights trained on any mesh).
   --seed S               the sampling generator's seed (default 0)
   --out FILE             write the prompt and the generated ids as a flat
                          token file
-  --format F             --prompt-data's format: auto (default), flat or
+  --data-format F        --prompt-data's format: auto (default), flat or
                          megatron
-  --dtype D              --prompt-data's (flat) and --out's dtype (default
-                         uint16)
+  --data-dtype T         --prompt-data's (flat) and --out's token type
+                         (default uint16)
   --threads N            GEMM threads
 
 Prints the prompt's teacher-forced loss, the generated tokens' loss under
 the model, the generated ids, and with --tokenizer the text.
 )";
-
-struct UsageError {
-  std::string message;
-};
-
-int64_t parseInteger(const std::string &flag, const std::string &text) {
-  int64_t value = 0;
-  if (!absl::SimpleAtoi(text, &value))
-    throw UsageError{
-        absl::StrCat(flag, " expects an integer, got '", text, "'")};
-  return value;
-}
 
 train::GenerateOptions parse(const std::vector<std::string> &args) {
   train::GenerateOptions options;
@@ -85,7 +74,7 @@ train::GenerateOptions parse(const std::vector<std::string> &args) {
       ++prompts;
       for (absl::string_view id : absl::StrSplit(value(), ','))
         options.promptTokens.push_back(
-            parseInteger("--prompt-tokens", std::string(id)));
+            parseInt("--prompt-tokens", std::string(id)));
     } else if (arg == "--prompt-data") {
       ++prompts;
       options.promptDataPath = value();
@@ -95,47 +84,31 @@ train::GenerateOptions parse(const std::vector<std::string> &args) {
     } else if (arg == "--tokenizer") {
       options.tokenizerPath = value();
     } else if (arg == "--max-new") {
-      options.maxNew = parseInteger(arg, value());
+      options.maxNew = parseInt(arg, value());
       haveMaxNew = true;
       if (options.maxNew < 0)
         throw UsageError{"--max-new must be >= 0"};
     } else if (arg == "--temperature") {
       std::string text = value();
-      if (!absl::SimpleAtod(text, &options.temperature) ||
-          !(options.temperature >= 0) || std::isinf(options.temperature))
+      options.temperature = parseNumber(arg, text);
+      if (!(options.temperature >= 0) || std::isinf(options.temperature))
         throw UsageError{"--temperature must be a finite number >= 0, got '" +
                          text + "'"};
     } else if (arg == "--top-k") {
-      options.topK = parseInteger(arg, value());
+      options.topK = parseInt(arg, value());
       if (options.topK < 0)
         throw UsageError{"--top-k must be >= 0"};
     } else if (arg == "--seed") {
-      int64_t seed = parseInteger(arg, value());
-      if (seed < 0)
-        throw UsageError{"--seed must be >= 0"};
-      options.seed = static_cast<uint64_t>(seed);
+      options.seed = parseSeed(arg, value());
     } else if (arg == "--out") {
       options.outPath = value();
-    } else if (arg == "--format") {
-      std::string name = value();
-      std::optional<data::DatasetFormat> format =
-          data::parseDatasetFormat(name);
-      if (!format)
-        throw UsageError{"--format must be auto, flat or megatron, got '" +
-                         name + "'"};
-      options.dataOptions.format = *format;
-    } else if (arg == "--dtype") {
-      std::string name = value();
-      std::optional<data::TokenDtype> dtype = data::parseTokenDtype(name);
-      if (!dtype)
-        throw UsageError{"--dtype: unknown dtype '" + name + "'"};
-      options.dataOptions.flatDtype = *dtype;
-      options.outDtype = *dtype;
+    } else if (arg == "--data-format") {
+      options.dataOptions.format = parseDataFormat(value());
+    } else if (arg == "--data-dtype") {
+      options.dataOptions.flatDtype = parseDataDtype(value());
+      options.outDtype = options.dataOptions.flatDtype;
     } else if (arg == "--threads") {
-      int64_t threads = parseInteger(arg, value());
-      if (threads <= 0 || threads > 1024)
-        throw UsageError{"--threads must be in [1, 1024]"};
-      options.threads = static_cast<int>(threads);
+      options.threads = parseThreads(arg, value());
     } else {
       throw UsageError{"unknown option '" + arg + "'"};
     }

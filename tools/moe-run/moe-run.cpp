@@ -10,6 +10,7 @@
 // its peers do not wait for it in a collective.
 //
 //===----------------------------------------------------------------------===//
+#include "Flags.h"
 #include "GenerateCommand.h"
 
 #include "moe/Runtime/Artifact/Disassemble.h"
@@ -19,7 +20,6 @@
 #include "moe/Runtime/Train/Trainer.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -30,6 +30,7 @@
 #include <string>
 
 using namespace moe::rt;
+using namespace moe::tools;
 
 static const char *kUsage = R"(usage: moe-run MODEL.moebin --data PATH [options]
        moe-run --describe MODEL.moebin
@@ -80,10 +81,11 @@ weights and outputs:
                          model.safetensors (one rank)
   --save-dtype fp32|bf16 the dtype --save writes (default fp32; bf16 rounds
                          the fp32 masters to nearest even)
-  --eval-data PATH       a held-out token file (same --format/--dtype as
-                         --data): the LM head's cross-entropy on fixed
-                         batches of it, computed without changing anything,
-                         as eval_loss in the progress line and the metrics
+  --eval-data PATH       a held-out token file (read as --data-format and
+                         --data-dtype say): the LM head's cross-entropy on
+                         fixed batches of it, computed without changing
+                         anything, as eval_loss in the progress line and the
+                         metrics
   --eval-every N         after every N steps (and always after the last)
   --eval-batches K       batches per evaluation (default 4)
   --checkpoint-dir DIR   write distributed checkpoints under DIR (every rank
@@ -123,42 +125,6 @@ weights and outputs:
 )";
 
 namespace {
-/// A command-line error: bad usage, exit code 2.
-struct UsageError {
-  std::string message;
-};
-} // namespace
-
-/// The whole of `text` as a T; `kind` ("an integer") for the error.
-template <typename T>
-static T parseAs(const std::string &flag, const std::string &text,
-                 const char *kind) {
-  T value = 0;
-  auto [end, error] =
-      std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size())
-    throw UsageError{flag + " expects " + kind + ", got '" + text + "'"};
-  return value;
-}
-
-static int64_t parseInt(const std::string &flag, const std::string &text) {
-  return parseAs<int64_t>(flag, text, "an integer");
-}
-
-/// A real number; "inf" is one.
-static double parseNumber(const std::string &flag, const std::string &text) {
-  return parseAs<double>(flag, text, "a number");
-}
-
-/// A seed: an integer >= 0.
-static uint64_t parseSeed(const std::string &flag, const std::string &text) {
-  int64_t value = parseInt(flag, text);
-  if (value < 0)
-    throw UsageError{flag + " must be >= 0, got " + text};
-  return static_cast<uint64_t>(value);
-}
-
-namespace {
 /// What the command line asks for.
 struct Command {
   train::TrainOptions options;
@@ -191,17 +157,9 @@ static Command parseArgs(int argc, char **argv) {
     } else if (arg == "--data") {
       options.dataPath = value();
     } else if (arg == "--data-format") {
-      std::string name = value();
-      auto format = data::parseDatasetFormat(name);
-      if (!format)
-        throw UsageError{"unknown data format '" + name + "'"};
-      options.dataOptions.format = *format;
+      options.dataOptions.format = parseDataFormat(value());
     } else if (arg == "--data-dtype") {
-      std::string name = value();
-      auto dtype = data::parseTokenDtype(name);
-      if (!dtype)
-        throw UsageError{"unknown token dtype '" + name + "'"};
-      options.dataOptions.flatDtype = *dtype;
+      options.dataOptions.flatDtype = parseDataDtype(value());
     } else if (arg == "--data-seed") {
       options.dataSeed = parseSeed(arg, value());
     } else if (arg == "--steps") {
@@ -212,10 +170,7 @@ static Command parseArgs(int argc, char **argv) {
     } else if (arg == "--seed") {
       options.initSeed = parseSeed(arg, value());
     } else if (arg == "--threads") {
-      int64_t threads = parseInt(arg, value());
-      if (threads <= 0 || threads > 1024)
-        throw UsageError{"--threads must be in [1, 1024]"};
-      options.threads = static_cast<int>(threads);
+      options.threads = parseThreads(arg, value());
     } else if (arg == "--checkpoint-dir") {
       options.checkpointDir = value();
     } else if (arg == "--checkpoint-keep") {

@@ -117,9 +117,6 @@ absl::StatusOr<std::unique_ptr<Decoder>> Decoder::create(Executor &executor) {
     if (!slice.runs[i])
       continue;
     const Instruction &instruction = step.instructions[i];
-    if (instruction.opcode == Opcode::RingAttention)
-      return refused(absl::StrCat(describeInstruction(step, i),
-                                  " splits the sequence over ranks"));
     state->instructions.push_back(i);
     for (const std::vector<uint32_t> *list :
          {&instruction.operands, &instruction.results})

@@ -499,8 +499,7 @@ absl::StatusOr<float> Executor::evaluate(const int32_t *tokens,
     StepHooks none;
     pipelineDevice->setContext(&context);
     loss = pipelineStep->evaluate(
-        tokens, targets, positions, step, evalSlice->runs,
-        engine::evaluatedLoss(*prog),
+        tokens, targets, positions, step, evalSlice->runs, evalSlice->value,
         {*pipelineDevice, storage->pointers, none, context.trace});
     pipelineDevice->setContext(nullptr);
   } else {
@@ -513,7 +512,7 @@ absl::StatusOr<float> Executor::evaluate(const int32_t *tokens,
             !status.ok())
           loss = atStep(step, status);
     if (loss.ok())
-      loss = *data(engine::evaluatedLoss(*prog));
+      loss = *data(evalSlice->value);
   }
   for (size_t i = 0; i < saved.size(); ++i)
     std::memcpy(storage->pointers[evalSlice->changedState[i]], saved[i].data(),

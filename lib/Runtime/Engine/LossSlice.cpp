@@ -44,6 +44,7 @@ LossSlice dependencySlice(const Program &program, uint32_t buffer,
       writers[b].push_back(i);
   }
   LossSlice slice;
+  slice.value = buffer;
   slice.runs.assign(count, false);
   std::vector<size_t> pending;
   {

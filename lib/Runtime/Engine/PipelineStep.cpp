@@ -539,27 +539,34 @@ PipelineStep::evaluate(const int32_t *tokens, const int32_t *targets,
   absl::Status status = reserve(env.device, base);
   if (status.ok())
     status = runActions(actions, {tokens, targets, positions}, step, env, base);
+  absl::StatusOr<double> loss =
+      status.ok() ? meanLossOverStages(step, "evaluation loss") : status;
   evalRuns = nullptr;
   readLoss = program.loss;
   readLossStage = lossStage;
   env.pointers = base;
   env.device.pointersChanged();
-  if (!status.ok())
-    return status;
-  double loss =
-      rank == pipeline.instructionStage[producers[lossBuffer]] % pipeline.stages
-          ? lossSum / pipeline.microbatches
-          : 0.0;
+  if (!loss.ok())
+    return loss.status();
+  return static_cast<float>(*loss);
+}
+
+absl::StatusOr<double> PipelineStep::meanLossOverStages(int64_t step,
+                                                        const char *what) {
+  const Pipeline &pipeline = program.pipeline;
+  double loss = rank == readLossStage % pipeline.stages
+                    ? lossSum / pipeline.microbatches
+                    : 0.0;
   if (stageGroup)
-    if (absl::Status shared =
+    if (absl::Status status =
             comm::sumOverGroup(*stageGroup, absl::MakeSpan(&loss, 1), {});
-        !shared.ok())
-      return atStep(step, absl::Status(shared.code(),
-                                       absl::StrCat("sharing the evaluation "
-                                                    "loss over the pipeline "
-                                                    "stages: ",
-                                                    shared.message())));
-  return static_cast<float>(loss);
+        !status.ok())
+      return atStep(
+          step, absl::Status(status.code(), absl::StrCat("sharing the ", what,
+                                                         " over the pipeline "
+                                                         "stages: ",
+                                                         status.message())));
+  return loss;
 }
 
 bool PipelineStep::travels(size_t transfer) const {
@@ -572,8 +579,6 @@ PipelineStep::runActions(const std::vector<PipelineAction> &actions,
                          int64_t step, Environment &env,
                          const std::vector<uint8_t *> &base) {
   const Pipeline &pipeline = program.pipeline;
-  const int32_t *tokens = hostInputs[0], *targets = hostInputs[1],
-                *positions = hostInputs[2];
   slotOf.assign(pipeline.microbatches, nullptr);
   actionsLeft.assign(pipeline.microbatches, 0);
   for (const PipelineAction &action : actions)
@@ -583,8 +588,8 @@ PipelineStep::runActions(const std::vector<PipelineAction> &actions,
   for (const PipelineAction &action : actions) {
     Slot *slot = slotOf[action.microbatch];
     if (!slot) {
-      absl::StatusOr<Slot *> acquired = acquire(
-          action.microbatch, env.device, base, {tokens, targets, positions});
+      absl::StatusOr<Slot *> acquired =
+          acquire(action.microbatch, env.device, base, hostInputs);
       if (!acquired.ok()) {
         failed = acquired.status();
         break;
@@ -633,18 +638,9 @@ absl::StatusOr<StepResult> PipelineStep::optimize(int64_t step,
             microbatches);
         !status.ok())
       return status;
-  double loss = (rank == lossStage % pipeline.stages)
-                    ? lossSum / pipeline.microbatches
-                    : 0.0;
-  if (stageGroup)
-    if (absl::Status status = comm::sumOverGroup(*stageGroup,
-                                           absl::MakeSpan(&loss, 1), {});
-        !status.ok())
-      return atStep(step, absl::Status(
-                              status.code(),
-                              absl::StrCat("sharing the loss over the "
-                                           "pipeline stages: ",
-                                           status.message())));
+  absl::StatusOr<double> loss = meanLossOverStages(step, "loss");
+  if (!loss.ok())
+    return loss.status();
 
   for (size_t index : optimizerInstructions) {
     const Instruction &instruction = program.instructions[index];
@@ -666,7 +662,7 @@ absl::StatusOr<StepResult> PipelineStep::optimize(int64_t step,
       }
   }
   StepResult result;
-  result.loss = static_cast<float>(loss);
+  result.loss = static_cast<float>(*loss);
   for (auto [buffer, into] :
        {std::make_pair(program.gradNorm, &result.gradNorm),
         std::make_pair(program.lr, &result.lr)}) {

@@ -66,18 +66,16 @@ absl::Status AsyncCheckpointWriter::start(const WeightStore &store,
   auto next = std::make_unique<Flight>();
   next->checkpoint = std::move(*checkpoint);
   // The host copy: the steps that follow overwrite the store.
-  const Program &program = store.program();
   next->tensors = checkpointTensors(store);
   next->copies.reserve(next->tensors.size());
-  size_t index = 0;
-  for (const std::vector<uint32_t> *set :
-       {&store.parameters(), &store.optimizerStates()})
-    for (uint32_t b : *set) {
-      io::TensorView &view = next->tensors[index++];
-      const uint8_t *from = static_cast<const uint8_t *>(view.data);
-      next->copies.emplace_back(from, from + program.buffers[b].sizeInBytes());
-      view.data = next->copies.back().data();
-    }
+  for (io::TensorView &view : next->tensors) {
+    uint64_t bytes = io::safetensorsDtypeSize(view.dtype);
+    for (int64_t d : view.shape)
+      bytes *= static_cast<uint64_t>(d);
+    const uint8_t *from = static_cast<const uint8_t *>(view.data);
+    next->copies.emplace_back(from, from + bytes);
+    view.data = next->copies.back().data();
+  }
   Flight *running = next.get();
   double seconds = *delay;
   running->writer = std::thread([running, seconds] {

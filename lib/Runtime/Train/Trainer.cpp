@@ -49,6 +49,14 @@ public:
 private:
   /// --resume: the checkpoint's weights, optimizer state and step.
   absl::Status resume();
+  /// Whether step `step` (0-based) is this run's last, and whether it ends
+  /// a multiple of `every` steps (never for 0).
+  bool isLastStep(int64_t step) const {
+    return step + 1 == firstStep + options.steps;
+  }
+  static bool everyNth(int64_t step, int64_t every) {
+    return every > 0 && (step + 1) % every == 0;
+  }
   /// --checkpoint-dir: after step `step` (0-based) if it is due.
   absl::Status checkpointAfter(int64_t step);
   /// `everyone`, created on first use (a collective call of every rank).
@@ -266,8 +274,8 @@ absl::Status Run::checkpointAfter(int64_t step) {
   if (options.checkpointDir.empty())
     return absl::OkStatus();
   int64_t done = step + 1;
-  bool last = done == firstStep + options.steps;
-  bool due = options.checkpointEvery > 0 && done % options.checkpointEvery == 0;
+  bool last = isLastStep(step);
+  bool due = everyNth(step, options.checkpointEvery);
   // A write in flight is committed at the first step boundary where every
   // rank has finished it.
   if (asyncCheckpoints && asyncCheckpoints->pending() && !due && !last) {
@@ -595,10 +603,7 @@ absl::Status Run::setUpEvaluation() {
 absl::StatusOr<std::optional<double>> Run::evaluateAfter(int64_t step) {
   if (!evalSampler)
     return std::nullopt;
-  int64_t done = step + 1;
-  bool last = done == firstStep + options.steps;
-  bool due = options.evalEvery > 0 && done % options.evalEvery == 0;
-  if (!due && !last)
+  if (!everyNth(step, options.evalEvery) && !isLastStep(step))
     return std::nullopt;
   double sum = 0;
   for (int64_t batch = 0; batch < options.evalBatches; ++batch) {

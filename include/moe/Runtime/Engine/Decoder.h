@@ -12,9 +12,9 @@
 // embedding, or the unfused head's logits.
 //
 // What a one-token program cannot mean is refused when the decoder is
-// made, naming it: a program over several ranks or with collectives,
-// BF16 buffers, or an instruction reading the sequence that is not RoPE or
-// attention (context parallelism's ring attention).
+// made, naming it: a program over several ranks or with collectives
+// (context parallelism's ring attention among them), BF16 buffers, or a
+// temporary that is not per token.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_ENGINE_DECODER_H

@@ -32,6 +32,8 @@
 namespace moe::rt::engine {
 
 struct LossSlice {
+  /// The buffer whose value the slice computes.
+  uint32_t value = 0;
   /// runs[i]: whether instruction i computes something the loss reads.
   std::vector<bool> runs;
   /// The parameters and optimizer state those instructions change, which

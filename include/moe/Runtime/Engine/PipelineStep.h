@@ -195,6 +195,10 @@ private:
   absl::Status send(const PipelineAction &action, Slot &slot, Device &device);
   absl::Status finishSends(bool all);
   absl::StatusOr<StepResult> optimize(int64_t step, Environment &env);
+  /// The mean over the microbatches of the loss the forward actions read
+  /// (readLoss), from the stage computing it, on every pipeline rank; `what`
+  /// names it in an error.
+  absl::StatusOr<double> meanLossOverStages(int64_t step, const char *what);
   absl::StatusOr<float> readScalar(Device &device, const Slot &slot,
                                    uint32_t buffer) const;
 

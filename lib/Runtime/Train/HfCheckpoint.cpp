@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Runtime/Train/HfCheckpoint.h"
 
+#include "Fp8Checkpoint.h"
+
 #include "moe/Runtime/Engine/Placement.h"
 #include "moe/Runtime/ExpertNames.h"
 #include "moe/Runtime/IO/File.h"
@@ -140,11 +142,11 @@ private:
 /// Loads one buffer's block.
 class BufferLoader {
 public:
-  BufferLoader(Checkpoint &checkpoint, const Buffer &buffer,
+  BufferLoader(Checkpoint &checkpoint, Fp8Config &fp8, const Buffer &buffer,
                std::vector<int64_t> global, std::optional<InterleavedRows> rows,
                float *data)
-      : checkpoint(checkpoint), buffer(buffer), global(std::move(global)),
-        rows(rows), data(data) {}
+      : checkpoint(checkpoint), fp8(fp8), buffer(buffer),
+        global(std::move(global)), rows(rows), data(data) {}
 
   absl::Status load(const engine::Placement &placement) {
     bool stacked = isStackedName(buffer.name) && !global.empty();
@@ -200,10 +202,21 @@ private:
       return absl::NotFoundError(absl::StrCat(
           "checkpoint '", file, "': tensor '", name, "' is missing"));
     if (!checked.count(name)) {
-      if (!tensor->isFloat())
+      if (tensor->isFp8()) {
+        absl::StatusOr<Fp8Weight> weight = quantized(*tensor, file);
+        if (!weight.ok())
+          return weight.status();
+        fp8Weights.emplace(name, *weight);
+      } else if (!tensor->isFloat()) {
         return absl::InvalidArgumentError(absl::StrCat(file, ": tensor '", name,
                                                        "' is ", tensor->dtype,
                                                        ", expected a float"));
+      } else if (std::string scales = name + kScaleSuffix;
+                 checkpoint.names().count(scales)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            checkpoint.fileName(scales), ": tensor '", scales, "' scales '",
+            name, "', which is ", tensor->dtype, ", not F8_E4M3"));
+      }
       if (tensor->shape != shape)
         return absl::InvalidArgumentError(absl::StrCat(
             file, ": tensor '", name, "' has shape [",
@@ -217,16 +230,51 @@ private:
       int64_t row = within / columns;
       source = rows->checkpointRow(row) * columns + within % columns;
     }
-    io::MappedSafetensors::decode(*tensor, source, count, out);
+    if (auto weight = fp8Weights.find(name); weight != fp8Weights.end()) {
+      if (absl::Status s = weight->second.dequantize(source, count, out);
+          !s.ok())
+        return s;
+    } else {
+      io::MappedSafetensors::decode(*tensor, source, count, out);
+    }
     return io::checkFinite(name, shape, out, source, count, file);
   }
 
+  /// The F8_E4M3 tensor `codes` of `file` with its scales, checked.
+  absl::StatusOr<Fp8Weight> quantized(const io::MappedSafetensors::Tensor &codes,
+                                      const std::string &file) {
+    Fp8Weight weight;
+    weight.codes = &codes;
+    weight.codesFile = file;
+    absl::StatusOr<Fp8BlockFormat> format = fp8.formatOf(file, codes.name);
+    if (!format.ok())
+      return format.status();
+    weight.format = *format;
+    std::string scales = codes.name + kScaleSuffix;
+    absl::StatusOr<const io::MappedSafetensors::Tensor *> found =
+        checkpoint.find(scales);
+    if (!found.ok())
+      return found.status();
+    if (!*found)
+      return absl::NotFoundError(absl::StrCat(
+          file, ": tensor '", codes.name, "' is F8_E4M3, but its scales '",
+          scales, "' are missing"));
+    weight.scales = *found;
+    weight.scalesFile = checkpoint.fileName(scales);
+    if (absl::Status s = weight.check(); !s.ok())
+      return s;
+    return weight;
+  }
+
   Checkpoint &checkpoint;
+  Fp8Config &fp8;
   const Buffer &buffer;
   std::vector<int64_t> global;
   std::optional<InterleavedRows> rows;
   float *data;
   std::set<std::string> checked;
+  /// The F8_E4M3 tensors among them, with their scales.
+  std::map<std::string, Fp8Weight> fp8Weights;
 };
 
 /// The tensors a checkpoint may hold of a model: its HF tensors by name,
@@ -236,8 +284,13 @@ struct ModelTensors {
   std::vector<std::pair<std::string, int64_t>> stacked;
 
   /// Whether `name` is one of them, or one expert's tensor of a stacked
-  /// one, below the experts stacked there.
-  bool has(const std::string &name) const {
+  /// one, below the experts stacked there, or the scales of one
+  /// (block-quantized FP8 checkpoints).
+  bool has(const std::string &tensor) const {
+    std::string name =
+        absl::EndsWith(tensor, kScaleSuffix)
+            ? tensor.substr(0, tensor.size() - std::strlen(kScaleSuffix))
+            : tensor;
     if (names.count(name))
       return true;
     for (const auto &[stack, experts] : stacked) {
@@ -306,9 +359,17 @@ absl::Status loadHfCheckpoint(WeightStore &store, const std::string &path) {
           file, ": tensor '", name, "' is not a parameter of the model"));
 
   InterleavedLayout layout(program.model.configJson);
+  // An FP8 checkpoint's block size is in the config.json beside it, as HF
+  // reads it.
+  std::string directory =
+      isDirectory(path) ? path
+      : path.find('/') == std::string::npos
+          ? "."
+          : path.substr(0, path.rfind('/'));
+  Fp8Config fp8(directory + "/config.json");
   for (uint32_t b : hfBuffers(store)) {
     const Buffer &buffer = program.buffers[b];
-    BufferLoader loader(*checkpoint, buffer, store.globalShape(b),
+    BufferLoader loader(*checkpoint, fp8, buffer, store.globalShape(b),
                         layout.rowsOf(buffer.name), store.data(b));
     if (absl::Status s = loader.load(store.placementOf()); !s.ok())
       return s;

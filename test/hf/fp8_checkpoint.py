@@ -6,6 +6,8 @@
                                       FP8 format, DIR/bf16 its dequantized
                                       BF16 weights; tokens in DIR/tokens.bin
   fp8_checkpoint.py break DIR KIND    DIR/KIND: DIR/fp8 damaged one way
+  fp8_checkpoint.py shard DIR         DIR/sharded: DIR/fp8 in two files, the
+                                      scales apart from their weights
   fp8_checkpoint.py same A B          the F32 tensors of files A and B are
                                       equal bit for bit (moe-run's step
                                       dumps after loading DIR/fp8 and
@@ -149,6 +151,26 @@ def break_checkpoint(directory, kind):
         json.dump(config, f, indent=2)
 
 
+def shard(directory):
+    """DIR/sharded: DIR/fp8 in two files with an index, every scale in the
+    file after its weight's, as a large checkpoint may split them."""
+    tensors = load_file(os.path.join(directory, "fp8", "model.safetensors"))
+    out = os.path.join(directory, "sharded")
+    os.makedirs(out, exist_ok=True)
+    files = ("model-00001-of-00002.safetensors",
+             "model-00002-of-00002.safetensors")
+    parts = ({}, {})
+    for name, tensor in tensors.items():
+        parts[name.endswith("_scale_inv")][name] = tensor
+    for part, file in zip(parts, files):
+        save_file(part, os.path.join(out, file), metadata={"format": "pt"})
+    index = {"metadata": {}, "weight_map": {
+        name: files[i] for i, part in enumerate(parts) for name in part}}
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        json.dump(index, f)
+    shutil.copy(os.path.join(directory, "fp8", "config.json"), out)
+
+
 def same(ours_path, reference_path):
     ours, reference = load_file(ours_path), load_file(reference_path)
     if set(ours) != set(reference):
@@ -166,6 +188,8 @@ if __name__ == "__main__":
         make(sys.argv[2])
     elif sys.argv[1:2] == ["break"] and len(sys.argv) == 4:
         break_checkpoint(sys.argv[2], sys.argv[3])
+    elif sys.argv[1:2] == ["shard"] and len(sys.argv) == 3:
+        shard(sys.argv[2])
     elif sys.argv[1:2] == ["same"] and len(sys.argv) == 4:
         same(sys.argv[2], sys.argv[3])
     else:

@@ -5,7 +5,9 @@
                                       saved twice: DIR/fp8 in DeepSeek-V3's
                                       FP8 format, DIR/bf16 its dequantized
                                       BF16 weights; tokens in DIR/tokens.bin
-  fp8_checkpoint.py break DIR KIND    DIR/KIND: DIR/fp8 damaged one way
+  fp8_checkpoint.py break DIR KIND    DIR/KIND: DIR/fp8 damaged one way (or,
+                                      "mtp", with a multi-token-prediction
+                                      layer as DeepSeek-V3's has)
   fp8_checkpoint.py shard DIR         DIR/sharded: DIR/fp8 in two files, the
                                       scales apart from their weights
   fp8_checkpoint.py same A B          the F32 tensors of files A and B are
@@ -147,6 +149,23 @@ def damage(source, kind, tensors, config):
         tensors[scale] = tensors[scale].to(torch.bfloat16)
     elif kind == "method":
         config["quantization_config"]["quant_method"] = "gptq"
+    elif kind in ("mtp", "mtp-unnamed"):
+        # DeepSeek-V3's multi-token-prediction layer after the model's
+        # (layer 61 of 61): a copy of the last layer with its own FP8
+        # projection and norms. Loaded past as HF does, where the config
+        # names it (num_nextn_predict_layers).
+        last = config["num_hidden_layers"] - 1
+        prefix, mtp = f"model.layers.{last}.", f"model.layers.{last + 1}."
+        for name in [n for n in tensors if n.startswith(prefix)]:
+            tensors[mtp + name[len(prefix):]] = tensors[name].clone()
+        hidden = config["hidden_size"]
+        codes, scale = quantize(torch.randn(hidden, 2 * hidden))
+        tensors[mtp + "eh_proj.weight"] = codes
+        tensors[mtp + "eh_proj.weight_scale_inv"] = scale
+        for norm in ("enorm", "hnorm", "shared_head.norm"):
+            tensors[mtp + norm + ".weight"] = torch.ones(hidden, dtype=torch.bfloat16)
+        if kind == "mtp-unnamed":
+            config["num_nextn_predict_layers"] = 0
     else:
         sys.exit(f"unknown damage '{kind}'")
 

@@ -17,6 +17,7 @@
 #include "moe/Runtime/IO/Safetensors.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
@@ -302,6 +303,47 @@ struct ModelTensors {
   }
 };
 
+/// DeepSeek-V3's multi-token-prediction layers, which its checkpoints hold
+/// after the model's: layers [num_hidden_layers, num_hidden_layers +
+/// num_nextn_predict_layers) of the checkpoint's config.json. HF's
+/// DeepseekV3ForCausalLM does not build them and from_pretrained skips
+/// their tensors; moe-import says that moec does not build them either.
+struct MtpLayers {
+  int64_t first = 0, count = 0;
+
+  static MtpLayers read(const std::string &configPath) {
+    std::ifstream in(configPath);
+    std::stringstream text;
+    text << in.rdbuf();
+    nlohmann::json config = nlohmann::json::parse(
+        text.str(), nullptr, /*allow_exceptions=*/false);
+    MtpLayers layers;
+    if (config.is_discarded() || !config.is_object())
+      return layers;
+    auto hidden = config.find("num_hidden_layers");
+    auto mtp = config.find("num_nextn_predict_layers");
+    if (hidden != config.end() && mtp != config.end() &&
+        hidden->is_number_integer() && mtp->is_number_integer())
+      layers = {hidden->get<int64_t>(), mtp->get<int64_t>()};
+    return layers;
+  }
+
+  /// Whether `name` is a tensor of one of them ("model.layers.61.*").
+  bool holds(const std::string &name) const {
+    static constexpr absl::string_view prefix = "model.layers.";
+    if (count <= 0 || !absl::StartsWith(name, prefix))
+      return false;
+    size_t dot = name.find('.', prefix.size());
+    int64_t layer;
+    return dot != std::string::npos &&
+           absl::SimpleAtoi(
+               absl::string_view(name).substr(prefix.size(),
+                                              dot - prefix.size()),
+               &layer) &&
+           layer >= first && layer - first < count;
+  }
+};
+
 } // namespace
 
 int64_t InterleavedRows::checkpointRow(int64_t row) const {
@@ -353,20 +395,27 @@ absl::Status loadHfCheckpoint(WeightStore &store, const std::string &path) {
         isStackedName(buffer.name) && !global.empty())
       model.stacked.emplace_back(buffer.name, global[0]);
   }
-  for (const auto &[name, file] : checkpoint->names())
-    if (!model.has(name))
+  // The checkpoint's config.json, beside it as from_pretrained reads it:
+  // an FP8 checkpoint's block size, DeepSeek-V3's multi-token prediction.
+  std::string configPath =
+      (isDirectory(path) ? path
+       : path.find('/') == std::string::npos
+           ? "."
+           : path.substr(0, path.rfind('/'))) +
+      "/config.json";
+  std::optional<MtpLayers> mtp;
+  for (const auto &[name, file] : checkpoint->names()) {
+    if (model.has(name))
+      continue;
+    if (!mtp)
+      mtp = MtpLayers::read(configPath);
+    if (!mtp->holds(name))
       return absl::InvalidArgumentError(absl::StrCat(
           file, ": tensor '", name, "' is not a parameter of the model"));
+  }
 
   InterleavedLayout layout(program.model.configJson);
-  // An FP8 checkpoint's block size is in the config.json beside it, as HF
-  // reads it.
-  std::string directory =
-      isDirectory(path) ? path
-      : path.find('/') == std::string::npos
-          ? "."
-          : path.substr(0, path.rfind('/'));
-  Fp8Config fp8(directory + "/config.json");
+  Fp8Config fp8(configPath);
   for (uint32_t b : hfBuffers(store)) {
     const Buffer &buffer = program.buffers[b];
     BufferLoader loader(*checkpoint, fp8, buffer, store.globalShape(b),

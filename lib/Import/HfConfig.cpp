@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Import/HfConfig.h"
 
+#include "moe/Import/HfQuantization.h"
+
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -263,9 +265,10 @@ void readCommon(ConfigReader &reader, Attributes &attrs,
   reader.expectNumber("attention_dropout", 0.0);
   reader.expectBool("attention_bias", false);
   reader.expectNumber("pretraining_tp", 1);
-  reader.expectAbsent("quantization_config",
-                      "quantized checkpoints are not implemented (moe-run "
-                      "--load reads F32, BF16 and F16 weights)");
+  if (const json::Value *quantization = reader.get("quantization_config"))
+    for (const QuantizationProblem &problem :
+         checkQuantizationConfig(*quantization))
+      reader.fail(problem.field, problem.why);
 }
 
 /// HF adds the load-balancing loss only when output_router_logits.
@@ -477,6 +480,8 @@ FailureOr<HfImport> mlir::moe::importHfConfig(const json::Object &config,
     readQwen3Moe(reader, attrs, result, b);
   else
     readDeepseekV3(reader, attrs, result, options, b);
+  if (const json::Value *quantization = reader.get("quantization_config"))
+    result.notes.push_back(describeQuantizationConfig(*quantization));
 
   // The step's shape: --seq within the positions the model was made for.
   int64_t maxPositions = 0;

@@ -25,6 +25,22 @@ from safetensors.torch import load_file, save_file
 SEQ, BATCH = 16, 4
 
 
+def deepseek_v3_config(**sizes):
+    """The tiny DeepSeek-V3 of `make`, with `sizes` overriding its fields
+    (fp8_checkpoint.py's has matrices of several 128 x 128 blocks)."""
+    import transformers
+    fields = dict(
+        vocab_size=256, hidden_size=32, intermediate_size=64,
+        moe_intermediate_size=16, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8,
+        n_shared_experts=1, n_group=2, topk_group=1, num_experts_per_tok=2,
+        first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=24,
+        qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=6,
+        routed_scaling_factor=2.5, max_position_embeddings=64)
+    fields.update(sizes)
+    return transformers.DeepseekV3Config(**fields)
+
+
 def make(family, out):
     import transformers
     torch.manual_seed(1234)
@@ -37,14 +53,7 @@ def make(family, out):
             max_position_embeddings=64)
         model = transformers.Qwen3MoeForCausalLM(config)
     elif family == "deepseek_v3":
-        config = transformers.DeepseekV3Config(
-            vocab_size=256, hidden_size=32, intermediate_size=64,
-            moe_intermediate_size=16, num_hidden_layers=3,
-            num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8,
-            n_shared_experts=1, n_group=2, topk_group=1, num_experts_per_tok=2,
-            first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=24,
-            qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=6,
-            routed_scaling_factor=2.5, max_position_embeddings=64)
+        config = deepseek_v3_config()
         model = transformers.DeepseekV3ForCausalLM(config)
     else:
         sys.exit(f"unknown family '{family}' (known: qwen3_moe, deepseek_v3)")

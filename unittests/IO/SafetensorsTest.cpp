@@ -220,6 +220,38 @@ TEST(MappedSafetensors, DecodesAnyRunOfATensor) {
   EXPECT_EQ(file->find("missing"), nullptr);
 }
 
+TEST(MappedSafetensors, MapsFp8CodesTheDecodingReaderRefuses) {
+  // An FP8 checkpoint's codes mean nothing without their scales: the mapped
+  // reader hands them to the loader that knows the scales; the reader that
+  // decodes whole files (moe-run's own) refuses them.
+  const uint8_t codes[] = {0x38, 0xb8, 0x7e};
+  absl::StatusOr<std::string> bytes =
+      encodeSafetensors({{"w", "F8_E4M3", {3}, codes}});
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  ScratchDir dir;
+  std::string path = dir.file("fp8.safetensors");
+  writeBytes(path, *bytes);
+  absl::StatusOr<MappedSafetensors> file = MappedSafetensors::open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const MappedSafetensors::Tensor *w = file->find("w");
+  ASSERT_NE(w, nullptr);
+  EXPECT_TRUE(w->isFp8());
+  EXPECT_FALSE(w->isFloat());
+  EXPECT_EQ(std::memcmp(w->bytes, codes, 3), 0);
+  absl::StatusOr<SafetensorsFile> decoded = readSafetensors(path);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_THAT(std::string(decoded.status().message()),
+              HasSubstr("tensor 'w': unsupported dtype 'F8_E4M3' (supported: "
+                        "F32, I32, BF16, F16)"));
+  // Other FP8 formats stay refused by both.
+  writeBytes(path, *encodeSafetensors({{"w", "F8_E5M2", {3}, codes}}));
+  file = MappedSafetensors::open(path);
+  ASSERT_FALSE(file.ok());
+  EXPECT_THAT(std::string(file.status().message()),
+              HasSubstr("unsupported dtype 'F8_E5M2' (supported: F32, I32, "
+                        "BF16, F16, F8_E4M3)"));
+}
+
 TEST(MappedSafetensors, VerifiesTheHeaderAsTheReaderDoes) {
   // Offsets past the data section are refused before anything is read.
   ScratchDir dir;

@@ -40,8 +40,9 @@ struct Entry {
 
 class HeaderChecker {
 public:
-  HeaderChecker(const std::string &origin, uint64_t dataSize)
-      : origin_(origin), dataSize_(dataSize) {}
+  HeaderChecker(const std::string &origin, uint64_t dataSize,
+                bool acceptFp8 = false)
+      : origin_(origin), dataSize_(dataSize), acceptFp8_(acceptFp8) {}
 
   absl::Status fail(const std::string &what) const {
     return absl::InvalidArgumentError(
@@ -65,6 +66,10 @@ private:
 
   std::string origin_;
   uint64_t dataSize_;
+  /// Whether F8_E4M3 tensors are accepted: the mapped reader hands their
+  /// bytes to a loader that knows their scales; the decoding reader has
+  /// no scales to apply.
+  bool acceptFp8_;
 };
 
 bool HeaderChecker::asIndex(const Json &value, uint64_t &out) {
@@ -109,10 +114,12 @@ absl::StatusOr<Entry> HeaderChecker::checkTensor(const std::string &name,
   static const std::set<std::string> subByte = {"F4", "F6_E2M3", "F6_E3M2"};
   if (safetensorsDtypeSize(entry.dtype) == 0 && !subByte.count(entry.dtype))
     return failTensor(name, absl::StrCat("unknown dtype '", entry.dtype, "'"));
+  bool fp8 = acceptFp8_ && entry.dtype == "F8_E4M3";
   if (entry.dtype != "F32" && entry.dtype != "I32" && entry.dtype != "BF16" &&
-      entry.dtype != "F16")
+      entry.dtype != "F16" && !fp8)
     return failTensor(name, absl::StrCat("unsupported dtype '", entry.dtype,
-                                         "' (supported: F32, I32, BF16, F16)"));
+                                         "' (supported: F32, I32, BF16, F16",
+                                         acceptFp8_ ? ", F8_E4M3" : "", ")"));
   uint64_t dtypeSize = safetensorsDtypeSize(entry.dtype);
 
   auto shape = value.find("shape");
@@ -225,7 +232,8 @@ struct VerifiedFile {
 };
 
 absl::StatusOr<VerifiedFile> verify(const uint8_t *data, size_t size,
-                                    const std::string &origin) {
+                                    const std::string &origin,
+                                    bool acceptFp8 = false) {
   HeaderChecker sizeChecker(origin, 0);
   if (size < 8)
     return sizeChecker.fail(
@@ -255,7 +263,7 @@ absl::StatusOr<VerifiedFile> verify(const uint8_t *data, size_t size,
 
   VerifiedFile file;
   file.dataSection = headerBegin + headerSize;
-  HeaderChecker checker(origin, size - 8 - headerSize);
+  HeaderChecker checker(origin, size - 8 - headerSize, acceptFp8);
   for (const auto &[key, value] : header.items()) {
     if (key == "__metadata__") {
       if (absl::Status status = checker.checkMetadata(value, file.metadata);
@@ -293,7 +301,7 @@ MappedSafetensors::open(const std::string &path) {
   if (!mapped.ok())
     return mapped.status();
   absl::StatusOr<VerifiedFile> verified =
-      verify(mapped->data(), mapped->size(), path);
+      verify(mapped->data(), mapped->size(), path, /*acceptFp8=*/true);
   if (!verified.ok())
     return verified.status();
   MappedSafetensors file;

@@ -9,12 +9,15 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Runtime/Train/HfCheckpoint.h"
 
+#include "Fp8Checkpoint.h"
+
 #include "moe/Runtime/Engine/Placement.h"
 #include "moe/Runtime/ExpertNames.h"
 #include "moe/Runtime/IO/File.h"
 #include "moe/Runtime/IO/Safetensors.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
@@ -140,11 +143,11 @@ private:
 /// Loads one buffer's block.
 class BufferLoader {
 public:
-  BufferLoader(Checkpoint &checkpoint, const Buffer &buffer,
+  BufferLoader(Checkpoint &checkpoint, Fp8Config &fp8, const Buffer &buffer,
                std::vector<int64_t> global, std::optional<InterleavedRows> rows,
                float *data)
-      : checkpoint(checkpoint), buffer(buffer), global(std::move(global)),
-        rows(rows), data(data) {}
+      : checkpoint(checkpoint), fp8(fp8), buffer(buffer),
+        global(std::move(global)), rows(rows), data(data) {}
 
   absl::Status load(const engine::Placement &placement) {
     bool stacked = isStackedName(buffer.name) && !global.empty();
@@ -200,10 +203,21 @@ private:
       return absl::NotFoundError(absl::StrCat(
           "checkpoint '", file, "': tensor '", name, "' is missing"));
     if (!checked.count(name)) {
-      if (!tensor->isFloat())
+      if (tensor->isFp8()) {
+        absl::StatusOr<Fp8Weight> weight = quantized(*tensor, file);
+        if (!weight.ok())
+          return weight.status();
+        fp8Weights.emplace(name, *weight);
+      } else if (!tensor->isFloat()) {
         return absl::InvalidArgumentError(absl::StrCat(file, ": tensor '", name,
                                                        "' is ", tensor->dtype,
                                                        ", expected a float"));
+      } else if (std::string scales = name + kScaleSuffix;
+                 checkpoint.names().count(scales)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            checkpoint.fileName(scales), ": tensor '", scales, "' scales '",
+            name, "', which is ", tensor->dtype, ", not F8_E4M3"));
+      }
       if (tensor->shape != shape)
         return absl::InvalidArgumentError(absl::StrCat(
             file, ": tensor '", name, "' has shape [",
@@ -217,16 +231,51 @@ private:
       int64_t row = within / columns;
       source = rows->checkpointRow(row) * columns + within % columns;
     }
-    io::MappedSafetensors::decode(*tensor, source, count, out);
+    if (auto weight = fp8Weights.find(name); weight != fp8Weights.end()) {
+      if (absl::Status s = weight->second.dequantize(source, count, out);
+          !s.ok())
+        return s;
+    } else {
+      io::MappedSafetensors::decode(*tensor, source, count, out);
+    }
     return io::checkFinite(name, shape, out, source, count, file);
   }
 
+  /// The F8_E4M3 tensor `codes` of `file` with its scales, checked.
+  absl::StatusOr<Fp8Weight> quantized(const io::MappedSafetensors::Tensor &codes,
+                                      const std::string &file) {
+    Fp8Weight weight;
+    weight.codes = &codes;
+    weight.codesFile = file;
+    absl::StatusOr<Fp8BlockFormat> format = fp8.formatOf(file, codes.name);
+    if (!format.ok())
+      return format.status();
+    weight.format = *format;
+    std::string scales = codes.name + kScaleSuffix;
+    absl::StatusOr<const io::MappedSafetensors::Tensor *> found =
+        checkpoint.find(scales);
+    if (!found.ok())
+      return found.status();
+    if (!*found)
+      return absl::NotFoundError(absl::StrCat(
+          file, ": tensor '", codes.name, "' is F8_E4M3, but its scales '",
+          scales, "' are missing"));
+    weight.scales = *found;
+    weight.scalesFile = checkpoint.fileName(scales);
+    if (absl::Status s = weight.check(); !s.ok())
+      return s;
+    return weight;
+  }
+
   Checkpoint &checkpoint;
+  Fp8Config &fp8;
   const Buffer &buffer;
   std::vector<int64_t> global;
   std::optional<InterleavedRows> rows;
   float *data;
   std::set<std::string> checked;
+  /// The F8_E4M3 tensors among them, with their scales.
+  std::map<std::string, Fp8Weight> fp8Weights;
 };
 
 /// The tensors a checkpoint may hold of a model: its HF tensors by name,
@@ -236,8 +285,13 @@ struct ModelTensors {
   std::vector<std::pair<std::string, int64_t>> stacked;
 
   /// Whether `name` is one of them, or one expert's tensor of a stacked
-  /// one, below the experts stacked there.
-  bool has(const std::string &name) const {
+  /// one, below the experts stacked there, or the scales of one
+  /// (block-quantized FP8 checkpoints).
+  bool has(const std::string &tensor) const {
+    std::string name =
+        absl::EndsWith(tensor, kScaleSuffix)
+            ? tensor.substr(0, tensor.size() - std::strlen(kScaleSuffix))
+            : tensor;
     if (names.count(name))
       return true;
     for (const auto &[stack, experts] : stacked) {
@@ -246,6 +300,47 @@ struct ModelTensors {
         return true;
     }
     return false;
+  }
+};
+
+/// DeepSeek-V3's multi-token-prediction layers, which its checkpoints hold
+/// after the model's: layers [num_hidden_layers, num_hidden_layers +
+/// num_nextn_predict_layers) of the checkpoint's config.json. HF's
+/// DeepseekV3ForCausalLM does not build them and from_pretrained skips
+/// their tensors; moe-import says that moec does not build them either.
+struct MtpLayers {
+  int64_t first = 0, count = 0;
+
+  static MtpLayers read(const std::string &configPath) {
+    std::ifstream in(configPath);
+    std::stringstream text;
+    text << in.rdbuf();
+    nlohmann::json config = nlohmann::json::parse(
+        text.str(), nullptr, /*allow_exceptions=*/false);
+    MtpLayers layers;
+    if (config.is_discarded() || !config.is_object())
+      return layers;
+    auto hidden = config.find("num_hidden_layers");
+    auto mtp = config.find("num_nextn_predict_layers");
+    if (hidden != config.end() && mtp != config.end() &&
+        hidden->is_number_integer() && mtp->is_number_integer())
+      layers = {hidden->get<int64_t>(), mtp->get<int64_t>()};
+    return layers;
+  }
+
+  /// Whether `name` is a tensor of one of them ("model.layers.61.*").
+  bool holds(const std::string &name) const {
+    static constexpr absl::string_view prefix = "model.layers.";
+    if (count <= 0 || !absl::StartsWith(name, prefix))
+      return false;
+    size_t dot = name.find('.', prefix.size());
+    int64_t layer;
+    return dot != std::string::npos &&
+           absl::SimpleAtoi(
+               absl::string_view(name).substr(prefix.size(),
+                                              dot - prefix.size()),
+               &layer) &&
+           layer >= first && layer - first < count;
   }
 };
 
@@ -300,15 +395,30 @@ absl::Status loadHfCheckpoint(WeightStore &store, const std::string &path) {
         isStackedName(buffer.name) && !global.empty())
       model.stacked.emplace_back(buffer.name, global[0]);
   }
-  for (const auto &[name, file] : checkpoint->names())
-    if (!model.has(name))
+  // The checkpoint's config.json, beside it as from_pretrained reads it:
+  // an FP8 checkpoint's block size, DeepSeek-V3's multi-token prediction.
+  std::string configPath =
+      (isDirectory(path) ? path
+       : path.find('/') == std::string::npos
+           ? "."
+           : path.substr(0, path.rfind('/'))) +
+      "/config.json";
+  std::optional<MtpLayers> mtp;
+  for (const auto &[name, file] : checkpoint->names()) {
+    if (model.has(name))
+      continue;
+    if (!mtp)
+      mtp = MtpLayers::read(configPath);
+    if (!mtp->holds(name))
       return absl::InvalidArgumentError(absl::StrCat(
           file, ": tensor '", name, "' is not a parameter of the model"));
+  }
 
   InterleavedLayout layout(program.model.configJson);
+  Fp8Config fp8(configPath);
   for (uint32_t b : hfBuffers(store)) {
     const Buffer &buffer = program.buffers[b];
-    BufferLoader loader(*checkpoint, buffer, store.globalShape(b),
+    BufferLoader loader(*checkpoint, fp8, buffer, store.globalShape(b),
                         layout.rowsOf(buffer.name), store.data(b));
     if (absl::Status s = loader.load(store.placementOf()); !s.ok())
       return s;

@@ -90,7 +90,9 @@ parseSafetensors(const uint8_t *data, size_t size, const std::string &origin);
 /// A safetensors file mapped read-only, its header verified as
 /// readSafetensors() verifies it but nothing decoded: a rank loading a
 /// large checkpoint decodes, and so reads from disk, only the elements of
-/// its own blocks. Copies share the mapping.
+/// its own blocks. Copies share the mapping. Unlike readSafetensors() it
+/// also accepts F8_E4M3 tensors (FP8 checkpoints), whose codes mean
+/// nothing without their scales: decode() does not read them.
 class MappedSafetensors {
 public:
   struct Tensor {
@@ -99,7 +101,13 @@ public:
     /// The tensor's bytes in the mapping.
     const uint8_t *bytes = nullptr;
     int64_t numElements() const;
-    bool isFloat() const { return dtype != "I32"; }
+    /// Whether decode() reads it: F32, BF16 or F16.
+    bool isFloat() const {
+      return dtype == "F32" || dtype == "BF16" || dtype == "F16";
+    }
+    /// An F8_E4M3 tensor, whose bytes are codes to be scaled by whoever
+    /// knows their scales (block-quantized checkpoints).
+    bool isFp8() const { return dtype == "F8_E4M3"; }
   };
 
   static absl::StatusOr<MappedSafetensors> open(const std::string &path);

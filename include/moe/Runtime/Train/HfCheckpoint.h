@@ -2,8 +2,8 @@
 //
 // moe-run --load: the weights of a Hugging Face checkpoint (a directory with
 // model.safetensors, or with model.safetensors.index.json and its shards,
-// or one .safetensors file; F32, BF16 or F16) under HF's names, onto the
-// blocks this rank holds of any mesh.
+// or one .safetensors file; F32, BF16, F16, or FP8 with block scales) under
+// HF's names, onto the blocks this rank holds of any mesh.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_TRAIN_HFCHECKPOINT_H
@@ -50,9 +50,14 @@ private:
 /// checkpoint at `path`. A rank opens only the shard files that hold its
 /// tensors and decodes only the elements of its blocks. Stacked experts are
 /// read from HF's per-expert tensors ("experts.{e}" with e a number) or one
-/// stacked tensor. Missing tensors, shapes other than the model's,
-/// non-finite values and tensors the model has no parameter for are errors
-/// naming the tensor and its file.
+/// stacked tensor. FP8 block-quantized weights (F8_E4M3 with
+/// `_scale_inv`, as DeepSeek-V3's) are dequantized to BF16 values with the
+/// block size of the quantization_config in the config.json beside the
+/// checkpoint; the multi-token-prediction layers that config names
+/// (num_nextn_predict_layers) are skipped, as HF skips them. Missing
+/// tensors, shapes other than the model's, non-finite values and tensors
+/// the model has no parameter for are errors naming the tensor and its
+/// file.
 absl::Status loadHfCheckpoint(WeightStore &store, const std::string &path);
 
 /// moe-run --save: the parameters and the routers' selection biases (the

@@ -21,8 +21,7 @@ using namespace mlir::moe;
 std::string mlir::moe::cutForMessage(llvm::StringRef text, size_t limit) {
   if (text.size() <= limit)
     return text.str();
-  return llvm::formatv("{0}...({1} bytes)", text.take_front(limit),
-                       text.size())
+  return llvm::formatv("{0}...({1} bytes)", text.take_front(limit), text.size())
       .str();
 }
 
@@ -196,9 +195,8 @@ private:
     size_t start = pos;
     unsigned startLine = line, startColumn = column;
     size_t end = pos;
-    while (end < text.size() &&
-           (llvm::isAlnum(text[end]) || llvm::StringRef("+-.").contains(
-                                            text[end])))
+    while (end < text.size() && (llvm::isAlnum(text[end]) ||
+                                 llvm::StringRef("+-.").contains(text[end])))
       ++end;
     llvm::StringRef token = text.slice(start, end);
     if (token == "-Infinity" || token.starts_with("-NaN"))

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Import/HfConfig.h"
+#include "ConfigReader.h"
 
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Dialect/MoE/IR/TransformerLimits.h"
@@ -34,6 +35,7 @@
 
 using namespace mlir;
 using namespace mlir::moe;
+using namespace mlir::moe::import;
 namespace json = llvm::json;
 
 namespace {
@@ -52,14 +54,14 @@ constexpr Architecture kArchitectures[] = {
 
 /// Fields that do not change the training step: token ids, dtypes,
 /// versions, generation and output switches, the labels of HF's heads.
-/// A null in them is HF's "unset".
+/// A null in them is HF's "unset" (use_cache, typed bool by HF, is read
+/// as one).
 constexpr StringLiteral kMetadata[] = {"_name_or_path",
                                        "architectures",
                                        "model_type",
                                        "torch_dtype",
                                        "dtype",
                                        "transformers_version",
-                                       "use_cache",
                                        "bos_token_id",
                                        "eos_token_id",
                                        "pad_token_id",
@@ -73,264 +75,18 @@ constexpr StringLiteral kMetadata[] = {"_name_or_path",
                                        "is_encoder_decoder",
                                        "auto_map"};
 
-/// Fields whose null HF reads as "none" or replaces by a value of its own
-/// (HF's config classes: Mixtral's and Qwen3-MoE's are strict dataclasses
-/// that refuse None for any other field; DeepSeek-V3's keeps None, and its
-/// model then fails on it). A null anywhere else is refused.
+/// Fields whose null HF reads as "none" or replaces by a value of its own.
+/// transformers 5.25's config classes are strict dataclasses that refuse
+/// None for a field typed int, float, bool or str; where a field takes None
+/// (Qwen3-MoE's num_local_experts, DeepSeek-V3's rope_interleave) the model
+/// then fails on it or reads it as false. A null anywhere else is refused.
 constexpr StringLiteral kNullableEverywhere[] = {
     "rope_parameters", "rope_scaling", "quantization_config"};
-constexpr StringLiteral kNullableMixtral[] = {"head_dim", "num_key_value_heads",
-                                              "sliding_window"};
+constexpr StringLiteral kNullableMixtral[] = {"head_dim", "sliding_window"};
 constexpr StringLiteral kNullableQwen3Moe[] = {
     "mlp_only_layers", "sliding_window", "max_window_layers"};
 constexpr StringLiteral kNullableDeepseekV3[] = {
     "q_lora_rank", "num_key_value_heads", "head_dim", "qk_head_dim"};
-
-/// `value` as compact JSON, cut for a message.
-std::string describe(const json::Value &value) {
-  std::string text;
-  llvm::raw_string_ostream(text) << value;
-  return cutForMessage(text);
-}
-
-/// A double as `0.001` for messages.
-std::string describe(double value) {
-  std::string text;
-  llvm::raw_string_ostream(text) << llvm::format("%g", value);
-  return text;
-}
-
-/// The integer a JSON number token wrote: 32, not 32.0 (HF's int fields
-/// refuse a float), and nothing past int64.
-std::optional<int64_t> integerToken(const json::Value &value) {
-  if (std::optional<uint64_t> count = value.getAsUINT64())
-    return *count <= uint64_t(std::numeric_limits<int64_t>::max())
-               ? std::optional<int64_t>(static_cast<int64_t>(*count))
-               : std::nullopt;
-  // Negative integers (getAsUINT64 takes non-negative ones only); -1.0
-  // reads as -1, which every check here refuses as -1 would be.
-  std::optional<int64_t> negative = value.getAsInteger();
-  if (negative && *negative < 0)
-    return negative;
-  return std::nullopt;
-}
-
-/// Reads the fields of one config, remembering which it read; every
-/// problem is kept, the first one per field.
-class ConfigReader {
-public:
-  ConfigReader(const json::Object &config, const std::string &origin,
-               const std::set<std::string> &ignored, StringRef hfClass)
-      : config(config), origin(origin), ignored(ignored), hfClass(hfClass) {
-    for (StringLiteral field : kMetadata)
-      nullable.insert(field);
-    for (StringLiteral field : kNullableEverywhere)
-      nullable.insert(field);
-  }
-
-  bool failed() const { return !problems.empty(); }
-  /// One line per problem: "ORIGIN: field 'NAME': why".
-  std::vector<std::string> problems;
-
-  /// Fields whose explicit null means what their absence means.
-  void allowNull(ArrayRef<StringLiteral> fields) {
-    for (StringLiteral field : fields)
-      nullable.insert(field);
-  }
-
-  /// The value of `field`, or null when absent (or --ignore'd); an explicit
-  /// null is absent where HF reads it so, and an error elsewhere.
-  const json::Value *get(StringRef field) {
-    known.insert(field);
-    if (ignored.count(field.str()))
-      return nullptr;
-    const json::Value *value = config.get(field);
-    if (!value)
-      return nullptr;
-    if (value->kind() == json::Value::Null) {
-      if (!nullable.contains(field))
-        fail(field, llvm::formatv("null, which HF's {0} does not take for "
-                                  "it (leave the field out for its default)",
-                                  hfClass));
-      return nullptr;
-    }
-    return value;
-  }
-  bool has(StringRef field) { return get(field) != nullptr; }
-
-  void fail(StringRef field, const Twine &why) {
-    if (!failedFields.insert(field).second)
-      return;
-    problems.push_back(
-        (origin + ": field '" + cutForMessage(field) + "': " + why).str());
-  }
-
-  /// A problem with a command-line flag given with this config.
-  void failFlag(StringRef flag, const Twine &why) {
-    problems.push_back((origin + ": " + flag + ": " + why).str());
-  }
-
-  /// An integer field; `fallback` when absent (HF's default), else an
-  /// error for a missing one.
-  std::optional<int64_t> integer(StringRef field,
-                                 std::optional<int64_t> fallback = {}) {
-    const json::Value *value = get(field);
-    if (!value) {
-      if (!fallback)
-        fail(field, "missing");
-      return fallback;
-    }
-    std::optional<int64_t> number = integerToken(*value);
-    if (!number)
-      fail(field, "expected an integer, got " + describe(*value));
-    return number;
-  }
-  std::optional<double> number(StringRef field, double fallback) {
-    const json::Value *value = get(field);
-    if (!value)
-      return fallback;
-    std::optional<double> number = value->getAsNumber();
-    if (!number)
-      fail(field, "expected a number, got " + describe(*value));
-    return number;
-  }
-  bool boolean(StringRef field, bool fallback) {
-    const json::Value *value = get(field);
-    if (!value)
-      return fallback;
-    std::optional<bool> flag = value->getAsBoolean();
-    if (!flag)
-      fail(field, "expected true or false, got " + describe(*value));
-    return flag.value_or(fallback);
-  }
-
-  /// An integer field in [min, max] (`max` is moec's limit, named
-  /// `limit`); nullopt after an error.
-  std::optional<int64_t> size(StringRef field, std::optional<int64_t> fallback,
-                              int64_t min, int64_t max, StringRef limit) {
-    std::optional<int64_t> value = integer(field, fallback);
-    if (!value)
-      return std::nullopt;
-    if (*value < min) {
-      fail(field, llvm::formatv("expected an integer >= {0}, got {1}", min,
-                                *value));
-      return std::nullopt;
-    }
-    if (*value > max) {
-      fail(field, llvm::formatv("{0} is more than moec's {1} {2}", *value,
-                                max, limit));
-      return std::nullopt;
-    }
-    return value;
-  }
-
-  /// A number field in [low, high] (or (low, high] when `openLow`); the
-  /// bounds are moec's sanity limits (docs/import.md).
-  std::optional<double> bounded(StringRef field, double fallback, double low,
-                                double high, bool openLow) {
-    std::optional<double> value = number(field, fallback);
-    if (!value)
-      return std::nullopt;
-    if (!std::isfinite(*value) || (openLow ? *value <= low : *value < low) ||
-        *value > high) {
-      fail(field, llvm::formatv("expected a number in {0}{1}, {2}], got {3}",
-                                openLow ? "(" : "[", describe(low),
-                                describe(high), describe(*value)));
-      return std::nullopt;
-    }
-    return value;
-  }
-
-  /// A token id: absent, null, or an integer in [0, vocab); eos_token_id
-  /// may be a list of them (HF's generation stops at any).
-  void tokenId(StringRef field, std::optional<int64_t> vocab, bool list) {
-    const json::Value *value = get(field);
-    if (!value)
-      return;
-    auto check = [&](const json::Value &id, const Twine &where) {
-      std::optional<int64_t> number = integerToken(id);
-      if (!number)
-        fail(field, where + "expected a token id (an integer), got " +
-                        describe(id));
-      else if (*number < 0 || (vocab && *number >= *vocab))
-        fail(field, where + llvm::formatv("token id {0} is outside [0, "
-                                          "vocab_size = {1})",
-                                          *number,
-                                          vocab ? std::to_string(*vocab)
-                                                : std::string("?"))
-                                .str());
-    };
-    if (const json::Array *ids = value->getAsArray(); ids && list) {
-      for (auto [i, id] : llvm::enumerate(*ids))
-        check(id, "entry " + Twine(i) + ": ");
-      return;
-    }
-    check(*value, "");
-  }
-
-  /// A field that must be absent (null) or hold what moec implements.
-  void expectString(StringRef field, StringRef implemented) {
-    const json::Value *value = get(field);
-    if (!value)
-      return;
-    std::optional<StringRef> text = value->getAsString();
-    if (!text || *text != implemented)
-      fail(field, llvm::formatv("moec implements '{0}' only, got {1}",
-                                implemented, describe(*value)));
-  }
-  void expectNumber(StringRef field, double implemented) {
-    const json::Value *value = get(field);
-    if (!value)
-      return;
-    std::optional<double> got = value->getAsNumber();
-    if (!got || *got != implemented)
-      fail(field, "moec implements " + describe(implemented) + " only, got " +
-                      describe(*value));
-  }
-  void expectBool(StringRef field, bool implemented) {
-    const json::Value *value = get(field);
-    if (!value)
-      return;
-    std::optional<bool> got = value->getAsBoolean();
-    if (!got || *got != implemented)
-      fail(field, llvm::formatv("moec implements {0} only, got {1}",
-                                implemented ? "true" : "false",
-                                describe(*value)));
-  }
-  void expectAbsent(StringRef field, StringRef why) {
-    if (has(field))
-      fail(field, why);
-  }
-
-  /// Refuses every field nobody read, listing the known ones once.
-  void refuseUnknown() {
-    bool first = true;
-    for (const auto &[key, value] : config) {
-      StringRef name = key;
-      if (known.contains(name) || ignored.count(name.str()))
-        continue;
-      std::string knownList;
-      if (first) {
-        SmallVector<StringRef> names;
-        for (const auto &entry : known)
-          names.push_back(entry.getKey());
-        llvm::sort(names);
-        knownList = "; known fields: " + llvm::join(names, ", ");
-        first = false;
-      }
-      std::string cut = cutForMessage(name);
-      fail(name, "not implemented by moe-import" + knownList + " (--ignore " +
-                     cut + " drops it, the model without it)");
-    }
-  }
-
-private:
-  const json::Object &config;
-  const std::string &origin;
-  const std::set<std::string> &ignored;
-  StringRef hfClass;
-  llvm::StringSet<> known, nullable, failedFields;
-};
 
 /// The attributes of the moe.transformer being built.
 class Attributes {
@@ -427,26 +183,26 @@ constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
 /// default max_position_embeddings for the class.
 void readCommon(ConfigReader &reader, Attributes &attrs, Shape &shape,
                 double fallbackRmsEps, int64_t fallbackPositions) {
+  reader.allowNull(kMetadata);
+  reader.allowNull(kNullableEverywhere);
   for (StringLiteral field : kMetadata)
     reader.get(field);
+  reader.boolean("use_cache", true);
   shape.vocab = {"vocab_size", reader.size("vocab_size", {}, 1, kMaxVocab,
                                            "vocabulary entries")};
   shape.hidden = {"hidden_size", reader.size("hidden_size", {}, 1, kMaxHidden,
                                              "hidden units")};
-  shape.layers = {"num_hidden_layers",
-                  reader.size("num_hidden_layers", {}, 1, kMaxLayers,
-                              "layers")};
-  shape.heads = {"num_attention_heads",
-                 reader.size("num_attention_heads", {}, 1, kMaxHidden,
-                             "heads")};
-  shape.kvHeads = {"num_key_value_heads",
-                   reader.has("num_key_value_heads")
-                       ? reader.size("num_key_value_heads", {}, 1, kMaxHidden,
-                                     "heads")
-                       : shape.heads.value};
-  shape.topK = {"num_experts_per_tok",
-                reader.size("num_experts_per_tok", {}, 1, kMaxExperts,
-                            "experts")};
+  shape.layers = {"num_hidden_layers", reader.size("num_hidden_layers", {}, 1,
+                                                   kMaxLayers, "layers")};
+  shape.heads = {"num_attention_heads", reader.size("num_attention_heads", {},
+                                                    1, kMaxHidden, "heads")};
+  shape.kvHeads = {
+      "num_key_value_heads",
+      reader.has("num_key_value_heads")
+          ? reader.size("num_key_value_heads", {}, 1, kMaxHidden, "heads")
+          : shape.heads.value};
+  shape.topK = {"num_experts_per_tok", reader.size("num_experts_per_tok", {}, 1,
+                                                   kMaxExperts, "experts")};
   attrs.integer("vocab", shape.vocab.value);
   attrs.integer("hidden", shape.hidden.value);
   attrs.integer("layers", shape.layers.value);
@@ -513,14 +269,13 @@ void readMixtral(ConfigReader &reader, Attributes &attrs, Shape &shape,
   readAuxLoss(reader, attrs, result, options);
   shape.ffn = {"intermediate_size",
                reader.size("intermediate_size", {}, 1, kMaxFfn, "units")};
-  shape.experts = {"num_local_experts",
-                   reader.size("num_local_experts", {}, 1, kMaxExperts,
-                               "experts")};
+  shape.experts = {"num_local_experts", reader.size("num_local_experts", {}, 1,
+                                                    kMaxExperts, "experts")};
   attrs.integer("ffn", shape.ffn.value);
   attrs.integer("experts", shape.experts.value);
   if (reader.has("head_dim")) {
-    shape.headDim = {"head_dim", reader.size("head_dim", {}, 1, kMaxHidden,
-                                             "units")};
+    shape.headDim = {"head_dim",
+                     reader.size("head_dim", {}, 1, kMaxHidden, "units")};
     attrs.integer("head_dim", shape.headDim.value);
   }
   reader.expectNumber("router_jitter_noise", 0.0);
@@ -551,8 +306,7 @@ void readQwen3DenseLayers(ConfigReader &reader, Attributes &attrs,
           reader.fail("mlp_only_layers",
                       llvm::formatv("entry {0}: expected a layer index in [0, "
                                     "num_hidden_layers = {1}), got {2}",
-                                    i,
-                                    layers ? std::to_string(*layers) : "?",
+                                    i, layers ? std::to_string(*layers) : "?",
                                     describe(entry)));
           listed = false;
           break;
@@ -593,8 +347,8 @@ void readQwen3Moe(ConfigReader &reader, Attributes &attrs, Shape &shape,
   // transformers 5 renamed num_experts.
   StringRef expertsField =
       reader.has("num_local_experts") ? "num_local_experts" : "num_experts";
-  shape.experts = {expertsField, reader.size(expertsField, 128, 1, kMaxExperts,
-                                             "experts")};
+  shape.experts = {expertsField,
+                   reader.size(expertsField, 128, 1, kMaxExperts, "experts")};
   if (expertsField == "num_local_experts" && reader.has("num_experts") &&
       reader.integer("num_experts") != shape.experts.value)
     reader.fail("num_experts", "differs from num_local_experts (the same "
@@ -626,8 +380,8 @@ void readLatentAttention(ConfigReader &reader, Attributes &attrs,
                 reader.size("kv_lora_rank", 512, 1, kMaxHidden, "units"));
   shape.qkRope = {"qk_rope_head_dim",
                   reader.size("qk_rope_head_dim", 64, 1, kMaxHidden, "units")};
-  shape.qkNope = {"qk_nope_head_dim", reader.size("qk_nope_head_dim", 128, 1,
-                                                  kMaxHidden, "units")};
+  shape.qkNope = {"qk_nope_head_dim",
+                  reader.size("qk_nope_head_dim", 128, 1, kMaxHidden, "units")};
   shape.vHead = {"v_head_dim",
                  reader.size("v_head_dim", 128, 1, kMaxHidden, "units")};
   attrs.integer("qk_rope_head_dim", shape.qkRope.value);
@@ -661,13 +415,11 @@ void readDeepseekV3(ConfigReader &reader, Attributes &attrs, Shape &shape,
   readCommon(reader, attrs, shape, 1e-6, 4096);
   readRope(reader, attrs, 1e4);
   readFfnWidths(reader, attrs, shape);
-  shape.experts = {"n_routed_experts",
-                   reader.size("n_routed_experts", {}, 1, kMaxExperts,
-                               "experts")};
+  shape.experts = {"n_routed_experts", reader.size("n_routed_experts", {}, 1,
+                                                   kMaxExperts, "experts")};
   attrs.integer("experts", shape.experts.value);
-  shape.sharedExperts = {"n_shared_experts",
-                         reader.size("n_shared_experts", 1, 0, kMaxFfn,
-                                     "units")};
+  shape.sharedExperts = {"n_shared_experts", reader.size("n_shared_experts", 1,
+                                                         0, kMaxFfn, "units")};
   attrs.integer("shared_experts", shape.sharedExperts.value);
   attrs.number("routed_scaling_factor",
                reader.bounded("routed_scaling_factor", 2.5, 0.0, 100.0,
@@ -702,15 +454,15 @@ void readDeepseekV3(ConfigReader &reader, Attributes &attrs, Shape &shape,
   reader.expectNumber("moe_layer_freq", 1);
   reader.get("ep_size");
   bool sequenceLoss = reader.boolean("seq_aux", false);
-  double alpha = reader.bounded("aux_loss_alpha", 0.0, 0.0, 1.0, false)
-                     .value_or(0.0);
+  double alpha =
+      reader.bounded("aux_loss_alpha", 0.0, 0.0, 1.0, false).value_or(0.0);
   attrs.number("seq_aux_coef", sequenceLoss ? alpha : 0.0);
   if (!sequenceLoss && alpha > 0)
     reader.fail("aux_loss_alpha",
                 "a batch-wise loss on sigmoid scores is not implemented "
                 "(seq_aux: true is)");
-  if (std::optional<int64_t> mtp = reader.size("num_nextn_predict_layers", 0,
-                                               0, kMaxLayers, "layers");
+  if (std::optional<int64_t> mtp =
+          reader.size("num_nextn_predict_layers", 0, 0, kMaxLayers, "layers");
       mtp && *mtp > 0)
     result.notes.push_back(llvm::formatv(
         "num_nextn_predict_layers = {0}: multi-token prediction is not "
@@ -772,8 +524,8 @@ void checkHeads(ConfigReader &reader, const Shape &s) {
   } else if (heads && s.hidden.value) {
     if (*s.hidden.value % *heads != 0)
       reader.fail(s.heads.field,
-                  llvm::formatv("{0} does not divide hidden_size = {1}",
-                                *heads, *s.hidden.value));
+                  llvm::formatv("{0} does not divide hidden_size = {1}", *heads,
+                                *s.hidden.value));
     else
       width = *s.hidden.value / *heads;
   }
@@ -800,8 +552,8 @@ void checkRouting(ConfigReader &reader, const Shape &s) {
     reader.fail(s.sharedExperts.field,
                 llvm::formatv("{0} shared experts of {1} = {2} units are "
                               "more than moec's {3}",
-                              *s.sharedExperts.value, s.ffn.field,
-                              *s.ffn.value, kMaxFfn));
+                              *s.sharedExperts.value, s.ffn.field, *s.ffn.value,
+                              kMaxFfn));
   std::optional<int64_t> groups = s.nGroup.value, top = s.topkGroup.value;
   if (!groups || !experts)
     return;
@@ -821,8 +573,7 @@ void checkRouting(ConfigReader &reader, const Shape &s) {
   }
   if (top && *top > *groups)
     reader.fail(s.topkGroup.field,
-                llvm::formatv("{0} is more than n_group = {1}", *top,
-                              *groups));
+                llvm::formatv("{0} is more than n_group = {1}", *top, *groups));
   else if (top && topK && *top * perGroup < *topK)
     reader.fail(s.topkGroup.field,
                 llvm::formatv("{0} groups of {1} experts hold fewer than "
@@ -842,8 +593,9 @@ void checkRopeTheta(ConfigReader &reader, const json::Object &config,
   if (std::isfinite(value) && value > 0 && value <= kMaxRopeTheta)
     return;
   const json::Object *parameters =
-      config.get("rope_parameters") ? config.get("rope_parameters")->getAsObject()
-                                    : nullptr;
+      config.get("rope_parameters")
+          ? config.get("rope_parameters")->getAsObject()
+          : nullptr;
   reader.fail(parameters && parameters->get("rope_theta")
                   ? "rope_parameters.rope_theta"
                   : "rope_theta",
@@ -878,8 +630,7 @@ void readStep(ConfigReader &reader, Attributes &attrs, const Shape &shape,
       reader.failFlag("--batch", llvm::formatv("--batch {0} x --seq {1} = {2} "
                                                "tokens per step are more "
                                                "than moec's {3}",
-                                               batch, seq, tokens,
-                                               kMaxTokens));
+                                               batch, seq, tokens, kMaxTokens));
     else if (shape.topK.value && tokens * *shape.topK.value > kMaxAssignments)
       reader.failFlag("--batch",
                       llvm::formatv("--batch {0} x --seq {1} x "
@@ -909,8 +660,9 @@ const Architecture *findArchitecture(const json::Object &config,
       list && list->getAsArray()) {
     const json::Array &array = *list->getAsArray();
     if (array.size() != 1 || !array[0].getAsString()) {
-      error = origin + ": field 'architectures': expected one class name, "
-                       "got " +
+      error = origin +
+              ": field 'architectures': expected one class name, "
+              "got " +
               describe(*list);
       return nullptr;
     }

@@ -51,7 +51,7 @@ NULLABLE = {
     "num_key_value_heads", "head_dim", "qk_head_dim", "sliding_window",
     "mlp_only_layers", "max_window_layers", "rope_parameters", "rope_scaling",
     "quantization_config", "torch_dtype", "dtype", "transformers_version",
-    "use_cache", "auto_map", "_name_or_path", "architectures", "model_type",
+    "auto_map", "_name_or_path", "architectures", "model_type",
     "id2label", "label2id", "return_dict", "output_attentions",
     "output_hidden_states", "problem_type", "chunk_size_feed_forward",
     "is_encoder_decoder",

@@ -164,10 +164,24 @@ public:
     return value;
   }
 
+  /// Refuses an integer in a field HF's strict config class types float
+  /// (transformers 5.25 refuses `"rms_norm_eps": 1`).
+  void expectFloatToken(StringRef field) {
+    const llvm::json::Value *value = get(field);
+    if (value && value->getAsUINT64())
+      fail(field, llvm::formatv("expected a float: HF's {0} refuses the "
+                                "integer {1} here (write {1}.0)",
+                                hfClass, describe(*value)));
+  }
+
   /// A number field in [low, high] (or (low, high] when `openLow`); the
-  /// bounds are moec's sanity limits (docs/import.md).
+  /// bounds are moec's sanity limits (docs/import.md). `hfFloat`: HF types
+  /// the field float and refuses an integer in it.
   std::optional<double> bounded(StringRef field, double fallback, double low,
-                                double high, bool openLow) {
+                                double high, bool openLow,
+                                bool hfFloat = false) {
+    if (hfFloat)
+      expectFloatToken(field);
     std::optional<double> value = number(field, fallback);
     if (!value)
       return std::nullopt;
@@ -176,6 +190,13 @@ public:
       fail(field, llvm::formatv("expected a number in {0}{1}, {2}], got {3}",
                                 openLow ? "(" : "[", describe(low),
                                 describe(high), describe(*value)));
+      return std::nullopt;
+    }
+    // moec computes in f32: 1e-320 is positive, but 0 there.
+    if (openLow && !(static_cast<float>(*value) > low)) {
+      fail(field, llvm::formatv("{0} is {1} in f32, which moec computes in",
+                                describe(*value),
+                                describe(static_cast<float>(*value))));
       return std::nullopt;
     }
     return value;

@@ -179,6 +179,22 @@ struct Shape {
 /// The largest int64: a size without a limit of moec's own.
 constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
 
+/// torch_dtype (transformers 4) or dtype (5): the checkpoint's dtype, by
+/// its torch name (HF fails on any other: getattr(torch, name)).
+void readDtype(ConfigReader &reader, StringRef field) {
+  static constexpr StringLiteral kTorchDtypes[] = {
+      "float32", "float",  "float16",       "half",       "bfloat16",
+      "float64", "double", "float8_e4m3fn", "float8_e5m2"};
+  const json::Value *value = reader.get(field);
+  if (!value)
+    return;
+  std::optional<StringRef> name = value->getAsString();
+  if (!name || !llvm::is_contained(kTorchDtypes, *name))
+    reader.fail(field, "expected a torch dtype name (" +
+                           llvm::join(ArrayRef(kTorchDtypes), ", ") +
+                           "), got " + describe(*value));
+}
+
 /// The fields every architecture shares. `fallbackPositions` is HF's
 /// default max_position_embeddings for the class.
 void readCommon(ConfigReader &reader, Attributes &attrs, Shape &shape,
@@ -188,6 +204,13 @@ void readCommon(ConfigReader &reader, Attributes &attrs, Shape &shape,
   for (StringLiteral field : kMetadata)
     reader.get(field);
   reader.boolean("use_cache", true);
+  for (StringRef field : {"torch_dtype", "dtype"})
+    readDtype(reader, field);
+  // HF's heads' labels: it iterates them as dicts.
+  for (StringRef field : {"id2label", "label2id"})
+    if (const json::Value *labels = reader.get(field);
+        labels && !labels->getAsObject())
+      reader.fail(field, "expected an object, got " + describe(*labels));
   shape.vocab = {"vocab_size", reader.size("vocab_size", {}, 1, kMaxVocab,
                                            "vocabulary entries")};
   shape.hidden = {"hidden_size", reader.size("hidden_size", {}, 1, kMaxHidden,
@@ -210,10 +233,12 @@ void readCommon(ConfigReader &reader, Attributes &attrs, Shape &shape,
   attrs.integer("kv_heads", shape.kvHeads.value);
   attrs.integer("top_k", shape.topK.value);
   attrs.number("rms_eps", reader.bounded("rms_norm_eps", fallbackRmsEps, 0.0,
-                                         1.0, /*openLow=*/true));
+                                         1.0, /*openLow=*/true,
+                                         /*hfFloat=*/true));
   attrs.number("init_std",
                reader.bounded("initializer_range", 0.02, 0.0,
-                              ::moe::rt::kMaxInitStd, /*openLow=*/true));
+                              ::moe::rt::kMaxInitStd, /*openLow=*/true,
+                              /*hfFloat=*/true));
   attrs.boolean("tie_word_embeddings",
                 reader.boolean("tie_word_embeddings", false));
   reader.tokenId("bos_token_id", shape.vocab.value, /*list=*/false);
@@ -240,7 +265,8 @@ void readAuxLoss(ConfigReader &reader, Attributes &attrs, HfImport &result,
                  const HfImportOptions &options) {
   bool output = reader.boolean("output_router_logits", false);
   std::optional<double> coef =
-      reader.bounded("router_aux_loss_coef", 0.001, 0.0, 1.0, false);
+      reader.bounded("router_aux_loss_coef", 0.001, 0.0, 1.0,
+                     /*openLow=*/false, /*hfFloat=*/true);
   bool train = output || options.routerAuxLoss;
   attrs.number("aux_coef", train ? coef.value_or(0.0) : 0.0);
   std::string given = describe(coef.value_or(0.0));
@@ -278,6 +304,7 @@ void readMixtral(ConfigReader &reader, Attributes &attrs, Shape &shape,
                      reader.size("head_dim", {}, 1, kMaxHidden, "units")};
     attrs.integer("head_dim", shape.headDim.value);
   }
+  reader.expectFloatToken("router_jitter_noise");
   reader.expectNumber("router_jitter_noise", 0.0);
   reader.expectAbsent("sliding_window",
                       "sliding-window attention is not implemented");
@@ -423,7 +450,7 @@ void readDeepseekV3(ConfigReader &reader, Attributes &attrs, Shape &shape,
   attrs.integer("shared_experts", shape.sharedExperts.value);
   attrs.number("routed_scaling_factor",
                reader.bounded("routed_scaling_factor", 2.5, 0.0, 100.0,
-                              /*openLow=*/true));
+                              /*openLow=*/true, /*hfFloat=*/true));
   shape.nGroup = {"n_group",
                   reader.size("n_group", 8, 1, kMaxExperts, "groups")};
   shape.topkGroup = {"topk_group",
@@ -468,7 +495,8 @@ void readDeepseekV3(ConfigReader &reader, Attributes &attrs, Shape &shape,
         "num_nextn_predict_layers = {0}: multi-token prediction is not "
         "built (HF's DeepseekV3ForCausalLM does not build it either)",
         *mtp));
-  reader.get("output_router_logits");
+  // HF's class computes no router loss from it, but types it bool.
+  reader.boolean("output_router_logits", false);
   if (options.routerAuxLoss)
     reader.failFlag("--router-aux-loss",
                     "DeepseekV3ForCausalLM has no router_aux_loss_coef: it "

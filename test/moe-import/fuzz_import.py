@@ -17,7 +17,9 @@ Every mutant runs through `moe-import hf` under a watchdog. The pass rule:
   attribute names) are a failure;
 * nothing HF refuses is accepted: a mutant whose text Python's json refuses
   (json.loads is HF's reader), or that gives an integer field a value of
-  another type, or adds an unknown key, must be refused.
+  another type, or adds an unknown key, must be refused; with --hf-python
+  (a Python with transformers), every accepted mutant must also load in
+  HF's config class (hf_config_check.py).
 
 Python's standard library only, so it runs wherever the tests do. Prints one
 summary line per config and, for each failure, the mutations and what broke,
@@ -200,6 +202,27 @@ def check_output(path, result, must_refuse):
     return None
 
 
+def check_with_hf(args, descriptions):
+    """Failures among the accepted mutants that HF's config class refuses."""
+    checker = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           "hf_config_check.py")
+    command = [args.hf_python, checker]
+    for field in args.ignore:
+        command += ["--drop", field]
+    result = subprocess.run(command + sorted(descriptions),
+                            capture_output=True, text=True, check=True)
+    failures = 0
+    for line in result.stdout.splitlines():
+        path, verdict, *why = line.split("\t")
+        if verdict != "ok":
+            failures += 1
+            print(f"FAIL {descriptions[path]}: accepted although HF refuses "
+                  f"it: {why[0] if why else ''}")
+    print(f"HF's config classes: {len(descriptions)} accepted mutants "
+          f"checked, {failures} refused by HF")
+    return failures
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tool", required=True, help="the moe-import binary")
@@ -210,11 +233,17 @@ def main():
     parser.add_argument("--ignore", action="append", default=[],
                         help="passed to moe-import as --ignore FIELD")
     parser.add_argument("--keep", help="directory for failing mutants")
+    parser.add_argument("--hf-python",
+                        help="a Python with transformers: accepted mutants "
+                             "must load in HF's config class too")
     parser.add_argument("configs", nargs="+")
     args = parser.parse_args()
 
     failures = 0
     work = tempfile.mkdtemp(prefix="fuzz-import-")
+    accepted = os.path.join(work, "accepted")
+    os.makedirs(accepted)
+    descriptions = {}
     try:
         for config_path in args.configs:
             with open(config_path, encoding="utf-8") as f:
@@ -251,7 +280,13 @@ def main():
                 if problem is None:
                     counts["accepted" if result.returncode == 0
                            else "refused"] += 1
-                    os.remove(path)
+                    if result.returncode == 0 and args.hf_python:
+                        kept = os.path.join(accepted, os.path.basename(path))
+                        os.replace(path, kept)
+                        descriptions[kept] = f"{name} mutant {index} " \
+                                             f"({'; '.join(notes)})"
+                    else:
+                        os.remove(path)
                     continue
                 failures += 1
                 print(f"FAIL {name} mutant {index} ({'; '.join(notes)}): "
@@ -262,6 +297,8 @@ def main():
                 os.remove(path)
             print(f"{name}: {args.mutants} mutants: {counts['accepted']} "
                   f"accepted, {counts['refused']} refused")
+        if args.hf_python and descriptions:
+            failures += check_with_hf(args, descriptions)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if failures:

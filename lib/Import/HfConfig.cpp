@@ -390,8 +390,9 @@ void readQwen3Moe(ConfigReader &reader, Attributes &attrs, Shape &shape,
   if (reader.boolean("use_sliding_window", false))
     reader.fail("use_sliding_window",
                 "sliding-window attention is not implemented");
-  // Only read with use_sliding_window.
-  reader.get("sliding_window");
+  // Only read with use_sliding_window; HF types it int (or None) anyway.
+  if (reader.has("sliding_window"))
+    reader.integer("sliding_window");
   reader.get("max_window_layers");
   attrs.string("family", "qwen3_moe");
 }

@@ -769,8 +769,21 @@ FailureOr<HfImport> mlir::moe::importHfConfig(const json::Object &config,
   attrs.attribute("sym_name", b.getStringAttr(arch->family));
   state.addAttributes(attrs.list);
   Operation *op = builder.create(state);
+  // Every size is within its maximum (checked above), so the total is too.
+  if (int64_t total = transformerParameters(cast<TransformerOp>(op));
+      total > kMaxParameters) {
+    error = llvm::formatv("{0}: field '{1}': {2} layers of {3} experts "
+                          "({4}) of width {5} ({6}) at hidden_size {7} make "
+                          "{8} parameters, more than moec's {9} (2^48)",
+                          origin, shape.layers.field, *shape.layers.value,
+                          *shape.experts.value, shape.experts.field,
+                          *shape.ffn.value, shape.ffn.field,
+                          *shape.hidden.value, total, kMaxParameters);
+    op->erase();
+    return failure();
+  }
   // The checks above name the config's fields; the dialect's verifier
-  // stays the last word (the parameter total, say), in moec's terms.
+  // stays the last word, in moec's terms.
   std::string diagnostics;
   {
     ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {

@@ -260,9 +260,8 @@ LogicalResult mlir::moe::verifyKnownAttributes(Operation *op) {
 // The largest model moe.transformer accepts: moe/Dialect/MoE/IR/
 // TransformerLimits.h.
 
-/// The weights moe-expand-transformer declares for `op`, whose sizes are
-/// within their maxima (so that no product overflows: at most 2^62).
-static int64_t transformerParameters(TransformerOp op) {
+// The sizes are within their maxima, so no product overflows: at most 2^62.
+int64_t mlir::moe::transformerParameters(TransformerOp op) {
   int64_t hidden = op.getHidden(), heads = op.getHeads();
   int64_t kv = op.getKvHeads() * (hidden / heads);
   int64_t experts = op.getExperts(), ffn = op.getFfn();

@@ -8,7 +8,12 @@
 #  * the lit tests of artifacts, data files, tokenizers, weights,
 #    checkpoints and generation with
 #    the sanitized moe-run and moe-data (the full build's moec compiles
-#    their artifacts), the artifact fuzzer among them.
+#    their artifacts), the artifact fuzzer among them;
+#  * moe-import, which reads untrusted config.json files, against seeded
+#    config mutations (test/moe-import/fuzz_import.py). It links MLIR, so
+#    it is built in a second tree, build-asan-import/, with the compiler on
+#    (moe-import and what it links only: the dialect and the importer;
+#    MLIR's own libraries are not instrumented).
 # Any sanitizer report fails the run. Needs the full build (scripts/setup.sh
 # or scripts/test-all.sh) for moec and the lit configuration. .ci/run runs
 # it after the test suite.
@@ -28,6 +33,19 @@ if [ ! -f "$dir/build.ninja" ]; then
 fi
 suites=(ArtifactTests DataTests IOTests TextTests TrainTests EngineTests)
 ninja -C "$dir" -j"$jobs" "${suites[@]}" moe-run moe-data moe-fuzz-artifact
+
+importdir=build-asan-import
+if [ ! -f "$importdir/build.ninja" ]; then
+  cmake -G Ninja -S . -B "$importdir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DMOE_ENABLE_CUDA=OFF -DLLVM_USE_LINKER=lld \
+    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-19/build/utils/lit/lit.py \
+    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+fi
+# The dialect includes the generated op table (moe/Runtime/Program.h) without
+# a build dependency on it: generate it first.
+ninja -C "$importdir" -j"$jobs" moe_artifact_schema_gen
+ninja -C "$importdir" -j"$jobs" moe-import
 
 # Open MPI and hwloc keep allocations until exit by design; leaks in them
 # are not ours. Everything else must be clean.
@@ -56,5 +74,11 @@ timeout 3000 /usr/lib/llvm-19/build/utils/lit/lit.py -sv build/test \
   --param runtime_tools_dir="$PWD/$dir/bin" \
   --filter '(moe-run/(artifact-fuzz|checkpoint|checkpoint-async|load-checkpoint|data-formats|weights|errors|generate)|moe-data/[a-z-]+)\.test' ||
   status=1
+
+echo "sanitize: moe-import against seeded config mutations"
+python3 test/moe-import/fuzz_import.py --tool "$importdir/bin/moe-import" \
+  --seed 1 --mutants 100 --timeout 60 \
+  --ignore quantization_config --ignore rope_scaling \
+  test/moe-import/Inputs/*.json || status=1
 [ "$status" -eq 0 ] && echo "sanitize: no sanitizer reports, every test passed"
 exit "$status"

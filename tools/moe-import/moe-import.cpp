@@ -1,7 +1,7 @@
 //===- moe-import.cpp - a model description from another framework's ----===//
 //
 //   moe-import hf DIR-or-config.json -o model.mlir [--batch B] [--seq S]
-//              [--ignore FIELD]... [--bias-update-rate R]
+//              [--ignore FIELD]... [--bias-update-rate R] [--router-aux-loss]
 //
 // Writes the moe.transformer of a Hugging Face config.json
 // (MixtralForCausalLM, Qwen3MoeForCausalLM, DeepseekV3ForCausalLM;
@@ -10,11 +10,13 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEDialect.h"
+#include "moe/Import/ConfigJson.h"
 #include "moe/Import/HfConfig.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -28,11 +30,52 @@ using namespace mlir;
 namespace {
 constexpr const char *kUsage =
     "usage: moe-import hf DIR-or-config.json -o model.mlir [--batch B] "
-    "[--seq S] [--ignore FIELD]... [--bias-update-rate R]";
+    "[--seq S] [--ignore FIELD]... [--bias-update-rate R] "
+    "[--router-aux-loss]";
 
 int fail(const llvm::Twine &message) {
   llvm::errs() << "moe-import: error: " << message << "\n";
   return 1;
+}
+
+/// Each of the import's problems, one a line, as an error of its own.
+int failEach(StringRef problems) {
+  SmallVector<StringRef> lines;
+  problems.split(lines, '\n');
+  for (StringRef line : lines)
+    fail(line);
+  return 1;
+}
+
+/// A config larger than this is refused unread: HF's are a few KB.
+constexpr uint64_t kMaxConfigBytes = uint64_t(64) << 20;
+
+/// The text of the config at `path`, a regular file of at most
+/// kMaxConfigBytes (a FIFO would block the read, a device never end).
+std::unique_ptr<llvm::MemoryBuffer> readConfig(const std::string &path,
+                                               std::string &error) {
+  llvm::sys::fs::file_status status;
+  if (std::error_code ec = llvm::sys::fs::status(path, status)) {
+    error = "cannot read '" + path + "': " + ec.message();
+    return nullptr;
+  }
+  if (status.type() != llvm::sys::fs::file_type::regular_file) {
+    error = "cannot read '" + path + "': not a regular file";
+    return nullptr;
+  }
+  if (status.getSize() > kMaxConfigBytes) {
+    error = (path + ": " + llvm::Twine(status.getSize()) +
+             " bytes; moe-import reads configs of at most " +
+             llvm::Twine(kMaxConfigBytes) + " bytes")
+                .str();
+    return nullptr;
+  }
+  auto file = llvm::MemoryBuffer::getFile(path);
+  if (!file) {
+    error = "cannot read '" + path + "': " + file.getError().message();
+    return nullptr;
+  }
+  return std::move(*file);
 }
 
 /// A positive integer flag value.
@@ -57,6 +100,7 @@ int main(int argc, char **argv) {
     return fail(llvm::Twine("unknown source '") + argv[1] + "' (known: hf)\n" +
                 kUsage);
   std::string input, output, error;
+  llvm::StringSet<> given;
   moe::HfImportOptions options;
   for (int i = 2; i < argc; ++i) {
     StringRef arg = argv[i];
@@ -65,8 +109,14 @@ int main(int argc, char **argv) {
         return std::nullopt;
       return StringRef(argv[++i]);
     };
+    if (arg == "--router-aux-loss") {
+      options.routerAuxLoss = true;
+      continue;
+    }
     if (arg == "-o" || arg == "--batch" || arg == "--seq" ||
         arg == "--ignore" || arg == "--bias-update-rate") {
+      if (arg != "--ignore" && !given.insert(arg).second)
+        return fail(arg + " is given twice");
       std::optional<StringRef> text = value();
       if (!text)
         return fail(arg + " needs a value\n" + kUsage);
@@ -78,7 +128,7 @@ int main(int argc, char **argv) {
         double rate = 0;
         if (text->getAsDouble(rate) || !(rate >= 0))
           return fail("--bias-update-rate expects a number >= 0, got '" +
-                      *text + "'");
+                      moe::cutForMessage(*text) + "'");
         options.biasUpdateRate = static_cast<float>(rate);
       } else {
         std::optional<int64_t> n = positive(arg, *text, error);
@@ -89,12 +139,13 @@ int main(int argc, char **argv) {
       continue;
     }
     if (arg.starts_with("-"))
-      return fail("unknown flag '" + arg +
+      return fail("unknown flag '" + moe::cutForMessage(arg) +
                   "' (known: -o, --batch, --seq, --ignore, "
-                  "--bias-update-rate)\n" +
+                  "--bias-update-rate, --router-aux-loss)\n" +
                   kUsage);
     if (!input.empty())
-      return fail("more than one input ('" + input + "', '" + arg + "')");
+      return fail("more than one input ('" + moe::cutForMessage(input) +
+                  "', '" + moe::cutForMessage(arg) + "')");
     input = arg.str();
   }
   if (input.empty() || output.empty())
@@ -106,13 +157,18 @@ int main(int argc, char **argv) {
     llvm::sys::path::append(joined, "config.json");
     path = joined.str().str();
   }
-  auto file = llvm::MemoryBuffer::getFile(path);
+  // The output must not be the input (same file, also through a link).
+  bool same = false;
+  if (!llvm::sys::fs::equivalent(path, output, same) && same)
+    return fail("-o '" + output + "' is the input config '" + path +
+                "'; writing it would destroy the config");
+  std::unique_ptr<llvm::MemoryBuffer> file = readConfig(path, error);
   if (!file)
-    return fail("cannot read '" + path + "': " + file.getError().message());
-  llvm::Expected<llvm::json::Value> parsed =
-      llvm::json::parse((*file)->getBuffer());
+    return fail(error);
+  std::optional<llvm::json::Value> parsed =
+      moe::parseConfigJson(file->getBuffer(), error);
   if (!parsed)
-    return fail(path + ": not JSON: " + llvm::toString(parsed.takeError()));
+    return fail(path + ":" + error);
   const llvm::json::Object *config = parsed->getAsObject();
   if (!config)
     return fail(path + ": expected a JSON object");
@@ -123,7 +179,7 @@ int main(int argc, char **argv) {
   FailureOr<moe::HfImport> imported =
       moe::importHfConfig(*config, path, options, *module, error);
   if (failed(imported))
-    return fail(error);
+    return failEach(error);
   for (const std::string &note : imported->notes)
     llvm::errs() << "moe-import: note: " << note << "\n";
 

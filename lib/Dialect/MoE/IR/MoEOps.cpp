@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Dialect/MoE/IR/TransformerLimits.h"
 #include "GroupSize.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -256,24 +257,11 @@ LogicalResult mlir::moe::verifyKnownAttributes(Operation *op) {
 // TransformerOp
 //===----------------------------------------------------------------------===//
 
-// The largest model moe.transformer accepts (MoEOps.td, "Constraints"):
-// beyond any model trained so far, yet small enough that every count the
-// compiler derives (parameters, elements and bytes of a tensor, FLOPs)
-// stays far inside int64. Each maximum is a power of two.
-static constexpr int64_t kMaxVocab = int64_t(1) << 20;
-static constexpr int64_t kMaxHidden = int64_t(1) << 16;
-static constexpr int64_t kMaxLayers = int64_t(1) << 12;
-static constexpr int64_t kMaxExperts = int64_t(1) << 14;
-static constexpr int64_t kMaxFfn = int64_t(1) << 18;
-static constexpr int64_t kMaxSeq = int64_t(1) << 20;
-static constexpr int64_t kMaxBatch = int64_t(1) << 20;
-static constexpr int64_t kMaxTokens = int64_t(1) << 28;
-static constexpr int64_t kMaxAssignments = int64_t(1) << 32;
-static constexpr int64_t kMaxParameters = int64_t(1) << 48;
+// The largest model moe.transformer accepts: moe/Dialect/MoE/IR/
+// TransformerLimits.h.
 
-/// The weights moe-expand-transformer declares for `op`, whose sizes are
-/// within their maxima (so that no product overflows: at most 2^62).
-static int64_t transformerParameters(TransformerOp op) {
+// The sizes are within their maxima, so no product overflows: at most 2^62.
+int64_t mlir::moe::transformerParameters(TransformerOp op) {
   int64_t hidden = op.getHidden(), heads = op.getHeads();
   int64_t kv = op.getKvHeads() * (hidden / heads);
   int64_t experts = op.getExperts(), ffn = op.getFfn();

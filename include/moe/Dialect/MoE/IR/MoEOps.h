@@ -51,6 +51,12 @@ LogicalResult verifySharding(Operation *op, ShardingAttr sharding, Type type,
 std::optional<SmallVector<StringRef>>
 rowBlockAxes(ShardingAttr whole, ShardingAttr block, unsigned rank);
 
+/// The weights moe-expand-transformer declares for `op`, whose sizes must be
+/// within their maxima (TransformerLimits.h) so that no product overflows.
+/// The verifier bounds it by kMaxParameters; moe-import checks it first to
+/// name the config's fields.
+int64_t transformerParameters(TransformerOp op);
+
 } // namespace mlir::moe
 
 #endif // MOE_DIALECT_MOE_IR_MOEOPS_H

@@ -8,7 +8,7 @@
 #  * the lit tests of artifacts, data files, tokenizers, weights,
 #    checkpoints and generation with
 #    the sanitized moe-run and moe-data (the full build's moec compiles
-#    their artifacts), the artifact fuzzer among them.
+#    their artifacts), the artifact and command-line fuzzers among them.
 # Any sanitizer report fails the run. Needs the full build (scripts/setup.sh
 # or scripts/test-all.sh) for moec and the lit configuration. .ci/run runs
 # it after the test suite.
@@ -54,7 +54,7 @@ done
 echo "sanitize: lit tests of artifacts, data, tokenizers, weights, checkpoints and generation"
 timeout 3000 /usr/lib/llvm-19/build/utils/lit/lit.py -sv build/test \
   --param runtime_tools_dir="$PWD/$dir/bin" \
-  --filter '(moe-run/(artifact-fuzz|checkpoint|checkpoint-async|load-checkpoint|data-formats|weights|errors|generate)|moe-data/[a-z-]+)\.test' ||
+  --filter '(moe-run/(artifact-fuzz|flags-fuzz|hostile-flags|checkpoint|checkpoint-async|load-checkpoint|data-formats|weights|errors|generate)|moe-data/[a-z-]+)\.test' ||
   status=1
 [ "$status" -eq 0 ] && echo "sanitize: no sanitizer reports, every test passed"
 exit "$status"

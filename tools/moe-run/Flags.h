@@ -36,6 +36,14 @@ private:
   std::set<std::string> seen;
 };
 
+/// Refuses an option as the value of option `flag`: the value was left
+/// out (`--out --seed 1`), and the next option would be swallowed.
+inline void refuseOptionAsValue(const std::string &flag,
+                                const std::string &value) {
+  if (value.compare(0, 2, "--") == 0)
+    throw UsageError{flag + " needs a value, not the option '" + value + "'"};
+}
+
 /// The whole of `text` as a T; `kind` ("an integer") for the error.
 template <typename T>
 T parseAs(const std::string &flag, const std::string &text, const char *kind) {

@@ -64,14 +64,12 @@ train::GenerateOptions parse(const std::vector<std::string> &args) {
     const std::string &arg = args[i];
     if (absl::StartsWith(arg, "-"))
       seen.note(arg);
-    // A value that is an option is a value left out (`--out --seed 1`);
-    // only --prompt's free text may begin with "--".
+    // Only --prompt's free text may begin with "--".
     auto value = [&](bool freeText = false) -> const std::string & {
       if (i + 1 >= args.size())
         throw UsageError{arg + " needs a value"};
-      if (!freeText && absl::StartsWith(args[i + 1], "--"))
-        throw UsageError{arg + " needs a value, not the option '" +
-                         args[i + 1] + "'"};
+      if (!freeText)
+        refuseOptionAsValue(arg, args[i + 1]);
       return args[++i];
     };
     if (arg.empty() || arg[0] != '-') {

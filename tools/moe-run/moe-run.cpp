@@ -153,13 +153,10 @@ static Command parseArgs(int argc, char **argv) {
     std::string arg = argv[i];
     if (absl::StartsWith(arg, "-"))
       seen.note(arg);
-    // A value that is an option is a value left out (`--save --steps 1`).
     auto value = [&]() -> std::string {
       if (i + 1 >= argc)
         throw UsageError{arg + " expects a value"};
-      if (absl::StartsWith(argv[i + 1], "--"))
-        throw UsageError{arg + " expects a value, not the option '" +
-                         argv[i + 1] + "'"};
+      refuseOptionAsValue(arg, argv[i + 1]);
       return argv[++i];
     };
     if (arg == "--describe" || arg == "--model-config") {

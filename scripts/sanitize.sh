@@ -8,7 +8,7 @@
 #  * the lit tests of artifacts, data files, tokenizers, weights,
 #    checkpoints and generation with
 #    the sanitized moe-run and moe-data (the full build's moec compiles
-#    their artifacts), the artifact fuzzer among them;
+#    their artifacts), the artifact and command-line fuzzers among them;
 #  * moe-import, which reads untrusted config.json files, against seeded
 #    config mutations (test/moe-import/fuzz_import.py). It links MLIR, so
 #    it is built in a second tree, build-asan-import/, with the compiler on
@@ -72,7 +72,7 @@ done
 echo "sanitize: lit tests of artifacts, data, tokenizers, weights, checkpoints and generation"
 timeout 3000 /usr/lib/llvm-19/build/utils/lit/lit.py -sv build/test \
   --param runtime_tools_dir="$PWD/$dir/bin" \
-  --filter '(moe-run/(artifact-fuzz|checkpoint|checkpoint-async|load-checkpoint|data-formats|weights|errors|generate)|moe-data/[a-z-]+)\.test' ||
+  --filter '(moe-run/(artifact-fuzz|flags-fuzz|hostile-flags|checkpoint|checkpoint-async|load-checkpoint|data-formats|weights|errors|generate)|moe-data/[a-z-]+)\.test' ||
   status=1
 
 echo "sanitize: moe-import against seeded config mutations"

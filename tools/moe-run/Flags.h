@@ -8,10 +8,13 @@
 #define MOE_TOOLS_MOE_RUN_FLAGS_H
 
 #include "moe/Runtime/Data/TokenDataset.h"
+#include "moe/Runtime/IO/SamePath.h"
 
 #include <charconv>
 #include <cstdint>
+#include <set>
 #include <string>
+#include <vector>
 
 namespace moe::tools {
 
@@ -19,6 +22,27 @@ namespace moe::tools {
 struct UsageError {
   std::string message;
 };
+
+/// Refuses an option given twice: which of the two values wins would be a
+/// guess (a script that appends an override should replace the value).
+class OptionsSeen {
+public:
+  void note(const std::string &option) {
+    if (!seen.insert(option).second)
+      throw UsageError{option + " is given more than once"};
+  }
+
+private:
+  std::set<std::string> seen;
+};
+
+/// Refuses an option as the value of option `flag`: the value was left
+/// out (`--out --seed 1`), and the next option would be swallowed.
+inline void refuseOptionAsValue(const std::string &flag,
+                                const std::string &value) {
+  if (value.compare(0, 2, "--") == 0)
+    throw UsageError{flag + " needs a value, not the option '" + value + "'"};
+}
 
 /// The whole of `text` as a T; `kind` ("an integer") for the error.
 template <typename T>
@@ -69,6 +93,36 @@ inline rt::data::TokenDtype parseDataDtype(const std::string &name) {
   if (!dtype)
     throw UsageError{"unknown token dtype '" + name + "'"};
   return *dtype;
+}
+
+/// Adds the files token-data flag `flag` reads to `inputs`: `path`, and a
+/// Megatron dataset's .bin and .idx (found as TokenDataset::open finds
+/// them).
+inline void addDataInputs(std::vector<rt::io::FlagPath> &inputs,
+                          const std::string &flag, const std::string &path,
+                          const rt::data::DatasetOptions &options) {
+  if (path.empty())
+    return;
+  inputs.push_back({flag, path});
+  std::optional<rt::data::MegatronPaths> megatron;
+  if (options.format == rt::data::DatasetFormat::Megatron)
+    megatron = rt::data::megatronPathsFor(path);
+  else if (options.format == rt::data::DatasetFormat::Auto)
+    megatron = rt::data::detectMegatron(path);
+  if (megatron) {
+    inputs.push_back({flag, megatron->bin});
+    inputs.push_back({flag, megatron->idx});
+  }
+}
+
+/// Refuses, as bad usage, an output that would write over an input
+/// (io::checkOutputsAreNotInputs).
+inline void checkOutputsAreNotInputs(
+    const std::vector<rt::io::FlagPath> &inputs,
+    const std::vector<rt::io::OutputPath> &outputs) {
+  if (absl::Status status = rt::io::checkOutputsAreNotInputs(inputs, outputs);
+      !status.ok())
+    throw UsageError{std::string(status.message())};
 }
 
 } // namespace moe::tools

@@ -4,6 +4,7 @@
 
 #include "moe/Runtime/Train/Generate.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 
 #include <cmath>
@@ -24,7 +25,8 @@ CPU, with the artifact's own forward instructions (an fp32 artifact of one
 rank: compile the model without --mesh and --precision to generate from
 weights trained on any mesh).
 
-  --load PATH            weights: an HF checkpoint (as --save writes)
+  --load PATH            weights: an HF checkpoint (as --save writes; a
+                         directory, its index's path or a .safetensors)
   --resume PATH          weights: a distributed checkpoint, or the newest
                          under PATH
   --prompt-tokens IDS    the prompt as token ids, separated by commas
@@ -48,18 +50,26 @@ weights trained on any mesh).
   --threads N            GEMM threads
 
 Prints the prompt's teacher-forced loss, the generated tokens' loss under
-the model, the generated ids, and with --tokenizer the text.
+the model, the generated ids, and with --tokenizer the text. An --out that
+is an input (or lies in --load's directory) is refused, as is an option
+given twice.
 )";
 
 train::GenerateOptions parse(const std::vector<std::string> &args) {
   train::GenerateOptions options;
   bool haveMaxNew = false;
   int prompts = 0;
+  OptionsSeen seen;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
-    auto value = [&]() -> const std::string & {
+    if (absl::StartsWith(arg, "-"))
+      seen.note(arg);
+    // Only --prompt's free text may begin with "--".
+    auto value = [&](bool freeText = false) -> const std::string & {
       if (i + 1 >= args.size())
         throw UsageError{arg + " needs a value"};
+      if (!freeText)
+        refuseOptionAsValue(arg, args[i + 1]);
       return args[++i];
     };
     if (arg.empty() || arg[0] != '-') {
@@ -80,7 +90,7 @@ train::GenerateOptions parse(const std::vector<std::string> &args) {
       options.promptDataPath = value();
     } else if (arg == "--prompt") {
       ++prompts;
-      options.promptText = value();
+      options.promptText = value(/*freeText=*/true);
     } else if (arg == "--tokenizer") {
       options.tokenizerPath = value();
     } else if (arg == "--max-new") {
@@ -125,6 +135,14 @@ train::GenerateOptions parse(const std::vector<std::string> &args) {
     throw UsageError{"--max-new is required"};
   if (options.topK > 0 && options.temperature == 0)
     throw UsageError{"--top-k samples: it needs --temperature > 0"};
+  std::vector<io::FlagPath> inputs = {
+      {"the artifact", options.artifactPath},
+      {"--load", options.loadPath},
+      {"--resume", options.resumePath},
+      {"--tokenizer", options.tokenizerPath}};
+  addDataInputs(inputs, "--prompt-data", options.promptDataPath,
+                options.dataOptions);
+  checkOutputsAreNotInputs(inputs, {{{"--out", options.outPath}}});
   return options;
 }
 

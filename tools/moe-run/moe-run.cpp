@@ -19,6 +19,8 @@
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Train/Trainer.h"
 
+#include "absl/strings/match.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -74,7 +76,8 @@ loss checks (a non-finite loss or gradient norm always stops the run):
 weights and outputs:
   --load PATH            start from an HF checkpoint: a directory with
                          model.safetensors or model.safetensors.index.json
-                         and its shards, or one .safetensors file (F32,
+                         and its shards, the index's path, or one
+                         .safetensors file (F32,
                          BF16, F16); any mesh, each rank reading its blocks
   --save PATH            write the trained weights in HF's layout: a
                          .safetensors file, or a directory's
@@ -87,7 +90,9 @@ weights and outputs:
                          anything, as eval_loss in the progress line and the
                          metrics
   --eval-every N         after every N steps (and always after the last)
-  --eval-batches K       batches per evaluation (default 4)
+  --eval-batches K       batches per evaluation (default 4, or fewer if the
+                         file holds fewer); at most the file's distinct
+                         windows of seq + 1 tokens make
   --checkpoint-dir DIR   write distributed checkpoints under DIR (every rank
                          its shards, and a manifest), after the last step
   --checkpoint-every N   and every N steps
@@ -122,6 +127,9 @@ weights and outputs:
                          job writes FILE with .rank<r> before the extension
   --quiet                print nothing but errors and warnings
   --no-plot              do not print the loss curve
+
+An output that is an input (or lies in an input directory) is refused, as is
+an option given twice.
 )";
 
 namespace {
@@ -138,13 +146,17 @@ struct Command {
 static Command parseArgs(int argc, char **argv) {
   Command command;
   train::TrainOptions &options = command.options;
-  bool haveSteps = false, evalBatchesGiven = false;
+  bool haveSteps = false;
   std::string device = "cpu";
+  OptionsSeen seen;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    if (absl::StartsWith(arg, "-"))
+      seen.note(arg);
     auto value = [&]() -> std::string {
       if (i + 1 >= argc)
         throw UsageError{arg + " expects a value"};
+      refuseOptionAsValue(arg, argv[i + 1]);
       return argv[++i];
     };
     if (arg == "--describe" || arg == "--model-config") {
@@ -188,7 +200,6 @@ static Command parseArgs(int argc, char **argv) {
       options.evalBatches = parseInt(arg, value());
       if (options.evalBatches < 1)
         throw UsageError{"--eval-batches must be >= 1"};
-      evalBatchesGiven = true;
     } else if (arg == "--checkpoint-async") {
       options.checkpointAsync = true;
     } else if (arg == "--checkpoint-every") {
@@ -284,7 +295,7 @@ static Command parseArgs(int argc, char **argv) {
         "--start-step + --steps must be <= " + std::to_string(kMaxStep) +
         " (the step is an i32 input of the artifact)"};
   if (options.evalDataPath.empty() &&
-      (options.evalEvery > 0 || evalBatchesGiven))
+      (options.evalEvery > 0 || options.evalBatches > 0))
     throw UsageError{options.evalEvery > 0
                          ? "--eval-every needs --eval-data"
                          : "--eval-batches needs --eval-data"};
@@ -321,6 +332,32 @@ static Command parseArgs(int argc, char **argv) {
   }
   options.device = device;
   return command;
+}
+
+/// An output over an input is refused before anything is read or written:
+/// --save over the weights --load reads, --metrics over the data, ...
+static void checkOutputs(const train::TrainOptions &options) {
+  std::vector<io::FlagPath> inputs = {{"the artifact", options.artifactPath},
+                                      {"--load", options.loadPath}};
+  addDataInputs(inputs, "--data", options.dataPath, options.dataOptions);
+  addDataInputs(inputs, "--eval-data", options.evalDataPath,
+                options.dataOptions);
+  // Checkpoints go to new directories under --checkpoint-dir, so a run
+  // may resume from the directory it goes on writing to.
+  checkOutputsAreNotInputs(inputs, {{{"--checkpoint-dir",
+                                      options.checkpointDir},
+                                     /*directory=*/true}});
+  inputs.push_back({"--resume", options.resumePath});
+  std::string saved = options.savePath;
+  if (!saved.empty() && !absl::EndsWith(saved, ".safetensors"))
+    saved += "/model.safetensors";
+  checkOutputsAreNotInputs(
+      inputs, {{{"--save", saved}},
+               {{"--metrics", options.metricsPath}},
+               {{"--plot", options.plotPath}},
+               {{"--trace", options.tracePath}},
+               {{"--tensorboard", options.tensorboardDir}, /*directory=*/true},
+               {{"--dump-step", options.dumpStepDir}, /*directory=*/true}});
 }
 
 /// Refused before any rank reads the artifact: a usage error from rank 0
@@ -363,8 +400,10 @@ int main(int argc, char **argv) {
   Command command;
   try {
     command = parseArgs(argc, argv);
-    if (!command.help && command.inspect.empty())
+    if (!command.help && command.inspect.empty()) {
       checkRanks(command.options, ranks);
+      checkOutputs(command.options);
+    }
   } catch (const UsageError &error) {
     if (speaks)
       std::cerr << "moe-run: error: " << error.message << "\n\n" << kUsage;

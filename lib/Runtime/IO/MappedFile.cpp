@@ -134,6 +134,16 @@ void MappedFile::reset() {
   size_ = 0;
 }
 
+absl::Status checkRegularFile(const std::string &path,
+                              absl::string_view description) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return errnoError("open", named(description, path), errno);
+  if (!S_ISREG(st.st_mode))
+    return notRegular(named(description, path), st.st_mode);
+  return absl::OkStatus();
+}
+
 bool isRegularFile(const std::string &path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);

@@ -242,6 +242,12 @@ absl::StatusOr<VerifiedFile> verify(const uint8_t *data, size_t size,
   uint64_t headerSize = 0;
   for (int i = 0; i < 8; ++i)
     headerSize |= static_cast<uint64_t>(data[i]) << (8 * i);
+  // A JSON file (an index, a config.json) given where the weights go: its
+  // text read as a length is absurd.
+  if (headerSize > size - 8 && data[0] == '{')
+    return sizeChecker.fail(
+        "the file is JSON, not safetensors (which begins with an 8-byte "
+        "header length)");
   if (headerSize > size - 8)
     return sizeChecker.fail(absl::StrCat("header length ", headerSize,
                                          " exceeds the ", size - 8,

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -76,6 +77,23 @@ promptOf(const GenerateOptions &options, const text::Tokenizer *tokenizer) {
   return options.promptTokens;
 }
 
+/// A prompt of `promptTokens` tokens and --max-new fit in `room` positions
+/// (the last generated token is not fed); counted so that no --max-new
+/// overflows.
+absl::Status checkPositions(int64_t promptTokens, int64_t maxNew,
+                            int64_t room) {
+  int64_t need = 0;
+  bool overflows = __builtin_add_overflow(promptTokens - 1, maxNew, &need);
+  if (!overflows && need <= room)
+    return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "a prompt of ", promptTokens, " tokens and --max-new ", maxNew, " need ",
+      overflows ? absl::StrCat("more than ",
+                               std::numeric_limits<int64_t>::max())
+                : std::to_string(need),
+      " positions; the model was compiled for sequences of ", room));
+}
+
 } // namespace
 
 absl::Status generate(const GenerateOptions &options, std::ostream &out) {
@@ -86,6 +104,18 @@ absl::Status generate(const GenerateOptions &options, std::ostream &out) {
     return program.status();
   if (absl::Status s = engine::Decoder::checkRanks(*program); !s.ok())
     return s;
+  // Before any work: the prompt if it is known, else its first token.
+  int64_t room = program->model.seq;
+  if (!options.promptTokens.empty()) {
+    if (absl::Status s = checkPositions(options.promptTokens.size(),
+                                        options.maxNew, room);
+        !s.ok())
+      return s;
+  } else if (options.maxNew > room) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-new ", options.maxNew, " is more than the ", room,
+                     " positions the model was compiled for"));
+  }
   absl::StatusOr<std::unique_ptr<Executor>> executor =
       Executor::create(std::move(*program));
   if (!executor.ok())
@@ -125,18 +155,20 @@ absl::Status generate(const GenerateOptions &options, std::ostream &out) {
   if (!prompt.ok())
     return prompt.status();
   if (prompt->empty())
-    return absl::InvalidArgumentError("the prompt has no tokens");
+    return absl::InvalidArgumentError(
+        options.promptText ? "--prompt: the text encodes to no tokens"
+                           : absl::StrCat("--prompt-data '",
+                                          options.promptDataPath,
+                                          "' holds no tokens"));
   for (size_t i = 0; i < prompt->size(); ++i)
     if ((*prompt)[i] < 0 || (*prompt)[i] >= (*decoder)->vocab())
       return absl::InvalidArgumentError(absl::StrCat(
           "generate: prompt token ", (*prompt)[i], " at position ", i,
           " is outside the vocabulary [0, ", (*decoder)->vocab(), ")"));
-  int64_t room = (*decoder)->maxPositions();
-  if (static_cast<int64_t>(prompt->size()) + options.maxNew > room + 1)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a prompt of ", prompt->size(), " tokens and --max-new ",
-        options.maxNew, " need ", prompt->size() + options.maxNew - 1,
-        " positions; the model was compiled for sequences of ", room));
+  if (absl::Status s = checkPositions(prompt->size(), options.maxNew,
+                                      (*decoder)->maxPositions());
+      !s.ok())
+    return s;
 
   // The prompt, scored token by token as the training loss scores it.
   std::vector<int64_t> ids;

@@ -24,10 +24,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <map>
 #include <set>
-#include <sstream>
 #include <sys/stat.h>
 
 namespace moe::rt::train {
@@ -60,48 +59,34 @@ bool isDirectory(const std::string &path) {
 /// The checkpoint's files, opened when a tensor in them is first needed.
 class Checkpoint {
 public:
+  /// `path`: a directory with model.safetensors or an index and its
+  /// shards, the index's own path (standing for its directory), or one
+  /// .safetensors file. Each file is looked at before it is opened, so
+  /// that a FIFO, a directory or a symlink loop is named as what it is.
   static absl::StatusOr<Checkpoint> open(const std::string &path) {
-    Checkpoint checkpoint;
-    checkpoint.root = path;
-    std::string index = path + "/model.safetensors.index.json";
-    if (io::isRegularFile(index)) {
-      std::ifstream in(index);
-      std::stringstream text;
-      text << in.rdbuf();
-      nlohmann::json json = nlohmann::json::parse(text.str(), nullptr,
-                                                  /*allow_exceptions=*/false);
-      if (json.is_discarded() || !json.is_object() ||
-          !json.contains("weight_map") || !json["weight_map"].is_object())
-        return absl::InvalidArgumentError(absl::StrCat(
-            index, ": expected a JSON object with a 'weight_map' object"));
-      for (const auto &[key, value] : json.items())
-        if (key != "metadata" && key != "weight_map")
-          return absl::InvalidArgumentError(
-              absl::StrCat(index, ": unknown field '", key,
-                           "'; known fields: metadata, weight_map"));
-      for (const auto &[name, file] : json["weight_map"].items()) {
-        if (!file.is_string() ||
-            file.get<std::string>().find('/') != std::string::npos)
-          return absl::InvalidArgumentError(absl::StrCat(
-              index, ": weight_map['", name,
-              "'] is not a file name in the checkpoint's directory"));
-        checkpoint.fileOf[name] = path + "/" + file.get<std::string>();
-      }
-      return checkpoint;
-    }
-    std::string single = isDirectory(path) ? path + "/model.safetensors" : path;
-    if (isDirectory(path) && !io::isRegularFile(single))
+    bool indexGiven = absl::EndsWith(path, ".safetensors.index.json");
+    if (!indexGiven && !isDirectory(path))
+      return openSingle(path, path);
+    std::string root =
+        indexGiven ? std::filesystem::path(path).parent_path().string() : path;
+    if (root.empty())
+      root = ".";
+    std::string index =
+        indexGiven ? path : path + "/model.safetensors.index.json";
+    absl::Status indexFound = io::checkRegularFile(index, "checkpoint index");
+    if (indexFound.ok())
+      return openIndex(root, index);
+    if (indexGiven || !absl::IsNotFound(indexFound))
+      return indexFound;
+    std::string single = path + "/model.safetensors";
+    absl::Status singleFound = io::checkRegularFile(single, "checkpoint file");
+    if (absl::IsNotFound(singleFound))
       return absl::NotFoundError(absl::StrCat(
           "checkpoint '", path,
           "' has neither model.safetensors nor model.safetensors.index.json"));
-    absl::StatusOr<io::MappedSafetensors> file =
-        io::MappedSafetensors::open(single);
-    if (!file.ok())
-      return file.status();
-    for (const io::MappedSafetensors::Tensor &tensor : file->tensors())
-      checkpoint.fileOf[tensor.name] = single;
-    checkpoint.files.emplace(single, std::move(*file));
-    return checkpoint;
+    if (!singleFound.ok())
+      return singleFound;
+    return openSingle(path, single);
   }
 
   /// Every tensor name, and the file holding it.
@@ -135,6 +120,53 @@ public:
   }
 
 private:
+  /// A sharded checkpoint: `index` names each tensor's file in `root`.
+  static absl::StatusOr<Checkpoint> openIndex(const std::string &root,
+                                              const std::string &index) {
+    Checkpoint checkpoint;
+    checkpoint.root = root;
+    absl::StatusOr<io::MappedFile> text =
+        io::MappedFile::open(index, "checkpoint index");
+    if (!text.ok())
+      return text.status();
+    nlohmann::json json = nlohmann::json::parse(
+        text->data(), text->data() + text->size(), nullptr,
+        /*allow_exceptions=*/false);
+    if (json.is_discarded() || !json.is_object() ||
+        !json.contains("weight_map") || !json["weight_map"].is_object())
+      return absl::InvalidArgumentError(absl::StrCat(
+          index, ": expected a JSON object with a 'weight_map' object"));
+    for (const auto &[key, value] : json.items())
+      if (key != "metadata" && key != "weight_map")
+        return absl::InvalidArgumentError(
+            absl::StrCat(index, ": unknown field '", key,
+                         "'; known fields: metadata, weight_map"));
+    for (const auto &[name, file] : json["weight_map"].items()) {
+      if (!file.is_string() ||
+          file.get<std::string>().find('/') != std::string::npos)
+        return absl::InvalidArgumentError(absl::StrCat(
+            index, ": weight_map['", name,
+            "'] is not a file name in the checkpoint's directory"));
+      checkpoint.fileOf[name] = root + "/" + file.get<std::string>();
+    }
+    return checkpoint;
+  }
+
+  /// One safetensors file, `file` (given as `root`).
+  static absl::StatusOr<Checkpoint> openSingle(const std::string &root,
+                                               const std::string &file) {
+    Checkpoint checkpoint;
+    checkpoint.root = root;
+    absl::StatusOr<io::MappedSafetensors> opened =
+        io::MappedSafetensors::open(file);
+    if (!opened.ok())
+      return opened.status();
+    for (const io::MappedSafetensors::Tensor &tensor : opened->tensors())
+      checkpoint.fileOf[tensor.name] = file;
+    checkpoint.files.emplace(file, std::move(*opened));
+    return checkpoint;
+  }
+
   std::string root;
   std::map<std::string, std::string> fileOf;
   std::map<std::string, io::MappedSafetensors> files;

@@ -61,8 +61,10 @@ private:
   absl::Status checkpointAfter(int64_t step);
   /// `everyone`, created on first use (a collective call of every rank).
   absl::Status joinEveryone();
-  /// Every id of the data against the vocabulary, before the first step.
-  absl::Status checkVocabulary();
+  /// Every id of `data` against the vocabulary, before the first step;
+  /// `flag` ("--eval-data"), if given, leads the error.
+  absl::Status checkVocabulary(const data::TokenDataset &data,
+                               absl::string_view flag = {});
   /// Document masking: where the documents of the data begin (the
   /// model's eos_token_id, a Megatron index's offsets), or an error naming
   /// what is missing.
@@ -101,6 +103,8 @@ private:
   std::optional<data::BatchSampler> sampler;
   std::optional<data::TokenDataset> evalDataset;
   std::optional<data::BatchSampler> evalSampler;
+  /// Batches per evaluation: --eval-batches, or its default.
+  int64_t evalBatches = 0;
   std::optional<io::MetricsWriter> metrics;
   std::optional<io::TensorBoardWriter> tensorboard;
   /// --plot's curves: loss, eval loss and tokens/s by step.
@@ -238,14 +242,15 @@ absl::Status Run::setUpDocuments() {
   return absl::OkStatus();
 }
 
-absl::Status Run::checkVocabulary() {
+absl::Status Run::checkVocabulary(const data::TokenDataset &data,
+                                  absl::string_view flag) {
   // Each rank checks its share of the stream and the ranks agree on the
   // first bad position: a job reads the file once, not once per rank, and
   // every rank reports the same id.
   int64_t vocab = backend->program().model.vocab;
   int64_t ranks = backend->numRanks(), rank = backend->rank();
-  int64_t count = dataset->numTokens();
-  int64_t bad = dataset->findOutsideVocab(
+  int64_t count = data.numTokens();
+  int64_t bad = data.findOutsideVocab(
       vocab, data::shareBegin(count, ranks, rank),
       data::shareBegin(count, ranks, rank + 1));
   if (ranks > 1) {
@@ -266,7 +271,10 @@ absl::Status Run::checkVocabulary() {
   }
   if (bad < 0)
     return absl::OkStatus();
-  absl::Status error = dataset->outsideVocabError(bad, vocab);
+  absl::Status error = data.outsideVocabError(bad, vocab);
+  if (!flag.empty())
+    error = absl::Status(error.code(),
+                         absl::StrCat(flag, ": ", error.message()));
   return ranks > 1 ? onEveryRank(std::move(error)) : error;
 }
 
@@ -448,7 +456,7 @@ absl::Status Run::setUp() {
   dataset.emplace(std::move(*opened));
   // Every id of the file, now: a bad one found only when a batch draws it
   // would stop the run at some later step.
-  if (absl::Status s = checkVocabulary(); !s.ok())
+  if (absl::Status s = checkVocabulary(*dataset); !s.ok())
     return s;
   // The sampler draws the global batch, exactly as a single-rank run of
   // the unpartitioned model would; this rank reads its block of rows.
@@ -514,7 +522,7 @@ void Run::printHeader() const {
                          io::formatSiValue(dataset->numTokens()));
   if (evalDataset)
     out << absl::StrFormat(
-        "eval: %d batch(es) of %s (%s tokens), after %s\n", options.evalBatches,
+        "eval: %d batch(es) of %s (%s tokens), after %s\n", evalBatches,
         evalDataset->path(), io::formatSiValue(evalDataset->numTokens()),
         options.evalEvery > 0
             ? absl::StrCat("every ", options.evalEvery, " steps and the last")
@@ -580,6 +588,10 @@ absl::Status Run::setUpEvaluation() {
   if (!opened.ok())
     return opened.status();
   evalDataset.emplace(std::move(*opened));
+  // Checked as --data is: a bad id is found now, wherever it lies, not
+  // when (or if) an evaluation batch draws it.
+  if (absl::Status s = checkVocabulary(*evalDataset, "--eval-data"); !s.ok())
+    return s;
   if (!positions.empty() && !eosToken &&
       evalDataset->format() != data::DatasetFormat::Megatron)
     return absl::InvalidArgumentError(absl::StrCat(
@@ -597,6 +609,20 @@ absl::Status Run::setUpEvaluation() {
                         absl::StrCat("--eval-data ", options.evalDataPath, ": ",
                                      created.status().message()));
   evalSampler.emplace(std::move(*created));
+  // Batches beyond those the file holds would repeat windows: they add
+  // time and no information (nor does a count no run could finish).
+  int64_t rows = globalBatch();
+  int64_t held = (evalSampler->numStarts() + rows - 1) / rows;
+  constexpr int64_t kDefaultEvalBatches = 4;
+  evalBatches = options.evalBatches > 0
+                    ? options.evalBatches
+                    : std::min(kDefaultEvalBatches, held);
+  if (evalBatches > held)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--eval-batches ", evalBatches, " is more than --eval-data ",
+        options.evalDataPath, " holds: its ", evalSampler->numStarts(),
+        " distinct windows of ", model.seq + 1, " tokens fill at most ", held,
+        " batch(es) of ", rows, " rows"));
   return absl::OkStatus();
 }
 
@@ -606,7 +632,7 @@ absl::StatusOr<std::optional<double>> Run::evaluateAfter(int64_t step) {
   if (!everyNth(step, options.evalEvery) && !isLastStep(step))
     return std::nullopt;
   double sum = 0;
-  for (int64_t batch = 0; batch < options.evalBatches; ++batch) {
+  for (int64_t batch = 0; batch < evalBatches; ++batch) {
     if (absl::Status s = fillBatch(*evalSampler, batch); !s.ok())
       return atStep(
           step,
@@ -619,7 +645,7 @@ absl::StatusOr<std::optional<double>> Run::evaluateAfter(int64_t step) {
       return loss.status();
     sum += *loss;
   }
-  return sum / options.evalBatches;
+  return sum / evalBatches;
 }
 
 absl::Status Run::runOne(int64_t step, TrainSummary &summary) {

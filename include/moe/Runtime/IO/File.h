@@ -52,6 +52,13 @@ private:
 /// True if `path` names an existing regular file (symlinks followed).
 bool isRegularFile(const std::string &path);
 
+/// OK if `path` is a regular file (symlinks followed), NotFound if nothing
+/// is there, else an error saying what it is, worded as MappedFile::open
+/// words it ("cannot open checkpoint 'p': not a regular file (a fifo)", a
+/// symlink loop). Looks without opening, so a FIFO never blocks it.
+absl::Status checkRegularFile(const std::string &path,
+                              absl::string_view description = {});
+
 /// Writes a file atomically: bytes go to a temporary file in the target's
 /// directory; commit() flushes it and renames it over `path`. Destroying an
 /// uncommitted AtomicFile removes the temporary file. Move-only.

@@ -57,10 +57,12 @@ struct TrainOptions {
   /// --eval-data: a held-out token file (read with dataOptions) whose
   /// cross-entropy (engine::evaluatedLoss) is computed without changing anything (Backend::evaluate) after
   /// every `evalEvery` steps and the last, over `evalBatches` fixed batches
-  /// of it, and reported as eval_loss; none when empty.
+  /// of it, and reported as eval_loss; none when empty. The batches may
+  /// not outnumber those the file holds; 0: 4, or
+  /// fewer if the file holds fewer.
   std::string evalDataPath;
   int64_t evalEvery = 0;
-  int64_t evalBatches = 4;
+  int64_t evalBatches = 0;
   /// --checkpoint-keep: how many of the newest checkpoints under
   /// checkpointDir stay (0: all).
   int64_t checkpointKeep = 0;

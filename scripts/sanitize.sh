@@ -8,7 +8,9 @@
 #  * the lit tests of artifacts, data files, tokenizers, weights,
 #    checkpoints and generation with
 #    the sanitized moe-run and moe-data (the full build's moec compiles
-#    their artifacts), the artifact fuzzer among them.
+#    their artifacts), the artifact fuzzer and the tokenizer fuzzer
+#    (test/moe-data/tokenizer-fuzz.test: mutated tokenizer.json files
+#    against HF's tokenizers) among them.
 # Any sanitizer report fails the run. Needs the full build (scripts/setup.sh
 # or scripts/test-all.sh) for moec and the lit configuration. .ci/run runs
 # it after the test suite.

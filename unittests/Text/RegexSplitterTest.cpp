@@ -103,4 +103,18 @@ TEST(RegexSplitterTest, OnigurumaInlineFlags) {
               HasSubstr("inline flag s at offset 2 is not Oniguruma's"));
 }
 
+// \d is Unicode's Decimal_Number, as in Oniguruma; the classes whose
+// Oniguruma meaning RE2 cannot give are refused.
+TEST(RegexSplitterTest, OnigurumaClasses) {
+  EXPECT_THAT(split("\\d+", "a\xD9\xA3\xD9\xA4" "b"),
+              ElementsAre("a", "\xD9\xA3\xD9\xA4", "b"));
+  for (const char *pattern :
+       {"\\w+", "a\\b", "[\\W]", "\\h", "[[:alpha:]]+"}) {
+    absl::StatusOr<RegexSplitter> splitter = RegexSplitter::create(pattern);
+    ASSERT_FALSE(splitter.ok()) << pattern;
+    EXPECT_THAT(std::string(splitter.status().message()),
+                HasSubstr("is not supported: Oniguruma's"));
+  }
+}
+
 } // namespace

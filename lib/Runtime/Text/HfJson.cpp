@@ -255,6 +255,7 @@ absl::Status Reader::normalizer(const json &object, const std::string &field,
       return s;
     NormalizerStep step{NormalizerStep::Kind::Unicode, "", nullptr};
     step.form = form;
+    step.field = field;
     steps.push_back(std::move(step));
     return absl::OkStatus();
   }
@@ -274,7 +275,8 @@ absl::Status Reader::normalizer(const json &object, const std::string &field,
       return error(absl::StrCat(field, ".prepend"),
                    "must not be empty (HF's tokenizers panics encoding text "
                    "with it)");
-    steps.push_back({NormalizerStep::Kind::Prepend, *text, nullptr});
+    steps.push_back({NormalizerStep::Kind::Prepend, *text, nullptr,
+                     UnicodeForm::NFC, field});
     return absl::OkStatus();
   }
   if (absl::Status s =
@@ -288,7 +290,8 @@ absl::Status Reader::normalizer(const json &object, const std::string &field,
   absl::StatusOr<std::string> content = string(object, "content", field);
   if (!content.ok())
     return content.status();
-  steps.push_back({NormalizerStep::Kind::Replace, *content, *pattern});
+  steps.push_back({NormalizerStep::Kind::Replace, *content, *pattern,
+                   UnicodeForm::NFC, field});
   return absl::OkStatus();
 }
 
@@ -737,6 +740,27 @@ void assignAddedTokenIds(HfTokenizerParts &parts) {
     parts.addedTokens.push_back(std::move(byId[id]));
 }
 
+/// HF's tokenizers panics normalizing any text where a Replace that
+/// inserts text at an empty match (`x*`, `^`, a String "") comes before a
+/// Unicode normalization: the inserted text has no alignment there.
+absl::Status refuseInsertionBeforeUnicode(Reader &reader,
+                                          const std::vector<NormalizerStep> &steps) {
+  const NormalizerStep *inserting = nullptr;
+  for (const NormalizerStep &step : steps) {
+    if (step.kind == NormalizerStep::Kind::Replace && !step.text.empty() &&
+        step.pattern->matchesEmpty() && !inserting)
+      inserting = &step;
+    if (step.kind == NormalizerStep::Kind::Unicode && inserting)
+      return reader.error(
+          inserting->field,
+          absl::StrCat("inserts text at empty matches before the Unicode "
+                       "normalizer ",
+                       step.field,
+                       ", which HF's tokenizers panics on (not supported)"));
+  }
+  return absl::OkStatus();
+}
+
 /// The id of `token` among the added tokens, then the model's vocabulary.
 std::optional<int64_t> findToken(const HfTokenizerParts &parts,
                                  const std::string &token) {
@@ -851,11 +875,15 @@ absl::StatusOr<HfTokenizerParts> loadHfTokenizerParts(const std::string &path) {
   auto present = [&](const char *key) {
     return root.contains(key) && !root[key].is_null();
   };
-  if (present("normalizer"))
+  if (present("normalizer")) {
     if (absl::Status s = reader.normalizer(root["normalizer"], "normalizer",
                                            parts.normalizer);
         !s.ok())
       return s;
+    if (absl::Status s = refuseInsertionBeforeUnicode(reader, parts.normalizer);
+        !s.ok())
+      return s;
+  }
   if (present("pre_tokenizer"))
     if (absl::Status s = reader.preTokenizer(
             root["pre_tokenizer"], "pre_tokenizer", parts.preTokenizer);

@@ -47,6 +47,8 @@ struct NormalizerStep {
   std::string text;
   std::shared_ptr<RegexSplitter> pattern;
   UnicodeForm form = UnicodeForm::NFC;
+  /// Where it is in the file ("normalizer.normalizers[1]").
+  std::string field;
 };
 
 /// `text` in normalization form `form` (through utf8proc); malformed UTF-8

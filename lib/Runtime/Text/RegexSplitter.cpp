@@ -295,6 +295,14 @@ RegexSplitter::matches(std::string_view text) const {
   return found;
 }
 
+bool RegexSplitter::matchesEmpty() const {
+  if (isLiteral_)
+    return literal_.empty();
+  // An empty match at the start of "\n" or after it covers ^, $ and any
+  // pattern that can match nothing.
+  return matchAt("\n", 0) == 0 || matchAt("\n", 1) == 0;
+}
+
 std::vector<std::string_view>
 RegexSplitter::splitIsolated(std::string_view text) const {
   std::vector<std::string_view> pieces;

@@ -53,6 +53,9 @@ public:
   /// (none where the previous match ended, none in empty text).
   std::vector<std::pair<size_t, size_t>> matches(std::string_view text) const;
 
+  /// Whether the pattern matches empty text somewhere (`x*`, `^`, `$`, "").
+  bool matchesEmpty() const;
+
   /// HF's SplitDelimiterBehavior::Isolated: matches and the text between
   /// them, in order, leaving out empty pieces.
   std::vector<std::string_view> splitIsolated(std::string_view text) const;

@@ -302,6 +302,9 @@ def run_one(args, i, docs, docs_path, bases):
     if run.returncode == 1:
         if not stderr.startswith("moe-data: error: "):
             return "fail", f"{label}: exit 1 without an error: {stderr[:300]}"
+        if args.verbose and not hf_error:
+            print(f"note: {label}: HF loads it, moe-data says: "
+                  f"{stderr.splitlines()[0][:300]}", flush=True)
         return ("refused-both" if hf_error else "refused-moe"), None
     if hf_error:
         # moe-data states no reason for accepting a file HF refuses: any is
@@ -335,6 +338,8 @@ def main():
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--count", type=int, required=True)
     parser.add_argument("--timeout", type=float, default=30)
+    parser.add_argument("--verbose", action="store_true",
+                        help="say why moe-data refuses files HF loads")
     parser.add_argument("--only", type=int,
                         help="run mutation ONLY alone (to reproduce it)")
     args = parser.parse_args()

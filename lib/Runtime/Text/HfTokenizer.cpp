@@ -146,11 +146,13 @@ std::string HfTokenizer::normalize(std::string text, bool *atStart) const {
       // HF aligns a replacement with the last character it replaces, so
       // text that replaces several characters at the start, or none that
       // removes some there, no longer starts at offset 0 of the original.
-      std::vector<std::pair<size_t, size_t>> found = step.pattern->matches(text);
-      if (atStart && !found.empty() && found[0].first == 0 &&
-          found[0].second > 0 &&
-          (step.text.empty() || found[0].second > utf8CharLength(text, 0)))
-        *atStart = false;
+      if (atStart && *atStart) {
+        std::vector<std::pair<size_t, size_t>> found =
+            step.pattern->matches(text);
+        if (!found.empty() && found[0].first == 0 && found[0].second > 0 &&
+            (step.text.empty() || found[0].second > utf8CharLength(text, 0)))
+          *atStart = false;
+      }
       text = replaceAll(text, *step.pattern, step.text);
       break;
     }

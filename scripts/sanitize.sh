@@ -8,7 +8,9 @@
 #  * the lit tests of artifacts, data files, tokenizers, weights,
 #    checkpoints and generation with
 #    the sanitized moe-run and moe-data (the full build's moec compiles
-#    their artifacts), the artifact and command-line fuzzers among them;
+#    their artifacts), the artifact, command-line and tokenizer fuzzers
+#    among them (test/moe-data/tokenizer-fuzz.test: mutated tokenizer.json
+#    files against HF's tokenizers);
 #  * moe-import, which reads untrusted config.json files, against seeded
 #    config mutations (test/moe-import/fuzz_import.py). It links MLIR, so
 #    it is built in a second tree, build-asan-import/, with the compiler on

@@ -10,7 +10,7 @@ packages=(
   libmlir-19-dev mlir-19-tools llvm-19 llvm-19-dev llvm-19-tools
   libabsl-dev libopenblas-dev libflatbuffers-dev flatbuffers-compiler openmpi-bin libopenmpi-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev libprotobuf-dev protobuf-compiler libpng-dev
-  libre2-dev libsentencepiece-dev
+  libre2-dev libsentencepiece-dev libutf8proc-dev
   python3-numpy python3-torch python3-venv
   slurm-wlm munge
 )

@@ -1,8 +1,11 @@
 """Trains small tokenizers with HF tokenizers and sentencepiece (PyPI) on
-real English text (the licences in /usr/share/common-licenses), and checks
-moe-data's token datasets against their encoders id for id.
+real English text (the licences in /usr/share/common-licenses), and Unicode
+normalizing ones on that and real text in other languages, and checks
+moe-data's token datasets against their encoders id for id. Text files are
+read as Python reads them with errors="replace", as moe-data does.
 
-  train DIR: writes DIR/<name>/tokenizer.json (or .model) and DIR/corpus.jsonl
+  train DIR: writes DIR/<name>/tokenizer.json (or .model), DIR/corpus.jsonl
+             and DIR/multilingual.txt
   check TOKENIZER DATASET --inputs FILES... --format F [--append-eos]
   decode TOKENIZER DATASET TEXTFILE [--lossless INPUTS...]
 """
@@ -21,6 +24,26 @@ HELD_OUT = ["Artistic", "BSD", "CC0-1.0", "MPL-2.0", "GPL-2"]
 UNICODE_DOC = ("Naïve café owners in Zürich — and 東京 — say “hello” 😀!\n"
                "Tabs\tand  double  spaces,   trailing spaces   \n\n"
                "Numbers 1234567 and 3.14159; it's, we'll, they'RE.\n")
+QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+               r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Real sentences in other languages, with the characters that Unicode
+# normalization changes: accents (composed and, below, decomposed),
+# ligatures, fullwidth and halfwidth forms, compatibility digits and
+# letters, Hangul syllables and jamo.
+MULTILINGUAL = """Le cœur a ses raisons que la raison ne connaît point. Où est l'hôtel ?
+Über den Wolken muß die Freiheit wohl grenzenlos sein; Straße, Äpfel, Öl.
+Tiếng Việt có nhiều dấu: người, được, những, trường, phương.
+Ελληνικά: η Ἀθῆναι, ὁ λόγος, ἡ ψυχή, ᾠδή.
+Русский язык: ёлка, йод, Щука, съезд.
+日本語の文章：東京は日本の首都です。ｶﾀｶﾅ　ｈａｌｆ／ＦＵＬＬ　ｗｉｄｔｈ　１２３！
+한국어 문장: 안녕하세요, 세계. ㄱㄴㄷ 가
+Ligatures: ﬁnance, ﬂoor, ﬀ, ﬃ, ﬄ, ﬆ; symbols ™ ℃ № ½ ¼ x² H₂O ①②③ Ⅻ ㎏ ㍻.
+Español: ¿Dónde está el niño? Año, señor, pingüino.
+Português: ação, coração, pão, avô; Polski: źdźbło, żółć, Łódź.
+"""
+MAN_PAGES = "/usr/share/man"
+MAN_LANGUAGES = ["fr", "de", "es", "it", "pl", "pt", "ru", "ja", "ko", "sv",
+                 "cs", "hu", "tr"]
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
                 r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
@@ -120,6 +143,32 @@ def train(out):
         vocab_size=1000, model_type="bpe", byte_fallback=True,
         character_coverage=0.995, minloglevel=2)
 
+    # Qwen2's pipeline (its tokenizer.json has an NFC normalizer) with each
+    # of the four normalization forms, trained on English and other
+    # languages, so that merges span accented and wide characters.
+    text = multilingual_text()
+    with open(os.path.join(out, "multilingual.txt"), "w",
+              encoding="utf-8") as f:
+        f.write(text)
+    forms = {"nfc": normalizers.NFC(), "nfd": normalizers.NFD(),
+             "nfkd": normalizers.NFKD(),
+             "nfkc": normalizers.Sequence([
+                 normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])}
+    for name, normalizer in forms.items():
+        tok = Tokenizer(models.BPE())
+        tok.normalizer = normalizer
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(QWEN2_REGEX), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        tok.decoder = decoders.ByteLevel()
+        tok.train_from_iterator(
+            [open(f, encoding="utf-8").read() for f in files] + [text],
+            trainers.BpeTrainer(
+                vocab_size=3000, show_progress=False,
+                special_tokens=["<|endoftext|>"],
+                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        save(tok, name)
+
     with open(os.path.join(out, "unicode.txt"), "w", encoding="utf-8") as f:
         f.write(UNICODE_DOC)
     with open(os.path.join(out, "corpus.jsonl"), "w", encoding="utf-8") as f:
@@ -128,6 +177,24 @@ def train(out):
                 for paragraph in split_paragraphs(text.read()):
                     f.write(json.dumps({"text": paragraph}) + "\n")
         f.write(json.dumps({"text": UNICODE_DOC}) + "\n")
+
+
+def multilingual_text():
+    """MULTILINGUAL, its NFD and NFKD spellings, and the text of the
+    localized man pages of a few base packages where they are installed
+    (groff requests left out)."""
+    import glob
+    import gzip
+    import unicodedata
+    parts = [MULTILINGUAL, unicodedata.normalize("NFD", MULTILINGUAL),
+             unicodedata.normalize("NFKD", MULTILINGUAL)]
+    for lang in MAN_LANGUAGES:
+        for page in sorted(glob.glob(f"{MAN_PAGES}/{lang}/man1/*.1.gz"))[:3]:
+            with gzip.open(page, "rt", encoding="utf-8", errors="replace") as f:
+                lines = [l for l in f.read().splitlines()
+                         if l and not l.startswith((".", "'"))]
+            parts.append("\n".join(lines) + "\n")
+    return "\n".join(parts)
 
 
 def split_paragraphs(text):
@@ -153,7 +220,7 @@ def split_paragraphs(text):
 def documents(inputs, fmt):
     docs = []
     for path in inputs:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:
             if path.endswith(".jsonl"):
                 docs += [json.loads(line)["text"] for line in f if line.strip()]
             elif fmt == "megatron":
@@ -165,7 +232,9 @@ def documents(inputs, fmt):
 
 class Encoder:
     def __init__(self, path):
-        if path.endswith(".model"):
+        with open(path, "rb") as f:
+            is_json = f.read(64).lstrip().startswith((b"{", b"["))
+        if not is_json:
             import sentencepiece as spm
             self.sp = spm.SentencePieceProcessor(model_file=path)
             self.eos = self.sp.eos_id()

@@ -5,11 +5,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
+#include "SameFile.h"
 
 #include "moe/Runtime/IO/File.h"
 #include "moe/Runtime/Text/Tokenizer.h"
 
 #include "absl/strings/str_cat.h"
+
+#include <iostream>
 
 namespace moe::tools {
 
@@ -17,10 +20,21 @@ using namespace rt::data;
 
 absl::Status runDetokenize(const DetokenizeOptions &options,
                            std::ostream &out) {
+  MegatronPaths megatron = megatronPathsFor(options.input);
+  if (absl::Status status = refuseOutputOverInput(
+          {{"--out", options.output}},
+          {{"IN", options.input},
+           {"IN", megatron.bin},
+           {"IN", megatron.idx},
+           {"--tokenizer", options.tokenizer}});
+      !status.ok())
+    return status;
   absl::StatusOr<std::unique_ptr<rt::text::Tokenizer>> tokenizer =
       rt::text::Tokenizer::load(options.tokenizer);
   if (!tokenizer.ok())
     return tokenizer.status();
+  for (const std::string &warning : (*tokenizer)->warnings())
+    std::cerr << "moe-data: warning: " << warning << "\n";
   DatasetOptions datasetOptions;
   datasetOptions.format = options.format;
   datasetOptions.flatDtype = options.dtype;

@@ -3,6 +3,7 @@
 
 #include "moe/Runtime/Data/TextCorpus.h"
 #include "moe/Runtime/IO/File.h"
+#include "moe/Runtime/Text/Utf8.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -47,7 +48,8 @@ absl::Status readJsonLines(const std::string &path, const std::string &text,
 
 absl::StatusOr<std::vector<std::string>>
 readDocuments(const std::vector<std::string> &inputs,
-              rt::data::DatasetFormat format, const std::string &jsonKey) {
+              rt::data::DatasetFormat format, const std::string &jsonKey,
+              std::vector<std::string> *utf8Warnings) {
   std::vector<std::string> documents;
   for (const std::string &path : inputs) {
     absl::StatusOr<rt::io::MappedFile> file = rt::io::MappedFile::open(path);
@@ -55,6 +57,18 @@ readDocuments(const std::vector<std::string> &inputs,
       return file.status();
     std::string text(reinterpret_cast<const char *>(file->data()),
                      file->size());
+    if (utf8Warnings) {
+      rt::text::Utf8Errors errors = rt::text::findUtf8Errors(text);
+      if (errors.count > 0) {
+        utf8Warnings->push_back(absl::StrCat(
+            "'", path, "' is not valid UTF-8: ", errors.count,
+            " malformed sequence(s), the first at byte offset ",
+            errors.firstOffset,
+            "; each was read as U+FFFD, as Python's errors=\"replace\" "
+            "reads it"));
+        text = rt::text::utf8Lossy(text);
+      }
+    }
     if (endsWith(path, ".jsonl")) {
       if (absl::Status status = readJsonLines(path, text, jsonKey, documents);
           !status.ok())

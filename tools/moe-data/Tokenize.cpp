@@ -7,12 +7,14 @@
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
 #include "Documents.h"
+#include "SameFile.h"
 
 #include "moe/Runtime/Text/Tokenizer.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -38,21 +40,46 @@ void printProgress(int64_t done, int64_t total, bool last) {
             << (last ? "\n" : "") << std::flush;
 }
 
+/// The files --out writes: the path, or a Megatron prefix's .bin and .idx.
+std::vector<NamedPath> outputFiles(const OutputOptions &output) {
+  if (output.format != rt::data::DatasetFormat::Megatron)
+    return {{"--out", output.path}};
+  rt::data::MegatronPaths paths = rt::data::megatronPathsFor(output.path);
+  return {{"--out", paths.bin}, {"--out", paths.idx}};
+}
+
 } // namespace
 
 absl::Status runTokenize(const TokenizeOptions &options, std::ostream &out) {
-  absl::StatusOr<std::vector<std::string>> documents =
-      readDocuments(options.inputs, options.output.format, options.jsonKey);
+  std::vector<NamedPath> inputs;
+  for (const std::string &input : options.inputs)
+    inputs.push_back({"--in", input});
+  if (!options.tokenizer.empty())
+    inputs.push_back({"--tokenizer", options.tokenizer});
+  if (absl::Status status =
+          refuseOutputOverInput(outputFiles(options.output), inputs);
+      !status.ok())
+    return status;
+  // Byte tokens are the file's bytes, valid UTF-8 or not; a tokenizer
+  // reads text.
+  std::vector<std::string> utf8Warnings;
+  absl::StatusOr<std::vector<std::string>> documents = readDocuments(
+      options.inputs, options.output.format, options.jsonKey,
+      options.tokenizer.empty() ? nullptr : &utf8Warnings);
   if (!documents.ok())
     return documents.status();
   if (options.tokenizer.empty())
     return writeByteCorpus(*documents, options.output, out);
+  for (const std::string &warning : utf8Warnings)
+    std::cerr << "moe-data: warning: " << warning << "\n";
 
   absl::StatusOr<std::unique_ptr<rt::text::Tokenizer>> tokenizer =
       rt::text::Tokenizer::load(options.tokenizer);
   if (!tokenizer.ok())
     return tokenizer.status();
   const rt::text::Tokenizer &tok = **tokenizer;
+  for (const std::string &warning : tok.warnings())
+    std::cerr << "moe-data: warning: " << warning << "\n";
   rt::data::TokenDtype dtype = options.output.dtype;
   if (tok.vocabSize() - 1 > rt::data::tokenDtypeMax(dtype))
     return absl::InvalidArgumentError(
@@ -76,7 +103,11 @@ absl::Status runTokenize(const TokenizeOptions &options, std::ostream &out) {
   std::vector<absl::Status> errors(count);
   std::atomic<size_t> next{0};
   std::atomic<int64_t> bytesDone{0}, dropped{0};
-  std::atomic<int> running{options.threads};
+  // No more threads than documents.
+  int threads = static_cast<int>(
+      std::min<size_t>(static_cast<size_t>(options.threads),
+                       std::max<size_t>(count, 1)));
+  std::atomic<int> running{threads};
   auto work = [&] {
     for (size_t d = next++; d < count; d = next++) {
       int64_t droppedHere = 0;
@@ -95,7 +126,7 @@ absl::Status runTokenize(const TokenizeOptions &options, std::ostream &out) {
     --running;
   };
   std::vector<std::thread> workers;
-  for (int t = 0; t < options.threads; ++t)
+  for (int t = 0; t < threads; ++t)
     workers.emplace_back(work);
   while (progress && running > 0) {
     printProgress(bytesDone, totalBytes, /*last=*/false);

@@ -29,6 +29,10 @@ using moe::rt::data::TokenDtype;
 
 namespace {
 
+/// As moe-run's --threads: more threads than this only cost memory (and
+/// creating 10^8 of them fails).
+constexpr int kMaxThreads = 1024;
+
 constexpr const char *kUsage = R"(usage: moe-data <command> [options]
 
 commands:
@@ -47,7 +51,8 @@ commands:
       paragraph (text up to a blank line) for megatron output, the whole
       file for flat output. Each document is one megatron document.
       --append-eos puts the tokenizer's eos id after each document. N
-      threads (default: one per core) give the same output as one.
+      threads (1 to 1024, default: one per core) give the same output as
+      one. Malformed UTF-8 is read as U+FFFD, with a warning per file.
       --progress shows progress on stderr (shown anyway on a terminal for
       inputs of 64 MiB or more).
   detokenize --tokenizer TOK IN --out FILE [--format auto|flat|megatron]
@@ -191,11 +196,14 @@ absl::Status parseCommand(const std::string &command,
           "--append-eos needs --tokenizer (byte tokens have no eos)");
     options.threads =
         static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    options.threads = std::min(options.threads, kMaxThreads);
     if (args->has("--threads")) {
       std::string threads = args->get("--threads", "");
-      if (!absl::SimpleAtoi(threads, &options.threads) || options.threads <= 0)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--threads must be a positive integer, got '", threads, "'"));
+      if (!absl::SimpleAtoi(threads, &options.threads) ||
+          options.threads <= 0 || options.threads > kMaxThreads)
+        return absl::InvalidArgumentError(
+            absl::StrCat("--threads must be in [1, ", kMaxThreads, "], got '",
+                         threads, "'"));
     }
     run = [options] { return runTokenize(options, std::cout); };
     return absl::OkStatus();

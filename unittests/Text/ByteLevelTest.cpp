@@ -40,4 +40,14 @@ TEST(Utf8Test, LossyReplacesMaximalIllFormedSubsequences) {
   EXPECT_EQ(utf8Lossy("\xC3\xA9"), "\u00E9");
 }
 
+TEST(Utf8Test, FindsMalformedSequences) {
+  Utf8Errors none = findUtf8Errors("caf\xC3\xA9");
+  EXPECT_EQ(none.count, 0);
+  EXPECT_EQ(none.firstOffset, -1);
+  // \xE2\x82 is one maximal ill-formed subsequence, as in utf8Lossy.
+  Utf8Errors some = findUtf8Errors("ok \xFF\xFE x \xE2\x82 \xC3");
+  EXPECT_EQ(some.count, 4);
+  EXPECT_EQ(some.firstOffset, 3);
+}
+
 } // namespace

@@ -30,7 +30,7 @@ std::string byteLevelJson(const std::string &preTokenizer,
     "post_processor": null, "decoder": {"type": "ByteLevel"},
     "model": {"type": ")" +
          model + R"(", "vocab": {"a": 0, "b": 1, "\u0120": 2, "ab": 3,
-      "\u0120ab": 4}, "merges": ["a b", ["\u0120", "ab"]]}})";
+      "\u0120ab": 4}, "merges": [["a", "b"], ["\u0120", "ab"]]}})";
 }
 
 constexpr const char *kByteLevel =
@@ -93,6 +93,84 @@ TEST(HfJsonTest, MalformedFilesAreErrors) {
   absl::StatusOr<std::unique_ptr<Tokenizer>> missing =
       Tokenizer::load(::testing::TempDir() + "/none.json");
   EXPECT_FALSE(missing.ok());
+}
+
+std::string replace(std::string text, const std::string &from,
+                    const std::string &to) {
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+// HF loads a vocabulary id of 2000000000; a dense table would not fit.
+TEST(HfJsonTest, LargeIdsAreSparse) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+      Tokenizer::load(writeFile(
+          "huge.json", replace(byteLevelJson(kByteLevel), "\"ab\": 3",
+                               "\"ab\": 2000000000")));
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_THAT(*(*tokenizer)->encode("ab ab"), ElementsAre(2000000000, 4));
+  EXPECT_EQ((*tokenizer)->vocabSize(), 2000000001);
+  EXPECT_EQ(*(*tokenizer)->decode({2000000000, 4}), "ab ab");
+  absl::StatusOr<std::string> gap = (*tokenizer)->decode({3});
+  ASSERT_FALSE(gap.ok());
+  EXPECT_THAT(std::string(gap.status().message()),
+              HasSubstr("token id 3 at position 0 has no token"));
+}
+
+// HF ignores an added token's id: the vocabulary's id of its content wins,
+// else the next id after the vocabulary's token count.
+TEST(HfJsonTest, AddedTokensTakeHfIds) {
+  std::string json = replace(
+      byteLevelJson(kByteLevel), R"("id": 5, "content": "<|endoftext|>")",
+      R"("id": 9, "content": "<|endoftext|>")");
+  json = replace(json, R"("special": true})",
+                 R"("special": true},
+      {"id": 6, "content": "a", "single_word": false, "lstrip": false,
+       "rstrip": false, "normalized": false, "special": false})");
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+      Tokenizer::load(writeFile("added.json", json));
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  // "a" is split out of the text as an added token (with its vocab id).
+  EXPECT_THAT(*(*tokenizer)->encode("ab<|endoftext|>a"),
+              ElementsAre(0, 1, 5, 0));
+  EXPECT_THAT((*tokenizer)->warnings(),
+              ElementsAre(HasSubstr("added_tokens[0] '<|endoftext|>' has id 9 "
+                                    "in the file; HF's tokenizers gives it 5"),
+                          HasSubstr("added_tokens[1] 'a' has id 6 in the "
+                                    "file; HF's tokenizers gives it 0, its id "
+                                    "in model.vocab")));
+}
+
+TEST(HfJsonTest, FilesHfRefusesAreRefused) {
+  EXPECT_THAT(
+      loadError("empty.json",
+                byteLevelJson(R"({"type": "Metaspace", "replacement": ""})")),
+      HasSubstr("pre_tokenizer.replacement must be one character, not ''"));
+  EXPECT_THAT(loadError("version.json",
+                        replace(byteLevelJson(kByteLevel), R"("1.0")",
+                                R"("2.0")")),
+              HasSubstr("version \"2.0\" is not supported"));
+  EXPECT_THAT(loadError("merges.json",
+                        replace(byteLevelJson(kByteLevel),
+                                R"(, "merges": [["a", "b"], ["\u0120", "ab"]])",
+                                "")),
+              HasSubstr("model.merges is missing"));
+  std::string deep = std::string(200, '[') + std::string(200, ']');
+  EXPECT_THAT(loadError("deep.json", "{\"model\": " + deep + "}"),
+              HasSubstr("deep.json: JSON nested deeper than 128 levels at "
+                        "line 1 column 137"));
+}
+
+TEST(HfJsonTest, UnicodeNormalizers) {
+  std::string json = replace(byteLevelJson(kByteLevel), R"("normalizer": null)",
+                             R"("normalizer": {"type": "NFKC"})");
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+      Tokenizer::load(writeFile("nfkc.json", json));
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  // Fullwidth ａｂ is ab under NFKC.
+  EXPECT_THAT(*(*tokenizer)->encode("\xEF\xBD\x81\xEF\xBD\x82"),
+              ElementsAre(3));
 }
 
 } // namespace

@@ -71,4 +71,50 @@ TEST(RegexSplitterTest, OtherLookaroundIsAnError) {
   EXPECT_FALSE(RegexSplitter::create("[\\S]").ok());
 }
 
+// Oniguruma's ^ and $ are line anchors (HF's pieces of "ab\nb a\nab").
+TEST(RegexSplitterTest, AnchorsMatchAtLines) {
+  EXPECT_THAT(split("b$", "ab\nb a\nab"),
+              ElementsAre("a", "b", "\nb a\na", "b"));
+  EXPECT_THAT(split("^b", "ab\nb a\nab"),
+              ElementsAre("ab\n", "b", " a\nab"));
+  EXPECT_THAT(split("$", "ab\nb a\nab"), ElementsAre("ab", "\nb a", "\nab"));
+}
+
+// Empty matches split between characters, as Oniguruma's find_iter gives
+// them to HF; none follows a match right where it ended.
+TEST(RegexSplitterTest, EmptyMatchesSplitBetweenCharacters) {
+  EXPECT_THAT(split("x*", "ab\nb"), ElementsAre("a", "b", "\n", "b"));
+  EXPECT_THAT(split("", "abc"), ElementsAre("a", "b", "c"));
+  absl::StatusOr<RegexSplitter> star = RegexSplitter::create("a*");
+  ASSERT_TRUE(star.ok());
+  using Range = std::pair<size_t, size_t>;
+  EXPECT_THAT(star->matches("baab"),
+              ElementsAre(Range{0, 0}, Range{1, 3}, Range{4, 4}));
+  EXPECT_THAT(star->matches(""), ElementsAre());
+}
+
+// Oniguruma's (?m) is RE2's (?s); Oniguruma has no (?s).
+TEST(RegexSplitterTest, OnigurumaInlineFlags) {
+  EXPECT_THAT(split("(?m)a.b", "xa\nby"), ElementsAre("x", "a\nb", "y"));
+  EXPECT_THAT(split("a.b", "xa\nby"), ElementsAre("xa\nby"));
+  absl::StatusOr<RegexSplitter> dotAll = RegexSplitter::create("(?s)a.b");
+  ASSERT_FALSE(dotAll.ok());
+  EXPECT_THAT(std::string(dotAll.status().message()),
+              HasSubstr("inline flag s at offset 2 is not Oniguruma's"));
+}
+
+// \d is Unicode's Decimal_Number, as in Oniguruma; the classes whose
+// Oniguruma meaning RE2 cannot give are refused.
+TEST(RegexSplitterTest, OnigurumaClasses) {
+  EXPECT_THAT(split("\\d+", "a\xD9\xA3\xD9\xA4" "b"),
+              ElementsAre("a", "\xD9\xA3\xD9\xA4", "b"));
+  for (const char *pattern :
+       {"\\w+", "a\\b", "[\\W]", "\\h", "[[:alpha:]]+"}) {
+    absl::StatusOr<RegexSplitter> splitter = RegexSplitter::create(pattern);
+    ASSERT_FALSE(splitter.ok()) << pattern;
+    EXPECT_THAT(std::string(splitter.status().message()),
+                HasSubstr("is not supported: Oniguruma's"));
+  }
+}
+
 } // namespace

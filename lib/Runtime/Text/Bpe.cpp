@@ -16,23 +16,19 @@ BpeModel::create(absl::flat_hash_map<std::string, int64_t> vocab,
                  const std::vector<std::pair<std::string, std::string>> &merges,
                  BpeOptions options, const std::string &where) {
   BpeModel model;
-  int64_t size = 0;
+  model.tokens_.reserve(vocab.size());
   for (const auto &[token, id] : vocab) {
     if (id < 0 || id > std::numeric_limits<int32_t>::max())
       return absl::InvalidArgumentError(absl::StrCat(where, ".vocab: token '",
                                                      token, "' has id ", id,
                                                      " outside [0, 2^31)"));
-    size = std::max(size, id + 1);
-  }
-  model.tokens_.resize(size);
-  model.hasToken_.assign(size, false);
-  for (const auto &[token, id] : vocab) {
-    if (model.hasToken_[id])
+    auto [it, inserted] = model.tokens_.emplace(id, token);
+    if (!inserted)
       return absl::InvalidArgumentError(
           absl::StrCat(where, ".vocab: id ", id, " is given to both '",
-                       model.tokens_[id], "' and '", token, "'"));
-    model.tokens_[id] = token;
-    model.hasToken_[id] = true;
+                       std::min(it->second, token), "' and '",
+                       std::max(it->second, token), "'"));
+    model.vocabSize_ = std::max(model.vocabSize_, id + 1);
   }
   model.vocab_ = std::move(vocab);
   for (size_t rank = 0; rank < merges.size(); ++rank) {
@@ -72,9 +68,8 @@ std::optional<int64_t> BpeModel::tokenId(std::string_view token) const {
 }
 
 const std::string *BpeModel::idToken(int64_t id) const {
-  if (id < 0 || id >= vocabSize() || !hasToken_[id])
-    return nullptr;
-  return &tokens_[id];
+  auto it = tokens_.find(id);
+  return it == tokens_.end() ? nullptr : &it->second;
 }
 
 void BpeModel::tokenize(std::string_view word, std::vector<int64_t> &ids,

@@ -8,6 +8,7 @@
 #include "HfTokenizer.h"
 
 #include "moe/Runtime/IO/File.h"
+#include "moe/Runtime/Text/Utf8.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -131,6 +132,11 @@ public:
       absl::StatusOr<std::string> text = string(value, "String", where);
       if (!text.ok())
         return text.status();
+      // HF matches a String as an escaped regex, so "" matches the empty
+      // text between characters.
+      if (text->empty())
+        return std::make_shared<RegexSplitter>(
+            std::move(*RegexSplitter::create("")));
       return std::make_shared<RegexSplitter>(RegexSplitter::literal(*text));
     }
     absl::StatusOr<std::string> regex = string(value, "Regex", where);
@@ -143,29 +149,37 @@ public:
     return std::make_shared<RegexSplitter>(std::move(*splitter));
   }
 
+  /// prepend_scheme (always when absent, as in HF), which add_prefix_space
+  /// false must agree with: HF refuses a file where they disagree.
   absl::StatusOr<PrependScheme> prependScheme(const json &object,
                                               const std::string &field) {
-    if (!object.contains("prepend_scheme")) {
-      // Files older than prepend_scheme say add_prefix_space.
-      absl::StatusOr<bool> add =
-          boolean(object, "add_prefix_space", field, true);
-      if (!add.ok())
-        return add.status();
-      return *add ? PrependScheme::Always : PrependScheme::Never;
+    PrependScheme scheme = PrependScheme::Always;
+    std::string name = "always";
+    if (object.contains("prepend_scheme")) {
+      absl::StatusOr<std::string> read =
+          string(object, "prepend_scheme", field);
+      if (!read.ok())
+        return read.status();
+      name = *read;
+      if (name == "first")
+        scheme = PrependScheme::First;
+      else if (name == "never")
+        scheme = PrependScheme::Never;
+      else if (name != "always")
+        return error(absl::StrCat(field, ".prepend_scheme"),
+                     absl::StrCat("'", name,
+                                  "' is not supported (supported: first, "
+                                  "always, never)"));
     }
-    absl::StatusOr<std::string> name = string(object, "prepend_scheme", field);
-    if (!name.ok())
-      return name.status();
-    if (*name == "first")
-      return PrependScheme::First;
-    if (*name == "always")
-      return PrependScheme::Always;
-    if (*name == "never")
-      return PrependScheme::Never;
-    return error(absl::StrCat(field, ".prepend_scheme"),
-                 absl::StrCat("'", *name,
-                              "' is not supported (supported: first, always, "
-                              "never)"));
+    absl::StatusOr<bool> add = boolean(object, "add_prefix_space", field, true);
+    if (!add.ok())
+      return add.status();
+    if (!*add && scheme != PrependScheme::Never)
+      return error(absl::StrCat(field, ".add_prefix_space"),
+                   absl::StrCat("false does not match prepend_scheme '", name,
+                                "' (HF's tokenizers refuses it too; say "
+                                "\"prepend_scheme\": \"never\")"));
+    return scheme;
   }
 
   /// The "type" of a component, which must be one of `supported`.
@@ -209,6 +223,13 @@ absl::Status Reader::metaspace(const json &object, const std::string &field,
   absl::StatusOr<std::string> read = string(object, "replacement", field);
   if (!read.ok())
     return read.status();
+  // HF's replacement is one char: an empty one would never advance, and
+  // HF's tokenizers refuses both that and a longer one.
+  if (read->empty() || !isValidUtf8(*read) ||
+      utf8CharLength(*read, 0) != read->size())
+    return error(absl::StrCat(field, ".replacement"),
+                 absl::StrCat("must be one character, not '", *read,
+                              "' (HF's tokenizers refuses it too)"));
   absl::StatusOr<PrependScheme> readScheme = prependScheme(object, field);
   if (!readScheme.ok())
     return readScheme.status();
@@ -219,10 +240,25 @@ absl::Status Reader::metaspace(const json &object, const std::string &field,
 
 absl::Status Reader::normalizer(const json &object, const std::string &field,
                                 std::vector<NormalizerStep> &steps) {
-  absl::StatusOr<std::string> type =
-      this->type(object, field, {"Sequence", "Prepend", "Replace"});
+  absl::StatusOr<std::string> type = this->type(
+      object, field,
+      {"Sequence", "Prepend", "Replace", "NFC", "NFD", "NFKC", "NFKD"});
   if (!type.ok())
     return type.status();
+  for (auto [name, form] : {std::pair{"NFC", UnicodeForm::NFC},
+                            std::pair{"NFD", UnicodeForm::NFD},
+                            std::pair{"NFKC", UnicodeForm::NFKC},
+                            std::pair{"NFKD", UnicodeForm::NFKD}}) {
+    if (*type != name)
+      continue;
+    if (absl::Status s = checkFields(object, field, {"type"}); !s.ok())
+      return s;
+    NormalizerStep step{NormalizerStep::Kind::Unicode, "", nullptr};
+    step.form = form;
+    step.field = field;
+    steps.push_back(std::move(step));
+    return absl::OkStatus();
+  }
   if (*type == "Sequence")
     return sequence(object, field, "normalizers",
                     [&](const json &element, const std::string &at) {
@@ -235,7 +271,12 @@ absl::Status Reader::normalizer(const json &object, const std::string &field,
     absl::StatusOr<std::string> text = string(object, "prepend", field);
     if (!text.ok())
       return text.status();
-    steps.push_back({NormalizerStep::Kind::Prepend, *text, nullptr});
+    if (text->empty())
+      return error(absl::StrCat(field, ".prepend"),
+                   "must not be empty (HF's tokenizers panics encoding text "
+                   "with it)");
+    steps.push_back({NormalizerStep::Kind::Prepend, *text, nullptr,
+                     UnicodeForm::NFC, field});
     return absl::OkStatus();
   }
   if (absl::Status s =
@@ -249,7 +290,8 @@ absl::Status Reader::normalizer(const json &object, const std::string &field,
   absl::StatusOr<std::string> content = string(object, "content", field);
   if (!content.ok())
     return content.status();
-  steps.push_back({NormalizerStep::Kind::Replace, *content, *pattern});
+  steps.push_back({NormalizerStep::Kind::Replace, *content, *pattern,
+                   UnicodeForm::NFC, field});
   return absl::OkStatus();
 }
 
@@ -471,9 +513,10 @@ absl::Status Reader::postProcessor(const json &object, const std::string &field,
       if (!entry.contains("ids") || !entry["ids"].is_array())
         return error(absl::StrCat(entryField, ".ids"), "must be an array");
       for (const json &value : entry["ids"]) {
-        if (!value.is_number_integer() || value.get<int64_t>() < 0)
+        if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
+            value.get<int64_t>() > std::numeric_limits<int32_t>::max())
           return error(absl::StrCat(entryField, ".ids"),
-                       "must hold non-negative integers");
+                       "must hold integers in [0, 2^31)");
         templateItem.ids.push_back(value.get<int64_t>());
       }
     }
@@ -506,12 +549,15 @@ absl::Status Reader::addedTokens(const json &array, HfTokenizerParts &parts) {
     if (!content.ok())
       return content.status();
     token.content = *content;
+    // Every flag is required, as HF's tokenizers requires it.
     for (auto [key, flag] : std::vector<std::pair<const char *, bool *>>{
              {"special", &token.special},
              {"single_word", &token.singleWord},
              {"lstrip", &token.lstrip},
              {"rstrip", &token.rstrip},
              {"normalized", &token.normalized}}) {
+      if (!object.contains(key))
+        return error(absl::StrCat(field, ".", key), "is missing");
       absl::StatusOr<bool> value = boolean(object, key, field, false);
       if (!value.ok())
         return value.status();
@@ -571,31 +617,148 @@ absl::StatusOr<BpeModel> Reader::model(const json &object) {
     vocab[item.key()] = item.value().get<int64_t>();
   }
   std::vector<std::pair<std::string, std::string>> merges;
-  const json &mergeList = object.value("merges", json::array());
+  if (!object.contains("merges"))
+    return error("model.merges",
+                 "is missing (HF's tokenizers refuses a BPE model without "
+                 "merges; an empty list is allowed)");
+  const json &mergeList = object["merges"];
   if (!mergeList.is_array())
     return error("model.merges", "must be an array");
+  // One spelling for the whole list, as HF reads it: ["a", "b"] pairs, or
+  // the older "a b" strings (where "#version" lines are skipped).
+  bool strings = !mergeList.empty() && mergeList[0].is_string();
   for (size_t i = 0; i < mergeList.size(); ++i) {
     const json &merge = mergeList[i];
     std::string where = absl::StrCat("model.merges[", i, "]");
-    if (merge.is_string()) {
-      // The older encoding: "a b", split at its one space.
-      std::vector<std::string> halves =
-          absl::StrSplit(merge.get<std::string>(), ' ');
+    if (strings && merge.is_string()) {
+      std::string line = merge.get<std::string>();
+      if (line.compare(0, 8, "#version") == 0)
+        continue;
+      std::vector<std::string> halves = absl::StrSplit(line, ' ');
       if (halves.size() != 2)
-        return error(where, absl::StrCat("'", merge.get<std::string>(),
+        return error(where, absl::StrCat("'", line,
                                          "' is not two tokens separated by "
                                          "one space"));
       merges.emplace_back(halves[0], halves[1]);
-    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
-               merge[1].is_string()) {
+    } else if (!strings && merge.is_array() && merge.size() == 2 &&
+               merge[0].is_string() && merge[1].is_string()) {
       merges.emplace_back(merge[0].get<std::string>(),
                           merge[1].get<std::string>());
     } else {
-      return error(where, "must be \"a b\" or [\"a\", \"b\"]");
+      return error(where, strings ? "must be \"a b\" like model.merges[0]"
+                                  : "must be [\"a\", \"b\"] like "
+                                    "model.merges[0]");
     }
   }
   return BpeModel::create(std::move(vocab), merges, std::move(options),
                           absl::StrCat(path_, ": model"));
+}
+
+/// HF's serde_json refuses JSON nested deeper than this; the readers of
+/// nested Sequences recurse, so the limit also bounds their stack.
+constexpr int kMaxJsonDepth = 128;
+
+/// The line and column of the first bracket nested deeper than
+/// kMaxJsonDepth in `text`, or nothing. Counted before parsing, on the raw
+/// bytes, so that nothing downstream ever sees deeper JSON.
+std::optional<std::pair<int64_t, int64_t>> tooDeep(std::string_view text) {
+  int depth = 0;
+  bool inString = false;
+  int64_t line = 1;
+  size_t lineStart = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\n') {
+      ++line;
+      lineStart = i + 1;
+    }
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+      continue;
+    }
+    if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth >= kMaxJsonDepth)
+        return std::pair{line, static_cast<int64_t>(i - lineStart + 1)};
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
+/// Gives each added token the id HF's tokenizers gives it, which ignores the
+/// file's: the id of the same content among the tokens before it or in the
+/// model's vocabulary, else the next of the ids counted from the model's
+/// token count. A token with the content of one before it replaces it, and
+/// an empty one is ignored, all as in HF's AddedVocabulary::add_tokens.
+void assignAddedTokenIds(HfTokenizerParts &parts) {
+  int64_t nextId = parts.model->numTokens();
+  absl::flat_hash_map<std::string, int64_t> idOfContent;
+  absl::flat_hash_map<int64_t, AddedToken> byId;
+  std::vector<int64_t> order;
+  for (size_t i = 0; i < parts.addedTokens.size(); ++i) {
+    const AddedToken &token = parts.addedTokens[i];
+    std::string where = absl::StrCat(parts.path, ": added_tokens[", i, "]");
+    if (token.content.empty()) {
+      parts.warnings.push_back(absl::StrCat(
+          where, " has empty content and is ignored, as HF's tokenizers does"));
+      continue;
+    }
+    int64_t id;
+    const char *why;
+    if (auto known = idOfContent.find(token.content);
+        known != idOfContent.end()) {
+      id = known->second;
+      why = "the id of the same content before it";
+    } else if (std::optional<int64_t> inVocab =
+                   parts.model->tokenId(token.content)) {
+      id = *inVocab;
+      why = "its id in model.vocab";
+    } else {
+      id = nextId++;
+      why = "the next id after model.vocab's tokens";
+    }
+    if (id != token.id)
+      parts.warnings.push_back(absl::StrCat(
+          where, " '", token.content, "' has id ", token.id,
+          " in the file; HF's tokenizers gives it ", id, ", ", why,
+          ", and so does moe"));
+    idOfContent[token.content] = id;
+    if (!byId.contains(id))
+      order.push_back(id);
+    AddedToken resolved = token;
+    resolved.id = id;
+    byId[id] = std::move(resolved);
+  }
+  parts.addedTokens.clear();
+  for (int64_t id : order)
+    parts.addedTokens.push_back(std::move(byId[id]));
+}
+
+/// HF's tokenizers panics normalizing any text where a Replace that
+/// inserts text at an empty match (`x*`, `^`, a String "") comes before a
+/// Unicode normalization: the inserted text has no alignment there.
+absl::Status refuseInsertionBeforeUnicode(Reader &reader,
+                                          const std::vector<NormalizerStep> &steps) {
+  const NormalizerStep *inserting = nullptr;
+  for (const NormalizerStep &step : steps) {
+    if (step.kind == NormalizerStep::Kind::Replace && !step.text.empty() &&
+        step.pattern->matchesEmpty() && !inserting)
+      inserting = &step;
+    if (step.kind == NormalizerStep::Kind::Unicode && inserting)
+      return reader.error(
+          inserting->field,
+          absl::StrCat("inserts text at empty matches before the Unicode "
+                       "normalizer ",
+                       step.field,
+                       ", which HF's tokenizers panics on (not supported)"));
+  }
+  return absl::OkStatus();
 }
 
 /// The id of `token` among the added tokens, then the model's vocabulary.
@@ -662,6 +825,13 @@ absl::StatusOr<HfTokenizerParts> loadHfTokenizerParts(const std::string &path) {
   absl::StatusOr<io::MappedFile> file = io::MappedFile::open(path, "tokenizer");
   if (!file.ok())
     return file.status();
+  std::string_view text(reinterpret_cast<const char *>(file->data()),
+                        file->size());
+  if (std::optional<std::pair<int64_t, int64_t>> at = tooDeep(text))
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": JSON nested deeper than ", kMaxJsonDepth, " levels at line ",
+        at->first, " column ", at->second,
+        " (HF's tokenizers refuses it too)"));
   json root;
   try {
     root = json::parse(file->data(), file->data() + file->size());
@@ -682,6 +852,12 @@ absl::StatusOr<HfTokenizerParts> loadHfTokenizerParts(const std::string &path) {
   for (const char *key : {"truncation", "padding"})
     if (root.contains(key) && !root[key].is_null())
       return reader.error(key, "is not supported (supported: null)");
+  if (root.contains("version") &&
+      !(root["version"].is_string() && root["version"] == "1.0"))
+    return reader.error("version",
+                        absl::StrCat(root["version"].dump(),
+                                     " is not supported (supported: \"1.0\", "
+                                     "the only version HF's tokenizers reads)"));
 
   HfTokenizerParts parts;
   parts.path = path;
@@ -695,14 +871,19 @@ absl::StatusOr<HfTokenizerParts> loadHfTokenizerParts(const std::string &path) {
     if (absl::Status s = reader.addedTokens(root["added_tokens"], parts);
         !s.ok())
       return s;
+  assignAddedTokenIds(parts);
   auto present = [&](const char *key) {
     return root.contains(key) && !root[key].is_null();
   };
-  if (present("normalizer"))
+  if (present("normalizer")) {
     if (absl::Status s = reader.normalizer(root["normalizer"], "normalizer",
                                            parts.normalizer);
         !s.ok())
       return s;
+    if (absl::Status s = refuseInsertionBeforeUnicode(reader, parts.normalizer);
+        !s.ok())
+      return s;
+  }
   if (present("pre_tokenizer"))
     if (absl::Status s = reader.preTokenizer(
             root["pre_tokenizer"], "pre_tokenizer", parts.preTokenizer);

@@ -11,9 +11,14 @@ namespace moe::rt::text {
 
 namespace {
 
-/// Rust's char::is_alphanumeric or '_', HF's test for single_word tokens.
+/// Rust regex's `\w`, HF's test for single_word tokens: Alphabetic (here
+/// letters, letter numbers and the circled and squared letters), marks,
+/// decimal digits, connector punctuation and the joiners.
 bool isWordCharacter(std::string_view text, size_t pos) {
-  static const RE2 word("[\\p{L}\\p{N}_]");
+  static const RE2 word(
+      "[\\p{L}\\p{Nl}\\p{M}\\p{Nd}\\p{Pc}\\x{24B6}-\\x{24E9}\\x{1F130}-"
+      "\\x{1F149}\\x{1F150}-\\x{1F169}\\x{1F170}-\\x{1F189}\\x{200C}"
+      "\\x{200D}]");
   size_t length = utf8CharLength(text, pos);
   return RE2::FullMatch(re2::StringPiece(text.data() + pos, length), word);
 }
@@ -43,9 +48,11 @@ std::string replaceAll(std::string_view text, const RegexSplitter &pattern,
 
 HfTokenizer::HfTokenizer(HfTokenizerParts parts) : parts_(std::move(parts)) {
   vocabSize_ = parts_.model->vocabSize();
-  for (const AddedToken &token : parts_.addedTokens)
+  for (AddedToken &token : parts_.addedTokens) {
     vocabSize_ = std::max(vocabSize_, token.id + 1);
-  addedById_.assign(vocabSize_, nullptr);
+    // HF matches a normalized token by its content's normalized form.
+    token.match = token.normalized ? normalize(token.content) : token.content;
+  }
   for (const AddedToken &token : parts_.addedTokens)
     addedById_[token.id] = &token;
 }
@@ -54,7 +61,7 @@ void HfTokenizer::splitAddedTokens(std::vector<Segment> &segments,
                                    bool normalized) const {
   std::vector<const AddedToken *> tokens;
   for (const AddedToken &token : parts_.addedTokens)
-    if (token.normalized == normalized && !token.content.empty())
+    if (token.normalized == normalized && !token.match.empty())
       tokens.push_back(&token);
   if (tokens.empty())
     return;
@@ -76,15 +83,18 @@ void HfTokenizer::splitAddedTokens(std::vector<Segment> &segments,
       // Leftmost-longest, as HF's Aho-Corasick automaton matches.
       const AddedToken *best = nullptr;
       for (const AddedToken *token : tokens)
-        if (text.compare(pos, token->content.size(), token->content) == 0 &&
-            (!best || token->content.size() > best->content.size()))
+        if (text.compare(pos, token->match.size(), token->match) == 0 &&
+            (!best || token->match.size() > best->match.size()))
           best = token;
       if (!best) {
         ++pos;
         continue;
       }
       size_t start = pos;
-      size_t stop = pos + best->content.size();
+      size_t stop = pos + best->match.size();
+      // The next match is searched after this one's content, not after
+      // what rstrip takes: HF's matches come from the automaton first, and
+      // may then overlap (" " with rstrip on "   " gives "   ", "  ", " ").
       pos = stop;
       if (best->singleWord) {
         bool startSpace =
@@ -107,9 +117,15 @@ void HfTokenizer::splitAddedTokens(std::vector<Segment> &segments,
         while (stop < text.size() &&
                isUnicodeWhiteSpace(utf8CodePoint(text, stop)))
           stop += utf8CharLength(text, stop);
-        pos = stop;
       }
       pushText(startOffset, start);
+      // An lstrip token inside what the previous rstrip took is empty, and
+      // HF drops empty pieces (or panics, where it would end before it
+      // starts).
+      if (stop <= start) {
+        startOffset = start;
+        continue;
+      }
       out.push_back(Segment{std::string(text.substr(start, stop - start)),
                             best->id, false});
       startOffset = stop;
@@ -119,15 +135,29 @@ void HfTokenizer::splitAddedTokens(std::vector<Segment> &segments,
   segments = std::move(out);
 }
 
-std::string HfTokenizer::normalize(std::string text) const {
+std::string HfTokenizer::normalize(std::string text, bool *atStart) const {
   for (const NormalizerStep &step : parts_.normalizer) {
     switch (step.kind) {
     case NormalizerStep::Kind::Prepend:
       if (!text.empty())
         text = step.text + text;
       break;
-    case NormalizerStep::Kind::Replace:
+    case NormalizerStep::Kind::Replace: {
+      // HF aligns a replacement with the last character it replaces, so
+      // text that replaces several characters at the start, or none that
+      // removes some there, no longer starts at offset 0 of the original.
+      if (atStart && *atStart) {
+        std::vector<std::pair<size_t, size_t>> found =
+            step.pattern->matches(text);
+        if (!found.empty() && found[0].first == 0 && found[0].second > 0 &&
+            (step.text.empty() || found[0].second > utf8CharLength(text, 0)))
+          *atStart = false;
+      }
       text = replaceAll(text, *step.pattern, step.text);
+      break;
+    }
+    case NormalizerStep::Kind::Unicode:
+      text = normalizeUnicode(text, step.form);
       break;
     }
   }
@@ -215,7 +245,7 @@ HfTokenizer::encode(std::string_view text, bool addSpecialTokens,
   splitAddedTokens(segments, /*normalized=*/false);
   for (Segment &segment : segments)
     if (!segment.id)
-      segment.text = normalize(std::move(segment.text));
+      segment.text = normalize(std::move(segment.text), &segment.atStart);
   splitAddedTokens(segments, /*normalized=*/true);
   segments = preTokenize(std::move(segments));
 
@@ -247,9 +277,9 @@ absl::StatusOr<std::string> HfTokenizer::decode(const std::vector<int64_t> &ids,
           absl::StrCat("token id ", id, " at position ", i,
                        " is outside the vocabulary [0, ", vocabSize_,
                        ") of tokenizer '", parts_.path, "'"));
-    if (const AddedToken *added = addedById_[id]) {
-      if (!(skipSpecialTokens && added->special))
-        tokens.push_back(added->content);
+    if (auto added = addedById_.find(id); added != addedById_.end()) {
+      if (!(skipSpecialTokens && added->second->special))
+        tokens.push_back(added->second->content);
       continue;
     }
     const std::string *token = parts_.model->idToken(id);

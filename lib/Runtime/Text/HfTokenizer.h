@@ -13,12 +13,16 @@
 #include "moe/Runtime/Text/RegexSplitter.h"
 #include "moe/Runtime/Text/Tokenizer.h"
 
+#include "absl/container/flat_hash_map.h"
+
 #include <memory>
 
 namespace moe::rt::text {
 
 struct AddedToken {
   std::string content;
+  /// The id HF gives it (the vocabulary's, or the next free one), which
+  /// need not be the file's.
   int64_t id = 0;
   bool special = false;
   bool singleWord = false;
@@ -26,17 +30,30 @@ struct AddedToken {
   bool rstrip = false;
   /// Matched in the normalized text rather than the raw text.
   bool normalized = false;
+  /// What is matched: the content, normalized when `normalized` (HF matches
+  /// the normalizer's output of the content).
+  std::string match;
 };
 
 /// Where Metaspace puts its replacement before a piece.
 enum class PrependScheme { First, Always, Never };
 
+/// A Unicode normalization form (UAX #15).
+enum class UnicodeForm { NFC, NFD, NFKC, NFKD };
+
 struct NormalizerStep {
-  enum class Kind { Prepend, Replace } kind;
+  enum class Kind { Prepend, Replace, Unicode } kind;
   /// Prepend: what is prepended; Replace: what replaces each match.
   std::string text;
   std::shared_ptr<RegexSplitter> pattern;
+  UnicodeForm form = UnicodeForm::NFC;
+  /// Where it is in the file ("normalizer.normalizers[1]").
+  std::string field;
 };
+
+/// `text` in normalization form `form` (through utf8proc); malformed UTF-8
+/// is first replaced as utf8Lossy does.
+std::string normalizeUnicode(std::string_view text, UnicodeForm form);
 
 struct PreTokenizerStep {
   enum class Kind { ByteLevel, Split, Metaspace } kind;
@@ -79,6 +96,9 @@ struct HfTokenizerParts {
   bool hasTemplate = false;
   std::optional<int64_t> bosId;
   std::optional<int64_t> eosId;
+  /// What was read differently from the file's letter, as HF reads it (an
+  /// added token's id), for the tools to print.
+  std::vector<std::string> warnings;
 };
 
 /// Reads and checks a tokenizer.json (and the bos and eos tokens of a
@@ -102,6 +122,9 @@ public:
   std::optional<int64_t> bosId() const override { return parts_.bosId; }
   std::optional<int64_t> eosId() const override { return parts_.eosId; }
   const std::string &path() const override { return parts_.path; }
+  const std::vector<std::string> &warnings() const override {
+    return parts_.warnings;
+  }
 
 private:
   /// A stretch of text, or an added token found in it.
@@ -112,12 +135,16 @@ private:
     bool atStart = false;
   };
   void splitAddedTokens(std::vector<Segment> &segments, bool normalized) const;
-  std::string normalize(std::string text) const;
+  /// The normalizers' text of `text`. `atStart` says whether its first
+  /// character comes from offset 0 of the original text (what Metaspace's
+  /// "first" asks), which a Replace at the start changes as HF's
+  /// alignments do.
+  std::string normalize(std::string text, bool *atStart = nullptr) const;
   std::vector<Segment> preTokenize(std::vector<Segment> pieces) const;
 
   HfTokenizerParts parts_;
   int64_t vocabSize_ = 0;
-  std::vector<const AddedToken *> addedById_;
+  absl::flat_hash_map<int64_t, const AddedToken *> addedById_;
 };
 
 } // namespace moe::rt::text

@@ -7,6 +7,8 @@
 #include "absl/strings/str_join.h"
 #include "re2/re2.h"
 
+#include <optional>
+
 namespace moe::rt::text {
 
 namespace {
@@ -35,6 +37,37 @@ long matchSpacesNotBeforeNonSpace(std::string_view text, size_t pos) {
   if (end - lastLength == pos)
     return -1;
   return static_cast<long>(end - lastLength - pos);
+}
+
+/// Oniguruma's inline flag `m` (dot matches newline) spelled as RE2's `s`;
+/// RE2's own `m` (line anchors) is what Oniguruma does without any flag.
+/// Oniguruma has no `s` flag: HF refuses it, and so does this.
+absl::StatusOr<std::string> onigurumaInlineFlags(std::string_view pattern) {
+  std::string out(pattern);
+  for (size_t i = 0; i + 2 < out.size(); ++i) {
+    if (out[i] == '\\') {
+      ++i;
+      continue;
+    }
+    if (out[i] != '(' || out[i + 1] != '?')
+      continue;
+    size_t j = i + 2;
+    while (j < out.size() && std::string_view("imsx-").find(out[j]) !=
+                                 std::string_view::npos)
+      ++j;
+    if (j == i + 2 || j >= out.size() || (out[j] != ')' && out[j] != ':'))
+      continue;
+    for (size_t k = i + 2; k < j; ++k) {
+      if (out[k] == 's')
+        return absl::InvalidArgumentError(absl::StrCat(
+            "regex '", std::string(pattern), "' is not supported: inline flag "
+            "s at offset ", k, " is not Oniguruma's (HF's tokenizers refuses "
+            "it too; its m lets . match a newline)"));
+      if (out[k] == 'm')
+        out[k] = 's';
+    }
+  }
+  return out;
 }
 
 } // namespace
@@ -109,6 +142,19 @@ absl::StatusOr<std::string> unicodeWhiteSpaceClasses(std::string_view pattern) {
               "\\S inside a character class is not supported at offset ", i - 1,
               " of regex '", std::string(pattern), "'"));
         absl::StrAppend(&out, "[^", kWhiteSpaceMembers, "]");
+      } else if (next == 'd' || next == 'D') {
+        // Oniguruma's \d is Unicode's Decimal_Number; RE2's is ASCII.
+        out.append(next == 'd' ? "\\p{Nd}" : "\\P{Nd}");
+      } else if (std::string_view("wWbBhH").find(next) !=
+                 std::string_view::npos) {
+        // Oniguruma's word characters (and so its word boundaries) are its
+        // own mix of Unicode categories (\w takes ½ but not ①, and not ½
+        // inside a class); RE2's are ASCII. Refused rather than guessed.
+        return absl::InvalidArgumentError(absl::StrCat(
+            "\\", std::string(1, next), " at offset ", i - 1, " of regex '",
+            std::string(pattern),
+            "' is not supported: Oniguruma's word and hex classes differ from "
+            "RE2's (spell the class with \\p{...})"));
       } else {
         out += c;
         out += next;
@@ -118,11 +164,13 @@ absl::StatusOr<std::string> unicodeWhiteSpaceClasses(std::string_view pattern) {
     if (inClass) {
       if (c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {
         size_t close = pattern.find(":]", i + 2);
-        if (close != std::string_view::npos) {
-          out.append(pattern.substr(i, close + 2 - i));
-          i = close + 1;
-          continue;
-        }
+        if (close != std::string_view::npos)
+          // Oniguruma's [:alpha:] and the like are Unicode; RE2's ASCII.
+          return absl::InvalidArgumentError(absl::StrCat(
+              std::string(pattern.substr(i, close + 2 - i)), " at offset ", i,
+              " of regex '", std::string(pattern),
+              "' is not supported: Oniguruma's POSIX classes are Unicode, "
+              "RE2's ASCII (spell the class with \\p{...})"));
       }
       if (c == ']')
         inClass = false;
@@ -152,9 +200,15 @@ RegexSplitter::create(const std::string &pattern) {
   auto flushRun = [&]() -> absl::Status {
     if (run.empty())
       return absl::OkStatus();
-    std::string joined = absl::StrCat("(?:", absl::StrJoin(run, "|"), ")");
+    // Oniguruma's ^ and $ match at line boundaries (Ruby syntax), which is
+    // RE2's multi-line mode.
+    absl::StatusOr<std::string> flagged =
+        onigurumaInlineFlags(absl::StrJoin(run, "|"));
     run.clear();
-    absl::StatusOr<std::string> rewritten = unicodeWhiteSpaceClasses(joined);
+    if (!flagged.ok())
+      return flagged.status();
+    absl::StatusOr<std::string> rewritten =
+        unicodeWhiteSpaceClasses(absl::StrCat("(?m:", *flagged, ")"));
     if (!rewritten.ok())
       return rewritten.status();
     RE2::Options options;
@@ -217,17 +271,36 @@ RegexSplitter::matches(std::string_view text) const {
       found.emplace_back(pos, pos + literal_.size());
     return found;
   }
+  // Oniguruma's find_iter, which HF iterates: an empty match counts,
+  // except right where the previous match ended; after it the search moves
+  // on by one character. Empty text has no match at all (HF's Pattern).
+  if (text.empty())
+    return found;
   size_t pos = 0;
-  while (pos < text.size()) {
+  std::optional<size_t> lastEnd;
+  while (pos <= text.size()) {
     long length = matchAt(text, pos);
-    if (length > 0) {
+    if (length > 0 || (length == 0 && lastEnd != pos)) {
       found.emplace_back(pos, pos + length);
-      pos += length;
-    } else {
-      pos += utf8CharLength(text, pos);
+      lastEnd = pos + length;
+      if (length > 0) {
+        pos += length;
+        continue;
+      }
     }
+    if (pos == text.size())
+      break;
+    pos += utf8CharLength(text, pos);
   }
   return found;
+}
+
+bool RegexSplitter::matchesEmpty() const {
+  if (isLiteral_)
+    return literal_.empty();
+  // An empty match at the start of "\n" or after it covers ^, $ and any
+  // pattern that can match nothing.
+  return matchAt("\n", 0) == 0 || matchAt("\n", 1) == 0;
 }
 
 std::vector<std::string_view>
@@ -237,7 +310,8 @@ RegexSplitter::splitIsolated(std::string_view text) const {
   for (auto [begin, end] : matches(text)) {
     if (begin > last)
       pieces.push_back(text.substr(last, begin - last));
-    pieces.push_back(text.substr(begin, end - begin));
+    if (end > begin)
+      pieces.push_back(text.substr(begin, end - begin));
     last = end;
   }
   if (last < text.size())

@@ -113,6 +113,21 @@ bool isValidUtf8(std::string_view bytes) {
   return true;
 }
 
+Utf8Errors findUtf8Errors(std::string_view bytes) {
+  Utf8Errors errors;
+  for (size_t pos = 0; pos < bytes.size();) {
+    int length = sequenceLength(bytes, pos);
+    if (length > 0) {
+      pos += length;
+      continue;
+    }
+    if (errors.count++ == 0)
+      errors.firstOffset = static_cast<int64_t>(pos);
+    pos += static_cast<size_t>(-length);
+  }
+  return errors;
+}
+
 bool isUnicodeWhiteSpace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 ||
          c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||

@@ -25,8 +25,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <sys/stat.h>
 
 namespace moe::rt::train {
@@ -344,6 +346,10 @@ struct MtpLayers {
   int64_t first = 0, count = 0;
 
   static MtpLayers read(const std::string &configPath) {
+    // A config.json that is not a regular file (a FIFO would block) names
+    // no such layers; the tensors it would excuse are then refused.
+    if (!io::checkRegularFile(configPath).ok())
+      return {};
     std::ifstream in(configPath);
     std::stringstream text;
     text << in.rdbuf();

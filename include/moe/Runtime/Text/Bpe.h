@@ -50,7 +50,10 @@ public:
   /// The token of `id`, or null if no token has it.
   const std::string *idToken(int64_t id) const;
   /// One past the largest id.
-  int64_t vocabSize() const { return static_cast<int64_t>(tokens_.size()); }
+  int64_t vocabSize() const { return vocabSize_; }
+  /// The number of tokens, which is what HF's BPE calls its vocabulary size
+  /// (and numbers added tokens from): less than vocabSize() when ids have gaps.
+  int64_t numTokens() const { return static_cast<int64_t>(vocab_.size()); }
 
 private:
   struct Merge {
@@ -62,8 +65,9 @@ private:
   }
 
   absl::flat_hash_map<std::string, int64_t> vocab_;
-  std::vector<std::string> tokens_;
-  std::vector<bool> hasToken_;
+  /// Sparse, as HF's: a file may give a token the id 2000000000.
+  absl::flat_hash_map<int64_t, std::string> tokens_;
+  int64_t vocabSize_ = 0;
   absl::flat_hash_map<uint64_t, Merge> merges_;
   BpeOptions options_;
   std::optional<int64_t> unkId_;

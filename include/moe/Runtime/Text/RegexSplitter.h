@@ -6,8 +6,9 @@
 // each position, which is Oniguruma's leftmost-first rule; runs of
 // alternatives without lookahead are one RE2 each, and `\s+(?!\S)` is
 // matched by hand. `\s` and `\S` mean Unicode White_Space, as in Oniguruma
-// (RE2's own `\s` is ASCII). Any other construct RE2 cannot compile is an
-// error.
+// (RE2's own `\s` is ASCII); `^` and `$` match at line boundaries, and the
+// inline flag `m` lets `.` match a newline, as in Oniguruma's Ruby syntax.
+// Any other construct RE2 cannot compile is an error.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_RUNTIME_TEXT_REGEXSPLITTER_H
@@ -32,7 +33,9 @@ namespace moe::rt::text {
 std::vector<std::string> splitTopLevelAlternation(std::string_view pattern);
 
 /// `pattern` with `\s` and `\S` spelled as Unicode White_Space classes for
-/// RE2. Fails on `\S` inside a character class.
+/// RE2, and `\d` and `\D` as Unicode's Decimal_Number, as Oniguruma reads
+/// them. Fails on `\S` inside a character class, and on `\w`, `\W`, `\b`,
+/// `\B`, `\h` and `\H`, which Oniguruma reads in ways RE2 cannot.
 absl::StatusOr<std::string> unicodeWhiteSpaceClasses(std::string_view pattern);
 
 class RegexSplitter {
@@ -46,8 +49,12 @@ public:
   ~RegexSplitter();
 
   /// The non-overlapping matches in `text`, leftmost first, as [begin, end)
-  /// byte ranges. Empty matches are skipped.
+  /// byte ranges, empty ones included as Oniguruma's find_iter gives them
+  /// (none where the previous match ended, none in empty text).
   std::vector<std::pair<size_t, size_t>> matches(std::string_view text) const;
+
+  /// Whether the pattern matches empty text somewhere (`x*`, `^`, `$`, "").
+  bool matchesEmpty() const;
 
   /// HF's SplitDelimiterBehavior::Isolated: matches and the text between
   /// them, in order, leaving out empty pieces.

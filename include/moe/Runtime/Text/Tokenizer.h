@@ -27,10 +27,11 @@ class Tokenizer {
 public:
   virtual ~Tokenizer() = default;
 
-  /// Loads a SentencePiece model (a file ending in .model) or an HF
-  /// tokenizer.json (anything else). Errors name the file and, for JSON, the
-  /// field; every type or option the loader does not implement is an error
-  /// listing what it does implement.
+  /// Loads an HF tokenizer.json or a SentencePiece model, told apart by
+  /// their content (a JSON object, or a protobuf message), not their name:
+  /// mistral-common names its models tokenizer.model.v1. Errors name the
+  /// file and, for JSON, the field; every type or option the loader does not
+  /// implement is an error listing what it does implement.
   static absl::StatusOr<std::unique_ptr<Tokenizer>>
   load(const std::string &path);
 
@@ -58,6 +59,10 @@ public:
   virtual std::optional<int64_t> eosId() const = 0;
   /// The file it was loaded from.
   virtual const std::string &path() const = 0;
+  /// Where the file was read as HF's tokenizers reads it rather than as it
+  /// says (e.g. an added token whose id HF changes), one line each, for the
+  /// tools to print as warnings.
+  virtual const std::vector<std::string> &warnings() const;
 };
 
 } // namespace moe::rt::text

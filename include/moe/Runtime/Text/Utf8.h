@@ -3,6 +3,7 @@
 #define MOE_RUNTIME_TEXT_UTF8_H
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -24,6 +25,14 @@ std::string utf8Lossy(std::string_view bytes);
 
 /// Whether `bytes` is well-formed UTF-8.
 bool isValidUtf8(std::string_view bytes);
+
+/// The maximal ill-formed subsequences of `bytes` (each one U+FFFD in
+/// utf8Lossy): how many, and the byte offset of the first.
+struct Utf8Errors {
+  int64_t count = 0;
+  int64_t firstOffset = -1;
+};
+Utf8Errors findUtf8Errors(std::string_view bytes);
 
 /// Unicode's White_Space property: what Oniguruma's \s and Rust's
 /// char::is_whitespace match.

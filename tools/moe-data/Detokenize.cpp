@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
-#include "SameFile.h"
+#include "moe/Runtime/IO/SamePath.h"
 
 #include "moe/Runtime/IO/File.h"
 #include "moe/Runtime/Text/Tokenizer.h"
@@ -21,12 +21,12 @@ using namespace rt::data;
 absl::Status runDetokenize(const DetokenizeOptions &options,
                            std::ostream &out) {
   MegatronPaths megatron = megatronPathsFor(options.input);
-  if (absl::Status status = refuseOutputOverInput(
-          {{"--out", options.output}},
-          {{"IN", options.input},
-           {"IN", megatron.bin},
-           {"IN", megatron.idx},
-           {"--tokenizer", options.tokenizer}});
+  const rt::io::FlagPath inputs[] = {{"IN", options.input},
+                                     {"IN", megatron.bin},
+                                     {"IN", megatron.idx},
+                                     {"--tokenizer", options.tokenizer}};
+  const rt::io::OutputPath outputs[] = {{{"--out", options.output}}};
+  if (absl::Status status = rt::io::checkOutputsAreNotInputs(inputs, outputs);
       !status.ok())
     return status;
   absl::StatusOr<std::unique_ptr<rt::text::Tokenizer>> tokenizer =

@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
 #include "Documents.h"
-#include "SameFile.h"
+#include "moe/Runtime/IO/SamePath.h"
 
 #include "moe/Runtime/Text/Tokenizer.h"
 
@@ -41,23 +41,23 @@ void printProgress(int64_t done, int64_t total, bool last) {
 }
 
 /// The files --out writes: the path, or a Megatron prefix's .bin and .idx.
-std::vector<NamedPath> outputFiles(const OutputOptions &output) {
+std::vector<rt::io::OutputPath> outputFiles(const OutputOptions &output) {
   if (output.format != rt::data::DatasetFormat::Megatron)
-    return {{"--out", output.path}};
+    return {{{"--out", output.path}}};
   rt::data::MegatronPaths paths = rt::data::megatronPathsFor(output.path);
-  return {{"--out", paths.bin}, {"--out", paths.idx}};
+  return {{{"--out", paths.bin}}, {{"--out", paths.idx}}};
 }
 
 } // namespace
 
 absl::Status runTokenize(const TokenizeOptions &options, std::ostream &out) {
-  std::vector<NamedPath> inputs;
+  std::vector<rt::io::FlagPath> inputs;
   for (const std::string &input : options.inputs)
     inputs.push_back({"--in", input});
   if (!options.tokenizer.empty())
     inputs.push_back({"--tokenizer", options.tokenizer});
   if (absl::Status status =
-          refuseOutputOverInput(outputFiles(options.output), inputs);
+          rt::io::checkOutputsAreNotInputs(inputs, outputFiles(options.output));
       !status.ok())
     return status;
   // Byte tokens are the file's bytes, valid UTF-8 or not; a tokenizer

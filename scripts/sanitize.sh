@@ -80,7 +80,6 @@ timeout 3000 /usr/lib/llvm-19/build/utils/lit/lit.py -sv build/test \
 echo "sanitize: moe-import against seeded config mutations"
 python3 test/moe-import/fuzz_import.py --tool "$importdir/bin/moe-import" \
   --seed 1 --mutants 100 --timeout 60 \
-  --ignore quantization_config --ignore rope_scaling \
   test/moe-import/Inputs/*.json || status=1
 [ "$status" -eq 0 ] && echo "sanitize: no sanitizer reports, every test passed"
 exit "$status"

@@ -253,6 +253,43 @@ static ::moe::rt::RouterScoring routerScoring(RouterScoring scoring) {
   llvm_unreachable("unknown router scoring");
 }
 
+/// A rope op's scaling as the rope opcodes' rope_scaling set (3.10);
+/// none for unscaled RoPE. Each kind's unread parameters are written as
+/// the attribute holds them (their neutral values).
+static std::optional<::moe::rt::ops::RopeScalingAttrs>
+ropeScalingAttrs(RopeScalingAttr scaling) {
+  if (!scaling)
+    return std::nullopt;
+  ::moe::rt::ops::RopeScalingAttrs attrs;
+  switch (scaling.getKind()) {
+  case RopeScalingKind::linear:
+    attrs.scaling = ::moe::rt::RopeScaling::Linear;
+    break;
+  case RopeScalingKind::yarn:
+    attrs.scaling = ::moe::rt::RopeScaling::Yarn;
+    break;
+  case RopeScalingKind::llama3:
+    attrs.scaling = ::moe::rt::RopeScaling::Llama3;
+    break;
+  }
+  attrs.originalMaxPositions = scaling.getOriginalMaxPositionEmbeddings();
+  attrs.truncate = scaling.getTruncate();
+  attrs.factor = static_cast<float>(scaling.getFactor().convertToDouble());
+  attrs.betaFast = static_cast<float>(scaling.getBetaFast().convertToDouble());
+  attrs.betaSlow = static_cast<float>(scaling.getBetaSlow().convertToDouble());
+  attrs.lowFreqFactor = static_cast<float>(scaling.getLowFreqFactor().convertToDouble());
+  attrs.highFreqFactor = static_cast<float>(scaling.getHighFreqFactor().convertToDouble());
+  attrs.attentionFactor = static_cast<float>(scaling.getAttentionFactor().convertToDouble());
+  return attrs;
+}
+
+/// An attention op's softmax scale factor (3.10), where it has one.
+static std::optional<float> scaleFactorOf(FloatAttr factor) {
+  if (!factor)
+    return std::nullopt;
+  return factor.getValue().convertToFloat();
+}
+
 FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
   namespace ops = ::moe::rt::ops;
   PendingInstruction inst;
@@ -311,45 +348,52 @@ FailureOr<PendingInstruction> ArtifactBuilder::encode(Operation *op) {
           })
           // With document positions, opcodes of 3.7; a sequence split
           // over the mesh (context parallelism) is a group of 3.8.
+          // Scaled RoPE is an attribute set of 3.10.
           .Case([&](RoPEOp o) {
             return set(
                 (o.getPositions() ? ops::buildDocumentRope : ops::buildRope)(
                     o.getNumHeads(), f(o.getThetaAttr()),
-                    groupOver(o.getSequenceAxes())));
+                    groupOver(o.getSequenceAxes()),
+                    ropeScalingAttrs(o.getScalingAttr())));
           })
           .Case([&](RoPEGradOp o) {
             return set((o.getPositions() ? ops::buildDocumentRopeGrad
                                          : ops::buildRopeGrad)(
                 o.getNumHeads(), f(o.getThetaAttr()),
-                groupOver(o.getSequenceAxes())));
+                groupOver(o.getSequenceAxes()),
+                ropeScalingAttrs(o.getScalingAttr())));
           })
           // Values of their own head width (MLA) are opcodes of 3.6; with
           // document positions, of 3.7 (any value width).
           // Ring attention (context parallelism) is an opcode of 3.8.
           .Case([&](AttentionOp o) {
             if (o.getRing())
-              return set(
-                  ops::buildRingAttention(o.getNumHeads(), o.getNumKvHeads(),
-                                          *groupOver(o.getSequenceAxes())));
+              return set(ops::buildRingAttention(
+                  o.getNumHeads(), o.getNumKvHeads(),
+                  *groupOver(o.getSequenceAxes()),
+                  scaleFactorOf(o.getScaleFactorAttr())));
             bool ownValueDim =
                 o.getOutput().getType() != o.getQuery().getType();
             return set((o.getPositions() ? ops::buildDocumentAttention
                         : ownValueDim    ? ops::buildAttentionValueDim
                                          : ops::buildAttention)(
                 o.getNumHeads(), o.getNumKvHeads(),
-                groupOver(o.getSequenceAxes())));
+                groupOver(o.getSequenceAxes()),
+                scaleFactorOf(o.getScaleFactorAttr())));
           })
           .Case([&](AttentionGradOp o) {
             if (o.getRing())
               return set(ops::buildRingAttentionGrad(
                   o.getNumHeads(), o.getNumKvHeads(),
-                  *groupOver(o.getSequenceAxes())));
+                  *groupOver(o.getSequenceAxes()),
+                  scaleFactorOf(o.getScaleFactorAttr())));
             bool ownValueDim = o.getGrad().getType() != o.getQuery().getType();
             return set((o.getPositions() ? ops::buildDocumentAttentionGrad
                         : ownValueDim    ? ops::buildAttentionValueDimGrad
                                          : ops::buildAttentionGrad)(
                 o.getNumHeads(), o.getNumKvHeads(),
-                groupOver(o.getSequenceAxes())));
+                groupOver(o.getSequenceAxes()),
+                scaleFactorOf(o.getScaleFactorAttr())));
           })
           .Case([&](ConcatHeadsOp o) {
             return set(ops::buildConcatHeads(o.getNumHeads()));

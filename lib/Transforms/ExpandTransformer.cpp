@@ -94,6 +94,13 @@ public:
     return type.clone(shape);
   }
 
+  /// The attention ops' scale_factor: the model's softmax_scale_factor,
+  /// left out when it is 1 (the plain 1/sqrt(d)).
+  FloatAttr softmaxScaleFactor() {
+    FloatAttr factor = config.getSoftmaxScaleFactorAttr();
+    return factor.getValueAsDouble() == 1.0 ? FloatAttr() : factor;
+  }
+
   /// DeepSeek's multi-head latent attention block (docs/semantics.md):
   /// returns x + o_proj(attention(...)).
   Value latentAttentionBlock(Value x, const std::string &prefix) {
@@ -136,10 +143,11 @@ public:
     auto keyParts = split(kv, heads, nope, valueDim);
     Value qRope = body.create<RoPEOp>(
         loc, queryParts.getRhs().getType(), queryParts.getRhs(), positions,
-        i64(heads), config.getRopeThetaAttr(), ArrayAttr());
-    Value kRope = body.create<RoPEOp>(loc, kvParts.getRhs().getType(),
-                                      kvParts.getRhs(), positions, i64(1),
-                                      config.getRopeThetaAttr(), ArrayAttr());
+        i64(heads), config.getRopeThetaAttr(), ArrayAttr(),
+        config.getRopeScalingAttr());
+    Value kRope = body.create<RoPEOp>(
+        loc, kvParts.getRhs().getType(), kvParts.getRhs(), positions, i64(1),
+        config.getRopeThetaAttr(), ArrayAttr(), config.getRopeScalingAttr());
     Value query = body.create<ConcatHeadsOp>(
         loc, q.getType(), queryParts.getLhs(), qRope, i64(heads));
     Value key = body.create<ConcatHeadsOp>(loc, q.getType(), keyParts.getLhs(),
@@ -150,7 +158,7 @@ public:
     auto attention = body.create<AttentionOp>(
         loc, withWidth(q, heads * valueDim), lseType, query, key,
         keyParts.getRhs(), positions, i64(heads), i64(heads), ArrayAttr(),
-        UnitAttr());
+        UnitAttr(), softmaxScaleFactor());
     Value o = proj("o_proj", hidden, heads * valueDim, attention.getOutput());
     return add(x, o, loc);
   }
@@ -185,15 +193,17 @@ public:
       k = headNorm(k, "k_norm", kvHeads);
     }
     q = body.create<RoPEOp>(loc, q.getType(), q, positions, i64(heads),
-                            config.getRopeThetaAttr(), ArrayAttr());
+                            config.getRopeThetaAttr(), ArrayAttr(),
+                            config.getRopeScalingAttr());
     k = body.create<RoPEOp>(loc, k.getType(), k, positions, i64(kvHeads),
-                            config.getRopeThetaAttr(), ArrayAttr());
+                            config.getRopeThetaAttr(), ArrayAttr(),
+                            config.getRopeScalingAttr());
     auto qType = cast<RankedTensorType>(q.getType());
     auto lseType = qType.clone(
         {qType.getDimSize(0), heads, qType.getDimSize(1)});
     auto attention = body.create<AttentionOp>(
         loc, qType, lseType, q, k, v, positions, i64(heads), i64(kvHeads),
-        ArrayAttr(), UnitAttr());
+        ArrayAttr(), UnitAttr(), softmaxScaleFactor());
     Value o = proj("o_proj", hidden, heads * headDim, attention.getOutput());
     return add(x, o, loc);
   }

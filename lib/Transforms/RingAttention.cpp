@@ -118,7 +118,7 @@ LogicalResult mlir::moe::passKeysAroundRing(func::FuncOp step, MeshOp mesh,
           value.getType(), grad.getGrad(), grad.getQuery(), key, value,
           grad.getOutput(), grad.getLse(), grad.getPositions(),
           grad.getNumHeadsAttr(), grad.getNumKvHeadsAttr(), *axes,
-          builder.getUnitAttr());
+          builder.getUnitAttr(), grad.getScaleFactorAttr());
       // Per-rank attributes the partitioner or later passes left on it
       // (pipeline tags) go with it.
       for (NamedAttribute attr : grad->getDiscardableAttrs())

@@ -9,7 +9,7 @@
 
 // IR: moe.param @lm_head.weight.bf16 : tensor<256x64xbf16> {kind = #moe.param_kind<working_copy>, master = @lm_head.weight}
 
-// CHECK: artifact version 3.9
+// CHECK: artifact version 3.10
 // CHECK: %0 'model.embed_tokens.weight' parameter f32[256, 64] init normal(std 0.02) weight_decay
 // CHECK-NEXT: %1 'model.embed_tokens.weight.bf16' working copy bf16[256, 64] of %0
 // CHECK-NEXT: %2 'model.embed_tokens.weight.exp_avg' optimizer state f32[256, 64] init zeros

@@ -87,3 +87,24 @@ module {
     return
   }
 }
+
+// -----
+
+// Scaled RoPE's gradient rotates back with the same scaling; attention's
+// gradient keeps its softmax scale factor.
+moe.param @wq : tensor<8x8xf32> {init = #moe.init<normal>, init_std = 0.02 : f32}
+moe.param @head : tensor<16x8xf32> {init = #moe.init<normal>, init_std = 0.02 : f32}
+// CHECK-LABEL: func.func @forward_backward
+func.func @forward(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+  %wq = moe.get_param @wq : tensor<8x8xf32>
+  %q = moe.linear %x, %wq : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %qr = moe.rope %q {num_heads = 2, theta = 1.0e4 : f32, scaling = #moe.rope_scaling<linear, factor = 2.0>} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %o, %lse = moe.attention %qr, %qr, %qr {num_heads = 2, num_kv_heads = 2, scale_factor = 1.5 : f32}
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+  %h = moe.get_param @head : tensor<16x8xf32>
+  %l = moe.linear %o, %h : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %ce = moe.cross_entropy %l, %t : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  // CHECK: moe.attention_grad {{.*}} {num_heads = 2 : i64, num_kv_heads = 2 : i64, scale_factor = 1.500000e+00 : f32}
+  // CHECK: moe.rope_grad {{.*}} {num_heads = 2 : i64, scaling = #moe.rope_scaling<linear, factor = 2.000000e+00>, theta = 1.000000e+04 : f32}
+  return %ce : tensor<f32>
+}

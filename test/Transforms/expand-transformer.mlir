@@ -188,3 +188,23 @@ moe.transformer @router_losses {vocab = 16, hidden = 8, layers = 2, heads = 2, k
 // CHECK: %[[KEY:.*]] = moe.concat_heads %[[KNOPE]], %[[KR]] {num_heads = 2 : i64} : (tensor<1x4x8xf32>, tensor<1x4x2xf32>) -> tensor<1x4x12xf32>
 // CHECK: moe.attention %[[QUERY]], %[[KEY]], %[[V]] {num_heads = 2 : i64, num_kv_heads = 2 : i64} : (tensor<1x4x12xf32>, tensor<1x4x12xf32>, tensor<1x4x6xf32>) -> (tensor<1x4x6xf32>, tensor<1x2x4xf32>)
 moe.transformer @mla {family = "deepseek_v3", vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 2, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, q_lora_rank = 6, kv_lora_rank = 4, qk_rope_head_dim = 2, qk_nope_head_dim = 4, v_head_dim = 3}
+
+// -----
+
+// Scaled RoPE (YaRN) reaches every RoPE, and DeepSeek's softmax-scale
+// correction every attention, of multi-head latent attention.
+// CHECK: name = "mla_yarn"
+// CHECK: moe.rope %{{.*}} {num_heads = 2 : i64, scaling = #moe.rope_scaling<yarn, factor = 4.000000e+00, original_max_position_embeddings = 8, beta_fast = 3.200000e+01, beta_slow = 1.000000e+00, truncate = true, attention_factor = 1.000000e+00>, theta = 1.000000e+04 : f32}
+// CHECK: moe.rope %{{.*}} {num_heads = 1 : i64, scaling = #moe.rope_scaling<yarn
+// CHECK: moe.attention {{.*}} {num_heads = 2 : i64, num_kv_heads = 2 : i64, scale_factor = 1.295400e+00 : f32}
+moe.transformer @mla_yarn {family = "deepseek_v3", vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 2, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, q_lora_rank = 6, kv_lora_rank = 4, qk_rope_head_dim = 2, qk_nope_head_dim = 4, v_head_dim = 3, rope_scaling = #moe.rope_scaling<yarn, factor = 4.0, original_max_position_embeddings = 8, beta_fast = 32.0, beta_slow = 1.0, truncate = true, attention_factor = 1.0>, softmax_scale_factor = 1.2954 : f32}
+
+// -----
+
+// Without a softmax_scale_factor the attention has no scale_factor; Llama
+// 3's scaling reaches the query's and the key's RoPE.
+// CHECK: name = "llama3"
+// CHECK: moe.rope %{{.*}} {num_heads = 2 : i64, scaling = #moe.rope_scaling<llama3, factor = 8.000000e+00, original_max_position_embeddings = 2, low_freq_factor = 1.000000e+00, high_freq_factor = 4.000000e+00>, theta = 1.000000e+04 : f32}
+// CHECK: moe.rope %{{.*}} {num_heads = 1 : i64, scaling = #moe.rope_scaling<llama3
+// CHECK: moe.attention {{.*}} {num_heads = 2 : i64, num_kv_heads = 1 : i64} :
+moe.transformer @llama3 {vocab = 16, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, rope_scaling = #moe.rope_scaling<llama3, factor = 8.0, original_max_position_embeddings = 2, low_freq_factor = 1.0, high_freq_factor = 4.0>}

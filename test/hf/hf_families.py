@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """HF transformers' own Qwen3-MoE and DeepSeek-V3 against moec (issue 19's
-acceptance), with the current transformers from PyPI:
+acceptance; issue 45's scaled RoPE: deepseek_v3_yarn, qwen3_moe_llama3),
+with the current transformers from PyPI:
 
   hf_families.py make FAMILY DIR       a tiny random HF model, save_pretrained
                                        into DIR, and a batch of tokens there
@@ -44,19 +45,35 @@ def deepseek_v3_config(**sizes):
 def make(family, out):
     import transformers
     torch.manual_seed(1234)
-    if family == "qwen3_moe":
+    if family in ("qwen3_moe", "qwen3_moe_llama3"):
+        # qwen3_moe_llama3: Llama 3's scaled RoPE over a pretraining
+        # context of 8 < SEQ (transformers 5's rope_parameters).
+        llama3 = {"rope_parameters": {
+            "rope_type": "llama3", "rope_theta": 10000.0, "factor": 4.0,
+            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8}} if family == "qwen3_moe_llama3" else {}
         config = transformers.Qwen3MoeConfig(
             vocab_size=256, hidden_size=32, intermediate_size=64,
             moe_intermediate_size=16, num_hidden_layers=2,
             num_attention_heads=4, num_key_value_heads=2, head_dim=12,
             num_experts=8, num_experts_per_tok=3, norm_topk_prob=False,
-            max_position_embeddings=64)
+            max_position_embeddings=64, **llama3)
         model = transformers.Qwen3MoeForCausalLM(config)
-    elif family == "deepseek_v3":
-        config = deepseek_v3_config()
+    elif family in ("deepseek_v3", "deepseek_v3_yarn"):
+        # YaRN as DeepSeek-V3 publishes it (transformers 4's rope_scaling
+        # with `type`), over a pretraining context of 8 < SEQ; mscale !=
+        # mscale_all_dim so that both the cos/sin attention factor and the
+        # softmax scale's correction differ from 1.
+        yarn = {"rope_scaling": {
+            "type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8,
+            "beta_fast": 32, "beta_slow": 1, "mscale": 0.707,
+            "mscale_all_dim": 1.0}, "max_position_embeddings": 32} \
+            if family == "deepseek_v3_yarn" else {}
+        config = deepseek_v3_config(**yarn)
         model = transformers.DeepseekV3ForCausalLM(config)
     else:
-        sys.exit(f"unknown family '{family}' (known: qwen3_moe, deepseek_v3)")
+        sys.exit(f"unknown family '{family}' (known: qwen3_moe, qwen3_moe_llama3, "
+                 "deepseek_v3, deepseek_v3_yarn)")
     with torch.no_grad():
         for name, tensor in model.named_parameters():
             if name.endswith("mlp.gate.weight"):
@@ -65,6 +82,16 @@ def make(family, out):
             if name.endswith("e_score_correction_bias"):
                 tensor.uniform_(-0.1, 0.1)
     model.save_pretrained(out)
+    if family == "deepseek_v3_yarn":
+        # transformers 5 saves rope_parameters; DeepSeek-V3's published
+        # config.json has transformers 4's rope_theta and rope_scaling.
+        path = os.path.join(out, "config.json")
+        saved = json.load(open(path))
+        rope = saved.pop("rope_parameters")
+        saved["rope_theta"] = rope.pop("rope_theta")
+        rope.pop("rope_type")
+        saved["rope_scaling"] = rope
+        json.dump(saved, open(path, "w"), indent=2)
     tokens = torch.randint(0, config.vocab_size, (50000,), dtype=torch.int64)
     with open(os.path.join(out, "tokens.bin"), "wb") as f:
         f.write(tokens.to(torch.int16).numpy().astype("<u2").tobytes())

@@ -98,7 +98,7 @@ TEST(CapabilitiesTest, TheCudaBackendAsItIsToday) {
       "fp8_block: 128; linear_cross_entropy: no; gemm_epilogues: no; "
       "scored_routers: no; router_losses: no; latent_attention: no; "
       "stage_shared_parameters: no; document_masking: no; "
-      "context_parallel: no; sharded_optimizer: no");
+      "context_parallel: no; sharded_optimizer: no; scaled_rope: no");
   // A cpu-target artifact on the cuda backend gets what every GPU runs.
   caps::Capabilities common = caps::backendCapabilities("cuda", "cpu");
   EXPECT_TRUE(common.target.empty());

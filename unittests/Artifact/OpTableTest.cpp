@@ -116,7 +116,7 @@ TEST(OpTableTest, GroupsAnInstructionNames) {
 
 TEST(OpTableTest, DisassemblesWithNames) {
   EXPECT_EQ(disassembleInstruction(instructionOf(
-                ops::buildAttention(4, 2, std::nullopt), {1, 2, 3}, {4, 5})),
+                ops::buildAttention(4, 2, std::nullopt, std::nullopt), {1, 2, 3}, {4, 5})),
             "Attention(q: %1, k: %2, v: %3) -> (out: %4, lse: %5) {heads = 4, "
             "kv_heads = 2}");
   EXPECT_EQ(disassembleInstruction(instructionOf(

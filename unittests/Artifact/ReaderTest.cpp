@@ -319,7 +319,7 @@ TEST(ReaderTest, UnsealedOlderMajorVersionSaysRecompile) {
   EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(
       std::string(read.status().message()),
-      HasSubstr("has version 1.4, this runtime supports version 3.1 to 3.9"));
+      HasSubstr("has version 1.4, this runtime supports version 3.1 to 3.10"));
   EXPECT_THAT(std::string(read.status().message()), HasSubstr("recompile"));
 }
 
@@ -334,7 +334,7 @@ TEST(ReaderTest, SealedVersion2SaysRecompile) {
   EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(read.status().message(),
             "artifact 'test.moebin' has version 2.0, this runtime supports "
-            "version 3.1 to 3.9 (recompile with this moec)");
+            "version 3.1 to 3.10 (recompile with this moec)");
 }
 
 // An artifact from a moec whose op table numbers opcodes differently is

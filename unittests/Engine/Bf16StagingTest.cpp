@@ -202,7 +202,7 @@ TEST(Bf16StagingTest, Attention) {
   uint32_t q = c.add({1, 4, 16}, BF), k = c.add({1, 4, 8}, BF),
            v = c.add({1, 4, 8}, BF), out = c.add({1, 4, 16}, BF),
            lse = c.add({1, 2, 4}, F);
-  c.emit(ops::buildAttention(2, 1, std::nullopt), {q, k, v}, {out, lse});
+  c.emit(ops::buildAttention(2, 1, std::nullopt, std::nullopt), {q, k, v}, {out, lse});
   expectStagedIsRoundedFp32(c);
 }
 

@@ -72,6 +72,7 @@ inline constexpr std::string_view kStageSharedParametersName =
 inline constexpr std::string_view kDocumentMaskingName = "document_masking";
 inline constexpr std::string_view kContextParallelName = "context_parallel";
 inline constexpr std::string_view kShardedOptimizerName = "sharded_optimizer";
+inline constexpr std::string_view kScaledRopeName = "scaled_rope";
 
 struct Capabilities {
   /// The target (moec --target) and the backend that runs it (moe-run
@@ -139,6 +140,10 @@ struct Capabilities {
   /// ZeRO-1: optimizer state split over the data ranks while the weights
   /// stay whole, gathered after each update (ShardedAdamW).
   bool shardedOptimizer = false;
+  /// Scaled RoPE (linear, YaRN, llama3 frequencies and YaRN's attention
+  /// factor: the rope opcodes' rope_scaling set) and attention with a
+  /// softmax scale factor (YaRN's mscale_all_dim).
+  bool scaledRope = false;
 
   constexpr bool hasRecipe(Fp8Recipe recipe) const {
     return (fp8Recipes & recipeBit(recipe)) != 0;
@@ -187,8 +192,8 @@ inline constexpr uint32_t kF32I32BF16 = kF32I32 | dtypeBit(rt::DType::BF16);
 /// GPU targets keep those ops unfused. Routers other than Mixtral's and the
 /// sequence-wise and z router losses, multi-head latent attention, a
 /// parameter shared by two pipeline stages, document masking and context
-/// parallelism and ZeRO-1's sharded optimizer run on the CPU only, and the
-/// CUDA backend refuses them at load.
+/// parallelism, ZeRO-1's sharded optimizer and scaled RoPE run on the CPU
+/// only, and the CUDA backend refuses them at load.
 inline constexpr Capabilities kCapabilities[] = {
     {"cpu",
      "cpu",
@@ -210,7 +215,8 @@ inline constexpr Capabilities kCapabilities[] = {
      /*stageSharedParameters=*/true,
      /*documentMasking=*/true,
      /*contextParallel=*/true,
-     /*shardedOptimizer=*/true},
+     /*shardedOptimizer=*/true,
+     /*scaledRope=*/true},
     {"a100", "cuda", 80, /*fp8Recipes=*/0, /*fp8Dispatch=*/true,
      /*fp8GemmAlignment=*/16, /*pipelineStages=*/true,
      /*microbatches=*/true, /*expertChunks=*/true,
@@ -275,6 +281,7 @@ constexpr Capabilities commonCapabilities(std::string_view backend) {
     common.documentMasking = common.documentMasking && r.documentMasking;
     common.contextParallel = common.contextParallel && r.contextParallel;
     common.shardedOptimizer = common.shardedOptimizer && r.shardedOptimizer;
+    common.scaledRope = common.scaledRope && r.scaledRope;
   }
   return common;
 }
@@ -347,6 +354,7 @@ inline std::string describeCapabilities(const Capabilities &caps) {
   add(kDocumentMaskingName, yesNo(caps.documentMasking));
   add(kContextParallelName, yesNo(caps.contextParallel));
   add(kShardedOptimizerName, yesNo(caps.shardedOptimizer));
+  add(kScaledRopeName, yesNo(caps.scaledRope));
   return line;
 }
 

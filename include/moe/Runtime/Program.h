@@ -30,9 +30,11 @@ namespace moe::rt {
 /// loss and the router z-loss (SequenceAuxLoss, ZLoss) and multi-head latent
 /// attention's pieces, 3.7 a parameter held by two pipeline stages
 /// (PipelineGradientSum) and document masking, 3.8 ring attention, 3.9
-/// ZeRO-1's sharded optimizer (ShardedAdamW).
+/// ZeRO-1's sharded optimizer (ShardedAdamW), 3.10 scaled RoPE (the rope
+/// opcodes' rope_scaling attributes) and the attention opcodes' softmax
+/// scale_factor.
 inline constexpr uint16_t kArtifactVersionMajor = 3;
-inline constexpr uint16_t kArtifactVersionMinor = 9;
+inline constexpr uint16_t kArtifactVersionMinor = 10;
 /// The oldest minor version of this major one the runtime reads: 3.0's op
 /// table allowed no BF16, so its per-opcode fingerprints no longer match.
 inline constexpr uint16_t kOldestArtifactVersionMinor = 1;

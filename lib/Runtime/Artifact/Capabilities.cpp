@@ -209,6 +209,48 @@ struct SequenceGroupOf {
   }
 };
 
+/// Whether an opcode's view has scaled RoPE's or a softmax scale factor's
+/// attributes.
+template <class View, class = void> struct HasRopeScaling : std::false_type {};
+template <class View>
+struct HasRopeScaling<View,
+                      std::void_t<decltype(std::declval<const View &>().scaling())>>
+    : std::true_type {};
+template <class View, class = void> struct HasScaleFactor : std::false_type {};
+template <class View>
+struct HasScaleFactor<
+    View, std::void_t<decltype(std::declval<const View &>().scaleFactor())>>
+    : std::true_type {};
+
+/// The backend of ops::dispatch that tells whether an instruction scales
+/// RoPE or the softmax: "scaled RoPE" or "a softmax scale factor", or
+/// nothing.
+struct ScaledRopeOf {
+  template <class View> const char *run(const View &op) {
+    if constexpr (HasRopeScaling<View>::value)
+      if (op.scaling())
+        return "scaled RoPE";
+    if constexpr (HasScaleFactor<View>::value)
+      if (op.scaleFactor())
+        return "an attention softmax scale factor (YaRN's mscale_all_dim)";
+    return nullptr;
+  }
+  const char *unknownOpcode(const Instruction &) { return nullptr; }
+};
+
+absl::Status checkScaledRope(const Program &program, const Capabilities &record,
+                             const Refusal &lacks) {
+  if (record.scaledRope)
+    return absl::OkStatus();
+  for (size_t i = 0; i < program.instructions.size(); ++i)
+    if (ScaledRopeOf reader;
+        const char *what = ops::dispatch(reader, program.instructions[i]))
+      return lacks(absl::StrCat(what, " (", describeInstruction(program, i),
+                                ")"),
+                   caps::kScaledRopeName, "no");
+  return absl::OkStatus();
+}
+
 absl::Status checkGatedOps(const Program &program, const Capabilities &record,
                            const Refusal &lacks) {
   for (size_t i = 0; i < program.instructions.size(); ++i) {
@@ -252,6 +294,8 @@ absl::Status checkCapabilities(const Program &program,
   if (absl::Status s = checkExperts(program, record, lacks); !s.ok())
     return s;
   if (absl::Status s = checkGatedOps(program, record, lacks); !s.ok())
+    return s;
+  if (absl::Status s = checkScaledRope(program, record, lacks); !s.ok())
     return s;
   if (!record.contextParallel) {
     for (size_t g = 0; g < program.groups.size(); ++g)

@@ -384,6 +384,44 @@ private:
     return absl::OkStatus();
   }
 
+  /// Scaled RoPE's parameters are the ones its kind reads, each in the
+  /// range HF's formulas are defined on (docs/semantics.md).
+  template <class View> absl::Status checkRopeScaling(const View &op) {
+    std::optional<RopeScaling> kind = op.scaling();
+    if (!kind)
+      return absl::OkStatus();
+    MOE_VERIFY_OK(requireAttr(View::kFactorAttr,
+                              std::isfinite(*op.factor()) && *op.factor() >= 1,
+                              "must be >= 1"));
+    MOE_VERIFY_OK(requireAttr(View::kAttentionFactorAttr,
+                              std::isfinite(*op.attentionFactor()) &&
+                                  *op.attentionFactor() > 0,
+                              "must be > 0"));
+    if (*kind == RopeScaling::Linear)
+      return absl::OkStatus();
+    MOE_VERIFY_OK(requireAttr(View::kOriginalMaxPositionsAttr,
+                              *op.originalMaxPositions() >= 1,
+                              "must be >= 1"));
+    if (*kind == RopeScaling::Yarn) {
+      MOE_VERIFY_OK(requireAttr(View::kBetaSlowAttr,
+                                std::isfinite(*op.betaSlow()) &&
+                                    *op.betaSlow() > 0,
+                                "must be > 0"));
+      return requireAttr(View::kBetaFastAttr,
+                         std::isfinite(*op.betaFast()) &&
+                             *op.betaFast() >= *op.betaSlow(),
+                         "must be >= beta_slow");
+    }
+    MOE_VERIFY_OK(requireAttr(View::kLowFreqFactorAttr,
+                              std::isfinite(*op.lowFreqFactor()) &&
+                                  *op.lowFreqFactor() > 0,
+                              "must be > 0"));
+    return requireAttr(View::kHighFreqFactorAttr,
+                       std::isfinite(*op.highFreqFactor()) &&
+                           *op.highFreqFactor() > *op.lowFreqFactor(),
+                       "must be > low_freq_factor");
+  }
+
   /// kv_heads divides heads, the query width Q is heads * head_dim, and k
   /// and v are [B, S, kv_heads * head_dim], the lse [B, heads, S].
   template <class View> absl::Status checkAttention(const View &op) {

@@ -126,11 +126,16 @@ class Op:
                 sets.append(attr.optional_set)
         return sets
 
+    def all_sets(self):
+        """The optional sets of both vectors, each once: a set may hold int
+        and float attributes alike (RoPE's scaling)."""
+        return list(dict.fromkeys(self.sets("ints") + self.sets("floats")))
+
     def attr_layouts(self):
         """Every way the attributes can be present: for each, the int and
         float counts (-1: one per operand), the present sets and each
         attribute's slot (-1: absent). The counts must tell them apart."""
-        all_sets = self.sets("ints") + self.sets("floats")
+        all_sets = self.all_sets()
         layouts = []
         for mask in range(1 << len(all_sets)):
             present = {s for i, s in enumerate(all_sets) if mask >> i & 1}
@@ -362,7 +367,7 @@ def gen_table_cpp(table):
             return lines + ["};"]
         out += values(op.operands, "Operands") + values(op.results, "Results")
         if op.attrs:
-            sets = op.sets("ints") + op.sets("floats")
+            sets = op.all_sets()
             out.append(f"constexpr AttrInfo k{op.name}Attrs[] = {{")
             for a in op.attrs:
                 enum = f"&k{a.enum['name']}Enum" if a.enum else "nullptr"

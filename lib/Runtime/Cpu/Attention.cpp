@@ -191,10 +191,11 @@ void forwardTiles(const float *q, const float *k, const float *v, float *out,
                   float *lse, int64_t B, int64_t Sq, int64_t Sk, int64_t heads,
                   int64_t kvHeads, int64_t headDim, int64_t valueDim,
                   const int32_t *positions,
-                  const std::vector<SequenceRun> &runs, int64_t keyStart) {
+                  const std::vector<SequenceRun> &runs, int64_t keyStart,
+                  float scaleFactor) {
   if (B <= 0 || Sq <= 0 || heads <= 0 || headDim <= 0 || valueDim <= 0)
     return;
-  float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
+  float scale = scaleFactor / std::sqrt(static_cast<float>(headDim));
   std::vector<QueryBlock> blocks = queryBlocks(runs, keyStart);
   int64_t perHead = static_cast<int64_t>(blocks.size());
   int64_t tasks = B * heads * perHead;
@@ -277,14 +278,15 @@ void backwardTiles(const float *dout, const float *q, const float *k,
                    float *dq, float *dk, float *dv, int64_t B, int64_t Sq,
                    int64_t Sk, int64_t heads, int64_t kvHeads, int64_t headDim,
                    int64_t valueDim, const int32_t *positions,
-                   const std::vector<SequenceRun> &runs, int64_t keyStart) {
+                   const std::vector<SequenceRun> &runs, int64_t keyStart,
+                   float scaleFactor) {
   std::fill(dk, dk + B * Sk * kvHeads * headDim, 0.0f);
   std::fill(dv, dv + B * Sk * kvHeads * valueDim, 0.0f);
   std::fill(dq, dq + B * Sq * heads * headDim, 0.0f);
   if (B <= 0 || Sq <= 0 || Sk <= 0 || heads <= 0 || headDim <= 0 ||
       valueDim <= 0)
     return;
-  float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
+  float scale = scaleFactor / std::sqrt(static_cast<float>(headDim));
   int64_t group = heads / kvHeads, tasks = B * kvHeads;
   std::vector<Tiles> tiles = tilesPerWorker(tasks, headDim, valueDim, true);
   detail::parallelFor(tasks, [&](int64_t task, int worker) {
@@ -375,30 +377,30 @@ void backwardTiles(const float *dout, const float *q, const float *k,
 void attentionForward(const float *q, const float *k, const float *v,
                       float *out, float *lse, int64_t B, int64_t S,
                       int64_t heads, int64_t kvHeads, int64_t headDim,
-                      int64_t valueDim, const int32_t *positions) {
+                      int64_t valueDim, const int32_t *positions, float scaleFactor) {
   forwardTiles(q, k, v, out, lse, B, S, S, heads, kvHeads, headDim,
                valueDim < 0 ? headDim : valueDim, positions, {{0, 0, S}},
-               /*keyStart=*/0);
+               /*keyStart=*/0, scaleFactor);
 }
 
 void attentionBackward(const float *dout, const float *q, const float *k,
                        const float *v, const float *out, const float *lse,
                        float *dq, float *dk, float *dv, int64_t B, int64_t S,
                        int64_t heads, int64_t kvHeads, int64_t headDim,
-                       int64_t valueDim, const int32_t *positions) {
+                       int64_t valueDim, const int32_t *positions, float scaleFactor) {
   backwardTiles(dout, q, k, v, out, lse, dq, dk, dv, B, S, S, heads, kvHeads,
                 headDim, valueDim < 0 ? headDim : valueDim, positions,
-                {{0, 0, S}}, /*keyStart=*/0);
+                {{0, 0, S}}, /*keyStart=*/0, scaleFactor);
 }
 
 void attentionBlockForward(const float *q, const float *k, const float *v,
                            float *out, float *lse, int64_t B, int64_t Sq,
                            int64_t Sk, const std::vector<SequenceRun> &runs,
                            int64_t heads, int64_t kvHeads, int64_t headDim,
-                           int64_t valueDim, const int32_t *positions) {
+                           int64_t valueDim, const int32_t *positions, float scaleFactor) {
   forwardTiles(q, k, v, out, lse, B, Sq, Sk, heads, kvHeads, headDim,
                valueDim < 0 ? headDim : valueDim, positions, runs,
-               /*keyStart=*/0);
+               /*keyStart=*/0, scaleFactor);
 }
 
 void attentionBlockBackward(const float *dout, const float *q, const float *k,
@@ -407,22 +409,23 @@ void attentionBlockBackward(const float *dout, const float *q, const float *k,
                             int64_t Sq, int64_t Sk,
                             const std::vector<SequenceRun> &runs, int64_t heads,
                             int64_t kvHeads, int64_t headDim, int64_t valueDim,
-                            const int32_t *positions) {
+                            const int32_t *positions, float scaleFactor) {
   backwardTiles(dout, q, k, v, out, lse, dq, dk, dv, B, Sq, Sk, heads, kvHeads,
                 headDim, valueDim < 0 ? headDim : valueDim, positions, runs,
-                /*keyStart=*/0);
+                /*keyStart=*/0, scaleFactor);
 }
 
 void attentionChunkForward(const float *q, const float *k, const float *v,
                            float *out, float *lse, int64_t B, int64_t Sq,
                            int64_t Sk, int64_t queryStart, int64_t keyStart,
                            int64_t heads, int64_t kvHeads, int64_t headDim,
-                           int64_t valueDim, const int32_t *positions) {
+                           int64_t valueDim, const int32_t *positions, float scaleFactor) {
   if (valueDim < 0)
     valueDim = headDim;
   std::vector<float> part(B * Sq * heads * valueDim), partLse(B * heads * Sq);
   forwardTiles(q, k, v, part.data(), partLse.data(), B, Sq, Sk, heads, kvHeads,
-               headDim, valueDim, positions, {{0, queryStart, Sq}}, keyStart);
+               headDim, valueDim, positions, {{0, queryStart, Sq}}, keyStart,
+               scaleFactor);
   // The online softmax over chunks: lse = log(e^lse + e^lse'), and each
   // output weighted by its share, in double.
   constexpr float kNone = -std::numeric_limits<float>::infinity();
@@ -459,14 +462,14 @@ void attentionChunkBackward(const float *dout, const float *q, const float *k,
                             int64_t Sq, int64_t Sk, int64_t queryStart,
                             int64_t keyStart, int64_t heads, int64_t kvHeads,
                             int64_t headDim, int64_t valueDim,
-                            const int32_t *positions) {
+                            const int32_t *positions, float scaleFactor) {
   if (valueDim < 0)
     valueDim = headDim;
   std::vector<float> dqPart(B * Sq * heads * headDim),
       dkPart(B * Sk * kvHeads * headDim), dvPart(B * Sk * kvHeads * valueDim);
   backwardTiles(dout, q, k, v, out, lse, dqPart.data(), dkPart.data(),
                 dvPart.data(), B, Sq, Sk, heads, kvHeads, headDim, valueDim,
-                positions, {{0, queryStart, Sq}}, keyStart);
+                positions, {{0, queryStart, Sq}}, keyStart, scaleFactor);
   for (size_t i = 0; i < dqPart.size(); ++i)
     dq[i] += dqPart[i];
   for (size_t i = 0; i < dkPart.size(); ++i)

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moe/Runtime/Cpu/Kernels.h"
+#include "moe/Runtime/Cpu/RopeFrequencies.h"
 
 #include "ThreadPool.h"
 
@@ -20,20 +21,20 @@ namespace {
 /// cos and sin of angle[p, i] for p < S, i < headDim / 2, row-major [S, half].
 struct RopeTable {
   std::vector<float> cos, sin;
-  RopeTable(int64_t S, int64_t headDim, float theta) {
+  RopeTable(int64_t S, int64_t headDim, float theta,
+            const RopeScaling &scaling) {
     int64_t half = headDim / 2;
     cos.resize(S * half);
     sin.resize(S * half);
-    std::vector<double> invFreq(half);
-    for (int64_t i = 0; i < half; ++i)
-      invFreq[i] = std::pow(static_cast<double>(theta),
-                            -2.0 * static_cast<double>(i) /
-                                static_cast<double>(headDim));
+    std::vector<double> invFreq =
+        ropeInverseFrequencies(headDim, theta, scaling);
+    // YaRN's attention factor scales cos and sin, as HF does.
+    double magnitude = scaling.attentionFactor;
     for (int64_t p = 0; p < S; ++p)
       for (int64_t i = 0; i < half; ++i) {
         double angle = static_cast<double>(p) * invFreq[i];
-        cos[p * half + i] = static_cast<float>(std::cos(angle));
-        sin[p * half + i] = static_cast<float>(std::sin(angle));
+        cos[p * half + i] = static_cast<float>(magnitude * std::cos(angle));
+        sin[p * half + i] = static_cast<float>(magnitude * std::sin(angle));
       }
   }
 };
@@ -43,7 +44,7 @@ struct RopeTable {
 /// may alias x.
 void rotate(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
             int64_t headDim, float theta, float sign, const int32_t *positions,
-            const std::vector<SequenceRun> &runs) {
+            const std::vector<SequenceRun> &runs, const RopeScaling &scaling) {
   // Each row's position in the whole sequence (its own index unless the
   // runs place a rank's block), and the table up to the largest position.
   std::vector<int64_t> whole(S);
@@ -58,7 +59,7 @@ void rotate(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
   if (positions)
     for (int64_t t = 0; t < B * S; ++t)
       limit = std::max<int64_t>(limit, int64_t{positions[t]} + 1);
-  RopeTable table(limit, headDim, theta);
+  RopeTable table(limit, headDim, theta, scaling);
   int64_t half = headDim / 2;
   // Rows (b, s) in parallel: each rotates only its own elements.
   detail::forEachShare(B * S, /*grain=*/64, [&](int64_t begin, int64_t end) {
@@ -89,15 +90,17 @@ void rotate(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
 
 void ropeForward(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
                  int64_t headDim, float theta, const int32_t *positions,
-                 const std::vector<SequenceRun> &runs) {
-  rotate(x, y, B, S, heads, headDim, theta, 1.0f, positions, runs);
+                 const std::vector<SequenceRun> &runs,
+                 const RopeScaling &scaling) {
+  rotate(x, y, B, S, heads, headDim, theta, 1.0f, positions, runs, scaling);
 }
 
 void ropeBackward(const float *dy, float *dx, int64_t B, int64_t S,
                   int64_t heads, int64_t headDim, float theta,
                   const int32_t *positions,
-                  const std::vector<SequenceRun> &runs) {
-  rotate(dy, dx, B, S, heads, headDim, theta, -1.0f, positions, runs);
+                  const std::vector<SequenceRun> &runs,
+                  const RopeScaling &scaling) {
+  rotate(dy, dx, B, S, heads, headDim, theta, -1.0f, positions, runs, scaling);
 }
 
 } // namespace moe::rt::cpu

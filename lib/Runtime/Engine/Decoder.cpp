@@ -40,11 +40,17 @@ static_assert(
     ops::AttentionView::kKvHeadsAttr ==
         ops::DocumentAttentionView::kKvHeadsAttr &&
     ops::AttentionView::kKvHeadsAttr ==
-        ops::AttentionValueDimView::kKvHeadsAttr);
+        ops::AttentionValueDimView::kKvHeadsAttr &&
+    ops::AttentionView::kScaleFactorAttr ==
+        ops::DocumentAttentionView::kScaleFactorAttr &&
+    ops::AttentionView::kScaleFactorAttr ==
+        ops::AttentionValueDimView::kScaleFactorAttr);
 static_assert(ops::RopeView::kXOperand == ops::DocumentRopeView::kXOperand &&
               ops::RopeView::kYResult == ops::DocumentRopeView::kYResult &&
               ops::RopeView::kHeadsAttr == ops::DocumentRopeView::kHeadsAttr &&
-              ops::RopeView::kThetaAttr == ops::DocumentRopeView::kThetaAttr);
+              ops::RopeView::kThetaAttr == ops::DocumentRopeView::kThetaAttr &&
+              ops::RopeView::kAttentionFactorAttr ==
+                  ops::DocumentRopeView::kAttentionFactorAttr);
 
 std::string shapeText(const std::vector<int64_t> &shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
@@ -219,7 +225,7 @@ absl::StatusOr<absl::Span<const float>> Decoder::feed(int32_t token) {
       ops::RopeView rope(instruction);
       cpu::ropeForward(f32(rope.x()), f32(rope.y()), 1, 1, rope.heads(),
                        width(rope.x()) / rope.heads(), rope.theta(), nullptr,
-                       here);
+                       here, ropeScalingOf(rope));
       continue;
     }
     if (isAttention(instruction.opcode)) {
@@ -233,7 +239,8 @@ absl::StatusOr<absl::Span<const float>> Decoder::feed(int32_t token) {
       cpu::attentionBlockForward(
           f32(attention.q()), keys.data(), values.data(), f32(attention.out()),
           f32(attention.lse()), 1, 1, fed + 1, here, heads, attention.kvHeads(),
-          width(attention.q()) / heads, width(attention.out()) / heads);
+          width(attention.q()) / heads, width(attention.out()) / heads,
+          nullptr, attention.scaleFactor().value_or(1.0f));
       continue;
     }
     if (absl::Status status = runInstruction(context, index); !status.ok())

@@ -214,12 +214,12 @@ public:
     return absl::OkStatus();
   }
   absl::Status run(const ops::RopeView &op) {
-    return rope(cpu::ropeForward, op.x(), op.y(), op.heads(), op.theta(), {},
-                op.sequence());
+    return rope(cpu::ropeForward, op.x(), op.y(), op.heads(), op.theta(),
+                ropeScalingOf(op), {}, op.sequence());
   }
   absl::Status run(const ops::RopeGradView &op) {
-    return rope(cpu::ropeBackward, op.dy(), op.dx(), op.heads(), op.theta(), {},
-                op.sequence());
+    return rope(cpu::ropeBackward, op.dy(), op.dx(), op.heads(), op.theta(),
+                ropeScalingOf(op), {}, op.sequence());
   }
   absl::Status run(const ops::AttentionView &op) { return attention(op); }
   absl::Status run(const ops::AttentionGradView &op) {
@@ -246,11 +246,11 @@ public:
   }
   absl::Status run(const ops::DocumentRopeView &op) {
     return rope(cpu::ropeForward, op.x(), op.y(), op.heads(), op.theta(),
-                op.positions(), op.sequence());
+                ropeScalingOf(op), op.positions(), op.sequence());
   }
   absl::Status run(const ops::DocumentRopeGradView &op) {
     return rope(cpu::ropeBackward, op.dy(), op.dx(), op.heads(), op.theta(),
-                op.positions(), op.sequence());
+                ropeScalingOf(op), op.positions(), op.sequence());
   }
   absl::Status run(const ops::ConcatHeadsView &op) {
     HeadParts parts = headParts(op.heads(), in(op.a()), in(op.b()), in(op.y()));
@@ -553,7 +553,8 @@ private:
 
   template <class Kernel>
   absl::Status rope(Kernel kernel, uint32_t x, uint32_t y, int64_t heads,
-                    float theta, std::optional<uint32_t> positions = {},
+                    float theta, const cpu::RopeScaling &scaling,
+                    std::optional<uint32_t> positions = {},
                     std::optional<int64_t> sequence = {}) {
     const std::vector<int64_t> &shape = in(x).shape;
     std::vector<cpu::SequenceRun> runs = sequenceRuns(sequence, shape[1]);
@@ -561,7 +562,7 @@ private:
       if (absl::Status status = checkPositions(*positions, runs); !status.ok())
         return status;
     kernel(f32(x), f32(y), shape[0], shape[1], heads, shape[2] / heads, theta,
-           positions ? i32(*positions) : nullptr, runs);
+           positions ? i32(*positions) : nullptr, runs, scaling);
     return absl::OkStatus();
   }
 
@@ -627,7 +628,8 @@ private:
     cpu::attentionBlockForward(f32(op.q()), f32(op.k()), f32(op.v()),
                                f32(op.out()), f32(op.lse()), s->B, s->S,
                                s->keys, s->runs, op.heads(), op.kvHeads(),
-                               s->headDim, s->valueDim, s->documents);
+                               s->headDim, s->valueDim, s->documents,
+                               op.scaleFactor().value_or(1.0f));
     return absl::OkStatus();
   }
   /// The three gradients' backward, as attention().
@@ -641,7 +643,7 @@ private:
         f32(op.dout()), f32(op.q()), f32(op.k()), f32(op.v()), f32(op.out()),
         f32(op.lse()), f32(op.dq()), f32(op.dk()), f32(op.dv()), s->B, s->S,
         s->keys, s->runs, op.heads(), op.kvHeads(), s->headDim, s->valueDim,
-        s->documents);
+        s->documents, op.scaleFactor().value_or(1.0f));
     return absl::OkStatus();
   }
 

@@ -28,6 +28,23 @@ class Trace;
 
 namespace moe::rt::engine {
 
+/// A rope instruction's scaled-RoPE attributes (unscaled when absent).
+template <class View> cpu::RopeScaling ropeScalingOf(const View &op) {
+  cpu::RopeScaling scaling;
+  if (!op.scaling())
+    return scaling;
+  scaling.kind = static_cast<cpu::RopeScalingKind>(*op.scaling());
+  scaling.factor = *op.factor();
+  scaling.originalMaxPositions = *op.originalMaxPositions();
+  scaling.betaFast = *op.betaFast();
+  scaling.betaSlow = *op.betaSlow();
+  scaling.truncate = *op.truncate();
+  scaling.lowFreqFactor = *op.lowFreqFactor();
+  scaling.highFreqFactor = *op.highFreqFactor();
+  scaling.attentionFactor = *op.attentionFactor();
+  return scaling;
+}
+
 /// What an instruction needs from the executor.
 struct StepContext {
   const Program &program;

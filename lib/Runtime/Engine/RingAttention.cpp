@@ -50,6 +50,8 @@ struct Ring {
   const std::vector<uint8_t *> *pointers;
   /// The queries' document positions [B, S], or null.
   const int32_t *positions;
+  /// Multiplies the softmax scale 1/sqrt(d) (the op's scale_factor).
+  float scaleFactor;
 
   int64_t blockFloats() const { return B * S * (kWidth + vWidth); }
   float *f32(uint32_t b) const {
@@ -189,7 +191,8 @@ absl::Status forward(const Ring &ring, const ops::RingAttentionView &op) {
               query.q.data(), k.data(), v.data(), query.out.data(),
               query.lse.data(), ring.B, mine[i].length, keys.length,
               mine[i].whole, keys.whole, ring.heads, ring.kvHeads, ring.d,
-              ring.dv, positions ? query.positions.data() : nullptr);
+              ring.dv, positions ? query.positions.data() : nullptr,
+              ring.scaleFactor);
         }
       }
     };
@@ -267,7 +270,7 @@ absl::Status backward(const Ring &ring, const ops::RingAttentionGradView &op) {
               query.out.data(), query.lse.data(), query.dq.data(), dkRun.data(),
               dvRun.data(), ring.B, mine[i].length, keys.length, mine[i].whole,
               keys.whole, ring.heads, ring.kvHeads, ring.d, ring.dv,
-              positions ? query.positions.data() : nullptr);
+              positions ? query.positions.data() : nullptr, ring.scaleFactor);
         }
         putRows(dkRun, dk, ring.B, ring.S, ring.kWidth, keys);
         putRows(dvRun, dv, ring.B, ring.S, ring.vWidth, keys);
@@ -314,6 +317,7 @@ template <class View> Ring ringOf(const View &op, const StepContext &context) {
   ring.S = q[1];
   ring.heads = op.heads();
   ring.kvHeads = op.kvHeads();
+  ring.scaleFactor = op.scaleFactor().value_or(1.0f);
   ring.qWidth = q[2];
   ring.d = q[2] / ring.heads;
   ring.kWidth = program.buffers[op.k()].shape[2];

@@ -1528,7 +1528,7 @@ moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, 
 // the discardable moe.* ones its passes write.
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{'moe.transformer' op has unknown attribute 'num_nextn_predict_layers'; known attributes: aux_coef, batch, bias_update_rate, capacity_factor, dense_ffn, dense_layers, document_mask, eos_token_id, experts, family, ffn, head_dim, heads, hidden, init_std, kv_heads, kv_lora_rank, layers, n_group, norm_topk_prob, precision, q_lora_rank, qk_nope_head_dim, qk_norm, qk_rope_head_dim, rms_eps, rope_interleave, rope_theta, routed_scaling_factor, scoring, seq, seq_aux_coef, shared_experts, sym_name, tie_word_embeddings, top_k, topk_group, v_head_dim, vocab, z_loss_coef}}
+// expected-error @+1 {{'moe.transformer' op has unknown attribute 'num_nextn_predict_layers'; known attributes: aux_coef, batch, bias_update_rate, capacity_factor, dense_ffn, dense_layers, document_mask, eos_token_id, experts, family, ffn, head_dim, heads, hidden, init_std, kv_heads, kv_lora_rank, layers, n_group, norm_topk_prob, precision, q_lora_rank, qk_nope_head_dim, qk_norm, qk_rope_head_dim, rms_eps, rope_interleave, rope_scaling, rope_theta, routed_scaling_factor, scoring, seq, seq_aux_coef, shared_experts, softmax_scale_factor, sym_name, tie_word_embeddings, top_k, topk_group, v_head_dim, vocab, z_loss_coef}}
 moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, num_nextn_predict_layers = 1}
 
 // -----
@@ -1971,4 +1971,74 @@ func.func @ring_without_sequence_axes(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf3
   // expected-error @+1 {{'moe.attention' op has ring but no sequence_axes to pass the blocks around}}
   %o, %lse = moe.attention %q, %k, %k {num_heads = 4, num_kv_heads = 2, ring} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>)
   return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Scaled RoPE (#moe.rope_scaling): one case per parse and verifier message.
+// expected-error @+1 {{unknown rope scaling 'ntk'; known: linear, yarn, llama3}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, rope_scaling = #moe.rope_scaling<ntk, factor = 2.0>}
+
+// -----
+
+// expected-error @+1 {{'beta_fast' is not a parameter of linear scaling; its parameters: factor}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, rope_scaling = #moe.rope_scaling<linear, factor = 2.0, beta_fast = 32.0>}
+
+// -----
+
+// expected-error @+1 {{'factor' is given twice}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, rope_scaling = #moe.rope_scaling<linear, factor = 2.0, factor = 3.0>}
+
+// -----
+
+// expected-error @+1 {{yarn scaling needs 'original_max_position_embeddings'}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, rope_scaling = #moe.rope_scaling<yarn, factor = 4.0, beta_fast = 32.0, beta_slow = 1.0, truncate = true, attention_factor = 1.0>}
+
+// -----
+
+// expected-error @+1 {{expected true or false}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, rope_scaling = #moe.rope_scaling<yarn, factor = 4.0, original_max_position_embeddings = 8, beta_fast = 32.0, beta_slow = 1.0, truncate = yes, attention_factor = 1.0>}
+
+// -----
+
+// expected-error @+1 {{expected finite rope scaling parameters}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, rope_scaling = #moe.rope_scaling<linear, factor = 0x7FF0000000000000>}
+
+// -----
+
+// expected-error @+1 {{expected factor >= 1, got 0.5}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, rope_scaling = #moe.rope_scaling<linear, factor = 0.5>}
+
+// -----
+
+// expected-error @+1 {{expected attention_factor > 0, got 0}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, rope_scaling = #moe.rope_scaling<yarn, factor = 4.0, original_max_position_embeddings = 8, beta_fast = 32.0, beta_slow = 1.0, truncate = true, attention_factor = 0.0>}
+
+// -----
+
+// expected-error @+1 {{expected original_max_position_embeddings >= 1, got 0}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, rope_scaling = #moe.rope_scaling<llama3, factor = 4.0, original_max_position_embeddings = 0, low_freq_factor = 1.0, high_freq_factor = 4.0>}
+
+// -----
+
+// expected-error @+1 {{expected 0 < beta_slow <= beta_fast, got beta_slow = 32 and beta_fast = 1}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, rope_scaling = #moe.rope_scaling<yarn, factor = 4.0, original_max_position_embeddings = 8, beta_fast = 1.0, beta_slow = 32.0, truncate = true, attention_factor = 1.0>}
+
+// -----
+
+// expected-error @+1 {{expected 0 < low_freq_factor < high_freq_factor, got 4 and 1}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, rope_scaling = #moe.rope_scaling<llama3, factor = 4.0, original_max_position_embeddings = 8, low_freq_factor = 4.0, high_freq_factor = 1.0>}
+
+// -----
+
+// expected-error @+1 {{expected softmax_scale_factor > 0, got 0}}
+moe.transformer @m {vocab = 8, hidden = 8, layers = 1, heads = 2, kv_heads = 1, experts = 2, top_k = 1, ffn = 4, seq = 4, batch = 1, softmax_scale_factor = 0.0 : f32}
+
+// -----
+
+func.func @attention_scale_factor(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>) {
+  // expected-error @+1 {{expected scale_factor > 0, got -1}}
+  %o, %lse = moe.attention %q, %k, %k {num_heads = 2, num_kv_heads = 1, scale_factor = -1.0 : f32}
+      : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+  return
 }

@@ -44,6 +44,16 @@ func.func @model_ops(%tokens: tensor<2x4xi32>, %table: tensor<16x8xf32>,
   // CHECK: moe.attention {{.*}} {num_heads = 2 : i64, num_kv_heads = 1 : i64}
   %o, %lse = moe.attention %qr, %kr, %kr {num_heads = 2, num_kv_heads = 1}
       : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+  // Scaled RoPE and a softmax scale factor (YaRN).
+  // CHECK: moe.rope {{.*}} scaling = #moe.rope_scaling<yarn, factor = 4.000000e+00, original_max_position_embeddings = 8, beta_fast = 3.200000e+01, beta_slow = 1.000000e+00, truncate = false, attention_factor = 1.138600e+00>
+  %qy = moe.rope %q {num_heads = 2, theta = 1.0e4 : f32, scaling = #moe.rope_scaling<yarn, factor = 4.0, original_max_position_embeddings = 8, beta_fast = 32.0, beta_slow = 1.0, truncate = false, attention_factor = 1.1386>} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: moe.rope_grad {{.*}} scaling = #moe.rope_scaling<llama3, factor = 8.000000e+00, original_max_position_embeddings = 8192, low_freq_factor = 1.000000e+00, high_freq_factor = 4.000000e+00>
+  %dqy = moe.rope_grad %q {num_heads = 2, theta = 5.0e5 : f32, scaling = #moe.rope_scaling<llama3, factor = 8.0, original_max_position_embeddings = 8192, low_freq_factor = 1.0, high_freq_factor = 4.0>} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: moe.rope {{.*}} scaling = #moe.rope_scaling<linear, factor = 2.000000e+00>
+  %ql = moe.rope %q {num_heads = 2, theta = 1.0e4 : f32, scaling = #moe.rope_scaling<linear, factor = 2.0>} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: moe.attention {{.*}} scale_factor = 1.875000e+00 : f32
+  %oy, %lsey = moe.attention %qy, %kr, %kr {num_heads = 2, num_kv_heads = 1, scale_factor = 1.875 : f32}
+      : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
   %a = moe.add %h, %o : tensor<2x4x8xf32>
   %logits = moe.linear %a, %gate : (tensor<2x4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x4xf32>
   // CHECK: moe.router {{.*}} {capacity_factor = 1.250000e+00 : f32, top_k = 2 : i64}

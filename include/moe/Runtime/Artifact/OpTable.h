@@ -55,7 +55,7 @@ struct AttrInfo {
 };
 
 /// The most attributes one opcode has.
-inline constexpr size_t kMaxAttrs = 8;
+inline constexpr size_t kMaxAttrs = 16;
 
 /// One way an opcode's attributes can be present: the int and float counts
 /// (-1: one per operand), the optional sets present (bit i: set i), and

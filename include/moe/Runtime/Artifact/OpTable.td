@@ -21,6 +21,13 @@ def Fp8Scaling : Enum<"Fp8Scaling", [
   EnumCase<"delayed", 3>     // per tensor, from an amax history
 ]>;
 
+// Scaled RoPE (3.10): how the rotation frequencies are stretched for a
+// longer context than pretraining's (HF's rope_type; docs/semantics.md).
+def RopeScaling : Enum<"RopeScaling", [
+  EnumCase<"linear", 1>, EnumCase<"yarn", 2>, EnumCase<"llama3", 3>
+]>;
+
+
 def Embedding : Op<0> {
   let operands = (ins Ids<"[...]">:$tokens, Float<"[V, H]">:$table);
   let results = (outs Float<"[..., H]">:$y);
@@ -66,9 +73,18 @@ def Rope : Op<7> {
   let results = (outs Float<"[B, S, X]">:$y);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
                           FloatAttr<"$_ > 0", "must be > 0">:$theta,
-                          OptionalAttr<"sequence", GroupAttr>:$sequence);
+                          OptionalAttr<"sequence", GroupAttr>:$sequence,
+                          OptionalAttr<"rope_scaling", EnumAttr<RopeScaling>>:$scaling,
+                          OptionalAttr<"rope_scaling", IntAttr<>>:$original_max_positions,
+                          OptionalAttr<"rope_scaling", BoolAttr>:$truncate,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$factor,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$beta_fast,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$beta_slow,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$low_freq_factor,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$high_freq_factor,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$attention_factor);
   let inPlace = 1;
-  let rules = ["checkRopeWidth"];
+  let rules = ["checkRopeWidth", "checkRopeScaling"];
   let communicates = 0;
 }
 def RopeGrad : Op<8> {
@@ -76,19 +92,31 @@ def RopeGrad : Op<8> {
   let results = (outs Float<"[B, S, X]">:$dx);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
                           FloatAttr<"$_ > 0", "must be > 0">:$theta,
-                          OptionalAttr<"sequence", GroupAttr>:$sequence);
+                          OptionalAttr<"sequence", GroupAttr>:$sequence,
+                          OptionalAttr<"rope_scaling", EnumAttr<RopeScaling>>:$scaling,
+                          OptionalAttr<"rope_scaling", IntAttr<>>:$original_max_positions,
+                          OptionalAttr<"rope_scaling", BoolAttr>:$truncate,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$factor,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$beta_fast,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$beta_slow,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$low_freq_factor,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$high_freq_factor,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$attention_factor);
   let inPlace = 1;
-  let rules = ["checkRopeWidth"];
+  let rules = ["checkRopeWidth", "checkRopeScaling"];
   let communicates = 0;
 }
 // k and v are [B, S, kv_heads * head_dim], lse [B, heads, S]
-// (checkAttention).
+// (checkAttention). The scores are scale_factor * q.k / sqrt(head_dim)
+// (3.10; 1 when absent): DeepSeek's YaRN correction of the softmax scale,
+// on every attention opcode alike.
 def Attention : Op<9> {
   let operands = (ins Float<"[B, S, Q]">:$q, Float<>:$k, Float<>:$v);
   let results = (outs Float<"[B, S, Q]">:$out, Tensor<>:$lse);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
                           IntAttr<>:$kv_heads,
-                          OptionalAttr<"sequence", GroupAttr>:$sequence);
+                          OptionalAttr<"sequence", GroupAttr>:$sequence,
+                          OptionalAttr<"scale", FloatAttr<"$_ > 0", "must be > 0">>:$scale_factor);
   let rules = ["checkAttention"];
   let communicates = 0;
 }
@@ -99,7 +127,8 @@ def AttentionGrad : Op<10> {
   let results = (outs Float<"[B, S, Q]">:$dq, Float<>:$dk, Float<>:$dv);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
                           IntAttr<>:$kv_heads,
-                          OptionalAttr<"sequence", GroupAttr>:$sequence);
+                          OptionalAttr<"sequence", GroupAttr>:$sequence,
+                          OptionalAttr<"scale", FloatAttr<"$_ > 0", "must be > 0">>:$scale_factor);
   let rules = ["checkAttention"];
   let communicates = 0;
 }
@@ -485,7 +514,8 @@ def AttentionValueDim : Op<51, "3.6"> {
   let results = (outs Float<"[B, S, O]">:$out, Tensor<>:$lse);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
                           IntAttr<>:$kv_heads,
-                          OptionalAttr<"sequence", GroupAttr>:$sequence);
+                          OptionalAttr<"sequence", GroupAttr>:$sequence,
+                          OptionalAttr<"scale", FloatAttr<"$_ > 0", "must be > 0">>:$scale_factor);
   let rules = ["checkAttention"];
   let communicates = 0;
 }
@@ -496,7 +526,8 @@ def AttentionValueDimGrad : Op<52, "3.6"> {
   let results = (outs Float<"[B, S, Q]">:$dq, Float<>:$dk, Float<>:$dv);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
                           IntAttr<>:$kv_heads,
-                          OptionalAttr<"sequence", GroupAttr>:$sequence);
+                          OptionalAttr<"sequence", GroupAttr>:$sequence,
+                          OptionalAttr<"scale", FloatAttr<"$_ > 0", "must be > 0">>:$scale_factor);
   let rules = ["checkAttention"];
   let communicates = 0;
 }
@@ -538,9 +569,18 @@ def DocumentRope : Op<56, "3.7"> {
   let results = (outs Float<"[B, S, X]">:$y);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
                           FloatAttr<"$_ > 0", "must be > 0">:$theta,
-                          OptionalAttr<"sequence", GroupAttr>:$sequence);
+                          OptionalAttr<"sequence", GroupAttr>:$sequence,
+                          OptionalAttr<"rope_scaling", EnumAttr<RopeScaling>>:$scaling,
+                          OptionalAttr<"rope_scaling", IntAttr<>>:$original_max_positions,
+                          OptionalAttr<"rope_scaling", BoolAttr>:$truncate,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$factor,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$beta_fast,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$beta_slow,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$low_freq_factor,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$high_freq_factor,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$attention_factor);
   let inPlace = 1;
-  let rules = ["checkRopeWidth"];
+  let rules = ["checkRopeWidth", "checkRopeScaling"];
   let communicates = 0;
 }
 def DocumentRopeGrad : Op<57, "3.7"> {
@@ -548,9 +588,18 @@ def DocumentRopeGrad : Op<57, "3.7"> {
   let results = (outs Float<"[B, S, X]">:$dx);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
                           FloatAttr<"$_ > 0", "must be > 0">:$theta,
-                          OptionalAttr<"sequence", GroupAttr>:$sequence);
+                          OptionalAttr<"sequence", GroupAttr>:$sequence,
+                          OptionalAttr<"rope_scaling", EnumAttr<RopeScaling>>:$scaling,
+                          OptionalAttr<"rope_scaling", IntAttr<>>:$original_max_positions,
+                          OptionalAttr<"rope_scaling", BoolAttr>:$truncate,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$factor,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$beta_fast,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$beta_slow,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$low_freq_factor,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$high_freq_factor,
+                          OptionalAttr<"rope_scaling", FloatAttr<>>:$attention_factor);
   let inPlace = 1;
-  let rules = ["checkRopeWidth"];
+  let rules = ["checkRopeWidth", "checkRopeScaling"];
   let communicates = 0;
 }
 def DocumentAttention : Op<58, "3.7"> {
@@ -559,7 +608,8 @@ def DocumentAttention : Op<58, "3.7"> {
   let results = (outs Float<"[B, S, O]">:$out, Tensor<>:$lse);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
                           IntAttr<>:$kv_heads,
-                          OptionalAttr<"sequence", GroupAttr>:$sequence);
+                          OptionalAttr<"sequence", GroupAttr>:$sequence,
+                          OptionalAttr<"scale", FloatAttr<"$_ > 0", "must be > 0">>:$scale_factor);
   let rules = ["checkAttention"];
   let communicates = 0;
 }
@@ -570,7 +620,8 @@ def DocumentAttentionGrad : Op<59, "3.7"> {
   let results = (outs Float<"[B, S, Q]">:$dq, Float<>:$dk, Float<>:$dv);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
                           IntAttr<>:$kv_heads,
-                          OptionalAttr<"sequence", GroupAttr>:$sequence);
+                          OptionalAttr<"sequence", GroupAttr>:$sequence,
+                          OptionalAttr<"scale", FloatAttr<"$_ > 0", "must be > 0">>:$scale_factor);
   let rules = ["checkAttention"];
   let communicates = 0;
 }
@@ -590,7 +641,8 @@ def RingAttention : Op<60, "3.8"> {
                       OptionalTensor<"[B, S]", [I32]>:$positions);
   let results = (outs Float<"[B, S, O]">:$out, Tensor<>:$lse);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
-                          IntAttr<>:$kv_heads, GroupAttr:$sequence);
+                          IntAttr<>:$kv_heads, GroupAttr:$sequence,
+                          OptionalAttr<"scale", FloatAttr<"$_ > 0", "must be > 0">>:$scale_factor);
   let rules = ["checkAttention"];
 }
 def RingAttentionGrad : Op<61, "3.8"> {
@@ -600,7 +652,8 @@ def RingAttentionGrad : Op<61, "3.8"> {
                       OptionalTensor<"[B, S]", [I32]>:$positions);
   let results = (outs Float<"[B, S, Q]">:$dq, Float<>:$dk, Float<>:$dv);
   let attributes = (attrs IntAttr<"$_ >= 1", "must be >= 1">:$heads,
-                          IntAttr<>:$kv_heads, GroupAttr:$sequence);
+                          IntAttr<>:$kv_heads, GroupAttr:$sequence,
+                          OptionalAttr<"scale", FloatAttr<"$_ > 0", "must be > 0">>:$scale_factor);
   let rules = ["checkAttention"];
 }
 

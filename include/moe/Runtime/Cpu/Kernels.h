@@ -12,6 +12,7 @@
 #define MOE_RUNTIME_CPU_KERNELS_H
 
 #include "moe/Runtime/Cpu/Fp8.h"
+#include "moe/Runtime/Cpu/RopeFrequencies.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -121,16 +122,20 @@ struct SequenceRun {
 /// document masking's positions in each document); angles and their
 /// cos/sin are evaluated in double. With `runs` (context parallelism, S
 /// the rank's block), p is s's position in the whole sequence instead of s.
+/// With `scaling` (scaled RoPE), the frequencies are
+/// ropeInverseFrequencies' and cos/sin are times its attention factor.
 /// y may alias x.
 void ropeForward(const float *x, float *y, int64_t B, int64_t S, int64_t heads,
                  int64_t headDim, float theta,
                  const int32_t *positions = nullptr,
-                 const std::vector<SequenceRun> &runs = {});
+                 const std::vector<SequenceRun> &runs = {},
+                 const RopeScaling &scaling = {});
 /// dx = R^T dy (y may alias x in both directions).
 void ropeBackward(const float *dy, float *dx, int64_t B, int64_t S,
                   int64_t heads, int64_t headDim, float theta,
                   const int32_t *positions = nullptr,
-                  const std::vector<SequenceRun> &runs = {});
+                  const std::vector<SequenceRun> &runs = {},
+                  const RopeScaling &scaling = {});
 
 //===----------------------------------------------------------------------===//
 // Causal attention with grouped-query heads
@@ -162,7 +167,8 @@ inline uint64_t attentionWorkspaceBytes(int64_t headDim, bool backward,
 /// q: [B, S, heads*d], k: [B, S, kvHeads*d], v: [B, S, kvHeads*dv], out:
 /// [B, S, heads*dv], lse: [B, heads, S], with d = headDim and dv =
 /// valueDim (-1: headDim; MLA's values are narrower than its queries and
-/// keys). Scale 1/sqrt(d); causal. heads % kvHeads == 0. Works on 64 x 64
+/// keys). Scale scaleFactor/sqrt(d) (DeepSeek's YaRN correction; 1 for
+/// the plain 1/sqrt(d)); causal. heads % kvHeads == 0. Works on 64 x 64
 /// tiles (Attention.cpp); never forms an S x S matrix. With `positions`
 /// ([B, S], each token's position in its document, 0 at a document's
 /// first token: document masking), query i sees keys [i - positions[b, i],
@@ -172,7 +178,8 @@ void attentionForward(const float *q, const float *k, const float *v,
                       float *out, float *lse, int64_t B, int64_t S,
                       int64_t heads, int64_t kvHeads, int64_t headDim,
                       int64_t valueDim = -1,
-                      const int32_t *positions = nullptr);
+                      const int32_t *positions = nullptr,
+                      float scaleFactor = 1.0f);
 /// Gradients w.r.t. q, k and v from dout; recomputes probabilities from lse.
 /// dq, dk and dv are overwritten (query heads of a group sum into their
 /// shared dk/dv in head order).
@@ -181,7 +188,8 @@ void attentionBackward(const float *dout, const float *q, const float *k,
                        float *dq, float *dk, float *dv, int64_t B, int64_t S,
                        int64_t heads, int64_t kvHeads, int64_t headDim,
                        int64_t valueDim = -1,
-                       const int32_t *positions = nullptr);
+                       const int32_t *positions = nullptr,
+                      float scaleFactor = 1.0f);
 
 /// Context parallelism's attention after the keys were gathered: this
 /// rank's Sq queries ([B, Sq, heads*d]), which `runs` (covering [0, Sq))
@@ -195,7 +203,8 @@ void attentionBlockForward(const float *q, const float *k, const float *v,
                            int64_t Sk, const std::vector<SequenceRun> &runs,
                            int64_t heads, int64_t kvHeads, int64_t headDim,
                            int64_t valueDim = -1,
-                           const int32_t *positions = nullptr);
+                           const int32_t *positions = nullptr,
+                      float scaleFactor = 1.0f);
 /// Its backward: dq for the block's queries, and dk and dv over the whole
 /// sequence holding this rank's queries' share (summed over the ranks, the
 /// whole gradient). All three are overwritten.
@@ -206,7 +215,8 @@ void attentionBlockBackward(const float *dout, const float *q, const float *k,
                             const std::vector<SequenceRun> &runs, int64_t heads,
                             int64_t kvHeads, int64_t headDim,
                             int64_t valueDim = -1,
-                            const int32_t *positions = nullptr);
+                            const int32_t *positions = nullptr,
+                      float scaleFactor = 1.0f);
 
 /// One step of ring attention (context parallelism): the Sq queries of a
 /// chunk of the sequence that starts at `queryStart` against the Sk keys
@@ -224,7 +234,8 @@ void attentionChunkForward(const float *q, const float *k, const float *v,
                            int64_t Sk, int64_t queryStart, int64_t keyStart,
                            int64_t heads, int64_t kvHeads, int64_t headDim,
                            int64_t valueDim = -1,
-                           const int32_t *positions = nullptr);
+                           const int32_t *positions = nullptr,
+                      float scaleFactor = 1.0f);
 /// Its backward for one pair of chunks, from the final out and lse:
 /// adds the pair's share to dq ([B, Sq, ...]) and to dk and dv ([B, Sk,
 /// ...]), which sum over every chunk pair to attentionBackward's.
@@ -234,7 +245,8 @@ void attentionChunkBackward(const float *dout, const float *q, const float *k,
                             int64_t Sq, int64_t Sk, int64_t queryStart,
                             int64_t keyStart, int64_t heads, int64_t kvHeads,
                             int64_t headDim, int64_t valueDim = -1,
-                            const int32_t *positions = nullptr);
+                            const int32_t *positions = nullptr,
+                      float scaleFactor = 1.0f);
 
 /// y[r, h] = (a[r, h], b[r, h]) for `rows` rows of `heads` heads: each
 /// head's `aWidth` features of a, then its `bWidth` of b (multi-head latent

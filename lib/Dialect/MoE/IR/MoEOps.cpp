@@ -415,8 +415,10 @@ LogicalResult TransformerOp::verify() {
   if (int64_t params = transformerParameters(*this); params > kMaxParameters)
     return emitOpError() << "expected at most " << kMaxParameters
                          << " parameters (2^48), got " << params;
-  std::pair<StringRef, float> positives[] = {{"rms_eps", getRmsEps().convertToFloat()},
-                                             {"rope_theta", getRopeTheta().convertToFloat()}};
+  std::pair<StringRef, float> positives[] = {
+      {"rms_eps", getRmsEps().convertToFloat()},
+      {"rope_theta", getRopeTheta().convertToFloat()},
+      {"softmax_scale_factor", getSoftmaxScaleFactor().convertToFloat()}};
   for (auto [name, value] : positives)
     if (!(value > 0))
       return emitOpError() << "expected " << name << " > 0, got " << fmt(value);
@@ -1000,10 +1002,20 @@ static LogicalResult verifyAttentionShapes(Operation *op, Value q, Value k,
   return expectShape(op, "lse", lse, {qs[0], heads, qs[1]});
 }
 
+/// The softmax scale's factor, when given, is positive.
+static LogicalResult verifyScaleFactor(Operation *op,
+                                       std::optional<APFloat> factor) {
+  if (factor && !(factor->convertToFloat() > 0))
+    return op->emitOpError() << "expected scale_factor > 0, got "
+                             << fmt(factor->convertToFloat());
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   if (failed(verifyAttentionShapes(
           *this, getQuery(), getKey(), getValue(), getOutput(), getLse(),
-          getNumHeads(), getNumKvHeads(), getSequenceAxes(), getRing())))
+          getNumHeads(), getNumKvHeads(), getSequenceAxes(), getRing())) ||
+      failed(verifyScaleFactor(*this, getScaleFactor())))
     return failure();
   return verifyPositions(*this, getPositions(), getQuery());
 }
@@ -1011,7 +1023,8 @@ LogicalResult AttentionOp::verify() {
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttentionShapes(
           *this, getQuery(), getKey(), getValue(), getOutput(), getLse(),
-          getNumHeads(), getNumKvHeads(), getSequenceAxes(), getRing())))
+          getNumHeads(), getNumKvHeads(), getSequenceAxes(), getRing())) ||
+      failed(verifyScaleFactor(*this, getScaleFactor())))
     return failure();
   if (getGrad().getType() != getOutput().getType())
     return emitOpError() << "expected grad to have the output's type";

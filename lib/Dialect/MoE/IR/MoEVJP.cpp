@@ -50,7 +50,8 @@ SmallVector<Value> RoPEOp::buildVJP(OpBuilder &builder,
                                     ValueRange resultGrads) {
   Value dx = builder.create<RoPEGradOp>(
       getLoc(), getInput().getType(), resultGrads[0], getPositions(),
-      getNumHeadsAttr(), getThetaAttr(), getSequenceAxesAttr());
+      getNumHeadsAttr(), getThetaAttr(), getSequenceAxesAttr(),
+      getScalingAttr());
   // Positions are ids: no gradient.
   if (getPositions())
     return {dx, Value()};
@@ -87,7 +88,7 @@ SmallVector<Value> AttentionOp::buildVJP(OpBuilder &builder,
       getLoc(), getQuery().getType(), getKey().getType(), getValue().getType(),
       resultGrads[0], getQuery(), getKey(), getValue(), getOutput(), getLse(),
       getPositions(), getNumHeadsAttr(), getNumKvHeadsAttr(),
-      getSequenceAxesAttr(), getRingAttr());
+      getSequenceAxesAttr(), getRingAttr(), getScaleFactorAttr());
   // Positions are ids: no gradient.
   grads[0] = grad.getQueryGrad();
   grads[1] = grad.getKeyGrad();

@@ -115,6 +115,16 @@ def MoE_Fp8ScalingAttr : EnumAttr<MoE_Dialect, MoE_Fp8Scaling, "fp8"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
+def MoE_RopeScalingKind : I32EnumAttr<"RopeScalingKind",
+    "how RoPE's frequencies are stretched for a longer context", [
+  I32EnumAttrCase<"linear", 1>,
+  I32EnumAttrCase<"yarn", 2>,
+  I32EnumAttrCase<"llama3", 3>
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::moe";
+}
+
 def MoE_RouterScoring : I32EnumAttr<"RouterScoring",
     "how a router turns gate logits into expert scores", [
   I32EnumAttrCase<"softmax", 0>,

@@ -71,6 +71,14 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     a document. A token whose target begins the next document has no
     target, as HF's packed-sequence training ignores that label.
 
+    With `rope_scaling` (`#moe.rope_scaling`: linear, YaRN or llama3), every
+    RoPE of the model stretches its frequencies as that attribute says, and
+    YaRN multiplies cos and sin by its attention factor.
+    `softmax_scale_factor` multiplies every attention's softmax scale
+    `1/sqrt(d)`: DeepSeek-V2/V3's YaRN correction `mscale(factor,
+    mscale_all_dim)^2`, which HF's DeepseekV3Attention folds into its
+    `scaling` for the non-rotary features too.
+
     With `qk_norm` (Qwen3), each attention head's query and key are
     RMS-normalised before RoPE, with one weight of `head_dim` each
     (`self_attn.q_norm.weight`, `self_attn.k_norm.weight`, eps `rms_eps`).
@@ -122,7 +130,8 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     * `1 <= top_k <= experts`; `shared_experts >= 0`, and
       `shared_experts * ffn` at most the `ffn` bound;
     * every entry of `dense_layers` is in `[0, layers)` and unique;
-    * `rms_eps > 0`, `rope_theta > 0`, `aux_coef >= 0`;
+    * `rms_eps > 0`, `rope_theta > 0`, `aux_coef >= 0`,
+      `softmax_scale_factor > 0`;
     * `eos_token_id`, when given, is in `[0, vocab)`;
     * `0 < init_std <= 1`, the bound the runtime's artifact verifier checks
       on every normal-initialised parameter (a larger std makes activations
@@ -174,6 +183,8 @@ def MoE_TransformerOp : MoE_Op<"transformer", [Symbol]> {
     DefaultValuedAttr<BoolAttr, "false">:$rope_interleave,
     DefaultValuedAttr<F32Attr, "1.0e-5">:$rms_eps,
     DefaultValuedAttr<F32Attr, "10000.0">:$rope_theta,
+    OptionalAttr<MoE_RopeScalingAttr>:$rope_scaling,
+    DefaultValuedAttr<F32Attr, "1.0">:$softmax_scale_factor,
     DefaultValuedAttr<F32Attr, "0.01">:$aux_coef,
     DefaultValuedAttr<F32Attr, "0.0">:$capacity_factor,
     DefaultValuedAttr<F32Attr, "0.02">:$init_std,
@@ -474,6 +485,10 @@ def MoE_RoPEOp : MoE_Op<"rope", [
     `positions` (`[B, S]`, document masking), token `(b, s)` is rotated by
     `positions[b, s]`, its position in its document.
 
+    With `scaling` (`#moe.rope_scaling`), the frequencies are stretched as
+    it says (linear, YaRN, llama3) and cos and sin are multiplied by its
+    attention factor.
+
     After partitioning, `sequence_axes` names the mesh axes the sequence is
     split over (context parallelism): the input is this rank's block of the
     sequence, load-balanced when `cp` leads the axes (rank `c` of `cp`
@@ -492,12 +507,16 @@ def MoE_RoPEOp : MoE_Op<"rope", [
         : (tensor<8x64x64xf32>) -> tensor<8x64x64xf32>
     %qd = moe.rope %q, %positions {num_heads = 4, theta = 1.0e4 : f32}
         : (tensor<8x64x64xf32>, tensor<8x64xi32>) -> tensor<8x64x64xf32>
+    %qy = moe.rope %q {num_heads = 4, theta = 1.0e4 : f32,
+        scaling = #moe.rope_scaling<linear, factor = 4.0>}
+        : (tensor<8x64x64xf32>) -> tensor<8x64x64xf32>
     ```
   }];
   let arguments = (ins MoE_FloatTensor:$input,
                        Optional<MoE_I32Tensor>:$positions,
                        I64Attr:$num_heads, F32Attr:$theta,
-                       OptionalAttr<StrArrayAttr>:$sequence_axes);
+                       OptionalAttr<StrArrayAttr>:$sequence_axes,
+                       OptionalAttr<MoE_RopeScalingAttr>:$scaling);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -508,7 +527,8 @@ def MoE_AttentionOp : MoE_Op<"attention", [
     DeclareOpInterfaceMethods<MoE_DifferentiableOpInterface>]> {
   let summary = "causal scaled-dot-product attention with grouped-query heads";
   let description = [{
-    Causal softmax attention, scale `1/sqrt(d)`, where query head `h` reads
+    Causal softmax attention, scale `scale_factor/sqrt(d)` (`scale_factor`
+    1 when absent; DeepSeek's YaRN correction), where query head `h` reads
     key/value head `h / (num_heads / num_kv_heads)`. Also returns the
     log-sum-exp of each score row (`[B, num_heads, S]`), which the backward
     pass uses instead of storing the probabilities.
@@ -535,7 +555,8 @@ def MoE_AttentionOp : MoE_Op<"attention", [
     `[B, S, num_kv_heads * d]` and `value` `[B, S, num_kv_heads * dv]` with
     `d, dv > 0`; `num_heads` is a positive multiple of `num_kv_heads`;
     `output` is `[B, S, num_heads * dv]` of the query's element type and
-    `lse` is `[B, num_heads, S]`; `positions`, when present, is `[B, S]`.
+    `lse` is `[B, num_heads, S]`; `positions`, when present, is `[B, S]`;
+    `scale_factor`, when present, is finite and `> 0`.
 
     Example:
 
@@ -550,7 +571,7 @@ def MoE_AttentionOp : MoE_Op<"attention", [
                        Optional<MoE_I32Tensor>:$positions, I64Attr:$num_heads,
                        I64Attr:$num_kv_heads,
                        OptionalAttr<StrArrayAttr>:$sequence_axes,
-                       UnitAttr:$ring);
+                       UnitAttr:$ring, OptionalAttr<F32Attr>:$scale_factor);
   let results = (outs MoE_FloatTensor:$output, MoE_F32Tensor:$lse);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -1368,7 +1389,8 @@ def MoE_RoPEGradOp : MoE_Op<"rope_grad", [
   let arguments = (ins MoE_FloatTensor:$grad,
                        Optional<MoE_I32Tensor>:$positions,
                        I64Attr:$num_heads, F32Attr:$theta,
-                       OptionalAttr<StrArrayAttr>:$sequence_axes);
+                       OptionalAttr<StrArrayAttr>:$sequence_axes,
+                       OptionalAttr<MoE_RopeScalingAttr>:$scaling);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -1379,8 +1401,8 @@ def MoE_AttentionGradOp : MoE_Op<"attention_grad", [
   let summary = "gradients of attention's query, key and value";
   let description = [{
     Recomputes the probabilities from the forward's `lse`
-    (FlashAttention's backward). `sequence_axes` and `ring` as in
-    `moe.attention`; with `ring` the key and value gradients are this
+    (FlashAttention's backward). `sequence_axes`, `ring` and
+    `scale_factor` as in `moe.attention`; with `ring` the key and value gradients are this
     rank's block, their accumulators travelling the ring behind the blocks.
 
     Constraints: `grad` and `output` have the query's type; `lse` is
@@ -1403,7 +1425,7 @@ def MoE_AttentionGradOp : MoE_Op<"attention_grad", [
                        Optional<MoE_I32Tensor>:$positions,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
                        OptionalAttr<StrArrayAttr>:$sequence_axes,
-                       UnitAttr:$ring);
+                       UnitAttr:$ring, OptionalAttr<F32Attr>:$scale_factor);
   let results = (outs MoE_FloatTensor:$query_grad, MoE_FloatTensor:$key_grad,
                       MoE_FloatTensor:$value_grad);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";

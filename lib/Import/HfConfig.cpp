@@ -351,11 +351,30 @@ void readRope(ConfigReader &reader, Attributes &attrs, HfImport &result,
       }
       attentionFactor = *given;
     }
+    // The factors the kernels multiply by are f32: a huge mscale must not
+    // reach them as inf (or 0), but be refused by the field that made it.
+    auto isF32Factor = [](double v) {
+      return v > 0 && std::isfinite(static_cast<float>(v)) &&
+             static_cast<float>(v) > 0;
+    };
+    if (!isF32Factor(attentionFactor)) {
+      reader.fail(where(mscale != 0 ? "mscale" : "factor"),
+                  "gives YaRN's attention factor " +
+                      describe(attentionFactor) +
+                      ", expected a positive finite f32");
+      return;
+    }
     scaling = RopeScalingAttr::get(context, RopeScalingKind::yarn, *factor,
                                    original, betaFast, betaSlow, truncate, 0.0,
                                    0.0, attentionFactor);
     if (scalesSoftmax && mscaleAllDim != 0) {
       double m = yarnMscale(*factor, mscaleAllDim);
+      if (!isF32Factor(m * m)) {
+        reader.fail(where("mscale_all_dim"),
+                    "gives the softmax scale factor " + describe(m * m) +
+                        ", expected a positive finite f32");
+        return;
+      }
       attrs.number("softmax_scale_factor", m * m);
     }
   }

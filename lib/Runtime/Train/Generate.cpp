@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -144,6 +145,10 @@ absl::Status generate(const GenerateOptions &options, std::ostream &out) {
     if (!loaded.ok())
       return loaded.status();
     tokenizer = std::move(*loaded);
+    // What the tokenizer file says that HF reads otherwise (an added
+    // token's id): on stderr, so the generated text on `out` stays clean.
+    for (const std::string &warning : tokenizer->warnings())
+      std::cerr << "moe-run: warning: " << warning << "\n";
     if (tokenizer->vocabSize() > (*decoder)->vocab())
       return absl::InvalidArgumentError(absl::StrCat(
           "--tokenizer ", options.tokenizerPath, " has ",

@@ -293,6 +293,34 @@ static std::string outputPath() {
   return (stem + (emitKind == Emit::MLIR ? ".out.mlir" : ".moebin")).str();
 }
 
+/// Whether an output (-o, --emit-sbatch, --pipeline-trace) would write over
+/// an input (the model, --cluster): compared as the file system sees them,
+/// so a link or another spelling of the same file counts.
+static LogicalResult refuseOutputOverInput() {
+  struct Named {
+    const char *flag;
+    std::string path;
+  };
+  const Named inputs[] = {{"the input", inputFilename},
+                          {"--cluster", clusterFile}};
+  const Named outputs[] = {{"-o", outputPath()},
+                           {"--emit-sbatch", emitSbatch},
+                           {"--pipeline-trace", pipelineTrace}};
+  for (const Named &output : outputs)
+    for (const Named &input : inputs) {
+      bool same = false;
+      if (output.path.empty() || output.path == "-" || input.path.empty() ||
+          input.path == "-" ||
+          llvm::sys::fs::equivalent(output.path, input.path, same) || !same)
+        continue;
+      llvm::errs() << "moec: error: " << output.flag << " '" << output.path
+                   << "' is " << input.flag << " '" << input.path
+                   << "': an output must not overwrite an input\n";
+      return failure();
+    }
+  return success();
+}
+
 /// --emit-sbatch: the batch script running `artifact` on the compiled mesh.
 static LogicalResult writeSbatch(ModuleOp module, StringRef artifact,
                                  unsigned pipelineStages, const char *argv0) {
@@ -458,6 +486,8 @@ int main(int argc, char **argv) {
   // Users read errors about their model, not the generic form of the op.
   context.printOpOnDiagnostic(false);
 
+  if (failed(refuseOutputOverInput()))
+    return 1;
   std::string error;
   auto input = openInputFile(inputFilename, &error);
   if (!input) {

@@ -44,9 +44,6 @@ if [ ! -f "$importdir/build.ninja" ]; then
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 fi
-# The dialect includes the generated op table (moe/Runtime/Program.h) without
-# a build dependency on it: generate it first.
-ninja -C "$importdir" -j"$jobs" moe_artifact_schema_gen
 ninja -C "$importdir" -j"$jobs" moe-import
 
 # Open MPI and hwloc keep allocations until exit by design; leaks in them

@@ -143,7 +143,8 @@ TEST(Fp8Checkpoint, ReadsTheBlockSizeOfQuantizationConfig) {
   std::string path = dir.file("config.json");
   auto read = [&](const std::string &text) {
     writeBytes(path, text);
-    return train::readFp8BlockFormat(path);
+    train::CheckpointConfig config(path);
+    return train::readFp8BlockFormat(config);
   };
   absl::StatusOr<std::optional<train::Fp8BlockFormat>> format = read(
       R"({"quantization_config": {"quant_method": "fp8", "fmt": "e4m3",)"
@@ -157,7 +158,8 @@ TEST(Fp8Checkpoint, ReadsTheBlockSizeOfQuantizationConfig) {
   format = read(R"({"hidden_size": 8})");
   ASSERT_TRUE(format.ok());
   EXPECT_FALSE(*format);
-  EXPECT_FALSE(*train::readFp8BlockFormat(dir.file("absent.json")));
+  train::CheckpointConfig absent(dir.file("absent.json"));
+  EXPECT_FALSE(*train::readFp8BlockFormat(absent));
   for (const char *bad :
        {R"({"quantization_config": {"quant_method": "gptq"}})",
         R"({"quantization_config": {"quant_method": "fp8", "fmt": "e5m2"}})",

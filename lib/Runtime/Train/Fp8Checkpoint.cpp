@@ -13,8 +13,6 @@
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace moe::rt::train {
 
@@ -51,14 +49,26 @@ absl::Status badField(const std::string &configPath, const std::string &field,
 
 } // namespace
 
+const Json *CheckpointConfig::json() {
+  if (!read) {
+    read = true;
+    if (absl::StatusOr<io::MappedFile> file = io::MappedFile::open(path_);
+        file.ok()) {
+      const char *text = reinterpret_cast<const char *>(file->data());
+      parsed = Json::parse(text, text + file->size(), nullptr,
+                           /*allow_exceptions=*/false);
+    }
+  }
+  return parsed ? &*parsed : nullptr;
+}
+
 absl::StatusOr<std::optional<Fp8BlockFormat>>
-readFp8BlockFormat(const std::string &configPath) {
-  if (!io::isRegularFile(configPath))
+readFp8BlockFormat(CheckpointConfig &checkpointConfig) {
+  const std::string &configPath = checkpointConfig.path();
+  const Json *parsed = checkpointConfig.json();
+  if (!parsed)
     return std::optional<Fp8BlockFormat>();
-  std::ifstream in(configPath);
-  std::stringstream text;
-  text << in.rdbuf();
-  Json config = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  const Json &config = *parsed;
   if (config.is_discarded() || !config.is_object())
     return absl::InvalidArgumentError(
         absl::StrCat(configPath, ": expected a JSON object"));
@@ -101,15 +111,16 @@ readFp8BlockFormat(const std::string &configPath) {
 absl::StatusOr<Fp8BlockFormat> Fp8Config::formatOf(const std::string &file,
                                                    const std::string &name) {
   if (!read)
-    read = readFp8BlockFormat(configPath);
+    read = readFp8BlockFormat(config);
   if (!read->ok())
     return read->status();
+  const std::string &configPath = config.path();
   if (!**read)
     return absl::InvalidArgumentError(absl::StrCat(
         file, ": tensor '", name, "' is F8_E4M3, but ",
-        io::isRegularFile(configPath)
-            ? configPath + " has no quantization_config"
-            : "there is no " + configPath + " with a quantization_config",
+        config.json() ? configPath + " has no quantization_config"
+                      : "there is no " + configPath +
+                            " with a quantization_config",
         " to say how its scales apply"));
   return ***read;
 }

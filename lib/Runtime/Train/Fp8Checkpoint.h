@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -27,34 +28,49 @@ namespace moe::rt::train {
 /// The suffix of a quantized weight's scales: "W" -> "W_scale_inv".
 inline constexpr const char kScaleSuffix[] = "_scale_inv";
 
+/// The config.json beside a checkpoint, where from_pretrained reads it:
+/// mapped and parsed once, when a reader first needs it (an FP8 tensor's
+/// block size, DeepSeek-V3's multi-token-prediction layers), and never for
+/// a checkpoint that needs neither.
+class CheckpointConfig {
+public:
+  explicit CheckpointConfig(std::string path) : path_(std::move(path)) {}
+  const std::string &path() const { return path_; }
+  /// The parsed file; null when `path` is not a regular file (a FIFO is
+  /// not opened), a discarded value when it is not JSON.
+  const nlohmann::json *json();
+
+private:
+  std::string path_;
+  bool read = false;
+  std::optional<nlohmann::json> parsed;
+};
+
 /// A checkpoint's quantization_config (from the config.json beside it):
 /// the block size of its weights' scales.
 struct Fp8BlockFormat {
   int64_t blockRows = 128, blockCols = 128;
 };
 
-/// The quantization_config of the config.json at `configPath`, checked:
-/// quant_method "fp8", fmt "e4m3" if given, weight_block_size two positive
-/// integers (default [128, 128], as HF's; null, HF's per-tensor scales, is
-/// refused). None when the file does not exist or has no
-/// quantization_config.
+/// The quantization_config of `config`, checked: quant_method "fp8", fmt
+/// "e4m3" if given, weight_block_size two positive integers (default
+/// [128, 128], as HF's; null, HF's per-tensor scales, is refused). None
+/// when the file does not exist or has no quantization_config.
 absl::StatusOr<std::optional<Fp8BlockFormat>>
-readFp8BlockFormat(const std::string &configPath);
+readFp8BlockFormat(CheckpointConfig &config);
 
-/// A checkpoint's block format, read from the config.json at `configPath`
-/// when the first F8_E4M3 tensor needs it: a checkpoint without one reads
-/// no config.
+/// A checkpoint's block format, read from its config.json when the first
+/// F8_E4M3 tensor needs it.
 class Fp8Config {
 public:
-  explicit Fp8Config(std::string configPath)
-      : configPath(std::move(configPath)) {}
+  explicit Fp8Config(CheckpointConfig &config) : config(config) {}
   /// The format of F8_E4M3 tensor `name` of `file`; an error when the
   /// config is missing, has no quantization_config or an invalid one.
   absl::StatusOr<Fp8BlockFormat> formatOf(const std::string &file,
                                           const std::string &name);
 
 private:
-  std::string configPath;
+  CheckpointConfig &config;
   std::optional<absl::StatusOr<std::optional<Fp8BlockFormat>>> read;
 };
 

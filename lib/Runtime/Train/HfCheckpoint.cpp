@@ -25,10 +25,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <sys/stat.h>
 
 namespace moe::rt::train {
@@ -345,25 +343,18 @@ struct ModelTensors {
 struct MtpLayers {
   int64_t first = 0, count = 0;
 
-  static MtpLayers read(const std::string &configPath) {
-    // A config.json that is not a regular file (a FIFO would block) names
-    // no such layers; the tensors it would excuse are then refused.
-    if (!io::checkRegularFile(configPath).ok())
+  /// The layers `config` names; none where it has no such fields (the
+  /// tensors they would excuse are then refused).
+  static MtpLayers read(CheckpointConfig &config) {
+    const nlohmann::json *parsed = config.json();
+    if (!parsed || parsed->is_discarded() || !parsed->is_object())
       return {};
-    std::ifstream in(configPath);
-    std::stringstream text;
-    text << in.rdbuf();
-    nlohmann::json config = nlohmann::json::parse(
-        text.str(), nullptr, /*allow_exceptions=*/false);
-    MtpLayers layers;
-    if (config.is_discarded() || !config.is_object())
-      return layers;
-    auto hidden = config.find("num_hidden_layers");
-    auto mtp = config.find("num_nextn_predict_layers");
-    if (hidden != config.end() && mtp != config.end() &&
-        hidden->is_number_integer() && mtp->is_number_integer())
-      layers = {hidden->get<int64_t>(), mtp->get<int64_t>()};
-    return layers;
+    auto hidden = parsed->find("num_hidden_layers");
+    auto mtp = parsed->find("num_nextn_predict_layers");
+    if (hidden == parsed->end() || mtp == parsed->end() ||
+        !hidden->is_number_integer() || !mtp->is_number_integer())
+      return {};
+    return {hidden->get<int64_t>(), mtp->get<int64_t>()};
   }
 
   /// Whether `name` is a tensor of one of them ("model.layers.61.*").
@@ -435,25 +426,25 @@ absl::Status loadHfCheckpoint(WeightStore &store, const std::string &path) {
   }
   // The checkpoint's config.json, beside it as from_pretrained reads it:
   // an FP8 checkpoint's block size, DeepSeek-V3's multi-token prediction.
-  std::string configPath =
+  CheckpointConfig config(
       (isDirectory(path) ? path
        : path.find('/') == std::string::npos
            ? "."
            : path.substr(0, path.rfind('/'))) +
-      "/config.json";
+      "/config.json");
   std::optional<MtpLayers> mtp;
   for (const auto &[name, file] : checkpoint->names()) {
     if (model.has(name))
       continue;
     if (!mtp)
-      mtp = MtpLayers::read(configPath);
+      mtp = MtpLayers::read(config);
     if (!mtp->holds(name))
       return absl::InvalidArgumentError(absl::StrCat(
           file, ": tensor '", name, "' is not a parameter of the model"));
   }
 
   InterleavedLayout layout(program.model.configJson);
-  Fp8Config fp8(configPath);
+  Fp8Config fp8(config);
   for (uint32_t b : hfBuffers(store)) {
     const Buffer &buffer = program.buffers[b];
     BufferLoader loader(*checkpoint, fp8, buffer, store.globalShape(b),

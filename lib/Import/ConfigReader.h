@@ -9,6 +9,7 @@
 #ifndef MOE_LIB_IMPORT_CONFIGREADER_H
 #define MOE_LIB_IMPORT_CONFIGREADER_H
 
+#include "moe/Dialect/MoE/IR/FormatNumber.h"
 #include "moe/Import/ConfigJson.h"
 
 #include "mlir/Support/LLVM.h"
@@ -37,11 +38,7 @@ inline std::string describe(const llvm::json::Value &value) {
 }
 
 /// A double as `0.001` for messages.
-inline std::string describe(double value) {
-  std::string text;
-  llvm::raw_string_ostream(text) << llvm::format("%g", value);
-  return text;
-}
+inline std::string describe(double value) { return formatNumber(value); }
 
 /// The integer a JSON number token wrote: 32, not 32.0 (HF's int fields
 /// refuse a float), and nothing past int64.

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Dialect/MoE/IR/FormatNumber.h"
 #include "moe/Dialect/MoE/IR/TransformerLimits.h"
 #include "GroupSize.h"
 
@@ -40,12 +41,7 @@ static std::string fmt(ArrayRef<int64_t> shape) {
 }
 
 /// A float as `0.001` (not `1.000000e-03`) for diagnostics.
-static std::string fmt(double value) {
-  std::string out;
-  llvm::raw_string_ostream os(out);
-  os << llvm::format("%g", value);
-  return out;
-}
+static std::string fmt(double value) { return formatNumber(value); }
 
 static ArrayRef<int64_t> shapeOf(Value v) {
   return cast<ShapedType>(v.getType()).getShape();

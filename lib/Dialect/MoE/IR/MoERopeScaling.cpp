@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Dialect/MoE/IR/FormatNumber.h"
 
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/STLExtras.h"
@@ -64,12 +65,6 @@ struct Values {
   double attentionFactor = 1.0;
 };
 
-/// A parameter as people write it: 0.5, 32, 1e+06.
-std::string fmt(double value) {
-  std::string text;
-  llvm::raw_string_ostream(text) << llvm::format("%g", value);
-  return text;
-}
 
 } // namespace
 
@@ -213,10 +208,10 @@ RopeScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     if (!std::isfinite(value))
       return emitError() << "expected finite rope scaling parameters";
   if (factor < 1)
-    return emitError() << "expected factor >= 1, got " << fmt(factor);
+    return emitError() << "expected factor >= 1, got " << formatNumber(factor);
   if (!(attentionFactor > 0))
     return emitError() << "expected attention_factor > 0, got "
-                       << fmt(attentionFactor);
+                       << formatNumber(attentionFactor);
   if (kind == RopeScalingKind::linear)
     return success();
   if (originalMax < 1)
@@ -227,13 +222,13 @@ RopeScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     if (!(betaSlow > 0) || betaFast < betaSlow)
       return emitError() << "expected 0 < beta_slow <= beta_fast, got "
                             "beta_slow = "
-                         << fmt(betaSlow) << " and beta_fast = "
-                         << fmt(betaFast);
+                         << formatNumber(betaSlow) << " and beta_fast = "
+                         << formatNumber(betaFast);
     return success();
   }
   if (!(lowFreqFactor > 0) || highFreqFactor <= lowFreqFactor)
     return emitError() << "expected 0 < low_freq_factor < high_freq_factor, "
                           "got "
-                       << fmt(lowFreqFactor) << " and " << fmt(highFreqFactor);
+                       << formatNumber(lowFreqFactor) << " and " << formatNumber(highFreqFactor);
   return success();
 }

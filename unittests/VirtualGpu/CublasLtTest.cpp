@@ -1,0 +1,1 @@
+// Placeholder (issue 46): being written.

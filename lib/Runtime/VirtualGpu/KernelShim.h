@@ -46,7 +46,8 @@
 #define blockIdx (::moe::rt::virtual_gpu::currentThread().blockIdx)
 #define blockDim (::moe::rt::virtual_gpu::currentThread().blockDim)
 #define gridDim (::moe::rt::virtual_gpu::currentThread().gridDim)
-#define warpSize 32
+// warpSize is device_launch_parameters.h's `extern const int`, defined in
+// ThreadEngine.cpp.
 
 namespace moe::rt::virtual_gpu::shim {
 
@@ -156,6 +157,29 @@ inline int __any_sync(unsigned mask, int predicate) {
 }
 inline int __all_sync(unsigned mask, int predicate) {
   return __ballot_sync(mask, predicate) == mask;
+}
+
+// The device's min and max take mixed integer and floating-point
+// arguments, promoted as arithmetic promotes them.
+template <typename A, typename B>
+inline std::common_type_t<A, B> min(A a, B b) {
+  using T = std::common_type_t<A, B>;
+  return static_cast<T>(b) < static_cast<T>(a) ? static_cast<T>(b)
+                                               : static_cast<T>(a);
+}
+template <typename A, typename B>
+inline std::common_type_t<A, B> max(A a, B b) {
+  using T = std::common_type_t<A, B>;
+  return static_cast<T>(a) < static_cast<T>(b) ? static_cast<T>(b)
+                                               : static_cast<T>(a);
+}
+
+// cuda_runtime.h's typed overload, which it declares for nvcc only.
+template <typename Kernel>
+cudaError_t cudaFuncSetAttribute(Kernel *kernel, cudaFuncAttribute attribute,
+                                 int value) {
+  return ::cudaFuncSetAttribute(reinterpret_cast<const void *>(kernel),
+                                attribute, value);
 }
 
 inline int __popc(unsigned x) { return __builtin_popcount(x); }

@@ -23,6 +23,9 @@
 #include <numeric>
 #include <vector>
 
+// device_launch_parameters.h's builtin, which kernels read as `warpSize`.
+extern "C" const int warpSize = 32;
+
 namespace moe::rt::virtual_gpu {
 
 namespace {

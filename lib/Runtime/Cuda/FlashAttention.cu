@@ -59,9 +59,11 @@ template <typename Args>
 absl::Status launchTiles(void (*kernel)(Args), dim3 grid, size_t bytes,
                          const Args &args, cudaStream_t stream,
                          const char *what) {
-  cudaError_t error =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(bytes));
+  // The runtime API's own form, which nvcc's template overload calls: a
+  // host compiler (the virtual GPU) sees only this one.
+  cudaError_t error = cudaFuncSetAttribute(
+      reinterpret_cast<const void *>(kernel),
+      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (error != cudaSuccess)
     return cudaStatus(error, what);
   return launch(what, kernel, grid, kBlockThreads, bytes, stream, args);

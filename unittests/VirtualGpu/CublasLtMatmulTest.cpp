@@ -28,6 +28,7 @@
 #include "gtest/gtest.h"
 
 #include <cmath>
+#include <ostream>
 #include <string>
 
 namespace moe::rt::virtual_gpu::testing {
@@ -146,6 +147,11 @@ std::string typeName(cudaDataType_t type) {
   }
 }
 
+void PrintTo(const TypeCase &types, std::ostream *os) {
+  *os << typeName(types.a) << " x " << typeName(types.b) << " -> C "
+      << typeName(types.c) << ", D " << typeName(types.d);
+}
+
 bool isFp8(cudaDataType_t type) {
   return type == CUDA_R_8F_E4M3 || type == CUDA_R_8F_E5M2;
 }
@@ -180,9 +186,10 @@ TEST_P(CublasLtMatmulTest, MatchesADoublePrecisionGemm) {
         uint64_t aRows = transA ? k : m, aCols = transA ? m : k;
         uint64_t bRows = transB ? n : k, bCols = transB ? k : n;
         int64_t lda = aRows + pad, ldb = bRows + pad, ldc = fp8 ? 32 : m + 2;
-        HostMatrix a(types.a, aRows, aCols, lda, 2, lda * aCols + 7);
-        HostMatrix b(types.b, bRows, bCols, ldb, 2, ldb * bCols + 5);
-        HostMatrix c(types.c, m, n, ldc, 2, ldc * n + 3);
+        // Gaps between the batches; FP8's keep them 16-byte aligned.
+        HostMatrix a(types.a, aRows, aCols, lda, 2, lda * aCols + (fp8 ? 16 : 7));
+        HostMatrix b(types.b, bRows, bCols, ldb, 2, ldb * bCols + (fp8 ? 16 : 5));
+        HostMatrix c(types.c, m, n, ldc, 2, ldc * n + (fp8 ? 16 : 3));
         a.fillRandom(rng, fp8 ? 8.0f : 1.0f);
         b.fillRandom(rng, fp8 ? 8.0f : 1.0f);
         c.fillRandom(rng, 4.0f);
@@ -229,7 +236,7 @@ TEST_P(CublasLtMatmulTest, BetaZeroDoesNotReadC) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Types, CublasLtMatmulTest,
+    CublasLt, CublasLtMatmulTest,
     ::testing::Values(
         // The CUDA backend's: BF16 (and FP8) inputs, fp32 or BF16 out.
         TypeCase{CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUDA_R_32F},

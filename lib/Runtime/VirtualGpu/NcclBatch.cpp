@@ -287,14 +287,17 @@ void copyToSelf(const std::vector<Progress> &progress,
       std::memmove(receives[i]->receive, sends[i]->send, bytes);
 }
 
-/// A batch stopped by ncclCommAbort says what it was waiting for, on
-/// stderr (where a hung job's log is read) and as the last error.
-void reportStopped(const Batch &batch, const std::string &waiting) {
+/// A batch stopped by ncclCommAbort says what it was waiting for, as the
+/// last error and, when it was waiting (not merely queued), on stderr,
+/// where a hung job's log is read.
+void reportStopped(const Batch &batch, const std::string &waiting,
+                   bool print = true) {
   std::string message =
       absl::StrCat("ncclCommAbort stopped ", describeBatch(batch), " on rank ",
                    batch.comm->rank, " ", waiting);
   reportError(ncclSystemError, message);
-  std::fprintf(stderr, "virtual gpu: nccl: %s\n", message.c_str());
+  if (print)
+    std::fprintf(stderr, "virtual gpu: nccl: %s\n", message.c_str());
 }
 
 /// Waits for `ex`; false when the batch must end (aborted, or MPI failed).
@@ -319,7 +322,8 @@ bool waitFor(Exchange &ex, const Batch &batch, bool arriving) {
   return false;
 }
 
-/// The batch never arrives, as a dead peer: it waits for the abort.
+/// The batch never arrives, as a dead peer: it waits for the abort (which
+/// may have come before it started).
 void hang(const Batch &batch) {
   while (!batch.comm->aborted())
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -339,8 +343,10 @@ void runBatch(const Batch &batch) {
   Communicator &comm = *batch.comm;
   FinishedBatch finished{comm};
   // A broken or aborted communicator runs nothing more.
-  if (comm.aborted() || comm.state() != ncclSuccess)
+  if (comm.state() != ncclSuccess)
     return;
+  if (comm.aborted() && batch.fault != InjectedFault::Hang)
+    return reportStopped(batch, "before it started", /*print=*/false);
   for (const Op &op : batch.ops)
     if (absl::Status status = checkOperands(op, comm); !status.ok()) {
       std::string message = absl::StrCat(identify(op, comm), " on rank ",

@@ -1,5 +1,6 @@
 //===- NcclFaults.cpp - faults injected into the NCCL emulation -----------===//
 #include "NcclFaults.h"
+#include "NcclState.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

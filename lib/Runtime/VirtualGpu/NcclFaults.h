@@ -29,8 +29,6 @@
 #ifndef MOE_LIB_RUNTIME_VIRTUALGPU_NCCLFAULTS_H
 #define MOE_LIB_RUNTIME_VIRTUALGPU_NCCLFAULTS_H
 
-#include "NcclState.h"
-
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -39,6 +37,9 @@
 #include <vector>
 
 namespace moe::rt::virtual_gpu::nccl {
+
+/// What the faults make of one operation.
+enum class InjectedFault { None, Hang, Fail };
 
 /// A parsed MOE_VIRTUAL_GPU_NCCL_FAULTS.
 struct FaultPlan {

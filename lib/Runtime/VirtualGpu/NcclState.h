@@ -17,6 +17,8 @@
 #ifndef MOE_LIB_RUNTIME_VIRTUALGPU_NCCLSTATE_H
 #define MOE_LIB_RUNTIME_VIRTUALGPU_NCCLSTATE_H
 
+#include "NcclFaults.h"
+
 #include <mpi.h>
 #include <nccl.h>
 
@@ -137,9 +139,6 @@ struct Op {
 std::string describe(const Op &op);
 /// "collective 17 on comm 0:1", "send 3 from rank 0 to rank 1 on comm 0:1".
 std::string identify(const Op &op, const Communicator &comm);
-
-/// What MOE_VIRTUAL_GPU_NCCL_FAULTS makes of one batch (NcclFaults.h).
-enum class InjectedFault { None, Hang, Fail };
 
 /// One batch of operations on one communicator, run by one stream's work.
 struct Batch {

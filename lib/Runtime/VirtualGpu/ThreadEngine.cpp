@@ -67,6 +67,8 @@ struct BlockRun {
   size_t sharedUsed = 0, staticBytes = 0;
   std::vector<std::pair<const void *, unsigned char *>> statics;
   std::vector<std::pair<unsigned char *, size_t>> guards;
+  /// Per warp, for warpScratch(); made on first use.
+  std::vector<std::unique_ptr<unsigned char[]>> warpScratch;
   bool faulted = false;
 };
 
@@ -75,10 +77,15 @@ thread_local BlockRun *runningBlock = nullptr;
 /// The shared memory a block may reach: the largest opt-in of any model
 /// plus the guard bands, allocated once per OS thread.
 unsigned char *sharedArena(size_t &bytes) {
-  static thread_local std::unique_ptr<unsigned char[]> arena;
+  struct Free {
+    void operator()(unsigned char *p) const { std::free(p); }
+  };
+  // Page-aligned, as a block's shared memory is at least 128-byte aligned
+  // on the device (kernels declare their dynamic arrays __align__(128)).
+  static thread_local std::unique_ptr<unsigned char, Free> arena;
   bytes = 256 * 1024 + 64 * kGuardBytes;
   if (!arena)
-    arena.reset(new unsigned char[bytes]);
+    arena.reset(static_cast<unsigned char *>(std::aligned_alloc(4096, bytes)));
   return arena.get();
 }
 
@@ -444,6 +451,24 @@ unsigned ballot(unsigned mask, bool predicate) {
 }
 
 int currentLane() { return laneOf(*runningBlock->current); }
+
+void *warpScratch(size_t bytes) {
+  constexpr size_t kScratchBytes = 4096;
+  BlockRun &block = *runningBlock;
+  if (bytes > kScratchBytes)
+    failFromThread(absl::StrCat("asks for ", bytes,
+                                " bytes of warp scratch (at most ",
+                                kScratchBytes, ")"));
+  size_t warp = static_cast<size_t>(warpOf(*block.current));
+  if (block.warpScratch.size() <= warp)
+    block.warpScratch.resize(warp + 1);
+  std::unique_ptr<unsigned char[]> &scratch = block.warpScratch[warp];
+  if (!scratch) {
+    scratch.reset(new unsigned char[kScratchBytes]);
+    std::memset(scratch.get(), kPoison, kScratchBytes);
+  }
+  return scratch.get();
+}
 
 void trapFromThread(const char *what) {
   failFromThread(absl::StrCat("trapped: ", what));

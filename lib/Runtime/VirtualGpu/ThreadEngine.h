@@ -73,6 +73,10 @@ uint64_t shuffleIndexed(unsigned mask, uint64_t value, int sourceLane,
                         int width, const char *what);
 /// One bit per lane of `mask` whose predicate is true.
 unsigned ballot(unsigned mask, bool predicate);
+/// Scratch shared by the lanes of the calling thread's warp (at most 4
+/// KiB), for warp-wide operations that trade operands (WMMA's mma).
+/// Poisoned when the block starts.
+void *warpScratch(size_t bytes);
 /// The calling thread's lane in its warp.
 int currentLane();
 /// Fails the launch from inside a kernel (`__trap()`, a misaligned vector

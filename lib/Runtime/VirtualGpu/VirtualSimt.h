@@ -4,13 +4,16 @@
 // (FlashAttentionBlocks.h, WeightGradBlocks.h, Fp8BlockScaling.h,
 // Fp8RowBlocks.h) on the device, for the thread engine: indices, shared
 // memory, barriers and shuffles through the kernel shim, and WMMA's BF16
-// fragments. A fragment holds its whole 16x16 tile in every lane (the
-// hardware's layout is its own business: the bodies touch fragments only
-// through whole-tile operations). Loads, stores and mma are
+// fragments. A 16x16 fragment is spread over the warp as on the device:
+// each lane holds 8 of its elements (lane l: row l / 2, columns 8 (l % 2)
+// to 8 (l % 2) + 7 of the tile; the hardware's own layout differs, and the
+// bodies touch fragments only through whole-tile operations and
+// element-wise loops over num_elements). Loads, stores and mma are
 // warp-collective, as WMMA's are: every lane must arrive (a divergent one
-// is a fault), and a store is made by lane 0 alone, after the others have
-// been released in a random order, so a lane that reads the stored tile
-// without __syncwarp() first may see what was there before.
+// is a fault); mma trades the operands through the warp's scratch. Each
+// lane stores its own elements, and lanes run on in a random order after
+// the collective, so a lane that reads a stored tile without __syncwarp()
+// first may see what was there before.
 //
 // The mma accumulates each product in fp32 in k order; tensor cores add in
 // an order (and with intermediate precision) of their own, which the
@@ -24,15 +27,17 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace moe::rt::cuda {
 
 struct DeviceSimt {
   unsigned char *sharedMemory;
 
+  /// A lane's 8 elements of a 16x16 tile.
   template <typename T> struct Tile {
-    static constexpr int num_elements = 256;
-    T x[256];
+    static constexpr int num_elements = 8;
+    T x[8];
   };
   struct FragA : Tile<uint16_t> {};
   struct FragBRow : Tile<uint16_t> {};
@@ -56,37 +61,26 @@ struct DeviceSimt {
 
   /// A operand and accumulators: element (r, c) at p[r * ld + c].
   void load(FragA &f, const uint16_t *p, unsigned ld) const {
-    warpCollective();
-    for (int r = 0; r < 16; ++r)
-      for (int c = 0; c < 16; ++c)
-        f.x[r * 16 + c] = p[r * ld + c];
+    loadRows(f, p, ld);
   }
   /// B operand (k, n) at p[k * ld + n] (row-major) or p[n * ld + k].
   void load(FragBRow &f, const uint16_t *p, unsigned ld) const {
-    warpCollective();
-    for (int k = 0; k < 16; ++k)
-      for (int n = 0; n < 16; ++n)
-        f.x[k * 16 + n] = p[k * ld + n];
+    loadRows(f, p, ld);
   }
   void load(FragBCol &f, const uint16_t *p, unsigned ld) const {
-    warpCollective();
-    for (int k = 0; k < 16; ++k)
-      for (int n = 0; n < 16; ++n)
-        f.x[k * 16 + n] = p[n * ld + k];
+    __syncwarp();
+    auto [row, column] = firstElement();
+    for (int i = 0; i < 8; ++i)
+      f.x[i] = p[(column + i) * ld + row];
   }
   void loadAcc(FragC &f, const float *p, unsigned ld) const {
-    warpCollective();
-    for (int r = 0; r < 16; ++r)
-      for (int c = 0; c < 16; ++c)
-        f.x[r * 16 + c] = p[r * ld + c];
+    loadRows(f, p, ld);
   }
   void storeAcc(float *p, const FragC &f, unsigned ld) const {
-    warpCollective();
-    if (::moe::rt::virtual_gpu::currentLane() != 0)
-      return;
-    for (int r = 0; r < 16; ++r)
-      for (int c = 0; c < 16; ++c)
-        p[r * ld + c] = f.x[r * 16 + c];
+    __syncwarp();
+    auto [row, column] = firstElement();
+    for (int i = 0; i < 8; ++i)
+      p[row * ld + column + i] = f.x[i];
   }
   void zero(FragC &f) const {
     for (float &x : f.x)
@@ -96,16 +90,30 @@ struct DeviceSimt {
     for (float &x : f.x)
       x *= factor;
   }
+  /// c += a b over the warp: every lane puts its elements of a and b in
+  /// the warp's scratch, then computes its own elements of c from them.
   template <typename FragB>
   void mma(FragC &c, const FragA &a, const FragB &b) const {
-    warpCollective();
-    for (int m = 0; m < 16; ++m)
-      for (int n = 0; n < 16; ++n) {
-        float sum = c.x[m * 16 + n];
-        for (int k = 0; k < 16; ++k)
-          sum += fromBf16(a.x[m * 16 + k]) * fromBf16(b.x[k * 16 + n]);
-        c.x[m * 16 + n] = sum;
-      }
+    auto *tiles = static_cast<uint16_t *>(
+        ::moe::rt::virtual_gpu::warpScratch(2 * 256 * sizeof(uint16_t)));
+    uint16_t *aTile = tiles, *bTile = tiles + 256;
+    int lane = ::moe::rt::virtual_gpu::currentLane();
+    __syncwarp();
+    for (int i = 0; i < 8; ++i) {
+      aTile[lane * 8 + i] = a.x[i];
+      bTile[lane * 8 + i] = b.x[i];
+    }
+    __syncwarp();
+    auto [row, column] = firstElement();
+    for (int i = 0; i < 8; ++i) {
+      float sum = c.x[i];
+      for (int k = 0; k < 16; ++k)
+        sum += fromBf16(aTile[row * 16 + k]) *
+               fromBf16(bTile[k * 16 + column + i]);
+      c.x[i] = sum;
+    }
+    // No lane may refill the scratch before every lane has read it.
+    __syncwarp();
   }
 
   float value(const float *p) const { return *p; }
@@ -136,8 +144,18 @@ struct DeviceSimt {
   }
 
 private:
-  /// Every lane of the warp takes part (WMMA's operations are warp-wide).
-  void warpCollective() const { __syncwarp(); }
+  /// The tile position of the calling lane's first element.
+  static std::pair<int, int> firstElement() {
+    int lane = ::moe::rt::virtual_gpu::currentLane();
+    return {lane / 2, lane % 2 * 8};
+  }
+  template <typename Fragment, typename T>
+  static void loadRows(Fragment &f, const T *p, unsigned ld) {
+    __syncwarp();
+    auto [row, column] = firstElement();
+    for (int i = 0; i < 8; ++i)
+      f.x[i] = p[row * ld + column + i];
+  }
 };
 
 } // namespace moe::rt::cuda

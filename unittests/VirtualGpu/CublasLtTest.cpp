@@ -382,6 +382,13 @@ TEST_F(CublasLtTest, MatmulRefusesInconsistentOperands) {
                            nullptr, nullptr, 0, nullptr),
             CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_THAT(lastCublasLtError(), HasSubstr("C == D (in place)"));
+  // D written over an input it reads.
+  Descriptors fp32(CUDA_R_32F, CUDA_R_32F, 16, 8, 64, false, true);
+  EXPECT_EQ(cublasLtMatmul(handle, fp32.op, &alpha, a.get(), fp32.a, b.get(),
+                           fp32.b, &beta, c.get(), fp32.c, a.get(), fp32.d,
+                           nullptr, nullptr, 0, nullptr),
+            CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_THAT(lastCublasLtError(), HasSubstr("D overlaps A"));
   // Block scales need their pointers.
   Descriptors blocks = fp8Forward(16, 16, 128);
   blocks.set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE,

@@ -248,6 +248,20 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
   if (C == D && (p.c.type != p.d.type || p.c.ld != p.d.ld ||
                  (p.batch > 1 && p.c.stride != p.d.stride)))
     return invalid("C == D (in place) needs Cdesc to match Ddesc");
+  // D is written while A and B (and C, unless it is D) are read.
+  auto overlaps = [&](const Matrix &input) {
+    uintptr_t from = reinterpret_cast<uintptr_t>(input.data);
+    uintptr_t dFrom = reinterpret_cast<uintptr_t>(p.d.data);
+    return input.data && from < dFrom + p.d.spanBytes() &&
+           dFrom < from + input.spanBytes();
+  };
+  bool readsC = p.devicePointers || hostBeta != 0.0f;
+  for (const Matrix *input : {&p.a, &p.b, &p.c})
+    if (input != &p.c || (readsC && C != D))
+      if (overlaps(*input))
+        return invalid(absl::StrCat("D overlaps ", input == &p.a   ? "A"
+                                                   : input == &p.b ? "B"
+                                                                   : "C"));
   if (p.aScaleMode != ScaleMode::Scalar && (!p.aScale || !p.bScale))
     return invalid("block scale modes need CUBLASLT_MATMUL_DESC_A_SCALE_POINTER "
                    "and B_SCALE_POINTER");

@@ -238,7 +238,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
   };
   if (!alpha || !beta || !A || !B || !D)
     return invalid("alpha, beta, A, B and D must not be null");
-  // Host pointer mode reads alpha and beta now; device mode when it runs.
+  // Host pointer mode reads alpha and beta now (a device pointer would
+  // fault on the host); device mode when it runs.
+  if (!p.devicePointers)
+    for (const void *scalar : {alpha, beta})
+      if (checkDeviceRange(scalar, 4, "alpha or beta").ok())
+        return invalid(absl::StrCat(
+            scalar == alpha ? "alpha" : "beta",
+            " is device memory, but CUBLASLT_MATMUL_DESC_POINTER_MODE is host"));
   float hostAlpha = p.devicePointers ? 0.0f : *static_cast<const float *>(alpha);
   float hostBeta = p.devicePointers ? 0.0f : *static_cast<const float *>(beta);
   if (!C && (p.devicePointers || hostBeta != 0.0f))

@@ -291,6 +291,32 @@ TEST_F(CublasLtArithmeticTest, SumsInFp32InTheDocumentedOrder) {
   EXPECT_EQ(value, 1.0f + std::ldexp(1.0f, -21));
 }
 
+// Bit for bit the fp32 sum in k order (the sequential algorithm), for a
+// GEMM large enough to be spread over threads.
+TEST_F(CublasLtArithmeticTest, SequentialSumsAreExactlyTheFp32KOrderSums) {
+  uint64_t m = 64, n = 64, k = 512;
+  HostMatrix a(CUDA_R_16BF, m, k, m), b(CUDA_R_16BF, k, n, k);
+  std::mt19937 rng(17);
+  a.fillRandom(rng, 1.0f);
+  b.fillRandom(rng, 1.0f);
+  HostMatrix c(CUDA_R_32F, m, n, m);
+  MatmulCase cfg;
+  cfg.workspaceBytes = 0;
+  MatmulResult result = runMatmul(handle, cfg, a, b, c);
+  ASSERT_EQ(result.matmul, CUBLAS_STATUS_SUCCESS);
+  HostMatrix d(CUDA_R_32F, m, n, m);
+  d.bytes = result.d;
+  int mismatches = 0;
+  for (uint64_t j = 0; j < n; ++j)
+    for (uint64_t i = 0; i < m; ++i) {
+      float sum = 0.0f;
+      for (uint64_t kk = 0; kk < k; ++kk)
+        sum += a.at(i, kk) * b.at(kk, j); // exact products
+      mismatches += d.at(i, j) != sum;
+    }
+  EXPECT_EQ(mismatches, 0);
+}
+
 // D's scale maps onto the FP8 range; what lands beyond it saturates to the
 // largest finite value (not NaN); amax is taken before the scale.
 TEST_F(CublasLtArithmeticTest, Fp8OutputSaturatesAfterDScale) {

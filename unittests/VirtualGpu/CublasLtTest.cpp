@@ -382,6 +382,20 @@ TEST_F(CublasLtTest, MatmulRefusesInconsistentOperands) {
                            nullptr, nullptr, 0, nullptr),
             CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_THAT(lastCublasLtError(), HasSubstr("C == D (in place)"));
+  // Host pointer mode takes host scalars.
+  EXPECT_EQ(cublasLtMatmul(handle, bf16.op,
+                           static_cast<const float *>(scales.get()), a.get(),
+                           bf16.a, b.get(), bf16.b, &beta, c.get(), bf16.c,
+                           c.get(), bf16.c, nullptr, nullptr, 0, nullptr),
+            CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_THAT(lastCublasLtError(), HasSubstr("alpha is device memory"));
+  // D written over an input it reads.
+  Descriptors fp32(CUDA_R_32F, CUDA_R_32F, 16, 8, 64, false, true);
+  EXPECT_EQ(cublasLtMatmul(handle, fp32.op, &alpha, a.get(), fp32.a, b.get(),
+                           fp32.b, &beta, c.get(), fp32.c, a.get(), fp32.d,
+                           nullptr, nullptr, 0, nullptr),
+            CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_THAT(lastCublasLtError(), HasSubstr("D overlaps A"));
   // Block scales need their pointers.
   Descriptors blocks = fp8Forward(16, 16, 128);
   blocks.set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE,

@@ -1,11 +1,12 @@
 //===- CublasLt.h - the virtual GPU's cuBLASLt, shared parts ----*- C++ -*-===//
 //
-// Private to the cuBLASLt emulation (CublasLtDescriptors.cpp,
-// CublasLtProblem.cpp, CublasLtMatmul.cpp, CublasLtCompute.cpp) and its
-// tests. cuBLASLt's handles and descriptors are pointers to opaque structs
-// (cublasLt.h); here each points to one of the objects below, created by
-// the Create functions and known to a registry until destroyed, so a
-// destroyed or forged descriptor is refused instead of read.
+// Private to the cuBLASLt emulation (CublasLtAttributes.cpp,
+// CublasLtDescriptors.cpp, CublasLtProblem.cpp, CublasLtMatmul.cpp,
+// CublasLtCompute.cpp) and its tests. cuBLASLt's handles and descriptors
+// are pointers to opaque structs (cublasLt.h); here each points to one of
+// the objects below, created by the Create functions and known to a
+// registry until destroyed, so a destroyed or forged descriptor is refused
+// instead of read.
 //
 // Every refusal goes through refuse(): the status the documentation gives,
 // and a message naming the function and the thing refused, printed to

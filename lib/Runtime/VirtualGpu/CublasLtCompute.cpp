@@ -17,6 +17,8 @@
 //   * SplitK: the same over k's two halves (split at a multiple of 16, or
 //     of 128 with block scales), each half's sum written to the workspace;
 //     then the halves are added, first plus second.
+// Columns of D are spread over threads, each element computed by one of
+// them in that order, so the result does not depend on the threads.
 // Then v = alpha (scaleA scaleB sum) (+ beta C, when beta is not zero: C is
 // then not read, so its contents, even NaN, do not matter), each operation
 // rounding to fp32. D stores v rounded to nearest even: BF16 and FP16 as
@@ -31,8 +33,10 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace moe::rt::virtual_gpu::cublaslt {
@@ -155,6 +159,29 @@ float dot(const Problem &p, const Panels &panels, uint64_t i, uint64_t j,
   return total;
 }
 
+/// Runs body(j, amax) for every column j of D, the columns split into
+/// contiguous runs over up to one thread per core (a run is at least 2^20
+/// multiply-adds). Each run keeps its own amax, appended to `amaxes`.
+template <typename Body>
+void forColumns(const Problem &p, Body body, std::vector<float> &amaxes) {
+  uint64_t perColumn = p.m * p.k + 1;
+  uint64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  uint64_t threads =
+      std::min<uint64_t>({cores, p.n, (perColumn * p.n >> 20) + 1});
+  size_t first = amaxes.size();
+  amaxes.resize(first + threads, 0.0f);
+  auto run = [&](uint64_t t) {
+    for (uint64_t j = p.n * t / threads; j < p.n * (t + 1) / threads; ++j)
+      body(j, amaxes[first + t]);
+  };
+  std::vector<std::thread> workers;
+  for (uint64_t t = 1; t < threads; ++t)
+    workers.emplace_back(run, t);
+  run(0);
+  for (std::thread &worker : workers)
+    worker.join();
+}
+
 } // namespace
 
 bool algorithmApplies(Algorithm algorithm, const Problem &problem) {
@@ -208,19 +235,22 @@ void computeMatmul(const Problem &p, Algorithm algorithm, const float *alphaAt,
     abScale = (p.aScale ? *p.aScale : 1.0f) * (p.bScale ? *p.bScale : 1.0f);
   float dScale = p.dScale ? *p.dScale : 1.0f;
   bool fp8Output = p.d.type == CUDA_R_8F_E4M3 || p.d.type == CUDA_R_8F_E5M2;
-  float amax = 0.0f;
   uint64_t split = splitPoint(p);
   float *halves = static_cast<float *>(workspace);
+  // Each column of D is one thread's, computed as above; only the
+  // (order-free) maximum is combined across threads.
+  std::vector<float> amaxes;
   for (int32_t batch = 0; batch < p.batch; ++batch) {
     Panels panels = decodePanels(p, batch);
     if (algorithm == Algorithm::SplitK)
-      for (uint64_t half = 0; half < 2; ++half)
-        for (uint64_t j = 0; j < p.n; ++j)
+      forColumns(p, [&](uint64_t j, float &) {
+        for (uint64_t half = 0; half < 2; ++half)
           for (uint64_t i = 0; i < p.m; ++i)
             halves[(half * p.n + j) * p.m + i] =
                 half == 0 ? dot(p, panels, i, j, 0, split)
                           : dot(p, panels, i, j, split, p.k);
-    for (uint64_t j = 0; j < p.n; ++j)
+      }, amaxes);
+    forColumns(p, [&](uint64_t j, float &amax) {
       for (uint64_t i = 0; i < p.m; ++i) {
         float sum = algorithm == Algorithm::SplitK
                         ? halves[j * p.m + i] + halves[(p.n + j) * p.m + i]
@@ -235,7 +265,11 @@ void computeMatmul(const Problem &p, Algorithm algorithm, const float *alphaAt,
         encode(p.d.type, const_cast<void *>(p.d.data),
                offset(p.d, i, j, batch), fp8Output ? value * dScale : value);
       }
+    }, amaxes);
   }
+  float amax = 0.0f;
+  for (float part : amaxes)
+    amax = std::isnan(part) || std::isnan(amax) ? NAN : std::fmax(amax, part);
   if (p.amaxD)
     *p.amaxD = amax;
 }

@@ -238,7 +238,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
   };
   if (!alpha || !beta || !A || !B || !D)
     return invalid("alpha, beta, A, B and D must not be null");
-  // Host pointer mode reads alpha and beta now; device mode when it runs.
+  // Host pointer mode reads alpha and beta now (a device pointer would
+  // fault on the host); device mode when it runs.
+  if (!p.devicePointers)
+    for (const void *scalar : {alpha, beta})
+      if (checkDeviceRange(scalar, 4, "alpha or beta").ok())
+        return invalid(absl::StrCat(
+            scalar == alpha ? "alpha" : "beta",
+            " is device memory, but CUBLASLT_MATMUL_DESC_POINTER_MODE is host"));
   float hostAlpha = p.devicePointers ? 0.0f : *static_cast<const float *>(alpha);
   float hostBeta = p.devicePointers ? 0.0f : *static_cast<const float *>(beta);
   if (!C && (p.devicePointers || hostBeta != 0.0f))
@@ -248,6 +255,20 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
   if (C == D && (p.c.type != p.d.type || p.c.ld != p.d.ld ||
                  (p.batch > 1 && p.c.stride != p.d.stride)))
     return invalid("C == D (in place) needs Cdesc to match Ddesc");
+  // D is written while A and B (and C, unless it is D) are read.
+  auto overlaps = [&](const Matrix &input) {
+    uintptr_t from = reinterpret_cast<uintptr_t>(input.data);
+    uintptr_t dFrom = reinterpret_cast<uintptr_t>(p.d.data);
+    return input.data && from < dFrom + p.d.spanBytes() &&
+           dFrom < from + input.spanBytes();
+  };
+  bool readsC = p.devicePointers || hostBeta != 0.0f;
+  for (const Matrix *input : {&p.a, &p.b, &p.c})
+    if (input != &p.c || (readsC && C != D))
+      if (overlaps(*input))
+        return invalid(absl::StrCat("D overlaps ", input == &p.a   ? "A"
+                                                   : input == &p.b ? "B"
+                                                                   : "C"));
   if (p.aScaleMode != ScaleMode::Scalar && (!p.aScale || !p.bScale))
     return invalid("block scale modes need CUBLASLT_MATMUL_DESC_A_SCALE_POINTER "
                    "and B_SCALE_POINTER");

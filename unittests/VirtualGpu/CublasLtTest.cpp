@@ -397,6 +397,9 @@ TEST_F(CublasLtTest, MatmulRefusesInconsistentOperands) {
             CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_THAT(lastCublasLtError(), HasSubstr("D overlaps A"));
   // Block scales need their pointers.
+  // (Operands sized for this 16 x 16 x 128 problem, so that the refusal
+  // cannot be an overlap of the earlier, smaller buffers instead.)
+  DeviceBuffer a8(16 * 128), b8(16 * 128), c8(16 * 16 * 4);
   Descriptors blocks = fp8Forward(16, 16, 128);
   blocks.set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
              int32_t{CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F});
@@ -404,9 +407,9 @@ TEST_F(CublasLtTest, MatmulRefusesInconsistentOperands) {
              int32_t{CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F});
   blocks.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
              static_cast<const void *>(scales.get()));
-  EXPECT_EQ(cublasLtMatmul(handle, blocks.op, &alpha, a.get(), blocks.a, b.get(),
-                           blocks.b, &beta, c.get(), blocks.c, c.get(), blocks.d,
-                           nullptr, nullptr, 0, nullptr),
+  EXPECT_EQ(cublasLtMatmul(handle, blocks.op, &alpha, a8.get(), blocks.a,
+                           b8.get(), blocks.b, &beta, c8.get(), blocks.c,
+                           c8.get(), blocks.d, nullptr, nullptr, 0, nullptr),
             CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_THAT(lastCublasLtError(), HasSubstr("need CUBLASLT_MATMUL_DESC_A_SCALE_POINTER"));
   // D's scale is for an FP8 D.

@@ -122,6 +122,10 @@ protected:
     EXPECT_EQ(cudaMemcpy(p, values.data(), values.size() * sizeof(T),
                          cudaMemcpyHostToDevice),
               cudaSuccess);
+    // cudaMemcpy from pageable memory returns once the data is staged; the
+    // copy itself runs on the legacy stream, which non-blocking streams do
+    // not wait for (the virtual GPU caught this test racing there).
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     return p;
   }
   template <typename T> std::vector<T> host(const T *p, size_t n) {

@@ -153,13 +153,21 @@ struct Fiber::Context {
   void *fakeStack = nullptr;
   const void *resumerStackBottom = nullptr;
   size_t resumerStackBytes = 0;
+  bool resumedDirectly = false;
 #endif
 
   /// The fiber's first frame: runs the entry, which ends in finish().
   static void main(Context *context) {
 #ifdef MOE_FIBER_ASAN
-    __sanitizer_finish_switch_fiber(nullptr, &context->resumerStackBottom,
-                                    &context->resumerStackBytes);
+    // Started by resume() (from the resumer's stack, recorded here) or by
+    // another fiber's transferTo() (which copied its resumer's bounds in).
+    const void *bottom;
+    size_t bytes;
+    __sanitizer_finish_switch_fiber(nullptr, &bottom, &bytes);
+    if (context->resumedDirectly) {
+      context->resumerStackBottom = bottom;
+      context->resumerStackBytes = bytes;
+    }
 #endif
     context->entry(context->argument);
     std::fprintf(stderr, "virtual gpu: a fiber's entry returned\n");
@@ -175,6 +183,7 @@ struct Fiber::Context {
 
   void switchIn() {
 #ifdef MOE_FIBER_ASAN
+    resumedDirectly = true;
     __sanitizer_start_switch_fiber(&fakeStack, stack, kStackBytes);
 #endif
 #if defined(__x86_64__)
@@ -200,8 +209,13 @@ struct Fiber::Context {
     swapcontext(&fiberContext, &resumerContext);
 #endif
 #ifdef MOE_FIBER_ASAN
-    __sanitizer_finish_switch_fiber(fakeStack, &resumerStackBottom,
-                                    &resumerStackBytes);
+    const void *bottom;
+    size_t bytes;
+    __sanitizer_finish_switch_fiber(fakeStack, &bottom, &bytes);
+    if (resumedDirectly) {
+      resumerStackBottom = bottom;
+      resumerStackBytes = bytes;
+    }
 #endif
   }
 };
@@ -268,6 +282,31 @@ void Fiber::resume() {
 }
 
 void Fiber::suspend() { context->switchOut(false); }
+
+void Fiber::transferTo(Fiber &next) {
+#if defined(__x86_64__)
+  Context &to = *next.context;
+  to.started = true;
+  to.resumerStackPointer = context->resumerStackPointer;
+#ifdef MOE_FIBER_ASAN
+  to.resumerStackBottom = context->resumerStackBottom;
+  to.resumerStackBytes = context->resumerStackBytes;
+  to.resumedDirectly = false;
+  __sanitizer_start_switch_fiber(&context->fakeStack, to.stack, kStackBytes);
+#endif
+  moe_vgpu_switch_context(&context->fiberStackPointer, to.fiberStackPointer);
+#ifdef MOE_FIBER_ASAN
+  const void *bottom;
+  size_t bytes;
+  __sanitizer_finish_switch_fiber(context->fakeStack, &bottom, &bytes);
+#endif
+#else
+  // ucontext keeps the resumer's context inside each fiber (its register
+  // save area points into itself), so go round through the resumer.
+  (void)next;
+  suspend();
+#endif
+}
 
 void Fiber::finish() {
   context->finished = true;

@@ -44,6 +44,10 @@ public:
   void resume();
   /// From inside this fiber: back to whoever resumed it.
   void suspend();
+  /// From inside this fiber: straight into `next` (which then returns to
+  /// this fiber's resumer when it suspends), without a round trip through
+  /// the resumer. `next` must not be running.
+  void transferTo(Fiber &next);
   /// From inside this fiber, as its last act: back to whoever resumed it,
   /// never to return here. The stack goes back to the pool.
   [[noreturn]] void finish();

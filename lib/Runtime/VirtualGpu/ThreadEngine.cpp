@@ -140,6 +140,15 @@ void failBlock(BlockRun &block, const std::string &message) {
 
 /// Queues `ids` to run, in a random order after those already queued.
 template <typename Ids> void makeRunnable(BlockRun &block, const Ids &ids) {
+  // Drop what already ran, so a long kernel's queue does not grow.
+  if (block.next == block.runnable.size()) {
+    block.runnable.clear();
+    block.next = 0;
+  } else if (block.next > 4096) {
+    block.runnable.erase(block.runnable.begin(),
+                         block.runnable.begin() + block.next);
+    block.next = 0;
+  }
   size_t from = block.runnable.size();
   for (int id : ids) {
     block.thread(id).waiting = Waiting::Nothing;
@@ -151,8 +160,21 @@ template <typename Ids> void makeRunnable(BlockRun &block, const Ids &ids) {
   }
 }
 
-/// Back to the scheduler from the current fiber.
-void yieldToScheduler(BlockRun &block) { block.current->fiber->suspend(); }
+/// The current fiber waits: straight on to the next runnable thread, or
+/// back to the scheduler (runBlock) when there is none, which then finds
+/// the block done or deadlocked.
+void yieldToScheduler(BlockRun &block) {
+  BlockThread *self = block.current;
+  if (block.faulted || block.next == block.runnable.size()) {
+    self->fiber->suspend();
+    return;
+  }
+  BlockThread *next = &block.thread(block.runnable[block.next++]);
+  if (next == self)
+    return;
+  block.current = next;
+  self->fiber->transferTo(*next->fiber);
+}
 
 /// From a fiber: the kernel did something a device would not allow.
 [[noreturn]] void failFromThread(const std::string &message) {

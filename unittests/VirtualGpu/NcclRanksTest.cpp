@@ -27,6 +27,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -121,9 +122,13 @@ uint64_t bitsAt(uint64_t salt, int rank, size_t i) {
   return x ^ (x >> 31);
 }
 
-/// A float in [-4, 4) with 24 significant bits.
+/// A float of 24 significant bits, either sign, magnitude 2^-8 to 2^8: the
+/// ranks' sums round, so their order shows.
 float floatAt(uint64_t salt, int rank, size_t i) {
-  return static_cast<float>(bitsAt(salt, rank, i) >> 40) * 0x1p-21f - 4.0f;
+  uint64_t bits = bitsAt(salt, rank, i);
+  float mantissa = 1.0f + static_cast<float>(bits >> 40) * 0x1p-24f;
+  int exponent = static_cast<int>(bits & 15) - 8;
+  return std::ldexp(bits & 16 ? -mantissa : mantissa, exponent);
 }
 
 /// Every rank's inputs, as each rank can compute them.

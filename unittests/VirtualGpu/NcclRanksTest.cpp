@@ -36,10 +36,10 @@
 namespace moe::rt::virtual_gpu {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::MatchesRegex;
 using testing::DeviceArray;
 using testing::finishesWithin;
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
 using testing::settled;
 
 constexpr const char *kFaults = "MOE_VIRTUAL_GPU_NCCL_FAULTS";
@@ -115,8 +115,8 @@ ncclComm_t NcclRanksTest::worldComm = nullptr;
 
 /// 64 reproducible bits: input `i` of rank `rank` in the test `salt`.
 uint64_t bitsAt(uint64_t salt, int rank, size_t i) {
-  uint64_t x = salt * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(rank) *
-                                                  0xbf58476d1ce4e5b9ull + i;
+  uint64_t x = salt * 0x9e3779b97f4a7c15ull +
+               static_cast<uint64_t>(rank) * 0xbf58476d1ce4e5b9ull + i;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
@@ -146,12 +146,11 @@ inputsOfEveryRank(int ranks, size_t count,
 /// The host's reduction of elements [begin, begin + count) over the ranks,
 /// in rank order: decode, combine, (average,) encode.
 template <typename T, typename Acc>
-std::vector<T> hostReduction(const std::vector<std::vector<T>> &inputs,
-                             size_t begin, size_t count,
-                             const std::function<Acc(T)> &decode,
-                             const std::function<Acc(Acc, Acc)> &combine,
-                             const std::function<T(Acc)> &encode,
-                             bool average = false) {
+std::vector<T>
+hostReduction(const std::vector<std::vector<T>> &inputs, size_t begin,
+              size_t count, const std::function<Acc(T)> &decode,
+              const std::function<Acc(Acc, Acc)> &combine,
+              const std::function<T(Acc)> &encode, bool average = false) {
   std::vector<T> out;
   for (size_t i = begin; i < begin + count; ++i) {
     Acc total = decode(inputs[0][i]);
@@ -175,9 +174,9 @@ std::vector<T> allReduce(const std::vector<std::vector<T>> &inputs,
   size_t count = inputs[0].size();
   DeviceArray<T> data(std::max<size_t>(count, 1));
   data.upload(inputs[static_cast<size_t>(rank)], stream);
-  EXPECT_EQ(ncclAllReduce(data.get(), data.get(), count, type, op, comm,
-                          stream),
-            ncclSuccess)
+  EXPECT_EQ(
+      ncclAllReduce(data.get(), data.get(), count, type, op, comm, stream),
+      ncclSuccess)
       << ncclGetLastError(comm);
   EXPECT_TRUE(finishesWithin(stream, kLimit));
   std::vector<T> out = data.download(stream);
@@ -206,9 +205,10 @@ TEST_F(NcclRanksTest, AllReduceOfEveryReductionIsTheHostsInRankOrder) {
   // BF16 and FP16: fp32 sums of the decoded values, rounded once.
   auto halves = [&](uint16_t (*encode)(float), float (*decode)(uint16_t),
                     ncclDataType_t type, uint64_t salt) {
-    std::vector<std::vector<uint16_t>> inputs = inputsOfEveryRank<uint16_t>(
-        ranks(), count,
-        [&](int r, size_t i) { return encode(floatAt(salt, r, i)); });
+    std::vector<std::vector<uint16_t>> inputs =
+        inputsOfEveryRank<uint16_t>(ranks(), count, [&](int r, size_t i) {
+          return encode(floatAt(salt, r, i));
+        });
     EXPECT_EQ(allReduce(inputs, type, ncclSum, comm, rank(), stream),
               (hostReduction<uint16_t, float>(inputs, 0, count, decode,
                                               plus<float>, encode)))
@@ -218,18 +218,17 @@ TEST_F(NcclRanksTest, AllReduceOfEveryReductionIsTheHostsInRankOrder) {
   halves(io::floatToF16, io::f16ToFloat, ncclFloat16, 3);
 
   // Integers wrap; doubles sum in their own type.
-  std::vector<std::vector<int32_t>> words = inputsOfEveryRank<int32_t>(
-      ranks(), count, [](int r, size_t i) {
+  std::vector<std::vector<int32_t>> words =
+      inputsOfEveryRank<int32_t>(ranks(), count, [](int r, size_t i) {
         return static_cast<int32_t>(bitsAt(4, r, i));
       });
-  EXPECT_EQ(allReduce(words, ncclInt32, ncclSum, comm, rank(), stream),
-            (hostReduction<int32_t, uint32_t>(
-                words, 0, count,
-                [](int32_t v) { return static_cast<uint32_t>(v); },
-                plus<uint32_t>,
-                [](uint32_t v) { return static_cast<int32_t>(v); })));
-  std::vector<std::vector<int64_t>> smalls = inputsOfEveryRank<int64_t>(
-      ranks(), count, [](int r, size_t i) {
+  EXPECT_EQ(
+      allReduce(words, ncclInt32, ncclSum, comm, rank(), stream),
+      (hostReduction<int32_t, uint32_t>(
+          words, 0, count, [](int32_t v) { return static_cast<uint32_t>(v); },
+          plus<uint32_t>, [](uint32_t v) { return static_cast<int32_t>(v); })));
+  std::vector<std::vector<int64_t>> smalls =
+      inputsOfEveryRank<int64_t>(ranks(), count, [](int r, size_t i) {
         return static_cast<int64_t>(bitsAt(5, r, i) % 7) - 3;
       });
   std::function<int64_t(int64_t)> asInt64 = same<int64_t>;
@@ -240,21 +239,20 @@ TEST_F(NcclRanksTest, AllReduceOfEveryReductionIsTheHostsInRankOrder) {
   EXPECT_EQ(allReduce(smalls, ncclInt64, ncclMin, comm, rank(), stream),
             (hostReduction<int64_t, int64_t>(
                 smalls, 0, count, asInt64,
-                [](int64_t a, int64_t b) { return std::min(a, b); },
-                asInt64)));
-  std::vector<std::vector<uint8_t>> bytes = inputsOfEveryRank<uint8_t>(
-      ranks(), count,
-      [](int r, size_t i) { return static_cast<uint8_t>(bitsAt(6, r, i)); });
+                [](int64_t a, int64_t b) { return std::min(a, b); }, asInt64)));
+  std::vector<std::vector<uint8_t>> bytes =
+      inputsOfEveryRank<uint8_t>(ranks(), count, [](int r, size_t i) {
+        return static_cast<uint8_t>(bitsAt(6, r, i));
+      });
   std::function<uint8_t(uint8_t)> asByte = same<uint8_t>;
-  EXPECT_EQ(allReduce(bytes, ncclUint8, ncclSum, comm, rank(), stream),
-            (hostReduction<uint8_t, uint8_t>(
-                bytes, 0, count, asByte,
-                [](uint8_t a, uint8_t b) {
-                  return static_cast<uint8_t>(a + b);
-                },
-                asByte)));
-  std::vector<std::vector<double>> doubles = inputsOfEveryRank<double>(
-      ranks(), count, [](int r, size_t i) {
+  EXPECT_EQ(
+      allReduce(bytes, ncclUint8, ncclSum, comm, rank(), stream),
+      (hostReduction<uint8_t, uint8_t>(
+          bytes, 0, count, asByte,
+          [](uint8_t a, uint8_t b) { return static_cast<uint8_t>(a + b); },
+          asByte)));
+  std::vector<std::vector<double>> doubles =
+      inputsOfEveryRank<double>(ranks(), count, [](int r, size_t i) {
         return static_cast<double>(bitsAt(7, r, i) >> 11) * 0x1p-50 - 4.0;
       });
   std::function<double(double)> asDouble = same<double>;
@@ -263,8 +261,8 @@ TEST_F(NcclRanksTest, AllReduceOfEveryReductionIsTheHostsInRankOrder) {
                                            plus<double>, asDouble)));
   // Zero elements: a collective all the same.
   std::vector<std::vector<float>> none(static_cast<size_t>(ranks()));
-  EXPECT_TRUE(allReduce(none, ncclFloat32, ncclSum, comm, rank(), stream)
-                  .empty());
+  EXPECT_TRUE(
+      allReduce(none, ncclFloat32, ncclSum, comm, rank(), stream).empty());
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 
@@ -289,9 +287,10 @@ TEST_F(NcclRanksTest, AllGatherAndReduceScatterAreTheHosts) {
   EXPECT_EQ(gathered.download(stream), expected);
 
   // reduceScatter of BF16: block r of the fp32 sum, rounded once.
-  std::vector<std::vector<uint16_t>> inputs = inputsOfEveryRank<uint16_t>(
-      ranks(), count * n,
-      [](int r, size_t i) { return io::floatToBf16(floatAt(9, r, i)); });
+  std::vector<std::vector<uint16_t>> inputs =
+      inputsOfEveryRank<uint16_t>(ranks(), count * n, [](int r, size_t i) {
+        return io::floatToBf16(floatAt(9, r, i));
+      });
   DeviceArray<uint16_t> from(count * n), to(count);
   from.upload(inputs[static_cast<size_t>(rank())], stream);
   ASSERT_EQ(ncclReduceScatter(from.get(), to.get(), count, ncclBfloat16,
@@ -402,13 +401,13 @@ TEST_F(NcclRanksTest, DivergentCollectiveNamesBothRanks) {
               ncclSuccess);
   // Collective 17: rank 0 reduces, the others gather.
   if (rank() == 0)
-    ASSERT_EQ(ncclAllReduce(data.get(), data.get(), 4096, ncclFloat32,
-                            ncclSum, comm, stream),
+    ASSERT_EQ(ncclAllReduce(data.get(), data.get(), 4096, ncclFloat32, ncclSum,
+                            comm, stream),
               ncclSuccess);
   else
-    ASSERT_EQ(ncclAllGather(data.get(), data.get(), 2048, ncclFloat32, comm,
-                            stream),
-              ncclSuccess);
+    ASSERT_EQ(
+        ncclAllGather(data.get(), data.get(), 2048, ncclFloat32, comm, stream),
+        ncclSuccess);
   EXPECT_EQ(asyncErrorAfter(comm, stream), ncclInvalidUsage);
   EXPECT_THAT(ncclGetLastError(comm),
               MatchesRegex("collective 17 on comm 0:[0-9]+/[0-9]+: rank 0 "
@@ -416,8 +415,8 @@ TEST_F(NcclRanksTest, DivergentCollectiveNamesBothRanks) {
                            "issued allGather\\(float, 2048\\)"));
   // The data moved by neither: the 16 agreed maxima of ones.
   EXPECT_EQ(data.download(stream)[0], 1.0f);
-  EXPECT_EQ(ncclAllReduce(data.get(), data.get(), 1, ncclFloat32, ncclSum,
-                          comm, stream),
+  EXPECT_EQ(ncclAllReduce(data.get(), data.get(), 1, ncclFloat32, ncclSum, comm,
+                          stream),
             ncclInvalidUsage);
   EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
 }
@@ -532,8 +531,9 @@ TEST_F(NcclRanksTest, HungRankEndsAtTheDeadlineOnEveryRank) {
                 MatchesRegex(absl::StrCat(
                     "ncclCommAbort stopped collective 2 on comm [0-9:/]+ "
                     "\\(allReduce\\(float, 16, sum\\)\\) on rank ",
-                    rank(), " while waiting for ranks? ([0-9]+, )*1(, "
-                            "[0-9]+)* to arrive")));
+                    rank(),
+                    " while waiting for ranks? ([0-9]+, )*1(, "
+                    "[0-9]+)* to arrive")));
   }
   // The watch aborted the communicator; a later check repeats the error.
   EXPECT_TRUE(absl::IsDeadlineExceeded(watch->check()));
@@ -555,20 +555,20 @@ TEST_F(NcclRanksTest, FailedRankIsARemoteErrorOnItsPeers) {
       "\\{dp\\} of dp=",
       ranks(), "|after the last collective completed): ");
   if (rank() == 1) {
-    EXPECT_THAT(std::string(failed.message()),
-                MatchesRegex(absl::StrCat(
-                    during,
-                    "ncclCommGetAsyncError: unhandled system error "
+    EXPECT_THAT(
+        std::string(failed.message()),
+        MatchesRegex(absl::StrCat(
+            during, "ncclCommGetAsyncError: unhandled system error "
                     "\\(collective 1 on comm [0-9:/]+ "
                     "\\(allReduce\\(float, 16, sum\\)\\) failed on rank 1 "
                     "\\(injected: fail-rank=1,at=1 in "
                     "MOE_VIRTUAL_GPU_NCCL_FAULTS\\)\\); aborted the job's "
                     "NCCL communicators")));
   } else {
-    EXPECT_THAT(std::string(failed.message()),
-                MatchesRegex(absl::StrCat(
-                    during,
-                    "ncclCommGetAsyncError: remote process exited or there "
+    EXPECT_THAT(
+        std::string(failed.message()),
+        MatchesRegex(absl::StrCat(
+            during, "ncclCommGetAsyncError: remote process exited or there "
                     "was a network error \\(collective 1 on comm [0-9:/]+: "
                     "rank 1 failed its allReduce\\(float, 16, sum\\) "
                     "\\(unhandled system error\\)\\); aborted the job's NCCL "

@@ -1,4 +1,5 @@
-//===- NcclTesting.h - device buffers and waits for NCCL's tests -*- C++ -*-===//
+//===- NcclTesting.h - device buffers and waits for NCCL's tests -*- C++
+//-*-===//
 //
 // What the virtual GPU's NCCL tests share (NcclTest.cpp, one rank;
 // NcclRanksTest.cpp, several): typed device buffers filled and read over a

@@ -498,8 +498,10 @@ TEST_F(NcclRanksTest, HungRankEndsAtTheDeadlineOnEveryRank) {
   // Rank 1 never arrives at its second operation; the split counts as none.
   setenv(kFaults, "hang-rank=1,at=2", 1);
   ncclComm_t comm = everyRank();
+  // The deadline of the hung collective; the healthy ranks' start within
+  // it (their host polls them at once), so each says whom it waits for.
   std::unique_ptr<cuda::CollectiveWatch> watch =
-      watchOver(comm, absl::Seconds(2));
+      watchOver(comm, absl::Seconds(3));
   DeviceArray<float> data(16);
   data.upload(std::vector<float>(16, 1.0f), stream);
   // The first completes well before its deadline: the watch allows it the
@@ -513,7 +515,7 @@ TEST_F(NcclRanksTest, HungRankEndsAtTheDeadlineOnEveryRank) {
               MatchesRegex("ncclAllReduce \\(sum\\) of 16 float32 on group "
                            "\\{dp\\} of dp=[0-9] did not complete: waited "
                            "[0-9.]+ s, the deadline \\(MOE_COMM_TIMEOUT_S\\) "
-                           "is 2.0 s; a peer is dead or stuck; aborted the "
+                           "is 3.0 s; a peer is dead or stuck; aborted the "
                            "job's NCCL communicators"));
   // The abort ended the waiting collective on every rank, the hung one too,
   // and said whom it waited for.

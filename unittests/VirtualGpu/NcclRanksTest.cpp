@@ -353,6 +353,47 @@ TEST_F(NcclRanksTest, GroupedAllToAllMovesEveryBlock) {
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 
+TEST_F(NcclRanksTest, CommunicatorsOnTheirOwnStreamsAreIndependent) {
+  // As the backend's reductions lane: two communicators of the same ranks,
+  // each on a stream of its own. Odd ranks issue on them in the other
+  // order, which NCCL allows: each communicator keeps its own order. The
+  // first carries 4 MiB (MPI's rendezvous, not its eager messages).
+  ncclComm_t first = everyRank(), second = everyRank();
+  cudaStream_t other;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking),
+            cudaSuccess);
+  size_t big = size_t(1) << 20;
+  DeviceArray<float> large(big), small(3);
+  large.upload(std::vector<float>(big, static_cast<float>(rank() + 1)), stream);
+  small.upload({1, 2, static_cast<float>(rank())}, other);
+  auto issueLarge = [&] {
+    EXPECT_EQ(ncclAllReduce(large.get(), large.get(), big, ncclFloat32, ncclSum,
+                            first, stream),
+              ncclSuccess);
+  };
+  auto issueSmall = [&] {
+    EXPECT_EQ(ncclAllReduce(small.get(), small.get(), 3, ncclFloat32, ncclMax,
+                            second, other),
+              ncclSuccess);
+  };
+  if (rank() % 2) {
+    issueSmall();
+    issueLarge();
+  } else {
+    issueLarge();
+    issueSmall();
+  }
+  ASSERT_TRUE(finishesWithin(stream, kLimit));
+  ASSERT_TRUE(finishesWithin(other, kLimit));
+  float total = static_cast<float>(ranks() * (ranks() + 1) / 2);
+  EXPECT_EQ(large.download(stream), std::vector<float>(big, total));
+  EXPECT_EQ(small.download(other),
+            (std::vector<float>{1, 2, static_cast<float>(ranks() - 1)}));
+  EXPECT_EQ(cudaStreamDestroy(other), cudaSuccess);
+  EXPECT_EQ(ncclCommDestroy(first), ncclSuccess);
+  EXPECT_EQ(ncclCommDestroy(second), ncclSuccess);
+}
+
 TEST_F(NcclRanksTest, SplitsFormGroupsInKeyOrder) {
   // Even and odd ranks, each group in reverse order; the last rank of
   // three or more stays out.

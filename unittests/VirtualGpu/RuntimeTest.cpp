@@ -648,5 +648,28 @@ TEST_F(RuntimeTest, WritingPastTheEndIsFoundAtTheFree) {
       "\\(found at cudaFree\\)");
 }
 
+TEST_F(RuntimeTest, ExitingWithWorkPendingDoesNotHang) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        // A collective whose peer never comes, with work queued behind it
+        // and on another stream: exit skips what it can and does not wait
+        // for the rest.
+        auto *started = new absl::Notification;
+        auto *never = new absl::Notification;
+        bool ok = enqueue(s, "stuck", [started, never] {
+                    started->Notify();
+                    never->WaitForNotification();
+                  }) == cudaSuccess;
+        started->WaitForNotification();
+        void *p;
+        ok = ok && cudaMallocAsync(&p, 64, s) == cudaSuccess &&
+             cudaMemsetAsync(p, 0, 64, s) == cudaSuccess &&
+             enqueue(t, "queued", [] {}) == cudaSuccess;
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 } // namespace
 } // namespace moe::rt::virtual_gpu

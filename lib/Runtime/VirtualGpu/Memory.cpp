@@ -5,16 +5,13 @@
 // cudaMallocAsync), its views (Memory.h) and how it was freed, so that
 // checkDeviceRange can say what is wrong with a pointer a kernel was given.
 //
-// Strict where a device is undefined:
-//  * new and freed memory is poison (0xff bytes: NaN as fp32 and BF16, -1 as
-//    an integer); each allocation is followed by a guard band of a known
-//    pattern, checked when it is freed and at every synchronisation;
-//  * the pool reuses freed blocks as eagerly as stream order allows: a
-//    cudaMallocAsync on the stream that freed a block of its size class
-//    takes the most recently freed one at once, even before the free has
-//    run; other streams take a block only once its free has run.
+// Strict where a device is undefined: new and freed memory is poison (0xff
+// bytes: NaN as fp32 and BF16, -1 as an integer); each allocation is
+// followed by a guard band of a known pattern, checked when it is freed and
+// at every synchronisation. The pool's blocks are in MemoryPool.cpp.
 //
 //===----------------------------------------------------------------------===//
+#include "VirtualGpu/Allocations.h"
 #include "VirtualGpu/Errors.h"
 #include "VirtualGpu/Memory.h"
 #include "VirtualGpu/Streams.h"
@@ -31,18 +28,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <vector>
 
 namespace moe::rt::virtual_gpu {
 namespace {
 
-/// cudaMalloc's alignment, and the granule of the pool's size classes.
-constexpr size_t kAlignment = 256;
-/// The guard band past each allocation's size class; the bytes between
-/// its size and its class are guarded too.
-constexpr size_t kGuardBytes = 256;
-constexpr uint8_t kPoison = 0xff;
 /// How many freed allocations messages can still name.
 constexpr size_t kReleasedRemembered = 4096;
 
@@ -50,75 +40,6 @@ constexpr size_t kReleasedRemembered = 4096;
 /// guard does not pass for it.
 uint8_t guardByte(size_t offset) {
   return static_cast<uint8_t>(0xa5 ^ (offset * 7));
-}
-
-size_t sizeClass(size_t bytes) {
-  return (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment *
-         kAlignment;
-}
-
-/// Where the host has the allocation (the calls' view).
-enum class HostState { Allocated, FreePending, Free };
-
-struct Block {
-  uint8_t *base;
-  /// The size class: the bytes before the guard band.
-  size_t capacity;
-  /// From the default pool (cudaMallocAsync), else cudaMalloc.
-  bool pooled;
-  /// Which allocation of the process this is, and who called for it.
-  uint64_t number = 0;
-  const void *calledFrom = nullptr;
-  // The host's view.
-  size_t hostSize = 0;
-  HostState hostState = HostState::Allocated;
-  /// Which cudaFreeAsync call the pending free is, and on which stream.
-  uint64_t freeGeneration = 0;
-  cudaStream_t pendingOn = nullptr;
-  // The streams' view.
-  size_t size = 0;
-  bool live = false;
-  /// How the last free that ran was made: "cudaFreeAsync on stream 0x...".
-  std::string freedBy;
-  bool guardReported = false;
-};
-
-/// An allocation whose memory went back to the host: enough to name it.
-struct Released {
-  size_t extent;
-  std::string description;
-};
-
-struct Memory {
-  std::mutex mutex;
-  std::map<uintptr_t, std::unique_ptr<Block>> blocks;
-  /// Pool blocks whose free has run, by size class; the last is the most
-  /// recently freed.
-  std::map<size_t, std::vector<Block *>> freeBlocks;
-  /// Pool blocks whose cudaFreeAsync was called on a stream, by stream and
-  /// size class.
-  std::map<std::pair<cudaStream_t, size_t>, std::vector<Block *>>
-      pendingFrees;
-  std::map<uintptr_t, Released> released;
-  std::deque<uintptr_t> releasedOrder;
-  uint64_t allocations = 0;
-  uint64_t freeGenerations = 0;
-  /// cudaMalloc's bytes; the pool's reserved and used bytes.
-  uint64_t mallocBytes = 0;
-  uint64_t reserved = 0, reservedHigh = 0;
-  uint64_t used = 0, usedHigh = 0;
-  uint64_t releaseThreshold = 0;
-};
-
-Memory &memory() {
-  static Memory *instance = new Memory;
-  return *instance;
-}
-
-/// The default pool's handle: nothing looks behind it.
-cudaMemPool_t defaultPool() {
-  static char tag;
-  return reinterpret_cast<cudaMemPool_t>(&tag);
 }
 
 /// "moe::rt::cuda::DeviceBuffer::allocate(...)+0x1c", or the address.
@@ -135,6 +56,13 @@ std::string describeCode(const void *address) {
       "%s+%#x", name,
       static_cast<const char *>(address) -
           static_cast<const char *>(info.dli_saddr));
+}
+
+} // namespace
+
+Memory &memory() {
+  static Memory *instance = new Memory;
+  return *instance;
 }
 
 std::string describe(const Block &block) {
@@ -237,33 +165,6 @@ void releaseBlock(Memory &m, Block *block, const std::string &how) {
   m.blocks.erase(begin);
 }
 
-void eraseFrom(std::vector<Block *> &list, Block *block) {
-  list.erase(std::remove(list.begin(), list.end(), block), list.end());
-}
-
-/// A pool block's free, in stream order: the memory is poisoned and, unless
-/// the same stream already took the block again, goes back to the pool.
-void runPoolFree(Block *block, uint64_t generation, const std::string &how) {
-  Memory &m = memory();
-  {
-    std::lock_guard<std::mutex> lock(m.mutex);
-    checkGuard(*block, how);
-    block->live = false;
-    block->freedBy = how;
-    m.used -= block->capacity;
-  }
-  // Nobody may touch the block now: it is neither live nor free yet.
-  std::memset(block->base, kPoison, block->capacity);
-  std::lock_guard<std::mutex> lock(m.mutex);
-  writeGuard(*block, block->capacity);
-  if (block->hostState == HostState::FreePending &&
-      block->freeGeneration == generation) {
-    eraseFrom(m.pendingFrees[{block->pendingOn, block->capacity}], block);
-    block->hostState = HostState::Free;
-    m.freeBlocks[block->capacity].push_back(block);
-  }
-}
-
 /// Hands free pool blocks back to the host until the pool holds no more
 /// than `keep` bytes. Caller holds the lock.
 void trimPool(Memory &m, uint64_t keep) {
@@ -277,8 +178,6 @@ void trimPool(Memory &m, uint64_t keep) {
     it = it->second.empty() ? m.freeBlocks.erase(it) : std::next(it);
   }
 }
-
-} // namespace
 
 bool isDeviceAddress(const void *p) {
   Memory &m = memory();
@@ -370,111 +269,6 @@ cudaError_t cudaMalloc(void **devPtr, size_t size) {
   return cudaSuccess;
 }
 
-cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream) {
-  const void *calledFrom = __builtin_return_address(0);
-  if (cudaError_t error = checkCall())
-    return error;
-  if (!devPtr)
-    return failed(cudaErrorInvalidValue);
-  *devPtr = nullptr;
-  if (!isStream(stream))
-    return failed(cudaErrorInvalidResourceHandle);
-  if (size == 0)
-    return cudaSuccess;
-  stream = canonicalStream(stream);
-  Memory &m = memory();
-  Block *block = nullptr;
-  // What the block was, to put it back if the stream refuses the work.
-  HostState previous = HostState::Free;
-  {
-    std::lock_guard<std::mutex> lock(m.mutex);
-    size_t capacity = sizeClass(size);
-    std::vector<Block *> &sameStream = m.pendingFrees[{stream, capacity}];
-    std::vector<Block *> &anyStream = m.freeBlocks[capacity];
-    if (!sameStream.empty()) {
-      block = sameStream.back();
-      sameStream.pop_back();
-      previous = HostState::FreePending;
-    } else if (!anyStream.empty()) {
-      block = anyStream.back();
-      anyStream.pop_back();
-    } else {
-      block = newBlock(m, size, /*pooled=*/true);
-      if (!block) {
-        // The pool gives its free blocks back before the device runs out.
-        trimPool(m, 0);
-        block = newBlock(m, size, /*pooled=*/true);
-      }
-      if (!block)
-        return failed(cudaErrorMemoryAllocation);
-    }
-    block->hostState = HostState::Allocated;
-    block->hostSize = size;
-    block->number = ++m.allocations;
-    block->calledFrom = calledFrom;
-  }
-  cudaError_t error = enqueue(stream, "cudaMallocAsync", [block, size] {
-    Memory &m = memory();
-    std::lock_guard<std::mutex> lock(m.mutex);
-    block->size = size;
-    block->guardReported = false;
-    writeGuard(*block, size);
-    block->live = true;
-    m.used += block->capacity;
-    m.usedHigh = std::max(m.usedHigh, m.used);
-  });
-  if (error != cudaSuccess) {
-    std::lock_guard<std::mutex> lock(m.mutex);
-    block->hostState = previous;
-    if (previous == HostState::FreePending)
-      m.pendingFrees[{block->pendingOn, block->capacity}].push_back(block);
-    else
-      m.freeBlocks[block->capacity].push_back(block);
-    return failed(error);
-  }
-  *devPtr = block->base;
-  return cudaSuccess;
-}
-
-cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream) {
-  if (cudaError_t error = checkCall())
-    return error;
-  if (!devPtr)
-    return cudaSuccess;
-  if (!isStream(stream))
-    return failed(cudaErrorInvalidResourceHandle);
-  stream = canonicalStream(stream);
-  Memory &m = memory();
-  Block *block;
-  uint64_t generation;
-  {
-    std::lock_guard<std::mutex> lock(m.mutex);
-    block = containing(m, devPtr);
-    // Not the start of a pool allocation the host holds: cudaMalloc's
-    // memory, a pointer inside one, a double free.
-    if (!block || block->base != devPtr || !block->pooled ||
-        block->hostState != HostState::Allocated)
-      return failed(cudaErrorInvalidValue);
-    generation = ++m.freeGenerations;
-    block->hostState = HostState::FreePending;
-    block->freeGeneration = generation;
-    block->pendingOn = stream;
-    m.pendingFrees[{stream, block->capacity}].push_back(block);
-  }
-  std::string how = "cudaFreeAsync on " + describeStream(stream);
-  cudaError_t error =
-      enqueue(stream, "cudaFreeAsync", [block, generation, how] {
-        runPoolFree(block, generation, how);
-      });
-  if (error != cudaSuccess) {
-    std::lock_guard<std::mutex> lock(m.mutex);
-    eraseFrom(m.pendingFrees[{stream, block->capacity}], block);
-    block->hostState = HostState::Allocated;
-    return failed(error);
-  }
-  return cudaSuccess;
-}
-
 cudaError_t cudaFree(void *devPtr) {
   if (!selectedDevice())
     return failed(cudaErrorNoDevice);
@@ -504,80 +298,6 @@ cudaError_t cudaFree(void *devPtr) {
   }
   afterSynchronization();
   return stickyOr(cudaSuccess);
-}
-
-cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device) {
-  if (cudaError_t error = checkCall())
-    return error;
-  if (!pool)
-    return failed(cudaErrorInvalidValue);
-  if (device != 0)
-    return failed(cudaErrorInvalidDevice);
-  *pool = defaultPool();
-  return cudaSuccess;
-}
-
-cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
-                                    void *value) {
-  if (cudaError_t error = checkCall())
-    return error;
-  if (pool != defaultPool() || !value)
-    return failed(cudaErrorInvalidValue);
-  Memory &m = memory();
-  std::lock_guard<std::mutex> lock(m.mutex);
-  uint64_t *out = static_cast<uint64_t *>(value);
-  switch (attr) {
-  case cudaMemPoolAttrReleaseThreshold:
-    *out = m.releaseThreshold;
-    return cudaSuccess;
-  case cudaMemPoolAttrReservedMemCurrent:
-    *out = m.reserved;
-    return cudaSuccess;
-  case cudaMemPoolAttrReservedMemHigh:
-    *out = m.reservedHigh;
-    return cudaSuccess;
-  case cudaMemPoolAttrUsedMemCurrent:
-    *out = m.used;
-    return cudaSuccess;
-  case cudaMemPoolAttrUsedMemHigh:
-    *out = m.usedHigh;
-    return cudaSuccess;
-  default:
-    // The reuse policies are the emulation's own (see the file header).
-    return failed(cudaErrorNotSupported);
-  }
-}
-
-cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
-                                    void *value) {
-  if (cudaError_t error = checkCall())
-    return error;
-  if (pool != defaultPool() || !value)
-    return failed(cudaErrorInvalidValue);
-  Memory &m = memory();
-  std::lock_guard<std::mutex> lock(m.mutex);
-  uint64_t in = *static_cast<const uint64_t *>(value);
-  switch (attr) {
-  case cudaMemPoolAttrReleaseThreshold:
-    m.releaseThreshold = in;
-    return cudaSuccess;
-  // The high-water marks may only be reset (to the current value), with 0.
-  case cudaMemPoolAttrReservedMemHigh:
-    if (in != 0)
-      return failed(cudaErrorInvalidValue);
-    m.reservedHigh = m.reserved;
-    return cudaSuccess;
-  case cudaMemPoolAttrUsedMemHigh:
-    if (in != 0)
-      return failed(cudaErrorInvalidValue);
-    m.usedHigh = m.used;
-    return cudaSuccess;
-  case cudaMemPoolAttrReservedMemCurrent:
-  case cudaMemPoolAttrUsedMemCurrent:
-    return failed(cudaErrorInvalidValue);
-  default:
-    return failed(cudaErrorNotSupported);
-  }
 }
 
 } // extern "C"

@@ -1,8 +1,10 @@
 //===- Runtime.h - the virtual GPU's device, streams and memory -*- C++ -*-===//
 //
-// Private to lib/Runtime/VirtualGpu: what its parts share. Runtime.cpp
-// implements the CUDA runtime functions the backend calls (cudaMalloc,
-// cudaMemcpyAsync, streams, events, ...) on top of this; the thread engine
+// Private to lib/Runtime/VirtualGpu: what its parts share. The CUDA runtime
+// subset implements the functions the backend calls on top of this: errors
+// (Runtime.cpp), the device models (DeviceModels.cpp), streams
+// (Streams.cpp), events (Events.cpp), memory (Memory.cpp, MemoryPool.cpp)
+// and copies (Copies.cpp); the thread engine
 // (KernelLaunch.h), cuBLASLt (CublasLt.cpp) and NCCL (Nccl.cpp) put their
 // work on streams through enqueue() and check their pointers against the
 // live allocations.
@@ -80,9 +82,11 @@ using Work = std::function<void()>;
 
 /// Enqueues `work` on `stream` (nullptr: the legacy default stream, which
 /// waits for and is waited on by every blocking stream). `what` names the
-/// work in errors and traces. Returns the sticky error if one is set (and
-/// then runs nothing), cudaErrorInvalidResourceHandle for a destroyed or
-/// unknown stream, else cudaSuccess.
+/// work in errors and traces. Returns cudaErrorNoDevice when no device is
+/// selected, the sticky error if one is set (and then runs nothing),
+/// cudaErrorInvalidResourceHandle for a destroyed or unknown stream,
+/// cudaErrorCudartUnloading while the process exits, else cudaSuccess. It
+/// does not set the last error: the caller decides what the failure is.
 cudaError_t enqueue(cudaStream_t stream, std::string what, Work work);
 
 /// Marks `stream` as a communication stream (NCCL's emulation does, for

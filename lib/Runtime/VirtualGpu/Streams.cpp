@@ -163,7 +163,7 @@ void stopWorkersAtExit() {
   s.changed.notify_all();
   // A worker blocked inside its work (a collective whose peer is gone) must
   // not hang the exit: the process ends without it.
-  s.changed.wait_for(lock, std::chrono::seconds(2),
+  s.changed.wait_for(lock, std::chrono::seconds(1),
                      [&] { return s.runningWorkers == 0; });
 }
 

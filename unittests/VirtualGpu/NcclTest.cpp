@@ -17,6 +17,8 @@
 
 #include "moe/Runtime/IO/Float16.h"
 
+#include "absl/synchronization/notification.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -24,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <limits>
 #include <string>
 
@@ -460,6 +463,37 @@ TEST_F(NcclTest, DestroyLetsQueuedCollectivesFinish) {
             ncclSuccess);
   ASSERT_EQ(ncclCommDestroy(other), ncclSuccess);
   EXPECT_EQ(out.download(stream), (std::vector<float>{5, 6}));
+}
+
+TEST_F(NcclTest, CollectiveSkippedAfterAFaultLetsDestroyReturn) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        // A gate holds the stream while a fault and a collective queue up
+        // behind it; opened, the fault runs and the device skips the
+        // collective, which ncclCommDestroy must not wait for forever.
+        auto gate = std::make_shared<absl::Notification>();
+        bool ok = enqueue(stream, "gate", [gate] {
+                    gate->WaitForNotification();
+                  }) == cudaSuccess;
+        ok &= enqueue(stream, "fault", [] {
+                fault(cudaErrorLaunchFailure, "a kernel failed");
+              }) == cudaSuccess;
+        DeviceArray<float> data(4);
+        ok &= ncclAllReduce(data.get(), data.get(), 4, ncclFloat32, ncclSum,
+                            comm, stream) == ncclSuccess;
+        gate->Notify();
+        std::future<ncclResult_t> destroyed = std::async(
+            std::launch::async, [this] { return ncclCommDestroy(comm); });
+        if (destroyed.wait_for(std::chrono::seconds(60)) !=
+            std::future_status::ready) {
+          std::fprintf(stderr, "ncclCommDestroy hung\n");
+          std::_Exit(1);
+        }
+        ok &= destroyed.get() == ncclSuccess;
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "a kernel failed");
 }
 
 TEST_F(NcclTest, OperandsOutsideDeviceMemoryFaultTheDevice) {

@@ -329,17 +329,10 @@ void hang(const Batch &batch) {
                                     batch.faultWhy, ")"));
 }
 
-/// The end of the batch, however it ends.
-struct FinishedBatch {
-  Communicator &comm;
-  ~FinishedBatch() { comm.batchFinished(); }
-};
-
 } // namespace
 
 void runBatch(const Batch &batch) {
   Communicator &comm = *batch.comm;
-  FinishedBatch finished{comm};
   // A broken or aborted communicator runs nothing more.
   if (comm.state() != ncclSuccess)
     return;

@@ -118,6 +118,23 @@ ncclResult_t checkSelfPairs(const std::vector<Queued *> &calls) {
   return ncclSuccess;
 }
 
+/// A batch in flight on its communicator from its queuing until its work
+/// is gone: run, or skipped after a fault or at exit, which destroys it
+/// unrun. ncclCommDestroy waits for it.
+class InFlight {
+public:
+  explicit InFlight(std::shared_ptr<Communicator> comm)
+      : comm(std::move(comm)) {
+    this->comm->batchQueued();
+  }
+  ~InFlight() { comm->batchFinished(); }
+  InFlight(const InFlight &) = delete;
+  InFlight &operator=(const InFlight &) = delete;
+
+private:
+  std::shared_ptr<Communicator> comm;
+};
+
 /// Numbers `calls` (all on one communicator and stream) and puts them on
 /// the stream as one batch.
 ncclResult_t queueBatch(const std::vector<Queued *> &calls) {
@@ -138,10 +155,11 @@ ncclResult_t queueBatch(const std::vector<Queued *> &calls) {
   batch.fault = nextOperationFault(batch.faultWhy);
   std::string what = absl::StrCat(calls.front()->call, " on ", comm.name);
   markCommunicationStream(stream);
-  comm.batchQueued();
-  if (cudaError_t queued = enqueue(stream, what, [batch] { runBatch(batch); });
+  auto inFlight = std::make_shared<InFlight>(batch.comm);
+  if (cudaError_t queued =
+          enqueue(stream, what,
+                  [batch = std::move(batch), inFlight] { runBatch(batch); });
       queued != cudaSuccess) {
-    comm.batchFinished();
     // The numbers are spent on this rank only: the communicator is broken.
     std::string message = absl::StrCat(
         what, ": the stream refused it: ", cudaGetErrorString(queued));

@@ -61,6 +61,13 @@ if os.path.exists(hf_current_python):
 # The CUDA backend is built (the toolkit is there; a GPU need not be).
 if config.moe_cuda_backend.upper() in ("ON", "TRUE", "1", "YES"):
     config.available_features.add("cuda-build")
+# cuobjdump (the toolkit's, or pip's nvidia-cuda-cuobjdump), which reads
+# the CUDA backend's objects for scripts/cuda-resources.sh and
+# scripts/cuda-kernel-coverage.sh (test/virtual-gpu).
+import shutil
+cuda_bin = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin")
+if shutil.which("cuobjdump") or shutil.which("cuobjdump", path=cuda_bin):
+    config.available_features.add("cuobjdump")
 # A cpu-target artifact that the CUDA backend also runs (test/gpu): without
 # the ops only the CPU backend has (the fused LM head and GEMM epilogues,
 # the routers' load counters; docs/semantics.md).

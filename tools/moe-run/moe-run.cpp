@@ -60,6 +60,10 @@ training:
                          LR schedule position and batches; default 0)
   --seed N               parameter initialisation seed (default: the artifact's)
   --device D             cpu (default) or cuda (a GPU, the CUDA backend)
+  --virtual-gpu NAME     with --device cuda: run the CUDA backend on the
+                         virtual GPU emulating NAME (a100, h100 or h200) on
+                         the CPU, for testing without a GPU (never chosen
+                         without this flag)
   --threads N            CPU kernel threads (default: OPENBLAS_NUM_THREADS or
                          OMP_NUM_THREADS, else this process's cores shared
                          among the node's ranks)
@@ -210,6 +214,10 @@ static Command parseArgs(int argc, char **argv) {
       options.resumePath = value();
     } else if (arg == "--device") {
       device = value();
+    } else if (arg == "--virtual-gpu") {
+      options.virtualGpu = value();
+      if (options.virtualGpu.empty())
+        throw UsageError{"--virtual-gpu needs a device name: a100, h100 or h200"};
     } else if (arg == "--load") {
       options.loadPath = value();
     } else if (arg == "--save") {
@@ -331,6 +339,8 @@ static Command parseArgs(int argc, char **argv) {
     throw UsageError{"unknown device '" + device + "': expected " + known};
   }
   options.device = device;
+  if (!options.virtualGpu.empty() && device != "cuda")
+    throw UsageError{"--virtual-gpu runs the CUDA backend: it needs --device cuda"};
   return command;
 }
 

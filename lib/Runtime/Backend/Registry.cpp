@@ -36,6 +36,11 @@ struct ModuleBackend {
 constexpr ModuleBackend kModuleBackends[] = {
     {"cuda", "CUDA", "libmoe_backend_cuda.so"}};
 
+/// The CUDA backend's sources built for the virtual GPU: loaded for
+/// `--device cuda --virtual-gpu NAME` only, never in place of a GPU.
+constexpr ModuleBackend kVirtualGpuBackend = {"cuda", "virtual GPU",
+                                              "libmoe_backend_virtual_gpu.so"};
+
 /// `path` without its last component ("/a/b" -> "/a").
 std::string parentOf(const std::string &path) {
   size_t slash = path.find_last_of('/');
@@ -89,12 +94,12 @@ absl::StatusOr<BackendFactory> moduleFactory(const ModuleBackend &backend) {
   static std::mutex mutex;
   static std::vector<std::pair<std::string, BackendFactory>> loaded;
   std::lock_guard<std::mutex> lock(mutex);
-  for (const auto &[name, factory] : loaded)
-    if (name == backend.name)
+  for (const auto &[file, factory] : loaded)
+    if (file == backend.file)
       return factory;
   absl::StatusOr<BackendFactory> factory = loadModule(backend);
   if (factory.ok())
-    loaded.emplace_back(backend.name, *factory);
+    loaded.emplace_back(backend.file, *factory);
   return factory;
 }
 
@@ -113,12 +118,17 @@ const std::vector<std::string> &backendNames() {
 absl::StatusOr<std::unique_ptr<Backend>>
 createBackend(std::string_view name, std::shared_ptr<const Program> program,
               const BackendOptions &options) {
-  if (name == "cpu")
+  if (name == "cpu") {
+    if (!options.virtualGpu.empty())
+      return absl::InvalidArgumentError(
+          "--virtual-gpu runs the CUDA backend: it needs --device cuda");
     return createCpuBackend(std::move(program), options);
+  }
   for (const ModuleBackend &backend : kModuleBackends) {
     if (name != backend.name)
       continue;
-    absl::StatusOr<BackendFactory> factory = moduleFactory(backend);
+    absl::StatusOr<BackendFactory> factory = moduleFactory(
+        options.virtualGpu.empty() ? backend : kVirtualGpuBackend);
     if (!factory.ok())
       return factory.status();
     return (*factory)(std::move(program), options);

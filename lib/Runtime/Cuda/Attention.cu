@@ -288,19 +288,18 @@ __global__ void keyValueGradKernel(const float *dout, const float *q,
   }
 }
 
-/// Calls launch(std::integral_constant<int, Width>()) with the narrowest
+/// Returns run(std::integral_constant<int, Width>()) with the narrowest
 /// slice (floats per lane) that holds a head row: registers are sized at
 /// compile time, and a small head should not carry 256 floats' worth.
-template <typename LaunchFn>
-void withSliceWidth(int64_t headDim, LaunchFn &&launch) {
+template <typename RunFn>
+absl::Status withSliceWidth(int64_t headDim, RunFn &&run) {
   if (headDim <= 1 * kWarpSize)
-    launch(std::integral_constant<int, 1>());
-  else if (headDim <= 2 * kWarpSize)
-    launch(std::integral_constant<int, 2>());
-  else if (headDim <= 4 * kWarpSize)
-    launch(std::integral_constant<int, 4>());
-  else
-    launch(std::integral_constant<int, 8>());
+    return run(std::integral_constant<int, 1>());
+  if (headDim <= 2 * kWarpSize)
+    return run(std::integral_constant<int, 2>());
+  if (headDim <= 4 * kWarpSize)
+    return run(std::integral_constant<int, 4>());
+  return run(std::integral_constant<int, 8>());
 }
 
 Shape makeShape(int64_t B, int64_t S, int64_t heads, int64_t kvHeads,
@@ -328,11 +327,10 @@ absl::Status attentionForward(const float *q, const float *k, const float *v,
     return absl::OkStatus();
   Shape shape = makeShape(B, S, heads, kvHeads, headDim);
   unsigned blocks = gridForRows(B * heads * S);
-  withSliceWidth(headDim, [&](auto width) {
-    forwardKernel<decltype(width)::value>
-        <<<blocks, kThreads, 0, stream>>>(q, k, v, out, lse, shape);
+  return withSliceWidth(headDim, [&](auto width) {
+    return launch("attentionForward", forwardKernel<decltype(width)::value>,
+                  blocks, kThreads, 0, stream, q, k, v, out, lse, shape);
   });
-  return launched("attentionForward");
 }
 
 uint64_t attentionBackwardWorkspaceBytes(int64_t B, int64_t S, int64_t heads) {
@@ -364,25 +362,22 @@ absl::Status attentionBackward(const float *dout, const float *q,
   float *delta = workspace;
   int64_t queryRows = B * heads * S;
   if (queryRows > 0) {
-    rowDotKernel<<<gridForRows(queryRows), kThreads, 0, stream>>>(dout, out,
-                                                                  delta, shape);
-    if (absl::Status status = launched("attentionBackward (dout . out)");
-        !status.ok())
-      return status;
-    withSliceWidth(headDim, [&](auto width) {
-      queryGradKernel<decltype(width)::value>
-          <<<gridForRows(queryRows), kThreads, 0, stream>>>(dout, q, k, v, lse,
-                                                            delta, dq, shape);
-    });
-    if (absl::Status status = launched("attentionBackward (dq)"); !status.ok())
-      return status;
+    MOE_CUDA_TRY(launch("attentionBackward (dout . out)", rowDotKernel,
+                        gridForRows(queryRows), kThreads, 0, stream, dout, out,
+                        delta, shape));
+    MOE_CUDA_TRY(withSliceWidth(headDim, [&](auto width) {
+      return launch("attentionBackward (dq)",
+                    queryGradKernel<decltype(width)::value>,
+                    gridForRows(queryRows), kThreads, 0, stream, dout, q, k, v,
+                    lse, delta, dq, shape);
+    }));
   }
-  withSliceWidth(headDim, [&](auto width) {
-    keyValueGradKernel<decltype(width)::value>
-        <<<gridForRows(B * kvHeads * S), kThreads, 0, stream>>>(
-            dout, q, k, v, lse, delta, dk, dv, shape);
+  return withSliceWidth(headDim, [&](auto width) {
+    return launch("attentionBackward (dk, dv)",
+                  keyValueGradKernel<decltype(width)::value>,
+                  gridForRows(B * kvHeads * S), kThreads, 0, stream, dout, q, k,
+                  v, lse, delta, dk, dv, shape);
   });
-  return launched("attentionBackward (dk, dv)");
 }
 
 } // namespace moe::rt::cuda

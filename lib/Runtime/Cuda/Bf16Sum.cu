@@ -41,8 +41,8 @@ absl::Status sumBf16Rows(const uint16_t *rows, int64_t parts, int64_t n,
         ", n = ", n));
   if (n == 0)
     return absl::OkStatus();
-  sumBf16RowsKernel<<<gridFor(n), kThreads, 0, stream>>>(rows, parts, n, out);
-  return launched("sumBf16Rows");
+  return launch("sumBf16Rows", sumBf16RowsKernel, gridFor(n), kThreads, 0,
+                stream, rows, parts, n, out);
 }
 
 } // namespace moe::rt::cuda

@@ -21,7 +21,7 @@ inline constexpr unsigned kFullWarp = 0xffffffffu;
 /// The number of threads of the block below this one (in threadIdx.x order)
 /// whose `flag` is set; *total becomes the block's count. Every thread of the
 /// block must call it (it synchronises the block), with blockDim.x a
-/// multiple of 32. `warpCounts` is __shared__ scratch of blockDim.x / 32
+/// multiple of 32. `warpCounts` is shared-memory scratch of blockDim.x / 32
 /// entries, free again when the call returns.
 __device__ inline int blockExclusiveCount(bool flag, int *warpCounts,
                                           int *total) {

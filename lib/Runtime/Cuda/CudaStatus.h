@@ -43,4 +43,11 @@ absl::StatusOr<bool> queryDone(cudaError_t result, const char *what);
       return moe_cublas_status;                                               \
   } while (0)
 
+/// Returns from the enclosing function when `expr` (an absl::Status) fails.
+#define MOE_CUDA_TRY(expr)                                                     \
+  do {                                                                         \
+    if (absl::Status moe_try_status = (expr); !moe_try_status.ok())            \
+      return moe_try_status;                                                   \
+  } while (0)
+
 #endif // MOE_LIB_RUNTIME_CUDA_CUDASTATUS_H

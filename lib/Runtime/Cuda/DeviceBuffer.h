@@ -68,11 +68,4 @@ private:
     return name##_allocated.status();                                          \
   ::moe::rt::cuda::DeviceBuffer<T> name = std::move(*name##_allocated)
 
-/// Returns from the enclosing function when `expr` (an absl::Status) fails.
-#define MOE_CUDA_TRY(expr)                                                     \
-  do {                                                                         \
-    if (absl::Status moe_try_status = (expr); !moe_try_status.ok())            \
-      return moe_try_status;                                                   \
-  } while (0)
-
 #endif // MOE_LIB_RUNTIME_CUDA_DEVICEBUFFER_H

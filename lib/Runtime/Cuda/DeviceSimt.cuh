@@ -12,6 +12,11 @@
 
 #include "Storage.cuh"
 
+#ifdef MOE_VIRTUAL_GPU
+// The virtual GPU's twin: the same interface on the thread engine.
+#include "VirtualGpu/VirtualSimt.h"
+#else
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -97,4 +102,5 @@ struct DeviceSimt {
 
 } // namespace moe::rt::cuda
 
+#endif // MOE_VIRTUAL_GPU
 #endif // MOE_LIB_RUNTIME_CUDA_DEVICESIMT_CUH

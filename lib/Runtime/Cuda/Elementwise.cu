@@ -11,6 +11,7 @@
 
 #include "BlockReduce.cuh"
 #include "Launch.h"
+#include "SharedMemory.cuh"
 #include "Storage.cuh"
 
 #include "absl/strings/str_cat.h"
@@ -83,7 +84,7 @@ __global__ void roundToBf16Kernel(float *x, int64_t n) {
 /// float order, and NaN (above infinity) wins a maximum, as cpu::absMax
 /// returns NaN for a tensor holding one.
 __global__ void absMaxKernel(const float *x, int64_t n, unsigned *amaxBits) {
-  __shared__ unsigned block[kThreads];
+  MOE_BLOCK_SHARED(unsigned, block, kThreads);
   unsigned mine = 0;
   GRID_STRIDE(i, n) mine = max(mine, __float_as_uint(fabsf(x[i])));
   mine = blockReduce(mine, block, [](unsigned a, unsigned b) { return max(a, b); });
@@ -173,7 +174,7 @@ __global__ void interleaveBlocksKernel(const Word *from, Word *to,
 /// One block per row; the row's products summed in double.
 __global__ void rowDotsKernel(const float *a, const float *b, int64_t width,
                               float *out) {
-  __shared__ double partial[kThreads];
+  MOE_BLOCK_SHARED(double, partial, kThreads);
   const float *ar = a + blockIdx.x * width, *br = b + blockIdx.x * width;
   double sum = 0.0;
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
@@ -199,20 +200,18 @@ absl::Status interleaveBlocks(const void *from, void *to, int64_t outer,
                               int64_t parts, int64_t chunk, bool pack,
                               cudaStream_t stream, int elementBytes) {
   if (elementBytes == 2)
-    interleaveBlocksKernel<<<gridFor(outer * parts * chunk), kThreads, 0,
-                             stream>>>(static_cast<const uint16_t *>(from),
-                                       static_cast<uint16_t *>(to), outer,
-                                       parts, chunk, pack);
-  else if (elementBytes == 4)
-    interleaveBlocksKernel<<<gridFor(outer * parts * chunk), kThreads, 0,
-                             stream>>>(static_cast<const uint32_t *>(from),
-                                       static_cast<uint32_t *>(to), outer,
-                                       parts, chunk, pack);
-  else
-    return absl::InvalidArgumentError(absl::StrCat(
-        "interleaveBlocks: elements of ", elementBytes,
-        " bytes (expected 2 or 4)"));
-  return launched("interleaveBlocks");
+    return launch("interleaveBlocks", interleaveBlocksKernel<uint16_t>,
+                  gridFor(outer * parts * chunk), kThreads, 0, stream,
+                  static_cast<const uint16_t *>(from),
+                  static_cast<uint16_t *>(to), outer, parts, chunk, pack);
+  if (elementBytes == 4)
+    return launch("interleaveBlocks", interleaveBlocksKernel<uint32_t>,
+                  gridFor(outer * parts * chunk), kThreads, 0, stream,
+                  static_cast<const uint32_t *>(from),
+                  static_cast<uint32_t *>(to), outer, parts, chunk, pack);
+  return absl::InvalidArgumentError(
+      absl::StrCat("interleaveBlocks: elements of ", elementBytes,
+                   " bytes (expected 2 or 4)"));
 }
 
 absl::Status rowDots(const float *a, const float *b, int64_t rows,
@@ -221,120 +220,113 @@ absl::Status rowDots(const float *a, const float *b, int64_t rows,
     return absl::OkStatus();
   if (rows > 0x7fffffff)
     return absl::InvalidArgumentError("rowDots: more than 2^31 - 1 rows");
-  rowDotsKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      a, b, width, out);
-  return launched("rowDots");
+  return launch("rowDots", rowDotsKernel, static_cast<unsigned>(rows), kThreads,
+                0, stream, a, b, width, out);
 }
 
 absl::Status scaleRows(float *x, const float *scales, int64_t rows,
                        int64_t width, cudaStream_t stream) {
-  scaleRowsKernel<<<gridFor(rows * width), kThreads, 0, stream>>>(
-      x, scales, rows, width);
-  return launched("scaleRows");
+  return launch("scaleRows", scaleRowsKernel, gridFor(rows * width), kThreads,
+                0, stream, x, scales, rows, width);
 }
 
 absl::Status scatterValues(const float *values, const int64_t *slots,
                            int64_t count, float *out, cudaStream_t stream) {
-  scatterValuesKernel<<<gridFor(count), kThreads, 0, stream>>>(values, slots,
-                                                               count, out);
-  return launched("scatterValues");
+  return launch("scatterValues", scatterValuesKernel, gridFor(count), kThreads,
+                0, stream, values, slots, count, out);
 }
 
 absl::Status add(const float *a, const float *b, float *y, int64_t n,
                  cudaStream_t stream) {
-  addKernel<<<gridFor(n), kThreads, 0, stream>>>(a, b, y, n);
-  return launched("add");
+  return launch("add", addKernel<float>, gridFor(n), kThreads, 0, stream, a, b,
+                y, n);
 }
 
 absl::Status add(const uint16_t *a, const uint16_t *b, uint16_t *y, int64_t n,
                  cudaStream_t stream) {
-  addKernel<<<gridFor(n), kThreads, 0, stream>>>(a, b, y, n);
-  return launched("add (bf16)");
+  return launch("add (bf16)", addKernel<uint16_t>, gridFor(n), kThreads, 0,
+                stream, a, b, y, n);
 }
 
 absl::Status swigluForward(const float *gate, const float *up, float *y,
                            int64_t n, cudaStream_t stream) {
-  swigluForwardKernel<<<gridFor(n), kThreads, 0, stream>>>(gate, up, y, n);
-  return launched("swigluForward");
+  return launch("swigluForward", swigluForwardKernel<float, float>, gridFor(n),
+                kThreads, 0, stream, gate, up, y, n);
 }
 
 absl::Status swigluForward(const float *gate, const float *up, uint16_t *y,
                            int64_t n, cudaStream_t stream) {
-  swigluForwardKernel<<<gridFor(n), kThreads, 0, stream>>>(gate, up, y, n);
-  return launched("swigluForward (into bf16)");
+  return launch("swigluForward (into bf16)",
+                swigluForwardKernel<float, uint16_t>, gridFor(n), kThreads, 0,
+                stream, gate, up, y, n);
 }
 
 absl::Status swigluForward(const uint16_t *gate, const uint16_t *up,
                            uint16_t *y, int64_t n, cudaStream_t stream) {
-  swigluForwardKernel<<<gridFor(n), kThreads, 0, stream>>>(gate, up, y, n);
-  return launched("swigluForward (bf16)");
+  return launch("swigluForward (bf16)", swigluForwardKernel<uint16_t, uint16_t>,
+                gridFor(n), kThreads, 0, stream, gate, up, y, n);
 }
 
 absl::Status swigluBackward(const float *dy, const float *gate,
                             const float *up, float *dgate, float *dup,
                             int64_t n, cudaStream_t stream) {
-  swigluBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(dy, gate, up,
-                                                            dgate, dup, n);
-  return launched("swigluBackward");
+  return launch("swigluBackward", swigluBackwardKernel<float>, gridFor(n),
+                kThreads, 0, stream, dy, gate, up, dgate, dup, n);
 }
 
 absl::Status swigluBackward(const uint16_t *dy, const uint16_t *gate,
                             const uint16_t *up, uint16_t *dgate, uint16_t *dup,
                             int64_t n, cudaStream_t stream) {
-  swigluBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(dy, gate, up, dgate,
-                                                            dup, n);
-  return launched("swigluBackward (bf16)");
+  return launch("swigluBackward (bf16)", swigluBackwardKernel<uint16_t>,
+                gridFor(n), kThreads, 0, stream, dy, gate, up, dgate, dup, n);
 }
 
 absl::Status divide(const float *x, float divisor, float *y, int64_t n,
                     cudaStream_t stream) {
-  divideKernel<<<gridFor(n), kThreads, 0, stream>>>(x, divisor, y, n);
-  return launched("divide");
+  return launch("divide", divideKernel, gridFor(n), kThreads, 0, stream, x,
+                divisor, y, n);
 }
 
 absl::Status fill(float *x, float value, int64_t n, cudaStream_t stream) {
-  fillKernel<<<gridFor(n), kThreads, 0, stream>>>(x, value, n);
-  return launched("fill");
+  return launch("fill", fillKernel, gridFor(n), kThreads, 0, stream, x, value,
+                n);
 }
 
 absl::Status castToBf16(const float *x, uint16_t *out, int64_t n,
                         cudaStream_t stream) {
-  castToBf16Kernel<<<gridFor(n), kThreads, 0, stream>>>(x, out, n);
-  return launched("castToBf16");
+  return launch("castToBf16", castToBf16Kernel, gridFor(n), kThreads, 0, stream,
+                x, out, n);
 }
 
 absl::Status castFromBf16(const uint16_t *x, float *out, int64_t n,
                           cudaStream_t stream) {
-  castFromBf16Kernel<<<gridFor(n), kThreads, 0, stream>>>(x, out, n);
-  return launched("castFromBf16");
+  return launch("castFromBf16", castFromBf16Kernel, gridFor(n), kThreads, 0,
+                stream, x, out, n);
 }
 
 absl::Status roundToBf16(float *x, int64_t n, cudaStream_t stream) {
-  roundToBf16Kernel<<<gridFor(n), kThreads, 0, stream>>>(x, n);
-  return launched("roundToBf16");
+  return launch("roundToBf16", roundToBf16Kernel, gridFor(n), kThreads, 0,
+                stream, x, n);
 }
 
 absl::Status absMax(const float *x, int64_t n, float *amax,
                     cudaStream_t stream) {
   MOE_CUDA_OK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
-  absMaxKernel<<<gridFor(n), kThreads, 0, stream>>>(
-      x, n, reinterpret_cast<unsigned *>(amax));
-  return launched("absMax");
+  return launch("absMax", absMaxKernel, gridFor(n), kThreads, 0, stream, x, n,
+                reinterpret_cast<unsigned *>(amax));
 }
 
 absl::Status castToFp8(const float *x, const float *amax, uint8_t *codes,
                        float *inverseScale, int64_t n, Fp8Format format,
                        cudaStream_t stream) {
-  castToFp8Kernel<<<gridFor(n), kThreads, 0, stream>>>(x, amax, codes,
-                                                       inverseScale, n, format);
-  return launched("castToFp8");
+  return launch("castToFp8", castToFp8Kernel, gridFor(n), kThreads, 0, stream,
+                x, amax, codes, inverseScale, n, format);
 }
 
 absl::Status roundToFp8(const float *x, const float *amax, float *out,
                         int64_t n, Fp8Format format, cudaStream_t stream) {
-  roundToFp8Kernel<<<gridFor(n), kThreads, 0, stream>>>(x, amax, out, n,
-                                                        format);
-  return launched("roundToFp8");
+  return launch("roundToFp8", roundToFp8Kernel, gridFor(n), kThreads, 0, stream,
+                x, amax, out, n, format);
 }
 
 absl::Status castTransposeToFp8(const float *x, const float *amax,
@@ -344,24 +336,23 @@ absl::Status castTransposeToFp8(const float *x, const float *amax,
   if (outLd < rows)
     return absl::InvalidArgumentError(
         "castTransposeToFp8: the output's leading dimension is below the rows");
-  castTransposeToFp8Kernel<<<gridFor(cols * outLd), kThreads, 0, stream>>>(
-      x, amax, codes, inverseScale, rows, cols, outLd, format);
-  return launched("castTransposeToFp8");
+  return launch("castTransposeToFp8", castTransposeToFp8Kernel,
+                gridFor(cols * outLd), kThreads, 0, stream, x, amax, codes,
+                inverseScale, rows, cols, outLd, format);
 }
 
 absl::Status delayedAmax(const float *current, float *history, int64_t length,
                          float *amaxToUse, cudaStream_t stream) {
-  delayedAmaxKernel<<<1, 1, 0, stream>>>(current, history, length, amaxToUse);
-  return launched("delayedAmax");
+  return launch("delayedAmax", delayedAmaxKernel, 1, 1, 0, stream, current,
+                history, length, amaxToUse);
 }
 
 absl::Status rollAmaxHistories(float *histories, int64_t rows, int64_t length,
                                cudaStream_t stream, const StepCheck *check) {
   if (length < 2 || rows == 0)
     return absl::OkStatus();
-  rollAmaxHistoriesKernel<<<gridFor(rows), kThreads, 0, stream>>>(
-      histories, rows, length, check);
-  return launched("rollAmaxHistories");
+  return launch("rollAmaxHistories", rollAmaxHistoriesKernel, gridFor(rows),
+                kThreads, 0, stream, histories, rows, length, check);
 }
 
 } // namespace moe::rt::cuda

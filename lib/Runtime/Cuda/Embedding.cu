@@ -12,6 +12,7 @@
 #include "DeviceSimt.cuh"
 #include "FirstBadId.cuh"
 #include "Launch.h"
+#include "SharedMemory.cuh"
 #include "WeightGradBlocks.h"
 
 namespace moe::rt::cuda {
@@ -37,8 +38,8 @@ __global__ void embeddingForwardKernel(const int32_t *tokens, const S *table,
 template <typename S>
 __global__ void __launch_bounds__(weightgrad::kColumns)
     embeddingBackwardKernel(weightgrad::EmbeddingGradArgs<S> args) {
-  __shared__ __align__(
-      16) unsigned char tokens[weightgrad::kEmbeddingGradSharedBytes];
+  MOE_BLOCK_SHARED_ALIGNED(unsigned char, tokens,
+                           weightgrad::kEmbeddingGradSharedBytes, 16);
   weightgrad::embeddingGradBlock(DeviceSimt{tokens}, args);
 }
 
@@ -47,11 +48,12 @@ absl::Status embeddingForwardOn(const int32_t *tokens, const S *table, S *y,
                                 int64_t T, int64_t V, int64_t H,
                                 int64_t *firstBad, cudaStream_t stream) {
   auto *bad = reinterpret_cast<unsigned long long *>(firstBad);
-  startFirstBadKernel<<<1, 1, 0, stream>>>(bad);
-  embeddingForwardKernel<<<gridFor(T * H), kThreads, 0, stream>>>(
-      tokens, table, y, T, V, H, bad);
-  finishFirstBadKernel<<<1, 1, 0, stream>>>(bad);
-  return launched("embeddingForward");
+  MOE_CUDA_TRY(
+      launch("embeddingForward", startFirstBadKernel, 1, 1, 0, stream, bad));
+  MOE_CUDA_TRY(launch("embeddingForward", embeddingForwardKernel<S>,
+                      gridFor(T * H), kThreads, 0, stream, tokens, table, y, T,
+                      V, H, bad));
+  return launch("embeddingForward", finishFirstBadKernel, 1, 1, 0, stream, bad);
 }
 
 template <typename S>
@@ -68,9 +70,10 @@ absl::Status embeddingBackwardOn(const S *dy, const int32_t *tokens,
   if (columnTiles > 0x7fffffff)
     return absl::InvalidArgumentError("embeddingBackward: too many columns");
   dim3 grid(static_cast<unsigned>(columnTiles), static_cast<unsigned>(parts));
-  embeddingBackwardKernel<<<grid, weightgrad::kColumns, 0, stream>>>(
+  return launch(
+      "embeddingBackward", embeddingBackwardKernel<S>, grid,
+      weightgrad::kColumns, 0, stream,
       weightgrad::EmbeddingGradArgs<S>{dy, tokens, dtable, T, V, H, parts});
-  return launched("embeddingBackward");
 }
 
 } // namespace

@@ -25,6 +25,7 @@
 
 #include "BlockCount.cuh"
 #include "Launch.h"
+#include "SharedMemory.cuh"
 #include "Storage.cuh"
 
 #include "absl/strings/str_cat.h"
@@ -69,7 +70,7 @@ __global__ void scanOffsetsKernel(int64_t *offsets, int64_t E) {
 /// routed to e, in ascending slot order.
 __global__ void placeSlotsKernel(const int32_t *indices, int64_t numSlots,
                                  const int64_t *offsets, int64_t *slots) {
-  __shared__ int warpCounts[kWarpsPerBlock];
+  MOE_BLOCK_SHARED(int, warpCounts, kWarpsPerBlock);
   int32_t expert = blockIdx.x;
   int64_t next = offsets[expert]; // where the chunk's first slot goes
   for (int64_t chunk = 0; chunk < numSlots; chunk += blockDim.x) {
@@ -160,7 +161,7 @@ __global__ void combineRowsKernel(const float *rows,
                                   const int32_t *indices, const float *weights,
                                   int64_t T, int64_t topK, int64_t width,
                                   Out *y) {
-  extern __shared__ Contribution ordered[];
+  MOE_DYNAMIC_SHARED(Contribution, ordered, alignof(Contribution));
   for (int64_t t = blockIdx.x; t < T; t += gridDim.x) {
     const int64_t *position = positionOfSlot + t * topK;
     const int32_t *idx = indices + t * topK;
@@ -207,19 +208,13 @@ absl::Status checkTopK(const char *kernel, int64_t topK, int64_t most) {
   return absl::OkStatus();
 }
 
-#define MOE_RETURN_IF_ERROR(expr)                                              \
-  do {                                                                         \
-    if (absl::Status moe_status = (expr); !moe_status.ok())                    \
-      return moe_status;                                                       \
-  } while (0)
-
 } // namespace
 
 absl::Status groupByExpert(const int32_t *indices, int64_t T, int64_t E,
                            int64_t topK, int64_t *offsets, int64_t *slots,
                            cudaStream_t stream) {
-  MOE_RETURN_IF_ERROR(checkNonNegative("groupByExpert", "token count", T));
-  MOE_RETURN_IF_ERROR(checkTopK("groupByExpert", topK, INT32_MAX));
+  MOE_CUDA_TRY(checkNonNegative("groupByExpert", "token count", T));
+  MOE_CUDA_TRY(checkTopK("groupByExpert", topK, INT32_MAX));
   // One block per expert.
   if (E < 0 || E > INT32_MAX)
     return absl::InvalidArgumentError(absl::StrCat(
@@ -228,28 +223,27 @@ absl::Status groupByExpert(const int32_t *indices, int64_t T, int64_t E,
   int64_t numSlots = T * topK;
   if (numSlots == 0 || E == 0)
     return absl::OkStatus();
-  countSlotsKernel<<<gridFor(numSlots), kThreads, 0, stream>>>(
-      indices, numSlots, E, offsets);
-  MOE_RETURN_IF_ERROR(launched("groupByExpert (count)"));
-  scanOffsetsKernel<<<1, 1, 0, stream>>>(offsets, E);
-  MOE_RETURN_IF_ERROR(launched("groupByExpert (scan)"));
-  placeSlotsKernel<<<static_cast<unsigned>(E), kThreads, 0, stream>>>(
-      indices, numSlots, offsets, slots);
-  return launched("groupByExpert (place)");
+  MOE_CUDA_TRY(launch("groupByExpert (count)", countSlotsKernel,
+                      gridFor(numSlots), kThreads, 0, stream, indices, numSlots,
+                      E, offsets));
+  MOE_CUDA_TRY(launch("groupByExpert (scan)", scanOffsetsKernel, 1, 1, 0,
+                      stream, offsets, E));
+  return launch("groupByExpert (place)", placeSlotsKernel,
+                static_cast<unsigned>(E), kThreads, 0, stream, indices,
+                numSlots, offsets, slots);
 }
 
 template <typename In, typename Out>
 absl::Status gatherRowsOf(const In *x, const int64_t *slots, int64_t count,
                           int64_t topK, int64_t width, Out *rows,
                           cudaStream_t stream) {
-  MOE_RETURN_IF_ERROR(checkNonNegative("gatherRows", "row count", count));
-  MOE_RETURN_IF_ERROR(checkNonNegative("gatherRows", "width", width));
-  MOE_RETURN_IF_ERROR(checkTopK("gatherRows", topK, INT64_MAX));
+  MOE_CUDA_TRY(checkNonNegative("gatherRows", "row count", count));
+  MOE_CUDA_TRY(checkNonNegative("gatherRows", "width", width));
+  MOE_CUDA_TRY(checkTopK("gatherRows", topK, INT64_MAX));
   if (count == 0 || width == 0)
     return absl::OkStatus();
-  gatherRowsKernel<<<gridFor(count * width), kThreads, 0, stream>>>(
-      x, slots, count, topK, width, rows);
-  return launched("gatherRows");
+  return launch("gatherRows", gatherRowsKernel<In, Out>, gridFor(count * width),
+                kThreads, 0, stream, x, slots, count, topK, width, rows);
 }
 
 absl::Status gatherRows(const float *x, const int64_t *slots, int64_t count,
@@ -275,15 +269,14 @@ absl::Status combineRowsOf(const float *rows, const int64_t *positionOfSlot,
                            const int32_t *indices, const float *weights,
                            int64_t T, int64_t topK, int64_t width, Out *y,
                            cudaStream_t stream) {
-  MOE_RETURN_IF_ERROR(checkNonNegative("combineRows", "token count", T));
-  MOE_RETURN_IF_ERROR(checkNonNegative("combineRows", "width", width));
-  MOE_RETURN_IF_ERROR(checkTopK("combineRows", topK, kMaxCombineTopK));
+  MOE_CUDA_TRY(checkNonNegative("combineRows", "token count", T));
+  MOE_CUDA_TRY(checkNonNegative("combineRows", "width", width));
+  MOE_CUDA_TRY(checkTopK("combineRows", topK, kMaxCombineTopK));
   if (T == 0 || width == 0)
     return absl::OkStatus();
-  combineRowsKernel<<<gridFor(T, 1), kThreads, topK * sizeof(Contribution),
-                      stream>>>(rows, positionOfSlot, indices, weights, T, topK,
-                                width, y);
-  return launched("combineRows");
+  return launch("combineRows", combineRowsKernel<Out>, gridFor(T, 1), kThreads,
+                topK * sizeof(Contribution), stream, rows, positionOfSlot,
+                indices, weights, T, topK, width, y);
 }
 
 absl::Status combineRows(const float *rows, const int64_t *positionOfSlot,
@@ -305,40 +298,38 @@ absl::Status combineRows(const float *rows, const int64_t *positionOfSlot,
 absl::Status invertSlots(const int64_t *slots, const int64_t *offsets,
                          int64_t E, int64_t numSlots, int64_t *positionOfSlot,
                          cudaStream_t stream) {
-  MOE_RETURN_IF_ERROR(checkNonNegative("invertSlots", "expert count", E));
-  MOE_RETURN_IF_ERROR(checkNonNegative("invertSlots", "slot count", numSlots));
+  MOE_CUDA_TRY(checkNonNegative("invertSlots", "expert count", E));
+  MOE_CUDA_TRY(checkNonNegative("invertSlots", "slot count", numSlots));
   if (numSlots == 0)
     return absl::OkStatus();
   // All-ones bytes are the int64 -1 of an unused slot.
   MOE_CUDA_OK(cudaMemsetAsync(positionOfSlot, 0xff, numSlots * sizeof(int64_t),
                               stream));
-  scatterPositionsKernel<<<gridFor(numSlots), kThreads, 0, stream>>>(
-      slots, offsets, E, numSlots, positionOfSlot);
-  return launched("invertSlots");
+  return launch("invertSlots", scatterPositionsKernel, gridFor(numSlots),
+                kThreads, 0, stream, slots, offsets, E, numSlots,
+                positionOfSlot);
 }
 
 absl::Status saveHidden(const float *u, const float *g,
                         const int64_t *positionOfSlot, int64_t numSlots,
                         int64_t F, float *hidden, cudaStream_t stream) {
-  MOE_RETURN_IF_ERROR(checkNonNegative("saveHidden", "slot count", numSlots));
-  MOE_RETURN_IF_ERROR(checkNonNegative("saveHidden", "width", F));
+  MOE_CUDA_TRY(checkNonNegative("saveHidden", "slot count", numSlots));
+  MOE_CUDA_TRY(checkNonNegative("saveHidden", "width", F));
   if (numSlots == 0 || F == 0)
     return absl::OkStatus();
-  saveHiddenKernel<<<gridFor(numSlots * 2 * F), kThreads, 0, stream>>>(
-      u, g, positionOfSlot, numSlots, F, hidden);
-  return launched("saveHidden");
+  return launch("saveHidden", saveHiddenKernel, gridFor(numSlots * 2 * F),
+                kThreads, 0, stream, u, g, positionOfSlot, numSlots, F, hidden);
 }
 
 absl::Status loadHidden(const float *hidden, const int64_t *slots,
                         int64_t count, int64_t F, float *u, float *g,
                         cudaStream_t stream) {
-  MOE_RETURN_IF_ERROR(checkNonNegative("loadHidden", "row count", count));
-  MOE_RETURN_IF_ERROR(checkNonNegative("loadHidden", "width", F));
+  MOE_CUDA_TRY(checkNonNegative("loadHidden", "row count", count));
+  MOE_CUDA_TRY(checkNonNegative("loadHidden", "width", F));
   if (count == 0 || F == 0)
     return absl::OkStatus();
-  loadHiddenKernel<<<gridFor(count * 2 * F), kThreads, 0, stream>>>(
-      hidden, slots, count, F, u, g);
-  return launched("loadHidden");
+  return launch("loadHidden", loadHiddenKernel, gridFor(count * 2 * F),
+                kThreads, 0, stream, hidden, slots, count, F, u, g);
 }
 
 } // namespace moe::rt::cuda

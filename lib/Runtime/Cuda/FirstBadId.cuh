@@ -23,7 +23,8 @@ __device__ inline void noteBadId(unsigned long long *firstBad,
   atomicMin(firstBad, static_cast<unsigned long long>(position));
 }
 
-/// Launched as <<<1, 1>>>; internal to each file that includes them.
+/// Launched on one block of one thread; internal to each file that
+/// includes them.
 static __global__ void startFirstBadKernel(unsigned long long *firstBad) {
   *firstBad = kNoBadId;
 }

@@ -15,6 +15,7 @@
 #include "DeviceSimt.cuh"
 #include "FlashAttentionBlocks.h"
 #include "Launch.h"
+#include "SharedMemory.cuh"
 
 #include "absl/strings/str_cat.h"
 
@@ -28,27 +29,27 @@ using flash::kTile;
 
 template <int D>
 __global__ void __launch_bounds__(kBlockThreads)
-    forwardKernel(flash::ForwardArgs args) {
-  extern __shared__ __align__(128) unsigned char smem[];
+    flashForwardKernel(flash::ForwardArgs args) {
+  MOE_DYNAMIC_SHARED(unsigned char, smem, 128);
   flash::forwardBlock<D>(DeviceSimt{smem}, args);
 }
 
 __global__ void __launch_bounds__(kBlockThreads)
-    rowDotKernel(flash::BackwardArgs args) {
+    flashRowDotKernel(flash::BackwardArgs args) {
   flash::rowDotBlock(DeviceSimt{nullptr}, args);
 }
 
 template <int D>
 __global__ void __launch_bounds__(kBlockThreads)
-    keyValueGradKernel(flash::BackwardArgs args) {
-  extern __shared__ __align__(128) unsigned char smem[];
+    flashKeyValueGradKernel(flash::BackwardArgs args) {
+  MOE_DYNAMIC_SHARED(unsigned char, smem, 128);
   flash::keyValueGradBlock<D>(DeviceSimt{smem}, args);
 }
 
 template <int D>
 __global__ void __launch_bounds__(kBlockThreads)
-    queryGradKernel(flash::BackwardArgs args) {
-  extern __shared__ __align__(128) unsigned char smem[];
+    flashQueryGradKernel(flash::BackwardArgs args) {
+  MOE_DYNAMIC_SHARED(unsigned char, smem, 128);
   flash::queryGradBlock<D>(DeviceSimt{smem}, args);
 }
 
@@ -58,13 +59,14 @@ template <typename Args>
 absl::Status launchTiles(void (*kernel)(Args), dim3 grid, size_t bytes,
                          const Args &args, cudaStream_t stream,
                          const char *what) {
-  cudaError_t error =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(bytes));
+  // The runtime API's own form, which nvcc's template overload calls: a
+  // host compiler (the virtual GPU) sees only this one.
+  cudaError_t error = cudaFuncSetAttribute(
+      reinterpret_cast<const void *>(kernel),
+      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (error != cudaSuccess)
     return cudaStatus(error, what);
-  kernel<<<grid, kBlockThreads, bytes, stream>>>(args);
-  return launched(what);
+  return launch(what, kernel, grid, kBlockThreads, bytes, stream, args);
 }
 
 /// The padded head dim of the kernel that runs headDim: 64 or 128.
@@ -114,10 +116,10 @@ absl::Status flashAttentionForward(const uint16_t *q, const uint16_t *k,
                           out, lse, makeShape(B, S, heads, kvHeads, headDim)};
   dim3 grid(tilesOf(S), static_cast<unsigned>(heads), static_cast<unsigned>(B));
   if (paddedDim(headDim) == 64)
-    return launchTiles(forwardKernel<64>, grid,
+    return launchTiles(flashForwardKernel<64>, grid,
                        flash::ForwardLayout<64>::kBytes, args, stream,
                        "flashAttentionForward");
-  return launchTiles(forwardKernel<128>, grid,
+  return launchTiles(flashForwardKernel<128>, grid,
                      flash::ForwardLayout<128>::kBytes, args, stream,
                      "flashAttentionForward");
 }
@@ -168,25 +170,25 @@ absl::Status flashAttentionBackward(const uint16_t *dout, const uint16_t *q,
   if (rowBlocks > 0x7fffffff)
     return absl::InvalidArgumentError(
         absl::StrCat("flashAttentionBackward: ", rows, " query rows"));
-  rowDotKernel<<<static_cast<unsigned>(rowBlocks), kBlockThreads, 0, stream>>>(
-      args);
-  MOE_CUDA_TRY(launched("flashAttentionBackward (dout . out)"));
+  MOE_CUDA_TRY(launch("flashAttentionBackward (dout . out)", flashRowDotKernel,
+                      static_cast<unsigned>(rowBlocks), kBlockThreads, 0,
+                      stream, args));
   dim3 keyGrid(tilesOf(S), static_cast<unsigned>(kvHeads),
                static_cast<unsigned>(B));
   dim3 queryGrid(tilesOf(S), static_cast<unsigned>(heads),
                  static_cast<unsigned>(B));
   if (paddedDim(headDim) == 64) {
-    MOE_CUDA_TRY(launchTiles(keyValueGradKernel<64>, keyGrid,
+    MOE_CUDA_TRY(launchTiles(flashKeyValueGradKernel<64>, keyGrid,
                              flash::KeyValueGradLayout<64>::kBytes, args,
                              stream, "flashAttentionBackward (dk, dv)"));
-    return launchTiles(queryGradKernel<64>, queryGrid,
+    return launchTiles(flashQueryGradKernel<64>, queryGrid,
                        flash::QueryGradLayout<64>::kBytes, args, stream,
                        "flashAttentionBackward (dq)");
   }
-  MOE_CUDA_TRY(launchTiles(keyValueGradKernel<128>, keyGrid,
+  MOE_CUDA_TRY(launchTiles(flashKeyValueGradKernel<128>, keyGrid,
                            flash::KeyValueGradLayout<128>::kBytes, args, stream,
                            "flashAttentionBackward (dk, dv)"));
-  return launchTiles(queryGradKernel<128>, queryGrid,
+  return launchTiles(flashQueryGradKernel<128>, queryGrid,
                      flash::QueryGradLayout<128>::kBytes, args, stream,
                      "flashAttentionBackward (dq)");
 }

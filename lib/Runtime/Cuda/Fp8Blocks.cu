@@ -9,6 +9,7 @@
 #include "DeviceSimt.cuh"
 #include "Fp8BlockScaling.h"
 #include "Launch.h"
+#include "SharedMemory.cuh"
 
 #include "absl/strings/str_cat.h"
 
@@ -19,7 +20,7 @@ namespace {
 
 __global__ void __launch_bounds__(fp8blocks::kThreads)
     quantizeTilesKernel(fp8blocks::Tiles tiles) {
-  extern __shared__ __align__(16) unsigned char shared[];
+  MOE_DYNAMIC_SHARED(unsigned char, shared, 16);
   fp8blocks::quantizeTiles(DeviceSimt{shared}, tiles);
 }
 
@@ -58,9 +59,9 @@ absl::Status quantizeFp8Blocks(const float *x, int64_t rows, int64_t cols,
   if (count == 0)
     return absl::OkStatus();
   unsigned grid = static_cast<unsigned>(std::min<int64_t>(count, 65535));
-  quantizeTilesKernel<<<grid, fp8blocks::kThreads,
-                        fp8blocks::Tiles::sharedBytes(), stream>>>(tiles);
-  return launched("quantizeFp8Blocks");
+  return launch("quantizeFp8Blocks", quantizeTilesKernel, grid,
+                fp8blocks::kThreads, fp8blocks::Tiles::sharedBytes(), stream,
+                tiles);
 }
 
 } // namespace moe::rt::cuda

@@ -48,9 +48,8 @@ absl::Status packFp8Rows(const float *rows, int64_t count, int64_t width,
   int64_t items = count * layout->blocksPerRow();
   if (items == 0)
     return absl::OkStatus();
-  packKernel<<<gridFor(items, fp8rows::kThreads), fp8rows::kThreads, 0,
-               stream>>>(*layout, rows, words);
-  return launched("packFp8Rows");
+  return launch("packFp8Rows", packKernel, gridFor(items, fp8rows::kThreads),
+                fp8rows::kThreads, 0, stream, *layout, rows, words);
 }
 
 absl::Status unpackFp8Rows(const int32_t *words, int64_t count, int64_t width,
@@ -63,9 +62,9 @@ absl::Status unpackFp8Rows(const int32_t *words, int64_t count, int64_t width,
   int64_t items = count * layout->blocksPerRow();
   if (items == 0)
     return absl::OkStatus();
-  unpackKernel<<<gridFor(items, fp8rows::kThreads), fp8rows::kThreads, 0,
-                 stream>>>(*layout, words, rows);
-  return launched("unpackFp8Rows");
+  return launch("unpackFp8Rows", unpackKernel,
+                gridFor(items, fp8rows::kThreads), fp8rows::kThreads, 0, stream,
+                *layout, words, rows);
 }
 
 } // namespace moe::rt::cuda

@@ -52,8 +52,8 @@ absl::Status sumRowsOn(const T *rows, int64_t parts, int64_t n, T *out,
         parts, ", n = ", n));
   if (n == 0)
     return absl::OkStatus();
-  sumRowsKernel<<<gridFor(n), kThreads, 0, stream>>>(rows, parts, n, out);
-  return launched("sumRowsInRankOrder");
+  return launch("sumRowsInRankOrder", sumRowsKernel<T>, gridFor(n), kThreads, 0,
+                stream, rows, parts, n, out);
 }
 
 } // namespace
@@ -73,16 +73,16 @@ absl::Status gatherDoubles(const double *from, const int64_t *at, int64_t n,
                            double *to, cudaStream_t stream) {
   if (n <= 0)
     return absl::OkStatus();
-  gatherDoublesKernel<<<gridFor(n), kThreads, 0, stream>>>(from, at, n, to);
-  return launched("gatherDoubles");
+  return launch("gatherDoubles", gatherDoublesKernel, gridFor(n), kThreads, 0,
+                stream, from, at, n, to);
 }
 
 absl::Status scatterDoubles(const double *from, const int64_t *at, int64_t n,
                             double *to, cudaStream_t stream) {
   if (n <= 0)
     return absl::OkStatus();
-  scatterDoublesKernel<<<gridFor(n), kThreads, 0, stream>>>(from, at, n, to);
-  return launched("scatterDoubles");
+  return launch("scatterDoubles", scatterDoublesKernel, gridFor(n), kThreads, 0,
+                stream, from, at, n, to);
 }
 
 } // namespace moe::rt::cuda

@@ -52,12 +52,12 @@ absl::Status launch(const char *name, void (*kernel)(Params...), dim3 grid,
   static_assert(sizeof...(Params) == sizeof...(Args),
                 "launch: the kernel takes another number of arguments");
 #ifdef MOE_VIRTUAL_GPU
-  return virtual_gpu::launchKernel(name, kernel, grid, block, sharedBytes,
-                                   stream, std::forward<Args>(args)...);
+  virtual_gpu::launchKernel(name, kernel, grid, block, sharedBytes, stream,
+                            std::forward<Args>(args)...);
 #else
   kernel<<<grid, block, sharedBytes, stream>>>(std::forward<Args>(args)...);
-  return launched(name);
 #endif
+  return launched(name);
 }
 
 } // namespace moe::rt::cuda

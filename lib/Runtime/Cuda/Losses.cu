@@ -20,6 +20,7 @@
 #include "DeviceBuffer.h"
 #include "Launch.h"
 #include "PartialSums.cuh"
+#include "SharedMemory.cuh"
 #include "Storage.cuh"
 
 #include "absl/strings/str_cat.h"
@@ -72,8 +73,8 @@ template <typename S>
 __global__ void crossEntropySumsKernel(const S *logits, const int32_t *targets,
                                        int64_t T, int64_t V, double *partials,
                                        unsigned long long *count) {
-  __shared__ float sharedMax[kThreads];
-  __shared__ double sharedSum[kThreads];
+  MOE_BLOCK_SHARED(float, sharedMax, kThreads);
+  MOE_BLOCK_SHARED(double, sharedSum, kThreads);
   // Only thread 0's copies are used.
   double blockLoss = 0.0;
   unsigned long long blockRows = 0;
@@ -106,8 +107,8 @@ __global__ void crossEntropyBackwardKernel(const float *dloss,
                                            const S *logits,
                                            const int32_t *targets, S *dlogits,
                                            int64_t T, int64_t V) {
-  __shared__ float sharedMax[kThreads];
-  __shared__ double sharedSum[kThreads];
+  MOE_BLOCK_SHARED(float, sharedMax, kThreads);
+  MOE_BLOCK_SHARED(double, sharedSum, kThreads);
   unsigned long long n = *count;
   double coefficient =
       n == 0 ? 0.0 : static_cast<double>(*dloss) / static_cast<double>(n);
@@ -167,7 +168,7 @@ __device__ void selectTopK(const float *p, int64_t E, int64_t topK,
 /// count[e] += top-k selections of e over the tokens (count zeroed before).
 __global__ void auxLossCountKernel(const float *probs, int64_t T, int64_t E,
                                    int64_t topK, unsigned long long *count) {
-  __shared__ unsigned long long histogram[kMaxExperts];
+  MOE_BLOCK_SHARED(unsigned long long, histogram, kMaxExperts);
   for (int64_t e = threadIdx.x; e < E; e += blockDim.x)
     histogram[e] = 0;
   __syncthreads();
@@ -186,7 +187,7 @@ __global__ void auxLossCountKernel(const float *probs, int64_t T, int64_t E,
 /// E) sums column e, so no zeroing and no atomics.
 __global__ void auxLossProbSumKernel(const float *probs, int64_t T, int64_t E,
                                      double *probSum) {
-  __shared__ double shared[kThreads];
+  MOE_BLOCK_SHARED(double, shared, kThreads);
   int64_t e = blockIdx.x;
   double sum = 0.0;
   for (int64_t t = threadIdx.x; t < T; t += blockDim.x)
@@ -233,11 +234,11 @@ absl::Status crossEntropySumsOn(const S *logits, const int32_t *targets,
     return absl::OkStatus();
   unsigned blocks = blocksForRows(T);
   MOE_DEVICE_BUFFER(double, partials, blocks, stream);
-  crossEntropySumsKernel<<<blocks, kThreads, 0, stream>>>(
-      logits, targets, T, V, partials.get(), count);
-  MOE_CUDA_TRY(launched("crossEntropySums"));
-  addPartialsKernel<<<1, kThreads, 0, stream>>>(partials.get(), blocks, sum);
-  return launched("crossEntropySums (partials)");
+  MOE_CUDA_TRY(launch("crossEntropySums", crossEntropySumsKernel<S>, blocks,
+                      kThreads, 0, stream, logits, targets, T, V,
+                      partials.get(), count));
+  return launch("crossEntropySums (partials)", addPartialsKernel, 1, kThreads,
+                0, stream, partials.get(), blocks, sum);
 }
 
 template <typename S>
@@ -253,9 +254,9 @@ absl::Status crossEntropyBackwardOn(const float *dloss,
     return status;
   if (T == 0 || V == 0)
     return absl::OkStatus();
-  crossEntropyBackwardKernel<<<blocksForRows(T), kThreads, 0, stream>>>(
-      dloss, count, logits, targets, dlogits, T, V);
-  return launched("crossEntropyBackward");
+  return launch("crossEntropyBackward", crossEntropyBackwardKernel<S>,
+                blocksForRows(T), kThreads, 0, stream, dloss, count, logits,
+                targets, dlogits, T, V);
 }
 
 /// The host-value form: dloss and count staged into device scalars (from
@@ -341,14 +342,12 @@ absl::Status auxLossStatistics(const float *probs, int64_t T, int64_t E,
         function, ": topK must be in [1, E = ", E, "], found ", topK));
   MOE_CUDA_OK(cudaMemsetAsync(count, 0, E * sizeof(unsigned long long),
                               stream));
-  auxLossCountKernel<<<gridFor(T), kThreads, 0, stream>>>(probs, T, E, topK,
-                                                          count);
-  absl::Status counted = launched("auxLossStatistics (count)");
-  if (!counted.ok())
-    return counted;
-  auxLossProbSumKernel<<<static_cast<unsigned>(E), kThreads, 0, stream>>>(
-      probs, T, E, probSum);
-  return launched("auxLossStatistics (probSum)");
+  MOE_CUDA_TRY(launch("auxLossStatistics (count)", auxLossCountKernel,
+                      gridFor(T), kThreads, 0, stream, probs, T, E, topK,
+                      count));
+  return launch("auxLossStatistics (probSum)", auxLossProbSumKernel,
+                static_cast<unsigned>(E), kThreads, 0, stream, probs, T, E,
+                probSum);
 }
 
 absl::Status auxLossBackward(const float *dloss,
@@ -366,9 +365,8 @@ absl::Status auxLossBackward(const float *dloss,
     return absl::OkStatus();
   double tokensSquared =
       static_cast<double>(tokens) * static_cast<double>(tokens);
-  auxLossBackwardKernel<<<gridFor(T * E), kThreads, 0, stream>>>(
-      dloss, count, tokensSquared, dprobs, T, E);
-  return launched("auxLossBackward");
+  return launch("auxLossBackward", auxLossBackwardKernel, gridFor(T * E),
+                kThreads, 0, stream, dloss, count, tokensSquared, dprobs, T, E);
 }
 
 absl::Status auxLossBackward(float dloss, const unsigned long long *count,

@@ -31,6 +31,7 @@
 #include "DeviceBuffer.h"
 #include "Launch.h"
 #include "PartialSums.cuh"
+#include "SharedMemory.cuh"
 
 #include "absl/strings/str_cat.h"
 
@@ -49,7 +50,7 @@ constexpr unsigned kSumBlocks = 1024;
 
 __global__ void sumOfSquaresPartials(const float *g, int64_t n,
                                      double *partials) {
-  __shared__ double shared[kThreads];
+  MOE_BLOCK_SHARED(double, shared, kThreads);
   double mine = 0.0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(blockDim.x) * gridDim.x) {
@@ -185,10 +186,10 @@ absl::Status sumOfSquares(const float *g, int64_t n, double *sum,
     return absl::OkStatus();
   unsigned blocks = std::min(gridFor(n), kSumBlocks);
   MOE_DEVICE_BUFFER(double, partials, blocks, stream);
-  sumOfSquaresPartials<<<blocks, kThreads, 0, stream>>>(g, n, partials.get());
-  MOE_CUDA_TRY(launched("sumOfSquares"));
-  addPartialsKernel<<<1, kThreads, 0, stream>>>(partials.get(), blocks, sum);
-  return launched("sumOfSquares (partials)");
+  MOE_CUDA_TRY(launch("sumOfSquares", sumOfSquaresPartials, blocks, kThreads, 0,
+                      stream, g, n, partials.get()));
+  return launch("sumOfSquares (partials)", addPartialsKernel, 1, kThreads, 0,
+                stream, partials.get(), blocks, sum);
 }
 
 absl::Status adamw(float *param, const float *grad, const float *gradScale,
@@ -202,9 +203,8 @@ absl::Status adamw(float *param, const float *grad, const float *gradScale,
   if (n == 0)
     return absl::OkStatus();
   AdamwScalars s = adamwScalars(lr, beta1, beta2, eps, weightDecay, step);
-  adamwKernel<<<gridFor(n), kThreads, 0, stream>>>(
-      param, grad, gradScale, expAvg, expAvgSq, n, s, working, check);
-  return launched("adamw");
+  return launch("adamw", adamwKernel, gridFor(n), kThreads, 0, stream, param,
+                grad, gradScale, expAvg, expAvgSq, n, s, working, check);
 }
 
 absl::Status adamwMany(const AdamwTensor *tensors, int64_t count,
@@ -244,11 +244,10 @@ absl::Status adamwMany(const AdamwTensor *tensors, int64_t count,
   int64_t chunks = firstChunk.back();
   unsigned blocks =
       static_cast<unsigned>(std::min<int64_t>(chunks, 65535 * 16));
-  adamwManyKernel<<<blocks, kThreads, 0, stream>>>(
-      reinterpret_cast<const AdamwTask *>(table.get()),
-      reinterpret_cast<const int64_t *>(table.get() + taskBytes),
-      static_cast<int64_t>(tasks.size()), gradScale, check);
-  return launched("adamwMany");
+  return launch("adamwMany", adamwManyKernel, blocks, kThreads, 0, stream,
+                reinterpret_cast<const AdamwTask *>(table.get()),
+                reinterpret_cast<const int64_t *>(table.get() + taskBytes),
+                static_cast<int64_t>(tasks.size()), gradScale, check);
 }
 
 } // namespace moe::rt::cuda

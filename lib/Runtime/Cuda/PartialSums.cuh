@@ -11,15 +11,16 @@
 
 #include "BlockReduce.cuh"
 #include "Launch.h"
+#include "SharedMemory.cuh"
 
 namespace moe::rt::cuda {
 
 /// *sum += partials[0, count): each thread adds a fixed stride of them,
-/// then the block's tree. Launched as <<<1, kThreads>>>; internal to each
-/// file that includes it.
+/// then the block's tree. Launched on one block of kThreads threads;
+/// internal to each file that includes it.
 static __global__ void addPartialsKernel(const double *partials,
                                          unsigned count, double *sum) {
-  __shared__ double shared[kThreads];
+  MOE_BLOCK_SHARED(double, shared, kThreads);
   double mine = 0.0;
   for (unsigned i = threadIdx.x; i < count; i += blockDim.x)
     mine += partials[i];

@@ -11,6 +11,7 @@
 #include "BlockReduce.cuh"
 #include "DeviceSimt.cuh"
 #include "Launch.h"
+#include "SharedMemory.cuh"
 #include "Storage.cuh"
 #include "WeightGradBlocks.h"
 
@@ -37,7 +38,7 @@ __device__ float rmsReciprocal(const S *x, int64_t H, float eps,
 template <typename S>
 __global__ void rmsNormForwardKernel(const S *x, const S *w, S *y, int64_t H,
                                      float eps) {
-  __shared__ double shared[kThreads];
+  MOE_BLOCK_SHARED(double, shared, kThreads);
   const S *xr = x + blockIdx.x * H;
   S *yr = y + blockIdx.x * H;
   float r = rmsReciprocal(xr, H, eps, shared);
@@ -49,7 +50,7 @@ template <typename S>
 __global__ void rmsNormBackwardRowsKernel(const S *dy, const S *x, const S *w,
                                           S *dx, float *reciprocals, int64_t H,
                                           float eps) {
-  __shared__ double shared[kThreads];
+  MOE_BLOCK_SHARED(double, shared, kThreads);
   int64_t row = blockIdx.x;
   const S *xr = x + row * H, *dyr = dy + row * H;
   S *dxr = dx + row * H;
@@ -94,9 +95,8 @@ absl::Status rmsNormForwardOn(const S *x, const S *w, S *y, int64_t T,
                               int64_t H, float eps, cudaStream_t stream) {
   if (absl::Status status = checkRows(T); !status.ok() || T == 0)
     return status;
-  rmsNormForwardKernel<<<static_cast<unsigned>(T), kThreads, 0, stream>>>(
-      x, w, y, H, eps);
-  return launched("rmsNormForward");
+  return launch("rmsNormForward", rmsNormForwardKernel<S>,
+                static_cast<unsigned>(T), kThreads, 0, stream, x, w, y, H, eps);
 }
 
 template <typename S>
@@ -118,26 +118,26 @@ absl::Status rmsNormBackwardOn(const S *dy, const S *x, const S *w, S *dx,
                               T * sizeof(float), stream));
   MOE_CUDA_OK(cudaMallocAsync(reinterpret_cast<void **>(&partials),
                               chunks * H * sizeof(double), stream));
-  rmsNormBackwardRowsKernel<<<static_cast<unsigned>(T), kThreads, 0, stream>>>(
-      dy, x, w, dx, reciprocals, H, eps);
-  // Each kernel runs after the one before on the stream; the first failed
-  // launch is reported.
-  absl::Status status = launched("rmsNormBackward (rows)");
+  // Each kernel reads what the one before wrote: the first failed launch
+  // ends the chain, and is reported once the scratch is freed.
   weightgrad::RmsNormWeightGradArgs<S> args{dy, x, reciprocals, partials, dw,
                                             T,  H};
   dim3 partialsGrid(static_cast<unsigned>(columnTiles),
                     static_cast<unsigned>(chunks));
-  rmsNormWeightPartialsKernel<<<partialsGrid, weightgrad::kColumns, 0,
-                                stream>>>(args);
-  absl::Status partialSums = launched("rmsNormBackward (weight partials)");
-  rmsNormWeightSumKernel<<<static_cast<unsigned>(columnTiles),
-                           weightgrad::kColumns, 0, stream>>>(args);
-  absl::Status sums = launched("rmsNormBackward (weight sums)");
+  absl::Status status = [&] {
+    MOE_CUDA_TRY(launch("rmsNormBackward (rows)", rmsNormBackwardRowsKernel<S>,
+                        static_cast<unsigned>(T), kThreads, 0, stream, dy, x, w,
+                        dx, reciprocals, H, eps));
+    MOE_CUDA_TRY(launch("rmsNormBackward (weight partials)",
+                        rmsNormWeightPartialsKernel<S>, partialsGrid,
+                        weightgrad::kColumns, 0, stream, args));
+    return launch("rmsNormBackward (weight sums)", rmsNormWeightSumKernel<S>,
+                  static_cast<unsigned>(columnTiles), weightgrad::kColumns, 0,
+                  stream, args);
+  }();
   MOE_CUDA_OK(cudaFreeAsync(partials, stream));
   MOE_CUDA_OK(cudaFreeAsync(reciprocals, stream));
-  if (!status.ok())
-    return status;
-  return partialSums.ok() ? sums : partialSums;
+  return status;
 }
 
 } // namespace

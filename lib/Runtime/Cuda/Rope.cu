@@ -64,11 +64,15 @@ absl::Status rotate(const Storage *x, Storage *y, int64_t B, int64_t S,
   float *table = nullptr;
   MOE_CUDA_OK(cudaMallocAsync(reinterpret_cast<void **>(&table),
                               2 * S * half * sizeof(float), stream));
-  ropeTableKernel<<<gridFor(S * half), kThreads, 0, stream>>>(
-      table, table + S * half, S, headDim, theta);
-  ropeRotateKernel<<<gridFor(B * S * heads * half), kThreads, 0, stream>>>(
-      x, y, table, table + S * half, B, S, heads, headDim, sign);
-  absl::Status status = launched(what);
+  // The rotation reads the table: it is not launched when the table's
+  // launch failed. The table is freed either way.
+  absl::Status status = [&] {
+    MOE_CUDA_TRY(launch(what, ropeTableKernel, gridFor(S * half), kThreads, 0,
+                        stream, table, table + S * half, S, headDim, theta));
+    return launch(what, ropeRotateKernel<Storage>,
+                  gridFor(B * S * heads * half), kThreads, 0, stream, x, y,
+                  table, table + S * half, B, S, heads, headDim, sign);
+  }();
   MOE_CUDA_OK(cudaFreeAsync(table, stream));
   return status;
 }

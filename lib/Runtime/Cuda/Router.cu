@@ -30,6 +30,7 @@
 
 #include "BlockCount.cuh"
 #include "Launch.h"
+#include "SharedMemory.cuh"
 
 #include "absl/strings/str_cat.h"
 
@@ -170,7 +171,7 @@ __global__ void softmaxTopKKernel(const float *logits, float *probs,
 /// `capacity` or later among them in slot-major order.
 __global__ void dropOverCapacityKernel(int32_t *indices, int64_t T,
                                        int64_t topK, int64_t capacity) {
-  __shared__ int warpCounts[kWarpsPerBlock];
+  MOE_BLOCK_SHARED(int, warpCounts, kWarpsPerBlock);
   int32_t expert = blockIdx.x;
   int64_t numSlots = T * topK;
   int64_t routedBefore = 0; // the expert's slots in earlier chunks
@@ -269,10 +270,11 @@ absl::Status routerForward(const float *logits, float *probs, float *weights,
     return status;
   if (T == 0)
     return absl::OkStatus();
-  softmaxTopKKernel<<<gridFor(T, kWarpsPerBlock), kThreads, 0, stream>>>(
-      logits, probs, weights, indices, T, static_cast<int32_t>(E),
-      static_cast<int32_t>(topK));
-  if (absl::Status status = launched("routerForward"); !status.ok())
+  if (absl::Status status =
+          launch("routerForward", softmaxTopKKernel, gridFor(T, kWarpsPerBlock),
+                 kThreads, 0, stream, logits, probs, weights, indices, T,
+                 static_cast<int32_t>(E), static_cast<int32_t>(topK));
+      !status.ok())
     return status;
 
   // A token routes at most one slot to an expert (its top-k ids are
@@ -280,9 +282,9 @@ absl::Status routerForward(const float *logits, float *probs, float *weights,
   int64_t capacity = expertCapacity(capacityFactor, T, E, topK);
   if (capacity < 0 || capacity >= T)
     return absl::OkStatus();
-  dropOverCapacityKernel<<<static_cast<unsigned>(E), kThreads, 0, stream>>>(
-      indices, T, topK, capacity);
-  return launched("routerForward (capacity)");
+  return launch("routerForward (capacity)", dropOverCapacityKernel,
+                static_cast<unsigned>(E), kThreads, 0, stream, indices, T, topK,
+                capacity);
 }
 
 absl::Status routerBackward(const float *dweights, const float *dprobs,
@@ -293,10 +295,10 @@ absl::Status routerBackward(const float *dweights, const float *dprobs,
     return status;
   if (T == 0)
     return absl::OkStatus();
-  routerBackwardKernel<<<gridFor(T, kWarpsPerBlock), kThreads, 0, stream>>>(
-      dweights, dprobs, probs, dlogits, T, static_cast<int32_t>(E),
-      static_cast<int32_t>(topK));
-  return launched("routerBackward");
+  return launch("routerBackward", routerBackwardKernel,
+                gridFor(T, kWarpsPerBlock), kThreads, 0, stream, dweights,
+                dprobs, probs, dlogits, T, static_cast<int32_t>(E),
+                static_cast<int32_t>(topK));
 }
 
 } // namespace moe::rt::cuda

@@ -114,19 +114,19 @@ absl::Status countTargets(const int32_t *targets, int64_t T, int64_t V,
         "countTargets: T and V must be >= 0, found ", T, " and ", V));
   auto *bad = reinterpret_cast<unsigned long long *>(firstBad);
   MOE_CUDA_OK(cudaMemsetAsync(count, 0, sizeof(*count), stream));
-  startFirstBadKernel<<<1, 1, 0, stream>>>(bad);
+  MOE_CUDA_TRY(
+      launch("countTargets", startFirstBadKernel, 1, 1, 0, stream, bad));
   if (T > 0)
-    countTargetsKernel<<<gridFor(T), kThreads, 0, stream>>>(targets, T, V,
-                                                            count, bad);
-  finishFirstBadKernel<<<1, 1, 0, stream>>>(bad);
-  return launched("countTargets");
+    MOE_CUDA_TRY(launch("countTargets", countTargetsKernel, gridFor(T),
+                        kThreads, 0, stream, targets, T, V, count, bad));
+  return launch("countTargets", finishFirstBadKernel, 1, 1, 0, stream, bad);
 }
 
 absl::Status crossEntropyMean(const double *sum,
                               const unsigned long long *count, float *loss,
                               cudaStream_t stream) {
-  crossEntropyMeanKernel<<<1, 1, 0, stream>>>(sum, count, loss);
-  return launched("crossEntropyMean");
+  return launch("crossEntropyMean", crossEntropyMeanKernel, 1, 1, 0, stream,
+                sum, count, loss);
 }
 
 absl::Status auxLossFromStatistics(const unsigned long long *count,
@@ -136,8 +136,8 @@ absl::Status auxLossFromStatistics(const unsigned long long *count,
   if (E < 1)
     return absl::InvalidArgumentError(
         absl::StrCat("auxLossFromStatistics: E must be >= 1, found ", E));
-  auxLossKernel<<<1, 1, 0, stream>>>(count, probSum, E, tokens, loss);
-  return launched("auxLossFromStatistics");
+  return launch("auxLossFromStatistics", auxLossKernel, 1, 1, 0, stream, count,
+                probSum, E, tokens, loss);
 }
 
 absl::Status normFromSquares(const double *squares, int64_t n, float *norm,
@@ -145,14 +145,14 @@ absl::Status normFromSquares(const double *squares, int64_t n, float *norm,
   if (n < 0)
     return absl::InvalidArgumentError(
         absl::StrCat("normFromSquares: n must be >= 0, found ", n));
-  normFromSquaresKernel<<<1, 1, 0, stream>>>(squares, n, norm);
-  return launched("normFromSquares");
+  return launch("normFromSquares", normFromSquaresKernel, 1, 1, 0, stream,
+                squares, n, norm);
 }
 
 absl::Status clipCoefficient(float maxNorm, const float *norm,
                              float *coefficient, cudaStream_t stream) {
-  clipCoefficientKernel<<<1, 1, 0, stream>>>(maxNorm, norm, coefficient);
-  return launched("clipCoefficient");
+  return launch("clipCoefficient", clipCoefficientKernel, 1, 1, 0, stream,
+                maxNorm, norm, coefficient);
 }
 
 absl::Status weightedSum(const float *const *values, const float *coefficients,
@@ -167,24 +167,22 @@ absl::Status weightedSum(const float *const *values, const float *coefficients,
     terms.coefficients[i] = coefficients[i];
   }
   terms.n = n;
-  weightedSumKernel<<<1, 1, 0, stream>>>(terms, sum);
-  return launched("weightedSum");
+  return launch("weightedSum", weightedSumKernel, 1, 1, 0, stream, terms, sum);
 }
 
 absl::Status recordBadId(const int64_t *firstBad, const int32_t *ids,
                          StepCheck::Kind kind, uint32_t instruction,
                          uint32_t idsBuffer, int64_t limit, StepCheck *check,
                          cudaStream_t stream) {
-  recordBadIdKernel<<<1, 1, 0, stream>>>(firstBad, ids, kind, instruction,
-                                         idsBuffer, limit, check);
-  return launched("recordBadId");
+  return launch("recordBadId", recordBadIdKernel, 1, 1, 0, stream, firstBad,
+                ids, kind, instruction, idsBuffer, limit, check);
 }
 
 absl::Status recordIfNotFinite(const float *value, StepCheck::Kind kind,
                                uint32_t instruction, StepCheck *check,
                                cudaStream_t stream) {
-  recordIfNotFiniteKernel<<<1, 1, 0, stream>>>(value, kind, instruction, check);
-  return launched("recordIfNotFinite");
+  return launch("recordIfNotFinite", recordIfNotFiniteKernel, 1, 1, 0, stream,
+                value, kind, instruction, check);
 }
 
 } // namespace moe::rt::cuda

@@ -342,6 +342,7 @@ absl::Status Run::setUpBackend(Program program) {
   backendOptions.expertChunks = options.expertChunks;
   backendOptions.asyncCollectives = options.asyncCollectives;
   backendOptions.profile = options.profile;
+  backendOptions.virtualGpu = options.virtualGpu;
   if (!options.tracePath.empty()) {
     trace.emplace(options.world ? options.world->rank() : 0);
     backendOptions.trace = &*trace;

@@ -176,6 +176,12 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,
                      height, kind, stream, nullptr);
 }
 
+/// Documented: asynchronous with respect to the host for device memory,
+/// on the legacy default stream.
+cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
+  return enqueueSet("cudaMemset", devPtr, count, value, count, 1, nullptr);
+}
+
 cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count,
                             cudaStream_t stream) {
   return enqueueSet("cudaMemsetAsync", devPtr, count, value, count, 1,

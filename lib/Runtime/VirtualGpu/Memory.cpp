@@ -208,6 +208,19 @@ void afterSynchronization() {
   trimPool(m, m.releaseThreshold);
 }
 
+void releaseAllMemory() {
+  Memory &m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  std::vector<Block *> all;
+  for (auto &[address, block] : m.blocks)
+    all.push_back(block.get());
+  m.freeBlocks.clear();
+  m.pendingFrees.clear();
+  for (Block *block : all)
+    releaseBlock(m, block, "cudaDeviceReset");
+  m.used = 0;
+}
+
 absl::Status checkDeviceRange(const void *p, size_t bytes, const char *what) {
   // Nothing is accessed: a null pointer with no elements is fine.
   if (bytes == 0)

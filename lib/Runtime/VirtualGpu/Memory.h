@@ -30,6 +30,10 @@ cudaError_t checkAllocated(const void *p, size_t bytes);
 /// blocks back above its release threshold.
 void afterSynchronization();
 
+/// cudaDeviceReset: every allocation goes back to the host (a later access
+/// through a pointer to one is reported as freed by the reset).
+void releaseAllMemory();
+
 } // namespace moe::rt::virtual_gpu
 
 #endif // MOE_LIB_RUNTIME_VIRTUALGPU_MEMORY_H

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "VirtualGpu/Errors.h"
 #include "VirtualGpu/Runtime.h"
+#include "VirtualGpu/Memory.h"
 #include "VirtualGpu/Streams.h"
 
 #include "absl/strings/numbers.h"
@@ -159,6 +160,21 @@ cudaError_t cudaGetLastError() {
   error = lastError;
   lastError = cudaSuccess;
   return error;
+}
+
+/// Documented: destroys every allocation and resets the device's state, so
+/// that the next call starts afresh; the sticky error is cleared with it
+/// (tests of faults run one after another in one process through this).
+/// The streams stay: they hold no state of the device's beyond their work,
+/// which is waited for first (skipped, if a fault is pending).
+cudaError_t cudaDeviceReset() {
+  if (!selectedDevice())
+    return failed(cudaErrorNoDevice);
+  synchronizeAllStreams();
+  releaseAllMemory();
+  sticky = cudaSuccess;
+  lastError = cudaSuccess;
+  return cudaSuccess;
 }
 
 cudaError_t cudaPeekAtLastError() {

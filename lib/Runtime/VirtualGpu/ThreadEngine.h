@@ -37,6 +37,10 @@ struct Grid {
   std::string name;
   dim3 grid, block;
   size_t dynamicSharedBytes = 0;
+  /// What the kernel's static plus dynamic shared memory may add up to: the
+  /// device's per-block figure, or the kernel's opt-in
+  /// (cudaFuncAttributeMaxDynamicSharedMemorySize).
+  size_t sharedLimitBytes = 0;
   /// The kernel's body for the current thread (its indices are in
   /// currentThread()).
   std::function<void()> body;
@@ -69,6 +73,15 @@ uint64_t shuffleIndexed(unsigned mask, uint64_t value, int sourceLane,
                         int width, const char *what);
 /// One bit per lane of `mask` whose predicate is true.
 unsigned ballot(unsigned mask, bool predicate);
+/// Scratch shared by the lanes of the calling thread's warp (at most 4
+/// KiB), for warp-wide operations that trade operands (WMMA's mma).
+/// Poisoned when the block starts.
+void *warpScratch(size_t bytes);
+/// The calling thread's lane in its warp.
+int currentLane();
+/// Fails the launch from inside a kernel (`__trap()`, a misaligned vector
+/// access): the block stops and the device's sticky error is set.
+[[noreturn]] void trapFromThread(const char *what);
 
 } // namespace moe::rt::virtual_gpu
 

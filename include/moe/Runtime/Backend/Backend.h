@@ -52,6 +52,10 @@ struct BackendOptions {
   /// --profile: a backend whose steps run asynchronously (a device) times
   /// its instructions itself (instructionTimes()).
   bool profile = false;
+  /// --virtual-gpu NAME with --device cuda: the CUDA backend runs on the
+  /// virtual GPU emulating NAME (a100, h100, h200; lib/Runtime/VirtualGpu),
+  /// loaded from its own module. Empty: a real GPU.
+  std::string virtualGpu;
 };
 
 /// Seconds and calls per opcode (indexed by Opcode), over the steps run.

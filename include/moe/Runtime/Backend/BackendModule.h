@@ -16,7 +16,7 @@
 
 /// Bumped whenever Backend, BackendOptions, Program or what they reach
 /// changes layout in a way an older module would misread.
-#define MOE_BACKEND_ABI_VERSION 2
+#define MOE_BACKEND_ABI_VERSION 3
 
 /// The symbols a module defines, by name for dlsym.
 #define MOE_BACKEND_ABI_SYMBOL "moe_backend_abi_version"

@@ -111,6 +111,9 @@ struct TrainOptions {
   /// "cuda" (a GPU per process, the CUDA backend module; not for step
   /// dumps, profiles or traces yet).
   std::string device = "cpu";
+  /// With device "cuda": the virtual GPU to run on (--virtual-gpu NAME), or
+  /// empty for a real one.
+  std::string virtualGpu;
   /// The job's processes, for an artifact partitioned over several ranks
   /// (its rank count must equal the world's size); none for one rank.
   comm::World *world = nullptr;

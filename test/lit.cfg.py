@@ -61,6 +61,12 @@ if os.path.exists(hf_current_python):
 # The CUDA backend is built (the toolkit is there; a GPU need not be).
 if config.moe_cuda_backend.upper() in ("ON", "TRUE", "1", "YES"):
     config.available_features.add("cuda-build")
+# The virtual GPU (lib/Runtime/VirtualGpu): the CUDA backend's sources run
+# on the CPU. %virtual_gpu is the flags that put moe-run on it: the tests in
+# test/virtual-gpu (and test/gpu's, through %cuda_device, where no GPU is).
+if config.moe_virtual_gpu.upper() in ("ON", "TRUE", "1", "YES"):
+    config.available_features.add("virtual-gpu")
+config.substitutions.append(("%virtual_gpu", "--device cuda --virtual-gpu h100"))
 # cuobjdump (the toolkit's, or pip's nvidia-cuda-cuobjdump), which reads
 # the CUDA backend's objects for scripts/cuda-resources.sh and
 # scripts/cuda-kernel-coverage.sh (test/virtual-gpu).

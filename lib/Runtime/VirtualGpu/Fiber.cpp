@@ -41,11 +41,23 @@ size_t pageBytes() {
 /// Stacks are costly to map (and to fault in), so each OS thread keeps the
 /// ones its fibers gave back. The pool is the thread's: a fiber runs, ends
 /// and is destroyed on the thread that resumed it.
+/// Whether this thread's pool exists: fibers may outlive it at thread exit
+/// (thread-local objects of the engine destroyed after it), and then give
+/// their stacks straight back to the system. Trivially destructible, so
+/// readable at any point of the thread's exit.
+thread_local bool stackPoolAlive = false;
+
+void unmapStack(unsigned char *stack) {
+  munmap(stack - pageBytes(), Fiber::kStackBytes + pageBytes());
+}
+
 struct StackPool {
   std::vector<unsigned char *> free;
+  StackPool() { stackPoolAlive = true; }
   ~StackPool() {
+    stackPoolAlive = false;
     for (unsigned char *stack : free)
-      munmap(stack - pageBytes(), Fiber::kStackBytes + pageBytes());
+      unmapStack(stack);
   }
   unsigned char *take() {
     if (!free.empty()) {
@@ -195,9 +207,15 @@ struct Fiber::Context {
 };
 
 Fiber::Fiber(Entry entry, void *argument) : context(new Context) {
+  context->stack = stackPool().take();
+  restart(entry, argument);
+}
+
+void Fiber::restart(Entry entry, void *argument) {
   context->entry = entry;
   context->argument = argument;
-  context->stack = stackPool().take();
+  context->started = false;
+  context->finished = false;
 #if defined(__x86_64__)
   // The first switch pops what is laid out here: the control words, six
   // callee-saved registers (r12 = the context, r13 = main), then returns
@@ -236,8 +254,12 @@ Fiber::~Fiber() {
   // A fiber that started and did not finish still has frames on its stack
   // (a launch stopped by a fault): they are abandoned, never unwound, so
   // kernel bodies must own nothing that needs destruction.
-  if (context->stack)
+  if (!context->stack)
+    return;
+  if (stackPoolAlive)
     stackPool().give(context->stack);
+  else
+    unmapStack(context->stack);
 }
 
 void Fiber::resume() {

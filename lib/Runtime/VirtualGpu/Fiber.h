@@ -33,6 +33,12 @@ public:
   Fiber(const Fiber &) = delete;
   Fiber &operator=(const Fiber &) = delete;
 
+  /// Makes the fiber start afresh at entry(argument) on its stack, as if
+  /// just constructed: the engine reuses one fiber per CUDA thread across
+  /// the blocks it runs. Only between runs (finished, abandoned or never
+  /// resumed).
+  void restart(Entry entry, void *argument);
+
   /// Switches from the calling OS thread's current context into this fiber
   /// until it calls suspend() or finish().
   void resume();

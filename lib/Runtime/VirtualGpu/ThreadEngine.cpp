@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/types/span.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -43,8 +44,8 @@ struct BlockThread {
   ThreadIndex index;
   int linear = 0;
   Waiting waiting = Waiting::Nothing;
-  // The warp collective it waits in: which one (an intrinsic's name, the
-  // same pointer for the same intrinsic), its mask and its operands.
+  // The warp collective it waits in: which one (an intrinsic's name), its
+  // mask and its operands.
   const char *collective = nullptr;
   unsigned mask = 0;
   uint64_t value = 0;
@@ -52,15 +53,26 @@ struct BlockThread {
   uint64_t result = 0;
 };
 
+/// The lanes of a warp waiting in one collective (one mask).
+struct WarpGroup {
+  unsigned mask;
+  const char *collective;
+  int arrived;
+};
+
 /// A block being run: its threads, barrier counts and shared memory.
 struct BlockRun {
   const Grid *launch = nullptr;
   uint3 blockIdx{};
-  std::vector<BlockThread> threads;
+  /// The block's threads: the first `count` of the OS thread's pool.
+  std::vector<BlockThread> *threads = nullptr;
+  int count = 0;
   std::vector<int> runnable;
   size_t next = 0;
   int atBarrier = 0, done = 0;
   BlockThread *current = nullptr;
+  /// Per warp, the collectives lanes wait in.
+  std::vector<std::vector<WarpGroup>> warps;
   // Shared memory: the dynamic part first, then each static array in the
   // order the block first declares them; each is followed by a guard band.
   unsigned char *shared = nullptr;
@@ -69,10 +81,27 @@ struct BlockRun {
   std::vector<std::pair<unsigned char *, size_t>> guards;
   /// Per warp, for warpScratch(); made on first use.
   std::vector<std::unique_ptr<unsigned char[]>> warpScratch;
+  /// The block's orders: xorshift64*, seeded from the run's generator.
+  uint64_t random = 1;
   bool faulted = false;
+
+  BlockThread &thread(int id) { return (*threads)[id]; }
+  uint64_t nextRandom() {
+    random ^= random >> 12;
+    random ^= random << 25;
+    random ^= random >> 27;
+    return random * 0x2545f4914f6cdd1dULL;
+  }
 };
 
-thread_local BlockRun *runningBlock = nullptr;
+// Initial-exec: read on every shuffle, and a dlopen'ed module's default
+// (global-dynamic) model would call __tls_get_addr each time.
+__attribute__((tls_model("initial-exec"))) thread_local BlockRun *runningBlock =
+    nullptr;
+
+bool sameCollective(const char *a, const char *b) {
+  return a == b || std::strcmp(a, b) == 0;
+}
 
 /// The shared memory a block may reach: the largest opt-in of any model
 /// plus the guard bands, allocated once per OS thread.
@@ -109,29 +138,21 @@ void failBlock(BlockRun &block, const std::string &message) {
   block.faulted = true;
 }
 
-/// Shuffles `ids` with the run's seeded generator.
-void shuffleOrder(std::vector<int> &ids, size_t from) {
-  for (size_t i = ids.size(); i > from + 1; --i) {
-    size_t j = from + randomBits() % (i - from);
-    std::swap(ids[i - 1], ids[j]);
-  }
-}
-
-void makeRunnable(BlockRun &block, std::vector<int> ids) {
+/// Queues `ids` to run, in a random order after those already queued.
+template <typename Ids> void makeRunnable(BlockRun &block, const Ids &ids) {
   size_t from = block.runnable.size();
   for (int id : ids) {
-    block.threads[id].waiting = Waiting::Nothing;
+    block.thread(id).waiting = Waiting::Nothing;
     block.runnable.push_back(id);
   }
-  shuffleOrder(block.runnable, from);
+  for (size_t i = block.runnable.size(); i > from + 1; --i) {
+    size_t j = from + block.nextRandom() % (i - from);
+    std::swap(block.runnable[i - 1], block.runnable[j]);
+  }
 }
 
 /// Back to the scheduler from the current fiber.
-void yieldToScheduler(BlockRun &block) {
-  BlockThread *self = block.current;
-  self->fiber->suspend();
-  runningBlock = &block;
-}
+void yieldToScheduler(BlockRun &block) { block.current->fiber->suspend(); }
 
 /// From a fiber: the kernel did something a device would not allow.
 [[noreturn]] void failFromThread(const std::string &message) {
@@ -160,17 +181,35 @@ std::string describeWait(const BlockThread &thread) {
   return "?";
 }
 
+/// The collective of `thread`'s warp that names lane `lane`, if any.
+const WarpGroup *groupNaming(BlockRun &block, const BlockThread &thread,
+                             int lane) {
+  for (const WarpGroup &group : block.warps[warpOf(thread)])
+    if (group.mask >> lane & 1u)
+      return &group;
+  return nullptr;
+}
+
+/// A lane the collective `group` waits for can no longer arrive: fail.
+void failCollective(BlockRun &block, const WarpGroup &group, int warp,
+                    const BlockThread &other, const char *why) {
+  failBlock(block, absl::StrCat("lanes of warp ", warp, " wait in ",
+                                group.collective, " (mask 0x",
+                                absl::Hex(group.mask), ") for lane ",
+                                laneOf(other), " (", describeThread(other),
+                                "), which ", why));
+}
+
 /// A thread ended or arrived at __syncthreads: whether every thread is now
 /// at the barrier (release it), or some ended while others wait.
 void checkBlockBarrier(BlockRun &block) {
-  int total = static_cast<int>(block.threads.size());
-  if (block.atBarrier == 0 || block.atBarrier + block.done < total)
+  if (block.atBarrier == 0 || block.atBarrier + block.done < block.count)
     return;
   if (block.done > 0) {
     std::vector<std::string> ended;
-    for (const BlockThread &thread : block.threads)
-      if (thread.waiting == Waiting::Done && ended.size() < 4)
-        ended.push_back(describeThread(thread));
+    for (int id = 0; id < block.count && ended.size() < 4; ++id)
+      if (block.thread(id).waiting == Waiting::Done)
+        ended.push_back(describeThread(block.thread(id)));
     failBlock(block,
               absl::StrCat(block.atBarrier,
                            " threads wait at __syncthreads that ", block.done,
@@ -180,86 +219,26 @@ void checkBlockBarrier(BlockRun &block) {
     return;
   }
   block.atBarrier = 0;
-  std::vector<int> all(block.threads.size());
+  std::vector<int> all(block.count);
   std::iota(all.begin(), all.end(), 0);
-  makeRunnable(block, std::move(all));
-}
-
-/// Whether the collective `self` waits in can complete: every lane of its
-/// mask waits in the same one. A lane that ended or waits elsewhere fails
-/// the block (on a device: undefined behaviour, often a hang).
-void checkWarpCollective(BlockRun &block, BlockThread &self) {
-  int base = warpOf(self) * kWarpSize;
-  std::vector<int> lanes;
-  for (int lane = 0; lane < kWarpSize; ++lane) {
-    if (!(self.mask >> lane & 1u))
-      continue;
-    BlockThread &other = block.threads[base + lane];
-    if (other.waiting == Waiting::Nothing)
-      return; // not there yet
-    if (other.waiting != Waiting::Warp ||
-        std::strcmp(other.collective, self.collective) != 0 ||
-        other.mask != self.mask) {
-      failBlock(block,
-                absl::StrCat(describeThread(self), " waits in ",
-                             describeWait(self), " for lane ", lane, " (",
-                             describeThread(other), "), which ",
-                             other.waiting == Waiting::Done ? "ended"
-                                                            : "waits in ",
-                             other.waiting == Waiting::Done
-                                 ? ""
-                                 : describeWait(other)));
-      return;
-    }
-    lanes.push_back(base + lane);
-  }
-  // Everyone is here: compute every lane's result, then release them.
-  for (int id : lanes) {
-    BlockThread &lane = block.threads[id];
-    if (std::strcmp(lane.collective, "__ballot_sync") == 0) {
-      uint64_t bits = 0;
-      for (int other : lanes)
-        if (block.threads[other].value)
-          bits |= uint64_t{1} << laneOf(block.threads[other]);
-      lane.result = bits;
-    } else {
-      int source = base + lane.sourceLane;
-      if (!(self.mask >> lane.sourceLane & 1u)) {
-        failBlock(block, absl::StrCat(describeThread(lane), " reads lane ",
-                                      lane.sourceLane, " in ", lane.collective,
-                                      ", which mask 0x", absl::Hex(self.mask),
-                                      " does not name"));
-        return;
-      }
-      lane.result = block.threads[source].value;
-    }
-  }
-  makeRunnable(block, std::move(lanes));
+  makeRunnable(block, all);
 }
 
 /// A thread ended: the collectives waiting for it can never complete.
 void threadEnded(BlockRun &block, BlockThread &thread) {
   thread.waiting = Waiting::Done;
   ++block.done;
-  int base = warpOf(thread) * kWarpSize;
-  for (int lane = 0; lane < kWarpSize && !block.faulted; ++lane) {
-    int id = base + lane;
-    if (id >= static_cast<int>(block.threads.size()))
-      break;
-    BlockThread &other = block.threads[id];
-    if (other.waiting == Waiting::Warp && (other.mask >> laneOf(thread) & 1u))
-      checkWarpCollective(block, other);
+  if (const WarpGroup *group = groupNaming(block, thread, laneOf(thread))) {
+    failCollective(block, *group, warpOf(thread), thread, "ended");
+    return;
   }
-  if (!block.faulted)
-    checkBlockBarrier(block);
+  checkBlockBarrier(block);
 }
 
 void threadMain(void *argument) {
   auto *thread = static_cast<BlockThread *>(argument);
-  BlockRun &block = *runningBlock;
-  block.launch->body();
-  BlockRun &after = *runningBlock;
-  threadEnded(after, *thread);
+  runningBlock->launch->body();
+  threadEnded(*runningBlock, *thread);
   thread->fiber->finish();
 }
 
@@ -278,15 +257,26 @@ bool guardsIntact(const BlockRun &block) {
   return true;
 }
 
+/// This OS thread's CUDA threads, reused block after block (a fiber is
+/// restarted rather than made anew).
+std::vector<BlockThread> &threadPool() {
+  static thread_local std::vector<BlockThread> pool;
+  return pool;
+}
+
 /// Runs one block; false on a fault.
 bool runBlock(BlockRun &block) {
   const Grid &launch = *block.launch;
   int count = static_cast<int>(launch.block.x * launch.block.y * launch.block.z);
-  block.threads.clear();
-  block.threads.resize(count);
+  std::vector<BlockThread> &pool = threadPool();
+  if (static_cast<int>(pool.size()) < count)
+    pool.resize(count);
+  block.threads = &pool;
+  block.count = count;
   for (int linear = 0; linear < count; ++linear) {
-    BlockThread &thread = block.threads[linear];
+    BlockThread &thread = pool[linear];
     thread.linear = linear;
+    thread.waiting = Waiting::Nothing;
     thread.index.threadIdx = {
         static_cast<unsigned>(linear % launch.block.x),
         static_cast<unsigned>(linear / launch.block.x % launch.block.y),
@@ -294,8 +284,12 @@ bool runBlock(BlockRun &block) {
     thread.index.blockIdx = block.blockIdx;
     thread.index.blockDim = launch.block;
     thread.index.gridDim = launch.grid;
-    thread.fiber = std::make_unique<Fiber>(&threadMain, &thread);
+    if (thread.fiber)
+      thread.fiber->restart(&threadMain, &thread);
+    else
+      thread.fiber = std::make_unique<Fiber>(&threadMain, &thread);
   }
+  block.warps.assign((count + kWarpSize - 1) / kWarpSize, {});
   size_t arenaBytes;
   block.shared = sharedArena(arenaBytes);
   block.sharedUsed = (launch.dynamicSharedBytes + 127) / 128 * 128;
@@ -303,27 +297,27 @@ bool runBlock(BlockRun &block) {
          block.shared + block.sharedUsed, block);
   block.sharedUsed += kGuardBytes;
 
+  block.runnable.reserve(2 * count);
   std::vector<int> all(count);
   std::iota(all.begin(), all.end(), 0);
-  makeRunnable(block, std::move(all));
+  makeRunnable(block, all);
   while (!block.faulted) {
     if (block.next == block.runnable.size()) {
+      block.runnable.clear();
+      block.next = 0;
       if (block.done == count)
         break;
       std::vector<std::string> waits;
-      for (const BlockThread &thread : block.threads)
-        if (thread.waiting != Waiting::Done && waits.size() < 6)
-          waits.push_back(absl::StrCat(describeThread(thread), " in ",
-                                       describeWait(thread)));
+      for (int id = 0; id < count && waits.size() < 6; ++id)
+        if (block.thread(id).waiting != Waiting::Done)
+          waits.push_back(absl::StrCat(describeThread(block.thread(id)),
+                                       " in ",
+                                       describeWait(block.thread(id))));
       failBlock(block, absl::StrCat("deadlock: no thread can go on (",
                                     absl::StrJoin(waits, "; "), ")"));
       break;
     }
-    block.current = &block.threads[block.runnable[block.next++]];
-    if (block.next == block.runnable.size()) {
-      block.runnable.clear();
-      block.next = 0;
-    }
+    block.current = &block.thread(block.runnable[block.next++]);
     block.current->fiber->resume();
   }
   if (!block.faulted && !guardsIntact(block))
@@ -344,6 +338,7 @@ bool runGrid(const Grid &launch) {
   for (uint64_t linear : order) {
     BlockRun block;
     block.launch = &launch;
+    block.random = randomBits() | 1;
     block.blockIdx = {
         static_cast<unsigned>(linear % launch.grid.x),
         static_cast<unsigned>(linear / launch.grid.x % launch.grid.y),
@@ -397,6 +392,11 @@ void *dynamicShared(size_t alignment) {
 void syncThreads() {
   BlockRun &block = *runningBlock;
   BlockThread &self = *block.current;
+  if (const WarpGroup *group = groupNaming(block, self, laneOf(self)))
+    failFromThread(absl::StrCat("arrives at __syncthreads while lanes of its "
+                                "warp wait for it in ",
+                                group->collective, " (mask 0x",
+                                absl::Hex(group->mask), ")"));
   self.waiting = Waiting::Block;
   ++block.atBarrier;
   checkBlockBarrier(block);
@@ -413,21 +413,84 @@ uint64_t warpCollective(const char *collective, unsigned mask, uint64_t value,
     failFromThread(absl::StrCat(collective, " with mask 0x", absl::Hex(mask),
                                 ", which does not name the calling lane ",
                                 lane));
-  int base = warpOf(self) * kWarpSize;
-  int lanesInWarp = std::min<int>(kWarpSize,
-                                  static_cast<int>(block.threads.size()) - base);
+  int warp = warpOf(self);
+  int base = warp * kWarpSize;
+  int lanesInWarp = std::min(kWarpSize, block.count - base);
   if (lanesInWarp < kWarpSize && (mask >> lanesInWarp) != 0)
     failFromThread(absl::StrCat(collective, " with mask 0x", absl::Hex(mask),
                                 " in a warp of ", lanesInWarp,
                                 " threads: the mask names lanes that do not "
                                 "exist"));
-  self.waiting = Waiting::Warp;
   self.collective = collective;
   self.mask = mask;
   self.value = value;
   self.sourceLane = sourceLane;
-  checkWarpCollective(block, self);
-  yieldToScheduler(block);
+  std::vector<WarpGroup> &groups = block.warps[warp];
+  WarpGroup *group = nullptr;
+  for (WarpGroup &each : groups) {
+    if (each.mask == mask) {
+      if (!sameCollective(each.collective, collective))
+        failFromThread(absl::StrCat("arrives in ", collective, " (mask 0x",
+                                    absl::Hex(mask), ") while lanes it names "
+                                    "wait in ",
+                                    each.collective));
+      group = &each;
+    } else if (each.mask & mask) {
+      failFromThread(absl::StrCat(
+          "arrives in ", collective, " (mask 0x", absl::Hex(mask),
+          ") while lanes it names wait in ", each.collective, " (mask 0x",
+          absl::Hex(each.mask), ")"));
+    }
+  }
+  if (!group) {
+    // The first lane here: every lane it names must be able to come.
+    for (int other = 0; other < kWarpSize; ++other) {
+      if (!(mask >> other & 1u) || other == lane)
+        continue;
+      const BlockThread &named = block.thread(base + other);
+      if (named.waiting == Waiting::Done || named.waiting == Waiting::Block)
+        failFromThread(absl::StrCat(
+            "waits in ", collective, " (mask 0x", absl::Hex(mask),
+            ") for lane ", other, " (", describeThread(named), "), which ",
+            named.waiting == Waiting::Done ? "ended" : "waits at __syncthreads"));
+    }
+    groups.push_back({mask, collective, 0});
+    group = &groups.back();
+  }
+  self.waiting = Waiting::Warp;
+  if (++group->arrived < __builtin_popcount(mask)) {
+    yieldToScheduler(block);
+    return self.result;
+  }
+  // Everyone is here: every lane's result, then the others run on (in a
+  // random order) and this one goes on at once.
+  uint64_t votes = 0;
+  bool isBallot = sameCollective(collective, "__ballot_sync");
+  for (int other = 0; other < kWarpSize; ++other)
+    if ((mask >> other & 1u) && block.thread(base + other).value)
+      votes |= uint64_t{1} << other;
+  int lanes[kWarpSize];
+  int released = 0;
+  for (int other = 0; other < kWarpSize; ++other) {
+    if (!(mask >> other & 1u))
+      continue;
+    BlockThread &named = block.thread(base + other);
+    if (isBallot) {
+      named.result = votes;
+    } else {
+      if (!(mask >> named.sourceLane & 1u))
+        failFromThread(absl::StrCat(describeThread(named), " reads lane ",
+                                    named.sourceLane, " in ", collective,
+                                    ", which mask 0x", absl::Hex(mask),
+                                    " does not name"));
+      named.result = block.thread(base + named.sourceLane).value;
+    }
+    if (other != lane)
+      lanes[released++] = base + other;
+  }
+  groups.erase(groups.begin() + (group - groups.data()));
+  makeRunnable(block, absl::MakeSpan(lanes, released));
+  self.waiting = Waiting::Nothing;
   return self.result;
 }
 } // namespace

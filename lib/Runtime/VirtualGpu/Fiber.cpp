@@ -88,9 +88,12 @@ StackPool &stackPool() {
 } // namespace
 
 #if defined(__x86_64__)
-// Saves the callee-saved registers, the x87 control word and MXCSR on the
-// current stack, stores the stack pointer in *save, loads `load` as the
-// stack pointer and restores the same from it (System V x86-64 ABI).
+// Saves the callee-saved registers on the current stack, stores the stack
+// pointer in *save, loads `load` as the stack pointer and restores the same
+// from it (System V x86-64 ABI). The x87 control word and MXCSR are not
+// switched: kernels never change the floating-point environment, so every
+// fiber runs in its OS thread's (and loading them costs more than the rest
+// of the switch).
 extern "C" void moe_vgpu_switch_context(void **save, void *load);
 // Where a new fiber's first switch returns to: calls r13(r12).
 extern "C" void moe_vgpu_fiber_start();
@@ -108,14 +111,8 @@ moe_vgpu_switch_context:
   pushq %r13
   pushq %r14
   pushq %r15
-  subq $16, %rsp
-  stmxcsr 8(%rsp)
-  fnstcw (%rsp)
   movq %rsp, (%rdi)
   movq %rsi, %rsp
-  fldcw (%rsp)
-  ldmxcsr 8(%rsp)
-  addq $16, %rsp
   popq %r15
   popq %r14
   popq %r13
@@ -231,25 +228,19 @@ void Fiber::restart(Entry entry, void *argument) {
   context->started = false;
   context->finished = false;
 #if defined(__x86_64__)
-  // The first switch pops what is laid out here: the control words, six
-  // callee-saved registers (r12 = the context, r13 = main), then returns
-  // into moe_vgpu_fiber_start with the stack 16-byte aligned for its call.
+  // The first switch pops what is laid out here: six callee-saved
+  // registers (r12 = the context, r13 = main), then returns into
+  // moe_vgpu_fiber_start with the stack 16-byte aligned for its call.
   auto top = reinterpret_cast<uintptr_t>(context->stack + kStackBytes) &
              ~uintptr_t{15};
-  auto *slots = reinterpret_cast<uint64_t *>(top - 16 - 8 - 8 * 8);
-  uint32_t mxcsr;
-  uint16_t x87;
-  asm volatile("stmxcsr %0" : "=m"(mxcsr));
-  asm volatile("fnstcw %0" : "=m"(x87));
-  slots[0] = x87;
-  slots[1] = mxcsr;
-  slots[2] = 0;                                                  // r15
-  slots[3] = 0;                                                  // r14
-  slots[4] = reinterpret_cast<uint64_t>(&Context::main);         // r13
-  slots[5] = reinterpret_cast<uint64_t>(context.get());          // r12
-  slots[6] = 0;                                                  // rbx
-  slots[7] = 0;                                                  // rbp
-  slots[8] = reinterpret_cast<uint64_t>(&moe_vgpu_fiber_start);  // return
+  auto *slots = reinterpret_cast<uint64_t *>(top - 16 - 7 * 8);
+  slots[0] = 0;                                                  // r15
+  slots[1] = 0;                                                  // r14
+  slots[2] = reinterpret_cast<uint64_t>(&Context::main);         // r13
+  slots[3] = reinterpret_cast<uint64_t>(context.get());          // r12
+  slots[4] = 0;                                                  // rbx
+  slots[5] = 0;                                                  // rbp
+  slots[6] = reinterpret_cast<uint64_t>(&moe_vgpu_fiber_start);  // return
   context->fiberStackPointer = slots;
 #else
   getcontext(&context->fiberContext);

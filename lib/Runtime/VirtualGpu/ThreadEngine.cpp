@@ -58,6 +58,8 @@ struct WarpGroup {
   unsigned mask;
   const char *collective;
   int arrived;
+  /// The lanes of the mask: when all have arrived, the collective is done.
+  int expected;
 };
 
 /// A block being run: its threads, barrier counts and shared memory.
@@ -466,9 +468,8 @@ uint64_t warpCollective(const char *collective, unsigned mask, uint64_t value,
   }
   if (!group) {
     // The first lane here: every lane it names must be able to come.
-    for (int other = 0; other < kWarpSize; ++other) {
-      if (!(mask >> other & 1u) || other == lane)
-        continue;
+    for (unsigned bits = mask & ~(1u << lane); bits; bits &= bits - 1) {
+      int other = __builtin_ctz(bits);
       const BlockThread &named = block.thread(base + other);
       if (named.waiting == Waiting::Done || named.waiting == Waiting::Block)
         failFromThread(absl::StrCat(
@@ -476,27 +477,30 @@ uint64_t warpCollective(const char *collective, unsigned mask, uint64_t value,
             ") for lane ", other, " (", describeThread(named), "), which ",
             named.waiting == Waiting::Done ? "ended" : "waits at __syncthreads"));
     }
-    groups.push_back({mask, collective, 0});
+    groups.push_back({mask, collective, 0, __builtin_popcount(mask)});
     group = &groups.back();
   }
   self.waiting = Waiting::Warp;
-  if (++group->arrived < __builtin_popcount(mask)) {
+  if (++group->arrived < group->expected) {
     yieldToScheduler(block);
     return self.result;
   }
   // Everyone is here: every lane's result, then the others run on (in a
   // random order) and this one goes on at once.
+  BlockThread *warpThreads = &block.thread(base);
   uint64_t votes = 0;
   bool isBallot = sameCollective(collective, "__ballot_sync");
-  for (int other = 0; other < kWarpSize; ++other)
-    if ((mask >> other & 1u) && block.thread(base + other).value)
-      votes |= uint64_t{1} << other;
+  if (isBallot)
+    for (unsigned bits = mask; bits; bits &= bits - 1) {
+      int other = __builtin_ctz(bits);
+      if (warpThreads[other].value)
+        votes |= uint64_t{1} << other;
+    }
   int lanes[kWarpSize];
   int released = 0;
-  for (int other = 0; other < kWarpSize; ++other) {
-    if (!(mask >> other & 1u))
-      continue;
-    BlockThread &named = block.thread(base + other);
+  for (unsigned bits = mask; bits; bits &= bits - 1) {
+    int other = __builtin_ctz(bits);
+    BlockThread &named = warpThreads[other];
     if (isBallot) {
       named.result = votes;
     } else {
@@ -505,7 +509,7 @@ uint64_t warpCollective(const char *collective, unsigned mask, uint64_t value,
                                     named.sourceLane, " in ", collective,
                                     ", which mask 0x", absl::Hex(mask),
                                     " does not name"));
-      named.result = block.thread(base + named.sourceLane).value;
+      named.result = warpThreads[named.sourceLane].value;
     }
     if (other != lane)
       lanes[released++] = base + other;

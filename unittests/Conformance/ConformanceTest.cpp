@@ -1110,6 +1110,7 @@ struct DeviceCoverage {
 /// which later tokens are dropped, no row's after the first tie is. Skips
 /// the test if the device backend cannot be created for the first program.
 void checkInstructionsAgainstCpu(const std::string &backendName,
+                                 const BackendOptions &deviceOptions,
                                  const std::vector<NamedProgram> &programs,
                                  size_t index, DeviceCoverage &seen) {
   const NamedProgram &named = programs[index];
@@ -1118,7 +1119,7 @@ void checkInstructionsAgainstCpu(const std::string &backendName,
       std::make_shared<const Program>(named.make());
   const Program &program = *shared;
   absl::StatusOr<std::unique_ptr<Backend>> created =
-      createBackend(backendName, shared, {});
+      createBackend(backendName, shared, deviceOptions);
   if (!created.ok() &&
       (created.status().code() == absl::StatusCode::kFailedPrecondition ||
        created.status().code() == absl::StatusCode::kUnimplemented)) {
@@ -1302,10 +1303,11 @@ void checkInstructionsAgainstCpu(const std::string &backendName,
   }
 }
 
-/// The device half of the suite for backend `backendName`: every program
-/// of one rank through checkInstructionsAgainstCpu, and the op table's
-/// coverage.
-void checkDeviceBackend(const std::string &backendName) {
+/// The device half of the suite for backend `backendName` (created with
+/// `deviceOptions`: the virtual GPU's, say): every program of one rank
+/// through checkInstructionsAgainstCpu, and the op table's coverage.
+void checkDeviceBackend(const std::string &backendName,
+                        const BackendOptions &deviceOptions = {}) {
   // A device backend runs the programs of one rank (programsFor(1): the
   // mesh programs over groups of one). Its collectives over real groups
   // are the CPU's concern in conformance-ranks.test: two device backends
@@ -1318,7 +1320,7 @@ void checkDeviceBackend(const std::string &backendName) {
     for (auto &[name, make] : bf16Programs())
       programs.push_back({name, make});
   for (size_t i = 0; i < programs.size(); ++i) {
-    checkInstructionsAgainstCpu(backendName, programs, i, seen);
+    checkInstructionsAgainstCpu(backendName, deviceOptions, programs, i, seen);
     if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure())
       return;
   }
@@ -1407,6 +1409,18 @@ TEST(ConformanceDeviceHalf, CpuInTheDevicesPlace) {
                << "conformance seed " << suiteSeed
                << " (MOE_CONFORMANCE_SEED)");
   checkDeviceBackend("cpu");
+}
+
+// The CUDA backend's sources on the virtual GPU (an H100; lib/Runtime/
+// VirtualGpu), against the CPU as on a device: skipped where the virtual
+// GPU is not built.
+TEST(ConformanceVirtualGpu, EveryOpcodeOnTheVirtualH100) {
+  SCOPED_TRACE(::testing::Message()
+               << "conformance seed " << suiteSeed
+               << " (MOE_CONFORMANCE_SEED)");
+  BackendOptions options;
+  options.virtualGpu = "h100";
+  checkDeviceBackend("cuda", options);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ConformanceTest,

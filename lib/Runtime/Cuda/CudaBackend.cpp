@@ -517,7 +517,12 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
   }
   MOE_CUDA_OK(cudaMemsetAsync(deviceCheck, 0, sizeof(StepCheck), stream));
   context.check = deviceCheck;
-  context.adamwBatchOf = &adamwBatchOf;
+  // A step watched instruction by instruction (the conformance suite,
+  // --dump-step) sees each AdamW's own effect: batching would run later
+  // AdamWs early, before the hooks of the instructions between them.
+  context.adamwBatchOf =
+      hooks.beforeInstruction || hooks.afterInstruction ? nullptr
+                                                        : &adamwBatchOf;
   // --profile: event `which` (two per instruction) on the compute stream.
   auto mark = [&](size_t which) {
     return profiling ? cudaStatus(cudaEventRecord(profileEvents[which], stream),

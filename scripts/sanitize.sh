@@ -15,7 +15,13 @@
 #    config mutations (test/moe-import/fuzz_import.py). It links MLIR, so
 #    it is built in a second tree, build-asan-import/, with the compiler on
 #    (moe-import and what it links only: the dialect and the importer;
-#    MLIR's own libraries are not instrumented).
+#    MLIR's own libraries are not instrumented);
+#  * the virtual GPU (issue 46), where the CUDA toolkit's headers are: the
+#    CUDA backend's sources and their emulation built in a third tree,
+#    build-asan-vgpu/ (its targets only, nothing by nvcc), running the
+#    emulation's own tests, the CUDA kernel tests and two training steps of
+#    the tiny model on the virtual H100 (a reduced set: every kernel and the
+#    host code of a step, with the fibers' stacks announced to ASan).
 # Any sanitizer report fails the run. Needs the full build (scripts/setup.sh
 # or scripts/test-all.sh) for moec and the lit configuration. .ci/run runs
 # it after the test suite.
@@ -46,6 +52,22 @@ if [ ! -f "$importdir/build.ninja" ]; then
 fi
 ninja -C "$importdir" -j"$jobs" moe-import
 
+vgpudir=build-asan-vgpu
+vgpu=0
+if [ -f /usr/local/cuda/include/cuda_runtime_api.h ]; then
+  vgpu=1
+  if [ ! -f "$vgpudir/build.ninja" ]; then
+    cmake -G Ninja -S . -B "$vgpudir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DMOE_BUILD_COMPILER=OFF -DMOE_ENABLE_CUDA=ON -DMOE_ENABLE_VIRTUAL_GPU=ON \
+      -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
+      -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+      -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
+      -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+  fi
+  ninja -C "$vgpudir" -j"$jobs" VirtualGpuTests VirtualGpuKernelTests moe-run \
+    moe_backend_virtual_gpu
+fi
+
 # Open MPI and hwloc keep allocations until exit by design; leaks in them
 # are not ours. Everything else must be clean.
 suppressions=$(mktemp)
@@ -73,6 +95,22 @@ timeout 3000 /usr/lib/llvm-19/build/utils/lit/lit.py -sv build/test \
   --param runtime_tools_dir="$PWD/$dir/bin" \
   --filter '(moe-run/(artifact-fuzz|flags-fuzz|hostile-flags|checkpoint|checkpoint-async|load-checkpoint|data-formats|weights|errors|generate)|moe-data/[a-z-]+)\.test' ||
   status=1
+
+if [ "$vgpu" -eq 1 ]; then
+  echo "sanitize: the virtual GPU's tests and its kernel tests"
+  "$vgpudir/bin/VirtualGpuTests" --gtest_brief=1 || status=1
+  MOE_VIRTUAL_GPU=h100 "$vgpudir/bin/VirtualGpuKernelTests" --gtest_brief=1 \
+    --gtest_filter='-FlashAttentionKernelTest.SameBitsEveryRun' || status=1
+  echo "sanitize: two steps of the tiny model on the virtual H100"
+  vgpuwork=$(mktemp -d)
+  build/bin/moe-data synth --out "$vgpuwork/tokens.bin" --tokens 20000 > /dev/null &&
+    build/bin/moec models/tiny.mlir --fuse-lm-head-loss=false \
+      --fuse-gemm-epilogues=false --count-expert-loads=false --precision=bf16 \
+      -o "$vgpuwork/tiny.moebin" &&
+    "$vgpudir/bin/moe-run" "$vgpuwork/tiny.moebin" --data "$vgpuwork/tokens.bin" \
+      --steps 2 --device cuda --virtual-gpu h100 --quiet || status=1
+  rm -rf "$vgpuwork"
+fi
 
 echo "sanitize: moe-import against seeded config mutations"
 python3 test/moe-import/fuzz_import.py --tool "$importdir/bin/moe-import" \

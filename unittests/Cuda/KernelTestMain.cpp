@@ -11,6 +11,21 @@
 
 #include <cstdio>
 
+#ifdef MOE_VIRTUAL_GPU
+#include "VirtualGpu/KernelLaunch.h"
+
+namespace {
+/// On the virtual GPU, the launch log names the test that launched each
+/// kernel (scripts/cuda-kernel-coverage.sh).
+class LaunchLabels : public testing::EmptyTestEventListener {
+  void OnTestStart(const testing::TestInfo &test) override {
+    moe::rt::virtual_gpu::setLaunchLabel(
+        std::string(test.test_suite_name()) + "." + test.name());
+  }
+};
+} // namespace
+#endif
+
 int main(int argc, char **argv) {
   absl::StatusOr<std::vector<moe::rt::cuda::DeviceInfo>> devices =
       moe::rt::cuda::listDevices();
@@ -22,5 +37,8 @@ int main(int argc, char **argv) {
   std::printf("device 0: %s, sm_%d, %.1f GiB\n", device.name.c_str(),
               device.computeCapability, device.memoryBytes / 1073741824.0);
   testing::InitGoogleTest(&argc, argv);
+#ifdef MOE_VIRTUAL_GPU
+  testing::UnitTest::GetInstance()->listeners().Append(new LaunchLabels);
+#endif
   return RUN_ALL_TESTS();
 }

@@ -4,7 +4,8 @@
 // one tab-separated line to PATH,
 //   kernel  launch-name  grid  block  dynamic-shared-bytes  program
 // (grid and block as x,y,z; program is MOE_VIRTUAL_GPU_PROGRAM, else the
-// executable's name), which scripts/cuda-kernel-coverage.sh and
+// executable's name, then ":" and the label setLaunchLabel set, the test
+// running in a test binary), which scripts/cuda-kernel-coverage.sh and
 // scripts/cuda-resources.sh read: which tests launch which kernels, and
 // with what block sizes.
 //
@@ -27,6 +28,9 @@ namespace moe::rt::virtual_gpu {
 
 namespace {
 
+std::mutex launchLogMutex;
+std::string launchLabel;
+
 std::string describeDim(dim3 d) { return absl::StrCat(d.x, ",", d.y, ",", d.z); }
 
 void logLaunch(const std::string &kernel, const char *name, dim3 grid,
@@ -34,15 +38,15 @@ void logLaunch(const std::string &kernel, const char *name, dim3 grid,
   static const char *path = std::getenv("MOE_VIRTUAL_GPU_LAUNCH_LOG");
   if (!path || !*path)
     return;
-  static std::mutex mutex;
   static const std::string program = [] {
     const char *label = std::getenv("MOE_VIRTUAL_GPU_PROGRAM");
     return std::string(label && *label ? label : program_invocation_short_name);
   }();
-  std::string line = absl::StrCat(kernel, "\t", name, "\t", describeDim(grid),
-                                  "\t", describeDim(block), "\t", sharedBytes,
-                                  "\t", program, "\n");
-  std::lock_guard<std::mutex> lock(mutex);
+  std::lock_guard<std::mutex> lock(launchLogMutex);
+  std::string line = absl::StrCat(
+      kernel, "\t", name, "\t", describeDim(grid), "\t", describeDim(block),
+      "\t", sharedBytes, "\t", program,
+      launchLabel.empty() ? "" : ":", launchLabel, "\n");
   // Appended whole with one write: several processes (ranks) share a log.
   if (FILE *file = std::fopen(path, "a")) {
     std::fwrite(line.data(), 1, line.size(), file);
@@ -75,6 +79,11 @@ std::string configurationProblem(const DeviceModel &device, dim3 grid,
 }
 
 } // namespace
+
+void setLaunchLabel(std::string label) {
+  std::lock_guard<std::mutex> lock(launchLogMutex);
+  launchLabel = std::move(label);
+}
 
 void submitKernel(const void *kernel, const char *name, dim3 grid, dim3 block,
                   size_t sharedBytes, cudaStream_t stream,

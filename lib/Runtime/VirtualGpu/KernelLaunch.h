@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include <functional>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -27,6 +28,10 @@ struct PointerArgument {
   int position;
   const void *pointer;
 };
+
+/// Names what launches next in the launch log (MOE_VIRTUAL_GPU_LAUNCH_LOG)
+/// after the program: a test binary sets the running test's name.
+void setLaunchLabel(std::string label);
 
 /// Checks the configuration, then enqueues `body` (which runs the kernel
 /// for the current thread) on `stream`. Sets the error cudaGetLastError

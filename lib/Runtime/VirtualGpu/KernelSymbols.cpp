@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string_view>
 
 namespace moe::rt::virtual_gpu {
 
@@ -95,6 +96,11 @@ std::string readable(const std::string &mangled) {
       }
     }
   }
+  // A function template's demangled name starts with its return type,
+  // which for a kernel is void.
+  constexpr std::string_view kVoid = "void ";
+  if (name.compare(0, kVoid.size(), kVoid) == 0)
+    name.erase(0, kVoid.size());
   return name;
 }
 

@@ -43,6 +43,19 @@ if ! build/tok-venv/bin/python -c "import tokenizers, sentencepiece" 2>/dev/null
     { echo "test-all: cannot install tokenizers into build/tok-venv" >&2; exit 1; }
 fi
 
+# cuobjdump reads the nvcc-built kernels' registers and shared memory
+# (scripts/cuda-resources.sh, scripts/cuda-kernel-coverage.sh); the
+# toolkit here has none, pip's works on its objects.
+if [ -d /usr/local/cuda ] && ! command -v cuobjdump > /dev/null &&
+  [ ! -x /usr/local/cuda/bin/cuobjdump ] &&
+  ! ls build/cuobjdump-venv/lib/python3*/site-packages/nvidia/cu*/bin/cuobjdump > /dev/null 2>&1; then
+  rm -rf build/cuobjdump-venv
+  /usr/bin/python3 -m venv build/cuobjdump-venv &&
+    build/cuobjdump-venv/bin/pip install -q --disable-pip-version-check \
+      "nvidia-cuda-cuobjdump==13.2.51" ||
+    { echo "test-all: cannot install cuobjdump into build/cuobjdump-venv" >&2; exit 1; }
+fi
+
 lit_out=$(mktemp)
 # A hung test must fail the run, not outlast CI.
 timeout 3000 /usr/lib/llvm-19/build/utils/lit/lit.py -sv build/test 2>&1 | tee "$lit_out"

@@ -70,9 +70,19 @@ config.substitutions.append(("%virtual_gpu", "--device cuda --virtual-gpu h100")
 # cuobjdump (the toolkit's, or pip's nvidia-cuda-cuobjdump), which reads
 # the CUDA backend's objects for scripts/cuda-resources.sh and
 # scripts/cuda-kernel-coverage.sh (test/virtual-gpu).
-import shutil
+# scripts/test-all.sh installs pip's into build/cuobjdump-venv where the
+# toolkit has none (CUDA 13.0's pip-built toolkit here lacks it).
+import glob, shutil
 cuda_bin = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin")
-if shutil.which("cuobjdump") or shutil.which("cuobjdump", path=cuda_bin):
+cuobjdump = shutil.which("cuobjdump") or shutil.which("cuobjdump", path=cuda_bin)
+if not cuobjdump:
+    pip_cuobjdump = sorted(glob.glob(os.path.join(
+        config.moe_obj_root, "cuobjdump-venv", "lib", "python3*",
+        "site-packages", "nvidia", "cu*", "bin", "cuobjdump")))
+    if pip_cuobjdump:
+        cuobjdump = pip_cuobjdump[-1]
+        config.environment["CUOBJDUMP"] = cuobjdump
+if cuobjdump:
     config.available_features.add("cuobjdump")
 # A cpu-target artifact that the CUDA backend also runs (test/gpu): without
 # the ops only the CPU backend has (the fused LM head and GEMM epilogues,

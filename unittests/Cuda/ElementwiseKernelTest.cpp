@@ -38,6 +38,60 @@ TEST(ElementwiseKernelTest, AddAndSwiglu) {
   expectClose(dup.read(), expectedUp, 1e-5f, 1e-7f, "dup");
 }
 
+// A pipeline's mean over microbatches (DevicePipeline): x / divisor, the
+// IEEE quotient, as the CPU's.
+TEST(ElementwiseKernelTest, DivideIsTheIeeeQuotient) {
+  const int64_t n = 70001;
+  std::vector<float> x = randomValues(n, 9, 100.0f);
+  DeviceArray<float> dx(x), y(n);
+  ASSERT_TRUE(divide(dx.get(), 3.0f, y.get(), n, nullptr).ok());
+  std::vector<float> expected(n);
+  for (int64_t i = 0; i < n; ++i)
+    expected[i] = x[i] / 3.0f;
+  expectClose(y.read(), expected, 0.0f, 0.0f, "divide");
+}
+
+// FP8 token dispatch: the device packs each row into the words a CPU rank
+// sends (cpu::packFp8Row), word for word, and unpacks them into the values
+// the CPU's unpacking gives, bit for bit; rows wider than a block and a
+// width that is not a multiple of it included.
+TEST(ElementwiseKernelTest, Fp8RowsPackAsTheCpu) {
+  for (auto [width, block] : {std::pair<int64_t, int64_t>{256, 128},
+                              {200, 64}, {7, 128}}) {
+    const int64_t count = 37;
+    std::vector<float> rows = randomValues(count * width, 11, 50.0f);
+    rows[3] = 0.0f;
+    rows[5] = 1e-30f;
+    for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+      cpu::Fp8Format cpuFormat = format == Fp8Format::E4M3
+                                     ? cpu::Fp8Format::E4M3
+                                     : cpu::Fp8Format::E5M2;
+      SCOPED_TRACE(::testing::Message() << cpu::fp8FormatName(cpuFormat)
+                                        << " width " << width << " block "
+                                        << block);
+      int64_t words = cpu::packedFp8Words(width, block);
+      std::vector<int32_t> expectedWords(count * words);
+      std::vector<float> expectedRows(count * width);
+      for (int64_t r = 0; r < count; ++r) {
+        cpu::packFp8Row(&rows[r * width], width, block, cpuFormat,
+                        &expectedWords[r * words]);
+        cpu::unpackFp8Row(&expectedWords[r * words], width, block, cpuFormat,
+                          &expectedRows[r * width]);
+      }
+      DeviceArray<float> dRows(rows), unpacked(count * width);
+      DeviceArray<int32_t> packed(count * words);
+      ASSERT_TRUE(packFp8Rows(dRows.get(), count, width, block, format,
+                              packed.get(), nullptr)
+                      .ok());
+      ASSERT_EQ(packed.read(), expectedWords);
+      ASSERT_TRUE(unpackFp8Rows(packed.get(), count, width, block, format,
+                                unpacked.get(), nullptr)
+                      .ok());
+      expectClose(unpacked.read(), expectedRows, 0.0f, 0.0f, "unpacked");
+    }
+  }
+}
+
 TEST(ElementwiseKernelTest, FillAndBf16) {
   const int64_t n = 4097;
   DeviceArray<float> x(n);

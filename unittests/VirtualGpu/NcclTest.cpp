@@ -17,6 +17,8 @@
 
 #include "moe/Runtime/IO/Float16.h"
 
+#include "absl/synchronization/notification.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -24,16 +26,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <limits>
 #include <string>
 
 namespace moe::rt::virtual_gpu {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::MatchesRegex;
 using testing::DeviceArray;
 using testing::finishesWithin;
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
 using testing::settled;
 
 constexpr const char *kFaults = "MOE_VIRTUAL_GPU_NCCL_FAULTS";
@@ -94,8 +97,8 @@ TEST(NcclErrorStringTest, EveryResultHasItsString) {
 }
 
 TEST(NcclFaultPlanTest, ReadsEverySetting) {
-  absl::StatusOr<nccl::FaultPlan> plan = nccl::parseFaultPlan(
-      "in-progress=3,hang-rank=1,at=5,fail-rank=2");
+  absl::StatusOr<nccl::FaultPlan> plan =
+      nccl::parseFaultPlan("in-progress=3,hang-rank=1,at=5,fail-rank=2");
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->inProgress, 3);
   ASSERT_EQ(plan->rankFaults.size(), 2u);
@@ -108,7 +111,8 @@ TEST(NcclFaultPlanTest, ReadsEverySetting) {
 }
 
 TEST(NcclFaultPlanTest, NamesTheSettingItCannotRead) {
-  for (const char *bad : {"hang-rank=x", "at=2", "slow=1", "fail-rank=0,at=0"}) {
+  for (const char *bad :
+       {"hang-rank=x", "at=2", "slow=1", "fail-rank=0,at=0"}) {
     absl::StatusOr<nccl::FaultPlan> plan = nccl::parseFaultPlan(bad);
     ASSERT_FALSE(plan.ok()) << bad;
     EXPECT_THAT(std::string(plan.status().message()),
@@ -123,8 +127,8 @@ TEST(NcclReduceTest, Bf16SumsRoundOnceInRankOrder) {
   // hop would lose both halves; one rounding of the fp32 sum keeps them.
   std::vector<uint16_t> a = {bf16(1.0f)}, b = {bf16(0x1p-8f)},
                         c = {bf16(0x1p-8f)}, out(1);
-  nccl::reduceInRankOrder(ncclBfloat16, ncclSum,
-                          {a.data(), b.data(), c.data()}, out.data(), 1);
+  nccl::reduceInRankOrder(ncclBfloat16, ncclSum, {a.data(), b.data(), c.data()},
+                          out.data(), 1);
   EXPECT_EQ(io::bf16ToFloat(out[0]), 1.0f + 0x1p-7f);
 }
 
@@ -132,12 +136,12 @@ TEST(NcclReduceTest, FloatSumsFollowRankOrder) {
   // (1e8 + 1) - 1e8 loses the 1 in fp32; the order of the ranks decides.
   std::vector<float> big = {1e8f}, one = {1.0f}, minusBig = {-1e8f}, out(1);
   nccl::reduceInRankOrder(ncclFloat32, ncclSum,
-                          {big.data(), one.data(), minusBig.data()},
-                          out.data(), 1);
+                          {big.data(), one.data(), minusBig.data()}, out.data(),
+                          1);
   EXPECT_EQ(out[0], 0.0f);
   nccl::reduceInRankOrder(ncclFloat32, ncclSum,
-                          {big.data(), minusBig.data(), one.data()},
-                          out.data(), 1);
+                          {big.data(), minusBig.data(), one.data()}, out.data(),
+                          1);
   EXPECT_EQ(out[0], 1.0f);
 }
 
@@ -159,8 +163,8 @@ TEST(NcclReduceTest, MaxAndMinKeepANaN) {
 }
 
 TEST(NcclReduceTest, IntegersWrapAndAverageTruncates) {
-  std::vector<int32_t> a = {std::numeric_limits<int32_t>::max(), 7},
-                       b = {1, 0}, out(2);
+  std::vector<int32_t> a = {std::numeric_limits<int32_t>::max(), 7}, b = {1, 0},
+                       out(2);
   nccl::reduceInRankOrder(ncclInt32, ncclSum, {a.data(), b.data()}, out.data(),
                           2);
   EXPECT_EQ(out[0], std::numeric_limits<int32_t>::min());
@@ -199,8 +203,7 @@ TEST_F(NcclTest, SeveralRanksNeedMpi) {
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
   ncclComm_t two = nullptr;
   ncclConfig_t config = configOf(1);
-  EXPECT_EQ(ncclCommInitRankConfig(&two, 2, id, 0, &config),
-            ncclInvalidUsage);
+  EXPECT_EQ(ncclCommInitRankConfig(&two, 2, id, 0, &config), ncclInvalidUsage);
   EXPECT_EQ(two, nullptr);
   EXPECT_THAT(lastError(), HasSubstr("of 2 ranks, but MPI is not "
                                      "initialised"));
@@ -280,9 +283,9 @@ TEST_F(NcclTest, SplitOfOneRank) {
   EXPECT_EQ(state, ncclInProgress);
   EXPECT_EQ(settled(late), ncclSuccess);
   // Its name says whose split it is.
-  EXPECT_EQ(ncclAllReduce(nullptr, nullptr, 1, ncclFloat32, ncclSum, late,
-                          stream),
-            ncclInvalidArgument);
+  EXPECT_EQ(
+      ncclAllReduce(nullptr, nullptr, 1, ncclFloat32, ncclSum, late, stream),
+      ncclInvalidArgument);
   EXPECT_THAT(lastError(),
               MatchesRegex("ncclAllReduce on comm [0-9]+:[0-9]+/3: a null "
                            "buffer for 1 elements"));
@@ -299,12 +302,12 @@ TEST_F(NcclTest, SplitOfOneRank) {
 TEST_F(NcclTest, CollectivesOfOneRankKeepItsData) {
   DeviceArray<float> in(4), out(4), gathered(4), scattered(4);
   in.upload({1.5f, -2, 3, 4}, stream);
-  ASSERT_EQ(ncclAllReduce(in.get(), out.get(), 4, ncclFloat32, ncclAvg, comm,
-                          stream),
-            ncclSuccess);
-  ASSERT_EQ(ncclAllGather(in.get(), gathered.get(), 4, ncclFloat32, comm,
-                          stream),
-            ncclSuccess);
+  ASSERT_EQ(
+      ncclAllReduce(in.get(), out.get(), 4, ncclFloat32, ncclAvg, comm, stream),
+      ncclSuccess);
+  ASSERT_EQ(
+      ncclAllGather(in.get(), gathered.get(), 4, ncclFloat32, comm, stream),
+      ncclSuccess);
   ASSERT_EQ(ncclReduceScatter(in.get(), scattered.get(), 4, ncclFloat32,
                               ncclSum, comm, stream),
             ncclSuccess);
@@ -315,8 +318,8 @@ TEST_F(NcclTest, CollectivesOfOneRankKeepItsData) {
   // In place, BF16.
   DeviceArray<uint16_t> halves(2);
   halves.upload({bf16(0.25f), bf16(-8)}, stream);
-  ASSERT_EQ(ncclAllReduce(halves.get(), halves.get(), 2, ncclBfloat16,
-                          ncclSum, comm, stream),
+  ASSERT_EQ(ncclAllReduce(halves.get(), halves.get(), 2, ncclBfloat16, ncclSum,
+                          comm, stream),
             ncclSuccess);
   EXPECT_EQ(halves.download(stream),
             (std::vector<uint16_t>{bf16(0.25f), bf16(-8)}));
@@ -341,8 +344,7 @@ TEST_F(NcclTest, UnpairedSendToSelfIsRefused) {
   EXPECT_THAT(lastError(), HasSubstr("send(float, 4) to rank 0 on comm "));
   EXPECT_THAT(lastError(), HasSubstr("has no matching receive in its group"));
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
-  EXPECT_EQ(ncclSend(from.get(), 4, ncclFloat32, 0, comm, stream),
-            ncclSuccess);
+  EXPECT_EQ(ncclSend(from.get(), 4, ncclFloat32, 0, comm, stream), ncclSuccess);
   EXPECT_EQ(ncclRecv(to.get(), 2, ncclFloat32, 0, comm, stream), ncclSuccess);
   EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage);
   EXPECT_THAT(lastError(),
@@ -357,20 +359,18 @@ TEST_F(NcclTest, RefusedCallFailsItsWholeGroup) {
   DeviceArray<float> data(4);
   data.upload({1, 2, 3, 4}, stream);
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
-  EXPECT_EQ(ncclAllReduce(data.get(), data.get(), 4, ncclFloat32, ncclSum,
-                          comm, stream),
+  EXPECT_EQ(ncclAllReduce(data.get(), data.get(), 4, ncclFloat32, ncclSum, comm,
+                          stream),
             ncclSuccess);
   EXPECT_EQ(ncclAllReduce(data.get(), data.get(), 4, ncclFloat8e4m3, ncclSum,
                           comm, stream),
             ncclInvalidArgument);
-  EXPECT_THAT(lastError(),
-              HasSubstr("does not reduce float8e4m3 with sum"));
+  EXPECT_THAT(lastError(), HasSubstr("does not reduce float8e4m3 with sum"));
   EXPECT_EQ(ncclGroupEnd(), ncclInvalidArgument);
   EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage);
   EXPECT_THAT(lastError(), HasSubstr("no group was started"));
   // The next call is not in a group.
-  EXPECT_EQ(ncclAllGather(data.get(), data.get(), 4, ncclFloat32, comm,
-                          stream),
+  EXPECT_EQ(ncclAllGather(data.get(), data.get(), 4, ncclFloat32, comm, stream),
             ncclSuccess);
   EXPECT_EQ(data.download(stream), (std::vector<float>{1, 2, 3, 4}));
 }
@@ -385,15 +385,15 @@ TEST_F(NcclTest, HostRefusesWhatNcclRefuses) {
   EXPECT_EQ(ncclSend(data.get(), 4, ncclFloat32, 1, comm, stream),
             ncclInvalidArgument);
   EXPECT_THAT(lastError(), HasSubstr("peer 1 is not a rank of 1"));
-  EXPECT_EQ(ncclAllGather(data.get(), data.get(), 4, ncclFloat32, nullptr,
-                          stream),
-            ncclInvalidArgument);
+  EXPECT_EQ(
+      ncclAllGather(data.get(), data.get(), 4, ncclFloat32, nullptr, stream),
+      ncclInvalidArgument);
   EXPECT_THAT(lastError(), HasSubstr("ncclAllGather: not a live "
                                      "communicator"));
   // Zero elements need no buffers.
-  EXPECT_EQ(ncclAllReduce(nullptr, nullptr, 0, ncclFloat32, ncclSum, comm,
-                          stream),
-            ncclSuccess);
+  EXPECT_EQ(
+      ncclAllReduce(nullptr, nullptr, 0, ncclFloat32, ncclSum, comm, stream),
+      ncclSuccess);
   EXPECT_TRUE(finishesWithin(stream, std::chrono::seconds(60)));
 }
 
@@ -433,9 +433,9 @@ TEST_F(NcclTest, InjectedFailureIsTheAsyncError) {
   ASSERT_EQ(made, ncclSuccess) << lastError();
   DeviceArray<float> data(2);
   data.upload({1, 2}, stream);
-  ASSERT_EQ(ncclAllGather(data.get(), data.get(), 2, ncclFloat32, failing,
-                          stream),
-            ncclSuccess);
+  ASSERT_EQ(
+      ncclAllGather(data.get(), data.get(), 2, ncclFloat32, failing, stream),
+      ncclSuccess);
   ASSERT_TRUE(finishesWithin(stream, std::chrono::seconds(60)));
   ncclResult_t state;
   ASSERT_EQ(ncclCommGetAsyncError(failing, &state), ncclSuccess);
@@ -446,9 +446,9 @@ TEST_F(NcclTest, InjectedFailureIsTheAsyncError) {
                            "\\(injected: fail-rank=0,at=1 in "
                            "MOE_VIRTUAL_GPU_NCCL_FAULTS\\)"));
   // A failed communicator takes nothing more, and is aborted.
-  EXPECT_EQ(ncclAllGather(data.get(), data.get(), 2, ncclFloat32, failing,
-                          stream),
-            ncclSystemError);
+  EXPECT_EQ(
+      ncclAllGather(data.get(), data.get(), 2, ncclFloat32, failing, stream),
+      ncclSystemError);
   EXPECT_EQ(ncclCommAbort(failing), ncclSuccess);
 }
 
@@ -463,6 +463,37 @@ TEST_F(NcclTest, DestroyLetsQueuedCollectivesFinish) {
             ncclSuccess);
   ASSERT_EQ(ncclCommDestroy(other), ncclSuccess);
   EXPECT_EQ(out.download(stream), (std::vector<float>{5, 6}));
+}
+
+TEST_F(NcclTest, CollectiveSkippedAfterAFaultLetsDestroyReturn) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        // A gate holds the stream while a fault and a collective queue up
+        // behind it; opened, the fault runs and the device skips the
+        // collective, which ncclCommDestroy must not wait for forever.
+        auto gate = std::make_shared<absl::Notification>();
+        bool ok = enqueue(stream, "gate", [gate] {
+                    gate->WaitForNotification();
+                  }) == cudaSuccess;
+        ok &= enqueue(stream, "fault", [] {
+                fault(cudaErrorLaunchFailure, "a kernel failed");
+              }) == cudaSuccess;
+        DeviceArray<float> data(4);
+        ok &= ncclAllReduce(data.get(), data.get(), 4, ncclFloat32, ncclSum,
+                            comm, stream) == ncclSuccess;
+        gate->Notify();
+        std::future<ncclResult_t> destroyed = std::async(
+            std::launch::async, [this] { return ncclCommDestroy(comm); });
+        if (destroyed.wait_for(std::chrono::seconds(60)) !=
+            std::future_status::ready) {
+          std::fprintf(stderr, "ncclCommDestroy hung\n");
+          std::_Exit(1);
+        }
+        ok &= destroyed.get() == ncclSuccess;
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "a kernel failed");
 }
 
 TEST_F(NcclTest, OperandsOutsideDeviceMemoryFaultTheDevice) {

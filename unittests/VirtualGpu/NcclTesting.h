@@ -1,4 +1,5 @@
-//===- NcclTesting.h - device buffers and waits for NCCL's tests -*- C++ -*-===//
+//===- NcclTesting.h - device buffers and waits for NCCL's tests -*- C++
+//-*-===//
 //
 // What the virtual GPU's NCCL tests share (NcclTest.cpp, one rank;
 // NcclRanksTest.cpp, several): typed device buffers filled and read over a
@@ -32,6 +33,8 @@ public:
 
   T *get() const { return static_cast<T *>(data); }
   void upload(const std::vector<T> &values, cudaStream_t stream) {
+    if (values.empty())
+      return;
     EXPECT_EQ(cudaMemcpyAsync(data, values.data(), values.size() * sizeof(T),
                               cudaMemcpyHostToDevice, stream),
               cudaSuccess);

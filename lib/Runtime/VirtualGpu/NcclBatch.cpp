@@ -96,10 +96,10 @@ std::string describeBatch(const Batch &batch) {
   const Communicator &comm = *batch.comm;
   std::vector<std::string> each;
   for (const Op &op : batch.ops)
-    each.push_back(batch.ops.size() == 1
-                       ? absl::StrCat(identify(op, comm), " (", describe(op),
-                                      ")")
-                       : absl::StrCat(identify(op, comm), ": ", describe(op)));
+    each.push_back(
+        batch.ops.size() == 1
+            ? absl::StrCat(identify(op, comm), " (", describe(op), ")")
+            : absl::StrCat(identify(op, comm), ": ", describe(op)));
   if (batch.ops.size() == 1)
     return each.front();
   return absl::StrCat("a group of ", batch.ops.size(), " operations on ",
@@ -165,12 +165,12 @@ void judge(Progress &p, const Communicator &comm, ncclResult_t &code,
   };
   for (const Signature &s : p.theirs)
     if (s.failure != ncclSuccess && s.rank != comm.rank) {
-      record(ncclRemoteError,
-             absl::StrCat(identify(op, comm), ": rank ", s.rank,
-                          " failed its ", describe(operationOf(s)), " (",
-                          ncclGetErrorString(
-                              static_cast<ncclResult_t>(s.failure)),
-                          ")"));
+      record(
+          ncclRemoteError,
+          absl::StrCat(identify(op, comm), ": rank ", s.rank, " failed its ",
+                       describe(operationOf(s)), " (",
+                       ncclGetErrorString(static_cast<ncclResult_t>(s.failure)),
+                       ")"));
       return;
     }
   if (isCollective(op.kind)) {
@@ -179,9 +179,8 @@ void judge(Progress &p, const Communicator &comm, ncclResult_t &code,
       if (!sameCollective(s, first)) {
         record(ncclInvalidUsage,
                absl::StrCat(identify(op, comm), ": rank ", first.rank,
-                            " issued ", describe(operationOf(first)),
-                            ", rank ", s.rank, " issued ",
-                            describe(operationOf(s))));
+                            " issued ", describe(operationOf(first)), ", rank ",
+                            s.rank, " issued ", describe(operationOf(s))));
         return;
       }
     p.matched = true;
@@ -198,9 +197,8 @@ void judge(Progress &p, const Communicator &comm, ncclResult_t &code,
       sender.sequence != receiver.sequence) {
     record(ncclInvalidUsage,
            absl::StrCat(identify(op, comm), ": rank ", sender.rank, " issued ",
-                        describe(operationOf(sender)), ", rank ",
-                        receiver.rank, " issued ",
-                        describe(operationOf(receiver))));
+                        describe(operationOf(sender)), ", rank ", receiver.rank,
+                        " issued ", describe(operationOf(receiver))));
     return;
   }
   p.matched = true;
@@ -309,11 +307,11 @@ bool waitFor(Exchange &ex, const Batch &batch, bool arriving) {
     std::vector<int> peers = ex.waitingFor();
     std::string ranks = absl::StrJoin(peers, ", ");
     reportStopped(
-        batch, arriving
-                   ? absl::StrCat("while waiting for rank", peers.size() > 1 ? "s " : " ",
-                                  ranks, " to arrive")
-                   : absl::StrCat("while receiving data from rank",
-                                  peers.size() > 1 ? "s " : " ", ranks));
+        batch, arriving ? absl::StrCat("while waiting for rank",
+                                       peers.size() > 1 ? "s " : " ", ranks,
+                                       " to arrive")
+                        : absl::StrCat("while receiving data from rank",
+                                       peers.size() > 1 ? "s " : " ", ranks));
     return false;
   }
   batch.comm->fail(ncclSystemError,
@@ -331,17 +329,10 @@ void hang(const Batch &batch) {
                                     batch.faultWhy, ")"));
 }
 
-/// The end of the batch, however it ends.
-struct FinishedBatch {
-  Communicator &comm;
-  ~FinishedBatch() { comm.batchFinished(); }
-};
-
 } // namespace
 
 void runBatch(const Batch &batch) {
   Communicator &comm = *batch.comm;
-  FinishedBatch finished{comm};
   // A broken or aborted communicator runs nothing more.
   if (comm.state() != ncclSuccess)
     return;
@@ -370,9 +361,9 @@ void runBatch(const Batch &batch) {
   if (!waitFor(signatures, batch, /*arriving=*/true))
     return;
   if (failure != ncclSuccess) {
-    comm.fail(failure, absl::StrCat(describeBatch(batch), " failed on rank ",
-                                    comm.rank, " (injected: ", batch.faultWhy,
-                                    ")"));
+    comm.fail(failure,
+              absl::StrCat(describeBatch(batch), " failed on rank ", comm.rank,
+                           " (injected: ", batch.faultWhy, ")"));
     return;
   }
 

@@ -61,15 +61,16 @@ ncclResult_t checkCall(const char *call, const Communicator &comm,
                             "ncclCommGetAsyncError until it is no longer "
                             "ncclInProgress"));
   if (state != ncclSuccess)
-    return reportError(state, absl::StrCat(where, ": the communicator has "
-                                                  "failed: ",
+    return reportError(state, absl::StrCat(where,
+                                           ": the communicator has "
+                                           "failed: ",
                                            comm.lastError()));
   if (elementBytes(op.type) == 0)
-    return reportError(ncclInvalidArgument,
-                       absl::StrCat(where, ": unknown data type ",
-                                    static_cast<int>(op.type)));
-  bool reduces = op.kind == OpKind::AllReduce ||
-                 op.kind == OpKind::ReduceScatter;
+    return reportError(
+        ncclInvalidArgument,
+        absl::StrCat(where, ": unknown data type ", static_cast<int>(op.type)));
+  bool reduces =
+      op.kind == OpKind::AllReduce || op.kind == OpKind::ReduceScatter;
   if (reduces && !canReduce(op.type, op.redOp))
     return reportError(ncclInvalidArgument,
                        absl::StrCat(where, ": the virtual GPU does not reduce ",
@@ -81,11 +82,11 @@ ncclResult_t checkCall(const char *call, const Communicator &comm,
                                     " is not a rank of ", comm.size));
   bool needsSend = op.kind != OpKind::Receive;
   bool needsReceive = op.kind != OpKind::Send;
-  if (op.count > 0 && ((needsSend && !op.send) ||
-                       (needsReceive && !op.receive)))
-    return reportError(ncclInvalidArgument,
-                       absl::StrCat(where, ": a null buffer for ", op.count,
-                                    " elements"));
+  if (op.count > 0 &&
+      ((needsSend && !op.send) || (needsReceive && !op.receive)))
+    return reportError(
+        ncclInvalidArgument,
+        absl::StrCat(where, ": a null buffer for ", op.count, " elements"));
   return ncclSuccess;
 }
 
@@ -101,22 +102,38 @@ ncclResult_t checkSelfPairs(const std::vector<Queued *> &calls) {
       const Queued &alone = i < sends.size() ? *sends[i] : *receives[i];
       return reportError(
           ncclInvalidUsage,
-          absl::StrCat("ncclGroupEnd: ", describe(alone.op), " on ",
-                       alone.comm->name,
-                       " has no matching ", i < sends.size() ? "receive" : "send",
-                       " in its group (rank ", alone.comm->rank,
-                       " is its own peer)"));
+          absl::StrCat(
+              "ncclGroupEnd: ", describe(alone.op), " on ", alone.comm->name,
+              " has no matching ", i < sends.size() ? "receive" : "send",
+              " in its group (rank ", alone.comm->rank, " is its own peer)"));
     }
     const Op &send = sends[i]->op, &receive = receives[i]->op;
     if (send.type != receive.type || send.count != receive.count)
-      return reportError(
-          ncclInvalidUsage,
-          absl::StrCat("ncclGroupEnd: on ", sends[i]->comm->name, " rank ",
-                       sends[i]->comm->rank, " issued ", describe(send),
-                       " and ", describe(receive), ", which differ"));
+      return reportError(ncclInvalidUsage,
+                         absl::StrCat("ncclGroupEnd: on ", sends[i]->comm->name,
+                                      " rank ", sends[i]->comm->rank,
+                                      " issued ", describe(send), " and ",
+                                      describe(receive), ", which differ"));
   }
   return ncclSuccess;
 }
+
+/// A batch in flight on its communicator from its queuing until its work
+/// is gone: run, or skipped after a fault or at exit, which destroys it
+/// unrun. ncclCommDestroy waits for it.
+class InFlight {
+public:
+  explicit InFlight(std::shared_ptr<Communicator> comm)
+      : comm(std::move(comm)) {
+    this->comm->batchQueued();
+  }
+  ~InFlight() { comm->batchFinished(); }
+  InFlight(const InFlight &) = delete;
+  InFlight &operator=(const InFlight &) = delete;
+
+private:
+  std::shared_ptr<Communicator> comm;
+};
 
 /// Numbers `calls` (all on one communicator and stream) and puts them on
 /// the stream as one batch.
@@ -138,13 +155,14 @@ ncclResult_t queueBatch(const std::vector<Queued *> &calls) {
   batch.fault = nextOperationFault(batch.faultWhy);
   std::string what = absl::StrCat(calls.front()->call, " on ", comm.name);
   markCommunicationStream(stream);
-  comm.batchQueued();
-  if (cudaError_t queued = enqueue(stream, what, [batch] { runBatch(batch); });
+  auto inFlight = std::make_shared<InFlight>(batch.comm);
+  if (cudaError_t queued =
+          enqueue(stream, what,
+                  [batch = std::move(batch), inFlight] { runBatch(batch); });
       queued != cudaSuccess) {
-    comm.batchFinished();
     // The numbers are spent on this rank only: the communicator is broken.
-    std::string message = absl::StrCat(what, ": the stream refused it: ",
-                                       cudaGetErrorString(queued));
+    std::string message = absl::StrCat(
+        what, ": the stream refused it: ", cudaGetErrorString(queued));
     comm.fail(ncclUnhandledCudaError, message);
     return ncclUnhandledCudaError;
   }
@@ -220,9 +238,9 @@ extern "C" ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff,
                                       size_t count, ncclDataType_t datatype,
                                       ncclRedOp_t op, ncclComm_t comm,
                                       cudaStream_t stream) {
-  return issue("ncclAllReduce", comm, stream,
-               makeOp(OpKind::AllReduce, sendbuff, recvbuff, count, datatype,
-                      op, -1));
+  return issue(
+      "ncclAllReduce", comm, stream,
+      makeOp(OpKind::AllReduce, sendbuff, recvbuff, count, datatype, op, -1));
 }
 
 extern "C" ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff,
@@ -246,9 +264,9 @@ extern "C" ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
 extern "C" ncclResult_t ncclSend(const void *sendbuff, size_t count,
                                  ncclDataType_t datatype, int peer,
                                  ncclComm_t comm, cudaStream_t stream) {
-  return issue("ncclSend", comm, stream,
-               makeOp(OpKind::Send, sendbuff, nullptr, count, datatype,
-                      ncclSum, peer));
+  return issue(
+      "ncclSend", comm, stream,
+      makeOp(OpKind::Send, sendbuff, nullptr, count, datatype, ncclSum, peer));
 }
 
 extern "C" ncclResult_t ncclRecv(void *recvbuff, size_t count,

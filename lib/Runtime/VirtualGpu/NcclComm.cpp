@@ -104,9 +104,9 @@ ncclResult_t checkJoined(MPI_Comm mpi, const Joining &mine,
                        " ranks)"));
     // Ordered by NCCL rank, a rank claimed twice leaves a gap.
     if (j.rank != static_cast<int32_t>(i))
-      return reportError(ncclInvalidUsage,
-                         absl::StrCat(call, " of ", name, ": rank ", j.rank,
-                                      " joined twice"));
+      return reportError(
+          ncclInvalidUsage,
+          absl::StrCat(call, " of ", name, ": rank ", j.rank, " joined twice"));
   }
   return ncclSuccess;
 }
@@ -124,11 +124,11 @@ ncclResult_t joinOverMpi(const IdContents &id, int nranks, int rank,
   int threads = MPI_THREAD_SINGLE, worldSize = 0;
   MPI_Query_thread(&threads);
   if (threads < MPI_THREAD_MULTIPLE)
-    return reportError(
-        ncclInvalidUsage,
-        absl::StrCat(call, ": ", name, ": MPI was initialised without "
-                                       "MPI_THREAD_MULTIPLE, which the "
-                                       "virtual GPU's streams need"));
+    return reportError(ncclInvalidUsage,
+                       absl::StrCat(call, ": ", name,
+                                    ": MPI was initialised without "
+                                    "MPI_THREAD_MULTIPLE, which the "
+                                    "virtual GPU's streams need"));
   MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
   if (worldSize != nranks)
     return reportError(
@@ -137,8 +137,7 @@ ncclResult_t joinOverMpi(const IdContents &id, int nranks, int rank,
                      worldSize,
                      ": the virtual GPU makes communicators of one rank or of "
                      "the whole job; ncclCommSplit makes the others"));
-  if (int rc = MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &mpi);
-      rc != MPI_SUCCESS)
+  if (int rc = MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &mpi); rc != MPI_SUCCESS)
     return mpiFailed(rc, absl::StrCat(call, " of ", name, ": MPI_Comm_split"));
   MPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN);
   ncclResult_t joined = checkJoined(mpi, {id, rank, nranks}, name);
@@ -191,8 +190,8 @@ extern "C" ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
     name = absl::StrCat("comm ", id.creator, ":", id.serial);
   if (nranks < 1 || rank < 0 || rank >= nranks)
     return reportError(ncclInvalidArgument,
-                       absl::StrCat(call, ": ", name, ": rank ", rank,
-                                    " of ", nranks, " ranks"));
+                       absl::StrCat(call, ": ", name, ": rank ", rank, " of ",
+                                    nranks, " ranks"));
   if (ncclResult_t read = faultsReadable(call); read != ncclSuccess)
     return read;
   MPI_Comm mpi = MPI_COMM_NULL;
@@ -224,9 +223,9 @@ extern "C" ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
                      " is still being made: poll ncclCommGetAsyncError until "
                      "it is no longer ncclInProgress"));
   if (state != ncclSuccess)
-    return reportError(state, absl::StrCat(call, ": ", parent->name,
-                                           " has failed: ",
-                                           parent->lastError()));
+    return reportError(state,
+                       absl::StrCat(call, ": ", parent->name,
+                                    " has failed: ", parent->lastError()));
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
     return reportError(ncclInvalidArgument,
                        absl::StrCat(call, ": ", parent->name, ": colour ",
@@ -249,8 +248,8 @@ extern "C" ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
                             color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color,
                             key, &mpi);
     if (rc != MPI_SUCCESS)
-      return mpiFailed(rc, absl::StrCat(call, " of ", parent->name,
-                                        ": MPI_Comm_split"));
+      return mpiFailed(
+          rc, absl::StrCat(call, " of ", parent->name, ": MPI_Comm_split"));
     if (mpi != MPI_COMM_NULL) {
       MPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN);
       MPI_Comm_rank(mpi, &rank);

@@ -99,8 +99,7 @@ std::string describe(const Op &op) {
   case OpKind::Send:
     return absl::StrCat("send(", type, ", ", op.count, ") to rank ", op.peer);
   case OpKind::Receive:
-    return absl::StrCat("recv(", type, ", ", op.count, ") from rank ",
-                        op.peer);
+    return absl::StrCat("recv(", type, ", ", op.count, ") from rank ", op.peer);
   }
   return "unknown operation";
 }

@@ -30,11 +30,15 @@ Exchange::~Exchange() {
   for (size_t i = 0; i < requests.size(); ++i) {
     if (requests[i] == MPI_REQUEST_NULL)
       continue;
-    // A receive that will never be matched is cancelled; a send is left to
-    // complete (or not) on its own.
-    if (pending[i].isReceive)
+    // A receive that will never be matched is cancelled, and waited for so
+    // that nothing writes into its buffer later (a cancelled receive
+    // completes locally); a send is left to complete (or not) on its own.
+    if (pending[i].isReceive) {
       MPI_Cancel(&requests[i]);
-    MPI_Request_free(&requests[i]);
+      MPI_Wait(&requests[i], MPI_STATUS_IGNORE);
+    } else {
+      MPI_Request_free(&requests[i]);
+    }
   }
 }
 

@@ -38,7 +38,8 @@ Faults &faults() {
 
 absl::StatusOr<FaultPlan> parseFaultPlan(absl::string_view spec) {
   FaultPlan plan;
-  for (absl::string_view setting : absl::StrSplit(spec, ',', absl::SkipEmpty())) {
+  for (absl::string_view setting :
+       absl::StrSplit(spec, ',', absl::SkipEmpty())) {
     std::pair<absl::string_view, absl::string_view> keyValue =
         absl::StrSplit(setting, absl::MaxSplits('=', 1));
     int64_t value = 0;

@@ -75,7 +75,8 @@ public:
   void abort() { aborted_.store(true); }
   bool aborted() const { return aborted_.load(); }
 
-  /// Batches queued and not yet finished, which ncclCommDestroy waits for.
+  /// Batches queued whose work has not yet run or been skipped, which
+  /// ncclCommDestroy waits for.
   void batchQueued();
   void batchFinished();
   void waitForBatches();

@@ -17,8 +17,6 @@
 #include "CollectiveWatch.h"
 #include "VirtualGpu/Runtime.h"
 
-#include "moe/Runtime/Comm/Communicator.h"
-#include "moe/Runtime/Comm/Mesh.h"
 #include "moe/Runtime/IO/Float16.h"
 
 #include "absl/strings/str_cat.h"
@@ -624,26 +622,6 @@ TEST_F(NcclRanksTest, FailedRankIsARemoteErrorOnItsPeers) {
 } // namespace moe::rt::virtual_gpu
 
 int main(int argc, char **argv) {
-  absl::StatusOr<std::unique_ptr<moe::rt::comm::World>> world =
-      moe::rt::comm::World::start(&argc, &argv);
-  if (!world.ok()) {
-    std::fprintf(stderr, "VirtualGpuNcclRanksTests: %s\n",
-                 std::string(world.status().message()).c_str());
-    return 1;
-  }
-  moe::rt::comm::Mesh line{{"dp"}, {(*world)->size()}};
-  absl::StatusOr<std::unique_ptr<moe::rt::comm::Group>> everyone =
-      (*world)->group(line, {"dp"});
-  if (!everyone.ok()) {
-    std::fprintf(stderr, "VirtualGpuNcclRanksTests: %s\n",
-                 std::string(everyone.status().message()).c_str());
-    return 1;
-  }
-  moe::rt::virtual_gpu::everyone = everyone->get();
-  ::testing::InitGoogleTest(&argc, argv);
-  if ((*world)->rank() != 0)
-    GTEST_FLAG_SET(brief, true);
-  int failed = RUN_ALL_TESTS();
-  everyone->reset();
-  return failed;
+  return moe::rt::virtual_gpu::testing::runOnEveryRank(
+      argc, argv, "VirtualGpuNcclRanksTests", moe::rt::virtual_gpu::everyone);
 }

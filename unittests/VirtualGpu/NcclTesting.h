@@ -2,12 +2,16 @@
 //-*-===//
 //
 // What the virtual GPU's NCCL tests share (NcclTest.cpp, one rank;
-// NcclRanksTest.cpp, several): typed device buffers filled and read over a
-// stream, and waits that give up at a deadline instead of hanging.
+// NcclRanksTest.cpp and NcclBackendTest.cpp, several): typed device buffers
+// filled and read over a stream, waits that give up at a deadline instead
+// of hanging, and the main of a test program run on every rank of a job.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_UNITTESTS_VIRTUALGPU_NCCLTESTING_H
 #define MOE_UNITTESTS_VIRTUALGPU_NCCLTESTING_H
+
+#include "moe/Runtime/Comm/Communicator.h"
+#include "moe/Runtime/Comm/Mesh.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -16,6 +20,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -75,6 +81,35 @@ inline ncclResult_t settled(ncclComm_t comm) {
         asked != ncclSuccess)
       return asked;
   return state;
+}
+
+/// The main of a test program of every rank: the world (MPI under a
+/// launcher, else one rank), `everyone` the group of all its ranks
+/// ("{dp} of dp=N") while the tests run; only rank 0 reports in full.
+inline int runOnEveryRank(int argc, char **argv, const char *program,
+                          comm::Group *&everyone) {
+  absl::StatusOr<std::unique_ptr<comm::World>> world =
+      comm::World::start(&argc, &argv);
+  if (!world.ok()) {
+    std::fprintf(stderr, "%s: %s\n", program,
+                 std::string(world.status().message()).c_str());
+    return 1;
+  }
+  comm::Mesh line{{"dp"}, {(*world)->size()}};
+  absl::StatusOr<std::unique_ptr<comm::Group>> all =
+      (*world)->group(line, {"dp"});
+  if (!all.ok()) {
+    std::fprintf(stderr, "%s: %s\n", program,
+                 std::string(all.status().message()).c_str());
+    return 1;
+  }
+  everyone = all->get();
+  ::testing::InitGoogleTest(&argc, argv);
+  if ((*world)->rank() != 0)
+    GTEST_FLAG_SET(brief, true);
+  int failed = RUN_ALL_TESTS();
+  everyone = nullptr;
+  return failed;
 }
 
 } // namespace moe::rt::virtual_gpu::testing

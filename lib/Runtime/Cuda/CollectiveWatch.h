@@ -84,8 +84,9 @@ public:
 private:
   /// waitUntil after `failed`: polls `done` up to the deadline, then
   /// returns `failed` (saying when the stream did not drain).
-  absl::Status drainAfterAbort(const std::function<absl::StatusOr<bool>()> &done,
-                               absl::Status failed);
+  absl::Status
+  drainAfterAbort(const std::function<absl::StatusOr<bool>()> &done,
+                  absl::Status failed);
 
   struct Pending {
     std::string what;

@@ -122,6 +122,55 @@ TEST(CollectiveWatchTest, AWaitEndsWhenDoneOrAtTheDeadline) {
   EXPECT_GE(cuda.now - absl::UnixEpoch(), absl::Seconds(5));
 }
 
+// After the abort, a failed wait still waits for its stream: the work
+// queued behind the aborted collective (a copy into host memory that the
+// caller frees on the error) runs once the abort ends the collective, and
+// must be done when the wait returns. Found by the virtual GPU
+// (test/virtual-gpu/mesh-faults.test: a chunked expert exchange's host
+// tables written after they were freed).
+TEST(CollectiveWatchTest, AFailedWaitReturnsOnceItsStreamDrained) {
+  FakeCuda cuda;
+  CollectiveWatch watch(cuda.hooks(), absl::Seconds(5));
+  watch.enqueued("ncclAllReduce (sum) of 1 float32 on group {dp}",
+                 FakeCuda::marker(3));
+  bool aborted = false;
+  int pollsAfterAbort = 0;
+  // The stream drains on the third poll after the abort.
+  absl::Status failed = watch.waitUntil([&]() -> absl::StatusOr<bool> {
+    aborted = aborted || cuda.aborts > 0;
+    return aborted && ++pollsAfterAbort == 3;
+  });
+  EXPECT_EQ(failed.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(pollsAfterAbort, 3);
+  EXPECT_THAT(failed.message(), ::testing::Not(HasSubstr("did not drain")));
+
+  // Later waits fail at once with the same error, once drained too.
+  int polls = 0;
+  absl::Status again =
+      watch.waitUntil([&]() -> absl::StatusOr<bool> { return ++polls == 2; });
+  EXPECT_EQ(again, failed);
+  EXPECT_EQ(polls, 2);
+  EXPECT_EQ(cuda.aborts, 1);
+}
+
+// A stream that does not drain after the abort ends the wait another
+// deadline later, saying so.
+TEST(CollectiveWatchTest, AFailedWaitOnAStuckStreamEndsAtASecondDeadline) {
+  FakeCuda cuda;
+  CollectiveWatch watch(cuda.hooks(), absl::Seconds(5));
+  watch.enqueued("ncclAllGather of 4 bytes on group {ep}", FakeCuda::marker(5));
+  absl::Status stuck =
+      watch.waitUntil([]() -> absl::StatusOr<bool> { return false; });
+  EXPECT_EQ(stuck.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(stuck.message(),
+              HasSubstr("ncclAllGather of 4 bytes on group {ep} did not "
+                        "complete"));
+  EXPECT_THAT(stuck.message(),
+              HasSubstr("; the stream did not drain within 5.0 s of the "
+                        "abort"));
+  EXPECT_GE(cuda.now - absl::UnixEpoch(), absl::Seconds(10));
+}
+
 TEST(CollectiveWatchTest, AFailedQueryAbortsNamingTheCollective) {
   FakeCuda cuda;
   CollectiveWatch watch(cuda.hooks(), absl::Seconds(5));

@@ -75,7 +75,29 @@ CollectiveWatch::waitUntil(const std::function<absl::StatusOr<bool>()> &done) {
     if (*finished)
       return check();
     if (absl::Status status = check(); !status.ok())
-      return status;
+      return drainAfterAbort(done, status);
+    hooks.pause();
+  }
+}
+
+absl::Status CollectiveWatch::drainAfterAbort(
+    const std::function<absl::StatusOr<bool>()> &done, absl::Status failed) {
+  // The abort ends the collectives, and the work queued behind them runs
+  // on: a copy into host memory that the caller frees when the wait fails
+  // would write it later. So the wait goes on until `done` holds, but no
+  // longer than another deadline (a stream that does not drain then is
+  // stuck on something no abort ends).
+  absl::Time since = hooks.now();
+  for (;;) {
+    absl::StatusOr<bool> finished = done();
+    if (!finished.ok() || *finished)
+      return failed;
+    if (hooks.now() - since >= timeout)
+      return absl::Status(
+          failed.code(),
+          absl::StrFormat("%s; the stream did not drain within %.1f s of "
+                          "the abort",
+                          failed.message(), absl::ToDoubleSeconds(timeout)));
     hooks.pause();
   }
 }

@@ -11,8 +11,11 @@
 //   * a communicator's asynchronous error (a peer's connection lost) or a
 //     collective still incomplete past the deadline aborts every NCCL
 //     communicator of the job (ncclCommAbort ends the spinning kernels), and
-//     the wait returns an error naming the collective and its group. The
-//     error stays: every later check returns it.
+//     the wait returns an error naming the collective and its group, once
+//     the stream it waits for has drained (what was queued behind the
+//     collective, such as a copy into host memory, runs when the abort ends
+//     it, and must not outlive the wait). The error stays: every later
+//     check returns it.
 // Checks happen only where the host waits anyway, so the watch adds no
 // synchronisation to a step.
 //
@@ -65,7 +68,10 @@ public:
   /// communicator aborted, if one failed or is past its deadline.
   absl::Status check();
   /// Polls `done` (a stream or event query) until it holds, checking the
-  /// collectives between polls: a host wait that ends on a dead peer.
+  /// collectives between polls: a host wait that ends on a dead peer. A
+  /// wait that fails still polls `done` (up to another deadline) until the
+  /// aborted collectives, and the stream's work behind them, have ended:
+  /// the caller may free what that work writes.
   absl::Status waitUntil(const std::function<absl::StatusOr<bool>()> &done);
   /// Fails every collective still remembered and aborts (an error of the
   /// caller's own, such as a failed NCCL call, ends the job's
@@ -76,6 +82,12 @@ public:
   absl::Duration deadline() const { return timeout; }
 
 private:
+  /// waitUntil after `failed`: polls `done` up to the deadline, then
+  /// returns `failed` (saying when the stream did not drain).
+  absl::Status
+  drainAfterAbort(const std::function<absl::StatusOr<bool>()> &done,
+                  absl::Status failed);
+
   struct Pending {
     std::string what;
     void *marker;

@@ -44,16 +44,17 @@ python3 /usr/lib/llvm-19/build/utils/lit/lit.py -q "$build/test/virtual-gpu" ||
   status=1
 # gcov reads the counts beside each object; -n prints the summary only.
 objects=$build/lib/Runtime/VirtualGpu/CMakeFiles/moe_runtime_cuda_virtual.dir
-python3 - "$objects" "$root/lib/Runtime/Cuda" <<'PY'
+python3 - "$objects" "$root/lib/Runtime/Cuda" "$build" <<'PY'
 import glob, os, re, subprocess, sys
-objects, sources = sys.argv[1], os.path.realpath(sys.argv[2])
+objects, sources, build = sys.argv[1], os.path.realpath(sys.argv[2]), sys.argv[3]
 counts = {}
 for gcda in glob.glob(os.path.join(objects, "**", "*.gcda"), recursive=True):
     out = subprocess.run(["gcov", "-n", "-o", os.path.dirname(gcda), gcda],
                          capture_output=True, text=True, cwd=objects).stdout
     for name, percent, lines in re.findall(
             r"File '([^']+)'\nLines executed:([0-9.]+)% of (\d+)", out):
-        path = os.path.realpath(os.path.join(objects, name))
+        # Relative names are the compiler's: from the build directory.
+        path = os.path.realpath(os.path.join(build, name))
         if os.path.dirname(path) != sources or path.endswith((".cu", ".cuh")):
             continue
         lines = int(lines)
@@ -68,7 +69,9 @@ for path in sorted(counts):
     print(f"{os.path.basename(path):28s} {run:5d} of {lines:5d} lines  {100 * run / max(lines, 1):5.1f}%")
 print(f"{'total':28s} {total_run:5d} of {total:5d} lines  {100 * total_run / max(total, 1):5.1f}%")
 PY
-if command -v cuobjdump > /dev/null || [ -x /usr/local/cuda/bin/cuobjdump ]; then
+pip_cuobjdump=$(ls build/cuobjdump-venv/lib/python3*/site-packages/nvidia/cu*/bin/cuobjdump 2>/dev/null | tail -1)
+[ -n "$pip_cuobjdump" ] && export CUOBJDUMP=${CUOBJDUMP:-$pip_cuobjdump}
+if [ -n "${CUOBJDUMP:-}" ] || command -v cuobjdump > /dev/null || [ -x /usr/local/cuda/bin/cuobjdump ]; then
   scripts/cuda-kernel-coverage.sh "$log" | tail -1
 else
   echo "coverage: kernels launched: $(cut -f1 "$log" | sort -u | wc -l) distinct instantiations (cuobjdump not found for the per-kernel list)"

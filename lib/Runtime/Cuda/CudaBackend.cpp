@@ -5,6 +5,7 @@
 #include "DeviceBuffer.h"
 #include "DevicePipeline.h"
 #include "DeviceStep.h"
+#include "ExpertMatmul.h"
 #include "StepTimeline.h"
 
 #include "moe/Runtime/Artifact/Capabilities.h"
@@ -692,11 +693,16 @@ createCudaBackend(std::shared_ptr<const Program> program,
         absl::StrCat("--device cuda (", device->name, "): ", status.message()));
   };
   // The backend's capability record (moe/Runtime/Capabilities.h), as at
-  // load time; FP8 GEMMs on a GPU older than sm_89 are refused by the
-  // experts' first step.
+  // load time, then this GPU's own: FP8 GEMMs compiled for an H100 are
+  // refused on an A100 here, not midway through the first step.
   if (absl::Status status = checkCapabilities(*program, "the program", "cuda");
       !status.ok())
     return prefixed(status);
+  for (size_t index = 0; index < program->instructions.size(); ++index)
+    if (absl::Status status =
+            checkFp8OnDevice(*program, index, device->computeCapability);
+        !status.ok())
+      return prefixed(status);
   int64_t rank = options.world ? options.world->rank() : 0;
   auto backend = std::make_unique<CudaBackend>(
       std::move(program), *device, rank, options.profile, options.trace,

@@ -318,6 +318,39 @@ absl::Status ExpertMatmul::rounded(int64_t expert, const ExpertOperand &op,
   return roundToFp8(op.data, *scaleFrom, out, n, op.format, step.stream);
 }
 
+absl::Status checkFp8OnDevice(const Program &program, size_t index,
+                              int computeCapability) {
+  std::optional<ops::ExpertsRecipe> recipe =
+      ops::expertsRecipeOf(program.instructions[index]);
+  // No recipe, or FP8 on the wire only: BF16 GEMMs, which every GPU runs.
+  if (!recipe || !recipe->fp8Scaling ||
+      *recipe->fp8Scaling == Fp8Scaling::None)
+    return absl::OkStatus();
+  auto refused = [&](const std::string &why) {
+    return absl::UnimplementedError(
+        absl::StrCat(describeInstruction(program, index), ": ", why));
+  };
+  // Recipes and widths the backend lacks were refused by checkCapabilities
+  // (the artifact's target); what is left is the GPU itself.
+  if (!hasFp8TensorCores(computeCapability))
+    return refused(absl::StrCat(
+        "FP8 GEMMs need sm_89 or newer, this GPU is sm_", computeCapability,
+        ": compile with --target=a100 (no FP8 GEMMs)"));
+  if (*recipe->fp8Scaling == Fp8Scaling::Blockwise) {
+    if (computeCapability < 90)
+      return refused(absl::StrCat(
+          "blockwise FP8 needs cuBLASLt's block scaling (sm_90), this GPU "
+          "is sm_",
+          computeCapability,
+          ": compile with --fp8-scaling=tensorwise or delayed"));
+    if (recipe->fp8Block != fp8blocks::kBlock)
+      return refused(absl::StrCat("blockwise FP8 on the GPU takes blocks of ",
+                                  fp8blocks::kBlock, ", not ",
+                                  recipe->fp8Block));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::optional<DeviceFp8>> deviceFp8Of(const DeviceStep &step,
                                                      size_t index) {
   const Instruction &inst = step.program.instructions[index];
@@ -325,30 +358,12 @@ absl::StatusOr<std::optional<DeviceFp8>> deviceFp8Of(const DeviceStep &step,
   // No recipe, or FP8 on the wire only: BF16 GEMMs.
   if (!recipe.fp8Scaling || *recipe.fp8Scaling == Fp8Scaling::None)
     return std::optional<DeviceFp8>();
-  auto refused = [&](const std::string &why) {
-    return absl::UnimplementedError(absl::StrCat(
-        describeInstruction(step.program, index), ": ", why));
-  };
-  // Recipes and widths the backend lacks were refused at load
-  // (checkCapabilities); what is left is the GPU itself.
-  int capability = step.gemms.deviceCapability();
-  if (!hasFp8TensorCores(capability))
-    return refused(absl::StrCat(
-        "FP8 GEMMs need sm_89 or newer, this GPU is sm_", capability,
-        ": compile with --target=a100 (no FP8 GEMMs)"));
+  if (absl::Status status = checkFp8OnDevice(
+          step.program, index, step.gemms.deviceCapability());
+      !status.ok())
+    return status;
   DeviceFp8 fp8;
-  if (*recipe.fp8Scaling == Fp8Scaling::Blockwise) {
-    if (capability < 90)
-      return refused(absl::StrCat(
-          "blockwise FP8 needs cuBLASLt's block scaling (sm_90), this GPU "
-          "is sm_",
-          capability, ": compile with --fp8-scaling=tensorwise or delayed"));
-    if (recipe.fp8Block != fp8blocks::kBlock)
-      return refused(absl::StrCat("blockwise FP8 on the GPU takes blocks of ",
-                                  fp8blocks::kBlock, ", not ",
-                                  recipe.fp8Block));
-    fp8.blockwise = true;
-  }
+  fp8.blockwise = *recipe.fp8Scaling == Fp8Scaling::Blockwise;
   if (recipe.amaxHistory) {
     uint32_t history = *recipe.amaxHistory;
     fp8.delayed = true;

@@ -88,9 +88,15 @@ private:
   std::optional<DeviceFp8> fp8;
 };
 
+/// Why instruction `index` (any opcode) cannot run on a GPU of this
+/// compute capability, if it cannot: its FP8 expert GEMMs need sm_89 or
+/// newer, block scaling sm_90 and blocks of 128. The backend asks at load,
+/// so that an artifact for an H100 is refused on an A100 before it runs.
+absl::Status checkFp8OnDevice(const Program &program, size_t index,
+                              int computeCapability);
+
 /// The FP8 recipe of Experts / ExpertsGrad instruction `index` as the GPU
-/// runs it (none without one), or why it cannot: FP8 GEMMs need sm_89 or
-/// newer, block scaling sm_90 and blocks of 128.
+/// runs it (none without one), or why it cannot (checkFp8OnDevice).
 absl::StatusOr<std::optional<DeviceFp8>> deviceFp8Of(const DeviceStep &step,
                                                      size_t index);
 

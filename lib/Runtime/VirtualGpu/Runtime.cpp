@@ -162,7 +162,7 @@ cudaError_t cudaGetLastError() {
   return error;
 }
 
-/// Documented: destroys every allocation and resets the device's state, so
+/// Documented: destroys every allocation (pinned host memory too) and resets the device's state, so
 /// that the next call starts afresh; the sticky error is cleared with it
 /// (tests of faults run one after another in one process through this).
 /// The streams stay: they hold no state of the device's beyond their work,
@@ -172,6 +172,7 @@ cudaError_t cudaDeviceReset() {
     return failed(cudaErrorNoDevice);
   synchronizeAllStreams();
   releaseAllMemory();
+  releaseAllPinnedMemory();
   sticky = cudaSuccess;
   lastError = cudaSuccess;
   return cudaSuccess;

@@ -30,7 +30,9 @@ protected:
     ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
               cudaSuccess);
   }
-  void TearDown() override { EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess); }
+  void TearDown() override {
+    EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  }
 
   cudaStream_t stream = nullptr;
 };

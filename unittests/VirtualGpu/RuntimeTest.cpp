@@ -492,9 +492,9 @@ TEST_F(RuntimeTest, CopiesToPageableMemoryReturnOnceTheyRan) {
   ASSERT_EQ(cudaEventRecord(produced, s), cudaSuccess);
   ASSERT_EQ(cudaStreamWaitEvent(t, produced, 0), cudaSuccess);
   std::vector<uint8_t> pageable(256, 0);
-  ASSERT_EQ(cudaMemcpyAsync(pageable.data(), data, 256,
-                            cudaMemcpyDeviceToHost, t),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpyAsync(pageable.data(), data, 256, cudaMemcpyDeviceToHost, t),
+      cudaSuccess);
   EXPECT_TRUE(allBytes(pageable, 7));
   // The two-dimensional form, and the kind inferred from the pointers.
   ASSERT_EQ(cudaMemsetAsync(data, 9, 256, s), cudaSuccess);
@@ -539,8 +539,7 @@ TEST_F(RuntimeTest, CopiesToPinnedMemoryAreAsynchronous) {
   // The synchronous form waits whatever the memory.
   ASSERT_EQ(cudaMemsetAsync(data, 9, 256, s), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(pinned, data, 256, cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(pinned, data, 256, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_TRUE(allBytes(std::vector<uint8_t>(pinned, pinned + 256), 9));
   EXPECT_EQ(cudaEventDestroy(produced), cudaSuccess);
   EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
@@ -572,16 +571,15 @@ TEST_F(RuntimeTest, PinnedSourcesAreReadWhenTheCopyRuns) {
   {
     Gate gate(s);
     std::vector<uint8_t> pageable(64, 3);
-    ASSERT_EQ(cudaMemcpyAsync(data, pageable.data(), 64,
-                              cudaMemcpyHostToDevice, s),
-              cudaSuccess);
+    ASSERT_EQ(
+        cudaMemcpyAsync(data, pageable.data(), 64, cudaMemcpyHostToDevice, s),
+        cudaSuccess);
     pageable.assign(64, 4);
   }
   EXPECT_TRUE(allBytes(read(data, 64, s), 3));
   // cudaMemcpy from pinned memory returns once the copy ran.
   std::memset(pinned, 5, 64);
-  ASSERT_EQ(cudaMemcpy(data, pinned, 64, cudaMemcpyHostToDevice),
-            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(data, pinned, 64, cudaMemcpyHostToDevice), cudaSuccess);
   std::memset(pinned, 6, 64);
   EXPECT_TRUE(allBytes(read(data, 64, s), 5));
   // Mapped memory would be device memory too, which is not emulated.

@@ -74,10 +74,10 @@ struct DeviceStep {
   /// The same step over other buffer addresses (an instruction's widened
   /// scratch).
   DeviceStep withPointers(const std::vector<void *> &other) const {
-    return {program,    other,        stream,           gemms,
-            staging,    step,         groups,           nccl,
-            comm,       stageGroup,   foreignGradients, hostScalars,
-            watch,      check,        adamwBatchOf,     expertChunks};
+    return {program, other,      stream,           gemms,
+            staging, step,       groups,           nccl,
+            comm,    stageGroup, foreignGradients, hostScalars,
+            watch,   check,      adamwBatchOf,     expertChunks};
   }
 
   /// Program group `index`'s MPI group and NCCL communicator; null on one

@@ -23,9 +23,8 @@ PinnedStaging::~PinnedStaging() {
 absl::Status PinnedStaging::reserve(size_t wanted) {
   if (buffer && bytes >= wanted)
     return absl::OkStatus();
-  size_t grown = std::min(
-      kMaxStagingBytes,
-      std::max({wanted, 2 * bytes, kFirstStagingBytes}));
+  size_t grown = std::min(kMaxStagingBytes,
+                          std::max({wanted, 2 * bytes, kFirstStagingBytes}));
   void *fresh = nullptr;
   MOE_CUDA_OK(cudaMallocHost(&fresh, grown));
   if (buffer)
@@ -36,8 +35,7 @@ absl::Status PinnedStaging::reserve(size_t wanted) {
 }
 
 absl::Status PinnedStaging::read(void *host, const void *device, size_t size,
-                                 cudaStream_t stream,
-                                 CollectiveWatch *watch) {
+                                 cudaStream_t stream, CollectiveWatch *watch) {
   auto *to = static_cast<uint8_t *>(host);
   const auto *from = static_cast<const uint8_t *>(device);
   for (size_t done = 0; done < size;) {

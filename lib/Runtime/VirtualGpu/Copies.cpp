@@ -25,10 +25,10 @@
 //    asynchronous"), and into pageable memory wait for the copy, which the
 //    runtime permits ("For transfers between device memory and pageable
 //    host memory, the function might be synchronous with respect to host")
-//    and drivers do (the copy lands in their own staging buffer first): a host that reads the device through pageable
-//    memory blocks until the stream reaches the copy, behind whatever the
-//    stream waits for (a collective whose peer hangs), so it must not do
-//    that where it means to poll;
+//    and drivers do (the copy lands in their own staging buffer first): a host
+//    that reads the device through pageable memory blocks until the stream
+//    reaches the copy, behind whatever the stream waits for (a collective whose
+//    peer hangs), so it must not do that where it means to poll;
 //  * from host memory to host memory, every form waits ("fully synchronous
 //    with respect to the host");
 //  * device to device, no form waits.
@@ -83,8 +83,8 @@ enum class CopyForm { Synchronous, Asynchronous };
 
 cudaError_t enqueueCopy(const char *what, void *dst, size_t dpitch,
                         const void *src, size_t spitch, size_t width,
-                        size_t height, cudaMemcpyKind kind,
-                        cudaStream_t stream, CopyForm form) {
+                        size_t height, cudaMemcpyKind kind, cudaStream_t stream,
+                        CopyForm form) {
   if (cudaError_t error = checkCall())
     return error;
   if (width == 0 || height == 0)
@@ -159,8 +159,7 @@ cudaError_t enqueueCopy(const char *what, void *dst, size_t dpitch,
   else
     waits = !srcDevice && srcPinned && form == CopyForm::Synchronous;
   if (!waits)
-    return form == CopyForm::Synchronous ? stickyOr(cudaSuccess)
-                                         : cudaSuccess;
+    return form == CopyForm::Synchronous ? stickyOr(cudaSuccess) : cudaSuccess;
   // A communication stream runs the work up to the copy now, since the
   // host waits for it.
   waitFor(done);
@@ -203,8 +202,8 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
                             cudaMemcpyKind kind, cudaStream_t stream) {
-  return enqueueCopy("cudaMemcpyAsync", dst, count, src, count, count, 1,
-                     kind, stream, CopyForm::Asynchronous);
+  return enqueueCopy("cudaMemcpyAsync", dst, count, src, count, count, 1, kind,
+                     stream, CopyForm::Asynchronous);
 }
 
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,

@@ -69,10 +69,10 @@ std::string describe(const PinnedAllocation &allocation) {
 
 /// Unregisters `it`; the memory goes once no copy holds it. Caller holds
 /// the lock.
-void release(PinnedRegistry &r,
-             std::map<uintptr_t, std::shared_ptr<PinnedAllocation>>::iterator
-                 it,
-             const char *how) {
+void release(
+    PinnedRegistry &r,
+    std::map<uintptr_t, std::shared_ptr<PinnedAllocation>>::iterator it,
+    const char *how) {
   it->second->freedBy = how;
   r.live.erase(it);
 }
@@ -85,8 +85,8 @@ cudaError_t allocatePinned(void **ptr, size_t size, const char *madeBy) {
   *ptr = nullptr;
   if (size == 0)
     return cudaSuccess;
-  size_t rounded = (size + kPinnedAlignment - 1) / kPinnedAlignment *
-                   kPinnedAlignment;
+  size_t rounded =
+      (size + kPinnedAlignment - 1) / kPinnedAlignment * kPinnedAlignment;
   auto *base =
       static_cast<uint8_t *>(std::aligned_alloc(kPinnedAlignment, rounded));
   if (!base)

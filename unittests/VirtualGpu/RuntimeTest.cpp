@@ -475,6 +475,122 @@ TEST_F(RuntimeTest, TwoDimensionalCopiesAndSetsKeepThePitch) {
   cudaGetLastError();
 }
 
+TEST_F(RuntimeTest, CopiesToPageableMemoryReturnOnceTheyRan) {
+  uint8_t *data;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&data), 256), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(data, 0, 256, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  // Both streams hold their work back until someone waits for it: a copy
+  // that returned before it ran would find the old zeros, every time.
+  markCommunicationStream(s);
+  markCommunicationStream(t);
+  cudaEvent_t produced;
+  ASSERT_EQ(cudaEventCreateWithFlags(&produced, cudaEventDisableTiming),
+            cudaSuccess);
+  // The producer is on s; the copy on t waits for it through the event.
+  ASSERT_EQ(cudaMemsetAsync(data, 7, 256, s), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(produced, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(t, produced, 0), cudaSuccess);
+  std::vector<uint8_t> pageable(256, 0);
+  ASSERT_EQ(
+      cudaMemcpyAsync(pageable.data(), data, 256, cudaMemcpyDeviceToHost, t),
+      cudaSuccess);
+  EXPECT_TRUE(allBytes(pageable, 7));
+  // The two-dimensional form, and the kind inferred from the pointers.
+  ASSERT_EQ(cudaMemsetAsync(data, 9, 256, s), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(produced, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(t, produced, 0), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2DAsync(pageable.data(), 128, data, 128, 128, 2,
+                              cudaMemcpyDefault, t),
+            cudaSuccess);
+  EXPECT_TRUE(allBytes(pageable, 9));
+  EXPECT_EQ(cudaEventDestroy(produced), cudaSuccess);
+  EXPECT_EQ(cudaFree(data), cudaSuccess);
+}
+
+TEST_F(RuntimeTest, CopiesToPinnedMemoryAreAsynchronous) {
+  uint8_t *data, *pinned;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&data), 256), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void **>(&pinned), 256),
+            cudaSuccess);
+  // As the device's, new pinned memory is poison.
+  EXPECT_TRUE(allBytes(std::vector<uint8_t>(pinned, pinned + 256), 0xff));
+  cudaEvent_t produced;
+  ASSERT_EQ(cudaEventCreateWithFlags(&produced, cudaEventDisableTiming),
+            cudaSuccess);
+  {
+    // The producer is behind a closed gate: the copies return before it
+    // runs (a copy that waited for it would never return).
+    Gate gate(s);
+    ASSERT_EQ(cudaMemsetAsync(data, 7, 256, s), cudaSuccess);
+    ASSERT_EQ(cudaEventRecord(produced, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamWaitEvent(t, produced, 0), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(pinned, data, 128, cudaMemcpyDeviceToHost, t),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemcpy2DAsync(pinned + 128, 64, data, 64, 64, 2,
+                                cudaMemcpyDefault, t),
+              cudaSuccess);
+    EXPECT_EQ(cudaStreamQuery(t), cudaErrorNotReady);
+    EXPECT_TRUE(allBytes(std::vector<uint8_t>(pinned, pinned + 256), 0xff));
+    gate.openNow();
+    ASSERT_EQ(cudaStreamSynchronize(t), cudaSuccess);
+    EXPECT_TRUE(allBytes(std::vector<uint8_t>(pinned, pinned + 256), 7));
+  }
+  // The synchronous form waits whatever the memory.
+  ASSERT_EQ(cudaMemsetAsync(data, 9, 256, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(pinned, data, 256, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_TRUE(allBytes(std::vector<uint8_t>(pinned, pinned + 256), 9));
+  EXPECT_EQ(cudaEventDestroy(produced), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(pinned), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFreeHost(nullptr), cudaSuccess);
+  int onTheStack = 0;
+  EXPECT_EQ(cudaFreeHost(&onTheStack), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(data), cudaSuccess);
+  cudaGetLastError();
+}
+
+TEST_F(RuntimeTest, PinnedSourcesAreReadWhenTheCopyRuns) {
+  uint8_t *data, *pinned;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&data), 64), cudaSuccess);
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void **>(&pinned), 64,
+                          cudaHostAllocPortable),
+            cudaSuccess);
+  {
+    // The DMA reads pinned memory when it runs: what the host writes
+    // before that is what the device gets.
+    Gate gate(s);
+    std::memset(pinned, 1, 64);
+    ASSERT_EQ(cudaMemcpyAsync(data, pinned, 64, cudaMemcpyHostToDevice, s),
+              cudaSuccess);
+    std::memset(pinned, 2, 64);
+  }
+  EXPECT_TRUE(allBytes(read(data, 64, s), 2));
+  // From pageable memory the call stages the source.
+  {
+    Gate gate(s);
+    std::vector<uint8_t> pageable(64, 3);
+    ASSERT_EQ(
+        cudaMemcpyAsync(data, pageable.data(), 64, cudaMemcpyHostToDevice, s),
+        cudaSuccess);
+    pageable.assign(64, 4);
+  }
+  EXPECT_TRUE(allBytes(read(data, 64, s), 3));
+  // cudaMemcpy from pinned memory returns once the copy ran.
+  std::memset(pinned, 5, 64);
+  ASSERT_EQ(cudaMemcpy(data, pinned, 64, cudaMemcpyHostToDevice), cudaSuccess);
+  std::memset(pinned, 6, 64);
+  EXPECT_TRUE(allBytes(read(data, 64, s), 5));
+  // Mapped memory would be device memory too, which is not emulated.
+  void *mapped;
+  EXPECT_EQ(cudaHostAlloc(&mapped, 64, cudaHostAllocMapped),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  EXPECT_EQ(cudaFree(data), cudaSuccess);
+  cudaGetLastError();
+}
+
 TEST_F(RuntimeTest, EventsTimeTheirRecords) {
   cudaEvent_t start, end, untimed;
   ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
@@ -646,6 +762,32 @@ TEST_F(RuntimeTest, WritingPastTheEndIsFoundAtTheFree) {
       "virtual gpu: the 100-byte allocation at 0x[0-9a-f]+ \\(cudaMalloc #1, "
       "called from .*\\) was written past its end: byte 100 of it changed "
       "\\(found at cudaFree\\)");
+}
+
+TEST_F(RuntimeTest, CopiesIntoFreedPinnedMemoryFault) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        // cudaFreeHost is not documented to wait for the copies that use
+        // the memory: one still pending when it is freed finds it freed.
+        void *data;
+        void *pinned;
+        bool ok = cudaMalloc(&data, 64) == cudaSuccess &&
+                  cudaMallocHost(&pinned, 64) == cudaSuccess;
+        {
+          Gate gate(s);
+          ok = ok &&
+               cudaMemcpyAsync(pinned, data, 64, cudaMemcpyDeviceToHost, s) ==
+                   cudaSuccess &&
+               cudaFreeHost(pinned) == cudaSuccess;
+        }
+        ok = ok && cudaStreamSynchronize(s) == cudaErrorIllegalAddress;
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0),
+      "virtual gpu: cudaMemcpyAsync: 0x[0-9a-f]+ lies in the 64-byte pinned "
+      "allocation at 0x[0-9a-f]+ \\(cudaMallocHost #[0-9]+\\), freed by "
+      "cudaFreeHost before the copy ran");
 }
 
 TEST_F(RuntimeTest, ExitingWithWorkPendingDoesNotHang) {

@@ -6,6 +6,7 @@
 #include "DevicePipeline.h"
 #include "DeviceStep.h"
 #include "ExpertMatmul.h"
+#include "PinnedStaging.h"
 #include "StepTimeline.h"
 
 #include "moe/Runtime/Artifact/Capabilities.h"
@@ -222,6 +223,9 @@ private:
   StepCheck *deviceCheck = nullptr;
   /// DeviceStep::adamwBatchOf of a step without pipeline stages.
   std::vector<int64_t> adamwBatchOf;
+  /// DeviceStep::staging: every read of a step, so a wait behind a hung
+  /// collective polls the watch. Destroyed after the streams.
+  PinnedStaging staging;
 };
 
 CudaBackend::~CudaBackend() {
@@ -479,7 +483,7 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
                               cudaMemcpyHostToDevice, stream));
   MOE_CUDA_OK(cudaMemcpyAsync(pointers[program.step], &at, sizeof(int32_t),
                               cudaMemcpyHostToDevice, stream));
-  DeviceStep context{program, pointers, stream, *gemms, step};
+  DeviceStep context{program, pointers, stream, *gemms, staging, step};
   context.expertChunks = expertChunks;
   hostScalars.clear();
   context.hostScalars = &hostScalars;
@@ -576,9 +580,9 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
     // The step's one wait before its results (the loss and norm read
     // below find the stream drained).
     StepCheck found{};
-    MOE_CUDA_OK(cudaMemcpyAsync(&found, context.check, sizeof(StepCheck),
-                                cudaMemcpyDeviceToHost, stream));
-    if (absl::Status status = synchronize(stream, watch); !status.ok())
+    if (absl::Status status = staging.read(&found, context.check,
+                                           sizeof(StepCheck), stream, watch);
+        !status.ok())
       return failed(status);
     if (absl::Status status = stepCheckStatus(program, found, step);
         !status.ok()) {

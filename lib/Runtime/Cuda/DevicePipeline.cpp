@@ -50,9 +50,8 @@ absl::Status DevicePipeline::download(void *to, const uint8_t *from,
                                       uint64_t bytes) {
   if (!context)
     return absl::InternalError("pipeline: a copy outside a step");
-  MOE_CUDA_OK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost,
-                              context->stream));
-  return synchronize(context->stream, context->watch);
+  return context->staging.read(to, from, bytes, context->stream,
+                               context->watch);
 }
 
 absl::Status DevicePipeline::runOn(const DeviceStep &step, size_t index) {

@@ -16,9 +16,7 @@ int64_t rowsOf(const Buffer &buffer) {
 
 template <typename T>
 absl::Status DeviceStep::read(const T *device, int64_t count, T *host) const {
-  MOE_CUDA_OK(cudaMemcpyAsync(host, device, count * sizeof(T),
-                              cudaMemcpyDeviceToHost, stream));
-  return synchronize(stream, watch);
+  return staging.read(host, device, count * sizeof(T), stream, watch);
 }
 
 absl::Status synchronize(cudaStream_t stream, CollectiveWatch *watch) {

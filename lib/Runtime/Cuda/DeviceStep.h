@@ -15,6 +15,7 @@
 #include "CollectiveWatch.h"
 #include "CommStream.h"
 #include "DeviceBuffer.h"
+#include "PinnedStaging.h"
 
 #include "moe/Runtime/Comm/Communicator.h"
 #include "moe/Runtime/Cuda/Gemm.h"
@@ -35,6 +36,9 @@ struct DeviceStep {
   const std::vector<void *> &pointers;
   cudaStream_t stream;
   GemmRunner &gemms;
+  /// Every read of device memory goes through it (PinnedStaging.h), so a
+  /// host wait behind a hung collective polls the watch.
+  PinnedStaging &staging;
   int64_t step;
   /// A program over several ranks: per program group, its MPI group (for
   /// the few scalars summed on the host) and its NCCL communicator.
@@ -70,9 +74,10 @@ struct DeviceStep {
   /// The same step over other buffer addresses (an instruction's widened
   /// scratch).
   DeviceStep withPointers(const std::vector<void *> &other) const {
-    return {program,     other, stream, gemms,       step,
-            groups,      nccl,  comm,   stageGroup,  foreignGradients,
-            hostScalars, watch, check,  adamwBatchOf};
+    return {program, other,      stream,           gemms,
+            staging, step,       groups,           nccl,
+            comm,    stageGroup, foreignGradients, hostScalars,
+            watch,   check,      adamwBatchOf,     expertChunks};
   }
 
   /// Program group `index`'s MPI group and NCCL communicator; null on one
@@ -111,7 +116,7 @@ struct DeviceStep {
   void forgetResultsOf(size_t index) const;
   /// The contents of an i32 buffer (waits for the stream).
   absl::StatusOr<std::vector<int32_t>> readIds(uint32_t buffer) const;
-  /// Any device array (waits for the stream).
+  /// Any device array (waits for the stream, through the pinned staging).
   template <typename T>
   absl::Status read(const T *device, int64_t count, T *host) const;
 

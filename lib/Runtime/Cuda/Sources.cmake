@@ -17,6 +17,7 @@ set(MOE_CUDA_HOST_SOURCES
   ExpertMatmul.cpp
   Gemm.cpp
   Nccl.cpp
+  PinnedStaging.cpp
   StepCheck.cpp
   StepTimeline.cpp)
 set(MOE_CUDA_KERNEL_SOURCES

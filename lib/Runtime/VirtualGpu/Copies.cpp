@@ -5,12 +5,33 @@
 // that a side the kind calls host memory is not device memory) and answers
 // cudaErrorInvalidValue at once; the work, in stream order, checks the
 // device sides again against the live allocations (freed since, not yet
-// allocated on this stream) and faults when they are not.
+// allocated on this stream) and faults when they are not, and a pinned host
+// side against cudaFreeHost.
 //
-// A copy from host memory reads it at the call, as from pageable memory
-// the runtime stages it before returning: the caller may reuse it at
-// once. A copy to host memory writes it when the work runs; only
-// synchronisation makes it visible.
+// When a call returns, per the runtime's "API synchronization behavior"
+// (cuda_runtime_api.h, \page sync_async), by whether a host side is pinned
+// (cudaMallocHost, cudaHostAlloc: PinnedMemory.cpp) or pageable:
+//  * from pageable host memory to the device, the call stages the source
+//    and returns ("The function will return once the pageable buffer has
+//    been copied to the staging memory for DMA transfer"; the asynchronous
+//    form "may synchronize with the stream and stage the copy into pinned
+//    memory"): the caller may reuse it at once;
+//  * from pinned host memory to the device, the work reads the source when
+//    it runs; cudaMemcpy waits for it ("synchronous with respect to the
+//    host"), the asynchronous forms do not;
+//  * from the device to host memory, cudaMemcpy "returns only once the copy
+//    has completed"; the asynchronous forms into pinned memory return at
+//    once ("For all other transfers, the function should be fully
+//    asynchronous"), and into pageable memory wait for the copy, which the
+//    runtime permits ("For transfers between device memory and pageable
+//    host memory, the function might be synchronous with respect to host")
+//    and drivers do (the copy lands in their own staging buffer first): a host
+//    that reads the device through pageable memory blocks until the stream
+//    reaches the copy, behind whatever the stream waits for (a collective whose
+//    peer hangs), so it must not do that where it means to poll;
+//  * from host memory to host memory, every form waits ("fully synchronous
+//    with respect to the host");
+//  * device to device, no form waits.
 //
 //===----------------------------------------------------------------------===//
 #include "VirtualGpu/Errors.h"
@@ -57,10 +78,13 @@ void copyRows(uint8_t *to, const Rows &toRows, const uint8_t *from,
                 toRows.width);
 }
 
+/// The runtime's two forms of a copy, which synchronise differently.
+enum class CopyForm { Synchronous, Asynchronous };
+
 cudaError_t enqueueCopy(const char *what, void *dst, size_t dpitch,
                         const void *src, size_t spitch, size_t width,
-                        size_t height, cudaMemcpyKind kind,
-                        cudaStream_t stream, MarkerPtr *done) {
+                        size_t height, cudaMemcpyKind kind, cudaStream_t stream,
+                        CopyForm form) {
   if (cudaError_t error = checkCall())
     return error;
   if (width == 0 || height == 0)
@@ -98,24 +122,48 @@ cudaError_t enqueueCopy(const char *what, void *dst, size_t dpitch,
   auto *from = static_cast<const uint8_t *>(src);
   if (to < from + srcRows.extent() && from < to + dstRows.extent())
     return failed(cudaErrorInvalidValue);
+  std::shared_ptr<PinnedAllocation> dstPinned =
+      dstDevice ? nullptr : findPinned(dst, dstRows.extent());
+  std::shared_ptr<PinnedAllocation> srcPinned =
+      srcDevice ? nullptr : findPinned(src, srcRows.extent());
   std::shared_ptr<std::vector<uint8_t>> staged;
-  if (!srcDevice && dstDevice) {
+  if (!srcDevice && dstDevice && !srcPinned) {
     staged = std::make_shared<std::vector<uint8_t>>(width * height);
     copyRows(staged->data(), Rows{width, width, height}, from, srcRows);
     from = staged->data();
     srcRows.pitch = width;
   }
-  return failed(enqueueAfter(
+  MarkerPtr done;
+  cudaError_t enqueued = enqueueAfter(
       stream, what,
-      // The staged copy lives as long as the work.
+      // The staged copy and the pinned allocations live as long as the
+      // work.
       [=, staged = std::move(staged)] {
         if (dstDevice && !liveWhenRun(to, dstRows, what))
           return;
         if (srcDevice && !liveWhenRun(from, srcRows, what))
           return;
+        if (dstPinned && !pinnedWhenRun(*dstPinned, to, what))
+          return;
+        if (srcPinned && !pinnedWhenRun(*srcPinned, from, what))
+          return;
         copyRows(to, dstRows, from, srcRows);
       },
-      {}, done));
+      {}, &done);
+  if (enqueued != cudaSuccess)
+    return failed(enqueued);
+  // When the call returns (the file's comment cites the runtime's words).
+  bool waits;
+  if (!dstDevice)
+    waits = !srcDevice || form == CopyForm::Synchronous || !dstPinned;
+  else
+    waits = !srcDevice && srcPinned && form == CopyForm::Synchronous;
+  if (!waits)
+    return form == CopyForm::Synchronous ? stickyOr(cudaSuccess) : cudaSuccess;
+  // A communication stream runs the work up to the copy now, since the
+  // host waits for it.
+  waitFor(done);
+  return stickyOr(cudaSuccess);
 }
 
 cudaError_t enqueueSet(const char *what, void *devPtr, size_t pitch,
@@ -148,32 +196,21 @@ extern "C" {
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
                        cudaMemcpyKind kind) {
-  MarkerPtr done;
-  if (cudaError_t error = enqueueCopy("cudaMemcpy", dst, count, src, count,
-                                      count, 1, kind, nullptr, &done))
-    return error;
-  // The host waits for what it reads; copies to the device return once
-  // the source is staged (from host memory) or enqueued (device to device),
-  // as documented.
-  bool toHost = kind == cudaMemcpyDeviceToHost ||
-                kind == cudaMemcpyHostToHost ||
-                (kind == cudaMemcpyDefault && !isDeviceAddress(dst));
-  if (toHost)
-    waitFor(done);
-  return stickyOr(cudaSuccess);
+  return enqueueCopy("cudaMemcpy", dst, count, src, count, count, 1, kind,
+                     nullptr, CopyForm::Synchronous);
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
                             cudaMemcpyKind kind, cudaStream_t stream) {
-  return enqueueCopy("cudaMemcpyAsync", dst, count, src, count, count, 1,
-                     kind, stream, nullptr);
+  return enqueueCopy("cudaMemcpyAsync", dst, count, src, count, count, 1, kind,
+                     stream, CopyForm::Asynchronous);
 }
 
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,
                               size_t spitch, size_t width, size_t height,
                               cudaMemcpyKind kind, cudaStream_t stream) {
   return enqueueCopy("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width,
-                     height, kind, stream, nullptr);
+                     height, kind, stream, CopyForm::Asynchronous);
 }
 
 /// Documented: asynchronous with respect to the host for device memory,

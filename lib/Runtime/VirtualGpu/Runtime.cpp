@@ -162,16 +162,17 @@ cudaError_t cudaGetLastError() {
   return error;
 }
 
-/// Documented: destroys every allocation and resets the device's state, so
-/// that the next call starts afresh; the sticky error is cleared with it
-/// (tests of faults run one after another in one process through this).
-/// The streams stay: they hold no state of the device's beyond their work,
-/// which is waited for first (skipped, if a fault is pending).
+/// Documented: destroys every allocation (pinned host memory too) and resets
+/// the device's state, so that the next call starts afresh; the sticky error is
+/// cleared with it (tests of faults run one after another in one process
+/// through this). The streams stay: they hold no state of the device's beyond
+/// their work, which is waited for first (skipped, if a fault is pending).
 cudaError_t cudaDeviceReset() {
   if (!selectedDevice())
     return failed(cudaErrorNoDevice);
   synchronizeAllStreams();
   releaseAllMemory();
+  releaseAllPinnedMemory();
   sticky = cudaSuccess;
   lastError = cudaSuccess;
   return cudaSuccess;

@@ -3,8 +3,8 @@
 // Private to lib/Runtime/VirtualGpu: what its parts share. The CUDA runtime
 // subset implements the functions the backend calls on top of this: errors
 // (Runtime.cpp), the device models (DeviceModels.cpp), streams
-// (Streams.cpp), events (Events.cpp), memory (Memory.cpp, MemoryPool.cpp)
-// and copies (Copies.cpp); the thread engine
+// (Streams.cpp), events (Events.cpp), memory (Memory.cpp, MemoryPool.cpp,
+// PinnedMemory.cpp) and copies (Copies.cpp); the thread engine
 // (KernelLaunch.h), cuBLASLt (CublasLt.cpp) and NCCL (Nccl.cpp) put their
 // work on streams through enqueue() and check their pointers against the
 // live allocations.

@@ -155,7 +155,8 @@ private:
   absl::Status copyBuffer(uint32_t buffer, void *to, const void *from,
                           cudaMemcpyKind kind) const;
 
-  /// Several ranks: the NCCL communicators of the program's groups.
+  /// Several ranks, or a mesh of one: the NCCL communicators of the
+  /// program's groups.
   absl::Status connect();
   /// A pipelined program: the group over the stages and the runner.
   absl::Status connectStages();
@@ -261,7 +262,11 @@ absl::Status CudaBackend::setUp(comm::World *world) {
   if (!job.ok())
     return job.status();
   jobWorld = *job;
-  if (program.numRanks() > 1)
+  // A mesh of one rank (moec --mesh ep=1, ...) connects too: its groups of
+  // one get NCCL communicators and its expert-parallel layers exchange
+  // their rows with themselves on the communication stream, which is how
+  // one GPU runs that code (test/gpu/run.sh).
+  if (program.numRanks() > 1 || !program.groups.empty())
     MOE_CUDA_TRY(connect());
   if (program.pipeline.enabled())
     MOE_CUDA_TRY(connectStages());
@@ -517,7 +522,11 @@ absl::StatusOr<StepResult> CudaBackend::runStep(const int32_t *tokens,
   }
   MOE_CUDA_OK(cudaMemsetAsync(deviceCheck, 0, sizeof(StepCheck), stream));
   context.check = deviceCheck;
-  context.adamwBatchOf = &adamwBatchOf;
+  // Hooks around each instruction (the conformance suite's device half)
+  // see each AdamW update on its own: a batch would run its members' updates
+  // at its first, before their hooks.
+  if (!hooks.beforeInstruction && !hooks.afterInstruction)
+    context.adamwBatchOf = &adamwBatchOf;
   // --profile: event `which` (two per instruction) on the compute stream.
   auto mark = [&](size_t which) {
     return profiling ? cudaStatus(cudaEventRecord(profileEvents[which], stream),

@@ -78,8 +78,8 @@
 # in the first of these that holds it, and the log says where each was
 # found: the CUDA 13 wheels' nvidia/cu13/lib and the CUDA 12 wheels'
 # nvidia/{cuda_runtime,cublas,nccl,cudnn}/lib (NCCL's and cuDNN's are there
-# for CUDA 13 too), and nvidia/*/lib, in every
-# site-packages python3 knows (found through its import machinery, without
+# for CUDA 13 too), and nvidia/*/lib, in every site-packages that
+# MOE_TORCH_PYTHON knows (found through its import machinery, without
 # importing torch), $CUDA_HOME and /usr/local/cuda's lib64, lib and
 # targets/*/lib, LD_LIBRARY_PATH, and the loader's cache (ldconfig -p).
 #
@@ -101,13 +101,15 @@
 #                recomputed instead of 10, 1 traced, 1 with microbatches, 2
 #                on the mesh of one, 1 of a one-layer model of the mid-size
 #                model's widths (test/gpu/Inputs/rehearse-mid.mlir) in its
-#                place, a 256^3 GEMM rate, and the tiny model in the
-#                benchmark's place (2 steps, 1 of warm-up). It checks the bundle, the references and
-#                this script, and every comparison meets a device's
-#                numbers, before a lease is spent on them.
+#                place, a 256^3 GEMM rate, and in the benchmark's place one
+#                all-MoE layer of the tiny model's widths
+#                (test/gpu/Inputs/rehearse-bench.mlir; 2 steps, 1 of
+#                warm-up). It checks the bundle, the references and this
+#                script, and every comparison meets a device's numbers,
+#                before a lease is spent on them.
 # Environment: MOE_GPU_BUNDLE (.gpu), MOE_GPU_CHECK_SECONDS (the deadline),
 #   MOE_PEAK_FLOPS (989e12), MOE_PYTHON (numpy's python3), MOE_TORCH_PYTHON
-#   (PyTorch's and HF transformers' python3).
+#   (python3 with PyTorch 2.1.1 or later, for SDPA, and HF transformers).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 root=$PWD
@@ -216,8 +218,8 @@ if [ "$rehearse" -eq 1 ]; then
   printf 'rehearsal on the virtual GPU (h100), scaled down; shares of %ss\n' "$deadline_s" >> "$summary"
   tiny_steps=2 late_steps=1 recomputed_steps=2 trace_steps=1 mb2_steps=1
   ep1_steps=2 mid_steps=1 bench_steps=2 bench_warmup=1 gemm_size=256
-  # The mid-size model's stand-in: its widths in one small layer
-  # (test/gpu/Inputs/rehearse-mid.mlir); the benchmark's: the tiny model.
+  # The stand-ins (test/gpu/Inputs): the mid-size model's widths in one
+  # small layer, and the benchmark's form at the tiny model's widths.
   mid=rehearse-mid bench=rehearse torch_device=cpu
   scaled=" (rehearsal)"
 else
@@ -525,8 +527,8 @@ else
 fi
 
 # --- 5. the benchmark and its peer --------------------------------------------
-# The rehearsal's benchmark is the tiny model (artifacts/rehearse-*): the
-# virtual GPU would take hours over a step of gpu-moe.
+# The rehearsal's benchmark is a tiny all-MoE model (artifacts/rehearse-*):
+# the virtual GPU would take hours over a step of gpu-moe.
 gemm_rate=
 if part gemm-rate "$torch_python" test/gpu/gemm_rate.py --device "$torch_device" \
   --size "$gemm_size"; then

@@ -36,6 +36,17 @@ KNOWN = {"name", "vocab", "hidden", "layers", "heads", "kv_heads", "experts",
          "top_k", "ffn", "dense_ffn", "dense_layers", "seq", "batch", "rms_eps",
          "rope_theta", "aux_coef", "capacity_factor", "init_std", "optimizer",
          "precision"}
+# The fields of other model families (and moe-run's extra losses), each with
+# the value that means "as Mixtral": the peer refuses any other value.
+AS_MIXTRAL = {"family": "mixtral", "scoring": "softmax", "norm_topk_prob": True,
+              "shared_experts": 0, "q_lora_rank": 0, "kv_lora_rank": 0,
+              "qk_nope_head_dim": 0, "qk_rope_head_dim": 0, "v_head_dim": 0,
+              "qk_norm": False, "n_group": 1, "topk_group": 1,
+              "routed_scaling_factor": 1, "bias_update_rate": 0,
+              "seq_aux_coef": 0, "z_loss_coef": 0, "document_mask": False,
+              "rope_interleave": False, "tie_word_embeddings": False}
+# Read by no training step: the end-of-sequence token.
+IGNORED = {"eos_token_id"}
 KNOWN_OPTIMIZER = {"lr_peak", "lr_min", "warmup", "decay", "beta1", "beta2",
                    "eps", "weight_decay", "max_grad_norm"}
 
@@ -63,9 +74,18 @@ def main():
 
     with open(args.config) as f:
         cfg = json.load(f)
-    unknown = sorted(set(cfg) - KNOWN)
+    unknown = sorted(set(cfg) - KNOWN - set(AS_MIXTRAL) - IGNORED - {"head_dim"})
     if unknown:
-        sys.exit(f"{args.config}: unknown config fields {unknown}; known: {sorted(KNOWN)}")
+        sys.exit(f"{args.config}: unknown config fields {unknown}; known: "
+                 f"{sorted(KNOWN | set(AS_MIXTRAL) | IGNORED | {'head_dim'})}")
+    for field, mixtral in AS_MIXTRAL.items():
+        if field in cfg and cfg[field] != mixtral:
+            sys.exit(f"{args.config}: {field} {cfg[field]!r}: "
+                     f"MixtralForCausalLM has {mixtral!r}")
+    if "head_dim" in cfg and cfg["head_dim"] * cfg["heads"] != cfg["hidden"]:
+        sys.exit(f"{args.config}: head_dim {cfg['head_dim']} x {cfg['heads']} "
+                 f"heads is not hidden {cfg['hidden']}: MixtralForCausalLM "
+                 "splits hidden over its heads")
     unknown = sorted(set(cfg.get("optimizer", {})) - KNOWN_OPTIMIZER)
     if unknown:
         sys.exit(f"{args.config}: unknown optimizer fields {unknown}; known: "

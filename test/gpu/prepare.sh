@@ -5,14 +5,18 @@
 # the device tool's `carry` names it), at most 64 MiB:
 #
 #   bundle.tar.xz  bin/: moe-run, moe-data and the CUDA test binaries
-#               (sm_80, sm_90); lib/: the CUDA backend module and every
-#               library those need but the CUDA driver, cudart, cuBLAS(Lt),
-#               NCCL and cuDNN, glibc and its loader included. run.sh
+#               (sm_80, sm_90), and the virtual GPU's kernel tests
+#               (VirtualGpuKernelTests); lib/: the CUDA backend module, the
+#               virtual GPU's (run.sh --rehearse) and every library those
+#               need but the CUDA driver, cudart, cuBLAS(Lt), NCCL and
+#               cuDNN, glibc and its loader included. run.sh
 #               unpacks it and starts each binary through
 #               lib/ld-linux-x86-64.so.2, so that the lent machine's own
 #               system libraries (another distribution's) play no part.
 #               Compressed: OpenBLAS alone is 36 MB unpacked.
-#   artifacts/  every artifact run.sh trains, compiled here by moec
+#   artifacts/  every artifact run.sh trains, compiled here by moec (and
+#               its rehearsal's stand-ins for the mid-size model and the
+#               benchmark, test/gpu/Inputs)
 #   data/       the token files the references were computed on
 #   ref/        the CPU's references: metrics of the runs run.sh repeats on
 #               the GPU, and step dumps (every gradient and updated weight;
@@ -36,6 +40,8 @@ fail() { echo "prepare: error: $*" >&2; exit 1; }
 [ -f "$build/build.ninja" ] || scripts/setup.sh > /dev/null
 grep -q '^MOE_ENABLE_CUDA:BOOL=ON' "$build/CMakeCache.txt" ||
   fail "$build/ was configured without the CUDA backend (MOE_ENABLE_CUDA is off; is /usr/local/cuda/bin/nvcc there?)"
+grep -q '^MOE_ENABLE_VIRTUAL_GPU:BOOL=ON' "$build/CMakeCache.txt" ||
+  fail "$build/ was configured without the virtual GPU (MOE_ENABLE_VIRTUAL_GPU is off), which run.sh --rehearse runs on"
 # Every CUDA object must carry sm_80 and sm_90 code (CMakeLists.txt's
 # default CMAKE_CUDA_ARCHITECTURES "80-real;90").
 cuda_objects=$(grep -c -- '--generate-code=arch=compute_' "$build/build.ninja" || true)
@@ -44,8 +50,10 @@ for arch in 80 90; do
   [ "$with" -gt 0 ] && [ "$with" -eq "$cuda_objects" ] ||
     fail "$build/ does not build every CUDA source for sm_$arch (CMAKE_CUDA_ARCHITECTURES)"
 done
-binaries=(moe-run moe-data CudaKernelTests CudaTests ConformanceTests)
-ninja -C "$build" -j"${MOE_BUILD_JOBS:-2}" "${binaries[@]}" moe_backend_cuda moec > /dev/null ||
+binaries=(moe-run moe-data CudaKernelTests CudaTests ConformanceTests VirtualGpuKernelTests)
+modules=(libmoe_backend_cuda.so libmoe_backend_virtual_gpu.so)
+ninja -C "$build" -j"${MOE_BUILD_JOBS:-2}" "${binaries[@]}" moe_backend_cuda \
+  moe_backend_virtual_gpu moec > /dev/null ||
   fail "the build failed (ninja -C $build)"
 
 stage=$(mktemp -d)
@@ -54,8 +62,11 @@ mkdir -p "$stage"/{bin,lib}
 for name in "${binaries[@]}"; do
   cp "$build/bin/$name" "$stage/bin/"
 done
-cp "$build/lib/libmoe_backend_cuda.so" "$stage/lib/"
-elfs=("$stage"/bin/* "$stage/lib/libmoe_backend_cuda.so")
+elfs=("$stage"/bin/*)
+for module in "${modules[@]}"; do
+  cp "$build/lib/$module" "$stage/lib/"
+  elfs+=("$stage/lib/$module")
+done
 # Debug sections and symbol tables would take a good part of the budget
 # (the system's libraries come stripped).
 strip --strip-unneeded "${elfs[@]}"
@@ -122,6 +133,9 @@ fp8=(--fp8=experts --fp8-scaling=delayed --target=h200)
 "$moec" "${gpu[@]}" models/tiny.mlir --precision=bf16 "${fp8[@]}" -o "$bundle/artifacts/tiny-fp8.moebin"
 # Blockwise FP8 (1 x 128 and 128 x 128 scales: cuBLASLt's block scaling).
 "$moec" "${gpu[@]}" models/tiny.mlir --precision=bf16 --fp8=experts --fp8-scaling=blockwise --target=h200 -o "$bundle/artifacts/tiny-fp8b.moebin"
+# Expert parallelism on one GPU: a mesh of one expert-parallel rank, whose
+# experts exchange their rows with themselves over NCCL (run.sh tiny-ep1).
+"$moec" "${gpu[@]}" models/tiny.mlir --precision=bf16 --mesh ep=1 -o "$bundle/artifacts/tiny-bf16-ep1.moebin"
 # Gradient accumulation on one GPU: the shared pipeline runner with one
 # stage and two microbatches (DevicePipeline).
 "$moec" "${gpu[@]}" models/tiny.mlir --precision=bf16 --microbatches 2 -o "$bundle/artifacts/tiny-mb2.moebin"
@@ -137,6 +151,15 @@ fp8=(--fp8=experts --fp8-scaling=delayed --target=h200)
   -o "$bundle/artifacts/gpu-moe-bf16.moebin" > "$bundle/ref/gpu-moe-bf16.memory"
 "$moec" "${gpu[@]}" bench/models/gpu-moe.mlir --precision=bf16 "${fp8[@]}" --report=memory \
   -o "$bundle/artifacts/gpu-moe-fp8.moebin" > "$bundle/ref/gpu-moe-fp8.memory"
+# The rehearsal's stand-ins (run.sh --rehearse), which the virtual GPU runs
+# in seconds: the mid-size model's widths in one small layer, and the
+# benchmark's form at the tiny model's size, compiled as the benchmark is
+# (test/gpu/Inputs).
+"$moec" "${gpu[@]}" test/gpu/Inputs/rehearse-mid.mlir --precision=bf16 -o "$bundle/artifacts/rehearse-mid.moebin"
+"$moec" "${gpu[@]}" test/gpu/Inputs/rehearse-bench.mlir --precision=bf16 --target=h200 --report=memory \
+  -o "$bundle/artifacts/rehearse-bf16.moebin" > "$bundle/ref/rehearse-bf16.memory"
+"$moec" "${gpu[@]}" test/gpu/Inputs/rehearse-bench.mlir --precision=bf16 "${fp8[@]}" --report=memory \
+  -o "$bundle/artifacts/rehearse-fp8.moebin" > "$bundle/ref/rehearse-fp8.memory"
 
 # The tiny runs also from four other initialisation seeds: their spread is
 # what bounds the GPU's late steps (test/gpu/compare_runs.py).
@@ -153,8 +176,18 @@ for recipe in bf16 fp8 fp8b; do
 done
 run_cpu "$bundle/artifacts/mid-bf16.moebin" --data "$data" --steps 3 \
   --metrics "$bundle/ref/mid-bf16.jsonl"
+run_cpu "$bundle/artifacts/rehearse-mid.moebin" --data "$data" --steps 1 \
+  --metrics "$bundle/ref/rehearse-mid.jsonl"
 run_cpu "$bundle/artifacts/tiny-mb2.moebin" --data "$data" --steps 3 \
   --metrics "$bundle/ref/tiny-mb2.jsonl"
+# run.sh holds the mesh of one to the plain run's reference: on the CPU the
+# two are the same bits.
+run_cpu "$bundle/artifacts/tiny-bf16-ep1.moebin" --data "$data" --steps 5 \
+  --metrics "$stage/tiny-bf16-ep1.jsonl"
+head -n 5 "$bundle/ref/tiny-bf16.jsonl" > "$stage/tiny-bf16-5.jsonl"
+python3 test/moe-run/compare_losses.py --keys loss,grad_norm --rtol 0 \
+  "$stage/tiny-bf16-5.jsonl" "$stage/tiny-bf16-ep1.jsonl" > /dev/null ||
+  fail "the tiny model on a mesh of one (--mesh ep=1) does not repeat the plain run's losses on the CPU"
 
 # --- the budget ---------------------------------------------------------------
 bytes=$(du -sb "$bundle" | cut -f1)

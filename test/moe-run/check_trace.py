@@ -2,9 +2,10 @@
 """Summarises moe-run --trace files, one line per rank: how many spans of
 each expert kernel are on the compute track and of each expert exchange on
 the communication track (or, with --prefix, of spans whose names start with
-each prefix), after checking the file is a well-formed Chrome trace: named
-tracks, "X" events with non-negative times, no two spans of one track
-overlapping."""
+each prefix; with --track, only that track's), after checking the file is a
+well-formed Chrome trace: named tracks, "X" events with non-negative times,
+no two spans of one track overlapping. With --at-least N, fails when a
+prefix counts fewer than N spans."""
 import argparse
 import json
 import sys
@@ -12,7 +13,12 @@ import sys
 parser = argparse.ArgumentParser()
 parser.add_argument("traces", nargs="+")
 parser.add_argument("--prefix", action="append", default=[])
+parser.add_argument("--track", help="with --prefix: count this track's spans only")
+parser.add_argument("--at-least", type=int, default=0,
+                    help="with --prefix: the fewest spans each must count")
 args = parser.parse_args()
+if (args.track or args.at_least) and not args.prefix:
+    parser.error("--track and --at-least count the spans of --prefix")
 
 # The experts' kernels, counted together with their forms that keep the up
 # projections (ExpertsWithHidden, ExpertsGradWithHidden).
@@ -45,9 +51,19 @@ for path in args.traces:
             f"{n} {sum(e['name'] in (n, n + 'WithHidden') and e['cat'] == cat for e in spans)}"
             for n in names)
     if args.prefix:
-        summary = ", ".join(
-            f"{p} {sum(e['name'] == p or e['name'].startswith(p + ' ') for e in spans)}"
-            for p in args.prefix)
+        if args.track and args.track not in threads.values():
+            sys.exit(f"{path}: no track '{args.track}' among {sorted(threads.values())}")
+        counted = [e for e in spans
+                   if not args.track or threads.get(e["tid"]) == args.track]
+        counts = {p: sum(e["name"] == p or e["name"].startswith(p + " ")
+                         for e in counted) for p in args.prefix}
+        summary = ", ".join(f"{p} {n}" for p, n in counts.items())
+        if args.track:
+            summary = f"{args.track} {summary}"
+        short = [p for p, n in counts.items() if n < args.at_least]
+        if short:
+            sys.exit(f"{path}: rank {rank.pop()}: {summary}: fewer than "
+                     f"{args.at_least} of {', '.join(short)}")
     else:
         summary = (f"compute {count(EXPERTS, 'compute')}; communication "
                    f"{count(EXCHANGES, 'communication')}")

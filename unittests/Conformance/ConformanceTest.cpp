@@ -27,7 +27,8 @@
 //   GEMMs' 2^-6 of the result's magnitude; router near-ties excepted, see
 //   checkInstructionsAgainstCpu). The op table's coverage is checked there
 //   too. Without the device (or without the backend's module) the test is
-//   skipped, saying why.
+//   skipped, saying why. With MOE_VIRTUAL_GPU=NAME (a100, h100, h200) the
+//   cuda backend is the virtual GPU's module (lib/Runtime/VirtualGpu).
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Runtime/Artifact/ExpertsRecipe.h"
@@ -1118,8 +1119,14 @@ void checkInstructionsAgainstCpu(const std::string &backendName,
   std::shared_ptr<const Program> shared =
       std::make_shared<const Program>(named.make());
   const Program &program = *shared;
+  // MOE_VIRTUAL_GPU=NAME puts the cuda backend on the virtual GPU, as
+  // moe-run's --virtual-gpu NAME does (test/gpu/run.sh --rehearse).
+  BackendOptions options = deviceOptions;
+  if (const char *virtualGpu = std::getenv("MOE_VIRTUAL_GPU");
+      virtualGpu && backendName != "cpu")
+    options.virtualGpu = virtualGpu;
   absl::StatusOr<std::unique_ptr<Backend>> created =
-      createBackend(backendName, shared, deviceOptions);
+      createBackend(backendName, shared, options);
   if (!created.ok() &&
       (created.status().code() == absl::StatusCode::kFailedPrecondition ||
        created.status().code() == absl::StatusCode::kUnimplemented)) {

@@ -157,7 +157,8 @@ private:
   absl::Status copyBuffer(uint32_t buffer, void *to, const void *from,
                           cudaMemcpyKind kind) const;
 
-  /// Several ranks: the NCCL communicators of the program's groups.
+  /// Several ranks, or a mesh of one: the NCCL communicators of the
+  /// program's groups.
   absl::Status connect();
   /// A pipelined program: the group over the stages and the runner.
   absl::Status connectStages();
@@ -266,7 +267,11 @@ absl::Status CudaBackend::setUp(comm::World *world) {
   if (!job.ok())
     return job.status();
   jobWorld = *job;
-  if (program.numRanks() > 1)
+  // A mesh of one rank (moec --mesh ep=1, ...) connects too: its groups of
+  // one get NCCL communicators and its expert-parallel layers exchange
+  // their rows with themselves on the communication stream, which is how
+  // one GPU runs that code (test/gpu/run.sh).
+  if (program.numRanks() > 1 || !program.groups.empty())
     MOE_CUDA_TRY(connect());
   if (program.pipeline.enabled())
     MOE_CUDA_TRY(connectStages());

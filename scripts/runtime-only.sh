@@ -16,7 +16,7 @@ jobs=${MOE_BUILD_JOBS:-2}
 
 if [ ! -f "$dir/build.ninja" ]; then
   cmake -G Ninja -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release \
-    -DMOE_BUILD_COMPILER=OFF -DMOE_ENABLE_CUDA=OFF >/dev/null
+    -DMOE_BUILD_COMPILER=OFF -DMOE_ENABLE_CUDA=OFF -DMOE_ENABLE_VIRTUAL_GPU=OFF >/dev/null
 fi
 ninja -C "$dir" -j"$jobs"
 

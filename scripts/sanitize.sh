@@ -35,7 +35,7 @@ jobs=${MOE_BUILD_JOBS:-2}
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 if [ ! -f "$dir/build.ninja" ]; then
   cmake -G Ninja -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DMOE_BUILD_COMPILER=OFF -DMOE_ENABLE_CUDA=OFF \
+    -DMOE_BUILD_COMPILER=OFF -DMOE_ENABLE_CUDA=OFF -DMOE_ENABLE_VIRTUAL_GPU=OFF \
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 fi
@@ -45,7 +45,7 @@ ninja -C "$dir" -j"$jobs" "${suites[@]}" moe-run moe-data moe-fuzz-artifact
 importdir=build-asan-import
 if [ ! -f "$importdir/build.ninja" ]; then
   cmake -G Ninja -S . -B "$importdir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DMOE_ENABLE_CUDA=OFF -DLLVM_USE_LINKER=lld \
+    -DMOE_ENABLE_CUDA=OFF -DMOE_ENABLE_VIRTUAL_GPU=OFF -DLLVM_USE_LINKER=lld \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-19/build/utils/lit/lit.py \
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
@@ -58,7 +58,7 @@ if [ -f /usr/local/cuda/include/cuda_runtime_api.h ]; then
   vgpu=1
   if [ ! -f "$vgpudir/build.ninja" ]; then
     cmake -G Ninja -S . -B "$vgpudir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DMOE_BUILD_COMPILER=OFF -DMOE_ENABLE_CUDA=ON -DMOE_ENABLE_VIRTUAL_GPU=ON \
+      -DMOE_BUILD_COMPILER=OFF -DMOE_ENABLE_CUDA=OFF -DMOE_ENABLE_VIRTUAL_GPU=ON \
       -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
       -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
       -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \

@@ -23,7 +23,8 @@ if [ ! -f "$build/build.ninja" ]; then
     -DMOE_VIRTUAL_GPU_COVERAGE=ON > /dev/null
 fi
 units=(VirtualGpuKernelTests VirtualGpuGemmDescriptorTests
-       VirtualGpuGemmRunnerTests VirtualGpuNcclBackendTests ConformanceTests)
+       VirtualGpuGemmRunnerTests VirtualGpuNcclBackendTests VirtualGpuCudaTests
+       VirtualGpuPinnedStagingTests ConformanceTests)
 ninja -C "$build" -j"$jobs" moec moe-run moe-data moe_backend_virtual_gpu \
   VirtualGpuNcclRanksTests "${units[@]}" > "$build/coverage-build.log"
 find "$build" -name '*.gcda' -delete

@@ -9,6 +9,7 @@
 #include "moe/Runtime/Cpu/Kernels.h"
 #include "moe/Runtime/Cuda/Workspace.h"
 #include "moe/Target/Collectives.h"
+#include "moe/Target/CompilePipeline.h"
 #include "moe/Target/KernelCost.h"
 #include "moe/Target/Planner.h"
 
@@ -898,14 +899,23 @@ PlanCost mlir::moe::evaluatePlan(const ModelShape &model,
                   : 0.0;
     workspace = std::max({attention, loss, experts});
   } else if (sw.moeRun && moeLayers) {
+    ::moe::rt::cuda::ExpertsScratchShape experts;
+    experts.tokens = static_cast<int64_t>(tokens);
+    experts.topK = model.topK;
+    experts.hidden = model.hidden;
+    experts.ffn = model.ffn;
+    experts.experts = std::max<int64_t>(model.experts / plan.ep, 1);
+    experts.backward = true;
+    experts.bf16 = act < 4;
+    experts.fp8 = plan.fp8;
+    experts.groupSize = plan.ep > 1 ? arriving : 0;
+    // FP8 dispatch compiles with the default block (CompileFlags).
+    if (plan.ep > 1 && plan.fp8 && sw.fp8Dispatch)
+      experts.fp8DispatchBlock = CompileFlags().fp8Block;
     workspace = std::max(
         workspace,
-        static_cast<double>(
-            ::moe::rt::cuda::kGemmWorkspaceBytes +
-            ::moe::rt::cuda::expertsWorkspaceBytes(
-                static_cast<int64_t>(tokens), model.topK, model.hidden,
-                model.ffn, std::max<int64_t>(model.experts / plan.ep, 1),
-                /*backward=*/true, plan.fp8, act < 4, arriving)));
+        static_cast<double>(::moe::rt::cuda::kGemmWorkspaceBytes +
+                            ::moe::rt::cuda::expertsWorkspaceBytes(experts)));
   }
   // moe-run packs gradients and activations into one arena: the backward
   // frees a layer's activations as it writes its gradients. With one

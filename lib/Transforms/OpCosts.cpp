@@ -129,12 +129,16 @@ struct ExpertsShape {
   bool backward, fp8, bf16;
   /// Blockwise FP8 scaling (block scales, padded rows).
   bool blockwise = false;
+  /// Expert axes (a group of one included: its rows still travel through
+  /// the exchange's buffers), and the FP8 dispatch's block (0: none).
+  bool expertParallel = false;
+  int64_t fp8DispatchBlock = 0;
 };
 
 std::optional<ExpertsShape> expertsShapeOf(Operation *op, MeshOp mesh) {
   auto shape = [&](Value x, Value ids, Value w1, bool backward,
-                   std::optional<Fp8Scaling> fp8,
-                   std::optional<ArrayAttr> axes) {
+                   std::optional<Fp8Scaling> fp8, std::optional<ArrayAttr> axes,
+                   bool fp8Dispatch, std::optional<uint64_t> fp8Block) {
     auto xShape = cast<ShapedType>(x.getType());
     auto w1Shape = cast<ShapedType>(w1.getType()).getShape();
     int64_t hidden = xShape.getShape().back(), groupSize = 1;
@@ -150,14 +154,22 @@ std::optional<ExpertsShape> expertsShapeOf(Operation *op, MeshOp mesh) {
                         backward,
                         fp8.has_value(),
                         isBf16(x.getType()),
-                        fp8 == Fp8Scaling::blockwise};
+                        fp8 == Fp8Scaling::blockwise,
+                        axes.has_value(),
+                        // The verifier has fp8_dispatch set a block; one
+                        // scale per element is the worst.
+                        fp8Dispatch
+                            ? static_cast<int64_t>(fp8Block.value_or(1))
+                            : 0};
   };
   if (auto forward = dyn_cast<ExpertsOp>(op))
     return shape(forward.getInput(), forward.getIndices(), forward.getW1(),
-                 false, forward.getFp8(), forward.getExpertAxes());
+                 false, forward.getFp8(), forward.getExpertAxes(),
+                 forward.getFp8Dispatch(), forward.getFp8Block());
   if (auto backward = dyn_cast<ExpertsGradOp>(op))
     return shape(backward.getInput(), backward.getIndices(), backward.getW1(),
-                 true, backward.getFp8(), backward.getExpertAxes());
+                 true, backward.getFp8(), backward.getExpertAxes(),
+                 backward.getFp8Dispatch(), backward.getFp8Block());
   return std::nullopt;
 }
 
@@ -239,11 +251,21 @@ uint64_t cudaScratchBytes(Operation *op,
                           const std::optional<ExpertsShape> &experts) {
   namespace cuda = ::moe::rt::cuda;
   uint64_t bytes = 0;
-  if (experts)
-    bytes = cuda::expertsWorkspaceBytes(
-        experts->tokens, experts->topK, experts->hidden, experts->ffn,
-        experts->experts, experts->backward, experts->fp8, experts->bf16,
-        experts->groupSize, experts->blockwise);
+  if (experts) {
+    cuda::ExpertsScratchShape shape;
+    shape.tokens = experts->tokens;
+    shape.topK = experts->topK;
+    shape.hidden = experts->hidden;
+    shape.ffn = experts->ffn;
+    shape.experts = experts->experts;
+    shape.backward = experts->backward;
+    shape.bf16 = experts->bf16;
+    shape.fp8 = experts->fp8;
+    shape.blockwise = experts->blockwise;
+    shape.groupSize = experts->expertParallel ? experts->groupSize : 0;
+    shape.fp8DispatchBlock = experts->fp8DispatchBlock;
+    bytes = cuda::expertsWorkspaceBytes(shape);
+  }
   if (auto grad = dyn_cast<AttentionGradOp>(op)) {
     auto q = cast<ShapedType>(grad.getQuery().getType()).getShape();
     bytes = cuda::attentionWorkspaceBytes(q[0], q[1], grad.getNumHeads());

@@ -176,11 +176,17 @@ TEST(PlannerTest, MoeRunCountsTheExpertsScratch) {
   SoftwareTraits moeRun;
   PlanCost flat = evaluatePlan(m, plan, cluster, 8, other);
   PlanCost counted = evaluatePlan(m, plan, cluster, 8, moeRun);
+  ::moe::rt::cuda::ExpertsScratchShape experts;
+  experts.tokens = m.seq;
+  experts.topK = m.topK;
+  experts.hidden = m.hidden;
+  experts.ffn = m.ffn;
+  experts.experts = m.experts / plan.ep;
+  experts.backward = true;
+  experts.bf16 = moeRun.activationBytes < 4;
+  experts.groupSize = 2;
   double scratch = ::moe::rt::cuda::kGemmWorkspaceBytes +
-                   ::moe::rt::cuda::expertsWorkspaceBytes(
-                       m.seq, m.topK, m.hidden, m.ffn, m.experts / plan.ep,
-                       /*backward=*/true, /*fp8=*/false,
-                       /*bf16=*/moeRun.activationBytes < 4, /*groupSize=*/2);
+                   ::moe::rt::cuda::expertsWorkspaceBytes(experts);
   ASSERT_GT(scratch, 1024.0 * 1024 * 1024);
   EXPECT_EQ(flat.workspaceMemory, 1024.0 * 1024 * 1024);
   EXPECT_NEAR(counted.workspaceMemory, scratch, 1.0);

@@ -321,11 +321,15 @@ TEST_F(CublasLtTest, MatmulRefusesPointersLessAlignedThanItsAlgorithm) {
             CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_THAT(lastCublasLtError(),
               HasSubstr("is aligned to 2 bytes; the algorithm assumes 16"));
-  // An algorithm for other types is not one for this matmul.
+  // An algorithm for other types is not one for this matmul. (Operands
+  // sized for fp32, so that the refusal cannot be an overlap of the BF16
+  // buffers above instead, which depends on where they were placed.)
   Descriptors fp32(CUDA_R_32F, CUDA_R_32F, 16, 8, 64, false, true);
-  EXPECT_EQ(cublasLtMatmul(handle, fp32.op, &alpha, a.get(), fp32.a, b.get(),
-                           fp32.b, &beta, c.get(), fp32.c, c.get(), fp32.d,
-                           &results[1].algo, workspace.get(), 1024, nullptr),
+  DeviceBuffer a32(16 * 64 * 4), b32(8 * 64 * 4), c32(16 * 8 * 4);
+  EXPECT_EQ(cublasLtMatmul(handle, fp32.op, &alpha, a32.get(), fp32.a,
+                           b32.get(), fp32.b, &beta, c32.get(), fp32.c,
+                           c32.get(), fp32.d, &results[1].algo,
+                           workspace.get(), 1024, nullptr),
             CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_THAT(lastCublasLtError(), HasSubstr("algo was chosen for other types"));
   cublasLtMatmulAlgo_t forged{};
@@ -389,11 +393,13 @@ TEST_F(CublasLtTest, MatmulRefusesInconsistentOperands) {
                            c.get(), bf16.c, nullptr, nullptr, 0, nullptr),
             CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_THAT(lastCublasLtError(), HasSubstr("alpha is device memory"));
-  // D written over an input it reads.
+  // D written over an input it reads (operands sized for fp32, so that B
+  // cannot reach into A's allocation wherever the two were placed).
   Descriptors fp32(CUDA_R_32F, CUDA_R_32F, 16, 8, 64, false, true);
-  EXPECT_EQ(cublasLtMatmul(handle, fp32.op, &alpha, a.get(), fp32.a, b.get(),
-                           fp32.b, &beta, c.get(), fp32.c, a.get(), fp32.d,
-                           nullptr, nullptr, 0, nullptr),
+  DeviceBuffer a32(16 * 64 * 4), b32(8 * 64 * 4), c32(16 * 8 * 4);
+  EXPECT_EQ(cublasLtMatmul(handle, fp32.op, &alpha, a32.get(), fp32.a,
+                           b32.get(), fp32.b, &beta, c32.get(), fp32.c,
+                           a32.get(), fp32.d, nullptr, nullptr, 0, nullptr),
             CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_THAT(lastCublasLtError(), HasSubstr("D overlaps A"));
   // Block scales need their pointers.

@@ -26,6 +26,7 @@
 #endif
 #endif
 #ifdef MOE_FIBER_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -223,6 +224,11 @@ Fiber::Fiber(Entry entry, void *argument) : context(new Context) {
 }
 
 void Fiber::restart(Entry entry, void *argument) {
+#ifdef MOE_FIBER_ASAN
+  // The stack's previous run (a fiber that ended, or was abandoned after a
+  // fault) left ASan's poisoned redzones in it; the new run starts clean.
+  ASAN_UNPOISON_MEMORY_REGION(context->stack, kStackBytes);
+#endif
   context->entry = entry;
   context->argument = argument;
   context->started = false;
